@@ -1,0 +1,80 @@
+/* Mount options (-o), one table for parsing, defaults, --help and the man
+ * page.  Shared by the daemon, clairfs-plan and clairfs-bench, so the same
+ * option means the same thing everywhere. */
+#ifndef CLAIRFS_OPTIONS_H
+#define CLAIRFS_OPTIONS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "clairfs/catalog.h"
+#include "clairfs/sampler.h"
+
+enum cfs_io_kind {
+    CFS_IO_AUTO = 0, /* io_uring when the kernel allows, else threads */
+    CFS_IO_URING,
+    CFS_IO_THREADS,
+};
+
+struct cfs_options {
+    bool has_seed;
+    uint64_t seed;
+    enum cfs_sampler_kind sampler;
+    char *sampler_list; /* sampler=list:FILE */
+    uint32_t world;
+    bool has_ranks;
+    uint32_t rank_first, rank_last; /* inclusive */
+    uint32_t batch;
+    bool drop_last;
+    bool drop_last_batch;
+    bool persistent_workers;
+    uint32_t epochs;
+    uint32_t start_epoch;
+    enum cfs_order order;
+    char *order_list; /* order=list:FILE */
+    uint64_t ram;
+    uint64_t ssd;
+    bool has_ssd;
+    char *ssd_dir;
+    char *index_dir;
+    bool rescan;
+    enum cfs_io_kind io;
+    uint32_t io_depth;
+    uint32_t lookahead; /* files the prefetcher may run ahead of the trainers */
+    bool kernel_cache;  /* stage bytes into the kernel page cache */
+    double peer_timeout; /* seconds */
+    bool no_peers;
+    bool allow_other;
+};
+
+/* Defaults for every option. */
+void cfs_options_init(struct cfs_options *o);
+void cfs_options_free(struct cfs_options *o);
+
+/* Apply one option "key" or "key=value".  Returns 0, -ENOENT when the key is
+ * not a clairfs option (the caller may hand it to FUSE), or -EINVAL with a
+ * one-line message naming the option in err. */
+int cfs_options_set(struct cfs_options *o, const char *kv, char *err, size_t errlen);
+/* Apply a comma-separated list, as given to -o; unknown keys are errors. */
+int cfs_options_parse_list(struct cfs_options *o, const char *list, char *err, size_t errlen);
+/* Checks across options (ranks within world, start_epoch < epochs, ...). */
+int cfs_options_validate(const struct cfs_options *o, char *err, size_t errlen);
+
+/* Replace every "{rank}" in s with rank; returns a malloc'd string or NULL. */
+char *cfs_options_expand_rank(const char *s, int rank);
+
+/* The -o list for --help, one option a line, from the table. */
+void cfs_options_print_help(FILE *f);
+
+/* "123", "4K", "1.5G", "10M" (powers of 1024) -> bytes.  -EINVAL if bad. */
+int cfs_parse_size(const char *s, uint64_t *out);
+/* Decimal unsigned integer with range check; -EINVAL / -ERANGE. */
+int cfs_parse_u64(const char *s, uint64_t max, uint64_t *out);
+
+/* Sampler parameters for a catalog of n samples. */
+void cfs_options_sampler_params(const struct cfs_options *o, uint64_t n,
+                                struct cfs_sampler_params *p);
+
+#endif

@@ -1,0 +1,2 @@
+/* placeholder: module under construction */
+typedef int cfs_placeholder;

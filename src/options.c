@@ -1,0 +1,431 @@
+#include "clairfs/options.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* How an option's value is read.  Every option is one row of options_table
+ * below; parsing, --help and the man page's option list come from it. */
+enum opt_type {
+    OPT_FLAG,   /* no value: sets a bool */
+    OPT_U32,    /* decimal */
+    OPT_U64,    /* decimal, full 64-bit range */
+    OPT_SIZE,   /* bytes with K/M/G/T suffix */
+    OPT_SECONDS,/* decimal seconds, fractional allowed */
+    OPT_STRING, /* path */
+    OPT_SPECIAL /* parsed by a handler */
+};
+
+struct opt_def {
+    const char *name;
+    enum opt_type type;
+    size_t offset;
+    size_t present_offset; /* bool set when given, or (size_t)-1 */
+    uint64_t min, max;
+    int (*handler)(struct cfs_options *o, const char *value, char *err, size_t errlen);
+    const char *help;
+};
+
+#define NO_PRESENT ((size_t)-1)
+#define OFF(f) offsetof(struct cfs_options, f)
+
+static int set_error(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int set_error(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -EINVAL;
+}
+
+static int replace_string(char **slot, const char *value)
+{
+    char *copy = strdup(value);
+    if (!copy)
+        return -ENOMEM;
+    free(*slot);
+    *slot = copy;
+    return 0;
+}
+
+static int parse_sampler(struct cfs_options *o, const char *v, char *err, size_t errlen)
+{
+    if (strcmp(v, "torch-ddp") == 0)
+        o->sampler = CFS_SAMPLER_TORCH_DDP;
+    else if (strcmp(v, "torch") == 0)
+        o->sampler = CFS_SAMPLER_TORCH;
+    else if (strcmp(v, "torch-sampler") == 0)
+        o->sampler = CFS_SAMPLER_TORCH_SAMPLER;
+    else if (strncmp(v, "list:", 5) == 0 && v[5]) {
+        o->sampler = CFS_SAMPLER_LIST;
+        return replace_string(&o->sampler_list, v + 5);
+    } else
+        return set_error(err, errlen,
+                         "option sampler=%s: expected torch-ddp, torch, torch-sampler or list:FILE",
+                         v);
+    return 0;
+}
+
+static int parse_order(struct cfs_options *o, const char *v, char *err, size_t errlen)
+{
+    if (strcmp(v, "imagefolder") == 0)
+        o->order = CFS_ORDER_IMAGEFOLDER;
+    else if (strcmp(v, "sorted") == 0)
+        o->order = CFS_ORDER_SORTED;
+    else if (strncmp(v, "list:", 5) == 0 && v[5]) {
+        o->order = CFS_ORDER_LIST;
+        return replace_string(&o->order_list, v + 5);
+    } else
+        return set_error(err, errlen, "option order=%s: expected imagefolder, sorted or list:FILE",
+                         v);
+    return 0;
+}
+
+static int parse_ranks(struct cfs_options *o, const char *v, char *err, size_t errlen)
+{
+    uint64_t first, last;
+    char buf[64];
+    snprintf(buf, sizeof(buf), "%s", v);
+    char *dash = strchr(buf, '-');
+    if (dash)
+        *dash = '\0';
+    if (cfs_parse_u64(buf, UINT32_MAX - 1, &first) < 0 ||
+        (dash && cfs_parse_u64(dash + 1, UINT32_MAX - 1, &last) < 0))
+        return set_error(err, errlen, "option ranks=%s: expected A or A-B (trainer ranks)", v);
+    if (!dash)
+        last = first;
+    if (last < first)
+        return set_error(err, errlen, "option ranks=%s: the range is empty", v);
+    o->has_ranks = true;
+    o->rank_first = (uint32_t)first;
+    o->rank_last = (uint32_t)last;
+    return 0;
+}
+
+static int parse_io(struct cfs_options *o, const char *v, char *err, size_t errlen)
+{
+    if (strcmp(v, "auto") == 0)
+        o->io = CFS_IO_AUTO;
+    else if (strcmp(v, "uring") == 0)
+        o->io = CFS_IO_URING;
+    else if (strcmp(v, "threads") == 0)
+        o->io = CFS_IO_THREADS;
+    else
+        return set_error(err, errlen, "option io=%s: expected auto, uring or threads", v);
+    return 0;
+}
+
+static const struct opt_def options_table[] = {
+    {"seed", OPT_U64, OFF(seed), OFF(has_seed), 0, UINT64_MAX, NULL,
+     "the trainer's sampler seed; without it clairfs serves and caches but predicts nothing"},
+    {"sampler", OPT_SPECIAL, 0, NO_PRESENT, 0, 0, parse_sampler,
+     "torch-ddp (default), torch, torch-sampler or list:FILE: the trainer's sampling pattern"},
+    {"world", OPT_U32, OFF(world), NO_PRESENT, 1, UINT32_MAX, NULL,
+     "trainer world size (num_replicas), default 1"},
+    {"ranks", OPT_SPECIAL, 0, NO_PRESENT, 0, 0, parse_ranks,
+     "A-B: trainer ranks whose reads this mount serves (default all, or node i's block)"},
+    {"batch", OPT_U32, OFF(batch), NO_PRESENT, 1, UINT32_MAX, NULL,
+     "DataLoader batch_size, default 1"},
+    {"drop_last", OPT_FLAG, OFF(drop_last), NO_PRESENT, 0, 0, NULL,
+     "DistributedSampler(drop_last=True)"},
+    {"drop_last_batch", OPT_FLAG, OFF(drop_last_batch), NO_PRESENT, 0, 0, NULL,
+     "DataLoader(drop_last=True): the last incomplete batch is not read"},
+    {"persistent_workers", OPT_FLAG, OFF(persistent_workers), NO_PRESENT, 0, 0, NULL,
+     "DataLoader(persistent_workers=True) (sampler=torch)"},
+    {"epochs", OPT_U32, OFF(epochs), NO_PRESENT, 1, UINT32_MAX, NULL,
+     "epochs the trainer runs, default 100"},
+    {"start_epoch", OPT_U32, OFF(start_epoch), NO_PRESENT, 0, UINT32_MAX, NULL,
+     "first epoch (a resumed run), default 0"},
+    {"order", OPT_SPECIAL, 0, NO_PRESENT, 0, 0, parse_order,
+     "imagefolder (default), sorted or list:FILE: how dataset index maps to files"},
+    {"ram", OPT_SIZE, OFF(ram), NO_PRESENT, 0, UINT64_MAX, NULL,
+     "RAM tier capacity (K/M/G/T suffix), default 1G"},
+    {"ssd", OPT_SIZE, OFF(ssd), OFF(has_ssd), 0, UINT64_MAX, NULL,
+     "SSD tier capacity, default half the free space of ssd_dir"},
+    {"ssd_dir", OPT_STRING, OFF(ssd_dir), NO_PRESENT, 0, 0, NULL,
+     "directory of the SSD tier; {rank} is replaced by the MPI rank"},
+    {"index", OPT_STRING, OFF(index_dir), NO_PRESENT, 0, 0, NULL,
+     "LMDB environment directory, default ssd_dir/index or ~/.cache/clairfs/<source hash>"},
+    {"rescan", OPT_FLAG, OFF(rescan), NO_PRESENT, 0, 0, NULL,
+     "scan SOURCE even when the stored catalog is valid"},
+    {"io", OPT_SPECIAL, 0, NO_PRESENT, 0, 0, parse_io,
+     "auto (default), uring or threads: the I/O engine"},
+    {"io_depth", OPT_U32, OFF(io_depth), NO_PRESENT, 1, 4096, NULL,
+     "fetches in flight, default 64"},
+    {"lookahead", OPT_U32, OFF(lookahead), NO_PRESENT, 1, UINT32_MAX, NULL,
+     "files the prefetcher may run ahead of the trainers, default: as the tiers allow"},
+    {"kernel_cache", OPT_FLAG, OFF(kernel_cache), NO_PRESENT, 0, 0, NULL,
+     "stage file bytes into the kernel page cache ahead of use"},
+    {"peer_timeout", OPT_SECONDS, OFF(peer_timeout), NO_PRESENT, 0, 0, NULL,
+     "seconds before a silent peer is marked slow, default 2"},
+    {"no_peers", OPT_FLAG, OFF(no_peers), NO_PRESENT, 0, 0, NULL,
+     "under MPI, never fetch from other nodes"},
+    {"allow_other", OPT_FLAG, OFF(allow_other), NO_PRESENT, 0, 0, NULL,
+     "let users other than the mounter read the mount"},
+};
+
+#define N_OPTIONS (sizeof(options_table) / sizeof(options_table[0]))
+
+void cfs_options_init(struct cfs_options *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->sampler = CFS_SAMPLER_TORCH_DDP;
+    o->world = 1;
+    o->batch = 1;
+    o->epochs = 100;
+    o->order = CFS_ORDER_IMAGEFOLDER;
+    o->ram = 1ull << 30;
+    o->io = CFS_IO_AUTO;
+    o->io_depth = 64;
+    o->peer_timeout = 2.0;
+}
+
+void cfs_options_free(struct cfs_options *o)
+{
+    free(o->sampler_list);
+    free(o->order_list);
+    free(o->ssd_dir);
+    free(o->index_dir);
+    o->sampler_list = o->order_list = o->ssd_dir = o->index_dir = NULL;
+}
+
+int cfs_parse_u64(const char *s, uint64_t max, uint64_t *out)
+{
+    if (!s || !isdigit((unsigned char)s[0]))
+        return -EINVAL;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*end != '\0')
+        return -EINVAL;
+    if (errno == ERANGE || v > max)
+        return -ERANGE;
+    *out = v;
+    return 0;
+}
+
+int cfs_parse_size(const char *s, uint64_t *out)
+{
+    if (!s || !(isdigit((unsigned char)s[0]) || s[0] == '.'))
+        return -EINVAL;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || !isfinite(v) || v < 0)
+        return -EINVAL;
+    double mult = 1;
+    switch (toupper((unsigned char)*end)) {
+    case '\0':
+        break;
+    case 'K':
+        mult = 1024.0;
+        break;
+    case 'M':
+        mult = 1024.0 * 1024;
+        break;
+    case 'G':
+        mult = 1024.0 * 1024 * 1024;
+        break;
+    case 'T':
+        mult = 1024.0 * 1024 * 1024 * 1024;
+        break;
+    default:
+        return -EINVAL;
+    }
+    if (*end) {
+        end++;
+        if (*end == 'i' && end[1] == 'B')
+            end += 2;
+        else if (toupper((unsigned char)*end) == 'B')
+            end++;
+    }
+    if (*end != '\0')
+        return -EINVAL;
+    double bytes = v * mult;
+    if (bytes >= 18446744073709551615.0)
+        return -ERANGE;
+    *out = (uint64_t)bytes;
+    return 0;
+}
+
+static const struct opt_def *find_option(const char *key, size_t keylen)
+{
+    for (size_t i = 0; i < N_OPTIONS; i++)
+        if (strlen(options_table[i].name) == keylen &&
+            memcmp(options_table[i].name, key, keylen) == 0)
+            return &options_table[i];
+    return NULL;
+}
+
+static int apply_option(struct cfs_options *o, const struct opt_def *d, const char *value,
+                        char *err, size_t errlen)
+{
+    char *base = (char *)o;
+    uint64_t u;
+    int rc;
+
+    if (d->type == OPT_FLAG) {
+        if (value)
+            return set_error(err, errlen, "option %s takes no value", d->name);
+        *(bool *)(base + d->offset) = true;
+        return 0;
+    }
+    if (!value || !*value)
+        return set_error(err, errlen, "option %s needs a value (%s=...)", d->name, d->name);
+
+    switch (d->type) {
+    case OPT_U32:
+    case OPT_U64:
+        rc = cfs_parse_u64(value, d->type == OPT_U32 ? UINT32_MAX : UINT64_MAX, &u);
+        if (rc < 0)
+            return set_error(err, errlen, "option %s=%s: %s", d->name, value,
+                             rc == -ERANGE ? "number out of range" : "not a number");
+        if (u < d->min || u > d->max)
+            return set_error(err, errlen, "option %s=%s: must be between %llu and %llu",
+                             d->name, value, (unsigned long long)d->min,
+                             (unsigned long long)d->max);
+        if (d->type == OPT_U32)
+            *(uint32_t *)(base + d->offset) = (uint32_t)u;
+        else
+            *(uint64_t *)(base + d->offset) = u;
+        break;
+    case OPT_SIZE:
+        if (cfs_parse_size(value, &u) < 0)
+            return set_error(err, errlen,
+                             "option %s=%s: not a size (use a number with K, M, G or T)",
+                             d->name, value);
+        *(uint64_t *)(base + d->offset) = u;
+        break;
+    case OPT_SECONDS: {
+        char *end;
+        double v = strtod(value, &end);
+        if (*end || end == value || !isfinite(v) || v <= 0 || v > 86400)
+            return set_error(err, errlen, "option %s=%s: expected seconds > 0", d->name, value);
+        *(double *)(base + d->offset) = v;
+        break;
+    }
+    case OPT_STRING:
+        rc = replace_string((char **)(base + d->offset), value);
+        if (rc < 0)
+            return rc;
+        break;
+    case OPT_SPECIAL:
+        rc = d->handler(o, value, err, errlen);
+        if (rc < 0)
+            return rc;
+        break;
+    case OPT_FLAG:
+        break;
+    }
+    if (d->present_offset != NO_PRESENT)
+        *(bool *)(base + d->present_offset) = true;
+    return 0;
+}
+
+int cfs_options_set(struct cfs_options *o, const char *kv, char *err, size_t errlen)
+{
+    const char *eq = strchr(kv, '=');
+    size_t keylen = eq ? (size_t)(eq - kv) : strlen(kv);
+    const struct opt_def *d = find_option(kv, keylen);
+    if (!d)
+        return -ENOENT;
+    return apply_option(o, d, eq ? eq + 1 : NULL, err, errlen);
+}
+
+int cfs_options_parse_list(struct cfs_options *o, const char *list, char *err, size_t errlen)
+{
+    char *copy = strdup(list);
+    if (!copy)
+        return -ENOMEM;
+    int rc = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        rc = cfs_options_set(o, tok, err, errlen);
+        if (rc == -ENOENT) {
+            set_error(err, errlen, "unknown option '%s' (see --help)", tok);
+            rc = -EINVAL;
+        }
+        if (rc < 0)
+            break;
+    }
+    free(copy);
+    return rc;
+}
+
+int cfs_options_validate(const struct cfs_options *o, char *err, size_t errlen)
+{
+    if (o->has_ranks && o->rank_last >= o->world)
+        return set_error(err, errlen, "option ranks=%u-%u: ranks must be within 0..%u (world=%u)",
+                         o->rank_first, o->rank_last, o->world - 1, o->world);
+    if (o->start_epoch >= o->epochs)
+        return set_error(err, errlen, "option start_epoch=%u: must be below epochs=%u",
+                         o->start_epoch, o->epochs);
+    if (o->has_ssd && o->ssd > 0 && !o->ssd_dir)
+        return set_error(err, errlen, "option ssd=SIZE needs ssd_dir=DIR");
+    return 0;
+}
+
+char *cfs_options_expand_rank(const char *s, int rank)
+{
+    static const char token[] = "{rank}";
+    size_t tlen = sizeof(token) - 1;
+    char num[16];
+    int nlen = snprintf(num, sizeof(num), "%d", rank);
+    size_t count = 0;
+    for (const char *p = strstr(s, token); p; p = strstr(p + tlen, token))
+        count++;
+    char *out = malloc(strlen(s) + count * (size_t)nlen + 1);
+    if (!out)
+        return NULL;
+    char *w = out;
+    for (const char *p = s; *p;) {
+        if (strncmp(p, token, tlen) == 0) {
+            memcpy(w, num, (size_t)nlen);
+            w += nlen;
+            p += tlen;
+        } else {
+            *w++ = *p++;
+        }
+    }
+    *w = '\0';
+    return out;
+}
+
+void cfs_options_print_help(FILE *f)
+{
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        const struct opt_def *d = &options_table[i];
+        char lhs[40];
+        const char *arg = d->type == OPT_FLAG      ? ""
+                          : d->type == OPT_SIZE    ? "=SIZE"
+                          : d->type == OPT_STRING  ? "=DIR"
+                          : d->type == OPT_SECONDS ? "=SEC"
+                          : d->type == OPT_SPECIAL ? "=..."
+                                                   : "=N";
+        snprintf(lhs, sizeof(lhs), "-o %s%s", d->name, arg);
+        fprintf(f, "    %-26s %s\n", lhs, d->help);
+    }
+}
+
+void cfs_options_sampler_params(const struct cfs_options *o, uint64_t n,
+                                struct cfs_sampler_params *p)
+{
+    memset(p, 0, sizeof(*p));
+    p->kind = o->sampler;
+    p->seed = o->seed;
+    p->n = n;
+    p->world = o->world;
+    p->batch = o->batch;
+    p->drop_last = o->drop_last;
+    p->drop_last_batch = o->drop_last_batch;
+    p->persistent_workers = o->persistent_workers;
+    p->list_path = o->sampler_list;
+}

@@ -1,0 +1,121 @@
+#include <check.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clairfs/options.h"
+
+START_TEST(sizes_parse_with_binary_suffixes)
+{
+    uint64_t v;
+    ck_assert_int_eq(cfs_parse_size("0", &v), 0);
+    ck_assert_uint_eq(v, 0);
+    ck_assert_int_eq(cfs_parse_size("4K", &v), 0);
+    ck_assert_uint_eq(v, 4096);
+    ck_assert_int_eq(cfs_parse_size("1.5G", &v), 0);
+    ck_assert_uint_eq(v, 1610612736ull);
+    ck_assert_int_eq(cfs_parse_size("10m", &v), 0);
+    ck_assert_uint_eq(v, 10485760ull);
+    ck_assert_int_eq(cfs_parse_size("2GiB", &v), 0);
+    ck_assert_uint_eq(v, 2147483648ull);
+    ck_assert_int_eq(cfs_parse_size("12X", &v), -EINVAL);
+    ck_assert_int_eq(cfs_parse_size("", &v), -EINVAL);
+    ck_assert_int_eq(cfs_parse_size("-1G", &v), -EINVAL);
+    ck_assert_int_eq(cfs_parse_size("G", &v), -EINVAL);
+    ck_assert_int_eq(cfs_parse_size("1GG", &v), -EINVAL);
+}
+END_TEST
+
+START_TEST(list_sets_every_kind_of_option)
+{
+    struct cfs_options o;
+    char err[256];
+    cfs_options_init(&o);
+    ck_assert_int_eq(cfs_options_parse_list(&o,
+        "seed=18446744073709551615,world=8,ranks=2-3,batch=32,drop_last,epochs=5,"
+        "start_epoch=1,ram=2G,ssd=10G,ssd_dir=/tmp/x{rank},sampler=list:/a/b,order=sorted,io=threads",
+        err, sizeof(err)), 0);
+    ck_assert(o.has_seed);
+    ck_assert_uint_eq(o.seed, UINT64_MAX);
+    ck_assert_uint_eq(o.world, 8);
+    ck_assert(o.has_ranks);
+    ck_assert_uint_eq(o.rank_first, 2);
+    ck_assert_uint_eq(o.rank_last, 3);
+    ck_assert_uint_eq(o.batch, 32);
+    ck_assert(o.drop_last);
+    ck_assert(!o.drop_last_batch);
+    ck_assert_uint_eq(o.epochs, 5);
+    ck_assert_uint_eq(o.start_epoch, 1);
+    ck_assert_uint_eq(o.ram, 2ull << 30);
+    ck_assert(o.has_ssd);
+    ck_assert_uint_eq(o.ssd, 10ull << 30);
+    ck_assert_str_eq(o.ssd_dir, "/tmp/x{rank}");
+    ck_assert_int_eq(o.sampler, CFS_SAMPLER_LIST);
+    ck_assert_str_eq(o.sampler_list, "/a/b");
+    ck_assert_int_eq(o.order, CFS_ORDER_SORTED);
+    ck_assert_int_eq(o.io, CFS_IO_THREADS);
+    ck_assert_int_eq(cfs_options_validate(&o, err, sizeof(err)), 0);
+    cfs_options_free(&o);
+}
+END_TEST
+
+static void assert_rejected(const char *list, const char *needle)
+{
+    struct cfs_options o;
+    char err[256] = "";
+    cfs_options_init(&o);
+    int rc = cfs_options_parse_list(&o, list, err, sizeof(err));
+    if (rc == 0)
+        rc = cfs_options_validate(&o, err, sizeof(err));
+    ck_assert_msg(rc == -EINVAL, "'%s' accepted", list);
+    ck_assert_msg(strstr(err, needle) != NULL, "'%s': message '%s' lacks '%s'", list, err, needle);
+    ck_assert_msg(strchr(err, '\n') == NULL, "message has more than one line");
+    cfs_options_free(&o);
+}
+
+START_TEST(bad_values_name_the_option)
+{
+    assert_rejected("seed=abc", "seed=abc");
+    assert_rejected("seed=18446744073709551616", "out of range");
+    assert_rejected("seed=-1", "seed=-1");
+    assert_rejected("world=0", "world=0");
+    assert_rejected("batch=0", "batch=0");
+    assert_rejected("ram=12Q", "ram=12Q");
+    assert_rejected("bogus=1", "unknown option 'bogus=1'");
+    assert_rejected("world=4,ranks=3-4", "ranks=3-4");
+    assert_rejected("ranks=5-2", "ranks=5-2");
+    assert_rejected("epochs=3,start_epoch=3", "start_epoch=3");
+    assert_rejected("sampler=numpy", "sampler=numpy");
+    assert_rejected("order=random", "order=random");
+    assert_rejected("drop_last=1", "drop_last");
+    assert_rejected("seed", "seed needs a value");
+    assert_rejected("ssd=1G", "ssd_dir");
+}
+END_TEST
+
+START_TEST(rank_placeholder_expands_everywhere)
+{
+    char *s = cfs_options_expand_rank("/mnt/n{rank}/x{rank}", 12);
+    ck_assert_str_eq(s, "/mnt/n12/x12");
+    free(s);
+    s = cfs_options_expand_rank("/plain", 3);
+    ck_assert_str_eq(s, "/plain");
+    free(s);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("options");
+    TCase *tc = tcase_create("parse");
+    tcase_add_test(tc, sizes_parse_with_binary_suffixes);
+    tcase_add_test(tc, list_sets_every_kind_of_option);
+    tcase_add_test(tc, bad_values_name_the_option);
+    tcase_add_test(tc, rank_placeholder_expands_everywhere);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
