@@ -4,7 +4,7 @@
  * Ids are assigned breadth first with each directory's children sorted by
  * name (bytewise), so a directory's children are the contiguous ids
  * [first_child, first_child + nchildren) and lookup is a binary search.
- * Id 0 is the root.  Symbolic links are followed (as torchvision does with
+ * Id 0 is the root (its parent is CFS_ID_NONE, its name "").  Symbolic links are followed (as torchvision does with
  * followlinks=True): a link to a file or directory is presented as that file
  * or directory; a broken link or one that would loop is kept as a symlink. */
 #ifndef CLAIRFS_CATALOG_H
@@ -14,10 +14,25 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct cfs_index;
+
 typedef uint32_t cfs_id;
 #define CFS_ID_NONE UINT32_MAX
 #define CFS_NO_SAMPLE UINT32_MAX
 
+/* The exact rules are in src/catalog_order.c's opening comment.  In short:
+ * IMAGEFOLDER is torchvision 0.14 ImageFolder(root).samples (Python code
+ * point order, undecodable bytes as surrogates; broken links named like
+ * images are samples, as for torchvision; a class folder without images is
+ * an error, a root without class folders an empty index; unlike os.walk a
+ * link back to one of its own ancestors is not followed).
+ * SORTED is every regular file (links to files included) by relative path,
+ * bytewise.
+ * LIST reads one relative path a line: every byte but '\n' belongs to the
+ * path (no comment syntax: a name may start with '#'), empty lines are
+ * skipped, "." and empty components are ignored; a path that is not a
+ * non-directory of SOURCE is an error naming the file and line; a path may
+ * repeat (its entry's `sample` is its first position). */
 enum cfs_order {
     CFS_ORDER_IMAGEFOLDER = 0, /* torchvision ImageFolder(root).samples */
     CFS_ORDER_SORTED,          /* every regular file, sorted by relative path */
@@ -46,22 +61,44 @@ struct cfs_catalog_params {
     const char *order_list; /* CFS_ORDER_LIST */
     const char *index_dir;  /* LMDB environment; NULL: no persistence */
     bool rescan;            /* ignore a stored catalog */
+    /* An environment the caller already opened, used instead of opening
+     * index_dir (LMDB forbids opening one environment twice in a process).
+     * index_dir must still be set (it enables persistence and names the
+     * index in messages). */
+    struct cfs_index *index;
 };
 
 struct cfs_catalog;
 
 /* Load the catalog stored in index_dir when it is valid for the source
  * (directory mtimes unchanged), else scan SOURCE and store it.  Returns 0 or
- * -errno with a one-line message in err. */
+ * -errno with a one-line message in err: -ENOENT / -ENOTDIR for a missing
+ * or non-directory SOURCE, -ENOENT for an order=list path not in SOURCE or
+ * an ImageFolder class without images (see catalog_order.c for the exact
+ * rules of each order).  The stored copy is reused when it was made for
+ * the same source (real path), order and list file (real path, mtime,
+ * size) and every directory's mtime is unchanged; a damaged or older-format
+ * copy is replaced by a scan. */
 int cfs_catalog_open(const struct cfs_catalog_params *p, struct cfs_catalog **out, char *err,
                      size_t errlen);
 /* A catalog of n synthetic files (no source), sizes drawn around mean_size;
  * for planning at scale without a dataset. */
 int cfs_catalog_synthetic(uint64_t n, uint64_t mean_size, struct cfs_catalog **out);
+/* The same with nclasses class folders "c<k>" (0: flat), files "<i>.jpg"
+ * zero-padded so bytewise order is numeric; class k holds a contiguous run
+ * of n/nclasses (+1 for the first n%nclasses) files.  File sizes are uniform
+ * in [mean/2, 3*mean/2), a fixed function of the file number.  Index order
+ * is file number order (equal to order=sorted and order=imagefolder). */
+int cfs_catalog_synthetic_layout(uint64_t n, uint64_t mean_size, uint32_t nclasses,
+                                 struct cfs_catalog **out);
 void cfs_catalog_destroy(struct cfs_catalog *c);
 
 /* True when cfs_catalog_open() reused a stored catalog instead of scanning. */
 bool cfs_catalog_loaded_from_index(const struct cfs_catalog *c);
+
+/* Entries left out of a scan: directories that could not be opened or read
+ * (kept, empty) and entries that vanished or could not be stat'ed. */
+uint64_t cfs_catalog_skipped(const struct cfs_catalog *c);
 
 uint32_t cfs_catalog_entry_count(const struct cfs_catalog *c);
 const struct cfs_entry *cfs_catalog_entry(const struct cfs_catalog *c, cfs_id id);
@@ -82,8 +119,9 @@ uint64_t cfs_catalog_file_count(const struct cfs_catalog *c);
 uint64_t cfs_catalog_dir_count(const struct cfs_catalog *c);
 uint64_t cfs_catalog_total_bytes(const struct cfs_catalog *c);
 
-/* A hash of every entry's path, size and mtime and of the index order:
- * nodes compare it to check they serve the same dataset. */
+/* A hash (xxh3-64) of every entry's path (as name and parent id), type,
+ * size and mtime and of the index order: nodes compare it to check they
+ * serve the same dataset.  Equal for a scanned and a loaded catalog. */
 uint64_t cfs_catalog_hash(const struct cfs_catalog *c);
 
 #endif

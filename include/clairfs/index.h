@@ -4,7 +4,26 @@
  *
  * The environment is created with mode 0600 in a 0700 directory.  A put that
  * hits MDB_MAP_FULL grows the map and retries.  One write transaction at a
- * time (LMDB's rule); readers may be many. */
+ * time (LMDB's rule); readers may be many.
+ *
+ * How the map grows: LMDB lets mdb_env_set_mapsize() run only while the
+ * process has no open transaction, and a transaction that met MDB_MAP_FULL
+ * is dead.  So every transaction holds a process-wide lock for reading for
+ * its whole life; a write transaction logs copies of its puts, dels and
+ * drops, and on MDB_MAP_FULL (from a put or from the commit) it aborts,
+ * doubles the map under that lock taken for writing, begins again and
+ * replays its log.  Consequences for callers: keep read transactions short
+ * (a long one delays growth), and never hold a read transaction while the
+ * same thread writes (growth would wait for it forever).
+ * cfs_index_reserve() grows the map before a large write so that the replay
+ * stays the exception.  A map grown by another process is adopted at the
+ * next begin (MDB_MAP_RESIZED).
+ *
+ * Named databases: "catalog", "cache", "meta" and "plan" are opened at
+ * cfs_index_open(); another name is created on first use, and the
+ * transaction that opens it blocks other transactions that open new names
+ * until it ends (LMDB's rule for mdb_dbi_open).  At most 32 names.  Read
+ * transactions are not tied to a thread (MDB_NOTLS). */
 #ifndef CLAIRFS_INDEX_H
 #define CLAIRFS_INDEX_H
 
@@ -33,6 +52,10 @@ int cfs_index_get(struct cfs_index_txn *t, const char *db, const void *key, size
 int cfs_index_del(struct cfs_index_txn *t, const char *db, const void *key, size_t klen);
 /* Empty a named database. */
 int cfs_index_drop(struct cfs_index_txn *t, const char *db);
+
+/* Grow the map, if needed, so that about `bytes` more data fit.  Call with
+ * no transaction open in this thread. */
+int cfs_index_reserve(struct cfs_index *ix, size_t bytes);
 
 /* Visit every record of db in key order; a non-zero return of fn stops the
  * walk and is returned. */
