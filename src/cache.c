@@ -1,0 +1,709 @@
+/* Cache core: entry states, the eviction heaps, fetches and readers.  The
+ * design is described at the top of include/clairfs/cache.h; the SSD files
+ * and the index live in cache_ssd.c. */
+#include "cache_i.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+/* ---- eviction heap: max-heap on centry.key, positions kept in the entry */
+
+static void heap_set(struct cheap *h, uint32_t i, struct centry *e)
+{
+    h->a[i] = e;
+    e->heap_pos = (int32_t)i;
+}
+
+static void heap_up(struct cheap *h, uint32_t i)
+{
+    struct centry *e = h->a[i];
+    while (i > 0) {
+        uint32_t parent = (i - 1) / 2;
+        if (h->a[parent]->key >= e->key)
+            break;
+        heap_set(h, i, h->a[parent]);
+        i = parent;
+    }
+    heap_set(h, i, e);
+}
+
+static void heap_down(struct cheap *h, uint32_t i)
+{
+    struct centry *e = h->a[i];
+    for (;;) {
+        uint32_t l = 2 * i + 1, best = i;
+        uint64_t bkey = e->key;
+        if (l < h->n && h->a[l]->key > bkey) {
+            best = l;
+            bkey = h->a[l]->key;
+        }
+        if (l + 1 < h->n && h->a[l + 1]->key > bkey)
+            best = l + 1;
+        if (best == i)
+            break;
+        heap_set(h, i, h->a[best]);
+        i = best;
+    }
+    heap_set(h, i, e);
+}
+
+static void heap_fix(struct cheap *h, struct centry *e)
+{
+    heap_up(h, (uint32_t)e->heap_pos);
+    heap_down(h, (uint32_t)e->heap_pos);
+}
+
+static int heap_reserve(struct cheap *h, uint64_t n)
+{
+    if (n <= h->cap)
+        return 0;
+    if (n > INT32_MAX)
+        return -ENOMEM;
+    uint32_t cap = h->cap ? h->cap : 64;
+    while (cap < n)
+        cap = cap > INT32_MAX / 2 ? INT32_MAX : cap * 2;
+    struct centry **a = realloc(h->a, cap * sizeof(*a));
+    if (!a)
+        return -ENOMEM;
+    h->a = a;
+    h->cap = cap;
+    return 0;
+}
+
+/* Capacity is reserved by every path that adds a member to the tier, so a
+ * push never allocates. */
+static void heap_push(struct cheap *h, struct centry *e)
+{
+    heap_set(h, h->n++, e);
+    heap_up(h, h->n - 1);
+}
+
+static void heap_remove(struct cheap *h, struct centry *e)
+{
+    uint32_t i = (uint32_t)e->heap_pos;
+    e->heap_pos = -1;
+    h->n--;
+    if (i == h->n)
+        return;
+    heap_set(h, i, h->a[h->n]);
+    heap_fix(h, h->a[i]);
+}
+
+/* ---- keys */
+
+static void key_refresh(struct cfs_cache *c, struct centry *e)
+{
+    if (c->next_use)
+        e->key = c->next_use(c->next_use_arg, e->id);
+    else
+        e->key = UINT64_MAX - ++c->tick; /* oldest use = largest key */
+}
+
+/* The heap top with a fresh key: a key refreshed upwards may hide a better
+ * victim, so re-examine the new top a bounded number of times. */
+static struct centry *heap_top_fresh(struct cfs_cache *c, struct cheap *h)
+{
+    for (int round = 0; h->n > 0 && c->next_use && round < 16; round++) {
+        struct centry *e = h->a[0];
+        uint64_t k = c->next_use(c->next_use_arg, e->id);
+        if (k == e->key)
+            break;
+        e->key = k;
+        heap_down(h, 0);
+    }
+    return h->n ? h->a[0] : NULL;
+}
+
+/* ---- entry lifetime (mu held) */
+
+static bool resident(const struct centry *e)
+{
+    return e->state == CFS_CACHE_RAM || e->state == CFS_CACHE_SSD;
+}
+
+/* Remove a resident entry that nobody references. */
+static void entry_free(struct cfs_cache *c, struct centry *e)
+{
+    if (e->heap_pos >= 0)
+        heap_remove(&c->heap[e->tier], e);
+    if (resident(e)) {
+        c->st.entries[e->tier]--;
+        c->st.bytes[e->tier] -= e->charge;
+        c->members[e->tier]--;
+        if (e->tier == CFS_TIER_SSD) {
+            cache_ssd_unlink(c, e->id);
+            (void)cache_queue_op(c, OP_DEL, e);
+        }
+    }
+    if (e->fd >= 0)
+        close(e->fd);
+    if (c->slot[e->id] == e)
+        c->slot[e->id] = NULL;
+    free(e->buf);
+    free(e);
+}
+
+/* A pin or a wait ended: the entry goes back to the heap, or away. */
+static void entry_unref(struct cfs_cache *c, struct centry *e)
+{
+    if (e->pins || e->waiters)
+        return;
+    if (e->state == ST_FAILED) {
+        free(e); /* already detached and unaccounted */
+        return;
+    }
+    if (e->flags & EF_DOOMED) {
+        entry_free(c, e);
+        return;
+    }
+    if (resident(e) && e->heap_pos < 0) {
+        key_refresh(c, e);
+        heap_push(&c->heap[e->tier], e);
+    }
+}
+
+static pthread_cond_t *cond_of(struct cfs_cache *c, uint32_t id)
+{
+    return &c->cond[id % CACHE_NCOND];
+}
+
+int cache_insert_loaded(struct cfs_cache *c, struct centry *e)
+{
+    int rc = heap_reserve(&c->heap[e->tier], c->members[e->tier] + 1);
+    if (rc)
+        return rc;
+    c->slot[e->id] = e;
+    c->members[e->tier]++;
+    c->st.entries[e->tier]++;
+    c->st.bytes[e->tier] += e->charge;
+    e->heap_pos = -1;
+    key_refresh(c, e);
+    heap_push(&c->heap[e->tier], e);
+    return 0;
+}
+
+void cache_trim_tier(struct cfs_cache *c, int tier)
+{
+    while (c->st.bytes[tier] > c->st.capacity[tier]) {
+        struct centry *v = heap_top_fresh(c, &c->heap[tier]);
+        if (!v)
+            break;
+        c->st.evictions[tier]++;
+        entry_free(c, v);
+    }
+}
+
+static int make_room(struct cfs_cache *c, int tier, uint64_t need, uint64_t new_key, unsigned flags,
+                     struct centry **demoted);
+
+/* A RAM victim that is needed again is worth an SSD copy, if the SSD tier
+ * has room without evicting what is needed sooner (mu held). */
+static bool demote(struct cfs_cache *c, struct centry *v)
+{
+    uint64_t charge = cache_round(v->len);
+    if (!c->ssd || c->st.ssd_degraded || (c->next_use && v->key == UINT64_MAX) ||
+        charge > c->st.capacity[CFS_TIER_SSD] ||
+        heap_reserve(&c->heap[CFS_TIER_SSD], c->members[CFS_TIER_SSD] + 1) ||
+        make_room(c, CFS_TIER_SSD, charge, v->key, 0, NULL) != 0)
+        return false;
+    c->st.entries[CFS_TIER_RAM]--;
+    c->st.bytes[CFS_TIER_RAM] -= v->charge;
+    c->members[CFS_TIER_RAM]--;
+    /* The RAM buffer becomes the staging buffer of an SSD fetch. */
+    v->tier = CFS_TIER_SSD;
+    v->state = CFS_CACHE_INFLIGHT;
+    v->flags |= EF_DEMOTING;
+    v->charge = charge;
+    v->reserved = v->len;
+    c->members[CFS_TIER_SSD]++;
+    c->st.bytes[CFS_TIER_SSD] += charge;
+    c->st.staging_bytes += charge;
+    c->st.inflight++;
+    c->st.demotions++;
+    return true;
+}
+
+/* Free room for need bytes in tier, or leave everything as it was.  With
+ * demoted != NULL, RAM victims may move to the SSD tier instead of being
+ * freed; they come back INFLIGHT on *demoted, for the caller to write once
+ * mu is released. */
+static int make_room(struct cfs_cache *c, int tier, uint64_t need, uint64_t new_key, unsigned flags,
+                     struct centry **demoted)
+{
+    struct cheap *h = &c->heap[tier];
+    uint64_t used = c->st.bytes[tier], cap = c->st.capacity[tier];
+    struct centry *freed = NULL;
+    uint32_t nv = 0;
+    int rc = 0;
+
+    if (used + need <= cap)
+        return 0;
+    if (c->scratch_cap < h->n) {
+        struct centry **s = realloc(c->scratch, h->n * sizeof(*s));
+        if (!s)
+            return -ENOMEM;
+        c->scratch = s;
+        c->scratch_cap = h->n;
+    }
+    while (used + need > cap) {
+        struct centry *v = heap_top_fresh(c, h);
+        if (!v) {
+            rc = -EAGAIN;
+            break;
+        }
+        if (c->next_use && !(flags & CFS_CACHE_DEMAND) && v->key <= new_key) {
+            c->st.refused++;
+            rc = -ENOSPC;
+            break;
+        }
+        heap_remove(h, v);
+        c->scratch[nv++] = v;
+        used -= v->charge;
+    }
+    for (uint32_t i = 0; i < nv; i++) {
+        struct centry *v = c->scratch[i];
+        if (rc) {
+            heap_push(h, v);
+        } else {
+            c->st.evictions[tier]++;
+            v->next_demote = freed;
+            freed = v;
+        }
+    }
+    /* scratch is free again: demote() may evict from the SSD tier. */
+    while (freed) {
+        struct centry *v = freed;
+        freed = v->next_demote;
+        if (demoted && tier == CFS_TIER_RAM && demote(c, v)) {
+            v->next_demote = *demoted;
+            *demoted = v;
+        } else {
+            entry_free(c, v);
+        }
+    }
+    return rc;
+}
+
+/* ---- lifecycle */
+
+int cfs_cache_create(const struct cfs_cache_params *p, struct cfs_cache **out, char *err,
+                     size_t errlen)
+{
+    struct cfs_cache *c = NULL;
+    int rc;
+
+    *out = NULL;
+    if (p->ssd_bytes && (!p->ssd_dir || !*p->ssd_dir)) {
+        snprintf(err, errlen, "cache: an SSD tier needs ssd_dir");
+        return -EINVAL;
+    }
+    c = calloc(1, sizeof(*c));
+    if (!c)
+        goto nomem;
+    c->ssd_dirfd = -1;
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_mutex_init(&c->ix_mu, NULL);
+    for (unsigned i = 0; i < CACHE_NCOND; i++)
+        pthread_cond_init(&c->cond[i], NULL);
+    c->nfiles = p->nfiles;
+    c->slot = calloc(p->nfiles ? p->nfiles : 1, sizeof(*c->slot));
+    c->seen = calloc(p->nfiles / 8 + 1, 1);
+    if (!c->slot || !c->seen)
+        goto nomem;
+    c->st.capacity[CFS_TIER_RAM] = p->ram_bytes;
+    c->st.capacity[CFS_TIER_SSD] = p->ssd_bytes;
+    c->next_use = p->next_use;
+    c->next_use_arg = p->next_use_arg;
+    c->verify = p->ssd_verify;
+    c->commit_batch = p->commit_batch ? p->commit_batch : 64;
+    if (p->ssd_bytes) {
+        rc = cache_ssd_open(c, p, err, errlen);
+        if (rc)
+            goto fail;
+    }
+    *out = c;
+    return 0;
+nomem:
+    snprintf(err, errlen, "cache: out of memory for %u files", p->nfiles);
+    rc = -ENOMEM;
+fail:
+    cfs_cache_destroy(c);
+    return rc;
+}
+
+void cfs_cache_destroy(struct cfs_cache *c)
+{
+    if (!c)
+        return;
+    if (c->ssd)
+        (void)cfs_cache_sync(c);
+    for (uint32_t id = 0; c->slot && id < c->nfiles; id++) {
+        struct centry *e = c->slot[id];
+        if (!e)
+            continue;
+        if (e->fd >= 0)
+            close(e->fd);
+        free(e->buf);
+        free(e); /* the files stay: they are the persistent tier */
+    }
+    cache_ssd_close(c);
+    for (int t = 0; t < CFS_TIER_COUNT; t++)
+        free(c->heap[t].a);
+    free(c->scratch);
+    free(c->slot);
+    free(c->seen);
+    free(c->ops);
+    for (unsigned i = 0; i < CACHE_NCOND; i++)
+        pthread_cond_destroy(&c->cond[i]);
+    pthread_mutex_destroy(&c->ix_mu);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+void cfs_cache_set_policy(struct cfs_cache *c, cfs_cache_next_use_fn fn, void *arg)
+{
+    pthread_mutex_lock(&c->mu);
+    c->next_use = fn;
+    c->next_use_arg = arg;
+    c->st.lru = fn == NULL;
+    for (int t = 0; t < CFS_TIER_COUNT; t++) {
+        struct cheap *h = &c->heap[t];
+        for (uint32_t i = 0; i < h->n; i++)
+            key_refresh(c, h->a[i]);
+        for (uint32_t i = h->n / 2; i-- > 0;)
+            heap_down(h, i);
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+void cfs_cache_touch(struct cfs_cache *c, uint32_t id)
+{
+    pthread_mutex_lock(&c->mu);
+    struct centry *e = id < c->nfiles ? c->slot[id] : NULL;
+    if (e && e->heap_pos >= 0) {
+        key_refresh(c, e);
+        heap_fix(&c->heap[e->tier], e);
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* ---- fetches */
+
+static void write_demoted(struct cfs_cache *c, struct centry *list);
+
+int cfs_cache_begin_fetch(struct cfs_cache *c, uint32_t id, uint64_t size, enum cfs_cache_tier tier,
+                          unsigned flags, void **buf)
+{
+    struct centry *e = NULL, *demoted = NULL;
+    uint64_t charge = cache_round(size);
+    int rc = 0;
+
+    if (!buf || (tier != CFS_TIER_RAM && tier != CFS_TIER_SSD))
+        return -EINVAL;
+    *buf = NULL;
+    pthread_mutex_lock(&c->mu);
+    if (id >= c->nfiles) {
+        rc = -EINVAL;
+    } else if (c->slot[id]) {
+        rc = (c->slot[id]->flags & EF_DOOMED) ? -EBUSY : -EEXIST;
+    } else if (tier == CFS_TIER_SSD && (!c->ssd || c->st.ssd_degraded)) {
+        rc = -ENODEV;
+    } else if (charge > c->st.capacity[tier]) {
+        rc = -EFBIG;
+    } else {
+        rc = heap_reserve(&c->heap[tier], c->members[tier] + 1);
+        if (!rc) {
+            uint64_t new_key = c->next_use ? c->next_use(c->next_use_arg, id) : 0;
+            rc = make_room(c, tier, charge, new_key, flags, &demoted);
+        }
+        if (!rc && !(e = calloc(1, sizeof(*e))))
+            rc = -ENOMEM;
+    }
+    if (rc) {
+        pthread_mutex_unlock(&c->mu);
+        write_demoted(c, demoted);
+        return rc;
+    }
+    e->id = id;
+    e->state = CFS_CACHE_INFLIGHT;
+    e->tier = (uint8_t)tier;
+    e->heap_pos = -1;
+    e->fd = -1;
+    e->reserved = size;
+    e->charge = charge;
+    c->slot[id] = e;
+    c->members[tier]++;
+    c->st.bytes[tier] += charge;
+    c->st.inflight++;
+    if (tier == CFS_TIER_SSD)
+        c->st.staging_bytes += charge;
+    if (c->seen[id / 8] & (1u << (id % 8)))
+        c->st.refetches++;
+    pthread_mutex_unlock(&c->mu);
+    write_demoted(c, demoted);
+
+    /* Only this fetch touches e->buf until it completes. */
+    e->buf = charge ? aligned_alloc(CACHE_PAGE, charge) : malloc(1);
+    if (!e->buf) {
+        (void)cfs_cache_complete_fetch(c, id, -ENOMEM, 0, NULL);
+        return -ENOMEM;
+    }
+    *buf = e->buf;
+    return 0;
+}
+
+static bool degrades_ssd(int rc)
+{
+    return rc == -ENOSPC || rc == -EDQUOT || rc == -EIO || rc == -EROFS;
+}
+
+/* End a fetch or a demotion (e INFLIGHT, owned by the caller). */
+static int finish(struct cfs_cache *c, struct centry *e, int rc, uint64_t len,
+                  const struct cfs_cache_source *src, bool demotion)
+{
+    uint32_t id = e->id;
+    int wrc = 0;
+    bool due;
+
+    /* A short or overlong read would publish wrong bytes: refuse it. */
+    if (rc == 0 && (!src || len > e->reserved))
+        rc = -EINVAL;
+    else if (rc == 0 && len != src->size)
+        rc = -EIO;
+    if (rc == 0 && !demotion) /* a demoted entry keeps the hash it was fetched with */
+        e->xxh = XXH3_64bits(e->buf, len);
+    if (rc == 0 && e->tier == CFS_TIER_SSD)
+        rc = wrc = cache_ssd_write(c, id, e->buf, len);
+
+    pthread_mutex_lock(&c->mu);
+    e->flags &= (uint8_t)~EF_DEMOTING;
+    c->st.inflight--;
+    if (e->tier == CFS_TIER_SSD) {
+        c->st.staging_bytes -= e->charge;
+        free(e->buf);
+        e->buf = NULL;
+    }
+    if (rc) {
+        if (wrc) {
+            c->st.ssd_write_errors++;
+            if (degrades_ssd(wrc))
+                c->st.ssd_degraded = true;
+        }
+        c->st.bytes[e->tier] -= e->charge;
+        c->members[e->tier]--;
+        free(e->buf);
+        e->buf = NULL;
+        e->charge = 0;
+        e->state = ST_FAILED;
+        e->fetch_rc = demotion ? -ENOENT : rc; /* its readers simply refetch */
+        c->slot[id] = NULL;
+        pthread_cond_broadcast(cond_of(c, id));
+        entry_unref(c, e);
+        pthread_mutex_unlock(&c->mu);
+        return rc;
+    }
+    if (e->tier == CFS_TIER_SSD) {
+        /* The file holds len bytes: charge its blocks, not the reservation. */
+        uint64_t charge = cache_round(len);
+        c->st.bytes[CFS_TIER_SSD] -= e->charge - charge;
+        e->charge = charge;
+        e->flags |= EF_VERIFIED; /* written from the hashed buffer */
+    }
+    struct cfs_cache_source s = *src; /* src may be &e->src */
+    e->len = len;
+    e->src = s;
+    e->state = e->tier == CFS_TIER_SSD ? CFS_CACHE_SSD : CFS_CACHE_RAM;
+    c->st.entries[e->tier]++;
+    c->seen[id / 8] |= (uint8_t)(1u << (id % 8));
+    if (e->tier == CFS_TIER_SSD)
+        (void)cache_queue_op(c, OP_PUT, e);
+    pthread_cond_broadcast(cond_of(c, id));
+    entry_unref(c, e);
+    due = cache_ops_due(c);
+    pthread_mutex_unlock(&c->mu);
+    if (due)
+        (void)cfs_cache_sync(c); /* a failed batch only loses persistence */
+    return 0;
+}
+
+int cfs_cache_complete_fetch(struct cfs_cache *c, uint32_t id, int rc, uint64_t len,
+                             const struct cfs_cache_source *src)
+{
+    struct centry *e;
+
+    pthread_mutex_lock(&c->mu);
+    e = id < c->nfiles ? c->slot[id] : NULL;
+    if (e && (e->state != CFS_CACHE_INFLIGHT || (e->flags & EF_DEMOTING)))
+        e = NULL;
+    pthread_mutex_unlock(&c->mu);
+    if (!e)
+        return -EINVAL;
+    return finish(c, e, rc, len, src, false);
+}
+
+/* Write the RAM victims that make_room moved to the SSD tier. */
+static void write_demoted(struct cfs_cache *c, struct centry *list)
+{
+    while (list) {
+        struct centry *e = list;
+        list = e->next_demote;
+        e->next_demote = NULL;
+        (void)finish(c, e, 0, e->len, &e->src, true); /* failures are counted */
+    }
+}
+
+/* ---- readers */
+
+/* mu held, e pinned SSD entry: open it (and verify) unless a pin already did. */
+static int ssd_prepare(struct cfs_cache *c, struct centry *e)
+{
+    while (e->flags & EF_PREPARING)
+        pthread_cond_wait(cond_of(c, e->id), &c->mu);
+    if (e->flags & EF_DOOMED)
+        return -ENOENT;
+    if (e->fd >= 0)
+        return 0;
+
+    bool verify = c->verify == CFS_CACHE_VERIFY_EVERY_OPEN || !(e->flags & EF_VERIFIED);
+    int fd = -1;
+    e->flags |= EF_PREPARING;
+    pthread_mutex_unlock(&c->mu);
+    int rc = cache_ssd_open_verify(c, e, verify, &fd);
+    pthread_mutex_lock(&c->mu);
+    e->flags &= (uint8_t)~EF_PREPARING;
+    pthread_cond_broadcast(cond_of(c, e->id));
+    if (rc) {
+        /* Corrupt, truncated or vanished: never serve it, let it be refetched. */
+        if (rc == -EBADMSG)
+            c->st.checksum_failures++;
+        e->flags |= EF_DOOMED;
+        return -ENOENT;
+    }
+    e->fd = fd;
+    e->flags |= EF_VERIFIED;
+    return 0;
+}
+
+int cfs_cache_acquire(struct cfs_cache *c, uint32_t id, unsigned flags, struct cfs_cache_handle *h)
+{
+    struct centry *e;
+    int rc = 0;
+
+    memset(h, 0, sizeof(*h));
+    h->fd = -1;
+    pthread_mutex_lock(&c->mu);
+    e = id < c->nfiles ? c->slot[id] : NULL;
+    if (!e || (e->flags & EF_DOOMED)) {
+        rc = -ENOENT;
+        goto out;
+    }
+    if (e->state == CFS_CACHE_INFLIGHT) {
+        if (!(flags & CFS_CACHE_WAIT)) {
+            rc = -EAGAIN;
+            goto out;
+        }
+        e->waiters++;
+        while (e->state == CFS_CACHE_INFLIGHT)
+            pthread_cond_wait(cond_of(c, id), &c->mu);
+        e->waiters--;
+        if (e->state == ST_FAILED) {
+            rc = e->fetch_rc;
+            entry_unref(c, e);
+            goto out;
+        }
+    }
+    e->pins++;
+    if (e->heap_pos >= 0)
+        heap_remove(&c->heap[e->tier], e);
+    if (e->flags & EF_DOOMED)
+        rc = -ENOENT;
+    else if (e->state == CFS_CACHE_SSD)
+        rc = ssd_prepare(c, e);
+    if (rc) {
+        e->pins--;
+        entry_unref(c, e);
+        goto out;
+    }
+    h->id = id;
+    h->tier = (enum cfs_cache_tier)e->tier;
+    h->data = e->state == CFS_CACHE_RAM ? e->buf : NULL;
+    h->fd = e->state == CFS_CACHE_SSD ? e->fd : -1;
+    h->offset = 0;
+    h->size = e->len;
+    h->xxh3 = e->xxh;
+    h->priv = e;
+out:
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+void cfs_cache_release(struct cfs_cache *c, struct cfs_cache_handle *h)
+{
+    struct centry *e = h->priv;
+    if (!e)
+        return;
+    pthread_mutex_lock(&c->mu);
+    if (--e->pins == 0 && e->fd >= 0) {
+        close(e->fd); /* 1.3 M files cannot all keep an fd */
+        e->fd = -1;
+    }
+    entry_unref(c, e);
+    pthread_mutex_unlock(&c->mu);
+    memset(h, 0, sizeof(*h));
+    h->fd = -1;
+}
+
+int cfs_cache_drop(struct cfs_cache *c, uint32_t id)
+{
+    int rc = 0;
+    pthread_mutex_lock(&c->mu);
+    struct centry *e = id < c->nfiles ? c->slot[id] : NULL;
+    if (!e || (e->flags & EF_DOOMED)) {
+        rc = -ENOENT;
+    } else if (e->state == CFS_CACHE_INFLIGHT) {
+        rc = -EBUSY;
+    } else {
+        e->flags |= EF_DOOMED;
+        entry_unref(c, e);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+enum cfs_cache_state cfs_cache_state(struct cfs_cache *c, uint32_t id)
+{
+    enum cfs_cache_state s = CFS_CACHE_ABSENT;
+    pthread_mutex_lock(&c->mu);
+    struct centry *e = id < c->nfiles ? c->slot[id] : NULL;
+    if (e && !(e->flags & EF_DOOMED))
+        s = (enum cfs_cache_state)e->state;
+    pthread_mutex_unlock(&c->mu);
+    return s;
+}
+
+const char *cfs_cache_state_name(enum cfs_cache_state s)
+{
+    switch (s) {
+    case CFS_CACHE_INFLIGHT:
+        return "inflight";
+    case CFS_CACHE_RAM:
+        return "ram";
+    case CFS_CACHE_SSD:
+        return "ssd";
+    case CFS_CACHE_ABSENT:
+    default:
+        return "pfs";
+    }
+}
+
+void cfs_cache_stats(struct cfs_cache *c, struct cfs_cache_stats *out)
+{
+    pthread_mutex_lock(&c->mu);
+    *out = c->st;
+    out->lru = c->next_use == NULL;
+    pthread_mutex_unlock(&c->mu);
+}
