@@ -1,2 +1,227 @@
-/* placeholder: module under construction */
-typedef int cfs_placeholder;
+/* Access-order models (see clairfs/sampler.h for what each one reproduces).
+ *
+ * One epoch at a time: the sampler holds one permutation of n (or one
+ * epoch of a list), never all epochs. torch-ddp is stateless - epoch e is a
+ * pure function of seed + e. torch and torch-sampler draw from one generator
+ * for the whole run, so the generator is kept just past the last computed
+ * epoch; a later epoch skips the epochs in between by discarding exactly the
+ * words they would draw (no permutation needed), an earlier one replays
+ * from a fresh seed. Either way memory stays O(n). */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clairfs/sampler.h"
+#include "sampler_i.h"
+
+struct cfs_sampler {
+    struct cfs_sampler_params p;
+    char *list_path;
+    uint64_t num_samples; /* per rank, before drop_last_batch */
+    uint64_t rank_len;    /* per rank, after drop_last_batch */
+    uint32_t *buf;        /* the epoch's permutation of n, or list epoch */
+    uint64_t *list_start; /* list: where each rank starts in buf */
+    struct cfs_sampler_list *list;
+    struct cfs_mt19937 mt; /* torch, torch-sampler: at the start of epoch gen_epoch */
+    uint64_t gen_epoch;
+    /* The generator at the start of the lowest epoch asked for so far: a
+     * planner that walks start_epoch..E-1 once per node restarts here, not
+     * at epoch 0. */
+    struct cfs_mt19937 ckpt;
+    uint64_t ckpt_epoch;
+    bool have_ckpt;
+    int64_t cur_epoch; /* epoch in buf, -1 none */
+    char err[320];
+};
+
+const char *cfs_sampler_kind_name(enum cfs_sampler_kind kind)
+{
+    switch (kind) {
+    case CFS_SAMPLER_TORCH_DDP: return "torch-ddp";
+    case CFS_SAMPLER_TORCH: return "torch";
+    case CFS_SAMPLER_TORCH_SAMPLER: return "torch-sampler";
+    case CFS_SAMPLER_LIST: return "list";
+    }
+    return "?";
+}
+
+int cfs_sampler_create(const struct cfs_sampler_params *p, struct cfs_sampler **out, char *err,
+                       size_t errlen)
+{
+    struct cfs_sampler *s = NULL;
+    int rc = -EINVAL;
+
+    *out = NULL;
+    if (p->world == 0) {
+        snprintf(err, errlen, "option world=0: must be at least 1");
+        goto fail;
+    }
+    if (p->batch == 0) {
+        snprintf(err, errlen, "option batch=0: must be at least 1");
+        goto fail;
+    }
+    if (p->n == 0 || p->n > UINT32_MAX) {
+        snprintf(err, errlen, "sampler: dataset of %llu samples: must be 1..%u",
+                 (unsigned long long)p->n, UINT32_MAX);
+        goto fail;
+    }
+    if (p->randperm != CFS_RANDPERM_CURRENT && p->randperm != CFS_RANDPERM_LEGACY) {
+        snprintf(err, errlen, "sampler: unknown randperm algorithm %d", (int)p->randperm);
+        goto fail;
+    }
+    if (p->kind > CFS_SAMPLER_LIST || (p->kind == CFS_SAMPLER_LIST && !p->list_path)) {
+        snprintf(err, errlen, "option sampler: unknown kind or list without a file");
+        goto fail;
+    }
+    rc = -ENOMEM;
+    s = calloc(1, sizeof(*s));
+    if (!s)
+        goto oom;
+    s->p = *p;
+    s->p.list_path = NULL;
+    s->cur_epoch = -1;
+    if (p->kind == CFS_SAMPLER_LIST) {
+        if (!(s->list_path = strdup(p->list_path)))
+            goto oom;
+        s->p.list_path = s->list_path;
+        rc = cfs_sampler_list_open(p->list_path, p->n, p->world, &s->list, err, errlen);
+        if (rc < 0)
+            goto fail;
+        uint64_t total = cfs_sampler_list_max_epoch_total(s->list);
+        rc = -ENOMEM;
+        s->buf = malloc((total ? total : 1) * sizeof(*s->buf));
+        s->list_start = malloc(p->world * sizeof(*s->list_start));
+        if (!s->buf || !s->list_start)
+            goto oom;
+    } else {
+        if (p->kind == CFS_SAMPLER_TORCH_DDP)
+            s->num_samples = p->drop_last ? p->n / p->world : (p->n + p->world - 1) / p->world;
+        else
+            s->num_samples = p->n;
+        s->rank_len = p->drop_last_batch ? s->num_samples / p->batch * p->batch : s->num_samples;
+        s->buf = malloc(p->n * sizeof(*s->buf));
+        if (!s->buf)
+            goto oom;
+        cfs_mt19937_seed(&s->mt, p->seed);
+    }
+    *out = s;
+    return 0;
+oom:
+    snprintf(err, errlen, "sampler: out of memory for a dataset of %llu samples",
+             (unsigned long long)p->n);
+fail:
+    cfs_sampler_destroy(s);
+    return rc;
+}
+
+void cfs_sampler_destroy(struct cfs_sampler *s)
+{
+    if (!s)
+        return;
+    cfs_sampler_list_close(s->list);
+    free(s->buf);
+    free(s->list_start);
+    free(s->list_path);
+    free(s);
+}
+
+uint64_t cfs_sampler_rank_len(const struct cfs_sampler *s, uint32_t epoch, uint32_t rank)
+{
+    if (s->list)
+        return cfs_sampler_list_len(s->list, epoch % cfs_sampler_list_epochs(s->list), rank);
+    return s->rank_len;
+}
+
+/* The loader iterator's _base_seed: one random64 from g when the iterator is
+ * created (every epoch, or only the first with persistent workers). */
+static uint64_t base_seed_words(const struct cfs_sampler *s, uint64_t epoch)
+{
+    if (s->p.kind != CFS_SAMPLER_TORCH)
+        return 0;
+    return (!s->p.persistent_workers || epoch == 0) ? 2 : 0;
+}
+
+static int compute_stateful(struct cfs_sampler *s, uint32_t epoch)
+{
+    uint64_t rp = cfs_torch_randperm_words(s->p.n, s->p.randperm);
+    if (s->gen_epoch > epoch) {
+        if (s->have_ckpt && s->ckpt_epoch <= epoch) {
+            s->mt = s->ckpt;
+            s->gen_epoch = s->ckpt_epoch;
+        } else {
+            cfs_mt19937_seed(&s->mt, s->p.seed);
+            s->gen_epoch = 0;
+        }
+    }
+    for (; s->gen_epoch < epoch; s->gen_epoch++)
+        cfs_mt19937_discard(&s->mt, base_seed_words(s, s->gen_epoch) + 2 * rp);
+    if (!s->have_ckpt || epoch < s->ckpt_epoch) {
+        s->ckpt = s->mt;
+        s->ckpt_epoch = epoch;
+        s->have_ckpt = true;
+    }
+    cfs_mt19937_discard(&s->mt, base_seed_words(s, epoch));
+    cfs_torch_randperm(&s->mt, s->buf, (uint32_t)s->p.n, s->p.randperm);
+    /* RandomSampler's trailing randperm(n)[:0] when the loader exhausts it. */
+    cfs_mt19937_discard(&s->mt, rp);
+    s->gen_epoch = (uint64_t)epoch + 1;
+    return 0;
+}
+
+int cfs_sampler_compute_epoch(struct cfs_sampler *s, uint32_t epoch)
+{
+    int rc = 0;
+    s->err[0] = '\0';
+    if (s->cur_epoch == (int64_t)epoch)
+        return 0;
+    s->cur_epoch = -1;
+    switch (s->p.kind) {
+    case CFS_SAMPLER_TORCH_DDP:
+        if (s->p.seed + epoch < s->p.seed) {
+            snprintf(s->err, sizeof(s->err),
+                     "seed=%llu + epoch %u exceeds 2^64-1: torch's manual_seed would fail",
+                     (unsigned long long)s->p.seed, epoch);
+            return -ERANGE;
+        }
+        cfs_mt19937_seed(&s->mt, s->p.seed + epoch);
+        cfs_torch_randperm(&s->mt, s->buf, (uint32_t)s->p.n, s->p.randperm);
+        break;
+    case CFS_SAMPLER_TORCH:
+    case CFS_SAMPLER_TORCH_SAMPLER:
+        rc = compute_stateful(s, epoch);
+        break;
+    case CFS_SAMPLER_LIST: {
+        uint32_t le = epoch % cfs_sampler_list_epochs(s->list);
+        uint64_t at = 0;
+        for (uint32_t r = 0; r < s->p.world; r++) {
+            s->list_start[r] = at;
+            at += cfs_sampler_list_len(s->list, le, r);
+        }
+        rc = cfs_sampler_list_load(s->list, le, s->buf, s->err, sizeof(s->err));
+        break;
+    }
+    }
+    if (rc == 0)
+        s->cur_epoch = epoch;
+    return rc;
+}
+
+uint32_t cfs_sampler_rank_at(const struct cfs_sampler *s, uint32_t rank, uint64_t i)
+{
+    switch (s->p.kind) {
+    case CFS_SAMPLER_TORCH_DDP:
+        /* Padding repeats the list from its head, so padded[j] = perm[j % n]. */
+        return s->buf[(rank + i * s->p.world) % s->p.n];
+    case CFS_SAMPLER_LIST:
+        return s->buf[s->list_start[rank] + i];
+    default:
+        return s->buf[i];
+    }
+}
+
+const char *cfs_sampler_error(const struct cfs_sampler *s)
+{
+    return s->err;
+}

@@ -4,7 +4,73 @@
  * A sampler produces, per epoch, the *global* order of dataset indices;
  * trainer rank r of W reads the sub-stream cfs_sampler_rank_at(). Everything
  * here is pure computation: no FUSE, no MPI, no I/O except reading a
- * list:FILE once at creation. */
+ * list:FILE (validated whole at creation, one epoch re-read per
+ * cfs_sampler_compute_epoch()).
+ *
+ * The models, checked against real DataLoader iteration with torch 1.13
+ * (tests/golden/, tests/integration/test_sampler_live.py):
+ *
+ *  torch-ddp      DataLoader(ds, batch_size=B, drop_last=drop_last_batch,
+ *                 sampler=DistributedSampler(ds, W, r, shuffle=True, seed=S,
+ *                 drop_last=drop_last)), set_epoch(e) before each epoch.
+ *                 Epoch e is randperm(n) of a generator seeded S+e (only the
+ *                 low 32 bits of S+e matter; torch raises if S+e >= 2^64,
+ *                 compute_epoch() then returns -ERANGE). num_samples =
+ *                 floor(n/W) with drop_last, ceil(n/W) without; the list is
+ *                 padded by repeating its head (cyclically when W > n) or cut
+ *                 to W*num_samples; rank r reads positions r, r+W, ...
+ *  torch          DataLoader(ds, batch_size=B, shuffle=True, generator=g),
+ *                 g = torch.Generator().manual_seed(S) made once; epoch e is
+ *                 the (e+1)-th full iteration of that loader. Each epoch
+ *                 draws from g: the iterator's _base_seed (one random64 = 2
+ *                 words) when the iterator is created - every epoch, or only
+ *                 in epoch 0 with persistent_workers (the iterator is then
+ *                 reset, and _reset() draws nothing for a map-style
+ *                 dataset) - then RandomSampler's randperm(n), whose
+ *                 permutation is the epoch's order, then a second
+ *                 randperm(n) that RandomSampler computes when the loader
+ *                 exhausts it (`randperm(n)[:num_samples % n]`, empty). Every
+ *                 rank runs the same loader, so every rank reads the same
+ *                 full stream (world only says how many ranks there are).
+ *                 A trainer that re-seeds g when it resumes starts again at
+ *                 epoch 0 of this model.
+ *  torch-sampler  DataLoader(ds, batch_size=B, sampler=RandomSampler(ds,
+ *                 generator=g)), loader given no generator: as torch, but
+ *                 the loader's _base_seed comes from the global RNG, so g
+ *                 sees only the two randperms per epoch (persistent_workers
+ *                 changes nothing).
+ *  list:FILE      explicit streams, format below. batch and drop_last_batch
+ *                 are not applied: a list says exactly what each rank reads.
+ *
+ * Versions: every rule above was read in torch 1.13's Python sources and
+ * checked live against Debian's torch 1.13; RandomSampler's trailing
+ * randperm and DistributedSampler's padding read the same in the torch 2.x
+ * sources consulted. randperm itself differs from torch 2.6 on only for
+ * n >= 214748364 (enum cfs_randperm_algo).
+ *
+ * For all torch models, drop_last_batch keeps floor(len/B)*B indices of the
+ * rank's stream (the DataLoader drops the last incomplete batch); the batch
+ * size otherwise does not change the order. The sampler's drop_last only
+ * concerns torch-ddp. The models assume each epoch's loader is iterated to
+ * its end (a `for batch in loader` loop).
+ *
+ * list:FILE format (text; '#' starts a comment line; blank lines ignored):
+ *
+ *     clairfs-sampler-list world=W epochs=E [n=N]
+ *     epoch 0 rank 0: 5 3 0 ...
+ *     epoch 0 rank 1: 1 4 2 ...
+ *     epoch 1 rank 0: ...
+ *
+ * The header comes first. Then, for every epoch 0..E-1 and every rank
+ * 0..W-1, exactly one line "epoch E rank R:" followed by that rank's
+ * indices in reading order, separated by blanks, on the same line. W must
+ * equal the sampler's world, N (if given) the dataset length; every index
+ * must be a decimal integer below the dataset length, and every rank of one
+ * epoch must list the same number of indices (ranks step in lockstep).
+ * Epoch e >= E reads listed epoch e % E (the list cycles, so a one-epoch
+ * list describes a trainer that reads the same order every epoch).
+ * tests/golden/torch_orders.py prints exactly this format. Errors name the
+ * file and line ("FILE:LINE: ..."). */
 #ifndef CLAIRFS_SAMPLER_H
 #define CLAIRFS_SAMPLER_H
 
@@ -24,24 +90,40 @@ struct cfs_mt19937 {
     uint32_t state[624];
     int next;
 };
+/* torch.Generator().manual_seed(seed): only the low 32 bits matter. */
 void cfs_mt19937_seed(struct cfs_mt19937 *mt, uint64_t seed);
+/* CPUGeneratorImpl::random(): one word. */
 uint32_t cfs_mt19937_next32(struct cfs_mt19937 *mt);
+/* CPUGeneratorImpl::random64(): two words, the first in the high half. */
 uint64_t cfs_mt19937_next64(struct cfs_mt19937 *mt);
+/* Skip `words` 32-bit draws. */
+void cfs_mt19937_discard(struct cfs_mt19937 *mt, uint64_t words);
 
-/* torch.randperm(n, generator=mt) on the CPU, into perm[0..n-1]; both of
- * torch's algorithms (small n and n >= 2^32/20). */
-void cfs_torch_randperm(struct cfs_mt19937 *mt, uint32_t *perm, uint32_t n);
+/* torch's CPU randperm changed for large n in torch 2.6 (PR 143682): from
+ * n >= UINT32_MAX/20 = 214748364 it uses random64 and another shuffle. Below
+ * that n every version draws the same permutation. */
+enum cfs_randperm_algo {
+    CFS_RANDPERM_CURRENT = 0, /* torch >= 2.6 (the default) */
+    CFS_RANDPERM_LEGACY,      /* torch <= 2.5, e.g. Debian's 1.13: one algorithm for all n */
+};
+
+/* torch.randperm(n, generator=mt) on the CPU, into perm[0..n-1]. */
+void cfs_torch_randperm(struct cfs_mt19937 *mt, uint32_t *perm, uint32_t n,
+                        enum cfs_randperm_algo algo);
+/* How many 32-bit words cfs_torch_randperm(n) draws. */
+uint64_t cfs_torch_randperm_words(uint64_t n, enum cfs_randperm_algo algo);
 
 struct cfs_sampler_params {
     enum cfs_sampler_kind kind;
     uint64_t seed;
-    uint64_t n;       /* dataset length (number of indexed samples) */
+    uint64_t n;       /* dataset length (number of indexed samples), 1..2^32-1 */
     uint32_t world;   /* num_replicas, >= 1 */
     uint32_t batch;   /* DataLoader batch_size, >= 1 */
     bool drop_last;   /* DistributedSampler(drop_last=...) */
     bool drop_last_batch; /* DataLoader(drop_last=...) */
     bool persistent_workers;
     const char *list_path; /* CFS_SAMPLER_LIST only */
+    enum cfs_randperm_algo randperm; /* matters only for n >= 214748364 */
 };
 
 struct cfs_sampler;
@@ -59,10 +141,18 @@ uint64_t cfs_sampler_rank_len(const struct cfs_sampler *s, uint32_t epoch, uint3
 
 /* Compute the order of `epoch` (cost O(n); epochs of stateful models are
  * replayed from the last computed one, so iterate epochs upwards). Returns 0
- * or -errno. After it, cfs_sampler_rank_at() reads from that epoch. */
+ * or -errno. After it, cfs_sampler_rank_at() reads from that epoch.
+ * On failure cfs_sampler_error() says why in one line. */
 int cfs_sampler_compute_epoch(struct cfs_sampler *s, uint32_t epoch);
 
-/* The i-th index that `rank` reads in the epoch last computed. */
+/* The i-th index that `rank` reads in the epoch last computed
+ * (i < cfs_sampler_rank_len(s, epoch, rank)). */
 uint32_t cfs_sampler_rank_at(const struct cfs_sampler *s, uint32_t rank, uint64_t i);
+
+/* The message of the last failed cfs_sampler_compute_epoch(), or "". */
+const char *cfs_sampler_error(const struct cfs_sampler *s);
+
+/* "torch-ddp", "torch", "torch-sampler" or "list". */
+const char *cfs_sampler_kind_name(enum cfs_sampler_kind kind);
 
 #endif

@@ -1,0 +1,124 @@
+#!/usr/bin/python3
+"""The index streams that real PyTorch DataLoaders yield, per epoch and rank.
+
+Every stream comes from iterating a real torch.utils.data.DataLoader over a
+dummy map-style dataset whose item i is i, epoch after epoch, exactly as a
+trainer loop does (`for batch in loader`), one loader per trainer rank. The
+sampler models (clairfs `sampler=`):
+
+  torch-ddp      DataLoader(ds, batch_size=B, drop_last=drop_last_batch,
+                 sampler=DistributedSampler(ds, num_replicas=W, rank=r,
+                 shuffle=True, seed=S, drop_last=drop_last)); set_epoch(e)
+  torch          DataLoader(ds, batch_size=B, shuffle=True, generator=g,
+                 drop_last=drop_last_batch), g = Generator().manual_seed(S)
+  torch-sampler  DataLoader(ds, batch_size=B, drop_last=drop_last_batch,
+                 sampler=RandomSampler(ds, generator=g)), g as above
+
+persistent_workers=True needs worker processes (num_workers >= 1); without
+it the loader runs in-process unless num_workers is given.
+
+Module use:   orders(kind, n, world, seed, ...) -> [epoch][rank] -> [int]
+CLI use:      torch_orders.py --kind torch --n 10 --world 2 --seed 0 --epochs 3
+              prints the clairfs list:FILE format (clairfs/sampler.h):
+                clairfs-sampler-list world=W epochs=E n=N
+                epoch E rank R: i i i ...
+Only /usr/bin/python3 (Debian's python3-torch) has torch on this machine.
+"""
+import argparse
+import sys
+
+import torch
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, RandomSampler
+
+KINDS = ("torch-ddp", "torch", "torch-sampler")
+
+
+class IndexDataset(Dataset):
+    """Item i is the integer i: the loader's output is its index stream."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return i
+
+
+def _collate(batch):
+    # The identity: keeps the indices as ints, without building tensors.
+    return list(batch)
+
+
+def _rank_orders(kind, n, world, rank, seed, batch, drop_last, drop_last_batch,
+                 persistent_workers, epochs, num_workers):
+    ds = IndexDataset(n)
+    common = dict(batch_size=batch, drop_last=drop_last_batch, collate_fn=_collate,
+                  num_workers=num_workers, persistent_workers=persistent_workers)
+    sampler = None
+    if kind == "torch-ddp":
+        sampler = DistributedSampler(ds, num_replicas=world, rank=rank, shuffle=True,
+                                     seed=seed, drop_last=drop_last)
+        loader = DataLoader(ds, sampler=sampler, **common)
+    elif kind == "torch":
+        g = torch.Generator()
+        g.manual_seed(seed)
+        loader = DataLoader(ds, shuffle=True, generator=g, **common)
+    elif kind == "torch-sampler":
+        g = torch.Generator()
+        g.manual_seed(seed)
+        loader = DataLoader(ds, sampler=RandomSampler(ds, generator=g), **common)
+    else:
+        raise ValueError("unknown sampler kind %r (expected one of %s)" % (kind, ", ".join(KINDS)))
+    out = []
+    for epoch in range(epochs):
+        if sampler is not None:
+            sampler.set_epoch(epoch)
+        out.append([i for b in loader for i in b])
+    del loader  # shuts persistent workers down
+    return out
+
+
+def orders(kind, n, world, seed, batch=1, drop_last=False, drop_last_batch=False,
+           persistent_workers=False, epochs=1, num_workers=None):
+    """[epoch][rank] -> list of dataset indices that rank reads, in order."""
+    if num_workers is None:
+        num_workers = 1 if persistent_workers else 0
+    per_rank = [_rank_orders(kind, n, world, r, seed, batch, drop_last, drop_last_batch,
+                             persistent_workers, epochs, num_workers)
+                for r in range(world)]
+    return [[per_rank[r][e] for r in range(world)] for e in range(epochs)]
+
+
+def format_list(streams, n):
+    """The clairfs list:FILE text for orders()'s result."""
+    epochs, world = len(streams), len(streams[0])
+    lines = ["clairfs-sampler-list world=%d epochs=%d n=%d" % (world, epochs, n)]
+    for e, ranks in enumerate(streams):
+        for r, s in enumerate(ranks):
+            lines.append(("epoch %d rank %d: " % (e, r) + " ".join(map(str, s))).rstrip())
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--kind", required=True, choices=KINDS)
+    ap.add_argument("--n", type=int, required=True)
+    ap.add_argument("--world", type=int, default=1)
+    ap.add_argument("--seed", type=int, required=True)
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--drop-last", action="store_true", help="DistributedSampler(drop_last=True)")
+    ap.add_argument("--drop-last-batch", action="store_true", help="DataLoader(drop_last=True)")
+    ap.add_argument("--persistent-workers", action="store_true")
+    ap.add_argument("--num-workers", type=int, default=None)
+    ap.add_argument("--epochs", type=int, default=1)
+    a = ap.parse_args(argv)
+    streams = orders(a.kind, a.n, a.world, a.seed, a.batch, a.drop_last, a.drop_last_batch,
+                     a.persistent_workers, a.epochs, a.num_workers)
+    sys.stdout.write(format_list(streams, a.n))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
