@@ -110,6 +110,20 @@ static int parse_ranks(struct cfs_options *o, const char *v, char *err, size_t e
     return 0;
 }
 
+static int parse_torch(struct cfs_options *o, const char *v, char *err, size_t errlen)
+{
+    /* Only randperm for n >= 214748364 differs between the torch versions
+     * clairfs models; everything else reads the same. */
+    if (strcmp(v, "2.6") == 0 || strcmp(v, "current") == 0)
+        o->randperm = CFS_RANDPERM_CURRENT;
+    else if (strcmp(v, "legacy") == 0 || strcmp(v, "1.13") == 0)
+        o->randperm = CFS_RANDPERM_LEGACY;
+    else
+        return set_error(err, errlen, "option torch=%s: expected current (torch >= 2.6) or legacy",
+                         v);
+    return 0;
+}
+
 static int parse_io(struct cfs_options *o, const char *v, char *err, size_t errlen)
 {
     if (strcmp(v, "auto") == 0)
@@ -128,6 +142,8 @@ static const struct opt_def options_table[] = {
      "the trainer's sampler seed; without it clairfs serves and caches but predicts nothing"},
     {"sampler", OPT_SPECIAL, 0, NO_PRESENT, 0, 0, parse_sampler,
      "torch-ddp (default), torch, torch-sampler or list:FILE: the trainer's sampling pattern"},
+    {"torch", OPT_SPECIAL, 0, NO_PRESENT, 0, 0, parse_torch,
+     "current (torch >= 2.6, default) or legacy: the trainer's randperm for n >= 214748364"},
     {"world", OPT_U32, OFF(world), NO_PRESENT, 1, UINT32_MAX, NULL,
      "trainer world size (num_replicas), default 1"},
     {"ranks", OPT_SPECIAL, 0, NO_PRESENT, 0, 0, parse_ranks,
@@ -428,4 +444,5 @@ void cfs_options_sampler_params(const struct cfs_options *o, uint64_t n,
     p->drop_last_batch = o->drop_last_batch;
     p->persistent_workers = o->persistent_workers;
     p->list_path = o->sampler_list;
+    p->randperm = o->randperm;
 }

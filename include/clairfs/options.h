@@ -23,6 +23,7 @@ struct cfs_options {
     uint64_t seed;
     enum cfs_sampler_kind sampler;
     char *sampler_list; /* sampler=list:FILE */
+    enum cfs_randperm_algo randperm; /* torch=2.6 (default) or torch=legacy */
     uint32_t world;
     bool has_ranks;
     uint32_t rank_first, rank_last; /* inclusive */
