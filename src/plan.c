@@ -1,2 +1,732 @@
-/* placeholder: module under construction */
-typedef int cfs_placeholder;
+/* The planner: one sweep over the run, then the global assignment.
+ * See clairfs/plan.h for the stream, the assignment rule and next use.
+ *
+ * Why one sweep for all nodes: the sampler's cost is one permutation per
+ * epoch, shared by every node, so counting every node's reads in the same
+ * pass costs one array update per read and no extra permutations.  That
+ * update is a random access, so the per-node record is kept to 16 bits
+ * (count and first epoch, saturating at 255): node j's array stays small
+ * enough to stay in cache while j's reads of an epoch are counted.  These
+ * arrays live only while the plan is built; what stays is a few bytes per
+ * file for the planned node plus the owner map. */
+#include "clairfs/plan.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan_i.h"
+
+/* --- The default source: cfs_sampler. --- */
+
+static int sampler_create(const void *cfg, void **state, char *err, size_t errlen)
+{
+    return cfs_sampler_create(cfg, (struct cfs_sampler **)state, err, errlen);
+}
+static void sampler_destroy(void *st)
+{
+    cfs_sampler_destroy(st);
+}
+static uint64_t sampler_rank_len(void *st, uint32_t e, uint32_t r)
+{
+    return cfs_sampler_rank_len(st, e, r);
+}
+static int sampler_compute(void *st, uint32_t e)
+{
+    return cfs_sampler_compute_epoch(st, e);
+}
+static uint32_t sampler_at(void *st, uint32_t r, uint64_t i)
+{
+    return cfs_sampler_rank_at(st, r, i);
+}
+
+const struct cfs_plan_source *plan_source(const struct cfs_plan_params *pp,
+                                          struct cfs_plan_source *buf)
+{
+    if (pp->source)
+        return pp->source;
+    *buf = (struct cfs_plan_source){
+        .create = sampler_create,
+        .destroy = sampler_destroy,
+        .rank_len = sampler_rank_len,
+        .compute_epoch = sampler_compute,
+        .rank_at = sampler_at,
+        .cfg = &pp->sampler,
+    };
+    return buf;
+}
+
+void cfs_plan_default_ranks(uint32_t world, uint32_t nodes, uint32_t node,
+                            struct cfs_rank_range *out)
+{
+    uint32_t base = world / nodes, extra = world % nodes;
+    out->count = base + (node < extra);
+    out->first = node * base + (node < extra ? node : extra);
+}
+
+/* --- Sorting (key, id) pairs by the low `bits` bits of key: LSD radix with
+ * byte digits (256 buckets keep the scatter cache-friendly); stable, so
+ * equal keys stay in index order. --- */
+
+static int radix_sort(uint64_t *key, uint32_t *id, uint64_t n, unsigned bits)
+{
+    uint64_t *k2 = malloc(n * sizeof(*k2) + 1);
+    uint32_t *i2 = malloc(n * sizeof(*i2) + 1);
+    int rc = -ENOMEM;
+    if (!k2 || !i2)
+        goto out;
+    for (unsigned shift = 0; shift < bits; shift += 8) {
+        uint64_t cnt[256] = {0};
+        for (uint64_t i = 0; i < n; i++)
+            cnt[(key[i] >> shift) & 0xFF]++;
+        if (cnt[(n ? key[0] >> shift : 0) & 0xFF] == n)
+            continue; /* one digit value: nothing moves */
+        uint64_t sum = 0;
+        for (unsigned d = 0; d < 256; d++) {
+            uint64_t c = cnt[d];
+            cnt[d] = sum;
+            sum += c;
+        }
+        for (uint64_t i = 0; i < n; i++) {
+            uint64_t at = cnt[(key[i] >> shift) & 0xFF]++;
+            k2[at] = key[i];
+            i2[at] = id[i];
+        }
+        memcpy(key, k2, n * sizeof(*key));
+        memcpy(id, i2, n * sizeof(*id));
+    }
+    rc = 0;
+out:
+    free(k2);
+    free(i2);
+    return rc;
+}
+
+/* --- Building. --- */
+
+/* Per node and file while building: the read count and the epoch of the
+ * first read (relative), both saturating at 255, in two byte arrays so that
+ * the array the sweep updates at random (counts) is as small as it can be.
+ * rv() packs them: low byte the count, high byte the epoch; 0 = unread. */
+#define RCOUNT(v) ((uint32_t)(v) & 0xFF)
+#define REPOCH(v) ((uint32_t)(v) >> 8)
+
+struct build {
+    uint8_t *cnt;     /* [node * n + f]: reads, saturating */
+    uint8_t *fep;     /* [node * n + f]: first epoch, set at the first read */
+    uint32_t *total;  /* reads by all nodes */
+    uint32_t *best;   /* the node that reads the file most */
+    uint64_t *key;
+    uint32_t *ids;
+    uint64_t *free_room; /* per node, for owners */
+    uint64_t *held;      /* per node bitset of held files */
+    size_t held_words;
+};
+
+static inline bool bit_get(const uint64_t *b, uint64_t i)
+{
+    return (b[i >> 6] >> (i & 63)) & 1;
+}
+static inline void bit_set(uint64_t *b, uint64_t i)
+{
+    b[i >> 6] |= 1ull << (i & 63);
+}
+
+static inline uint16_t rv(const struct build *b, size_t at)
+{
+    return b->cnt[at] ? (uint16_t)(b->fep[at] << 8 | b->cnt[at]) : 0;
+}
+
+static int plan_error(char *err, size_t errlen, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int plan_error(char *err, size_t errlen, int rc, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
+#define SWEEP_BLOCK 256
+
+static int sweep(struct cfs_plan *p, struct build *b, void *st, char *err, size_t errlen)
+{
+    uint32_t blk[SWEEP_BLOCK];
+    const uint64_t n = p->n;
+    uint64_t *len = calloc(p->world, sizeof(*len));
+    if (!len)
+        return -ENOMEM;
+    int rc = 0;
+    uint64_t pos = 0;
+    for (uint32_t rel = 0; rel < p->nepochs; rel++) {
+        uint32_t e = p->start_epoch + rel;
+        uint8_t ep8 = (uint8_t)(rel > 255 ? 255 : rel);
+        rc = p->src->compute_epoch(st, e);
+        if (rc < 0) {
+            plan_error(err, errlen, rc, "planner: cannot compute epoch %u: %s", e,
+                       strerror(-rc));
+            goto out;
+        }
+        for (uint32_t r = 0; r < p->world; r++)
+            len[r] = p->src->rank_len(st, e, r);
+        p->epoch_start[rel] = pos;
+        for (uint32_t j = 0; j < p->nodes; j++) {
+            struct cfs_rank_range rr = p->ranks[j];
+            uint64_t maxlen = 0;
+            for (uint32_t l = 0; l < rr.count; l++)
+                maxlen = len[rr.first + l] > maxlen ? len[rr.first + l] : maxlen;
+            uint8_t *cnt = b->cnt + (size_t)j * n;
+            uint8_t *fep = b->fep + (size_t)j * n;
+            bool local = j == p->node;
+            /* Gather a block of the node's reads, prefetch their counters,
+             * then update: the counter loads are cache misses that overlap. */
+            uint64_t s = 0;
+            uint32_t l = 0;
+            while (s < maxlen) {
+                uint32_t nb = 0;
+                while (nb < SWEEP_BLOCK && s < maxlen) {
+                    uint32_t r = rr.first + l;
+                    if (s < len[r]) {
+                        uint32_t f = p->src->rank_at(st, r, s);
+                        blk[nb++] = f;
+                        if (f < n)
+                            __builtin_prefetch(&cnt[f], 1);
+                    }
+                    if (++l == rr.count) {
+                        l = 0;
+                        s++;
+                    }
+                }
+                for (uint32_t i = 0; i < nb; i++) {
+                    uint32_t f = blk[i];
+                    if (f >= n) {
+                        rc = plan_error(err, errlen, -ERANGE,
+                                        "planner: epoch %u reads index %u of %llu", e, f,
+                                        (unsigned long long)n);
+                        goto out;
+                    }
+                    uint8_t c = cnt[f];
+                    if (c == 0)
+                        fep[f] = ep8;
+                    if (c != 255)
+                        cnt[f] = (uint8_t)(c + 1);
+                    if (local) {
+                        p->count[f]++;
+                        if (p->first_use[f] == CFS_POS_NEVER)
+                            p->first_use[f] = pos;
+                        p->epochs_read[(size_t)f * p->bm_bytes + rel / 8] |=
+                            (uint8_t)(1u << (rel % 8));
+                        pos++;
+                    }
+                }
+            }
+        }
+    }
+    p->epoch_start[p->nepochs] = pos;
+out:
+    free(len);
+    return rc;
+}
+
+/* A node's preference among its reads: more reads, then earlier first epoch. */
+static inline uint32_t pref(uint16_t v)
+{
+    return ((255 - RCOUNT(v)) << 8) | REPOCH(v);
+}
+
+/* Owners: de-duplicated, in order of total reads. */
+static int assign_owners(struct cfs_plan *p, struct build *b)
+{
+    const uint64_t n = p->n;
+    const uint64_t cap = p->ram + p->ssd;
+    /* Node by node, so each pass streams one array. */
+    for (uint64_t f = 0; f < n; f++) {
+        b->best[f] = CFS_NODE_NONE;
+        p->owner_epoch[f] = UINT32_MAX;
+    }
+    for (uint32_t j = 0; j < p->nodes; j++) {
+        for (uint64_t f = 0; f < n; f++) {
+            uint16_t v = rv(b, (size_t)j * n + f);
+            if (!v)
+                continue;
+            b->total[f] += RCOUNT(v);
+            if (REPOCH(v) < p->owner_epoch[f])
+                p->owner_epoch[f] = REPOCH(v);
+            if (b->best[f] == CFS_NODE_NONE ||
+                pref(v) < pref(rv(b, (size_t)b->best[f] * n + f)))
+                b->best[f] = j;
+        }
+    }
+    uint64_t m = 0;
+    for (uint64_t f = 0; f < n; f++) {
+        uint32_t tot = b->total[f];
+        if (tot == 0)
+            continue;
+        uint16_t bv = rv(b, (size_t)b->best[f] * n + f);
+        uint64_t t16 = tot > 0xFFFF ? 0xFFFF : tot;
+        b->key[m] = ((0xFFFFull - t16) << 16) | pref(bv);
+        b->ids[m++] = (uint32_t)f;
+    }
+    int rc = radix_sort(b->key, b->ids, m, 32);
+    if (rc < 0)
+        return rc;
+    for (uint32_t j = 0; j < p->nodes; j++)
+        b->free_room[j] = cap;
+    for (uint64_t i = 0; i < m; i++) {
+        uint32_t f = b->ids[i];
+        uint64_t sz = p->sizes[f];
+        uint32_t best = b->best[f];
+        if (b->free_room[best] < sz) {
+            /* The best reader is full: the next reader with room, else the
+             * node with the most room. */
+            uint64_t most = 0;
+            uint32_t roomiest = CFS_NODE_NONE;
+            for (uint32_t j = 0; j < p->nodes; j++)
+                if (b->free_room[j] >= sz && b->free_room[j] >= most &&
+                    (roomiest == CFS_NODE_NONE || b->free_room[j] > most)) {
+                    most = b->free_room[j];
+                    roomiest = j;
+                }
+            if (roomiest == CFS_NODE_NONE)
+                continue; /* no node has room: read from the PFS */
+            best = CFS_NODE_NONE;
+            uint32_t bp = UINT32_MAX;
+            for (uint32_t j = 0; j < p->nodes; j++) {
+                uint16_t v = rv(b, (size_t)j * n + f);
+                if (v && b->free_room[j] >= sz && pref(v) < bp) {
+                    best = j;
+                    bp = pref(v);
+                }
+            }
+            if (best == CFS_NODE_NONE)
+                best = roomiest;
+        }
+        p->owner[f] = best;
+        b->free_room[best] -= sz;
+    }
+    return 0;
+}
+
+struct room {
+    uint64_t ram, ssd;
+};
+
+static uint8_t place(struct room *r, uint64_t sz)
+{
+    if (sz <= r->ram) {
+        r->ram -= sz;
+        return CFS_TIER_RAM;
+    }
+    if (sz <= r->ssd) {
+        r->ssd -= sz;
+        return CFS_TIER_SSD;
+    }
+    return CFS_TIER_NONE;
+}
+
+/* One node's holdings: owned files, then replicas, in its order of
+ * preference; and its NoPFS static set for the simulator. */
+static int place_node(struct cfs_plan *p, struct build *b, uint32_t j)
+{
+    const uint64_t n = p->n;
+    const size_t base = (size_t)j * n;
+    uint64_t *held = b->held + (size_t)j * b->held_words;
+    uint64_t m = 0;
+    for (uint64_t f = 0; f < n; f++)
+        if (b->cnt[base + f]) {
+            b->key[m] = pref(rv(b, base + f));
+            b->ids[m++] = (uint32_t)f;
+        }
+    int rc = radix_sort(b->key, b->ids, m, 16);
+    if (rc < 0)
+        return rc;
+    /* Owned files this node never reads come last, by index. */
+    uint64_t mr = m;
+    for (uint64_t f = 0; f < n; f++)
+        if (!b->cnt[base + f] && p->owner[f] == j)
+            b->ids[m++] = (uint32_t)f;
+
+    struct room room = {p->ram, p->ssd};
+    for (uint64_t i = 0; i < m; i++) {
+        uint32_t f = b->ids[i];
+        if (p->owner[f] != j)
+            continue;
+        uint8_t t = place(&room, p->sizes[f]);
+        if (t == CFS_TIER_NONE) { /* the two tiers fragment: give the file up */
+            p->owner[f] = CFS_NODE_NONE;
+            continue;
+        }
+        bit_set(held, f);
+        p->owner_tier[f] = t;
+        if (j == p->node) {
+            p->tier[f] = t;
+            if (b->total[f] > b->cnt[base + f])
+                p->flags[f] |= PLAN_PEER_PINNED;
+        }
+    }
+    for (uint64_t i = 0; i < mr; i++) {
+        uint32_t f = b->ids[i];
+        if (p->owner[f] == j)
+            continue;
+        uint8_t t = place(&room, p->sizes[f]);
+        if (t == CFS_TIER_NONE)
+            continue;
+        bit_set(held, f);
+        if (j == p->node)
+            p->tier[f] = t;
+    }
+
+    /* NoPFS: the node's most-read files up to its capacity, no coordination. */
+    uint64_t left = p->ram + p->ssd;
+    for (uint64_t i = 0; i < mr; i++) {
+        uint32_t f = b->ids[i];
+        if (p->sizes[f] > left)
+            continue;
+        left -= p->sizes[f];
+        if (p->static_pinners[f] != UINT16_MAX)
+            p->static_pinners[f]++;
+        if (b->fep[base + f] < p->static_epoch[f])
+            p->static_epoch[f] = b->fep[base + f];
+        if (j == p->node)
+            p->flags[f] |= PLAN_STATIC;
+    }
+    return 0;
+}
+
+static void summarise(struct cfs_plan *p, struct build *b, uint32_t j)
+{
+    const uint64_t n = p->n;
+    const uint8_t *cnt = b->cnt + (size_t)j * n;
+    const uint64_t *held = b->held + (size_t)j * b->held_words;
+    struct cfs_plan_node_summary *s = &p->summary[j];
+    memset(s, 0, sizeof(*s));
+    s->ranks = p->ranks[j];
+    for (uint64_t f = 0; f < n; f++) {
+        uint64_t sz = p->sizes[f], c = j == p->node ? p->count[f] : cnt[f];
+        uint32_t o = p->owner[f];
+        bool remote = o != CFS_NODE_NONE && o != j;
+        if (o == j) {
+            s->owned_files++;
+            s->owned_bytes += sz;
+        }
+        if (bit_get(held, f)) {
+            uint8_t t = o == j ? p->owner_tier[f] : CFS_TIER_NONE;
+            if (j == p->node)
+                t = p->tier[f];
+            else if (t == CFS_TIER_NONE)
+                t = CFS_TIER_RAM; /* replicas' tier is not kept for other nodes */
+            s->files[t]++;
+            s->bytes[t] += sz;
+            /* The first fetch, then every read is local. */
+            if (remote)
+                s->peer_read_bytes += sz;
+            else
+                s->pfs_read_bytes += sz;
+            if (c)
+                s->local_read_bytes += (c - 1) * sz;
+        } else if (c) {
+            s->files[CFS_TIER_NONE]++;
+            s->bytes[CFS_TIER_NONE] += sz;
+            if (remote)
+                s->peer_read_bytes += c * sz;
+            else
+                s->pfs_read_bytes += c * sz;
+        }
+        s->reads += c;
+        s->read_bytes += c * sz;
+    }
+}
+
+static int validate(const struct cfs_plan_params *pp, char *err, size_t errlen)
+{
+    if (pp->world == 0)
+        return plan_error(err, errlen, -EINVAL, "option world=0: must be at least 1");
+    if (pp->nodes == 0 || pp->node >= pp->nodes)
+        return plan_error(err, errlen, -EINVAL, "node %u of %u: must be below the node count",
+                          pp->node, pp->nodes);
+    if (pp->epochs <= pp->start_epoch)
+        return plan_error(err, errlen, -EINVAL, "option start_epoch=%u: must be below epochs=%u",
+                          pp->start_epoch, pp->epochs);
+    if (pp->n > UINT32_MAX - 1)
+        return plan_error(err, errlen, -EOVERFLOW, "planner: %llu samples is too many",
+                          (unsigned long long)pp->n);
+    if (pp->ranks)
+        for (uint32_t j = 0; j < pp->nodes; j++)
+            if ((uint64_t)pp->ranks[j].first + pp->ranks[j].count > pp->world)
+                return plan_error(err, errlen, -EINVAL,
+                                  "option ranks=%u-%u: ranks must be within 0..%u (world=%u)",
+                                  pp->ranks[j].first,
+                                  pp->ranks[j].first + pp->ranks[j].count - 1, pp->world - 1,
+                                  pp->world);
+    return 0;
+}
+
+int cfs_plan_create(const struct cfs_plan_params *pp, struct cfs_plan **out, char *err,
+                    size_t errlen)
+{
+    struct cfs_plan *p = NULL;
+    struct build b = {0};
+    void *st = NULL;
+    struct cfs_plan_source src = {0};
+    int rc;
+
+    *out = NULL;
+    rc = validate(pp, err, errlen);
+    if (rc < 0)
+        return rc;
+    p = calloc(1, sizeof(*p));
+    if (!p)
+        return -ENOMEM;
+    p->params = *pp;
+    p->params.sizes = NULL;
+    p->params.ranks = NULL;
+    p->src = plan_source(&p->params, &p->src_buf);
+    src = *p->src;
+    p->n = pp->n;
+    p->world = pp->world;
+    p->nodes = pp->nodes;
+    p->node = pp->node;
+    p->start_epoch = pp->start_epoch;
+    p->nepochs = pp->epochs - pp->start_epoch;
+    p->ram = pp->ram;
+    p->ssd = pp->ssd;
+    p->bm_bytes = (p->nepochs + 7) / 8;
+    const uint64_t n = p->n;
+
+    rc = -ENOMEM;
+    p->ranks = calloc(p->nodes, sizeof(*p->ranks));
+    p->summary = calloc(p->nodes, sizeof(*p->summary));
+    p->epoch_start = calloc(p->nepochs + 1, sizeof(*p->epoch_start));
+    p->sizes = malloc(n * sizeof(*p->sizes) + 1);
+    p->count = calloc(n + 1, sizeof(*p->count));
+    p->first_use = malloc(n * sizeof(*p->first_use) + 1);
+    p->epochs_read = calloc(n * p->bm_bytes + 1, 1);
+    p->tier = calloc(n + 1, 1);
+    p->flags = calloc(n + 1, 1);
+    p->owner = malloc(n * sizeof(*p->owner) + 1);
+    p->owner_tier = calloc(n + 1, 1);
+    p->owner_epoch = calloc(n + 1, sizeof(*p->owner_epoch));
+    p->static_pinners = calloc(n + 1, sizeof(*p->static_pinners));
+    p->static_epoch = malloc(n * sizeof(*p->static_epoch) + 1);
+    if (!p->ranks || !p->summary || !p->epoch_start || !p->sizes || !p->count ||
+        !p->first_use || !p->epochs_read || !p->tier || !p->flags || !p->owner ||
+        !p->owner_tier || !p->owner_epoch || !p->static_pinners || !p->static_epoch)
+        goto fail;
+    memcpy(p->sizes, pp->sizes, n * sizeof(*p->sizes));
+    for (uint64_t f = 0; f < n; f++) {
+        p->first_use[f] = CFS_POS_NEVER;
+        p->owner[f] = CFS_NODE_NONE;
+        p->static_epoch[f] = UINT32_MAX;
+        p->dataset_bytes += p->sizes[f];
+    }
+    for (uint32_t j = 0; j < p->nodes; j++) {
+        if (pp->ranks)
+            p->ranks[j] = pp->ranks[j];
+        else
+            cfs_plan_default_ranks(p->world, p->nodes, j, &p->ranks[j]);
+    }
+
+    rc = p->src->create(p->src->cfg, &st, err, errlen);
+    if (rc < 0)
+        goto fail_reported;
+
+    rc = -ENOMEM;
+    b.cnt = calloc((size_t)p->nodes * n + 1, 1);
+    b.fep = malloc((size_t)p->nodes * n + 1);
+    b.total = calloc(n + 1, sizeof(*b.total));
+    b.best = malloc(n * sizeof(*b.best) + 1);
+    b.key = malloc(n * sizeof(*b.key) + 1);
+    b.ids = malloc(n * sizeof(*b.ids) + 1);
+    b.free_room = calloc(p->nodes, sizeof(*b.free_room));
+    b.held_words = (n + 63) / 64;
+    b.held = calloc((size_t)p->nodes * b.held_words + 1, sizeof(*b.held));
+    if (!b.cnt || !b.fep || !b.total || !b.best || !b.key || !b.ids || !b.free_room || !b.held)
+        goto fail;
+
+    rc = sweep(p, &b, st, err, errlen);
+    if (rc < 0)
+        goto fail_reported;
+    rc = assign_owners(p, &b);
+    if (rc < 0)
+        goto fail;
+    for (uint32_t j = 0; j < p->nodes; j++) {
+        rc = place_node(p, &b, j);
+        if (rc < 0)
+            goto fail;
+    }
+    for (uint32_t j = 0; j < p->nodes; j++)
+        summarise(p, &b, j);
+    for (uint64_t f = 0; f < n; f++) {
+        if (p->owner[f] != CFS_NODE_NONE)
+            p->owned_bytes += p->sizes[f];
+    }
+    p->total_count = b.total;
+    b.total = NULL;
+
+    /* Prefetch order per tier: first use, then never-read owned by index. */
+    for (int t = CFS_TIER_RAM; t <= CFS_TIER_SSD; t++) {
+        uint64_t m = 0;
+        for (uint64_t f = 0; f < n; f++)
+            if (p->tier[f] == t)
+                m++;
+        p->order[t] = malloc(m * sizeof(uint32_t) + 1);
+        if (!p->order[t])
+            goto fail;
+        uint64_t k = 0;
+        for (uint64_t f = 0; f < n; f++)
+            if (p->tier[f] == t) {
+                b.key[k] = p->first_use[f] == CFS_POS_NEVER ? UINT64_MAX : p->first_use[f];
+                b.ids[k++] = (uint32_t)f;
+            }
+        rc = radix_sort(b.key, b.ids, m, 64);
+        if (rc < 0)
+            goto fail;
+        memcpy(p->order[t], b.ids, m * sizeof(uint32_t));
+        p->order_len[t] = m;
+    }
+    rc = 0;
+    *out = p;
+    p = NULL;
+    goto done;
+
+fail:
+    plan_error(err, errlen, rc, "planner: %s", strerror(-rc));
+fail_reported:
+done:
+    if (st)
+        src.destroy(st);
+    free(b.cnt);
+    free(b.fep);
+    free(b.total);
+    free(b.best);
+    free(b.key);
+    free(b.ids);
+    free(b.free_room);
+    free(b.held);
+    cfs_plan_destroy(p);
+    return rc;
+}
+
+void cfs_plan_destroy(struct cfs_plan *p)
+{
+    if (!p)
+        return;
+    free(p->ranks);
+    free(p->summary);
+    free(p->epoch_start);
+    free(p->sizes);
+    free(p->count);
+    free(p->first_use);
+    free(p->epochs_read);
+    free(p->tier);
+    free(p->flags);
+    free(p->owner);
+    free(p->owner_tier);
+    free(p->owner_epoch);
+    free(p->static_pinners);
+    free(p->static_epoch);
+    free(p->total_count);
+    free(p->order[CFS_TIER_RAM]);
+    free(p->order[CFS_TIER_SSD]);
+    free(p);
+}
+
+/* --- Queries. --- */
+
+uint64_t cfs_plan_sample_count(const struct cfs_plan *p)
+{
+    return p->n;
+}
+uint32_t cfs_plan_nodes(const struct cfs_plan *p)
+{
+    return p->nodes;
+}
+uint32_t cfs_plan_node(const struct cfs_plan *p)
+{
+    return p->node;
+}
+struct cfs_rank_range cfs_plan_node_ranks(const struct cfs_plan *p, uint32_t node)
+{
+    return p->ranks[node];
+}
+uint32_t cfs_plan_epoch_count(const struct cfs_plan *p)
+{
+    return p->nepochs;
+}
+uint64_t cfs_plan_epoch_start(const struct cfs_plan *p, uint32_t rel)
+{
+    return p->epoch_start[rel > p->nepochs ? p->nepochs : rel];
+}
+uint32_t cfs_plan_count(const struct cfs_plan *p, uint32_t f)
+{
+    return p->count[f];
+}
+uint64_t cfs_plan_first_use(const struct cfs_plan *p, uint32_t f)
+{
+    return p->first_use[f];
+}
+enum cfs_tier cfs_plan_tier(const struct cfs_plan *p, uint32_t f)
+{
+    return p->tier[f];
+}
+uint32_t cfs_plan_total_count(const struct cfs_plan *p, uint32_t f)
+{
+    return p->total_count[f];
+}
+uint32_t cfs_plan_owner(const struct cfs_plan *p, uint32_t f, enum cfs_tier *tier)
+{
+    if (tier)
+        *tier = p->owner[f] == CFS_NODE_NONE ? CFS_TIER_NONE : p->owner_tier[f];
+    return p->owner[f];
+}
+const uint32_t *cfs_plan_prefetch_order(const struct cfs_plan *p, enum cfs_tier tier,
+                                        uint64_t *count)
+{
+    if (tier != CFS_TIER_RAM && tier != CFS_TIER_SSD) {
+        *count = 0;
+        return NULL;
+    }
+    *count = p->order_len[tier];
+    return p->order[tier];
+}
+int cfs_plan_node_summary(const struct cfs_plan *p, uint32_t node,
+                          struct cfs_plan_node_summary *out)
+{
+    if (node >= p->nodes)
+        return -EINVAL;
+    *out = p->summary[node];
+    return 0;
+}
+uint64_t cfs_plan_owned_bytes(const struct cfs_plan *p)
+{
+    return p->owned_bytes;
+}
+uint64_t cfs_plan_dataset_bytes(const struct cfs_plan *p)
+{
+    return p->dataset_bytes;
+}
+bool cfs_plan_static_pinned(const struct cfs_plan *p, uint32_t f)
+{
+    return p->flags[f] & PLAN_STATIC;
+}
+uint32_t cfs_plan_static_pinners(const struct cfs_plan *p, uint32_t f)
+{
+    return p->static_pinners[f];
+}
+uint32_t cfs_plan_static_pinner_epoch(const struct cfs_plan *p, uint32_t f)
+{
+    return p->static_epoch[f];
+}
+uint32_t cfs_plan_owner_epoch(const struct cfs_plan *p, uint32_t f)
+{
+    return p->owner_epoch[f];
+}
+uint64_t cfs_plan_file_size(const struct cfs_plan *p, uint32_t f)
+{
+    return p->sizes[f];
+}

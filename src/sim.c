@@ -1,0 +1,334 @@
+/* The cache simulator: one walk over the planned node's stream, the four
+ * policies of clairfs/sim.h updated side by side at every access. */
+#include "clairfs/sim.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan_i.h"
+
+#define NONE32 UINT32_MAX
+
+const char *cfs_sim_policy_name(enum cfs_sim_policy policy)
+{
+    switch (policy) {
+    case CFS_SIM_NOCACHE: return "nocache";
+    case CFS_SIM_LRU: return "lru";
+    case CFS_SIM_STATIC: return "static";
+    case CFS_SIM_CLAIRVOYANT: return "clairvoyant";
+    case CFS_SIM_POLICIES: break;
+    }
+    return "?";
+}
+
+int cfs_sim_result_init(struct cfs_sim_result *r, const struct cfs_plan *p)
+{
+    memset(r, 0, sizeof(*r));
+    r->start_epoch = p->start_epoch;
+    r->nepochs = p->nepochs;
+    for (int i = 0; i < CFS_SIM_POLICIES; i++) {
+        r->epoch[i] = calloc(p->nepochs, sizeof(struct cfs_sim_epoch));
+        if (!r->epoch[i]) {
+            cfs_sim_result_free(r);
+            return -ENOMEM;
+        }
+    }
+    return 0;
+}
+
+void cfs_sim_result_free(struct cfs_sim_result *r)
+{
+    if (!r)
+        return;
+    for (int i = 0; i < CFS_SIM_POLICIES; i++) {
+        free(r->epoch[i]);
+        r->epoch[i] = NULL;
+    }
+}
+
+struct cfs_sim_epoch cfs_sim_sum(const struct cfs_sim_result *r, enum cfs_sim_policy policy,
+                                 uint32_t from)
+{
+    struct cfs_sim_epoch s = {0};
+    for (uint32_t e = from; e < r->nepochs; e++) {
+        const struct cfs_sim_epoch *x = &r->epoch[policy][e];
+        s.reads += x->reads;
+        s.read_bytes += x->read_bytes;
+        s.local_hits += x->local_hits;
+        s.local_bytes += x->local_bytes;
+        s.peer_reads += x->peer_reads;
+        s.peer_bytes += x->peer_bytes;
+        s.pfs_reads += x->pfs_reads;
+        s.pfs_bytes += x->pfs_bytes;
+    }
+    return s;
+}
+
+/* --- LRU: a doubly linked list through per-file arrays. --- */
+
+struct lru {
+    uint32_t *prev, *next;
+    uint32_t head, tail;
+    uint64_t used, cap;
+};
+
+static void lru_unlink(struct lru *l, uint32_t f)
+{
+    uint32_t p = l->prev[f], n = l->next[f];
+    if (p != NONE32)
+        l->next[p] = n;
+    else
+        l->head = n;
+    if (n != NONE32)
+        l->prev[n] = p;
+    else
+        l->tail = p;
+}
+
+static void lru_push_front(struct lru *l, uint32_t f)
+{
+    l->prev[f] = NONE32;
+    l->next[f] = l->head;
+    if (l->head != NONE32)
+        l->prev[l->head] = f;
+    l->head = f;
+    if (l->tail == NONE32)
+        l->tail = f;
+}
+
+/* --- MIN: a max-heap of cached files by next use. --- */
+
+struct minheap {
+    uint32_t *heap;  /* files */
+    uint32_t *at;    /* file -> heap slot, NONE32 when not cached */
+    uint64_t *key;   /* file -> next use */
+    uint64_t len;
+    uint64_t used, cap;
+};
+
+static void heap_swap(struct minheap *h, uint64_t i, uint64_t j)
+{
+    uint32_t a = h->heap[i], b = h->heap[j];
+    h->heap[i] = b;
+    h->heap[j] = a;
+    h->at[b] = (uint32_t)i;
+    h->at[a] = (uint32_t)j;
+}
+
+static bool heap_above(const struct minheap *h, uint64_t i, uint64_t j)
+{
+    uint32_t a = h->heap[i], b = h->heap[j];
+    /* Farther next use on top; ties by the larger index, so runs are exact. */
+    return h->key[a] > h->key[b] || (h->key[a] == h->key[b] && a > b);
+}
+
+static void heap_up(struct minheap *h, uint64_t i)
+{
+    while (i > 0 && heap_above(h, i, (i - 1) / 2)) {
+        heap_swap(h, i, (i - 1) / 2);
+        i = (i - 1) / 2;
+    }
+}
+
+static void heap_down(struct minheap *h, uint64_t i)
+{
+    for (;;) {
+        uint64_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < h->len && heap_above(h, l, m))
+            m = l;
+        if (r < h->len && heap_above(h, r, m))
+            m = r;
+        if (m == i)
+            return;
+        heap_swap(h, i, m);
+        i = m;
+    }
+}
+
+static void heap_remove_top(struct minheap *h)
+{
+    uint32_t f = h->heap[0];
+    h->len--;
+    if (h->len) {
+        h->heap[0] = h->heap[h->len];
+        h->at[h->heap[0]] = 0;
+        heap_down(h, 0);
+    }
+    h->at[f] = NONE32;
+}
+
+static void heap_insert(struct minheap *h, uint32_t f)
+{
+    h->heap[h->len] = f;
+    h->at[f] = (uint32_t)h->len;
+    h->len++;
+    heap_up(h, h->len - 1);
+}
+
+static void heap_rekey(struct minheap *h, uint32_t f, uint64_t key)
+{
+    uint64_t old = h->key[f];
+    h->key[f] = key;
+    if (key > old)
+        heap_up(h, h->at[f]);
+    else
+        heap_down(h, h->at[f]);
+}
+
+static void count(struct cfs_sim_epoch *e, int where, uint64_t sz)
+{
+    e->reads++;
+    e->read_bytes += sz;
+    if (where == 0) {
+        e->local_hits++;
+        e->local_bytes += sz;
+    } else if (where == 1) {
+        e->peer_reads++;
+        e->peer_bytes += sz;
+    } else {
+        e->pfs_reads++;
+        e->pfs_bytes += sz;
+    }
+}
+
+enum { LOCAL = 0, PEER = 1, PFS = 2 };
+
+int cfs_sim_run(const struct cfs_plan *p, struct cfs_sim_result *r, char *err, size_t errlen)
+{
+    const uint64_t n = p->n;
+    struct cfs_plan_walk *w = NULL;
+    struct lru lru = {.head = NONE32, .tail = NONE32, .cap = p->ram + p->ssd};
+    struct minheap h = {0};
+    uint8_t *seen = NULL; /* bit0: static set fetched, bit2: in LRU */
+    int rc = -ENOMEM;
+
+    if (r->nepochs != p->nepochs || r->start_epoch != p->start_epoch) {
+        if (err && errlen)
+            snprintf(err, errlen, "simulator: result and plan cover different epochs");
+        return -EINVAL;
+    }
+    lru.prev = malloc(n * sizeof(uint32_t) + 1);
+    lru.next = malloc(n * sizeof(uint32_t) + 1);
+    h.heap = malloc(n * sizeof(uint32_t) + 1);
+    h.at = malloc(n * sizeof(uint32_t) + 1);
+    h.key = calloc(n + 1, sizeof(uint64_t));
+    seen = calloc(n + 1, 1);
+    if (!lru.prev || !lru.next || !h.heap || !h.at || !h.key || !seen)
+        goto fail;
+    memset(lru.prev, 0xFF, n * sizeof(uint32_t));
+    memset(lru.next, 0xFF, n * sizeof(uint32_t));
+    memset(h.at, 0xFF, n * sizeof(uint32_t));
+    uint8_t *in_lru = seen; /* bit2 */
+    h.cap = p->ram + p->ssd;
+    uint64_t pinned = 0;
+    for (uint64_t f = 0; f < n; f++)
+        if (p->flags[f] & PLAN_PEER_PINNED)
+            pinned += p->sizes[f];
+    h.cap = pinned > h.cap ? 0 : h.cap - pinned;
+
+    rc = cfs_plan_walk_create(p, &w, err, errlen);
+    if (rc < 0)
+        goto out;
+    struct cfs_plan_access a;
+    while ((rc = cfs_plan_walk_next(w, &a)) == 1) {
+        uint32_t f = a.sample;
+        uint64_t sz = p->sizes[f];
+        uint32_t rel = a.epoch - p->start_epoch;
+
+        if (a.new_epoch) /* keys beyond the old window are now exact */
+            for (uint64_t i = 0; i < h.len; i++) {
+                uint32_t g = h.heap[i];
+                h.key[g] = cfs_plan_walk_next_use(w, g, NULL);
+            }
+        if (a.new_epoch)
+            for (uint64_t i = h.len / 2; i-- > 0;)
+                heap_down(&h, i);
+
+        count(&r->epoch[CFS_SIM_NOCACHE][rel], PFS, sz);
+
+        /* LRU */
+        if (in_lru[f] & 4) {
+            lru_unlink(&lru, f);
+            lru_push_front(&lru, f);
+            count(&r->epoch[CFS_SIM_LRU][rel], LOCAL, sz);
+        } else {
+            count(&r->epoch[CFS_SIM_LRU][rel], PFS, sz);
+            if (sz <= lru.cap) {
+                while (lru.used + sz > lru.cap) {
+                    uint32_t t = lru.tail;
+                    lru_unlink(&lru, t);
+                    in_lru[t] &= (uint8_t)~4;
+                    lru.used -= p->sizes[t];
+                }
+                lru_push_front(&lru, f);
+                in_lru[f] |= 4;
+                lru.used += sz;
+            }
+        }
+
+        /* Static pinning (NoPFS). */
+        int where;
+        bool earlier_pinner = p->static_pinners[f] > 0 && p->static_epoch[f] < rel;
+        if (p->flags[f] & PLAN_STATIC) {
+            where = (seen[f] & 1) ? LOCAL : earlier_pinner ? PEER : PFS;
+            seen[f] |= 1;
+        } else if (earlier_pinner) {
+            where = PEER;
+        } else {
+            where = PFS;
+        }
+        count(&r->epoch[CFS_SIM_STATIC][rel], where, sz);
+
+        /* Clairvoyant. */
+        if (p->flags[f] & PLAN_PEER_PINNED) {
+            where = rel <= p->owner_epoch[f] ? PFS : LOCAL;
+        } else {
+            uint64_t next = cfs_plan_walk_next_use(w, f, NULL);
+            if (h.at[f] != NONE32) {
+                where = LOCAL;
+                if (next == CFS_POS_NEVER) { /* read for the last time: drop */
+                    heap_rekey(&h, f, CFS_POS_NEVER);
+                    heap_remove_top(&h);
+                    h.used -= sz;
+                } else {
+                    heap_rekey(&h, f, next);
+                }
+            } else {
+                uint32_t o = p->owner[f];
+                where = (o != CFS_NODE_NONE && o != p->node && p->owner_epoch[f] < rel) ? PEER
+                                                                                          : PFS;
+                if (next != CFS_POS_NEVER && sz <= h.cap) {
+                    /* Evict farther entries until f fits; bypass if it cannot. */
+                    while (h.used + sz > h.cap && h.len && h.key[h.heap[0]] > next) {
+                        uint32_t t = h.heap[0];
+                        heap_remove_top(&h);
+                        h.used -= p->sizes[t];
+                    }
+                    if (h.used + sz <= h.cap) {
+                        h.key[f] = next;
+                        heap_insert(&h, f);
+                        h.used += sz;
+                    }
+                }
+            }
+        }
+        count(&r->epoch[CFS_SIM_CLAIRVOYANT][rel], where, sz);
+    }
+    if (rc < 0 && err && errlen)
+        snprintf(err, errlen, "simulator: %s", strerror(-rc));
+    goto out;
+fail:
+    if (err && errlen)
+        snprintf(err, errlen, "simulator: %s", strerror(-rc));
+out:
+    cfs_plan_walk_destroy(w);
+    free(lru.prev);
+    free(lru.next);
+    free(h.heap);
+    free(h.at);
+    free(h.key);
+    free(seen);
+    return rc < 0 ? rc : 0;
+}
