@@ -1,2 +1,863 @@
-/* placeholder: module under construction */
-typedef int cfs_placeholder;
+#include "fs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clairfs/log.h"
+
+/* The dataset does not change during a mount, so the kernel may keep names
+ * and attributes for a day.  The control namespace changes (ready appears,
+ * metrics grow), so its entries are never cached. */
+#define CATALOG_TIMEOUT 86400.0
+#define CTL_TIMEOUT 0.0
+
+/* Control namespace inodes: the directory, then one per file. */
+#define CTL_DIR_INO ((fuse_ino_t)0xffffffffffffff00ull)
+#define CTL_FILE_INO(f) (CTL_DIR_INO + 1 + (fuse_ino_t)(f))
+
+static const char state_xattr[] = "user.clairfs.state";
+
+struct cfs_fs {
+    const struct cfs_catalog *catalog;
+    uint32_t nentries;
+    char *source;
+    int source_fd;
+    struct cfs_ctl *ctl;
+    struct cfs_metrics *metrics;
+    uid_t owner_uid;
+    gid_t owner_gid;
+    bool splice_read;
+    bool source_has_ctl_name; /* SOURCE/.clairfs exists and is shadowed */
+    struct timespec start;
+    cfs_fs_state_fn state_fn;
+    void *state_arg;
+    /* One bit per entry: an open of it failed and was logged already. */
+    _Atomic uint64_t *open_err_logged;
+};
+
+/* A catalog file opened for reading. */
+struct src_handle {
+    int fd;
+    cfs_id id;
+    _Atomic bool counted; /* this open has been counted as one file read */
+};
+
+/* An open control file: readable ones hold the text rendered at open. */
+struct ctl_handle {
+    enum cfs_ctl_file file;
+    char *text;
+    size_t len;
+};
+
+static struct cfs_fs *fs_of(fuse_req_t req)
+{
+    return fuse_req_userdata(req);
+}
+
+static bool is_ctl_ino(fuse_ino_t ino)
+{
+    return ino >= CTL_DIR_INO && ino <= CTL_FILE_INO(CFS_CTL_NFILES - 1);
+}
+
+/* The catalog entry behind ino, or NULL for anything else. */
+static const struct cfs_entry *entry_of(const struct cfs_fs *fs, fuse_ino_t ino, cfs_id *id)
+{
+    if (ino == 0 || ino - 1 >= fs->nentries)
+        return NULL;
+    *id = (cfs_id)(ino - 1);
+    return cfs_catalog_entry(fs->catalog, *id);
+}
+
+static void entry_stat(const struct cfs_fs *fs, cfs_id id, const struct cfs_entry *e,
+                       struct stat *st)
+{
+    (void)fs;
+    memset(st, 0, sizeof(*st));
+    st->st_ino = (ino_t)id + 1;
+    st->st_mode = e->mode;
+    st->st_nlink = e->nlink ? e->nlink : 1;
+    st->st_uid = e->uid;
+    st->st_gid = e->gid;
+    st->st_size = (off_t)e->size;
+    st->st_blocks = (blkcnt_t)((e->size + 511) / 512);
+    st->st_mtim.tv_sec = e->mtime_sec;
+    st->st_mtim.tv_nsec = e->mtime_nsec;
+    /* The catalog keeps no atime or ctime; the mtime is the honest stand-in. */
+    st->st_atim = st->st_mtim;
+    st->st_ctim = st->st_mtim;
+}
+
+static bool ctl_file_visible(const struct cfs_fs *fs, enum cfs_ctl_file f)
+{
+    return f != CFS_CTL_READY || cfs_ctl_is_ready(fs->ctl);
+}
+
+static int ctl_stat(const struct cfs_fs *fs, fuse_ino_t ino, struct stat *st)
+{
+    memset(st, 0, sizeof(*st));
+    st->st_ino = ino;
+    st->st_uid = fs->owner_uid;
+    st->st_gid = fs->owner_gid;
+    st->st_mtim = st->st_atim = st->st_ctim = fs->start;
+    if (ino == CTL_DIR_INO) {
+        st->st_mode = S_IFDIR | 0555;
+        st->st_nlink = 2;
+        return 0;
+    }
+    enum cfs_ctl_file f = (enum cfs_ctl_file)(ino - CTL_FILE_INO(0));
+    if (!ctl_file_visible(fs, f))
+        return -ENOENT;
+    /* Contents are rendered at open and served with direct_io, so the size
+     * is reported as 0 and readers read to EOF. */
+    st->st_mode = cfs_ctl_file_mode(f);
+    st->st_nlink = 1;
+    return 0;
+}
+
+static int any_stat(const struct cfs_fs *fs, fuse_ino_t ino, struct stat *st)
+{
+    cfs_id id;
+    if (is_ctl_ino(ino))
+        return ctl_stat(fs, ino, st);
+    const struct cfs_entry *e = entry_of(fs, ino, &id);
+    if (!e)
+        return -ESTALE;
+    entry_stat(fs, id, e, st);
+    return 0;
+}
+
+static void fill_entry(const struct cfs_fs *fs, fuse_ino_t ino, struct fuse_entry_param *ep)
+{
+    memset(ep, 0, sizeof(*ep));
+    ep->ino = ino;
+    double t = is_ctl_ino(ino) ? CTL_TIMEOUT : CATALOG_TIMEOUT;
+    ep->attr_timeout = t;
+    ep->entry_timeout = t;
+    any_stat(fs, ino, &ep->attr);
+}
+
+/* Logs a failed open of a source file once per file: a vanished or
+ * unreadable file would otherwise flood the log at every retry. */
+static void log_open_error_once(struct cfs_fs *fs, cfs_id id, const char *path, int err)
+{
+    if (fs->open_err_logged) {
+        uint64_t bit = 1ull << (id % 64);
+        if (atomic_fetch_or(&fs->open_err_logged[id / 64], bit) & bit)
+            return;
+    }
+    cfs_warn("cannot open %s/%s: %s", fs->source, path, strerror(err));
+}
+
+/* ---- init ---------------------------------------------------------------- */
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+    struct cfs_fs *fs = userdata;
+    /* Inodes are a pure function of the catalog, so file handles handed out
+     * for NFS export stay valid and "." / ".." lookups are answerable. */
+    if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)
+        conn->want |= FUSE_CAP_EXPORT_SUPPORT;
+    if (fs->splice_read && (conn->capable & FUSE_CAP_SPLICE_WRITE))
+        conn->want |= FUSE_CAP_SPLICE_WRITE | (conn->capable & FUSE_CAP_SPLICE_MOVE);
+    if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
+        conn->want |= FUSE_CAP_CACHE_SYMLINKS;
+    /* Source files never change under the mount: no need for the kernel to
+     * drop cached pages when it sees a new mtime. */
+    conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+    conn->time_gran = 1;
+    if (fs->source_has_ctl_name)
+        cfs_warn("%s/" CFS_CTL_DIRNAME " is hidden by the control namespace of the same name",
+                 fs->source);
+}
+
+/* ---- names ----------------------------------------------------------------- */
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    struct cfs_fs *fs = fs_of(req);
+    struct fuse_entry_param ep;
+
+    if (parent == FUSE_ROOT_ID && strcmp(name, CFS_CTL_DIRNAME) == 0) {
+        fill_entry(fs, CTL_DIR_INO, &ep);
+        fuse_reply_entry(req, &ep);
+        return;
+    }
+    if (parent == CTL_DIR_INO) {
+        int f = cfs_ctl_file_lookup(name);
+        if (strcmp(name, "..") == 0) {
+            fill_entry(fs, FUSE_ROOT_ID, &ep);
+            fuse_reply_entry(req, &ep);
+        } else if (strcmp(name, ".") == 0) {
+            fill_entry(fs, CTL_DIR_INO, &ep);
+            fuse_reply_entry(req, &ep);
+        } else if (f < 0 || !ctl_file_visible(fs, (enum cfs_ctl_file)f)) {
+            fuse_reply_err(req, ENOENT);
+        } else {
+            fill_entry(fs, CTL_FILE_INO(f), &ep);
+            fuse_reply_entry(req, &ep);
+        }
+        return;
+    }
+    cfs_id dir;
+    const struct cfs_entry *e = entry_of(fs, parent, &dir);
+    if (!e || is_ctl_ino(parent)) {
+        fuse_reply_err(req, e ? ENOTDIR : ESTALE);
+        return;
+    }
+    if (!S_ISDIR(e->mode)) {
+        fuse_reply_err(req, ENOTDIR);
+        return;
+    }
+    cfs_id child;
+    if (strcmp(name, ".") == 0)
+        child = dir;
+    else if (strcmp(name, "..") == 0)
+        child = dir == 0 ? 0 : e->parent;
+    else
+        child = cfs_catalog_lookup(fs->catalog, dir, name);
+    if (child == CFS_ID_NONE) {
+        /* A negative entry: the kernel may remember that the name is absent
+         * (trainers and Python imports probe many missing names). */
+        memset(&ep, 0, sizeof(ep));
+        ep.entry_timeout = CATALOG_TIMEOUT;
+        fuse_reply_entry(req, &ep);
+        return;
+    }
+    fill_entry(fs, (fuse_ino_t)child + 1, &ep);
+    fuse_reply_entry(req, &ep);
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+    (void)ino;
+    (void)nlookup;
+    fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+    (void)count;
+    (void)forgets;
+    fuse_reply_none(req);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)fi;
+    struct cfs_fs *fs = fs_of(req);
+    struct stat st;
+    int rc = any_stat(fs, ino, &st);
+    if (rc < 0)
+        fuse_reply_err(req, -rc);
+    else
+        fuse_reply_attr(req, &st, is_ctl_ino(ino) ? CTL_TIMEOUT : CATALOG_TIMEOUT);
+}
+
+static void op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+    struct cfs_fs *fs = fs_of(req);
+    cfs_id id;
+    const struct cfs_entry *e = entry_of(fs, ino, &id);
+    if (!e || !S_ISLNK(e->mode)) {
+        fuse_reply_err(req, EINVAL);
+        return;
+    }
+    char path[PATH_MAX], target[PATH_MAX];
+    int rc = cfs_catalog_path(fs->catalog, id, path, sizeof(path));
+    if (rc < 0) {
+        fuse_reply_err(req, -rc);
+        return;
+    }
+    ssize_t n = readlinkat(fs->source_fd, path, target, sizeof(target) - 1);
+    if (n < 0) {
+        fuse_reply_err(req, errno);
+        return;
+    }
+    target[n] = '\0';
+    fuse_reply_readlink(req, target);
+}
+
+/* ---- directories ----------------------------------------------------------- */
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct cfs_fs *fs = fs_of(req);
+    cfs_id id;
+    if (ino == CTL_DIR_INO) {
+        fuse_reply_open(req, fi);
+        return;
+    }
+    const struct cfs_entry *e = entry_of(fs, ino, &id);
+    if (!e || is_ctl_ino(ino)) {
+        fuse_reply_err(req, e ? ENOTDIR : ESTALE);
+        return;
+    }
+    if (!S_ISDIR(e->mode)) {
+        fuse_reply_err(req, ENOTDIR);
+        return;
+    }
+    /* Listings never change: let the kernel keep them across opens. */
+    fi->cache_readdir = 1;
+    fi->keep_cache = 1;
+    fuse_reply_open(req, fi);
+}
+
+/* Directory offsets: entry k (0 ".", 1 "..", 2 + i the i-th child) is
+ * followed by offset k + 1, so a resumed listing restarts at entry `off`. */
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus)
+{
+    struct cfs_fs *fs = fs_of(req);
+    cfs_id id = 0;
+    const struct cfs_entry *dir = NULL;
+    uint64_t nchildren;
+
+    if (ino == CTL_DIR_INO) {
+        nchildren = CFS_CTL_NFILES;
+    } else {
+        dir = entry_of(fs, ino, &id);
+        if (!dir || !S_ISDIR(dir->mode)) {
+            fuse_reply_err(req, dir ? ENOTDIR : ESTALE);
+            return;
+        }
+        nchildren = dir->nchildren;
+    }
+    char *buf = malloc(size);
+    if (!buf) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    size_t pos = 0;
+    for (uint64_t k = off < 0 ? 0 : (uint64_t)off; k < 2 + nchildren; k++) {
+        const char *name;
+        fuse_ino_t child;
+        if (k == 0) {
+            name = ".";
+            child = ino;
+        } else if (k == 1) {
+            name = "..";
+            child = dir ? (id == 0 ? FUSE_ROOT_ID : (fuse_ino_t)dir->parent + 1) : FUSE_ROOT_ID;
+        } else if (!dir) {
+            enum cfs_ctl_file f = (enum cfs_ctl_file)(k - 2);
+            if (!ctl_file_visible(fs, f))
+                continue;
+            name = cfs_ctl_file_name(f);
+            child = CTL_FILE_INO(f);
+        } else {
+            cfs_id c = dir->first_child + (cfs_id)(k - 2);
+            name = cfs_catalog_name(fs->catalog, c);
+            /* The control namespace is never listed, and a source entry of
+             * the same name is shadowed by it: listing one name that
+             * resolves to another inode would confuse every tool. */
+            if (id == 0 && strcmp(name, CFS_CTL_DIRNAME) == 0)
+                continue;
+            child = (fuse_ino_t)c + 1;
+        }
+        size_t rem = size - pos, n;
+        if (plus) {
+            struct fuse_entry_param ep;
+            fill_entry(fs, child, &ep);
+            n = fuse_add_direntry_plus(req, buf + pos, rem, name, &ep, (off_t)k + 1);
+        } else {
+            struct stat st = {.st_ino = child};
+            if (any_stat(fs, child, &st) < 0)
+                st.st_mode = S_IFDIR;
+            n = fuse_add_direntry(req, buf + pos, rem, name, &st, (off_t)k + 1);
+        }
+        if (n > rem)
+            break;
+        pos += n;
+    }
+    fuse_reply_buf(req, buf, pos);
+    free(buf);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                       struct fuse_file_info *fi)
+{
+    (void)fi;
+    do_readdir(req, ino, size, off, false);
+}
+
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                           struct fuse_file_info *fi)
+{
+    (void)fi;
+    do_readdir(req, ino, size, off, true);
+}
+
+static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)ino;
+    (void)fi;
+    fuse_reply_err(req, 0);
+}
+
+/* ---- files ------------------------------------------------------------------ */
+
+static void ctl_open(fuse_req_t req, struct cfs_fs *fs, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    enum cfs_ctl_file f = (enum cfs_ctl_file)(ino - CTL_FILE_INO(0));
+    int acc = fi->flags & O_ACCMODE;
+    if (ino == CTL_DIR_INO) {
+        fuse_reply_err(req, EISDIR);
+        return;
+    }
+    if (!ctl_file_visible(fs, f)) {
+        fuse_reply_err(req, ENOENT);
+        return;
+    }
+    if ((f == CFS_CTL_CONTROL) != (acc == O_WRONLY)) {
+        fuse_reply_err(req, EACCES);
+        return;
+    }
+    struct ctl_handle *h = calloc(1, sizeof(*h));
+    if (!h) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    h->file = f;
+    if (f != CFS_CTL_CONTROL) {
+        /* One snapshot per open: a reader sees consistent figures however
+         * many reads it takes. */
+        int rc = cfs_ctl_render(fs->ctl, f, &h->text, &h->len);
+        if (rc < 0) {
+            free(h);
+            fuse_reply_err(req, -rc);
+            return;
+        }
+    }
+    fi->fh = (uint64_t)(uintptr_t)h;
+    fi->direct_io = 1;
+    fi->nonseekable = f == CFS_CTL_CONTROL;
+    if (fuse_reply_open(req, fi) != 0) {
+        free(h->text);
+        free(h);
+    }
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct cfs_fs *fs = fs_of(req);
+    if (is_ctl_ino(ino)) {
+        ctl_open(req, fs, ino, fi);
+        return;
+    }
+    cfs_id id;
+    const struct cfs_entry *e = entry_of(fs, ino, &id);
+    if (!e) {
+        fuse_reply_err(req, ESTALE);
+        return;
+    }
+    if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
+        fuse_reply_err(req, EROFS);
+        return;
+    }
+    if (S_ISDIR(e->mode)) {
+        fuse_reply_err(req, EISDIR);
+        return;
+    }
+    char path[PATH_MAX];
+    int rc = cfs_catalog_path(fs->catalog, id, path, sizeof(path));
+    if (rc < 0) {
+        fuse_reply_err(req, -rc);
+        return;
+    }
+    /* Symbolic links in the source are followed, as the catalog did. */
+    int fd = openat(fs->source_fd, path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int err = errno;
+        log_open_error_once(fs, id, path, err);
+        fuse_reply_err(req, err);
+        return;
+    }
+    struct src_handle *h = malloc(sizeof(*h));
+    if (!h) {
+        close(fd);
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    h->fd = fd;
+    h->id = id;
+    atomic_init(&h->counted, false);
+    fi->fh = (uint64_t)(uintptr_t)h;
+    fi->keep_cache = 1; /* the dataset does not change during a mount */
+    fi->noflush = 1;
+    if (fuse_reply_open(req, fi) != 0) {
+        close(fd);
+        free(h);
+    }
+}
+
+static void ctl_read(fuse_req_t req, struct ctl_handle *h, size_t size, off_t off)
+{
+    if (h->file == CFS_CTL_CONTROL) {
+        fuse_reply_err(req, EBADF);
+        return;
+    }
+    if (off < 0 || (size_t)off >= h->len) {
+        fuse_reply_buf(req, NULL, 0);
+        return;
+    }
+    size_t n = h->len - (size_t)off;
+    fuse_reply_buf(req, h->text + off, n < size ? n : size);
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                    struct fuse_file_info *fi)
+{
+    struct cfs_fs *fs = fs_of(req);
+    if (is_ctl_ino(ino)) {
+        ctl_read(req, (struct ctl_handle *)(uintptr_t)fi->fh, size, off);
+        return;
+    }
+    struct src_handle *h = (struct src_handle *)(uintptr_t)fi->fh;
+    const struct cfs_entry *e = cfs_catalog_entry(fs->catalog, h->id);
+    uint64_t expect = (uint64_t)off < e->size ? e->size - (uint64_t)off : 0;
+    if (expect > size)
+        expect = size;
+    /* A file read is counted once per open, by where its bytes came from;
+     * until the cache exists that is always the source. */
+    if (expect > 0 && !atomic_exchange_explicit(&h->counted, true, memory_order_relaxed))
+        cfs_metrics_add(fs->metrics, CFS_M_READS_PFS, 1);
+
+    uint64_t t0 = now_ns();
+    if (fs->splice_read) {
+        struct fuse_bufvec bv = FUSE_BUFVEC_INIT(size);
+        bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+        bv.buf[0].fd = h->fd;
+        bv.buf[0].pos = off;
+        fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE);
+    } else {
+        char *buf = malloc(size ? size : 1);
+        if (!buf) {
+            fuse_reply_err(req, ENOMEM);
+            return;
+        }
+        size_t got = 0;
+        int err = 0;
+        while (got < size) {
+            ssize_t n = pread(h->fd, buf + got, size - got, off + (off_t)got);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < 0) {
+                err = errno;
+                break;
+            }
+            if (n == 0)
+                break;
+            got += (size_t)n;
+        }
+        if (err && got == 0)
+            fuse_reply_err(req, err);
+        else
+            fuse_reply_buf(req, buf, got);
+        free(buf);
+    }
+    cfs_metrics_add(fs->metrics, CFS_M_STALL_NS, now_ns() - t0);
+    cfs_metrics_add(fs->metrics, CFS_M_FETCH_BYTES_PFS, expect);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    if (is_ctl_ino(ino)) {
+        struct ctl_handle *h = (struct ctl_handle *)(uintptr_t)fi->fh;
+        if (h)
+            free(h->text);
+        free(h);
+    } else {
+        struct src_handle *h = (struct src_handle *)(uintptr_t)fi->fh;
+        if (h)
+            close(h->fd);
+        free(h);
+    }
+    fuse_reply_err(req, 0);
+}
+
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+                     struct fuse_file_info *fi)
+{
+    (void)off;
+    (void)fi;
+    struct cfs_fs *fs = fs_of(req);
+    if (ino != CTL_FILE_INO(CFS_CTL_CONTROL)) {
+        fuse_reply_err(req, EROFS);
+        return;
+    }
+    int rc = cfs_ctl_write(fs->ctl, buf, size);
+    if (rc < 0)
+        fuse_reply_err(req, -rc);
+    else
+        fuse_reply_write(req, size);
+}
+
+/* Only `control` may be truncated, because a shell's `>` does that before
+ * writing; every other attribute change is a write to a read-only tree. */
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+                       struct fuse_file_info *fi)
+{
+    (void)fi;
+    struct cfs_fs *fs = fs_of(req);
+    const int times = FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW |
+                      FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME;
+    if (ino == CTL_FILE_INO(CFS_CTL_CONTROL) && (to_set & FUSE_SET_ATTR_SIZE) &&
+        attr->st_size == 0 && (to_set & ~(FUSE_SET_ATTR_SIZE | times)) == 0) {
+        struct stat st;
+        ctl_stat(fs, ino, &st);
+        fuse_reply_attr(req, &st, CTL_TIMEOUT);
+        return;
+    }
+    fuse_reply_err(req, EROFS);
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+    (void)ino;
+    struct cfs_fs *fs = fs_of(req);
+    struct statvfs sv;
+    if (fstatvfs(fs->source_fd, &sv) < 0) {
+        fuse_reply_err(req, errno);
+        return;
+    }
+    sv.f_flag |= ST_RDONLY;
+    fuse_reply_statfs(req, &sv);
+}
+
+/* ---- extended attributes ----------------------------------------------------- */
+
+static bool has_state_xattr(const struct cfs_fs *fs, fuse_ino_t ino, cfs_id *id)
+{
+    if (is_ctl_ino(ino))
+        return false;
+    const struct cfs_entry *e = entry_of(fs, ino, id);
+    return e && S_ISREG(e->mode);
+}
+
+static void reply_xattr_value(fuse_req_t req, const char *value, size_t len, size_t size)
+{
+    if (size == 0)
+        fuse_reply_xattr(req, len);
+    else if (size < len)
+        fuse_reply_err(req, ERANGE);
+    else
+        fuse_reply_buf(req, value, len);
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+    struct cfs_fs *fs = fs_of(req);
+    cfs_id id;
+    if (strcmp(name, state_xattr) != 0 || !has_state_xattr(fs, ino, &id)) {
+        fuse_reply_err(req, ENODATA);
+        return;
+    }
+    char state[32] = "pfs";
+    if (fs->state_fn) {
+        int rc = fs->state_fn(fs->state_arg, id, state, sizeof(state));
+        if (rc < 0) {
+            fuse_reply_err(req, -rc);
+            return;
+        }
+    }
+    reply_xattr_value(req, state, strlen(state), size);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+    struct cfs_fs *fs = fs_of(req);
+    cfs_id id;
+    if (has_state_xattr(fs, ino, &id))
+        reply_xattr_value(req, state_xattr, sizeof(state_xattr), size);
+    else
+        reply_xattr_value(req, "", 0, size);
+}
+
+/* ---- everything that would write ------------------------------------------- */
+
+static void erofs_mknod(fuse_req_t req, fuse_ino_t p, const char *n, mode_t m, dev_t r)
+{
+    (void)p, (void)n, (void)m, (void)r;
+    fuse_reply_err(req, EROFS);
+}
+
+static void erofs_mkdir(fuse_req_t req, fuse_ino_t p, const char *n, mode_t m)
+{
+    (void)p, (void)n, (void)m;
+    fuse_reply_err(req, EROFS);
+}
+
+static void erofs_unlink(fuse_req_t req, fuse_ino_t p, const char *n)
+{
+    (void)p, (void)n;
+    fuse_reply_err(req, EROFS);
+}
+
+static void erofs_symlink(fuse_req_t req, const char *l, fuse_ino_t p, const char *n)
+{
+    (void)l, (void)p, (void)n;
+    fuse_reply_err(req, EROFS);
+}
+
+static void erofs_rename(fuse_req_t req, fuse_ino_t p, const char *n, fuse_ino_t np,
+                         const char *nn, unsigned int f)
+{
+    (void)p, (void)n, (void)np, (void)nn, (void)f;
+    fuse_reply_err(req, EROFS);
+}
+
+static void erofs_link(fuse_req_t req, fuse_ino_t i, fuse_ino_t np, const char *nn)
+{
+    (void)i, (void)np, (void)nn;
+    fuse_reply_err(req, EROFS);
+}
+
+static void erofs_create(fuse_req_t req, fuse_ino_t p, const char *n, mode_t m,
+                         struct fuse_file_info *fi)
+{
+    (void)p, (void)n, (void)m, (void)fi;
+    fuse_reply_err(req, EROFS);
+}
+
+static void erofs_setxattr(fuse_req_t req, fuse_ino_t i, const char *n, const char *v, size_t s,
+                           int f)
+{
+    (void)i, (void)n, (void)v, (void)s, (void)f;
+    fuse_reply_err(req, EROFS);
+}
+
+static void erofs_removexattr(fuse_req_t req, fuse_ino_t i, const char *n)
+{
+    (void)i, (void)n;
+    fuse_reply_err(req, EROFS);
+}
+
+static void erofs_fallocate(fuse_req_t req, fuse_ino_t i, int m, off_t o, off_t l,
+                            struct fuse_file_info *fi)
+{
+    (void)i, (void)m, (void)o, (void)l, (void)fi;
+    fuse_reply_err(req, EROFS);
+}
+
+static void erofs_copy_file_range(fuse_req_t req, fuse_ino_t ii, off_t oi,
+                                  struct fuse_file_info *fii, fuse_ino_t io, off_t oo,
+                                  struct fuse_file_info *fio, size_t l, int f)
+{
+    (void)ii, (void)oi, (void)fii, (void)io, (void)oo, (void)fio, (void)l, (void)f;
+    fuse_reply_err(req, EROFS);
+}
+
+static const struct fuse_lowlevel_ops fs_ops = {
+    .init = op_init,
+    .lookup = op_lookup,
+    .forget = op_forget,
+    .forget_multi = op_forget_multi,
+    .getattr = op_getattr,
+    .setattr = op_setattr,
+    .readlink = op_readlink,
+    .mknod = erofs_mknod,
+    .mkdir = erofs_mkdir,
+    .unlink = erofs_unlink,
+    .rmdir = erofs_unlink,
+    .symlink = erofs_symlink,
+    .rename = erofs_rename,
+    .link = erofs_link,
+    .open = op_open,
+    .read = op_read,
+    .write = op_write,
+    .release = op_release,
+    .opendir = op_opendir,
+    .readdir = op_readdir,
+    .readdirplus = op_readdirplus,
+    .releasedir = op_releasedir,
+    .statfs = op_statfs,
+    .setxattr = erofs_setxattr,
+    .getxattr = op_getxattr,
+    .listxattr = op_listxattr,
+    .removexattr = erofs_removexattr,
+    .create = erofs_create,
+    .fallocate = erofs_fallocate,
+    .copy_file_range = erofs_copy_file_range,
+};
+
+const struct fuse_lowlevel_ops *cfs_fs_ops(void)
+{
+    return &fs_ops;
+}
+
+/* ---- life cycle ------------------------------------------------------------ */
+
+int cfs_fs_create(const struct cfs_fs_config *cfg, struct cfs_fs **out, char *err, size_t errlen)
+{
+    int rc;
+    struct cfs_fs *fs = calloc(1, sizeof(*fs));
+    if (!fs)
+        return -ENOMEM;
+    fs->source_fd = -1;
+    fs->catalog = cfg->catalog;
+    fs->nentries = cfs_catalog_entry_count(cfg->catalog);
+    fs->ctl = cfg->ctl;
+    fs->metrics = cfg->metrics;
+    fs->owner_uid = cfg->owner_uid;
+    fs->owner_gid = cfg->owner_gid;
+    fs->splice_read = cfg->splice_read;
+    clock_gettime(CLOCK_REALTIME, &fs->start);
+
+    fs->source = strdup(cfg->source);
+    if (!fs->source) {
+        rc = -ENOMEM;
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    fs->source_fd = open(cfg->source, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fs->source_fd < 0) {
+        rc = -errno;
+        snprintf(err, errlen, "source %s: %s", cfg->source, strerror(-rc));
+        goto fail;
+    }
+    fs->open_err_logged = calloc((fs->nentries + 63) / 64 + 1, sizeof(*fs->open_err_logged));
+    if (!fs->open_err_logged) {
+        rc = -ENOMEM;
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    fs->source_has_ctl_name =
+        fs->nentries > 0 && cfs_catalog_lookup(fs->catalog, 0, CFS_CTL_DIRNAME) != CFS_ID_NONE;
+    *out = fs;
+    return 0;
+fail:
+    cfs_fs_destroy(fs);
+    return rc;
+}
+
+void cfs_fs_destroy(struct cfs_fs *fs)
+{
+    if (!fs)
+        return;
+    if (fs->source_fd >= 0)
+        close(fs->source_fd);
+    free(fs->open_err_logged);
+    free(fs->source);
+    free(fs);
+}
+
+void cfs_fs_set_state_hook(struct cfs_fs *fs, cfs_fs_state_fn fn, void *arg)
+{
+    fs->state_fn = fn;
+    fs->state_arg = arg;
+}

@@ -1,2 +1,187 @@
-/* placeholder: module under construction */
-typedef int cfs_placeholder;
+#include "clairfs/metrics.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum metric_type { COUNTER, GAUGE };
+
+/* How a value is shown: as is, as bytes, nanoseconds shown as seconds, or
+ * a 0/1 flag shown as no/yes on the stats screen. */
+enum metric_unit { U_COUNT, U_BYTES, U_NS, U_FLAG };
+
+struct metric_def {
+    const char *name;   /* Prometheus family; rows of one family are adjacent */
+    const char *labels; /* "" or e.g. source="pfs" */
+    enum metric_type type;
+    enum metric_unit unit;
+    const char *help;        /* per family; the first row's text is used */
+    const char *stats_group; /* a line of the stats screen; adjacent rows share it */
+    const char *stats_item;  /* "" when the group has a single value */
+};
+
+static const struct metric_def metric_table[CFS_M_COUNT] = {
+    [CFS_M_CATALOG_FILES] = {"clairfs_catalog_files", "", GAUGE, U_COUNT,
+                             "Regular files in the catalog.", "catalog", "files"},
+    [CFS_M_CATALOG_DIRS] = {"clairfs_catalog_dirs", "", GAUGE, U_COUNT,
+                            "Directories in the catalog.", "catalog", "dirs"},
+    [CFS_M_CATALOG_BYTES] = {"clairfs_catalog_bytes", "", GAUGE, U_BYTES,
+                             "Bytes of the regular files in the catalog.", "catalog", "bytes"},
+    [CFS_M_CATALOG_FROM_INDEX] = {"clairfs_catalog_loaded_from_index", "", GAUGE, U_FLAG,
+                                  "1 when the catalog was loaded from the index, 0 when scanned.",
+                                  "catalog", "from_index"},
+    [CFS_M_READS_RAM] = {"clairfs_reads_total", "source=\"ram\"", COUNTER, U_COUNT,
+                         "File reads (one per open that reads) by where the bytes came from.",
+                         "reads", "ram"},
+    [CFS_M_READS_SSD] = {"clairfs_reads_total", "source=\"ssd\"", COUNTER, U_COUNT, NULL, "reads",
+                         "ssd"},
+    [CFS_M_READS_PEER] = {"clairfs_reads_total", "source=\"peer\"", COUNTER, U_COUNT, NULL,
+                          "reads", "peer"},
+    [CFS_M_READS_PFS] = {"clairfs_reads_total", "source=\"pfs\"", COUNTER, U_COUNT, NULL, "reads",
+                         "pfs"},
+    [CFS_M_STALL_NS] = {"clairfs_stall_seconds_total", "", COUNTER, U_NS,
+                        "Time reads waited for data.", "stall", ""},
+    [CFS_M_PREDICTION_HIT] = {"clairfs_prediction_total", "result=\"hit\"", COUNTER, U_COUNT,
+                              "Opened files that the plan expected now (hit) or not (miss).",
+                              "predict", "hit"},
+    [CFS_M_PREDICTION_MISS] = {"clairfs_prediction_total", "result=\"miss\"", COUNTER, U_COUNT,
+                               NULL, "predict", "miss"},
+    [CFS_M_FETCH_BYTES_PFS] = {"clairfs_fetch_bytes_total", "from=\"pfs\"", COUNTER, U_BYTES,
+                               "Bytes fetched, by source.", "fetched", "pfs"},
+    [CFS_M_FETCH_BYTES_PEER] = {"clairfs_fetch_bytes_total", "from=\"peer\"", COUNTER, U_BYTES,
+                                NULL, "fetched", "peer"},
+    [CFS_M_CACHE_BYTES_RAM] = {"clairfs_cache_bytes", "tier=\"ram\"", GAUGE, U_BYTES,
+                               "Bytes held in each cache tier.", "cache", "ram"},
+    [CFS_M_CACHE_BYTES_SSD] = {"clairfs_cache_bytes", "tier=\"ssd\"", GAUGE, U_BYTES, NULL,
+                               "cache", "ssd"},
+    [CFS_M_EPOCH] = {"clairfs_epoch", "", GAUGE, U_COUNT, "The trainers' current epoch.", "epoch",
+                     ""},
+};
+
+void cfs_metrics_init(struct cfs_metrics *m)
+{
+    for (size_t i = 0; i < CFS_M_COUNT; i++)
+        atomic_init(&m->v[i], 0);
+}
+
+void cfs_metrics_snapshot(const struct cfs_metrics *m, struct cfs_metrics_snapshot *s)
+{
+    for (size_t i = 0; i < CFS_M_COUNT; i++)
+        s->v[i] = cfs_metrics_get(m, (enum cfs_metric)i);
+}
+
+const char *cfs_metrics_name(enum cfs_metric id)
+{
+    return (unsigned)id < CFS_M_COUNT ? metric_table[id].name : NULL;
+}
+
+const char *cfs_metrics_labels(enum cfs_metric id)
+{
+    return (unsigned)id < CFS_M_COUNT ? metric_table[id].labels : NULL;
+}
+
+void cfs_metrics_format_bytes(uint64_t bytes, char *buf, size_t len)
+{
+    static const char *units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    if (bytes < 1024) {
+        snprintf(buf, len, "%" PRIu64 " B", bytes);
+        return;
+    }
+    double v = (double)bytes;
+    size_t u = 0;
+    v /= 1024;
+    while (v >= 1024 && u + 1 < sizeof(units) / sizeof(units[0])) {
+        v /= 1024;
+        u++;
+    }
+    snprintf(buf, len, "%.*f %s", v < 10 ? 2 : v < 100 ? 1 : 0, v, units[u]);
+}
+
+/* Both renderings write through a memstream; a failed write shows up as a
+ * failed fclose. */
+static int finish(FILE *f, char **out)
+{
+    if (fclose(f) != 0) {
+        free(*out);
+        *out = NULL;
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+int cfs_metrics_render_prometheus(const struct cfs_metrics_snapshot *s, char **out, size_t *len)
+{
+    *out = NULL;
+    FILE *f = open_memstream(out, len);
+    if (!f)
+        return -ENOMEM;
+    const char *family = NULL;
+    for (size_t i = 0; i < CFS_M_COUNT; i++) {
+        const struct metric_def *d = &metric_table[i];
+        if (!family || strcmp(family, d->name) != 0) {
+            family = d->name;
+            fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", d->name, d->help, d->name,
+                    d->type == COUNTER ? "counter" : "gauge");
+        }
+        if (d->labels[0])
+            fprintf(f, "%s{%s} ", d->name, d->labels);
+        else
+            fprintf(f, "%s ", d->name);
+        if (d->unit == U_NS)
+            fprintf(f, "%" PRIu64 ".%09" PRIu64 "\n", s->v[i] / 1000000000u,
+                    s->v[i] % 1000000000u);
+        else
+            fprintf(f, "%" PRIu64 "\n", s->v[i]);
+    }
+    return finish(f, out);
+}
+
+static void stats_value(FILE *f, const struct metric_def *d, uint64_t v)
+{
+    char buf[32];
+    switch (d->unit) {
+    case U_COUNT:
+        fprintf(f, "%" PRIu64, v);
+        break;
+    case U_BYTES:
+        cfs_metrics_format_bytes(v, buf, sizeof(buf));
+        fputs(buf, f);
+        break;
+    case U_NS:
+        fprintf(f, "%.3f s", (double)v / 1e9);
+        break;
+    case U_FLAG:
+        fputs(v ? "yes" : "no", f);
+        break;
+    }
+}
+
+int cfs_metrics_render_stats(const struct cfs_metrics_snapshot *s, char **out, size_t *len)
+{
+    *out = NULL;
+    FILE *f = open_memstream(out, len);
+    if (!f)
+        return -ENOMEM;
+    const char *group = NULL;
+    for (size_t i = 0; i < CFS_M_COUNT; i++) {
+        const struct metric_def *d = &metric_table[i];
+        bool new_line = !group || strcmp(group, d->stats_group) != 0;
+        if (new_line) {
+            if (group)
+                fputc('\n', f);
+            group = d->stats_group;
+            fprintf(f, "%-10s", d->stats_group);
+        } else {
+            fputs("  ", f);
+        }
+        if (d->stats_item[0])
+            fprintf(f, "%s ", d->stats_item);
+        stats_value(f, d, s->v[i]);
+    }
+    if (group)
+        fputc('\n', f);
+    return finish(f, out);
+}

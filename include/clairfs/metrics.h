@@ -1,0 +1,80 @@
+/* Counters and gauges of one mount, lock-free, and their two renderings:
+ * Prometheus text (.clairfs/metrics) and a one-screen summary for people
+ * (.clairfs/stats).
+ *
+ * Every metric is one slot of an array of _Atomic uint64_t indexed by
+ * enum cfs_metric; the table in metrics.c gives each slot its Prometheus
+ * name, labels, type, help text and its place in the stats screen.  A
+ * module that needs a new figure adds one enum value here and one row to
+ * that table; nothing else changes.  Updates are relaxed atomics: the hot
+ * path pays one uncontended atomic add, and a snapshot copies every slot
+ * once before rendering, so one rendering never mixes two reads of a slot. */
+#ifndef CLAIRFS_METRICS_H
+#define CLAIRFS_METRICS_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum cfs_metric {
+    CFS_M_CATALOG_FILES = 0,
+    CFS_M_CATALOG_DIRS,
+    CFS_M_CATALOG_BYTES,
+    CFS_M_CATALOG_FROM_INDEX, /* 0/1 */
+    CFS_M_READS_RAM,          /* files read (per open that reads), by source */
+    CFS_M_READS_SSD,
+    CFS_M_READS_PEER,
+    CFS_M_READS_PFS,
+    CFS_M_STALL_NS, /* rendered in seconds */
+    CFS_M_PREDICTION_HIT,
+    CFS_M_PREDICTION_MISS,
+    CFS_M_FETCH_BYTES_PFS,
+    CFS_M_FETCH_BYTES_PEER,
+    CFS_M_CACHE_BYTES_RAM,
+    CFS_M_CACHE_BYTES_SSD,
+    CFS_M_EPOCH,
+    CFS_M_COUNT
+};
+
+struct cfs_metrics {
+    _Atomic uint64_t v[CFS_M_COUNT];
+};
+
+/* A consistent copy of every slot, taken once per rendering. */
+struct cfs_metrics_snapshot {
+    uint64_t v[CFS_M_COUNT];
+};
+
+void cfs_metrics_init(struct cfs_metrics *m);
+
+static inline void cfs_metrics_add(struct cfs_metrics *m, enum cfs_metric id, uint64_t delta)
+{
+    atomic_fetch_add_explicit(&m->v[id], delta, memory_order_relaxed);
+}
+
+static inline void cfs_metrics_set(struct cfs_metrics *m, enum cfs_metric id, uint64_t value)
+{
+    atomic_store_explicit(&m->v[id], value, memory_order_relaxed);
+}
+
+static inline uint64_t cfs_metrics_get(const struct cfs_metrics *m, enum cfs_metric id)
+{
+    return atomic_load_explicit(&((struct cfs_metrics *)m)->v[id], memory_order_relaxed);
+}
+
+void cfs_metrics_snapshot(const struct cfs_metrics *m, struct cfs_metrics_snapshot *s);
+
+/* Prometheus name of a slot, e.g. "clairfs_reads_total"; labels (without
+ * braces) or "" — for tools that look figures up by name. */
+const char *cfs_metrics_name(enum cfs_metric id);
+const char *cfs_metrics_labels(enum cfs_metric id);
+
+/* Render into a malloc'd NUL-terminated buffer (*out, length *len).
+ * Returns 0 or -ENOMEM. */
+int cfs_metrics_render_prometheus(const struct cfs_metrics_snapshot *s, char **out, size_t *len);
+int cfs_metrics_render_stats(const struct cfs_metrics_snapshot *s, char **out, size_t *len);
+
+/* "0 B", "512 B", "1.5 KiB", "3.25 GiB": for the stats screen and tools. */
+void cfs_metrics_format_bytes(uint64_t bytes, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,54 @@
+/* The FUSE low-level operations: the catalog and the control namespace
+ * presented as a read-only filesystem.  Private to the daemon (it includes
+ * the FUSE headers); everything it serves comes from the catalog, the ctl
+ * module and the source directory.
+ *
+ * Inodes need no table: a catalog entry's inode is its id + 1 (the root,
+ * id 0, is FUSE_ROOT_ID), and the control namespace lives at the top of the
+ * 64-bit space, where no catalog id (32 bits) can reach.  Since every inode
+ * is a pure function of the catalog, lookups are not counted, forget is a
+ * no-op, and any inode the kernel hands back (NFS export) stays valid for
+ * the life of the mount. */
+#ifndef CLAIRFS_FS_H
+#define CLAIRFS_FS_H
+
+#include <fuse_lowlevel.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "clairfs/catalog.h"
+#include "clairfs/ctl.h"
+#include "clairfs/metrics.h"
+
+struct cfs_fs_config {
+    const struct cfs_catalog *catalog;
+    const char *source; /* absolute path of SOURCE */
+    struct cfs_ctl *ctl;
+    struct cfs_metrics *metrics;
+    uid_t owner_uid; /* owner of .clairfs/ and its files */
+    gid_t owner_gid;
+    /* Answer reads with the source fd in the reply buffer, so that libfuse
+     * splices the bytes into /dev/fuse instead of copying them through a
+     * user buffer. */
+    bool splice_read;
+};
+
+/* The state shown by the user.clairfs.state xattr of a regular file ("ram",
+ * "ssd", "peer:N", "pfs", "inflight"); written NUL-terminated into buf.
+ * Returns 0 or -errno.  Without a hook every file is "pfs". */
+typedef int (*cfs_fs_state_fn)(void *arg, cfs_id id, char *buf, size_t len);
+
+struct cfs_fs;
+
+/* Opens the source directory; returns 0 or -errno with a message in err. */
+int cfs_fs_create(const struct cfs_fs_config *cfg, struct cfs_fs **out, char *err, size_t errlen);
+void cfs_fs_destroy(struct cfs_fs *fs);
+
+/* Install before the session starts serving. */
+void cfs_fs_set_state_hook(struct cfs_fs *fs, cfs_fs_state_fn fn, void *arg);
+
+/* The operations table; the session's userdata must be the struct cfs_fs. */
+const struct fuse_lowlevel_ops *cfs_fs_ops(void);
+
+#endif

@@ -1,0 +1,161 @@
+# Shared helpers for the mount tests; sourced by tests/integration/test_*.sh.
+#
+# Environment (set by tests/meson.build): CLAIRFS (the daemon),
+# CLAIRFS_GENDATA (tools/clairfs-gendata).  Everything a test creates lives
+# in one temp dir; everything it mounts or starts is unmounted or stopped by
+# the EXIT trap, by mount point and by PID, also when the test fails.
+
+set -u
+
+: "${CLAIRFS:?CLAIRFS must name the clairfs binary}"
+: "${CLAIRFS_GENDATA:?CLAIRFS_GENDATA must name tools/clairfs-gendata}"
+
+# The system interpreter when there is one: version-manager shims on PATH
+# cost most of a second per call.
+if [ -x /usr/bin/python3 ]; then PYTHON=/usr/bin/python3; else PYTHON=python3; fi
+
+cfs_mounts=()  # mount points to unmount at exit
+cfs_pids=()    # daemons to stop at exit
+cfs_failures=0
+
+cfs_cleanup() {
+    local m p
+    for m in "${cfs_mounts[@]}"; do
+        if cfs_is_mounted "$m"; then
+            fusermount3 -u "$m" 2>/dev/null || fusermount3 -u -z "$m" 2>/dev/null
+        fi
+    done
+    for p in "${cfs_pids[@]}"; do
+        if kill -0 "$p" 2>/dev/null; then
+            kill -TERM "$p" 2>/dev/null
+            for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+            kill -KILL "$p" 2>/dev/null
+        fi
+        wait "$p" 2>/dev/null
+    done
+    [ -n "${TMP:-}" ] && rm -rf "$TMP"
+}
+
+# SKIP (77) only when the machine truly lacks FUSE.
+cfs_need_fuse() {
+    if [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null; then
+        echo "SKIP: no /dev/fuse or fusermount3"
+        exit 77
+    fi
+}
+
+cfs_setup() {
+    cfs_need_fuse
+    TMP=$(mktemp -d /tmp/clairfs-test.XXXXXX)
+    chmod 755 "$TMP" # other users (nobody) must reach mounts inside it
+    trap cfs_cleanup EXIT
+    trap 'exit 130' INT TERM
+}
+
+fail() {
+    echo "FAIL: $*" >&2
+    cfs_failures=$((cfs_failures + 1))
+}
+
+# check DESCRIPTION COMMAND...: runs the command, records a failure if it fails.
+check() {
+    local what=$1 t0=$SECONDS
+    shift
+    if "$@"; then
+        echo "ok: $what ($((SECONDS - t0)) s)"
+    else
+        fail "$what"
+    fi
+}
+
+cfs_finish() {
+    if [ "$cfs_failures" -ne 0 ]; then
+        echo "$cfs_failures check(s) failed" >&2
+        exit 1
+    fi
+    echo "all checks passed"
+    exit 0
+}
+
+cfs_is_mounted() {
+    awk -v m="$1" '$5 == m { found = 1 } END { exit !found }' /proc/self/mountinfo
+}
+
+# cfs_mount_count PATH: how many mounts sit on PATH.
+cfs_mount_count() {
+    awk -v m="$1" '$5 == m { n++ } END { print n + 0 }' /proc/self/mountinfo
+}
+
+# cfs_wait_mounted MNT [PID]: wait up to 30 s for the mount (and ready).
+cfs_wait_mounted() {
+    local mnt=$1 pid=${2:-}
+    for _ in $(seq 600); do
+        if cfs_is_mounted "$mnt" && [ -e "$mnt/.clairfs/ready" ]; then
+            return 0
+        fi
+        if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
+            return 1
+        fi
+        sleep 0.05
+    done
+    return 1
+}
+
+cfs_wait_unmounted() {
+    local mnt=$1
+    for _ in $(seq 200); do
+        cfs_is_mounted "$mnt" || return 0
+        sleep 0.05
+    done
+    return 1
+}
+
+# cfs_mount SRC MNT LOG [clairfs args...]: starts a foreground daemon with
+# its log in LOG; sets CFS_PID.  Returns non-zero if the mount never came.
+cfs_mount() {
+    local src=$1 mnt=$2 log=$3
+    shift 3
+    mkdir -p "$mnt"
+    # A non-interactive shell starts background jobs with SIGINT ignored, and
+    # libfuse (rightly) leaves ignored signals alone: restore the default so
+    # that SIGINT reaches the daemon as it would from a terminal.
+    env --default-signal=INT "$CLAIRFS" -f "$@" "$src" "$mnt" >"$log" 2>&1 &
+    CFS_PID=$!
+    cfs_pids+=("$CFS_PID")
+    cfs_mounts+=("$mnt")
+    if ! cfs_wait_mounted "$mnt" "$CFS_PID"; then
+        echo "mount of $src at $mnt failed; log:" >&2
+        cat "$log" >&2
+        return 1
+    fi
+}
+
+# cfs_umount MNT: fusermount3 -u and wait for the daemon CFS_PID; returns
+# the daemon's exit status.
+cfs_umount() {
+    local mnt=$1 rc
+    fusermount3 -u "$mnt" || return 1
+    wait "$CFS_PID"
+    rc=$?
+    return $rc
+}
+
+# cfs_metric MNT 'name{labels}': the value from .clairfs/metrics.
+cfs_metric() {
+    awk -v k="$2" '$1 == k { print $2 }' "$1/.clairfs/metrics"
+}
+
+# cfs_pid_of_mount MNT: the PID of the clairfs daemon whose argv ends in MNT
+# (for a daemon that detached itself).
+cfs_pid_of_mount() {
+    local mnt=$1 d last
+    for d in /proc/[0-9]*; do
+        [ -r "$d/cmdline" ] || continue
+        last=$(tr '\0' '\n' 2>/dev/null <"$d/cmdline" | tail -n 1)
+        if [ "$last" = "$mnt" ] && [ "$(readlink "$d/exe" 2>/dev/null)" = "$(readlink -f "$CLAIRFS")" ]; then
+            echo "${d#/proc/}"
+            return 0
+        fi
+    done
+    return 1
+}

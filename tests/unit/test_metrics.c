@@ -1,0 +1,183 @@
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clairfs/metrics.h"
+
+static const char expected_prometheus[] =
+    "# HELP clairfs_catalog_files Regular files in the catalog.\n"
+    "# TYPE clairfs_catalog_files gauge\n"
+    "clairfs_catalog_files 1281167\n"
+    "# HELP clairfs_catalog_dirs Directories in the catalog.\n"
+    "# TYPE clairfs_catalog_dirs gauge\n"
+    "clairfs_catalog_dirs 1001\n"
+    "# HELP clairfs_catalog_bytes Bytes of the regular files in the catalog.\n"
+    "# TYPE clairfs_catalog_bytes gauge\n"
+    "clairfs_catalog_bytes 146900000000\n"
+    "# HELP clairfs_catalog_loaded_from_index 1 when the catalog was loaded from the index, 0 "
+    "when scanned.\n"
+    "# TYPE clairfs_catalog_loaded_from_index gauge\n"
+    "clairfs_catalog_loaded_from_index 1\n"
+    "# HELP clairfs_reads_total File reads (one per open that reads) by where the bytes came "
+    "from.\n"
+    "# TYPE clairfs_reads_total counter\n"
+    "clairfs_reads_total{source=\"ram\"} 10\n"
+    "clairfs_reads_total{source=\"ssd\"} 20\n"
+    "clairfs_reads_total{source=\"peer\"} 30\n"
+    "clairfs_reads_total{source=\"pfs\"} 18446744073709551615\n"
+    "# HELP clairfs_stall_seconds_total Time reads waited for data.\n"
+    "# TYPE clairfs_stall_seconds_total counter\n"
+    "clairfs_stall_seconds_total 12.000000345\n"
+    "# HELP clairfs_prediction_total Opened files that the plan expected now (hit) or not "
+    "(miss).\n"
+    "# TYPE clairfs_prediction_total counter\n"
+    "clairfs_prediction_total{result=\"hit\"} 7\n"
+    "clairfs_prediction_total{result=\"miss\"} 3\n"
+    "# HELP clairfs_fetch_bytes_total Bytes fetched, by source.\n"
+    "# TYPE clairfs_fetch_bytes_total counter\n"
+    "clairfs_fetch_bytes_total{from=\"pfs\"} 4096\n"
+    "clairfs_fetch_bytes_total{from=\"peer\"} 0\n"
+    "# HELP clairfs_cache_bytes Bytes held in each cache tier.\n"
+    "# TYPE clairfs_cache_bytes gauge\n"
+    "clairfs_cache_bytes{tier=\"ram\"} 1073741824\n"
+    "clairfs_cache_bytes{tier=\"ssd\"} 1536\n"
+    "# HELP clairfs_epoch The trainers' current epoch.\n"
+    "# TYPE clairfs_epoch gauge\n"
+    "clairfs_epoch 4\n";
+
+static const char expected_stats[] =
+    "catalog   files 1281167  dirs 1001  bytes 137 GiB  from_index yes\n"
+    "reads     ram 10  ssd 20  peer 30  pfs 18446744073709551615\n"
+    "stall     12.000 s\n"
+    "predict   hit 7  miss 3\n"
+    "fetched   pfs 4.00 KiB  peer 0 B\n"
+    "cache     ram 1.00 GiB  ssd 1.50 KiB\n"
+    "epoch     4\n";
+
+static void fill(struct cfs_metrics *m)
+{
+    cfs_metrics_init(m);
+    cfs_metrics_set(m, CFS_M_CATALOG_FILES, 1281167);
+    cfs_metrics_set(m, CFS_M_CATALOG_DIRS, 1001);
+    cfs_metrics_set(m, CFS_M_CATALOG_BYTES, 146900000000ull);
+    cfs_metrics_set(m, CFS_M_CATALOG_FROM_INDEX, 1);
+    cfs_metrics_add(m, CFS_M_READS_RAM, 10);
+    cfs_metrics_add(m, CFS_M_READS_SSD, 20);
+    cfs_metrics_add(m, CFS_M_READS_PEER, 30);
+    cfs_metrics_add(m, CFS_M_READS_PFS, UINT64_MAX - 1);
+    cfs_metrics_add(m, CFS_M_READS_PFS, 1);
+    cfs_metrics_add(m, CFS_M_STALL_NS, 12000000345ull);
+    cfs_metrics_add(m, CFS_M_PREDICTION_HIT, 7);
+    cfs_metrics_add(m, CFS_M_PREDICTION_MISS, 3);
+    cfs_metrics_add(m, CFS_M_FETCH_BYTES_PFS, 4096);
+    cfs_metrics_set(m, CFS_M_CACHE_BYTES_RAM, 1ull << 30);
+    cfs_metrics_set(m, CFS_M_CACHE_BYTES_SSD, 1536);
+    cfs_metrics_set(m, CFS_M_EPOCH, 3);
+    cfs_metrics_set(m, CFS_M_EPOCH, 4);
+}
+
+START_TEST(prometheus_text_is_exact)
+{
+    struct cfs_metrics m;
+    struct cfs_metrics_snapshot s;
+    char *out;
+    size_t len;
+    fill(&m);
+    cfs_metrics_snapshot(&m, &s);
+    ck_assert_int_eq(cfs_metrics_render_prometheus(&s, &out, &len), 0);
+    ck_assert_str_eq(out, expected_prometheus);
+    ck_assert_uint_eq(len, strlen(expected_prometheus));
+    free(out);
+}
+END_TEST
+
+START_TEST(stats_screen_is_exact)
+{
+    struct cfs_metrics m;
+    struct cfs_metrics_snapshot s;
+    char *out;
+    size_t len;
+    fill(&m);
+    cfs_metrics_snapshot(&m, &s);
+    ck_assert_int_eq(cfs_metrics_render_stats(&s, &out, &len), 0);
+    ck_assert_str_eq(out, expected_stats);
+    ck_assert_uint_eq(len, strlen(expected_stats));
+    free(out);
+}
+END_TEST
+
+START_TEST(zero_metrics_render_zeros)
+{
+    struct cfs_metrics m;
+    struct cfs_metrics_snapshot s;
+    char *out;
+    size_t len;
+    cfs_metrics_init(&m);
+    cfs_metrics_snapshot(&m, &s);
+    ck_assert_int_eq(cfs_metrics_render_prometheus(&s, &out, &len), 0);
+    ck_assert_ptr_nonnull(strstr(out, "\nclairfs_stall_seconds_total 0.000000000\n"));
+    ck_assert_ptr_nonnull(strstr(out, "\nclairfs_reads_total{source=\"pfs\"} 0\n"));
+    free(out);
+}
+END_TEST
+
+START_TEST(every_family_has_help_and_type_once)
+{
+    struct cfs_metrics m;
+    struct cfs_metrics_snapshot s;
+    char *out;
+    size_t len;
+    cfs_metrics_init(&m);
+    cfs_metrics_snapshot(&m, &s);
+    ck_assert_int_eq(cfs_metrics_render_prometheus(&s, &out, &len), 0);
+    for (int i = 0; i < CFS_M_COUNT; i++) {
+        char help[128], type[128];
+        snprintf(help, sizeof(help), "# HELP %s ", cfs_metrics_name(i));
+        snprintf(type, sizeof(type), "# TYPE %s ", cfs_metrics_name(i));
+        const char *h = strstr(out, help);
+        ck_assert_msg(h != NULL, "%s lacks HELP", cfs_metrics_name(i));
+        ck_assert_msg(strstr(h + 1, help) == NULL, "%s has two HELP lines", cfs_metrics_name(i));
+        ck_assert_msg(strstr(out, type) != NULL, "%s lacks TYPE", cfs_metrics_name(i));
+    }
+    ck_assert_str_eq(cfs_metrics_name(CFS_M_READS_PFS), "clairfs_reads_total");
+    ck_assert_str_eq(cfs_metrics_labels(CFS_M_READS_PFS), "source=\"pfs\"");
+    ck_assert_str_eq(cfs_metrics_labels(CFS_M_EPOCH), "");
+    free(out);
+}
+END_TEST
+
+START_TEST(bytes_format_for_people)
+{
+    char b[32];
+    cfs_metrics_format_bytes(0, b, sizeof(b));
+    ck_assert_str_eq(b, "0 B");
+    cfs_metrics_format_bytes(1023, b, sizeof(b));
+    ck_assert_str_eq(b, "1023 B");
+    cfs_metrics_format_bytes(1024, b, sizeof(b));
+    ck_assert_str_eq(b, "1.00 KiB");
+    cfs_metrics_format_bytes(110 * 1024 + 512, b, sizeof(b));
+    ck_assert_str_eq(b, "110 KiB");
+    cfs_metrics_format_bytes(25ull << 20, b, sizeof(b));
+    ck_assert_str_eq(b, "25.0 MiB");
+    cfs_metrics_format_bytes(UINT64_MAX, b, sizeof(b));
+    ck_assert_str_eq(b, "16.0 EiB");
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("metrics");
+    TCase *tc = tcase_create("render");
+    tcase_add_test(tc, prometheus_text_is_exact);
+    tcase_add_test(tc, stats_screen_is_exact);
+    tcase_add_test(tc, zero_metrics_render_zeros);
+    tcase_add_test(tc, every_family_has_help_and_type_once);
+    tcase_add_test(tc, bytes_format_for_people);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
