@@ -41,6 +41,7 @@ struct cfs_fs {
     struct timespec start;
     cfs_fs_state_fn state_fn;
     void *state_arg;
+    struct cfs_prefetch *prefetch; /* the data path; NULL: read the source */
     /* One bit per entry: an open of it failed and was logged already. */
     _Atomic uint64_t *open_err_logged;
 };
@@ -445,6 +446,52 @@ static void ctl_open(fuse_req_t req, struct cfs_fs *fs, fuse_ino_t ino, struct f
     }
 }
 
+/* A regular file through the data path.  keep_cache stays off: the tiers
+ * hold the bytes (counted against ram=), and every open's reads reach us,
+ * so that clairfs_reads_total counts them. */
+static void prefetch_open(fuse_req_t req, struct cfs_fs *fs, cfs_id id, struct fuse_file_info *fi)
+{
+    struct cfs_prefetch_file *f = NULL;
+    int rc = cfs_prefetch_open(fs->prefetch, id, &f);
+    if (rc < 0) {
+        char path[PATH_MAX];
+        if (cfs_catalog_path(fs->catalog, id, path, sizeof(path)) >= 0)
+            log_open_error_once(fs, id, path, -rc);
+        fuse_reply_err(req, -rc);
+        return;
+    }
+    fi->fh = (uint64_t)(uintptr_t)f;
+    fi->noflush = 1;
+    if (fuse_reply_open(req, fi) != 0)
+        cfs_prefetch_release(fs->prefetch, f);
+}
+
+static void prefetch_read(fuse_req_t req, struct cfs_fs *fs, struct cfs_prefetch_file *f,
+                          size_t size, off_t off)
+{
+    struct cfs_prefetch_extent x;
+    char *scratch = NULL;
+    if (cfs_prefetch_is_direct(f) && !(scratch = malloc(size ? size : 1))) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    int rc = off < 0 ? -EINVAL
+                     : cfs_prefetch_read(fs->prefetch, f, (uint64_t)off, size, scratch, &x);
+    if (rc < 0) {
+        fuse_reply_err(req, -rc);
+    } else if (x.data || x.len == 0) {
+        fuse_reply_buf(req, x.data, x.len); /* tier memory: no copy */
+    } else {
+        /* An SSD entry: splice from its file when the kernel allows. */
+        struct fuse_bufvec bv = FUSE_BUFVEC_INIT(x.len);
+        bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+        bv.buf[0].fd = x.fd;
+        bv.buf[0].pos = (off_t)x.pos;
+        fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE);
+    }
+    free(scratch);
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct cfs_fs *fs = fs_of(req);
@@ -464,6 +511,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     }
     if (S_ISDIR(e->mode)) {
         fuse_reply_err(req, EISDIR);
+        return;
+    }
+    if (fs->prefetch && S_ISREG(e->mode)) {
+        prefetch_open(req, fs, id, fi);
         return;
     }
     char path[PATH_MAX];
@@ -527,6 +578,10 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         ctl_read(req, (struct ctl_handle *)(uintptr_t)fi->fh, size, off);
         return;
     }
+    if (fs->prefetch && S_ISREG(cfs_catalog_entry(fs->catalog, (cfs_id)(ino - 1))->mode)) {
+        prefetch_read(req, fs, (struct cfs_prefetch_file *)(uintptr_t)fi->fh, size, off);
+        return;
+    }
     struct src_handle *h = (struct src_handle *)(uintptr_t)fi->fh;
     const struct cfs_entry *e = cfs_catalog_entry(fs->catalog, h->id);
     uint64_t expect = (uint64_t)off < e->size ? e->size - (uint64_t)off : 0;
@@ -581,6 +636,9 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         if (h)
             free(h->text);
         free(h);
+    } else if (fs_of(req)->prefetch &&
+               S_ISREG(cfs_catalog_entry(fs_of(req)->catalog, (cfs_id)(ino - 1))->mode)) {
+        cfs_prefetch_release(fs_of(req)->prefetch, (struct cfs_prefetch_file *)(uintptr_t)fi->fh);
     } else {
         struct src_handle *h = (struct src_handle *)(uintptr_t)fi->fh;
         if (h)
@@ -854,6 +912,13 @@ void cfs_fs_destroy(struct cfs_fs *fs)
     free(fs->open_err_logged);
     free(fs->source);
     free(fs);
+}
+
+void cfs_fs_set_prefetch(struct cfs_fs *fs, struct cfs_prefetch *pf)
+{
+    fs->prefetch = pf;
+    if (pf)
+        cfs_fs_set_state_hook(fs, cfs_prefetch_state, pf);
 }
 
 void cfs_fs_set_state_hook(struct cfs_fs *fs, cfs_fs_state_fn fn, void *arg)

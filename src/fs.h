@@ -20,6 +20,7 @@
 #include "clairfs/catalog.h"
 #include "clairfs/ctl.h"
 #include "clairfs/metrics.h"
+#include "clairfs/prefetch.h"
 
 struct cfs_fs_config {
     const struct cfs_catalog *catalog;
@@ -47,6 +48,11 @@ void cfs_fs_destroy(struct cfs_fs *fs);
 
 /* Install before the session starts serving. */
 void cfs_fs_set_state_hook(struct cfs_fs *fs, cfs_fs_state_fn fn, void *arg);
+
+/* Serve regular files through the data path (cache tiers, prefetcher)
+ * instead of reading the source directly.  Install before the session
+ * starts serving; the prefetcher also answers user.clairfs.state. */
+void cfs_fs_set_prefetch(struct cfs_fs *fs, struct cfs_prefetch *pf);
 
 /* The operations table; the session's userdata must be the struct cfs_fs. */
 const struct fuse_lowlevel_ops *cfs_fs_ops(void);

@@ -12,6 +12,7 @@
  * write-type operation answers EROFS from fs.c instead; `-o ro` is still
  * accepted (and then control is read-only as well). */
 #include <errno.h>
+#include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <fuse_opt.h>
 #include <limits.h>
@@ -31,6 +32,7 @@
 #include "clairfs/log.h"
 #include "clairfs/metrics.h"
 #include "clairfs/options.h"
+#include "clairfs/prefetch.h"
 #include "fs.h"
 
 #define USAGE "usage: clairfs [-f] [-d] [-o OPT[,OPT...]] SOURCE MOUNTPOINT"
@@ -360,6 +362,9 @@ int main(int argc, char **argv)
     struct cfs_catalog *catalog = NULL;
     struct cfs_ctl *ctl = NULL;
     struct cfs_fs *fs = NULL;
+    struct cfs_prefetch *pf = NULL;
+    char *ssd_dir = NULL;
+    int data_fd = -1;
     struct fuse_session *se = NULL;
     struct cfs_metrics metrics;
     bool signals = false, mounted = false;
@@ -404,6 +409,15 @@ int main(int argc, char **argv)
     free(mp_expanded);
     if (rc < 0 || check_mountpoint(mountpoint, source, err, sizeof(err)) < 0)
         goto fail;
+    /* The SSD tier's directory first: the default index lives inside it. */
+    if (cl.opts.ssd_dir) {
+        if (!(ssd_dir = cfs_options_expand_rank(cl.opts.ssd_dir, rank)))
+            goto nomem;
+        if ((rc = mkdir_p(ssd_dir, 0700)) < 0) {
+            snprintf(err, sizeof(err), "ssd_dir %s: %s", ssd_dir, strerror(-rc));
+            goto fail;
+        }
+    }
     index_dir = index_dir_for(&cl.opts, source, rank, err, sizeof(err));
     if (!index_dir) {
         if (!err[0])
@@ -446,8 +460,23 @@ int main(int argc, char **argv)
     };
     if (cfs_fs_create(&fc, &fs, err, sizeof(err)) < 0)
         goto fail;
-    /* Nothing more to prepare until the prefetcher exists. */
-    cfs_ctl_set_ready(ctl, true);
+
+    /* The data path: options checked and the plan computed now, so that a
+     * bad seed, sampler or tier fails before the mount; its threads and the
+     * LMDB environment come after fuse_daemonize (neither survives a fork). */
+    data_fd = open(source, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (data_fd < 0) {
+        snprintf(err, sizeof(err), "source %s: %s", source, strerror(errno));
+        goto fail;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    struct cfs_prefetch_params pp = {
+        .catalog = catalog, .opts = &cl.opts, .source_fd = data_fd, .ssd_dir = ssd_dir,
+        .index_dir = index_dir, .metrics = &metrics, .progress = cl.foreground,
+    };
+    if (cfs_prefetch_create(&pp, &pf, err, sizeof(err)) < 0)
+        goto fail;
+    double plan_secs = seconds_since(&t0);
 
     /* libfuse parses -o lists itself, so a comma in the source path must be
      * escaped. */
@@ -490,6 +519,24 @@ int main(int argc, char **argv)
              (unsigned long long)cfs_catalog_file_count(catalog),
              (unsigned long long)cfs_catalog_dir_count(catalog),
              (unsigned long long)cfs_catalog_total_bytes(catalog), catalog_secs, index_dir);
+    if (cfs_prefetch_start(pf, err, sizeof(err)) < 0)
+        goto fail;
+    cfs_fs_set_prefetch(fs, pf);
+    cfs_ctl_set_handler(ctl, cfs_prefetch_command, pf);
+    struct cfs_prefetch_stats pst;
+    cfs_prefetch_stats(pf, &pst);
+    if (pst.planned)
+        cfs_info("planned %u epochs from seed %llu in %.3f s; io %s; ram %llu, ssd %llu bytes "
+                 "(%llu SSD entries reused)",
+                 cl.opts.epochs - cl.opts.start_epoch, (unsigned long long)cl.opts.seed, plan_secs,
+                 pst.io_engine, (unsigned long long)pst.cache_capacity[0],
+                 (unsigned long long)pst.cache_capacity[1], (unsigned long long)pst.loaded);
+    else
+        cfs_info("no seed: reactive LRU caching; io %s; ram %llu, ssd %llu bytes", pst.io_engine,
+                 (unsigned long long)pst.cache_capacity[0],
+                 (unsigned long long)pst.cache_capacity[1]);
+    /* The plan is computed and prefetching has started. */
+    cfs_ctl_set_ready(ctl, true);
     cfs_info("mounted %s at %s", source, mountpoint);
 
     rc = run_session(se);
@@ -513,6 +560,10 @@ out:
     if (se)
         fuse_session_destroy(se);
     cfs_fs_destroy(fs);
+    cfs_prefetch_destroy(pf); /* after the session: no request is left */
+    if (data_fd >= 0)
+        close(data_fd);
+    free(ssd_dir);
     cfs_ctl_destroy(ctl);
     cfs_catalog_destroy(catalog);
     free(mount_opts);

@@ -59,6 +59,8 @@ static const struct metric_def metric_table[CFS_M_COUNT] = {
                                "cache", "ssd"},
     [CFS_M_EPOCH] = {"clairfs_epoch", "", GAUGE, U_COUNT, "The trainers' current epoch.", "epoch",
                      ""},
+    [CFS_M_CHECKSUM_FAILURES] = {"clairfs_cache_checksum_failures_total", "", COUNTER, U_COUNT,
+                                 "Cache entries found corrupt (then refetched).", "corrupt", ""},
 };
 
 void cfs_metrics_init(struct cfs_metrics *m)

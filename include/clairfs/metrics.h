@@ -33,6 +33,7 @@ enum cfs_metric {
     CFS_M_CACHE_BYTES_RAM,
     CFS_M_CACHE_BYTES_SSD,
     CFS_M_EPOCH,
+    CFS_M_CHECKSUM_FAILURES, /* SSD entries found corrupt and refetched */
     CFS_M_COUNT
 };
 

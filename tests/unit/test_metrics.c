@@ -44,7 +44,10 @@ static const char expected_prometheus[] =
     "clairfs_cache_bytes{tier=\"ssd\"} 1536\n"
     "# HELP clairfs_epoch The trainers' current epoch.\n"
     "# TYPE clairfs_epoch gauge\n"
-    "clairfs_epoch 4\n";
+    "clairfs_epoch 4\n"
+    "# HELP clairfs_cache_checksum_failures_total Cache entries found corrupt (then refetched).\n"
+    "# TYPE clairfs_cache_checksum_failures_total counter\n"
+    "clairfs_cache_checksum_failures_total 2\n";
 
 static const char expected_stats[] =
     "catalog   files 1281167  dirs 1001  bytes 137 GiB  from_index yes\n"
@@ -53,7 +56,8 @@ static const char expected_stats[] =
     "predict   hit 7  miss 3\n"
     "fetched   pfs 4.00 KiB  peer 0 B\n"
     "cache     ram 1.00 GiB  ssd 1.50 KiB\n"
-    "epoch     4\n";
+    "epoch     4\n"
+    "corrupt   2\n";
 
 static void fill(struct cfs_metrics *m)
 {
@@ -75,6 +79,7 @@ static void fill(struct cfs_metrics *m)
     cfs_metrics_set(m, CFS_M_CACHE_BYTES_SSD, 1536);
     cfs_metrics_set(m, CFS_M_EPOCH, 3);
     cfs_metrics_set(m, CFS_M_EPOCH, 4);
+    cfs_metrics_set(m, CFS_M_CHECKSUM_FAILURES, 2);
 }
 
 START_TEST(prometheus_text_is_exact)

@@ -1,0 +1,149 @@
+/* The data path: from an open of a file to its bytes, and the prefetcher
+ * that makes sure the bytes are already in a tier when the open comes.
+ *
+ * Keys.  The cache is keyed by catalog entry id (every regular file, also
+ * those outside the index order: they are cached reactively); the plan
+ * speaks of samples (dataset indices); the catalog maps one to the other.
+ *
+ * An open (cfs_prefetch_open) first tells the position tracker (see
+ * src/prefetch_track.c: a count of expected opens, immune to DataLoader
+ * reordering) and counts the prediction; then it takes a pinned cache
+ * handle: a RAM or SSD entry is served as it is; a fetch in flight is waited
+ * for; an absent file is fetched on demand (io priority DEMAND, ahead of
+ * every queued prefetch) into the RAM tier and waited for.  Under a plan a
+ * demand fetch is an ordinary cache insertion: when the cache's policy says
+ * the file is needed later than everything it holds (Belady: do not insert)
+ * or it cannot be cached at all (larger than the tier, tier pinned full),
+ * the open reads it straight from the source through a file descriptor.
+ * Every file's bytes are checked by the cache (length against the catalog's
+ * size, xxh3 of SSD entries) before a read is answered from a tier.
+ *
+ * Counting.  clairfs_reads_total{source} counts each open that reads, once,
+ * at its first read, by where its bytes came from: "ram"/"ssd" when the
+ * entry was resident at open, "pfs" when the open waited for a fetch or
+ * reads the source directly.  clairfs_stall_seconds_total is the time opens
+ * waited for fetches plus the time of direct reads.
+ * clairfs_fetch_bytes_total{from="pfs"} counts every byte read from the
+ * source (fetches and direct reads).  Without a seed nothing is predicted
+ * and clairfs_prediction_total stays 0.
+ *
+ * The prefetcher thread walks the node's stream from the trainer's position
+ * forward (at most `lookahead` files, default: as far as the two
+ * materialised epochs go), fetching each file into the tier the plan gives
+ * it (RAM for files the plan does not hold: just ahead of use) with
+ * io_depth - io_depth/8 fetches in flight, so demand fetches always find a
+ * free slot.  The cache refuses (-ENOSPC) a fetch that would evict data
+ * needed sooner: the walk then waits for the trainer.  When the window is
+ * covered it stages the files the plan assigns to RAM and SSD in order of
+ * first use.  Eviction is by next use (the tracker's tables, O(1), behind a
+ * leaf lock, so the cache may ask with its own lock held); a file read for
+ * the last time is dropped at its release.
+ *
+ * Thread safety: every function may be called from any thread (FUSE runs a
+ * multithreaded loop), except create/destroy. */
+#ifndef CLAIRFS_PREFETCH_H
+#define CLAIRFS_PREFETCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "clairfs/catalog.h"
+#include "clairfs/ctl.h"
+#include "clairfs/metrics.h"
+#include "clairfs/options.h"
+
+struct cfs_prefetch;
+struct cfs_prefetch_file;
+
+struct cfs_prefetch_params {
+    const struct cfs_catalog *catalog;
+    /* seed (has_seed: plan and prefetch, else reactive LRU), sampler,
+     * world, ranks, batch, epochs, start_epoch, ram, ssd, ssd_dir, io,
+     * io_depth, lookahead; copied, the caller may free it after create. */
+    const struct cfs_options *opts;
+    int source_fd;            /* directory SOURCE; not closed */
+    const char *ssd_dir;      /* the SSD tier's directory ({rank} expanded), or NULL */
+    const char *index_dir;    /* LMDB environment that persists the SSD tier, or NULL */
+    struct cfs_metrics *metrics;
+    uint32_t window;          /* reordering slack in files; 0: default */
+    bool progress;            /* log warm-up progress (staged %, MB/s, ETA) */
+    double progress_interval; /* seconds between progress lines; 0: 5 */
+};
+
+/* Checks the options and, with a seed, computes the plan: everything that
+ * can fail because of what the user asked, before the mount exists.  Starts
+ * no thread and opens no LMDB environment, so that the daemon may fork
+ * (fuse_daemonize) after it.  Returns 0 or -errno with a one-line message
+ * in err. */
+int cfs_prefetch_create(const struct cfs_prefetch_params *p, struct cfs_prefetch **out, char *err,
+                        size_t errlen);
+/* Opens the index (with an SSD tier) and the cache tiers (reusing the SSD
+ * entries of the last mount), starts the io engine and the prefetcher.
+ * After it the data path serves and `.clairfs/ready` may appear.  Returns 0
+ * or -errno with a one-line message in err. */
+int cfs_prefetch_start(struct cfs_prefetch *pf, char *err, size_t errlen);
+/* True when the open reads the source directly (no tier holds the bytes):
+ * cfs_prefetch_read() then needs a scratch buffer. */
+bool cfs_prefetch_is_direct(const struct cfs_prefetch_file *f);
+/* Stops the prefetcher, cancels fetches, persists the SSD index.  Every
+ * file handle must have been released.  Accepts NULL. */
+void cfs_prefetch_destroy(struct cfs_prefetch *pf);
+
+/* Open regular file `id` for reading.  0 and *out, or -errno (the source
+ * cannot be opened either). */
+int cfs_prefetch_open(struct cfs_prefetch *pf, cfs_id id, struct cfs_prefetch_file **out);
+
+/* Where the bytes of a read are: data (len bytes in memory: a tier's, or the
+ * scratch buffer for a direct read) or, with data NULL, fd at pos (an SSD
+ * entry, e.g. for splicing).  Valid until the file is released. */
+struct cfs_prefetch_extent {
+    const void *data;
+    int fd;
+    uint64_t pos;
+    size_t len;
+};
+
+/* A read of [off, off+size).  scratch (size bytes) receives the bytes of a
+ * direct read; tier bytes are not copied.  Returns 0 (len 0 at EOF) or
+ * -errno. */
+int cfs_prefetch_read(struct cfs_prefetch *pf, struct cfs_prefetch_file *f, uint64_t off,
+                      size_t size, void *scratch, struct cfs_prefetch_extent *x);
+/* The same, copied into buf: bytes read or -errno. */
+ssize_t cfs_prefetch_pread(struct cfs_prefetch *pf, struct cfs_prefetch_file *f, void *buf,
+                           size_t size, uint64_t off);
+void cfs_prefetch_release(struct cfs_prefetch *pf, struct cfs_prefetch_file *f);
+/* Size of the opened file (the catalog's). */
+uint64_t cfs_prefetch_file_size(const struct cfs_prefetch_file *f);
+
+/* user.clairfs.state of a file ("ram", "ssd", "pfs", "inflight"),
+ * NUL-terminated; matches cfs_fs_state_fn.  arg is the prefetcher. */
+int cfs_prefetch_state(void *arg, cfs_id id, char *buf, size_t len);
+/* The `control` handler (cfs_ctl_handler_fn): "epoch N" resynchronises the
+ * tracker, "seed N" re-plans.  arg is the prefetcher. */
+int cfs_prefetch_command(void *arg, const struct cfs_ctl_cmd *cmd);
+int cfs_prefetch_set_epoch(struct cfs_prefetch *pf, uint32_t epoch);
+int cfs_prefetch_set_seed(struct cfs_prefetch *pf, uint64_t seed, char *err, size_t errlen);
+
+/* Wait until the prefetcher has nothing to do (no fetch in flight, nothing
+ * it may start), at most timeout seconds: 0 or -ETIMEDOUT.  For tests and
+ * benchmarks. */
+int cfs_prefetch_wait_idle(struct cfs_prefetch *pf, double timeout);
+
+struct cfs_prefetch_stats {
+    bool planned;           /* a seed is known */
+    uint32_t epoch;         /* the tracker's epoch */
+    uint64_t position;      /* the tracker's absolute stream position */
+    uint32_t window;
+    uint64_t prefetches;    /* fetches started by the prefetcher */
+    uint64_t demand_fetches;
+    uint64_t direct_opens;  /* opens served from the source directly */
+    uint64_t dropped;       /* entries dropped after their last read */
+    uint64_t cache_bytes[2], cache_capacity[2]; /* ram, ssd */
+    uint64_t checksum_failures, refetches, loaded, evictions[2], refused;
+    const char *io_engine;
+};
+void cfs_prefetch_stats(struct cfs_prefetch *pf, struct cfs_prefetch_stats *out);
+
+#endif

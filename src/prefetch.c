@@ -1,0 +1,920 @@
+/* The data path and the prefetcher thread; the design is at the top of
+ * include/clairfs/prefetch.h, position tracking in prefetch_track.c. */
+#include "clairfs/prefetch.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "clairfs/cache.h"
+#include "clairfs/index.h"
+#include "clairfs/io.h"
+#include "clairfs/log.h"
+#include "prefetch_i.h"
+
+/* One fetch from the source; lives from begin_fetch to its completion. */
+struct fetch {
+    struct cfs_io_req req;
+    struct cfs_prefetch *pf;
+    struct fetch *qnext;
+    uint32_t id;
+    enum cfs_cache_tier tier;
+    bool prefetch;
+    char path[];
+};
+
+struct cfs_prefetch_file {
+    cfs_id id;
+    uint32_t sample;
+    uint64_t size;
+    struct cfs_cache_handle h;
+    bool has_h;
+    int fd; /* direct reads from the source */
+    enum cfs_metric source;
+    atomic_bool counted;
+};
+
+struct cfs_prefetch {
+    const struct cfs_catalog *cat;
+    struct cfs_metrics *m;
+    int source_fd;
+    struct cfs_cache *cache;
+    struct cfs_io *io;
+    struct cfs_index *index;
+    char *ssd_dir, *index_dir;
+    struct cfs_options opts; /* scalars only: the strings are not kept */
+    uint32_t window;
+    uint64_t *sizes; /* per sample, for the planner */
+    uint64_t nsamples;
+
+    /* The tracker; replaced by "seed N" under the write lock.  The cache's
+     * policy callback reads it without this lock: a swap first switches
+     * the cache to LRU. */
+    pthread_rwlock_t plan_lock;
+    struct pf_track *track;
+
+    /* The prefetcher thread and what it waits on. */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;      /* wakes the prefetcher */
+    pthread_cond_t idle_cv; /* wakes wait_idle */
+    pthread_t thread;
+    bool running, stop, paused, idle;
+    uint64_t wake_seq;
+    uint32_t inflight, max_inflight; /* prefetches */
+    uint64_t lookahead;
+    uint64_t scan, scan_gen;
+    uint64_t order_idx[2];
+    uint64_t fetched_bytes;
+
+    /* SSD completions are written by a finisher thread: the io engine's
+     * callbacks must not block on the disk. */
+    pthread_t finisher;
+    bool fin_running, fin_stop;
+    struct fetch *fin_head, *fin_tail;
+    pthread_cond_t fin_cv;
+
+    bool progress;
+    double progress_interval;
+
+    atomic_uint_fast64_t prefetches, demand_fetches, direct_opens, dropped;
+    atomic_bool ssd_error_logged;
+};
+
+static double now_sec(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void wake(struct cfs_prefetch *pf)
+{
+    pthread_mutex_lock(&pf->mu);
+    pf->wake_seq++;
+    pf->idle = false;
+    pthread_cond_signal(&pf->cv);
+    pthread_mutex_unlock(&pf->mu);
+}
+
+static void update_gauges(struct cfs_prefetch *pf)
+{
+    struct cfs_cache_stats st;
+    cfs_cache_stats(pf->cache, &st);
+    cfs_metrics_set(pf->m, CFS_M_CACHE_BYTES_RAM, st.bytes[CFS_TIER_RAM]);
+    cfs_metrics_set(pf->m, CFS_M_CACHE_BYTES_SSD, st.bytes[CFS_TIER_SSD]);
+    cfs_metrics_set(pf->m, CFS_M_CHECKSUM_FAILURES, st.checksum_failures);
+}
+
+/* ---- the cache's callbacks */
+
+static uint64_t next_use_cb(void *arg, uint32_t id)
+{
+    struct cfs_prefetch *pf = arg;
+    const struct cfs_entry *e = cfs_catalog_entry(pf->cat, id);
+    if (!e || e->sample == CFS_NO_SAMPLE || !pf->track)
+        return UINT64_MAX;
+    return pf_track_next_use(pf->track, e->sample);
+}
+
+static int source_of(const struct cfs_prefetch *pf, uint32_t id, struct cfs_cache_source *out)
+{
+    char path[PATH_MAX];
+    const struct cfs_entry *e = cfs_catalog_entry(pf->cat, id);
+    if (!e || !S_ISREG(e->mode))
+        return -ENOENT;
+    int len = cfs_catalog_path(pf->cat, id, path, sizeof(path));
+    if (len < 0)
+        return len;
+    out->size = e->size;
+    out->mtime_sec = e->mtime_sec;
+    out->mtime_nsec = e->mtime_nsec;
+    out->path_hash = XXH3_64bits(path, (size_t)len);
+    return 0;
+}
+
+static int source_cb(void *arg, uint32_t id, struct cfs_cache_source *out)
+{
+    return source_of(arg, id, out);
+}
+
+/* ---- fetches */
+
+static void fetch_finish(struct fetch *f)
+{
+    struct cfs_prefetch *pf = f->pf;
+    struct cfs_cache_source src = {0};
+    int64_t res = f->req.res;
+    int rc = res < 0 ? (int)res : 0;
+    if (rc == 0 && source_of(pf, f->id, &src) < 0)
+        rc = -ENOENT;
+    int crc = cfs_cache_complete_fetch(pf->cache, f->id, rc, rc ? 0 : (uint64_t)res, &src);
+    if (res > 0)
+        cfs_metrics_add(pf->m, CFS_M_FETCH_BYTES_PFS, (uint64_t)res);
+    if (crc < 0 && rc == 0 && f->tier == CFS_TIER_SSD &&
+        !atomic_exchange(&pf->ssd_error_logged, true))
+        cfs_warn("SSD tier: writing an entry failed (%s); the tier keeps what it has",
+                 strerror(-crc));
+    update_gauges(pf);
+    if (f->prefetch) {
+        pthread_mutex_lock(&pf->mu);
+        pf->inflight--;
+        if (res > 0)
+            pf->fetched_bytes += (uint64_t)res;
+        pf->wake_seq++;
+        pf->idle = false;
+        pthread_cond_signal(&pf->cv);
+        pthread_mutex_unlock(&pf->mu);
+    }
+    free(f);
+}
+
+static void fetch_done(struct cfs_io_req *req)
+{
+    struct fetch *f = req->arg;
+    struct cfs_prefetch *pf = f->pf;
+    if (f->tier == CFS_TIER_SSD && req->res >= 0) {
+        pthread_mutex_lock(&pf->mu);
+        f->qnext = NULL;
+        if (pf->fin_tail)
+            pf->fin_tail->qnext = f;
+        else
+            pf->fin_head = f;
+        pf->fin_tail = f;
+        pthread_cond_signal(&pf->fin_cv);
+        pthread_mutex_unlock(&pf->mu);
+        return;
+    }
+    fetch_finish(f);
+}
+
+static void *finisher_main(void *arg)
+{
+    struct cfs_prefetch *pf = arg;
+    pthread_mutex_lock(&pf->mu);
+    for (;;) {
+        struct fetch *f = pf->fin_head;
+        if (!f) {
+            if (pf->fin_stop)
+                break;
+            pthread_cond_wait(&pf->fin_cv, &pf->mu);
+            continue;
+        }
+        pf->fin_head = f->qnext;
+        if (!pf->fin_head)
+            pf->fin_tail = NULL;
+        pthread_mutex_unlock(&pf->mu);
+        fetch_finish(f);
+        pthread_mutex_lock(&pf->mu);
+    }
+    pthread_mutex_unlock(&pf->mu);
+    return NULL;
+}
+
+/* Begin the fetch of id into tier and submit it.  0, or the cache's
+ * begin_fetch error (-EEXIST, -ENOSPC, -EAGAIN, -EFBIG, -ENODEV, ...). */
+static int fetch_start(struct cfs_prefetch *pf, uint32_t id, enum cfs_cache_tier tier,
+                       bool prefetch, unsigned cache_flags)
+{
+    char path[PATH_MAX];
+    const struct cfs_entry *e = cfs_catalog_entry(pf->cat, id);
+    if (!e || !S_ISREG(e->mode))
+        return -EINVAL;
+    int plen = cfs_catalog_path(pf->cat, id, path, sizeof(path));
+    if (plen < 0)
+        return plen;
+    struct fetch *f = malloc(sizeof(*f) + (size_t)plen + 1);
+    if (!f)
+        return -ENOMEM;
+    memcpy(f->path, path, (size_t)plen + 1);
+    void *buf;
+    int rc = cfs_cache_begin_fetch(pf->cache, id, e->size, tier, cache_flags, &buf);
+    if (rc) {
+        free(f);
+        return rc;
+    }
+    memset(&f->req, 0, sizeof(f->req));
+    f->pf = pf;
+    f->id = id;
+    f->tier = tier;
+    f->prefetch = prefetch;
+    f->req.path = f->path;
+    f->req.fd = -1;
+    f->req.prio = prefetch ? CFS_IO_PREFETCH : CFS_IO_DEMAND;
+    f->req.buf = buf;
+    f->req.cap = (size_t)e->size;
+    f->req.size_hint = e->size;
+    f->req.done = fetch_done;
+    f->req.arg = f;
+    if (prefetch) {
+        pthread_mutex_lock(&pf->mu);
+        pf->inflight++;
+        pthread_mutex_unlock(&pf->mu);
+        atomic_fetch_add(&pf->prefetches, 1);
+    } else {
+        atomic_fetch_add(&pf->demand_fetches, 1);
+    }
+    rc = cfs_io_submit(pf->io, &f->req);
+    if (rc) {
+        f->req.res = rc;
+        fetch_finish(f); /* fails the cache entry, wakes its waiters */
+    }
+    return rc;
+}
+
+/* ---- the prefetcher thread */
+
+static enum cfs_cache_tier cache_tier(int plan_tier)
+{
+    return plan_tier == PF_TIER_SSD ? CFS_TIER_SSD : CFS_TIER_RAM;
+}
+
+static bool room_for_more(struct cfs_prefetch *pf)
+{
+    pthread_mutex_lock(&pf->mu);
+    bool ok = pf->inflight < pf->max_inflight && !pf->stop && !pf->paused;
+    pthread_mutex_unlock(&pf->mu);
+    return ok;
+}
+
+/* One pass: the window ahead of the trainer, then the planned tiers.
+ * Returns the number of fetches started. */
+static unsigned prefetch_round(struct cfs_prefetch *pf)
+{
+    unsigned started = 0;
+    bool blocked = false;
+
+    pthread_rwlock_rdlock(&pf->plan_lock);
+    struct pf_track *t = pf->track;
+    if (!t)
+        goto out;
+    uint64_t pos, gen;
+    pf_track_position(t, &pos, NULL, &gen);
+    if (gen != pf->scan_gen || pf->scan < pos) {
+        pf->scan = pos;
+        pf->scan_gen = gen;
+    }
+    uint64_t limit = pf->lookahead ? pos + pf->lookahead : UINT64_MAX;
+    while (pf->scan < limit && room_for_more(pf)) {
+        uint32_t s;
+        bool consumed;
+        if (pf_track_sample_at(t, pf->scan, &s, &consumed) <= 0)
+            break;
+        if (!consumed) {
+            cfs_id id = cfs_catalog_sample_entry(pf->cat, s);
+            int tier = pf_track_tier(t, s);
+            int rc = fetch_start(pf, id, cache_tier(tier), true, 0);
+            if (rc == -ENODEV && tier == PF_TIER_SSD)
+                rc = fetch_start(pf, id, CFS_TIER_RAM, true, 0);
+            if (rc == 0)
+                started++;
+            else if (rc == -ENOSPC || rc == -EAGAIN || rc == -ENOMEM) {
+                blocked = true; /* wait for the trainer or for completions */
+                break;
+            }
+        }
+        pf->scan++;
+    }
+    /* Stage the planned tiers in order of first use once the window is
+     * covered (their bytes are reserved by the plan). */
+    for (int k = 0; k < 2 && !blocked; k++) {
+        int tier = k == 0 ? PF_TIER_RAM : PF_TIER_SSD;
+        uint64_t count;
+        const uint32_t *order = pf_track_order(t, tier, &count);
+        while (pf->order_idx[k] < count && room_for_more(pf)) {
+            uint32_t s = order[pf->order_idx[k]];
+            if (pf_track_next_use(t, s) == PF_NEVER) {
+                pf->order_idx[k]++;
+                continue;
+            }
+            int rc = fetch_start(pf, cfs_catalog_sample_entry(pf->cat, s), cache_tier(tier), true,
+                                 0);
+            if (rc == -ENODEV) {
+                pf->order_idx[k] = count;
+                break;
+            }
+            if (rc == -ENOSPC || rc == -EAGAIN || rc == -ENOMEM)
+                break;
+            if (rc == 0)
+                started++;
+            pf->order_idx[k]++;
+        }
+    }
+out:
+    pthread_rwlock_unlock(&pf->plan_lock);
+    return started;
+}
+
+/* Warm-up progress: resident bytes against what the plan holds.  Returns
+ * true once everything is staged (no more lines). */
+static bool log_progress(struct cfs_prefetch *pf, double *last_t, uint64_t *last_bytes)
+{
+    uint64_t target = 0;
+    pthread_rwlock_rdlock(&pf->plan_lock);
+    if (pf->track)
+        target = pf_track_tier_bytes(pf->track, PF_TIER_RAM) +
+                 pf_track_tier_bytes(pf->track, PF_TIER_SSD);
+    pthread_rwlock_unlock(&pf->plan_lock);
+    struct cfs_cache_stats st;
+    cfs_cache_stats(pf->cache, &st);
+    if (target > st.capacity[0] + st.capacity[1])
+        target = st.capacity[0] + st.capacity[1];
+    if (target == 0)
+        return true;
+    uint64_t staged = st.bytes[0] + st.bytes[1];
+    pthread_mutex_lock(&pf->mu);
+    uint64_t fetched = pf->fetched_bytes;
+    pthread_mutex_unlock(&pf->mu);
+    double t = now_sec(), dt = t - *last_t;
+    double rate = dt > 0 ? (double)(fetched - *last_bytes) / dt : 0;
+    double pct = staged >= target ? 100.0 : 100.0 * (double)staged / (double)target;
+    char a[32], b[32];
+    cfs_metrics_format_bytes(staged, a, sizeof(a));
+    cfs_metrics_format_bytes(target, b, sizeof(b));
+    if (rate > 0 && staged < target)
+        cfs_info("warm-up: staged %.1f%% (%s of %s), %.1f MB/s, ETA %.0f s", pct, a, b, rate / 1e6,
+                 (double)(target - staged) / rate);
+    else
+        cfs_info("warm-up: staged %.1f%% (%s of %s), %.1f MB/s", pct, a, b, rate / 1e6);
+    *last_t = t;
+    *last_bytes = fetched;
+    return pct >= 99.9;
+}
+
+static void *prefetch_main(void *arg)
+{
+    struct cfs_prefetch *pf = arg;
+    double interval = pf->progress_interval > 0 ? pf->progress_interval : 5.0;
+    double last_t = now_sec();
+    uint64_t last_bytes = 0;
+    bool warm = !pf->progress;
+
+    pthread_mutex_lock(&pf->mu);
+    while (!pf->stop) {
+        uint64_t seq = pf->wake_seq;
+        unsigned started = 0;
+        if (!pf->paused) {
+            pthread_mutex_unlock(&pf->mu);
+            started = prefetch_round(pf);
+            pthread_mutex_lock(&pf->mu);
+        }
+        if (started == 0 && seq == pf->wake_seq && !pf->stop) {
+            if (pf->inflight == 0) {
+                pf->idle = true;
+                pthread_cond_broadcast(&pf->idle_cv);
+            }
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += 1;
+            (void)pthread_cond_timedwait(&pf->cv, &pf->mu, &ts);
+        }
+        if (!warm && now_sec() - last_t >= interval) {
+            pthread_mutex_unlock(&pf->mu);
+            warm = log_progress(pf, &last_t, &last_bytes);
+            pthread_mutex_lock(&pf->mu);
+        }
+    }
+    pthread_mutex_unlock(&pf->mu);
+    return NULL;
+}
+
+/* ---- lifecycle */
+
+static int track_create(const struct cfs_prefetch *pf, const struct cfs_options *o, char *err,
+                        size_t errlen, struct pf_track **out)
+{
+    struct pf_track_params tp = {
+        .n = pf->nsamples, .sizes = pf->sizes, .world = o->world,
+        .rank_first = o->has_ranks ? o->rank_first : 0,
+        .rank_count = o->has_ranks ? o->rank_last - o->rank_first + 1 : 0,
+        .start_epoch = o->start_epoch, .epochs = o->epochs,
+        .ram = o->ram, .ssd = o->ssd, .window = pf->window,
+    };
+    cfs_options_sampler_params(o, pf->nsamples, &tp.sampler);
+    return pf_track_create(&tp, out, err, errlen);
+}
+
+int cfs_prefetch_create(const struct cfs_prefetch_params *p, struct cfs_prefetch **out, char *err,
+                        size_t errlen)
+{
+    struct cfs_prefetch *pf = calloc(1, sizeof(*pf));
+    int rc = -ENOMEM;
+    *out = NULL;
+    if (!pf) {
+        snprintf(err, errlen, "prefetch: out of memory");
+        return rc;
+    }
+    pthread_rwlock_init(&pf->plan_lock, NULL);
+    pthread_mutex_init(&pf->mu, NULL);
+    pthread_cond_init(&pf->cv, NULL);
+    pthread_cond_init(&pf->idle_cv, NULL);
+    pthread_cond_init(&pf->fin_cv, NULL);
+    pf->cat = p->catalog;
+    pf->m = p->metrics;
+    pf->source_fd = p->source_fd;
+    pf->opts = *p->opts;
+    pf->opts.order_list = pf->opts.ssd_dir = pf->opts.index_dir = NULL;
+    pf->opts.sampler_list = NULL;
+    if (p->opts->sampler_list && !(pf->opts.sampler_list = strdup(p->opts->sampler_list)))
+        goto nomem;
+    pf->window = p->window;
+    pf->progress = p->progress;
+    pf->progress_interval = p->progress_interval;
+
+    /* The SSD tier: ssd= bytes, by default half the free space of ssd_dir. */
+    const char *ssd_dir = p->ssd_dir;
+    if ((ssd_dir && !(pf->ssd_dir = strdup(ssd_dir))) ||
+        (p->index_dir && !(pf->index_dir = strdup(p->index_dir))))
+        goto nomem;
+    if (!ssd_dir) {
+        pf->opts.ssd = 0;
+    } else if (!p->opts->has_ssd) {
+        struct statvfs sv;
+        (void)mkdir(ssd_dir, 0700);
+        if (statvfs(ssd_dir, &sv) < 0) {
+            rc = -errno;
+            snprintf(err, errlen, "ssd_dir %s: %s", ssd_dir, strerror(errno));
+            goto fail;
+        }
+        pf->opts.ssd = (uint64_t)sv.f_bavail * sv.f_frsize / 2;
+    }
+
+    pf->nsamples = cfs_catalog_sample_count(pf->cat);
+    pf->sizes = malloc((pf->nsamples ? pf->nsamples : 1) * sizeof(*pf->sizes));
+    if (!pf->sizes)
+        goto nomem;
+    for (uint64_t i = 0; i < pf->nsamples; i++)
+        pf->sizes[i] = cfs_catalog_entry(pf->cat, cfs_catalog_sample_entry(pf->cat, i))->size;
+
+    if (pf->opts.has_seed && pf->nsamples > 0) {
+        rc = track_create(pf, &pf->opts, err, errlen, &pf->track);
+        if (rc)
+            goto fail;
+        cfs_metrics_set(pf->m, CFS_M_EPOCH, pf->opts.start_epoch);
+    }
+    if (pf->opts.io == CFS_IO_URING) {
+        /* io=uring must fail before the mount when the kernel refuses it. */
+        struct cfs_io *probe = NULL;
+        struct cfs_io_params ip = {.kind = CFS_IO_URING, .depth = 4, .source_fd = pf->source_fd};
+        rc = cfs_io_create(&ip, &probe, err, errlen);
+        cfs_io_destroy(probe);
+        if (rc)
+            goto fail;
+    }
+    *out = pf;
+    return 0;
+nomem:
+    rc = -ENOMEM;
+    snprintf(err, errlen, "prefetch: out of memory");
+fail:
+    cfs_prefetch_destroy(pf);
+    return rc;
+}
+
+int cfs_prefetch_start(struct cfs_prefetch *pf, char *err, size_t errlen)
+{
+    int rc;
+    if (pf->opts.ssd && pf->index_dir) {
+        rc = cfs_index_open(pf->index_dir, &pf->index, err, errlen);
+        if (rc)
+            return rc;
+    }
+    struct cfs_cache_params cp = {
+        .nfiles = cfs_catalog_entry_count(pf->cat), .ram_bytes = pf->opts.ram,
+        .ssd_bytes = pf->opts.ssd, .ssd_dir = pf->ssd_dir, .index = pf->index,
+        .source = source_cb, .source_arg = pf,
+        .next_use = pf->track ? next_use_cb : NULL, .next_use_arg = pf,
+    };
+    rc = cfs_cache_create(&cp, &pf->cache, err, errlen);
+    if (rc)
+        return rc;
+    struct cfs_io_params ip = {
+        .kind = pf->opts.io, .depth = pf->opts.io_depth ? pf->opts.io_depth : 64,
+        .source_fd = pf->source_fd,
+    };
+    rc = cfs_io_create(&ip, &pf->io, err, errlen);
+    if (rc)
+        return rc;
+    pf->max_inflight = ip.depth - ip.depth / 8;
+    if (pf->max_inflight == 0)
+        pf->max_inflight = 1;
+    pf->lookahead = pf->opts.lookahead;
+    pf->scan_gen = UINT64_MAX;
+    rc = -pthread_create(&pf->finisher, NULL, finisher_main, pf);
+    if (rc == 0) {
+        pf->fin_running = true;
+        rc = -pthread_create(&pf->thread, NULL, prefetch_main, pf);
+    }
+    if (rc) {
+        snprintf(err, errlen, "prefetch: cannot start a thread: %s", strerror(-rc));
+        return rc;
+    }
+    pf->running = true;
+    update_gauges(pf);
+    return 0;
+}
+
+void cfs_prefetch_destroy(struct cfs_prefetch *pf)
+{
+    if (!pf)
+        return;
+    if (pf->running) {
+        pthread_mutex_lock(&pf->mu);
+        pf->stop = true;
+        pthread_cond_signal(&pf->cv);
+        pthread_mutex_unlock(&pf->mu);
+        pthread_join(pf->thread, NULL);
+    }
+    cfs_io_destroy(pf->io); /* every callback has run after it */
+    if (pf->fin_running) {
+        pthread_mutex_lock(&pf->mu);
+        pf->fin_stop = true;
+        pthread_cond_signal(&pf->fin_cv);
+        pthread_mutex_unlock(&pf->mu);
+        pthread_join(pf->finisher, NULL);
+    }
+    cfs_cache_destroy(pf->cache);
+    cfs_index_close(pf->index);
+    pf_track_destroy(pf->track);
+    free(pf->ssd_dir);
+    free(pf->index_dir);
+    free(pf->sizes);
+    free(pf->opts.sampler_list);
+    pthread_cond_destroy(&pf->fin_cv);
+    pthread_cond_destroy(&pf->idle_cv);
+    pthread_cond_destroy(&pf->cv);
+    pthread_mutex_destroy(&pf->mu);
+    pthread_rwlock_destroy(&pf->plan_lock);
+    free(pf);
+}
+
+/* ---- the read path */
+
+/* An open seen by the tracker (plan_lock held for reading). */
+static void observe(struct cfs_prefetch *pf, uint32_t sample)
+{
+    if (!pf->track)
+        return;
+    struct pf_obs o;
+    pf_track_open(pf->track, sample, &o);
+    cfs_metrics_add(pf->m, o.hit ? CFS_M_PREDICTION_HIT : CFS_M_PREDICTION_MISS, 1);
+    if (o.epoch_changed) {
+        cfs_metrics_set(pf->m, CFS_M_EPOCH, o.epoch);
+        cfs_cache_set_policy(pf->cache, next_use_cb, pf); /* re-key every entry */
+    }
+}
+
+static enum cfs_metric tier_metric(enum cfs_cache_tier t)
+{
+    return t == CFS_TIER_SSD ? CFS_M_READS_SSD : CFS_M_READS_RAM;
+}
+
+int cfs_prefetch_open(struct cfs_prefetch *pf, cfs_id id, struct cfs_prefetch_file **out)
+{
+    const struct cfs_entry *e = cfs_catalog_entry(pf->cat, id);
+    *out = NULL;
+    if (!e)
+        return -ENOENT;
+    if (!S_ISREG(e->mode))
+        return -EINVAL;
+    struct cfs_prefetch_file *f = calloc(1, sizeof(*f));
+    if (!f)
+        return -ENOMEM;
+    f->id = id;
+    f->sample = e->sample;
+    f->size = e->size;
+    f->fd = -1;
+
+    pthread_rwlock_rdlock(&pf->plan_lock);
+    observe(pf, e->sample);
+    unsigned demand_flags = pf->track ? 0 : CFS_CACHE_DEMAND;
+    uint64_t t0 = now_ns();
+    bool waited = false;
+    int rc = -ENOENT;
+    for (int tries = 0; tries < 8; tries++) {
+        rc = cfs_cache_acquire(pf->cache, id, 0, &f->h);
+        if (rc == 0) {
+            f->source = tier_metric(f->h.tier);
+            break;
+        }
+        if (rc == -ENOENT) {
+            /* Absent: fetch it, unless the policy would rather not keep it. */
+            rc = fetch_start(pf, id, CFS_TIER_RAM, false, demand_flags);
+            if (rc == -EEXIST || rc == -EBUSY)
+                continue;
+            if (rc)
+                break;
+        } else if (rc != -EAGAIN) {
+            break;
+        }
+        waited = true;
+        rc = cfs_cache_acquire(pf->cache, id, CFS_CACHE_WAIT, &f->h);
+        if (rc == 0) {
+            f->source = CFS_M_READS_PFS;
+            break;
+        }
+        if (rc != -ENOENT)
+            break; /* the fetch failed: try the source itself */
+    }
+    pthread_rwlock_unlock(&pf->plan_lock);
+    if (rc == 0) {
+        f->has_h = true;
+    } else {
+        char path[PATH_MAX];
+        rc = cfs_catalog_path(pf->cat, id, path, sizeof(path));
+        if (rc >= 0) {
+            f->fd = openat(pf->source_fd, path, O_RDONLY | O_CLOEXEC);
+            rc = f->fd < 0 ? -errno : 0;
+        }
+        f->source = CFS_M_READS_PFS;
+        atomic_fetch_add(&pf->direct_opens, 1);
+        waited = true;
+    }
+    if (waited)
+        cfs_metrics_add(pf->m, CFS_M_STALL_NS, now_ns() - t0);
+    wake(pf);
+    if (rc) {
+        free(f);
+        return rc;
+    }
+    *out = f;
+    return 0;
+}
+
+int cfs_prefetch_read(struct cfs_prefetch *pf, struct cfs_prefetch_file *f, uint64_t off,
+                      size_t size, void *scratch, struct cfs_prefetch_extent *x)
+{
+    memset(x, 0, sizeof(*x));
+    x->fd = -1;
+    if (!atomic_exchange(&f->counted, true))
+        cfs_metrics_add(pf->m, f->source, 1);
+    if (f->has_h) {
+        if (off >= f->h.size)
+            return 0;
+        size_t n = f->h.size - off < size ? (size_t)(f->h.size - off) : size;
+        if (f->h.data) {
+            x->data = (const char *)f->h.data + off;
+        } else {
+            x->fd = f->h.fd;
+            x->pos = f->h.offset + off;
+        }
+        x->len = n;
+        return 0;
+    }
+    uint64_t t0 = now_ns();
+    size_t got = 0;
+    while (got < size) {
+        ssize_t n = pread(f->fd, (char *)scratch + got, size - got, (off_t)(off + got));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            int rc = -errno;
+            cfs_metrics_add(pf->m, CFS_M_STALL_NS, now_ns() - t0);
+            return rc;
+        }
+        if (n == 0)
+            break;
+        got += (size_t)n;
+    }
+    cfs_metrics_add(pf->m, CFS_M_STALL_NS, now_ns() - t0);
+    cfs_metrics_add(pf->m, CFS_M_FETCH_BYTES_PFS, got);
+    x->data = scratch;
+    x->len = got;
+    return 0;
+}
+
+ssize_t cfs_prefetch_pread(struct cfs_prefetch *pf, struct cfs_prefetch_file *f, void *buf,
+                           size_t size, uint64_t off)
+{
+    struct cfs_prefetch_extent x;
+    int rc = cfs_prefetch_read(pf, f, off, size, buf, &x);
+    if (rc)
+        return rc;
+    if (x.data) {
+        if (x.data != buf)
+            memcpy(buf, x.data, x.len);
+        return (ssize_t)x.len;
+    }
+    size_t got = 0;
+    while (got < x.len) {
+        ssize_t n = pread(x.fd, (char *)buf + got, x.len - got, (off_t)(x.pos + got));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        if (n == 0)
+            return -EIO; /* the entry was checked: it cannot be short */
+        got += (size_t)n;
+    }
+    return (ssize_t)got;
+}
+
+bool cfs_prefetch_is_direct(const struct cfs_prefetch_file *f)
+{
+    return !f->has_h;
+}
+
+uint64_t cfs_prefetch_file_size(const struct cfs_prefetch_file *f)
+{
+    return f->size;
+}
+
+void cfs_prefetch_release(struct cfs_prefetch *pf, struct cfs_prefetch_file *f)
+{
+    if (!f)
+        return;
+    bool ram = f->has_h && f->h.tier == CFS_TIER_RAM;
+    if (f->has_h)
+        cfs_cache_release(pf->cache, &f->h);
+    if (f->fd >= 0)
+        close(f->fd);
+    /* Read for the last time: free the RAM now.  SSD entries stay, evicted
+     * first when room is needed, for the next job that mounts the tier. */
+    bool last = false;
+    if (ram && f->sample != CFS_NO_SAMPLE) {
+        pthread_rwlock_rdlock(&pf->plan_lock);
+        last = pf->track && pf_track_next_use(pf->track, f->sample) == PF_NEVER;
+        pthread_rwlock_unlock(&pf->plan_lock);
+    }
+    if (last && cfs_cache_drop(pf->cache, f->id) == 0)
+        atomic_fetch_add(&pf->dropped, 1);
+    update_gauges(pf);
+    wake(pf);
+    free(f);
+}
+
+/* ---- state, control, stats */
+
+int cfs_prefetch_state(void *arg, cfs_id id, char *buf, size_t len)
+{
+    struct cfs_prefetch *pf = arg;
+    const char *s = cfs_cache_state_name(cfs_cache_state(pf->cache, id));
+    if ((size_t)snprintf(buf, len, "%s", s) >= len)
+        return -ERANGE;
+    return 0;
+}
+
+int cfs_prefetch_set_epoch(struct cfs_prefetch *pf, uint32_t epoch)
+{
+    int rc = 0;
+    pthread_rwlock_rdlock(&pf->plan_lock);
+    if (pf->track)
+        rc = pf_track_set_epoch(pf->track, epoch);
+    pthread_rwlock_unlock(&pf->plan_lock);
+    if (rc)
+        return rc;
+    cfs_metrics_set(pf->m, CFS_M_EPOCH, epoch);
+    if (pf->track)
+        cfs_cache_set_policy(pf->cache, next_use_cb, pf);
+    wake(pf);
+    return 0;
+}
+
+int cfs_prefetch_set_seed(struct cfs_prefetch *pf, uint64_t seed, char *err, size_t errlen)
+{
+    struct pf_track *t = NULL, *old;
+    if (pf->nsamples == 0)
+        return 0;
+    /* Plan outside every lock: the mount keeps serving meanwhile (opts
+     * changes only here, and the ctl serialises commands). */
+    struct cfs_options o = pf->opts;
+    o.seed = seed;
+    o.has_seed = true;
+    int rc = track_create(pf, &o, err, errlen, &t);
+    if (rc)
+        return rc;
+    pthread_rwlock_wrlock(&pf->plan_lock);
+    cfs_cache_set_policy(pf->cache, NULL, NULL); /* no callback sees the swap */
+    old = pf->track;
+    pf->track = t;
+    pf->opts.seed = seed;
+    pf->opts.has_seed = true;
+    pf->scan = 0;
+    pf->scan_gen = UINT64_MAX;
+    pf->order_idx[0] = pf->order_idx[1] = 0;
+    cfs_cache_set_policy(pf->cache, next_use_cb, pf);
+    pthread_rwlock_unlock(&pf->plan_lock);
+    cfs_metrics_set(pf->m, CFS_M_EPOCH, pf->opts.start_epoch);
+    pf_track_destroy(old);
+    wake(pf);
+    return 0;
+}
+
+int cfs_prefetch_command(void *arg, const struct cfs_ctl_cmd *cmd)
+{
+    struct cfs_prefetch *pf = arg;
+    char err[256];
+    switch (cmd->kind) {
+    case CFS_CTL_CMD_EPOCH:
+        return cfs_prefetch_set_epoch(pf, (uint32_t)cmd->value);
+    case CFS_CTL_CMD_SEED: {
+        int rc = cfs_prefetch_set_seed(pf, cmd->value, err, sizeof(err));
+        if (rc)
+            cfs_err("seed %" PRIu64 ": %s", cmd->value, err);
+        return rc;
+    }
+    }
+    return -EINVAL;
+}
+
+int cfs_prefetch_wait_idle(struct cfs_prefetch *pf, double timeout)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    double end = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 + timeout;
+    ts.tv_sec = (time_t)end;
+    ts.tv_nsec = (long)((end - (double)ts.tv_sec) * 1e9);
+    int rc = 0;
+    pthread_mutex_lock(&pf->mu);
+    while (rc == 0 && pf->running && (!pf->idle || pf->inflight))
+        rc = -pthread_cond_timedwait(&pf->idle_cv, &pf->mu, &ts);
+    pthread_mutex_unlock(&pf->mu);
+    return rc ? -ETIMEDOUT : 0;
+}
+
+void cfs_prefetch_stats(struct cfs_prefetch *pf, struct cfs_prefetch_stats *out)
+{
+    struct cfs_cache_stats st;
+    memset(out, 0, sizeof(*out));
+    pthread_rwlock_rdlock(&pf->plan_lock);
+    if (pf->track) {
+        out->planned = true;
+        pf_track_position(pf->track, &out->position, &out->epoch, NULL);
+        out->window = pf_track_window(pf->track);
+    }
+    pthread_rwlock_unlock(&pf->plan_lock);
+    if (!pf->cache)
+        return;
+    cfs_cache_stats(pf->cache, &st);
+    out->prefetches = atomic_load(&pf->prefetches);
+    out->demand_fetches = atomic_load(&pf->demand_fetches);
+    out->direct_opens = atomic_load(&pf->direct_opens);
+    out->dropped = atomic_load(&pf->dropped);
+    for (int t = 0; t < 2; t++) {
+        out->cache_bytes[t] = st.bytes[t];
+        out->cache_capacity[t] = st.capacity[t];
+        out->evictions[t] = st.evictions[t];
+    }
+    out->checksum_failures = st.checksum_failures;
+    out->refetches = st.refetches;
+    out->loaded = st.loaded;
+    out->refused = st.refused;
+    out->io_engine = cfs_io_describe(pf->io);
+}

@@ -1,0 +1,69 @@
+/* Private to the prefetcher (prefetch.c, prefetch_track.c): the position
+ * tracker, which is the only part that sees the planner.
+ *
+ * plan.h and cache.h both name their tiers CFS_TIER_RAM/CFS_TIER_SSD (with
+ * different values), so no file can include both: prefetch_track.c includes
+ * plan.h and speaks to prefetch.c in the PF_TIER_* values below. */
+#ifndef CLAIRFS_PREFETCH_I_H
+#define CLAIRFS_PREFETCH_I_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "clairfs/sampler.h"
+
+#define PF_NEVER UINT64_MAX
+
+enum { PF_TIER_NONE = 0, PF_TIER_RAM = 1, PF_TIER_SSD = 2 };
+
+/* What the planner needs, besides the sampler: the node's ranks, epochs
+ * and tier capacities. */
+struct pf_track_params {
+    uint64_t n;                  /* samples */
+    const uint64_t *sizes;       /* n sizes (copied by the planner) */
+    struct cfs_sampler_params sampler;
+    uint32_t world;
+    uint32_t rank_first, rank_count; /* count 0: all ranks */
+    uint32_t start_epoch, epochs;
+    uint64_t ram, ssd;
+    uint32_t window; /* reordering slack in files; 0: a default from batch and ranks */
+};
+
+struct pf_track;
+
+/* Builds the plan and materialises the first two epochs. */
+int pf_track_create(const struct pf_track_params *p, struct pf_track **out, char *err,
+                    size_t errlen);
+void pf_track_destroy(struct pf_track *t);
+
+struct pf_obs {
+    bool hit;           /* expected now (within the window around the position) */
+    bool epoch_changed; /* the tracker moved to another epoch */
+    uint32_t epoch;     /* absolute epoch after the observation */
+};
+/* An open of sample s (s >= n or CFS_NO_SAMPLE: unexpected). */
+void pf_track_open(struct pf_track *t, uint32_t s, struct pf_obs *out);
+/* Absolute stream position of the next read of s after the trainer's
+ * position, PF_NEVER when there is none.  O(1) but for samples read several
+ * times in one epoch; takes the tracker's leaf lock. */
+uint64_t pf_track_next_use(struct pf_track *t, uint32_t s);
+/* The trainer's position (first unconsumed slot of the current epoch, as a
+ * count), the current absolute epoch, and a generation that changes when
+ * the position jumps (set_epoch). */
+void pf_track_position(struct pf_track *t, uint64_t *pos, uint32_t *epoch, uint64_t *gen);
+/* Sample at absolute position pos when it lies in the materialised window
+ * (current and next epoch): 1 and *s, *consumed (already opened); 0 beyond. */
+int pf_track_sample_at(struct pf_track *t, uint64_t pos, uint32_t *s, bool *consumed);
+/* Resynchronise to the start of absolute epoch e: 0, -ERANGE outside the
+ * plan, -ENOMEM. */
+int pf_track_set_epoch(struct pf_track *t, uint32_t e);
+uint32_t pf_track_window(const struct pf_track *t);
+
+/* Planner facts, by sample. */
+int pf_track_tier(const struct pf_track *t, uint32_t s);
+const uint32_t *pf_track_order(const struct pf_track *t, int tier, uint64_t *count);
+uint64_t pf_track_tier_bytes(const struct pf_track *t, int tier);
+uint64_t pf_track_stream_len(const struct pf_track *t);
+
+#endif

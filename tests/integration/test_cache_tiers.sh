@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# The data path through a real mount, replayed by clairfs-bench like a
+# DataLoader (4 workers, batch 8) with every byte verified:
+#  - ram >= dataset: after the first epoch every read is a RAM hit (exact);
+#  - ram = 30 %: no wrong byte, the RAM tier never above its bound (sampled
+#    during the run), hits at least what clairfs-plan's simulator predicts;
+#  - without seed: reactive LRU, nothing predicted;  io=threads as well;
+#  - SSD tier: a remount serves epoch 0 from SSD; a flipped byte in an entry
+#    is detected, counted and read from the source instead;
+#  - kill -9 during prefetch, remount: consistent, warm where valid.
+. "$(dirname "$0")/lib.sh"
+: "${CLAIRFS_BENCH:?}" "${CLAIRFS_PLAN:?}" "${CLAIRFS_PFSEMU:?}"
+cfs_setup
+
+src=$TMP/src
+"$PYTHON" "$CLAIRFS_GENDATA" --quiet --classes 20 --files 30 --size lognormal:20K:0.5 --seed 3 \
+    "$src" || { fail "gendata"; cfs_finish; }
+N=600
+TOTAL=$(find "$src" -type f -printf '%s\n' | awk '{s += $1} END {print s}')
+TRAINER="batch=8"
+
+bench() { # bench MNT OPTS [args]: replay with verification
+    local mnt=$1 opts=$2
+    shift 2
+    "$CLAIRFS_BENCH" -o "$opts" --workers 4 --prefetch-factor 2 --verify "$src" "$@" "$mnt" \
+        >>"$TMP/bench.log" 2>&1
+}
+m() { cfs_metric "$1" "$2"; }
+
+# --- ram >= dataset, both io engines.
+for io in auto threads; do
+    mnt=$TMP/mnt-$io
+    if ! cfs_mount "$src" "$mnt" "$TMP/d-$io.log" -o seed=5,epochs=3,$TRAINER,ram=64M,io=$io,index="$TMP/ix-$io"; then
+        fail "mount io=$io"
+        continue
+    fi
+    check "io=$io: epoch 0 verified" bench "$mnt" "seed=5,epochs=3,$TRAINER" --epochs 1
+    ram0=$(m "$mnt" 'clairfs_reads_total{source="ram"}')
+    pfs0=$(m "$mnt" 'clairfs_reads_total{source="pfs"}')
+    check "io=$io: epoch 0 counted once per file" test $((ram0 + pfs0)) -eq $N
+    check "io=$io: epochs 1-2 verified" bench "$mnt" "seed=5,start_epoch=1,epochs=3,$TRAINER" --epochs 2
+    check "io=$io: epochs 1-2 all RAM hits" test "$(m "$mnt" 'clairfs_reads_total{source="ram"}')" -eq $((ram0 + 2 * N))
+    check "io=$io: no more pfs reads" test "$(m "$mnt" 'clairfs_reads_total{source="pfs"}')" -eq "$pfs0"
+    check "io=$io: each file fetched once" test "$(m "$mnt" 'clairfs_fetch_bytes_total{from="pfs"}')" -eq "$TOTAL"
+    check "io=$io: all predicted" test "$(m "$mnt" 'clairfs_prediction_total{result="hit"}')" -eq $((3 * N))
+    check "io=$io: no misses" test "$(m "$mnt" 'clairfs_prediction_total{result="miss"}')" -eq 0
+    check "io=$io: epoch 3 after the run" test "$(m "$mnt" clairfs_epoch)" -eq 3
+    check "io=$io: RAM empty after the last reads" test "$(m "$mnt" 'clairfs_cache_bytes{tier="ram"}')" -eq 0
+    check "io=$io: clean unmount" cfs_umount "$mnt"
+done
+
+# --- ram = 30 %: bound sampled during the run, hits vs the simulator.
+RAM=$((TOTAL * 3 / 10))
+mnt=$TMP/mnt-30
+if cfs_mount "$src" "$mnt" "$TMP/d-30.log" -o seed=9,epochs=4,$TRAINER,ram=$RAM,index="$TMP/ix-30"; then
+    (while [ -e "$mnt/.clairfs/metrics" ]; do
+        m "$mnt" 'clairfs_cache_bytes{tier="ram"}' || break
+        sleep 0.01
+    done >"$TMP/ram-samples") &
+    sampler=$!
+    check "ram=30%: 4 epochs, every byte right" bench "$mnt" "seed=9,epochs=4,$TRAINER"
+    hits=$(m "$mnt" 'clairfs_reads_total{source="ram"}')
+    pfs=$(m "$mnt" 'clairfs_reads_total{source="pfs"}')
+    fetched=$(m "$mnt" 'clairfs_fetch_bytes_total{from="pfs"}')
+    check "ram=30%: every read counted once" test $((hits + pfs)) -eq $((4 * N))
+    kill "$sampler" 2>/dev/null
+    wait "$sampler" 2>/dev/null
+    check "ram=30%: unmount" cfs_umount "$mnt"
+    max=$(sort -n "$TMP/ram-samples" | tail -1)
+    check "ram=30%: RAM tier sampled $(wc -l <"$TMP/ram-samples") times, max $max <= $RAM" \
+        test "${max:-0}" -le "$RAM" -a "$(wc -l <"$TMP/ram-samples")" -gt 5
+    sim=$("$CLAIRFS_PLAN" --json -o seed=9,epochs=4,$TRAINER,ram=$RAM,index="$TMP/ix-30" "$src")
+    read -r sim_hits sim_bytes < <("$PYTHON" -c '
+import json, sys
+eps = json.loads(sys.stdin.read())["simulation"]["policies"]["clairvoyant"]["epochs"]
+print(sum(e["local_hits"] for e in eps), sum(e["pfs_bytes"] for e in eps))' <<<"$sim")
+    echo "ram=30%: clairfs ram hits $hits (simulated clairvoyant $sim_hits), pfs bytes $fetched (simulated $sim_bytes)"
+    check "ram=30%: hits >= the simulator's (prefetching only adds)" test "$hits" -ge "${sim_hits:-999999}"
+else
+    fail "mount ram=30%"
+fi
+
+# --- no seed: reactive LRU, nothing predicted.
+mnt=$TMP/mnt-lru
+if cfs_mount "$src" "$mnt" "$TMP/d-lru.log" -o ram=64M,index="$TMP/ix-lru"; then
+    check "no seed: 2 epochs verified" bench "$mnt" "seed=5,epochs=2,$TRAINER"
+    check "no seed: epoch 0 from the source" test "$(m "$mnt" 'clairfs_reads_total{source="pfs"}')" -eq $N
+    check "no seed: epoch 1 from RAM" test "$(m "$mnt" 'clairfs_reads_total{source="ram"}')" -eq $N
+    check "no seed: prediction hit 0" test "$(m "$mnt" 'clairfs_prediction_total{result="hit"}')" -eq 0
+    check "no seed: prediction miss 0" test "$(m "$mnt" 'clairfs_prediction_total{result="miss"}')" -eq 0
+    check "no seed: unmount" cfs_umount "$mnt"
+else
+    fail "mount without seed"
+fi
+
+# --- SSD tier: stage, remount warm, flip a byte.
+ssd=$TMP/ssd
+mnt=$TMP/mnt-ssd
+SSDOPTS="seed=5,epochs=4,$TRAINER,ram=0,ssd=64M,ssd_dir=$ssd"
+wait_fetched() { # wait_fetched MNT BYTES: until the prefetcher fetched BYTES
+    for _ in $(seq 300); do
+        [ "$(m "$1" 'clairfs_fetch_bytes_total{from="pfs"}')" -ge "$2" ] && return 0
+        sleep 0.05
+    done
+    return 1
+}
+if cfs_mount "$src" "$mnt" "$TMP/d-ssd1.log" -o "$SSDOPTS"; then
+    check "ssd: everything staged" wait_fetched "$mnt" "$TOTAL"
+    check "ssd: unmount" cfs_umount "$mnt"
+    check "ssd: $N entry files" test "$(find "$ssd/cache" -type f | wc -l)" -eq $N
+    check "ssd: remount" cfs_mount "$src" "$mnt" "$TMP/d-ssd2.log" -o "$SSDOPTS"
+    check "ssd: warm epoch 0 verified" bench "$mnt" "seed=5,epochs=4,$TRAINER" --epochs 1
+    check "ssd: epoch 0 all from SSD" test "$(m "$mnt" 'clairfs_reads_total{source="ssd"}')" -eq $N
+    check "ssd: nothing fetched" test "$(m "$mnt" 'clairfs_fetch_bytes_total{from="pfs"}')" -eq 0
+    check "ssd: unmount 2" cfs_umount "$mnt"
+    victim=$(find "$ssd/cache" -type f | sort | head -1)
+    "$PYTHON" -c 'import sys
+f = open(sys.argv[1], "r+b"); f.seek(50); b = f.read(1); f.seek(50); f.write(bytes([b[0] ^ 1]))' "$victim"
+    check "ssd: remount after a flipped byte" cfs_mount "$src" "$mnt" "$TMP/d-ssd3.log" -o "$SSDOPTS"
+    check "ssd: epoch 0 verified despite the flipped byte" bench "$mnt" "seed=5,epochs=4,$TRAINER" --epochs 1
+    check "ssd: corruption counted" test "$(m "$mnt" clairfs_cache_checksum_failures_total)" -eq 1
+    check "ssd: $((N - 1)) SSD reads" test "$(m "$mnt" 'clairfs_reads_total{source="ssd"}')" -eq $((N - 1))
+    check "ssd: one read from the source" test "$(m "$mnt" 'clairfs_reads_total{source="pfs"}')" -eq 1
+    check "ssd: unmount 3" cfs_umount "$mnt"
+else
+    fail "mount ssd"
+fi
+
+# --- kill -9 while prefetching from a slow source, then remount.
+pfs=$TMP/pfs
+mkdir -p "$pfs"
+"$CLAIRFS_PFSEMU" -f -o bandwidth=4M,latency_open=1ms "$src" "$pfs" >"$TMP/pfsemu.log" 2>&1 &
+pfs_pid=$!
+cfs_pids+=("$pfs_pid")
+cfs_mounts+=("$pfs")
+for _ in $(seq 100); do cfs_is_mounted "$pfs" && break; sleep 0.05; done
+ssd=$TMP/ssd-kill
+mnt=$TMP/mnt-kill
+KOPTS="seed=5,epochs=4,$TRAINER,ram=0,ssd=64M,ssd_dir=$ssd,io_depth=8"
+if cfs_mount "$pfs" "$mnt" "$TMP/d-k1.log" -o "$KOPTS"; then
+    check "kill: some staged" wait_fetched "$mnt" $((TOTAL / 4))
+    kill -KILL "$CFS_PID"
+    wait "$CFS_PID" 2>/dev/null
+    fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -u -z "$mnt"
+    check "kill: remount" cfs_mount "$pfs" "$mnt" "$TMP/d-k2.log" -o "$KOPTS"
+    check "kill: epoch 0 verified after the crash" bench "$mnt" "seed=5,epochs=4,$TRAINER" --epochs 1
+    warm=$(m "$mnt" 'clairfs_reads_total{source="ssd"}')
+    echo "kill: $warm of $N reads served from entries that survived"
+    check "kill: warm where valid" test "$warm" -gt 0
+    check "kill: unmount" cfs_umount "$mnt"
+fi
+fusermount3 -u "$pfs"
+
+cfs_finish

@@ -1,0 +1,524 @@
+/* The data path without FUSE: position tracking under DataLoader reordering,
+ * and open/read/release over a temporary source with a real plan, cache and
+ * io engine (io_uring and threads), every byte compared, metrics exact. */
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "clairfs/catalog.h"
+#include "clairfs/loader.h"
+#include "clairfs/metrics.h"
+#include "clairfs/options.h"
+#include "clairfs/prefetch.h"
+#include "clairfs/sampler.h"
+#include "src/prefetch_i.h"
+
+/* ---- position tracking ---- */
+
+struct replay {
+    struct pf_track *t;
+    _Atomic uint64_t hits, misses;
+};
+
+static int replay_fetch(void *arg, uint32_t worker, uint64_t batch, uint32_t index)
+{
+    struct replay *r = arg;
+    struct pf_obs o;
+    (void)worker;
+    (void)batch;
+    pf_track_open(r->t, index, &o);
+    if (o.hit)
+        r->hits++;
+    else
+        r->misses++;
+    return 0;
+}
+
+static struct pf_track *make_track(uint64_t n, uint32_t epochs, uint32_t batch, uint32_t window,
+                                   uint64_t seed)
+{
+    uint64_t *sizes = malloc(n * sizeof(*sizes));
+    for (uint64_t i = 0; i < n; i++)
+        sizes[i] = 1000 + i;
+    struct pf_track_params p = {
+        .n = n, .sizes = sizes, .world = 1, .epochs = epochs, .ram = 1u << 30,
+        .window = window,
+        .sampler = {.kind = CFS_SAMPLER_TORCH_DDP, .seed = seed, .n = n, .world = 1,
+                    .batch = batch},
+    };
+    struct pf_track *t = NULL;
+    char err[256] = "";
+    int rc = pf_track_create(&p, &t, err, sizeof(err));
+    ck_assert_msg(rc == 0, "pf_track_create: %s", err);
+    free(sizes);
+    return t;
+}
+
+static uint32_t *epoch_stream(uint64_t n, uint64_t seed, uint32_t epoch)
+{
+    struct cfs_sampler_params sp = {.kind = CFS_SAMPLER_TORCH_DDP, .seed = seed, .n = n,
+                                    .world = 1, .batch = 1};
+    struct cfs_sampler *s = NULL;
+    char err[128];
+    ck_assert_int_eq(cfs_sampler_create(&sp, &s, err, sizeof(err)), 0);
+    ck_assert_int_eq(cfs_sampler_compute_epoch(s, epoch), 0);
+    uint32_t *out = malloc(n * sizeof(*out));
+    for (uint64_t i = 0; i < n; i++)
+        out[i] = cfs_sampler_rank_at(s, 0, i);
+    cfs_sampler_destroy(s);
+    return out;
+}
+
+/* 4 workers x prefetch 2 x batch 8: opens up to 64 files out of order. */
+START_TEST(track_loader_reordering)
+{
+    const uint64_t n = 500;
+    const uint32_t epochs = 4;
+    struct replay r = {.t = make_track(n, epochs, 8, 64, 7)};
+    struct cfs_loader_params lp = {.batch = 8, .workers = 4, .prefetch = 2};
+    struct cfs_loader *l = NULL;
+    ck_assert_int_eq(cfs_loader_create(&lp, replay_fetch, NULL, &r, &l), 0);
+    for (uint32_t e = 0; e < epochs; e++) {
+        uint64_t pos;
+        uint32_t ep;
+        pf_track_position(r.t, &pos, &ep, NULL);
+        ck_assert_uint_eq(ep, e);
+        ck_assert_uint_eq(pos, e * n);
+        uint32_t *stream = epoch_stream(n, 7, e);
+        /* the tracker's view of the stream is the sampler's */
+        for (uint64_t i = 0; i < n; i++) {
+            uint32_t s;
+            bool consumed;
+            ck_assert_int_eq(pf_track_sample_at(r.t, e * n + i, &s, &consumed), 1);
+            ck_assert_uint_eq(s, stream[i]);
+            ck_assert(!consumed);
+        }
+        ck_assert_int_eq(cfs_loader_start_epoch(l, stream, n), 0);
+        uint64_t b;
+        while (cfs_loader_next(l, &b) == 1)
+            ;
+        free(stream);
+        ck_assert_uint_eq(r.hits, (e + 1) * n);
+        ck_assert_uint_eq(r.misses, 0);
+    }
+    /* past the plan: everything is a miss */
+    struct pf_obs o;
+    pf_track_open(r.t, 3, &o);
+    ck_assert(!o.hit);
+    cfs_loader_destroy(l);
+    pf_track_destroy(r.t);
+}
+END_TEST
+
+/* Opens that are not expected change nothing; the epoch advances on its own
+ * when the trainer is clearly in the next one; `epoch N` resynchronises. */
+START_TEST(track_misses_and_resync)
+{
+    const uint64_t n = 300;
+    struct pf_track *t = make_track(n, 5, 1, 20, 11);
+    uint32_t *s0 = epoch_stream(n, 11, 0), *s1 = epoch_stream(n, 11, 1);
+    struct pf_obs o;
+    uint64_t pos, gen0, gen;
+    uint32_t ep;
+
+    for (int i = 0; i < 100; i++) {
+        pf_track_open(t, s0[i], &o);
+        ck_assert(o.hit);
+    }
+    /* a second open of a consumed file, and a file far ahead */
+    pf_track_open(t, s0[5], &o);
+    ck_assert(!o.hit);
+    pf_track_position(t, &pos, &ep, &gen0);
+    /* s0[5] may also sit early in epoch 1; it is only taken there near the
+     * end of epoch 0, so the position must not move either way */
+    ck_assert_uint_eq(pos, 100);
+    pf_track_open(t, s0[250], &o); /* expected this epoch, outside the window */
+    ck_assert(!o.hit);
+    pf_track_position(t, &pos, &ep, NULL);
+    ck_assert_uint_eq(pos, 101);
+    /* next use: s0[101] is read at 101 (unless it is s0[250] itself) */
+    ck_assert_uint_eq(pf_track_next_use(t, s0[101]), 101);
+    /* s0[250] was consumed: its next use is in epoch 1 or later */
+    ck_assert_uint_ge(pf_track_next_use(t, s0[250]), n);
+
+    /* The trainer skips the rest of epoch 0 and starts epoch 1: after a
+     * window's worth of its files the tracker follows. */
+    uint32_t moved = 0;
+    for (int i = 0; i < 40; i++) {
+        pf_track_open(t, s1[i], &o);
+        if (o.epoch_changed)
+            moved++;
+    }
+    ck_assert_uint_eq(moved, 1);
+    pf_track_position(t, &pos, &ep, NULL);
+    ck_assert_uint_eq(ep, 1);
+    ck_assert_uint_ge(pos, n + 21);
+
+    /* epoch 3, then back to 0 */
+    ck_assert_int_eq(pf_track_set_epoch(t, 3), 0);
+    pf_track_position(t, &pos, &ep, &gen);
+    ck_assert_uint_eq(ep, 3);
+    ck_assert_uint_eq(pos, 3 * n);
+    ck_assert_uint_ne(gen, gen0);
+    uint32_t *s3 = epoch_stream(n, 11, 3);
+    for (uint64_t i = 0; i < n; i++) {
+        pf_track_open(t, s3[i], &o);
+        ck_assert(o.hit);
+    }
+    pf_track_position(t, &pos, &ep, NULL);
+    ck_assert_uint_eq(ep, 4);
+    ck_assert_int_eq(pf_track_set_epoch(t, 0), 0);
+    pf_track_position(t, &pos, &ep, NULL);
+    ck_assert_uint_eq(ep, 0);
+    ck_assert_uint_eq(pos, 0);
+    ck_assert_uint_eq(pf_track_next_use(t, s0[0]), 0);
+    ck_assert_int_eq(pf_track_set_epoch(t, 5), -ERANGE);
+    free(s0);
+    free(s1);
+    free(s3);
+    pf_track_destroy(t);
+}
+END_TEST
+
+/* ---- the data path over a temporary source ---- */
+
+#define NFILES 120
+
+struct fixture {
+    char src[64], ssd[64], idx[64];
+    int srcfd;
+    struct cfs_catalog *cat;
+    uint64_t total;
+};
+
+static void fill_bytes(uint32_t i, unsigned char *buf, size_t len)
+{
+    uint32_t x = i * 2654435761u + 1;
+    for (size_t k = 0; k < len; k++) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        buf[k] = (unsigned char)x;
+    }
+}
+
+static size_t file_size(uint32_t i)
+{
+    return i == 7 ? 0 : 1000 + (i * 7919u) % 30000;
+}
+
+static void fixture_init(struct fixture *fx)
+{
+    memset(fx, 0, sizeof(*fx));
+    strcpy(fx->src, "/tmp/cfs-pf-src-XXXXXX");
+    strcpy(fx->ssd, "/tmp/cfs-pf-ssd-XXXXXX");
+    strcpy(fx->idx, "/tmp/cfs-pf-idx-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(fx->src));
+    ck_assert_ptr_nonnull(mkdtemp(fx->ssd));
+    ck_assert_ptr_nonnull(mkdtemp(fx->idx));
+    unsigned char *buf = malloc(40000);
+    for (uint32_t i = 0; i < NFILES; i++) {
+        char path[128];
+        snprintf(path, sizeof(path), "%s/f%04u.jpg", fx->src, i);
+        FILE *f = fopen(path, "wb");
+        ck_assert_ptr_nonnull(f);
+        fill_bytes(i, buf, file_size(i));
+        ck_assert_uint_eq(fwrite(buf, 1, file_size(i), f), file_size(i));
+        fclose(f);
+        fx->total += file_size(i);
+    }
+    free(buf);
+    struct cfs_catalog_params cp = {.source = fx->src, .order = CFS_ORDER_SORTED};
+    char err[256] = "";
+    ck_assert_msg(cfs_catalog_open(&cp, &fx->cat, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_uint_eq(cfs_catalog_sample_count(fx->cat), NFILES);
+    fx->srcfd = open(fx->src, O_RDONLY | O_DIRECTORY);
+    ck_assert_int_ge(fx->srcfd, 0);
+}
+
+static void rm_rf(const char *dir)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static void fixture_fini(struct fixture *fx)
+{
+    cfs_catalog_destroy(fx->cat);
+    close(fx->srcfd);
+    rm_rf(fx->src);
+    rm_rf(fx->ssd);
+    rm_rf(fx->idx);
+}
+
+static struct cfs_prefetch *make_pf(struct fixture *fx, const char *opts, struct cfs_metrics *m,
+                                    const char *index_dir)
+{
+    struct cfs_options o;
+    char err[256] = "";
+    cfs_options_init(&o);
+    ck_assert_msg(cfs_options_parse_list(&o, opts, err, sizeof(err)) == 0, "%s", err);
+    cfs_metrics_init(m);
+    struct cfs_prefetch_params p = {.catalog = fx->cat, .opts = &o, .source_fd = fx->srcfd,
+                                    .metrics = m, .ssd_dir = o.ssd_dir,
+                                    .index_dir = index_dir};
+    struct cfs_prefetch *pf = NULL;
+    int rc = cfs_prefetch_create(&p, &pf, err, sizeof(err));
+    ck_assert_msg(rc == 0, "cfs_prefetch_create(%s): %s", opts, err);
+    cfs_options_free(&o);
+    rc = cfs_prefetch_start(pf, err, sizeof(err));
+    ck_assert_msg(rc == 0, "cfs_prefetch_start(%s): %s", opts, err);
+    return pf;
+}
+
+/* Open, read in 4 KiB pieces, compare every byte, release. */
+static void read_check(struct cfs_prefetch *pf, const struct fixture *fx, uint32_t sample)
+{
+    cfs_id id = cfs_catalog_sample_entry(fx->cat, sample);
+    const char *name = cfs_catalog_name(fx->cat, id);
+    uint32_t i = (uint32_t)strtoul(name + 1, NULL, 10);
+    size_t len = file_size(i);
+    unsigned char *want = malloc(len + 1), *got = malloc(len + 4096);
+    fill_bytes(i, want, len);
+    struct cfs_prefetch_file *f = NULL;
+    ck_assert_int_eq(cfs_prefetch_open(pf, id, &f), 0);
+    ck_assert_uint_eq(cfs_prefetch_file_size(f), len);
+    size_t off = 0;
+    for (;;) {
+        ssize_t n = cfs_prefetch_pread(pf, f, got + off, 4096, off);
+        ck_assert_int_ge(n, 0);
+        if (n == 0)
+            break;
+        off += (size_t)n;
+    }
+    ck_assert_uint_eq(off, len);
+    ck_assert_msg(memcmp(want, got, len) == 0, "wrong bytes in %s", name);
+    cfs_prefetch_release(pf, f);
+    free(want);
+    free(got);
+}
+
+/* The node's stream of an epoch (world 1: the sampler's). */
+static void replay_epoch(struct cfs_prefetch *pf, const struct fixture *fx, uint64_t seed,
+                         uint32_t epoch)
+{
+    uint32_t *s = epoch_stream(NFILES, seed, epoch);
+    for (uint32_t i = 0; i < NFILES; i++)
+        read_check(pf, fx, s[i]);
+    free(s);
+}
+
+static uint64_t mget(const struct cfs_metrics *m, enum cfs_metric id)
+{
+    return cfs_metrics_get(m, id);
+}
+
+static const char *io_kinds[] = {"io=threads", "io=uring"};
+
+/* ram >= dataset: everything staged before the trainer starts, every read a
+ * RAM hit, each file fetched exactly once, all dropped after the last epoch. */
+START_TEST(path_planned_all_in_ram)
+{
+    struct fixture fx;
+    struct cfs_metrics m;
+    char opts[128];
+    fixture_init(&fx);
+    snprintf(opts, sizeof(opts), "seed=5,epochs=3,ram=16M,%s", io_kinds[_i]);
+    struct cfs_prefetch *pf = make_pf(&fx, opts, &m, NULL);
+    ck_assert_int_eq(cfs_prefetch_wait_idle(pf, 30), 0);
+    ck_assert_uint_eq(mget(&m, CFS_M_FETCH_BYTES_PFS), fx.total);
+    for (uint32_t e = 0; e < 3; e++)
+        replay_epoch(pf, &fx, 5, e);
+    ck_assert_uint_eq(mget(&m, CFS_M_READS_RAM), 3 * NFILES);
+    ck_assert_uint_eq(mget(&m, CFS_M_READS_PFS), 0);
+    ck_assert_uint_eq(mget(&m, CFS_M_READS_SSD), 0);
+    ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_HIT), 3 * NFILES);
+    ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_MISS), 0);
+    ck_assert_uint_eq(mget(&m, CFS_M_FETCH_BYTES_PFS), fx.total);
+    ck_assert_uint_eq(mget(&m, CFS_M_EPOCH), 3);
+    ck_assert_uint_eq(mget(&m, CFS_M_STALL_NS), 0);
+    struct cfs_prefetch_stats st;
+    cfs_prefetch_stats(pf, &st);
+    ck_assert_uint_eq(st.cache_bytes[0], 0); /* dropped after their last read */
+    ck_assert_uint_eq(st.dropped, NFILES);
+    ck_assert_uint_eq(mget(&m, CFS_M_CACHE_BYTES_RAM), 0);
+    char state[16];
+    ck_assert_int_eq(cfs_prefetch_state(pf, cfs_catalog_sample_entry(fx.cat, 0), state, 16), 0);
+    ck_assert_str_eq(state, "pfs");
+    cfs_prefetch_destroy(pf);
+    fixture_fini(&fx);
+}
+END_TEST
+
+/* Without a seed: reactive LRU, nothing predicted. */
+START_TEST(path_lru_without_seed)
+{
+    struct fixture fx;
+    struct cfs_metrics m;
+    char opts[128];
+    fixture_init(&fx);
+    snprintf(opts, sizeof(opts), "ram=16M,%s", io_kinds[_i]);
+    struct cfs_prefetch *pf = make_pf(&fx, opts, &m, NULL);
+    for (uint32_t e = 0; e < 3; e++) {
+        replay_epoch(pf, &fx, 5, e);
+        ck_assert_uint_eq(mget(&m, CFS_M_READS_PFS), NFILES);
+        ck_assert_uint_eq(mget(&m, CFS_M_READS_RAM), e * NFILES);
+    }
+    ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_HIT), 0);
+    ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_MISS), 0);
+    ck_assert_uint_eq(mget(&m, CFS_M_FETCH_BYTES_PFS), fx.total);
+    char state[16];
+    cfs_id id = cfs_catalog_sample_entry(fx.cat, 3);
+    ck_assert_int_eq(cfs_prefetch_state(pf, id, state, 16), 0);
+    ck_assert_str_eq(state, "ram");
+    cfs_prefetch_destroy(pf);
+    fixture_fini(&fx);
+}
+END_TEST
+
+/* ram = 30 %: every byte right, the tier never over its bound, every open
+ * counted once. */
+START_TEST(path_small_ram)
+{
+    struct fixture fx;
+    struct cfs_metrics m;
+    char opts[160];
+    fixture_init(&fx);
+    uint64_t ram = fx.total * 3 / 10;
+    snprintf(opts, sizeof(opts), "seed=9,epochs=4,ram=%llu,%s", (unsigned long long)ram,
+             io_kinds[_i]);
+    struct cfs_prefetch *pf = make_pf(&fx, opts, &m, NULL);
+    for (uint32_t e = 0; e < 4; e++) {
+        uint32_t *s = epoch_stream(NFILES, 9, e);
+        for (uint32_t i = 0; i < NFILES; i++) {
+            read_check(pf, &fx, s[i]);
+            ck_assert_uint_le(mget(&m, CFS_M_CACHE_BYTES_RAM), ram);
+        }
+        free(s);
+    }
+    uint64_t reads = mget(&m, CFS_M_READS_RAM) + mget(&m, CFS_M_READS_PFS);
+    ck_assert_uint_eq(reads, 4 * NFILES);
+    ck_assert_uint_eq(mget(&m, CFS_M_READS_SSD), 0);
+    ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_HIT), 4 * NFILES);
+    ck_assert_uint_ge(mget(&m, CFS_M_FETCH_BYTES_PFS), fx.total);
+    /* the plan keeps about 30 % resident: some reads must hit */
+    ck_assert_uint_gt(mget(&m, CFS_M_READS_RAM), NFILES);
+    cfs_prefetch_destroy(pf);
+    fixture_fini(&fx);
+}
+END_TEST
+
+/* SSD tier: staged, persisted, reused by a second "mount" (warm restart);
+ * a flipped byte in an entry file is detected, counted and refetched. */
+START_TEST(path_ssd_warm_and_corrupt)
+{
+    struct fixture fx;
+    struct cfs_metrics m;
+    char opts[256];
+    fixture_init(&fx);
+    snprintf(opts, sizeof(opts), "seed=3,epochs=3,ram=0,ssd=64M,ssd_dir=%s,%s", fx.ssd,
+             io_kinds[_i]);
+    struct cfs_prefetch *pf = make_pf(&fx, opts, &m, fx.idx);
+    ck_assert_int_eq(cfs_prefetch_wait_idle(pf, 30), 0);
+    struct cfs_prefetch_stats st;
+    cfs_prefetch_stats(pf, &st);
+    ck_assert_uint_eq(mget(&m, CFS_M_FETCH_BYTES_PFS), fx.total);
+    cfs_prefetch_destroy(pf);
+
+    /* flip one byte of the entry of sample 10 (size > 0) */
+    cfs_id victim = cfs_catalog_sample_entry(fx.cat, 10);
+    char path[160];
+    snprintf(path, sizeof(path), "%s/cache/%08x", fx.ssd, victim);
+    int fd = open(path, O_RDWR);
+    ck_assert_int_ge(fd, 0);
+    unsigned char c;
+    ck_assert_int_eq(pread(fd, &c, 1, 100), 1);
+    c ^= 0x40;
+    ck_assert_int_eq(pwrite(fd, &c, 1, 100), 1);
+    close(fd);
+
+    /* The empty file fits in ram=0: the plan keeps it in RAM, so it is not
+     * persisted and is staged again. */
+    pf = make_pf(&fx, opts, &m, fx.idx);
+    cfs_prefetch_stats(pf, &st);
+    ck_assert_uint_eq(st.loaded, NFILES - 1);
+    ck_assert_int_eq(cfs_prefetch_wait_idle(pf, 30), 0);
+    ck_assert_uint_eq(mget(&m, CFS_M_FETCH_BYTES_PFS), 0);
+    replay_epoch(pf, &fx, 3, 0);
+    cfs_prefetch_stats(pf, &st);
+    ck_assert_uint_eq(st.checksum_failures, 1);
+    ck_assert_uint_eq(mget(&m, CFS_M_READS_SSD), NFILES - 2);
+    ck_assert_uint_eq(mget(&m, CFS_M_READS_PFS), 1);
+    ck_assert_uint_eq(mget(&m, CFS_M_READS_RAM), 1);
+    /* read from the source once, and staged again for a later epoch once
+     * epoch 0 is done and the prefetcher's window moves on */
+    ck_assert_int_eq(cfs_prefetch_wait_idle(pf, 30), 0);
+    cfs_prefetch_stats(pf, &st);
+    ck_assert_uint_eq(st.direct_opens, 1);
+    ck_assert_msg(mget(&m, CFS_M_FETCH_BYTES_PFS) == 2 * file_size(10),
+                  "fetched %llu, prefetches %llu demand %llu direct %llu",
+                  (unsigned long long)mget(&m, CFS_M_FETCH_BYTES_PFS),
+                  (unsigned long long)st.prefetches, (unsigned long long)st.demand_fetches,
+                  (unsigned long long)st.direct_opens);
+    cfs_prefetch_destroy(pf);
+    fixture_fini(&fx);
+}
+END_TEST
+
+/* control: `seed N` re-plans a mount that had none; `epoch N` jumps. */
+START_TEST(path_seed_and_epoch_commands)
+{
+    struct fixture fx;
+    struct cfs_metrics m;
+    fixture_init(&fx);
+    struct cfs_prefetch *pf = make_pf(&fx, "ram=16M,epochs=3", &m, NULL);
+    struct cfs_ctl_cmd cmd = {.kind = CFS_CTL_CMD_SEED, .value = 21};
+    ck_assert_int_eq(cfs_prefetch_command(pf, &cmd), 0);
+    ck_assert_int_eq(cfs_prefetch_wait_idle(pf, 30), 0);
+    cmd = (struct cfs_ctl_cmd){.kind = CFS_CTL_CMD_EPOCH, .value = 2};
+    ck_assert_int_eq(cfs_prefetch_command(pf, &cmd), 0);
+    ck_assert_uint_eq(mget(&m, CFS_M_EPOCH), 2);
+    replay_epoch(pf, &fx, 21, 2);
+    ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_HIT), NFILES);
+    ck_assert_uint_eq(mget(&m, CFS_M_READS_RAM), NFILES);
+    ck_assert_uint_eq(mget(&m, CFS_M_EPOCH), 3);
+    cmd.value = 7;
+    ck_assert_int_eq(cfs_prefetch_command(pf, &cmd), -ERANGE);
+    cfs_prefetch_destroy(pf);
+    fixture_fini(&fx);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("prefetch");
+    TCase *tc = tcase_create("track");
+    tcase_add_test(tc, track_loader_reordering);
+    tcase_add_test(tc, track_misses_and_resync);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("path");
+    tcase_set_timeout(tc, 60);
+    tcase_add_loop_test(tc, path_planned_all_in_ram, 0, 2);
+    tcase_add_loop_test(tc, path_lru_without_seed, 0, 2);
+    tcase_add_loop_test(tc, path_small_ram, 0, 2);
+    tcase_add_loop_test(tc, path_ssd_warm_and_corrupt, 0, 2);
+    tcase_add_test(tc, path_seed_and_epoch_commands);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
