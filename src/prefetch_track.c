@@ -376,9 +376,9 @@ uint32_t pf_track_window(const struct pf_track *t)
 int pf_track_tier(const struct pf_track *t, uint32_t s)
 {
     switch (cfs_plan_tier(t->plan, s)) {
-    case CFS_TIER_RAM:
+    case CFS_PLAN_TIER_RAM:
         return PF_TIER_RAM;
-    case CFS_TIER_SSD:
+    case CFS_PLAN_TIER_SSD:
         return PF_TIER_SSD;
     default:
         return PF_TIER_NONE;
@@ -387,7 +387,7 @@ int pf_track_tier(const struct pf_track *t, uint32_t s)
 
 const uint32_t *pf_track_order(const struct pf_track *t, int tier, uint64_t *count)
 {
-    return cfs_plan_prefetch_order(t->plan, tier == PF_TIER_SSD ? CFS_TIER_SSD : CFS_TIER_RAM,
+    return cfs_plan_prefetch_order(t->plan, tier == PF_TIER_SSD ? CFS_PLAN_TIER_SSD : CFS_PLAN_TIER_RAM,
                                    count);
 }
 
@@ -396,7 +396,7 @@ uint64_t pf_track_tier_bytes(const struct pf_track *t, int tier)
     struct cfs_plan_node_summary sum;
     if (cfs_plan_node_summary(t->plan, 0, &sum) < 0)
         return 0;
-    return sum.bytes[tier == PF_TIER_SSD ? CFS_TIER_SSD : CFS_TIER_RAM];
+    return sum.bytes[tier == PF_TIER_SSD ? CFS_PLAN_TIER_SSD : CFS_PLAN_TIER_RAM];
 }
 
 uint64_t pf_track_stream_len(const struct pf_track *t)
