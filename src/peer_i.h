@@ -1,0 +1,140 @@
+/* Private to the peer module: the node context shared by peer.c (API,
+ * lifecycle) and peer_proto.c (the communication thread). */
+#ifndef CLAIRFS_PEER_I_H
+#define CLAIRFS_PEER_I_H
+
+#include <mpi.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "clairfs/peer.h"
+
+/* Control messages: one tag, so that they stay ordered between two nodes. */
+#define PEER_TAG_CTRL 1
+#define PEER_TAG_DATA0 16 /* data tags cycle through [DATA0, tag_max) */
+
+enum peer_msg_type {
+    PEER_MSG_REQ = 1,
+    PEER_MSG_REPLY,
+    PEER_MSG_GOODBYE,
+    PEER_MSG_GOODBYE_ACK,
+    PEER_MSG_NTYPES,
+};
+
+struct peer_msg_hdr {
+    uint32_t type;
+    uint32_t count; /* entries that follow */
+    uint64_t batch; /* REQ/REPLY: the requester's batch id */
+};
+struct peer_req_ent {
+    uint32_t id;
+    uint32_t tag;  /* data tag the requester posted a receive for */
+    uint64_t cap;  /* size of that receive */
+};
+struct peer_rep_ent {
+    uint32_t tag;
+    int32_t status; /* 0 (data follows) or -errno */
+    uint64_t len;
+    uint64_t xxh3;
+};
+#define PEER_CTRL_MAX                                                                              \
+    (sizeof(struct peer_msg_hdr) + CFS_PEER_BATCH * sizeof(struct peer_rep_ent))
+
+struct peer_batch;
+
+/* One requested file of a batch.  The receive buffer (bounce) belongs to the
+ * xfer, the caller's request only until it completes. */
+struct peer_xfer {
+    struct peer_batch *b;
+    struct cfs_peer_req *user; /* NULL once completed */
+    void *bounce;
+    uint64_t posted;
+    int slot;                  /* slot of the posted receive, -1 when none */
+    bool recv_done;
+    int64_t recv_len;
+    bool reply_known;
+    int32_t status;
+    uint64_t len, xxh3;
+};
+
+struct peer_batch {
+    struct peer_batch *next;
+    uint64_t id;
+    uint32_t dest;
+    uint64_t sent_ns;
+    uint32_t n;
+    uint32_t pending_user; /* requests not completed yet */
+    uint32_t active_recvs; /* posted receives not finished */
+    bool replied;
+    struct peer_xfer x[];
+};
+
+/* Per other node; everything but `state` is the communication thread's. */
+struct peer_node {
+    _Atomic int state; /* enum cfs_peer_state; read by submitters */
+    uint64_t slow_until_ns;
+    uint64_t heard_ns; /* last message or data from it */
+    uint64_t backoff_ns;
+    struct cfs_peer_req *qhead, *qtail; /* accepted, not yet in a batch */
+    struct peer_batch *batches;         /* sent, not yet freed */
+    uint32_t live_batches;              /* with requests still pending */
+    bool awaiting_ack;
+};
+
+enum peer_slot_kind {
+    PEER_SLOT_FREE = 0,
+    PEER_SLOT_DATA_RECV,
+    PEER_SLOT_DATA_SEND,
+    PEER_SLOT_CTRL_SEND,
+    PEER_SLOT_NKINDS,
+};
+
+/* A file being sent: the pinned view (RAM) or the bounce buffer (SSD). */
+struct peer_send {
+    struct cfs_peer_view view;
+    bool pinned;
+    void *bounce;
+};
+
+struct cfs_peer {
+    MPI_Comm comm;
+    int rank, size;
+    uint32_t tag_max;
+    struct cfs_peer_params params;
+    uint64_t timeout_ns, backoff_ns;
+
+    pthread_t thread;
+    bool started;
+    /* Submissions and the leave request, under lock. */
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    struct cfs_peer_req *sub_head, *sub_tail;
+    bool leave_req, closed, sleeping, left;
+
+    struct peer_node *nodes;
+
+    /* Communication thread only. */
+    MPI_Request *mreq; /* parallel arrays: MPI requests and their owners */
+    enum peer_slot_kind *kind;
+    void **obj;
+    int *free_slots;
+    int nslots, nfree, used;
+    int *done_idx;
+    MPI_Status *done_st;
+    MPI_Request ctrl_req;
+    unsigned char ctrl_buf[PEER_CTRL_MAX];
+    uint64_t next_batch;
+    uint32_t next_tag;
+    bool leaving;
+    uint64_t leave_deadline_ns;
+
+    struct {
+        _Atomic uint64_t fetched, fetched_bytes, served, served_bytes, notheld, timeouts,
+            checksum_failures, batches_sent, ssd_bounces;
+    } st;
+};
+
+void *cfs_peer_comm_main(void *arg);
+uint64_t cfs_peer_now_ns(void);
+
+#endif
