@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <lmdb.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,22 @@
 
 #define MAX_DBS 32
 #define INITIAL_MAP (64ull << 20)
+
+/* The initial map size: CLAIRFS_INDEX_MAPSIZE (bytes) lets the fault tests
+ * start with a map a few pages large, so that growth runs on every mount;
+ * anything unparsable or below 64 KiB is ignored. */
+static size_t initial_map(void)
+{
+    const char *s = getenv("CLAIRFS_INDEX_MAPSIZE");
+    if (!s || !*s)
+        return INITIAL_MAP;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end || v < (64u << 10) || v > SIZE_MAX)
+        return INITIAL_MAP;
+    return (size_t)v;
+}
 
 static const char *const preopened[] = {"catalog", "cache", "meta", "plan"};
 
@@ -169,7 +186,7 @@ int cfs_index_open(const char *dir, struct cfs_index **out, char *err, size_t er
     if (rc == 0)
         rc = mdb_env_set_maxdbs(ix->env, MAX_DBS);
     if (rc == 0)
-        rc = mdb_env_set_mapsize(ix->env, INITIAL_MAP);
+        rc = mdb_env_set_mapsize(ix->env, initial_map());
     /* MDB_NOTLS: read transactions are not tied to threads, so workers may
      * keep and reuse their own. */
     if (rc == 0)
