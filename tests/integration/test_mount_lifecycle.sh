@@ -85,5 +85,24 @@ if cfs_mount "$src" "$TMP/node0" "$TMP/rank.log" -o index="$TMP/idx{rank}"; then
     check "unmount" cfs_umount "$TMP/node0"
 fi
 
+# --- as mount(8) and /etc/fstab start it: mount.fuse3 runs "PROGRAM#SOURCE"
+# (an fstab line "SOURCE MNT fuse.clairfs OPTS" does the same with clairfs
+# from PATH) and passes -o after the positional arguments.
+mount_fuse=$(command -v mount.fuse3 || true)
+if [ -n "$mount_fuse" ]; then
+    cfs_mounts+=("$mnt")
+    if mount -t fuse "$CLAIRFS#$src" "$mnt" -o "seed=7,ram=8M,index=$TMP/fstab,noauto,_netdev" \
+        2>"$TMP/fstab.err"; then
+        check "mount -t fuse PROGRAM#SOURCE serves the source" \
+            cmp -s "$src/n0004/img_000199.JPEG" "$mnt/n0004/img_000199.JPEG"
+        check "... and unmounts" cfs_umount "$mnt"
+    else
+        fail "mount -t fuse: $(head -n1 "$TMP/fstab.err")"
+    fi
+    check "mount(8) with a bad option fails with one line, nothing mounted" bash -c '
+        ! mount -t fuse "$1#$2" "$3" -o seed=x 2>"$4" && [ "$(wc -l <"$4")" = 1 ] &&
+        grep -q "seed=x" "$4" && ! grep -q " $3 " /proc/mounts' _ "$CLAIRFS" "$src" "$mnt" "$TMP/fstab-bad.err"
+fi
+
 check "nothing of ours left mounted" bash -c '! grep -q " $1/" /proc/mounts' _ "$TMP"
 cfs_finish
