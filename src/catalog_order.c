@@ -199,7 +199,9 @@ static int push_dir(const struct cfs_catalog *c, struct ifscratch *w, cfs_id id)
         w->dcap = ncap;
     }
     for (;;) {
-        int len = cfs_catalog_path(c, id, w->pool + w->plen, w->pcap - w->plen);
+        /* The pool starts unallocated: no pointer arithmetic on NULL. */
+        int len = w->pool ? cfs_catalog_path(c, id, w->pool + w->plen, w->pcap - w->plen)
+                          : -ENAMETOOLONG;
         if (len >= 0) {
             w->dirs[w->ndirs++] = (struct dirpath){id, (uint32_t)w->plen, (uint32_t)len};
             w->plen += (size_t)len;

@@ -142,6 +142,10 @@ static bool structure_ok(const struct cfs_catalog *c)
         if ((i && e->parent >= i) || (uint64_t)e->name_off + e->name_len >= c->names_len ||
             c->names[e->name_off + e->name_len] != '\0')
             return false;
+        /* A name is one path component: no NUL or '/' inside it. */
+        const char *name = c->names + e->name_off;
+        if (memchr(name, '\0', e->name_len) || memchr(name, '/', e->name_len))
+            return false;
         if (e->nchildren && (e->first_child <= i || (uint64_t)e->first_child + e->nchildren > c->n))
             return false;
     }
@@ -174,6 +178,10 @@ static int load_records(struct cfs_index_txn *t, const struct want *w, struct cf
     if (cfs_index_get(t, DB, "entries", 7, &ev, &el) < 0 ||
         cfs_index_get(t, DB, "names", 5, &nv, &nl) < 0 ||
         cfs_index_get(t, DB, "samples", 7, &sv, &sl) < 0)
+        return 1;
+    /* The meta record is outside the blob checksum: bound its counts before
+     * multiplying them, or a wrapped product passes the length check. */
+    if (m.nsamples > SIZE_MAX / sizeof(cfs_id))
         return 1;
     if (el != (uint64_t)m.n * sizeof(struct cfs_entry) || nl != m.names_len ||
         sl != m.nsamples * sizeof(cfs_id) || blob_sum(ev, el, nv, nl, sv, sl) != m.checksum)

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The option table is the one source of truth: every -o option that
+# `clairfs --help` lists must be documented in the man page and README, and
+# the man page must render without warnings.
+set -u
+clairfs=${CLAIRFS:?CLAIRFS must name the clairfs binary}
+root=${CLAIRFS_SOURCE_ROOT:?}
+failures=0
+
+options=$("$clairfs" --help | sed -n 's/^ *-o \([a-z_]*\).*/\1/p' | sort -u)
+[ -n "$options" ] || { echo "FAIL: clairfs --help lists no -o options"; exit 1; }
+for opt in $options; do
+    grep -q "^\.BI\? $opt\b\|^\.B $opt\$\|^\.BI $opt=" "$root/man/clairfs.1" ||
+        { echo "FAIL: -o $opt is missing from man/clairfs.1"; failures=$((failures + 1)); }
+    grep -q "\`$opt[=\`]" "$root/README.md" ||
+        { echo "FAIL: -o $opt is missing from README.md's option table"; failures=$((failures + 1)); }
+done
+echo "checked $(echo "$options" | wc -l) options"
+
+if command -v man >/dev/null; then
+    warnings=$(MANWIDTH=80 man --warnings -l "$root/man/clairfs.1" 2>&1 >/dev/null)
+    [ -z "$warnings" ] || { echo "FAIL: man page warnings: $warnings"; failures=$((failures + 1)); }
+fi
+[ "$failures" -eq 0 ] && echo "ok: docs match the option table"
+exit $((failures > 0))
