@@ -54,6 +54,20 @@ static void die(const char *msg)
     fprintf(stderr, "%s: %s\n", prog, msg);
 }
 
+/* One line for what getopt_long (opterr = 0) rejected: c is '?' or ':',
+ * arg the argument it was looking at. */
+static void getopt_error(int c, const char *arg)
+{
+    bool is_long = strncmp(arg, "--", 2) == 0;
+    const char *what = c == ':'                  ? "missing value for"
+                       : is_long && optopt != 0 ? "no value allowed for" /* --json=3 */
+                                                : "unknown option";
+    if (is_long)
+        fprintf(stderr, "%s: %s %s (see --help)\n", prog, what, arg);
+    else
+        fprintf(stderr, "%s: %s -%c (see --help)\n", prog, what, optopt);
+}
+
 static int print_order(const struct cfs_catalog *cat, const struct cfs_sampler_params *sp,
                        uint64_t rank, uint64_t epoch, char sep)
 {
@@ -72,7 +86,9 @@ static int print_order(const struct cfs_catalog *cat, const struct cfs_sampler_p
     }
     rc = cfs_sampler_compute_epoch(s, (uint32_t)epoch);
     if (rc < 0) {
-        fprintf(stderr, "%s: epoch %" PRIu64 ": %s\n", prog, epoch, strerror(-rc));
+        const char *why = cfs_sampler_error(s);
+        fprintf(stderr, "%s: --print-order epoch %" PRIu64 ": %s\n", prog, epoch,
+                why[0] ? why : strerror(-rc));
         cfs_sampler_destroy(s);
         return 1;
     }
@@ -134,8 +150,8 @@ static void print_summary(const struct cfs_plan *p, bool json, uint32_t only)
         if (!json) {
             printf("%5u %11s %12" PRIu64 " %10" PRIu64 " %14" PRIu64 " %10" PRIu64 " %14" PRIu64
                    " %10" PRIu64 " %14" PRIu64 " %16" PRIu64 " %16" PRIu64 "\n",
-                   j, ranks, s.reads, s.files[CFS_TIER_RAM], s.bytes[CFS_TIER_RAM],
-                   s.files[CFS_TIER_SSD], s.bytes[CFS_TIER_SSD], s.owned_files, s.owned_bytes,
+                   j, ranks, s.reads, s.files[CFS_PLAN_TIER_RAM], s.bytes[CFS_PLAN_TIER_RAM],
+                   s.files[CFS_PLAN_TIER_SSD], s.bytes[CFS_PLAN_TIER_SSD], s.owned_files, s.owned_bytes,
                    s.pfs_read_bytes / ne, s.peer_read_bytes / ne);
         } else {
             printf("%s{\"node\":%u,\"rank_first\":%u,\"rank_count\":%u,\"reads\":%" PRIu64
@@ -146,8 +162,8 @@ static void print_summary(const struct cfs_plan *p, bool json, uint32_t only)
                    ",\"peer_read_bytes\":%" PRIu64 ",\"pfs_read_bytes\":%" PRIu64
                    ",\"pfs_bytes_per_epoch\":%" PRIu64 "}",
                    firstj ? "" : ",", j, s.ranks.first, s.ranks.count, s.reads, s.read_bytes,
-                   s.files[CFS_TIER_RAM], s.bytes[CFS_TIER_RAM], s.files[CFS_TIER_SSD],
-                   s.bytes[CFS_TIER_SSD], s.files[CFS_TIER_NONE], s.owned_files, s.owned_bytes,
+                   s.files[CFS_PLAN_TIER_RAM], s.bytes[CFS_PLAN_TIER_RAM], s.files[CFS_PLAN_TIER_SSD],
+                   s.bytes[CFS_PLAN_TIER_SSD], s.files[CFS_PLAN_TIER_NONE], s.owned_files, s.owned_bytes,
                    s.local_read_bytes, s.peer_read_bytes, s.pfs_read_bytes,
                    s.pfs_read_bytes / ne);
         }
@@ -228,7 +244,8 @@ int main(int argc, char **argv)
     int ret = 1, rc, c;
 
     cfs_options_init(&o);
-    while ((c = getopt_long(argc, argv, "o:h0", longopts, NULL)) != -1) {
+    opterr = 0; /* one line per error, ours */
+    while ((c = getopt_long(argc, argv, ":o:h0", longopts, NULL)) != -1) {
         switch (c) {
         case 'o':
             if (cfs_options_parse_list(&o, optarg, err, sizeof(err)) < 0) {
@@ -253,9 +270,15 @@ int main(int argc, char **argv)
         case OPT_NOSIM: nosim = true; break;
         case '0': sep = '\0'; break;
         case OPT_ORDER:
-            if (cfs_parse_u64(optarg, UINT32_MAX, &order_rank) < 0 || optind >= argc ||
+            if (cfs_parse_u64(optarg, UINT32_MAX, &order_rank) < 0) {
+                fprintf(stderr, "%s: --print-order %s: RANK must be a number below 2^32\n",
+                        prog, optarg);
+                goto out;
+            }
+            if (optind >= argc ||
                 cfs_parse_u64(argv[optind], UINT32_MAX, &order_epoch) < 0) {
-                fprintf(stderr, "%s: --print-order needs RANK EPOCH (numbers)\n", prog);
+                fprintf(stderr, "%s: --print-order %s %s: EPOCH must be a number below 2^32\n",
+                        prog, optarg, optind < argc ? argv[optind] : "(missing)");
                 goto out;
             }
             optind++;
@@ -279,7 +302,7 @@ int main(int argc, char **argv)
             ret = 0;
             goto out;
         default:
-            fprintf(stderr, "%s: see --help\n", prog);
+            getopt_error(c, argv[optind - 1]);
             ret = 2;
             goto out;
         }
@@ -297,6 +320,16 @@ int main(int argc, char **argv)
     if (!o.has_seed) {
         die("option seed=N is required: the plan is a function of the trainer's seed");
         goto out;
+    }
+    /* DistributedSampler seeds epoch e with seed+e, and torch refuses a
+     * seed >= 2^64: say so now, naming the option, not mid-plan. */
+    if (o.sampler == CFS_SAMPLER_TORCH_DDP) {
+        uint64_t last = has_order ? order_epoch : o.epochs - 1;
+        if (o.seed > UINT64_MAX - last) {
+            fprintf(stderr, "%s: option seed=%" PRIu64 ": seed + epoch %" PRIu64
+                    " exceeds 2^64-1 (torch's manual_seed would fail)\n", prog, o.seed, last);
+            goto out;
+        }
     }
     if (node >= nodes) {
         fprintf(stderr, "%s: --node %" PRIu64 ": must be below --nodes %" PRIu64 "\n", prog,
