@@ -145,6 +145,7 @@ int cfs_io_submit(struct cfs_io *io, struct cfs_io_req *req)
         return -ESHUTDOWN;
     }
     req->res = 0;
+    req->has_st = false; /* a resubmitted request must not keep an old identity */
     req->state_ = CFS_IO_ST_QUEUED;
     list_push(&io->queue[req->prio], req);
     io->outstanding++;

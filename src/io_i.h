@@ -69,6 +69,13 @@ int cfs_io__iov(const struct cfs_io_req *req, uint64_t got, unsigned char *scrat
 bool cfs_io__finished(const struct cfs_io_req *req, uint64_t got, int64_t last, size_t asked,
                       int64_t *res);
 
+/* A fetch that ended with res reports its file's identity (see
+ * "Identity" in clairfs/io.h): whole-file fetches that read. */
+static inline bool cfs_io__wants_stat(const struct cfs_io_req *req, int64_t res)
+{
+    return res >= 0 && !(req->flags & CFS_IO_RANGE);
+}
+
 extern const struct cfs_io_ops cfs_io_threads_ops;
 #if HAVE_IO_URING
 extern const struct cfs_io_ops cfs_io_uring_ops;

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -51,6 +52,15 @@ static int64_t fetch(struct cfs_io *io, struct cfs_io_req *req)
             res = -ECANCELED;
             break;
         }
+    }
+    struct stat st;
+    if (cfs_io__wants_stat(req, res) && fstat(fd, &st) == 0) {
+        req->st = (struct cfs_io_stat){
+            .size = (uint64_t)st.st_size, .mtime_sec = st.st_mtim.tv_sec,
+            .mtime_nsec = (uint32_t)st.st_mtim.tv_nsec, .ctime_sec = st.st_ctim.tv_sec,
+            .ctime_nsec = (uint32_t)st.st_ctim.tv_nsec, .ino = st.st_ino, .dev = st.st_dev,
+        };
+        req->has_st = true;
     }
     if (req->path)
         close(fd);

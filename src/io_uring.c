@@ -13,6 +13,10 @@
  * is a separate SQE, queued once the result is known and submitted with the
  * next batch; the callback does not wait for it.
  *
+ * A whole-file fetch that read its bytes then takes one more step: a STATX
+ * of the file (its identity after the last read, see clairfs/io.h), with
+ * the close in the same batch, and the callback runs once both are done.
+ *
  * Without direct descriptors (or with no_direct) the steps are plain
  * openat, then readv on the returned fd, then close: the same number of
  * SQEs, one more trip through the engine per fetch.
@@ -27,15 +31,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "io_i.h"
 
-enum op { OP_OPEN = 1, OP_READ, OP_CLOSE, OP_WAKE };
+enum op { OP_OPEN = 1, OP_READ, OP_CLOSE, OP_WAKE, OP_STAT };
 #define UD(slot, op) (((uint64_t)(slot) << 8) | (op))
 #define UD_WAKE UD(0, OP_WAKE)
 
-enum step { STEP_FREE = 0, STEP_OPEN, STEP_READ, STEP_CLOSE };
+enum step { STEP_FREE = 0, STEP_OPEN, STEP_READ, STEP_STAT, STEP_CLOSE };
 
 struct slot {
     struct cfs_io_req *req; /* NULL once the callback has been run */
@@ -51,6 +57,8 @@ struct slot {
     size_t asked;
     struct iovec iov[2];
     unsigned char scratch;
+    int64_t res;      /* STEP_STAT: the fetch's result, reported after the stat */
+    struct statx stx; /* STEP_STAT */
 };
 
 struct uring_be {
@@ -137,6 +145,60 @@ static void release(struct uring_be *be, uint32_t i)
     be->inflight--;
 }
 
+static void prep_close(struct uring_be *be, uint32_t i)
+{
+    struct slot *s = &be->slots[i];
+    struct io_uring_sqe *sqe = get_sqe(be);
+    if (s->fixed)
+        io_uring_prep_close_direct(sqe, (unsigned)i);
+    else
+        io_uring_prep_close(sqe, s->fd);
+    io_uring_sqe_set_data64(sqe, UD(i, OP_CLOSE));
+}
+
+/* The read is over with result res: stat the file, and close it if we
+ * opened it.  A plain fd is stat'ed through itself, so the close is
+ * hard-linked after the STATX (it runs whatever the STATX answers); a
+ * direct descriptor cannot be named by statx: the path, beside the close. */
+static void start_stat(struct cfs_io *io, struct uring_be *be, uint32_t i, int64_t res)
+{
+    struct slot *s = &be->slots[i];
+    /* Both SQEs in one submission: a link must not be cut by get_sqe's
+     * flush of a full queue. */
+    if (io_uring_sq_space_left(&be->ring) < 2)
+        io_uring_submit(&be->ring);
+    struct io_uring_sqe *sqe = get_sqe(be);
+    if (s->fixed)
+        io_uring_prep_statx(sqe, io->p.source_fd, s->req->path, 0, STATX_BASIC_STATS, &s->stx);
+    else
+        io_uring_prep_statx(sqe, s->fd, "", AT_EMPTY_PATH, STATX_BASIC_STATS, &s->stx);
+    io_uring_sqe_set_data64(sqe, UD(i, OP_STAT));
+    s->res = res;
+    s->step = STEP_STAT;
+    s->pending = 1;
+    if (s->opened) {
+        if (!s->fixed)
+            io_uring_sqe_set_flags(sqe, IOSQE_IO_HARDLINK);
+        prep_close(be, i);
+        s->pending = 2;
+    }
+}
+
+static void take_stat(struct slot *s)
+{
+    const unsigned need = STATX_SIZE | STATX_MTIME | STATX_CTIME | STATX_INO;
+    const struct statx *x = &s->stx;
+    if ((x->stx_mask & need) != need)
+        return;
+    s->req->st = (struct cfs_io_stat){
+        .size = x->stx_size, .mtime_sec = x->stx_mtime.tv_sec,
+        .mtime_nsec = x->stx_mtime.tv_nsec, .ctime_sec = x->stx_ctime.tv_sec,
+        .ctime_nsec = x->stx_ctime.tv_nsec, .ino = x->stx_ino,
+        .dev = makedev(x->stx_dev_major, x->stx_dev_minor),
+    };
+    s->req->has_st = true;
+}
+
 /* Every CQE of the slot's current step has arrived: take the next step. */
 static void advance(struct cfs_io *io, struct uring_be *be, uint32_t i)
 {
@@ -144,6 +206,13 @@ static void advance(struct cfs_io *io, struct uring_be *be, uint32_t i)
     int64_t res;
     if (s->step == STEP_CLOSE) {
         release(be, i);
+        return;
+    }
+    if (s->step == STEP_STAT) {
+        struct cfs_io_req *req = s->req;
+        s->req = NULL;
+        release(be, i);
+        cfs_io__complete(io, req, s->res);
         return;
     }
     if (s->err) {
@@ -162,15 +231,14 @@ static void advance(struct cfs_io *io, struct uring_be *be, uint32_t i)
         }
         res = -ECANCELED;
     }
+    if (cfs_io__wants_stat(s->req, res)) {
+        start_stat(io, be, i, res);
+        return;
+    }
     struct cfs_io_req *req = s->req;
     s->req = NULL;
     if (s->opened) {
-        struct io_uring_sqe *sqe = get_sqe(be);
-        if (s->fixed)
-            io_uring_prep_close_direct(sqe, (unsigned)i);
-        else
-            io_uring_prep_close(sqe, s->fd);
-        io_uring_sqe_set_data64(sqe, UD(i, OP_CLOSE));
+        prep_close(be, i);
         s->step = STEP_CLOSE;
         s->pending = 1;
     } else {
@@ -206,6 +274,10 @@ static void handle(struct cfs_io *io, struct uring_be *be, uint64_t ud, int res)
             s->last = res;
             s->got += (uint64_t)res;
         }
+        break;
+    case OP_STAT:
+        if (res == 0)
+            take_stat(s); /* else no identity: the caller decides */
         break;
     case OP_CLOSE:
         break; /* read-only files: nothing to lose on a failed close */
@@ -312,6 +384,7 @@ static bool probe_ops(struct io_uring *ring, char *why, size_t whylen)
         {IORING_OP_READV, "READV"},
         {IORING_OP_READ, "READ"},
         {IORING_OP_CLOSE, "CLOSE"},
+        {IORING_OP_STATX, "STATX"},
     };
     struct io_uring_probe *probe = io_uring_get_probe_ring(ring);
     if (!probe) {

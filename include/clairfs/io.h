@@ -32,6 +32,23 @@
  * EOF probe would only cost a syscall or an SQE per file.  Large files are
  * read in chunks of CFS_IO_CHUNK bytes.
  *
+ * Identity.  A whole-file fetch that read its bytes also reports the file's
+ * identity as observed after its last read (req->st, req->has_st): the
+ * caller compares it with the catalog, since a file modified while it was
+ * read gives a mix of old and new bytes of the right length, which only
+ * the changed mtime/ctime tells apart.  After the read, not before: any
+ * write that changed bytes we read bumped the mtime before we read them.
+ * Threads: fstat of the open fd before close.  io_uring: an IORING_OP_STATX
+ * queued when the last read completes (statx runs in io_uring's worker
+ * threads, so the engine thread never blocks on a slow source's getattr):
+ * on the fd with AT_EMPTY_PATH for plain descriptors, hard-linked before
+ * the close; on (source dirfd, path) for direct descriptors, which statx
+ * cannot name — the file at the path then, which differs from the one read
+ * only when it was replaced, and then its identity differs too.  Both use
+ * the kernel's ordinary attribute validity: a network or FUSE source may
+ * answer from its attribute cache (attr_timeout), which can hide a change
+ * made within that window.  Range reads report nothing.
+ *
  * Registered buffers are not used: buffers belong to the caller (cache
  * tiers), and for buffered reads the kernel copies from the page cache
  * either way; fixed buffers only save pinning user pages, which is what
@@ -76,6 +93,14 @@ enum cfs_io_flags {
 struct cfs_io_req;
 typedef void (*cfs_io_done_fn)(struct cfs_io_req *req);
 
+/* A source file's identity (see "Identity" above). */
+struct cfs_io_stat {
+    uint64_t size;
+    int64_t mtime_sec, ctime_sec;
+    uint32_t mtime_nsec, ctime_nsec;
+    uint64_t ino, dev;
+};
+
 struct cfs_io_req {
     /* Filled in by the caller; untouched by the engine. */
     const char *path; /* relative to the source dirfd; NULL: read `fd` */
@@ -93,6 +118,10 @@ struct cfs_io_req {
      * -ECANCELED, ...).  After done() returns the engine does not touch
      * the request again, so done() may free or reuse it. */
     int64_t res;
+    /* Valid in done() when has_st: a whole-file fetch with res >= 0 whose
+     * file could be stat'ed after its last read (see "Identity"). */
+    struct cfs_io_stat st;
+    bool has_st;
 
     /* Engine-private. */
     struct cfs_io_req *next_, *prev_;

@@ -3,35 +3,25 @@
 # (issue 7).  The promise: a reader gets the old version it cached, or the
 # new version in full, or a clear error — never a mix of old and new bytes.
 #
-# What the code does (found by these checks; the catalog, with its sizes and
-# mtimes, is fixed for the life of a mount and the kernel keeps attributes
-# for a day):
+# What the code does (the catalog, with its sizes and mtimes, is fixed for
+# the life of a mount, and the kernel keeps attributes for a day; see
+# "Exactness" in include/clairfs/prefetch.h):
 #  - a file already in a tier: the cached (old) version, whole, until the
 #    tier drops it (its checksum and length are those of the fetched bytes);
-#  - not cached, rewritten with the same size: fetched, the new version;
-#  - not cached, shrunk or truncated to 0: the fetch is refused (length !=
-#    the catalog's size: -EIO in cache.c finish), the open falls back to
-#    the source and the kernel cuts i_size at the short read: the new
-#    version in full;
+#  - not cached and changed (same size new bytes, shrunk, truncated to 0,
+#    grown): the fetch reports the file's size and mtime after its last
+#    read, they differ from the catalog's, the bytes are not published and
+#    the open fails with ESTALE; the direct-read fallback checks the opened
+#    fd the same way (a grown file was once served as a prefix of the new
+#    version: the kernel reads only the catalog's size).  Each changed file
+#    is logged once and counted in clairfs_source_changed_total;
 #  - removed: open fails with ENOENT (after the fetch failed), logged once;
-#  - KNOWN BUG (xfail below): not cached, grown: the fetch fails with
-#    -EFBIG, the open falls back to reading the source directly
-#    (src/prefetch.c:683), and the kernel, which still has the catalog's
-#    size, reads only that many bytes: a prefix of the new version, no
-#    error.  Fix: after the direct openat, fstat the fd and answer -ESTALE
-#    when st_size/st_mtim differ from the catalog entry.
-#  - KNOWN BUG (xfail below): rewritten in place, same size, while a fetch
-#    reads it (a slow source, file > CFS_IO_CHUNK): the fetch returns old
-#    bytes then new bytes, the length matches, the mix is checksummed and
-#    served (and persisted).  Nothing protects this case: the io engine
-#    does not compare the file's (size, mtime, ctime) before and after the
-#    read.  Fix: fstat/statx the source before the first and after the last
-#    read of a whole-file fetch (threads: fstat the fd; io_uring: a STATX
-#    SQE on the path before the open and after the read), fail with -ESTALE
-#    (and let the caller refetch once) when they differ.  A same-size
-#    rewrite within one timestamp tick is invisible even to that; the
-#    README should say that datasets must not be rewritten in place under
-#    a mount.
+#  - rewritten in place, same size, while a fetch reads it (a slow source,
+#    file > CFS_IO_CHUNK): the fetch's stat after its last read shows the
+#    new mtime, the mix is neither served nor persisted (RAM and SSD
+#    tiers), the waiting reader gets ESTALE.  A same-size rewrite within
+#    one timestamp tick of the scan stays invisible: the README says that
+#    datasets must not be modified in place under a mount;
 #  - between mounts, rewritten in place with the same size (no directory
 #    mtime changes, so the stored catalog is reused): an SSD entry made
 #    before is still served — the old version, whole (consistent, but
@@ -47,17 +37,11 @@ mk() { head -c "$2" /dev/urandom >"$1"; }
 for f in cached same shrink zero grow gone gonecached; do mk "$src/c0/$f.jpg" 100000; done
 cp -a "$src" "$TMP/old"
 
-# xcheck DESCRIPTION COMMAND...: a check that a known bug makes fail.  Its
-# failure is reported as XFAIL; its success as a failure (XPASS: the bug is
-# fixed, remove the mark), so the check can fail either way.
-xcheck() {
-    local what=$1
-    shift
-    if "$@"; then
-        fail "XPASS (known bug fixed? make it a plain check): $what"
-    else
-        echo "xfail: $what"
-    fi
+# stale MNTFILE: reading fails with ESTALE and gives no byte.
+stale() {
+    local n
+    n=$(cat "$1" 2>"$TMP/stale.err" | wc -c)
+    grep -q "Stale file handle" "$TMP/stale.err" && [ "$n" -eq 0 ]
 }
 # Through a pipe: cmp -s of two regular files of different st_size answers
 # "differ" without reading, and the mount reports the catalog's size until
@@ -86,17 +70,21 @@ if cfs_mount "$src" "$mnt" "$TMP/d1.log" -o ram=64M,index="$TMP/ix1"; then
     check "cached, rewritten: the cached old version, whole" same "$mnt/c0/cached.jpg" "$TMP/old/c0/cached.jpg"
 
     mk "$src/c0/same.jpg" 100000
-    check "not cached, same size, new bytes: the new version" same "$mnt/c0/same.jpg" "$src/c0/same.jpg"
+    check "not cached, same size, new bytes: ESTALE" stale "$mnt/c0/same.jpg"
+    check "... and again (no refetch needed to say so)" stale "$mnt/c0/same.jpg"
 
     mk "$src/c0/shrink.jpg" 40000
-    check "not cached, shrunk: the new version in full" same "$mnt/c0/shrink.jpg" "$src/c0/shrink.jpg"
+    check "not cached, shrunk: ESTALE" stale "$mnt/c0/shrink.jpg"
 
     : >"$src/c0/zero.jpg"
-    check "not cached, truncated to 0: empty" same "$mnt/c0/zero.jpg" "$src/c0/zero.jpg"
+    check "not cached, truncated to 0: ESTALE" stale "$mnt/c0/zero.jpg"
 
     mk "$src/c0/grow.jpg" 150000
-    xcheck "not cached, grown: the new version in full or an error" \
-        old_new_or_error "$mnt/c0/grow.jpg" "$TMP/old/c0/grow.jpg" "$src/c0/grow.jpg"
+    check "not cached, grown: ESTALE, never a prefix" stale "$mnt/c0/grow.jpg"
+    check "4 changed files counted" \
+        test "$(cfs_metric "$mnt" clairfs_source_changed_total)" -eq 4
+    check "each changed file logged once" \
+        test "$(grep -c 'changed under the mount' "$TMP/d1.log")" -eq 4
 
     rm "$src/c0/gone.jpg"
     check "not cached, removed: open fails" eval '! cat "$mnt/c0/gone.jpg" >/dev/null 2>&1'
@@ -123,7 +111,7 @@ cfs_mounts+=("$pfs")
 for _ in $(seq 100); do cfs_is_mounted "$pfs" && break; sleep 0.05; done
 mnt=$TMP/mnt2
 if cfs_mount "$pfs" "$mnt" "$TMP/d2.log" -o ram=64M,index="$TMP/ix2"; then
-    (cat "$mnt/c0/big.jpg" >"$TMP/big.got" 2>/dev/null) &
+    (cat "$mnt/c0/big.jpg" >"$TMP/big.got" 2>"$TMP/big.err") &
     reader=$!
     # The fetch takes ~2 s at 6 MB/s: rewrite once it is surely reading
     # (in flight, plus time for its first reads), long before it ends.
@@ -134,11 +122,42 @@ if cfs_mount "$pfs" "$mnt" "$TMP/d2.log" -o ram=64M,index="$TMP/ix2"; then
     sleep 0.4
     dd if="$TMP/big.new" of="$big/c0/big.jpg" conv=notrunc bs=1M status=none
     timeout 60 tail --pid=$reader -f /dev/null
-    xcheck "rewritten during the fetch: old or new version, never a mix" \
+    check "rewritten during the fetch: the waiting reader got ESTALE, no byte" \
+        eval 'grep -q "Stale file handle" "$TMP/big.err" && [ ! -s "$TMP/big.got" ]'
+    check "rewritten during the fetch: old or new version, never a mix" \
         old_new_or_error "$mnt/c0/big.jpg" "$TMP/big.old" "$TMP/big.new"
+    check "the change is counted" test "$(cfs_metric "$mnt" clairfs_source_changed_total)" -eq 1
     check "unmount 2" cfs_umount "$mnt"
 else
     fail "mount over pfsemu"
+fi
+
+# --- the same while the prefetcher stages the file into the SSD tier: the
+# mix must not be persisted either.
+cp "$TMP/big.old" "$big/c0/big.jpg"
+mk "$TMP/big.new" 12000000
+mnt=$TMP/mnt2b
+OPTS2="ram=0,ssd=64M,ssd_dir=$TMP/ssd2,index=$TMP/ix2b,seed=1,epochs=1"
+if cfs_mount "$pfs" "$mnt" "$TMP/d2b.log" -o "$OPTS2"; then
+    for _ in $(seq 200); do
+        [ "$(getfattr --only-values -n user.clairfs.state "$mnt/c0/big.jpg" 2>/dev/null)" = inflight ] && break
+        sleep 0.05
+    done
+    sleep 0.4
+    dd if="$TMP/big.new" of="$big/c0/big.jpg" conv=notrunc bs=1M status=none
+    for _ in $(seq 400); do
+        [ "$(cfs_metric "$mnt" clairfs_source_changed_total)" -ge 1 ] && break
+        sleep 0.05
+    done
+    check "staged during a rewrite: the change is counted" \
+        test "$(cfs_metric "$mnt" clairfs_source_changed_total)" -eq 1
+    check "staged during a rewrite: old or new version, never a mix" \
+        old_new_or_error "$mnt/c0/big.jpg" "$TMP/big.old" "$TMP/big.new"
+    check "staged during a rewrite: no SSD entry" \
+        test "$(find "$TMP/ssd2/cache" -type f 2>/dev/null | wc -l)" -eq 0
+    check "unmount 2b" cfs_umount "$mnt"
+else
+    fail "mount over pfsemu with SSD"
 fi
 fusermount3 -u "$pfs"
 

@@ -315,6 +315,92 @@ START_TEST(reads_an_open_fd)
 }
 END_TEST
 
+/* The identity reported after a whole-file fetch is the file's, as fstat
+ * sees it; a rewrite shows in the next fetch's mtime; range reads and
+ * failed fetches report none. */
+static void assert_identity(const struct fetch *f, const struct stat *st, const char *what)
+{
+    ck_assert_msg(f->req.has_st, "%s: no identity", what);
+    ck_assert_uint_eq(f->req.st.size, (uint64_t)st->st_size);
+    ck_assert_int_eq(f->req.st.mtime_sec, st->st_mtim.tv_sec);
+    ck_assert_uint_eq(f->req.st.mtime_nsec, (uint32_t)st->st_mtim.tv_nsec);
+    ck_assert_int_eq(f->req.st.ctime_sec, st->st_ctim.tv_sec);
+    ck_assert_uint_eq(f->req.st.ctime_nsec, (uint32_t)st->st_ctim.tv_nsec);
+    ck_assert_uint_eq(f->req.st.ino, (uint64_t)st->st_ino);
+    ck_assert_uint_eq(f->req.st.dev, (uint64_t)st->st_dev);
+}
+
+START_TEST(reports_the_identity_after_the_read)
+{
+    make_file("id", 11, 300000);
+    make_file("big", 12, (5u << 20) + 5); /* several reads */
+    struct stat st, bst;
+    ck_assert_int_eq(fstatat(dirfd_, "id", &st, 0), 0);
+    ck_assert_int_eq(fstatat(dirfd_, "big", &bst, 0), 0);
+    int fd = openat(dirfd_, "id", O_RDONLY | O_CLOEXEC);
+    ck_assert_int_ge(fd, 0);
+    ENGINE_OR_SKIP(io, 4);
+    struct fetch f[6];
+    prep(&f[0], "id", 11, 300000, 300000);
+    prep(&f[1], "big", 12, (5u << 20) + 5, CFS_IO_SIZE_UNKNOWN);
+    prep(&f[2], NULL, 11, 300000, 300000); /* the caller's fd */
+    f[2].req.fd = fd;
+    prep(&f[3], "id", 11, 1000, CFS_IO_SIZE_UNKNOWN); /* range: no identity */
+    f[3].req.flags = CFS_IO_RANGE;
+    prep(&f[4], "missing", 0, 100, 100);
+    prep(&f[5], "id", 11, 1000, 300000); /* -EFBIG: no identity */
+    for (int k = 0; k < 6; k++)
+        ck_assert_int_eq(cfs_io_submit(io, &f[k].req), 0);
+    ck_assert_int_eq(cfs_io_drain(io), 0);
+    ck_assert_int_eq(f[0].res, 300000);
+    assert_identity(&f[0], &st, "path");
+    ck_assert_int_eq(f[1].res, (5 << 20) + 5);
+    assert_identity(&f[1], &bst, "big");
+    ck_assert_int_eq(f[2].res, 300000);
+    assert_identity(&f[2], &st, "fd");
+    ck_assert_int_eq(f[3].res, 1000);
+    ck_assert(!f[3].req.has_st);
+    ck_assert_int_eq(f[4].res, -ENOENT);
+    ck_assert(!f[4].req.has_st);
+    ck_assert_int_eq(f[5].res, -EFBIG);
+    ck_assert(!f[5].req.has_st);
+
+    /* Rewrite in place, same size, until the file system shows a new mtime
+     * (timestamps may be as coarse as a clock tick). */
+    struct stat nst = st;
+    uint8_t *b = malloc(300000);
+    fill(b, 13, 300000, 0);
+    int wfd = openat(dirfd_, "id", O_WRONLY | O_CLOEXEC);
+    ck_assert_int_ge(wfd, 0);
+    for (int tries = 0; tries < 200 && nst.st_mtim.tv_sec == st.st_mtim.tv_sec &&
+                        nst.st_mtim.tv_nsec == st.st_mtim.tv_nsec;
+         tries++) {
+        usleep(2000);
+        ck_assert_int_eq(pwrite(wfd, b, 300000, 0), 300000);
+        ck_assert_int_eq(fstat(wfd, &nst), 0);
+    }
+    close(wfd);
+    free(b);
+    ck_assert_msg(nst.st_mtim.tv_sec != st.st_mtim.tv_sec ||
+                      nst.st_mtim.tv_nsec != st.st_mtim.tv_nsec,
+                  "the file system never changed the mtime");
+    /* A request reused after its callback reports the new identity. */
+    ck_assert_int_eq(cfs_io_submit(io, &f[0].req), 0);
+    ck_assert_int_eq(cfs_io_submit(io, &f[2].req), 0);
+    ck_assert_int_eq(cfs_io_drain(io), 0);
+    ck_assert_int_eq(f[0].res, 300000);
+    check_bytes(f[0].req.buf, 13, 300000, 0);
+    assert_identity(&f[0], &nst, "path after rewrite");
+    assert_identity(&f[2], &nst, "fd after rewrite");
+    ck_assert(f[0].req.st.mtime_sec != st.st_mtim.tv_sec ||
+              f[0].req.st.mtime_nsec != (uint32_t)st.st_mtim.tv_nsec);
+    for (int k = 0; k < 6; k++)
+        free(f[k].req.buf);
+    close(fd);
+    cfs_io_destroy(io);
+}
+END_TEST
+
 /* --- Priority: the first prefetch to complete submits a demand request
  * from its callback; the demand must overtake the queued prefetches. */
 
@@ -591,6 +677,7 @@ int main(void)
     tcase_add_loop_test(tc, errors_stay_with_their_request, 0, NCFG);
     tcase_add_loop_test(tc, sizes_that_disagree_are_reported, 0, NCFG);
     tcase_add_loop_test(tc, reads_an_open_fd, 0, NCFG);
+    tcase_add_loop_test(tc, reports_the_identity_after_the_read, 0, NCFG);
     tcase_add_loop_test(tc, demand_overtakes_queued_prefetches_depth_1, 0, NCFG);
     tcase_add_loop_test(tc, demand_overtakes_queued_prefetches_depth_8, 0, NCFG);
     tcase_add_loop_test(tc, cancel_withdraws_queued_requests, 0, NCFG);
