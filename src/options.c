@@ -178,12 +178,12 @@ static const struct opt_def options_table[] = {
      "fetches in flight, default 64"},
     {"lookahead", OPT_U32, OFF(lookahead), NO_PRESENT, 1, UINT32_MAX, NULL,
      "files the prefetcher may run ahead of the trainers, default: as the tiers allow"},
-    {"kernel_cache", OPT_FLAG, OFF(kernel_cache), NO_PRESENT, 0, 0, NULL,
-     "stage file bytes into the kernel page cache ahead of use"},
     {"peer_timeout", OPT_SECONDS, OFF(peer_timeout), NO_PRESENT, 0, 0, NULL,
      "seconds before a silent peer is marked slow, default 2"},
     {"no_peers", OPT_FLAG, OFF(no_peers), NO_PRESENT, 0, 0, NULL,
      "under MPI, never fetch from other nodes"},
+    {"model", OPT_STRING, OFF(model_file), NO_PRESENT, 0, 0, NULL,
+     "FILE of key = value lines: the performance model that picks peer or PFS per fetch"},
     {"allow_other", OPT_FLAG, OFF(allow_other), NO_PRESENT, 0, 0, NULL,
      "let users other than the mounter read the mount"},
 };
@@ -210,7 +210,8 @@ void cfs_options_free(struct cfs_options *o)
     free(o->order_list);
     free(o->ssd_dir);
     free(o->index_dir);
-    o->sampler_list = o->order_list = o->ssd_dir = o->index_dir = NULL;
+    free(o->model_file);
+    o->sampler_list = o->order_list = o->ssd_dir = o->index_dir = o->model_file = NULL;
 }
 
 int cfs_parse_u64(const char *s, uint64_t max, uint64_t *out)
@@ -384,6 +385,12 @@ int cfs_options_validate(const struct cfs_options *o, char *err, size_t errlen)
     if (o->start_epoch >= o->epochs)
         return set_error(err, errlen, "option start_epoch=%u: must be below epochs=%u",
                          o->start_epoch, o->epochs);
+    /* DistributedSampler seeds epoch e with seed + e, which torch refuses
+     * past 2^64-1: say so now rather than at the first epoch that overflows. */
+    if (o->has_seed && o->sampler == CFS_SAMPLER_TORCH_DDP && o->seed > UINT64_MAX - (o->epochs - 1))
+        return set_error(err, errlen,
+                         "option seed=%llu: seed + epoch exceeds 2^64-1 within epochs=%u",
+                         (unsigned long long)o->seed, o->epochs);
     if (o->has_ssd && o->ssd > 0 && !o->ssd_dir)
         return set_error(err, errlen, "option ssd=SIZE needs ssd_dir=DIR");
     return 0;

@@ -44,9 +44,9 @@ struct cfs_options {
     enum cfs_io_kind io;
     uint32_t io_depth;
     uint32_t lookahead; /* files the prefetcher may run ahead of the trainers */
-    bool kernel_cache;  /* stage bytes into the kernel page cache */
     double peer_timeout; /* seconds */
     bool no_peers;
+    char *model_file;    /* model=FILE: performance model parameters (model.h) */
     bool allow_other;
 };
 

@@ -90,6 +90,7 @@ START_TEST(bad_values_name_the_option)
     assert_rejected("drop_last=1", "drop_last");
     assert_rejected("seed", "seed needs a value");
     assert_rejected("ssd=1G", "ssd_dir");
+    assert_rejected("seed=18446744073709551615,epochs=2", "seed=18446744073709551615");
 }
 END_TEST
 
