@@ -10,7 +10,20 @@
  * The mount is not made `ro` in the kernel although the tree is read-only:
  * a read-only mount would refuse writes to .clairfs/control too.  Every
  * write-type operation answers EROFS from fs.c instead; `-o ro` is still
- * accepted (and then control is read-only as well). */
+ * accepted (and then control is read-only as well).
+ *
+ * Under mpirun (issue 5) each rank is one node of a distributed mount.  MPI
+ * is initialised first, before any thread exists; the daemon stays in the
+ * foreground (Open MPI does not support fork after MPI_Init; an info line
+ * says so when -f was not given).  {rank} in MOUNTPOINT, ssd_dir and index
+ * is the MPI rank.  The nodes then meet twice, with one MPI_Allgather each
+ * (start_exchange): after the catalog (every node's status and trainer
+ * ranks, followed by the agreement check of catalog and options), and after
+ * the plan.  A node that fails before a meeting still attends it (from the
+ * exit path) with a failed status, so that no node waits forever in a
+ * collective and every node exits non-zero, nothing mounted.  The peer
+ * thread starts once the cache exists (it serves from it) and leaves before
+ * the cache goes; MPI_Finalize comes last, and waits for every node. */
 #include <errno.h>
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
@@ -32,6 +45,8 @@
 #include "clairfs/log.h"
 #include "clairfs/metrics.h"
 #include "clairfs/options.h"
+#include "clairfs/peer.h"
+#include "clairfs/plan.h"
 #include "clairfs/prefetch.h"
 #include "fs.h"
 
@@ -334,6 +349,45 @@ static double seconds_since(const struct timespec *t0)
     return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
 }
 
+/* One node's word at a start-up meeting of the nodes. */
+struct node_word {
+    uint32_t failed;
+    uint32_t first, count; /* the trainer ranks it serves */
+};
+
+#define START_MEETINGS 2
+
+/* Meeting number *met of the nodes: every node's word in all (size
+ * entries).  0 when every node is fine, -ECANCELED when one is not (err
+ * names them), -EIO. */
+static int start_exchange(struct cfs_peer *peer, int *met, const struct node_word *mine,
+                          struct node_word *all, char *err, size_t errlen)
+{
+    int n = cfs_peer_size(peer);
+    (*met)++;
+    int rc = cfs_peer_allgather(peer, mine, sizeof(*mine), all, err, errlen);
+    if (rc < 0)
+        return rc;
+    size_t pos = 0;
+    int bad = 0;
+    for (int r = 0; r < n; r++) {
+        if (!all[r].failed)
+            continue;
+        int k = snprintf(err + pos, errlen - pos, "%s%d", bad ? "," : "", r);
+        if (k > 0 && (size_t)k < errlen - pos)
+            pos += (size_t)k;
+        bad++;
+    }
+    if (!bad)
+        return 0;
+    if (mine->failed)
+        err[0] = '\0'; /* this node has said why */
+    else
+        snprintf(err + pos, errlen - pos, ": %s could not start (see %s messages); not mounting",
+                 bad == 1 ? "that node" : "those nodes", bad == 1 ? "its" : "their");
+    return -ECANCELED;
+}
+
 static int run_session(struct fuse_session *se)
 {
 #if FUSE_USE_VERSION >= FUSE_MAKE_VERSION(3, 12)
@@ -354,7 +408,7 @@ static int run_session(struct fuse_session *se)
 
 int main(int argc, char **argv)
 {
-    struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+    struct fuse_args args;
     struct cmdline cl = {0};
     char err[1024] = "";
     char *source = NULL, *mountpoint = NULL, *index_dir = NULL, *mount_opts = NULL;
@@ -369,9 +423,32 @@ int main(int argc, char **argv)
     struct cfs_metrics metrics;
     bool signals = false, mounted = false;
     int status = 1, rc;
-    const int rank = 0; /* the MPI rank, once the peer module exists */
+    struct cfs_peer *peer = NULL;
+    int rank = 0, nodes = 1, met = 0;
+    struct node_word word = {0}, *words = NULL;
+    struct cfs_rank_range *node_ranks = NULL;
 
     cfs_log_init(argv[0], LOG_INFO);
+    /* MPI first: before any thread, and it may take its own arguments. */
+    if (cfs_peer_init(&argc, &argv, &peer, err, sizeof(err)) < 0) {
+        cfs_err("%s", err);
+        return 1;
+    }
+    rank = cfs_peer_rank(peer);
+    nodes = cfs_peer_size(peer);
+    if (peer) {
+        char name[64];
+        snprintf(name, sizeof(name), "clairfs[rank %d]", rank);
+        cfs_log_init(name, LOG_INFO);
+        if (!(words = calloc((size_t)nodes, sizeof(*words))) ||
+            !(node_ranks = calloc((size_t)nodes, sizeof(*node_ranks)))) {
+            cfs_err("out of memory");
+            free(words);
+            cfs_peer_destroy(peer);
+            return 1;
+        }
+    }
+    args = (struct fuse_args)FUSE_ARGS_INIT(argc, argv);
     cfs_options_init(&cl.opts);
     cfs_metrics_init(&metrics);
 
@@ -397,6 +474,11 @@ int main(int argc, char **argv)
     }
     if (cl.debug)
         cfs_log_set_level(LOG_DEBUG);
+    if (peer && !cl.foreground) {
+        cfs_info("running under MPI: staying in the foreground (Open MPI does not support "
+                 "fork after MPI_Init)");
+        cl.foreground = true;
+    }
     if (cfs_options_validate(&cl.opts, err, sizeof(err)) < 0)
         goto fail;
 
@@ -461,6 +543,30 @@ int main(int argc, char **argv)
     if (cfs_fs_create(&fc, &fs, err, sizeof(err)) < 0)
         goto fail;
 
+    if (peer) {
+        /* First meeting: everyone's status and trainer ranks, then the
+         * agreement on catalog and options. */
+        struct cfs_rank_range mine;
+        if (cl.opts.has_ranks)
+            mine = (struct cfs_rank_range){cl.opts.rank_first,
+                                           cl.opts.rank_last - cl.opts.rank_first + 1};
+        else
+            cfs_plan_default_ranks(cl.opts.world, (uint32_t)nodes, (uint32_t)rank, &mine);
+        word = (struct node_word){0, mine.first, mine.count};
+        if (start_exchange(peer, &met, &word, words, err, sizeof(err)) < 0)
+            goto fail;
+        for (int r = 0; r < nodes; r++)
+            node_ranks[r] = (struct cfs_rank_range){words[r].first, words[r].count};
+        struct cfs_peer_agreement agreement;
+        cfs_peer_agreement_fill(&agreement, &cl.opts, cfs_catalog_hash(catalog));
+        char why[768];
+        rc = cfs_peer_agree(peer, &agreement, why, sizeof(why));
+        if (rc < 0) {
+            snprintf(err, sizeof(err), "the nodes disagree, not mounting: %s", why);
+            goto fail;
+        }
+    }
+
     /* The data path: options checked and the plan computed now, so that a
      * bad seed, sampler or tier fails before the mount; its threads and the
      * LMDB environment come after fuse_daemonize (neither survives a fork). */
@@ -473,10 +579,14 @@ int main(int argc, char **argv)
     struct cfs_prefetch_params pp = {
         .catalog = catalog, .opts = &cl.opts, .source_fd = data_fd, .ssd_dir = ssd_dir,
         .index_dir = index_dir, .metrics = &metrics, .progress = cl.foreground,
+        .peer = peer, .node_ranks = peer ? node_ranks : NULL,
     };
     if (cfs_prefetch_create(&pp, &pf, err, sizeof(err)) < 0)
         goto fail;
     double plan_secs = seconds_since(&t0);
+    /* Second meeting: every node has its plan, so every node will mount. */
+    if (peer && start_exchange(peer, &met, &word, words, err, sizeof(err)) < 0)
+        goto fail;
 
     /* libfuse parses -o lists itself, so a comma in the source path must be
      * escaped. */
@@ -521,6 +631,13 @@ int main(int argc, char **argv)
              (unsigned long long)cfs_catalog_total_bytes(catalog), catalog_secs, index_dir);
     if (cfs_prefetch_start(pf, err, sizeof(err)) < 0)
         goto fail;
+    if (peer && nodes > 1 && !cl.opts.no_peers) {
+        struct cfs_peer_params peerp = {
+            .provide = cfs_prefetch_provide, .provide_arg = pf, .timeout = cl.opts.peer_timeout,
+        };
+        if (cfs_peer_start(peer, &peerp, err, sizeof(err)) < 0)
+            goto fail;
+    }
     cfs_fs_set_prefetch(fs, pf);
     cfs_ctl_set_handler(ctl, cfs_prefetch_command, pf);
     struct cfs_prefetch_stats pst;
@@ -537,7 +654,13 @@ int main(int argc, char **argv)
                  (unsigned long long)pst.cache_capacity[1]);
     /* The plan is computed and prefetching has started. */
     cfs_ctl_set_ready(ctl, true);
-    cfs_info("mounted %s at %s", source, mountpoint);
+    if (peer)
+        cfs_info("mounted %s at %s: node %d of %d, trainer ranks %u-%u%s", source, mountpoint,
+                 rank, nodes, node_ranks[rank].first,
+                 node_ranks[rank].first + node_ranks[rank].count - 1,
+                 cl.opts.no_peers ? ", peers disabled (no_peers)" : "");
+    else
+        cfs_info("mounted %s at %s", source, mountpoint);
 
     rc = run_session(se);
     /* A positive value is the signal that ended the loop: a clean stop. */
@@ -551,8 +674,17 @@ int main(int argc, char **argv)
 nomem:
     snprintf(err, sizeof(err), "out of memory");
 fail:
-    cfs_err("%s", err);
+    if (err[0])
+        cfs_err("%s", err);
 out:
+    /* A node that stops before a start-up meeting still attends it, so
+     * that the others learn it and no collective waits forever. */
+    word.failed = 1;
+    while (peer && met < START_MEETINGS) {
+        char ignored[256];
+        if (start_exchange(peer, &met, &word, words, ignored, sizeof(ignored)) == -EIO)
+            break;
+    }
     if (mounted)
         fuse_session_unmount(se);
     if (signals)
@@ -560,6 +692,7 @@ out:
     if (se)
         fuse_session_destroy(se);
     cfs_fs_destroy(fs);
+    cfs_peer_leave(peer); /* no more serving from, or fetching into, the cache */
     cfs_prefetch_destroy(pf); /* after the session: no request is left */
     if (data_fd >= 0)
         close(data_fd);
@@ -577,5 +710,8 @@ out:
     free(cl.subtype);
     cfs_options_free(&cl.opts);
     fuse_opt_free_args(&args);
+    free(words);
+    free(node_ranks);
+    cfs_peer_destroy(peer); /* MPI_Finalize: waits for every node (peer.h) */
     return status;
 }

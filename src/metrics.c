@@ -61,6 +61,18 @@ static const struct metric_def metric_table[CFS_M_COUNT] = {
                      ""},
     [CFS_M_CHECKSUM_FAILURES] = {"clairfs_cache_checksum_failures_total", "", COUNTER, U_COUNT,
                                  "Cache entries found corrupt (then refetched).", "corrupt", ""},
+    [CFS_M_PEER_FETCH_OK] = {"clairfs_peer_fetches_total", "result=\"ok\"", COUNTER, U_COUNT,
+                             "Fetches asked from a peer: answered (ok), or read from the PFS "
+                             "after all (fallback: not held, slow peer, bad checksum).",
+                             "peer", "ok"},
+    [CFS_M_PEER_FETCH_FALLBACK] = {"clairfs_peer_fetches_total", "result=\"fallback\"", COUNTER,
+                                   U_COUNT, NULL, "peer", "fallback"},
+    [CFS_M_PEER_SERVED_FILES] = {"clairfs_peer_served_files_total", "", COUNTER, U_COUNT,
+                                 "Files sent to other nodes.", "peer", "served"},
+    [CFS_M_SOURCE_CHANGED] = {"clairfs_source_changed_total", "", COUNTER, U_COUNT,
+                              "Source files found changed under the mount (not served unless "
+                              "already cached: ESTALE).",
+                              "changed", ""},
 };
 
 void cfs_metrics_init(struct cfs_metrics *m)

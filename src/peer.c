@@ -3,6 +3,7 @@
  * peer_proto.c; the design is in include/clairfs/peer.h. */
 #include "peer_i.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -123,6 +124,19 @@ int cfs_peer_agree(struct cfs_peer *p, const struct cfs_peer_agreement *mine, ch
         ret = cfs_peer_agreement_compare(all, p->size, err, errlen);
     free(all);
     return ret;
+}
+
+int cfs_peer_allgather(struct cfs_peer *p, const void *mine, size_t len, void *all, char *err,
+                       size_t errlen)
+{
+    if (!p) {
+        memcpy(all, mine, len);
+        return 0;
+    }
+    if (len > INT_MAX)
+        return -EINVAL;
+    int rc = MPI_Allgather(mine, (int)len, MPI_BYTE, all, (int)len, MPI_BYTE, p->comm);
+    return rc == MPI_SUCCESS ? 0 : mpi_error(rc, "MPI_Allgather", err, errlen);
 }
 
 int cfs_peer_start(struct cfs_peer *p, const struct cfs_peer_params *params, char *err,

@@ -33,12 +33,16 @@ void cfs_peer_agreement_fill(struct cfs_peer_agreement *out, const struct cfs_op
     out->order = (uint64_t)o->order;
     out->ram = o->ram;
     out->ssd = o->ssd;
+    out->no_peers = o->no_peers;
 }
 
 uint64_t cfs_peer_options_hash(const struct cfs_options *o)
 {
     struct cfs_peer_agreement a;
     cfs_peer_agreement_fill(&a, o, 0);
+    /* How this node fetches, not what the plan's data are: the agreement
+     * compares it, the hash (what a plan was made from) does not. */
+    a.no_peers = 0;
     return XXH3_64bits(&a, sizeof(a));
 }
 
@@ -68,6 +72,7 @@ static const struct agree_field agree_fields[] = {
     {"order", AOFF(order), F_ORDER},
     {"ram", AOFF(ram), F_NUM},
     {"ssd", AOFF(ssd), F_NUM},
+    {"no_peers", AOFF(no_peers), F_BOOL},
 };
 
 static uint64_t field_val(const struct cfs_peer_agreement *a, size_t off)

@@ -21,11 +21,17 @@
 #include "clairfs/index.h"
 #include "clairfs/io.h"
 #include "clairfs/log.h"
+#include "clairfs/model.h"
+#include "clairfs/peer.h"
+#include "clairfs/plan.h"
 #include "prefetch_i.h"
 
 /* One fetch from the source; lives from begin_fetch to its completion. */
 struct fetch {
     struct cfs_io_req req;
+    struct cfs_peer_req preq; /* when asked from a peer first */
+    uint64_t t0;              /* when the peer was asked, ns */
+    bool via_peer;            /* the bytes are coming from preq.node */
     struct cfs_prefetch *pf;
     struct fetch *qnext;
     uint32_t id;
@@ -41,6 +47,7 @@ struct cfs_prefetch_file {
     struct cfs_cache_handle h;
     bool has_h;
     int fd; /* direct reads from the source */
+    void *pbuf; /* the bytes of a direct read from a peer (size bytes) */
     enum cfs_metric source;
     atomic_bool counted;
 };
@@ -75,6 +82,7 @@ struct cfs_prefetch {
     uint64_t lookahead;
     uint64_t scan, scan_gen;
     uint64_t order_idx[2];
+    uint64_t owned_idx[2]; /* distributed: cursor of the owned files' staging */
     uint64_t fetched_bytes;
 
     /* SSD completions are written by a finisher thread: the io engine's
@@ -89,6 +97,23 @@ struct cfs_prefetch {
 
     atomic_uint_fast64_t prefetches, demand_fetches, direct_opens, dropped;
     atomic_bool ssd_error_logged;
+    /* Bitmap by entry id: the source file was found changed under the mount
+     * (its reads fail with ESTALE unless a tier holds it; logged once). */
+    _Atomic uint64_t *changed;
+
+    /* Peers (NULL peer: one node).  distributed: the plan spans nodes and
+     * fetches may go to peers (not with no_peers). */
+    struct cfs_peer *peer;
+    uint32_t nodes, node;
+    bool distributed;
+    struct cfs_rank_range *node_ranks; /* nodes entries, or NULL */
+    struct cfs_model *model;
+    /* Per entry id: 1 + the node the last completed fetch came from, 0 for
+     * the PFS; read by an open that waited for that fetch. */
+    _Atomic uint32_t *from_node;
+    _Atomic uint32_t *peer_inflight; /* per node: requests in flight */
+    uint32_t nentries;
+    atomic_uint_fast64_t peer_fetches, peer_fallbacks, peer_served;
 };
 
 static double now_sec(void)
@@ -125,13 +150,29 @@ static void update_gauges(struct cfs_prefetch *pf)
 
 /* ---- the cache's callbacks */
 
+/* This node keeps sample s for its peers (plan_lock held, or the cache's
+ * policy callback, which a tracker swap excludes). */
+static bool owned_for_peers(const struct cfs_prefetch *pf, uint32_t s)
+{
+    return pf->distributed && pf->track &&
+           pf_track_owner(pf->track, s, NULL, NULL) == pf->node;
+}
+
+/* The eviction key: owned files count as needed now, for the whole run. */
+static uint64_t sample_next_use(struct cfs_prefetch *pf, uint32_t s)
+{
+    if (owned_for_peers(pf, s))
+        return 0;
+    return pf_track_next_use(pf->track, s);
+}
+
 static uint64_t next_use_cb(void *arg, uint32_t id)
 {
     struct cfs_prefetch *pf = arg;
     const struct cfs_entry *e = cfs_catalog_entry(pf->cat, id);
     if (!e || e->sample == CFS_NO_SAMPLE || !pf->track)
         return UINT64_MAX;
-    return pf_track_next_use(pf->track, e->sample);
+    return sample_next_use(pf, e->sample);
 }
 
 static int source_of(const struct cfs_prefetch *pf, uint32_t id, struct cfs_cache_source *out)
@@ -155,6 +196,40 @@ static int source_cb(void *arg, uint32_t id, struct cfs_cache_source *out)
     return source_of(arg, id, out);
 }
 
+/* ---- the source's identity (see "Exactness" in prefetch.h) */
+
+/* The file as observed (size, mtime) is still the catalog's entry e. */
+static bool same_identity(const struct cfs_entry *e, uint64_t size, int64_t msec, uint32_t mnsec)
+{
+    return size == e->size && msec == e->mtime_sec && mnsec == e->mtime_nsec;
+}
+
+static bool fd_is_catalogs(int fd, const struct cfs_entry *e)
+{
+    struct stat st;
+    return fstat(fd, &st) == 0 && same_identity(e, (uint64_t)st.st_size, st.st_mtim.tv_sec,
+                                                (uint32_t)st.st_mtim.tv_nsec);
+}
+
+static bool is_changed(const struct cfs_prefetch *pf, uint32_t id)
+{
+    return pf->changed && id < cfs_catalog_entry_count(pf->cat) &&
+           (atomic_load(&pf->changed[id / 64]) >> (id % 64) & 1);
+}
+
+/* Remember that id's source changed; count and log it the first time. */
+static void mark_changed(struct cfs_prefetch *pf, uint32_t id, const char *path)
+{
+    uint64_t bit = 1ull << (id % 64);
+    if (!pf->changed || id >= cfs_catalog_entry_count(pf->cat) ||
+        (atomic_fetch_or(&pf->changed[id / 64], bit) & bit))
+        return;
+    cfs_metrics_add(pf->m, CFS_M_SOURCE_CHANGED, 1);
+    cfs_warn("%s changed under the mount (size or mtime differ from the catalog): not served "
+             "unless cached (ESTALE); remount with -o rescan to serve the new version",
+             path);
+}
+
 /* ---- fetches */
 
 static void fetch_finish(struct fetch *f)
@@ -165,9 +240,23 @@ static void fetch_finish(struct fetch *f)
     int rc = res < 0 ? (int)res : 0;
     if (rc == 0 && source_of(pf, f->id, &src) < 0)
         rc = -ENOENT;
+    /* Read from a file that is not the catalog's any more (or that could
+     * not be stat'ed after the read), the bytes may mix two versions: never
+     * publish them.  A peer's bytes were checked where they were fetched. */
+    if (rc == 0 && !f->via_peer &&
+        !(f->req.has_st && f->req.st.size == src.size && f->req.st.mtime_sec == src.mtime_sec &&
+          f->req.st.mtime_nsec == src.mtime_nsec)) {
+        mark_changed(pf, f->id, f->path);
+        rc = -ESTALE;
+    }
+    bool peer = f->via_peer && rc == 0;
+    /* Before publishing: a waiter that wakes reads where the bytes came from. */
+    if (pf->from_node && f->id < pf->nentries)
+        atomic_store(&pf->from_node[f->id], peer ? f->preq.node + 1 : 0);
     int crc = cfs_cache_complete_fetch(pf->cache, f->id, rc, rc ? 0 : (uint64_t)res, &src);
     if (res > 0)
-        cfs_metrics_add(pf->m, CFS_M_FETCH_BYTES_PFS, (uint64_t)res);
+        cfs_metrics_add(pf->m, peer ? CFS_M_FETCH_BYTES_PEER : CFS_M_FETCH_BYTES_PFS,
+                        (uint64_t)res);
     if (crc < 0 && rc == 0 && f->tier == CFS_TIER_SSD &&
         !atomic_exchange(&pf->ssd_error_logged, true))
         cfs_warn("SSD tier: writing an entry failed (%s); the tier keeps what it has",
@@ -228,6 +317,58 @@ static void *finisher_main(void *arg)
     return NULL;
 }
 
+/* The node to ask for entry e instead of the PFS, or -1 (plan_lock held). */
+static int peer_choice(struct cfs_prefetch *pf, const struct cfs_entry *e)
+{
+    if (!pf->distributed || !pf->track || e->sample == CFS_NO_SAMPLE || e->size == 0)
+        return -1;
+    int tier;
+    uint32_t from;
+    uint32_t owner = pf_track_owner(pf->track, e->sample, &tier, &from);
+    if (owner == PF_NO_NODE || owner == pf->node || owner >= pf->nodes)
+        return -1;
+    /* Before the cluster's first read of the file its owner has not
+     * staged it: the PFS, without a round trip that would say so. */
+    uint32_t epoch;
+    pf_track_position(pf->track, NULL, &epoch, NULL);
+    if (epoch - pf_track_start_epoch(pf->track) < from)
+        return -1;
+    bool slow = cfs_peer_node_state(pf->peer, owner) != CFS_PEER_UP;
+    enum cfs_model_tier mt = tier == PF_TIER_SSD ? CFS_MODEL_TIER_SSD : CFS_MODEL_TIER_RAM;
+    if (cfs_model_choose(pf->model, owner, mt, e->size, slow) != CFS_MODEL_PEER)
+        return -1;
+    return (int)owner;
+}
+
+/* The peer answered (on the peer thread): the bytes, or the same fetch
+ * again from the PFS. */
+static void peer_done(struct cfs_peer_req *r)
+{
+    struct fetch *f = r->arg;
+    struct cfs_prefetch *pf = f->pf;
+    double secs = (double)(now_ns() - f->t0) * 1e-9;
+    uint32_t concurrent = atomic_fetch_sub(&pf->peer_inflight[r->node], 1);
+    if (r->res >= 0 && (uint64_t)r->res == f->req.size_hint) {
+        cfs_model_observe(pf->model, r->node, (uint64_t)r->res, secs, concurrent);
+        atomic_fetch_add(&pf->peer_fetches, 1);
+        cfs_metrics_add(pf->m, CFS_M_PEER_FETCH_OK, 1);
+        f->req.res = r->res;
+        fetch_done(&f->req);
+        return;
+    }
+    if (r->res == -ETIMEDOUT)
+        cfs_model_observe(pf->model, r->node, 0, secs, 1);
+    atomic_fetch_add(&pf->peer_fallbacks, 1);
+    cfs_metrics_add(pf->m, CFS_M_PEER_FETCH_FALLBACK, 1);
+    cfs_debug("peer %u: file %u: %s; reading the PFS", r->node, r->id, strerror((int)-r->res));
+    f->via_peer = false;
+    int rc = cfs_io_submit(pf->io, &f->req);
+    if (rc) {
+        f->req.res = rc;
+        fetch_finish(f);
+    }
+}
+
 /* Begin the fetch of id into tier and submit it.  0, or the cache's
  * begin_fetch error (-EEXIST, -ENOSPC, -EAGAIN, -EFBIG, -ENODEV, ...). */
 static int fetch_start(struct cfs_prefetch *pf, uint32_t id, enum cfs_cache_tier tier,
@@ -237,6 +378,8 @@ static int fetch_start(struct cfs_prefetch *pf, uint32_t id, enum cfs_cache_tier
     const struct cfs_entry *e = cfs_catalog_entry(pf->cat, id);
     if (!e || !S_ISREG(e->mode))
         return -EINVAL;
+    if (is_changed(pf, id))
+        return -ESTALE; /* its bytes could never be published */
     int plen = cfs_catalog_path(pf->cat, id, path, sizeof(path));
     if (plen < 0)
         return plen;
@@ -270,6 +413,21 @@ static int fetch_start(struct cfs_prefetch *pf, uint32_t id, enum cfs_cache_tier
         atomic_fetch_add(&pf->prefetches, 1);
     } else {
         atomic_fetch_add(&pf->demand_fetches, 1);
+    }
+    f->via_peer = false;
+    int owner = peer_choice(pf, e);
+    if (owner >= 0) {
+        f->preq = (struct cfs_peer_req){
+            .node = (uint32_t)owner, .id = id, .buf = buf, .cap = (size_t)e->size,
+            .size_hint = e->size, .done = peer_done, .arg = f,
+        };
+        f->via_peer = true;
+        f->t0 = now_ns();
+        atomic_fetch_add(&pf->peer_inflight[owner], 1);
+        if (cfs_peer_submit(pf->peer, &f->preq) == 0)
+            return 0;
+        atomic_fetch_sub(&pf->peer_inflight[owner], 1);
+        f->via_peer = false; /* slow, gone or not started: the PFS */
     }
     rc = cfs_io_submit(pf->io, &f->req);
     if (rc) {
@@ -332,6 +490,32 @@ static unsigned prefetch_round(struct cfs_prefetch *pf)
         }
         pf->scan++;
     }
+    /* Distributed: the files this node owns, whatever the window: its
+     * peers read them on their own schedule (owned files evict only
+     * non-owned ones, and the plan reserved their bytes). */
+    for (int k = 0; k < 2 && pf->distributed; k++) {
+        int tier = k == 0 ? PF_TIER_RAM : PF_TIER_SSD;
+        uint64_t count;
+        const uint32_t *order = pf_track_order(t, tier, &count);
+        while (pf->owned_idx[k] < count && room_for_more(pf)) {
+            uint32_t s = order[pf->owned_idx[k]];
+            if (!owned_for_peers(pf, s)) {
+                pf->owned_idx[k]++;
+                continue;
+            }
+            int rc = fetch_start(pf, cfs_catalog_sample_entry(pf->cat, s), cache_tier(tier), true,
+                                 0);
+            if (rc == -ENODEV) {
+                pf->owned_idx[k] = count;
+                break;
+            }
+            if (rc == -ENOSPC || rc == -EAGAIN || rc == -ENOMEM)
+                break;
+            if (rc == 0)
+                started++;
+            pf->owned_idx[k]++;
+        }
+    }
     /* Stage the planned tiers in order of first use once the window is
      * covered (their bytes are reserved by the plan). */
     for (int k = 0; k < 2 && !blocked; k++) {
@@ -340,7 +524,7 @@ static unsigned prefetch_round(struct cfs_prefetch *pf)
         const uint32_t *order = pf_track_order(t, tier, &count);
         while (pf->order_idx[k] < count && room_for_more(pf)) {
             uint32_t s = order[pf->order_idx[k]];
-            if (pf_track_next_use(t, s) == PF_NEVER) {
+            if (sample_next_use(pf, s) == PF_NEVER) {
                 pf->order_idx[k]++;
                 continue;
             }
@@ -447,6 +631,20 @@ static int track_create(const struct cfs_prefetch *pf, const struct cfs_options 
         .start_epoch = o->start_epoch, .epochs = o->epochs,
         .ram = o->ram, .ssd = o->ssd, .window = pf->window,
     };
+    if (pf->distributed) {
+        tp.nodes = pf->nodes;
+        tp.node = pf->node;
+        tp.ranks = pf->node_ranks;
+    } else if (pf->nodes > 1) {
+        /* no_peers: this node alone, with its own block of ranks. */
+        struct cfs_rank_range rr;
+        if (pf->node_ranks)
+            rr = pf->node_ranks[pf->node];
+        else
+            cfs_plan_default_ranks(o->world, pf->nodes, pf->node, &rr);
+        tp.rank_first = rr.first;
+        tp.rank_count = rr.count;
+    }
     cfs_options_sampler_params(o, pf->nsamples, &tp.sampler);
     return pf_track_create(&tp, out, err, errlen);
 }
@@ -471,7 +669,24 @@ int cfs_prefetch_create(const struct cfs_prefetch_params *p, struct cfs_prefetch
     pf->source_fd = p->source_fd;
     pf->opts = *p->opts;
     pf->opts.order_list = pf->opts.ssd_dir = pf->opts.index_dir = NULL;
-    pf->opts.sampler_list = NULL;
+    pf->opts.sampler_list = pf->opts.model_file = NULL;
+    pf->peer = p->peer;
+    pf->nodes = (uint32_t)cfs_peer_size(p->peer);
+    pf->node = (uint32_t)cfs_peer_rank(p->peer);
+    pf->distributed = pf->nodes > 1 && !p->opts->no_peers;
+    if (pf->nodes > 1 && p->node_ranks) {
+        pf->node_ranks = malloc(pf->nodes * sizeof(*pf->node_ranks));
+        if (!pf->node_ranks)
+            goto nomem;
+        memcpy(pf->node_ranks, p->node_ranks, pf->nodes * sizeof(*pf->node_ranks));
+    }
+    struct cfs_model_params mp;
+    cfs_model_defaults(&mp);
+    if (p->opts->model_file && (rc = cfs_model_load(p->opts->model_file, &mp, err, errlen)) < 0)
+        goto fail;
+    if (cfs_model_create(&mp, pf->nodes, pf->nodes, &pf->model) < 0 ||
+        !(pf->peer_inflight = calloc(pf->nodes, sizeof(*pf->peer_inflight))))
+        goto nomem;
     if (p->opts->sampler_list && !(pf->opts.sampler_list = strdup(p->opts->sampler_list)))
         goto nomem;
     pf->window = p->window;
@@ -545,6 +760,19 @@ int cfs_prefetch_start(struct cfs_prefetch *pf, char *err, size_t errlen)
     rc = cfs_cache_create(&cp, &pf->cache, err, errlen);
     if (rc)
         return rc;
+    pf->changed = calloc(cp.nfiles / 64 + 1, sizeof(*pf->changed));
+    if (!pf->changed) {
+        snprintf(err, errlen, "prefetch: out of memory");
+        return -ENOMEM;
+    }
+    if (pf->distributed) {
+        pf->nentries = cp.nfiles;
+        pf->from_node = calloc(cp.nfiles ? cp.nfiles : 1, sizeof(*pf->from_node));
+        if (!pf->from_node) {
+            snprintf(err, errlen, "prefetch: out of memory");
+            return -ENOMEM;
+        }
+    }
     struct cfs_io_params ip = {
         .kind = pf->opts.io, .depth = pf->opts.io_depth ? pf->opts.io_depth : 64,
         .source_fd = pf->source_fd,
@@ -593,6 +821,11 @@ void cfs_prefetch_destroy(struct cfs_prefetch *pf)
     cfs_cache_destroy(pf->cache);
     cfs_index_close(pf->index);
     pf_track_destroy(pf->track);
+    cfs_model_destroy(pf->model);
+    free(pf->from_node);
+    free((void *)pf->changed);
+    free(pf->peer_inflight);
+    free(pf->node_ranks);
     free(pf->ssd_dir);
     free(pf->index_dir);
     free(pf->sizes);
@@ -624,6 +857,65 @@ static void observe(struct cfs_prefetch *pf, uint32_t sample)
 static enum cfs_metric tier_metric(enum cfs_cache_tier t)
 {
     return t == CFS_TIER_SSD ? CFS_M_READS_SSD : CFS_M_READS_RAM;
+}
+
+/* A synchronous peer fetch into a buffer of the open's own. */
+struct peer_wait {
+    struct cfs_peer_req r;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+};
+
+static void peer_wait_done(struct cfs_peer_req *r)
+{
+    struct peer_wait *w = r->arg;
+    pthread_mutex_lock(&w->mu);
+    w->done = true;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* 0 and *out (size bytes, malloc'd), or -errno: the caller reads the PFS.
+ * Never hangs: the peer layer completes every request (timeouts). */
+static int peer_read_direct(struct cfs_prefetch *pf, uint32_t id, uint64_t size, uint32_t node,
+                            void **out)
+{
+    struct peer_wait w = {.done = false};
+    void *buf = malloc(size ? size : 1);
+    if (!buf)
+        return -ENOMEM;
+    w.r = (struct cfs_peer_req){
+        .node = node, .id = id, .buf = buf, .cap = (size_t)size, .size_hint = size,
+        .done = peer_wait_done, .arg = &w,
+    };
+    pthread_mutex_init(&w.mu, NULL);
+    pthread_cond_init(&w.cv, NULL);
+    uint64_t t0 = now_ns();
+    atomic_fetch_add(&pf->peer_inflight[node], 1);
+    int rc = cfs_peer_submit(pf->peer, &w.r);
+    if (rc == 0) {
+        pthread_mutex_lock(&w.mu);
+        while (!w.done)
+            pthread_cond_wait(&w.cv, &w.mu);
+        pthread_mutex_unlock(&w.mu);
+        rc = w.r.res >= 0 && (uint64_t)w.r.res == size ? 0 : w.r.res < 0 ? (int)w.r.res : -EIO;
+    }
+    uint32_t concurrent = atomic_fetch_sub(&pf->peer_inflight[node], 1);
+    pthread_cond_destroy(&w.cv);
+    pthread_mutex_destroy(&w.mu);
+    if (rc == 0) {
+        cfs_model_observe(pf->model, node, size, (double)(now_ns() - t0) * 1e-9, concurrent);
+        cfs_metrics_add(pf->m, CFS_M_PEER_FETCH_OK, 1);
+        cfs_metrics_add(pf->m, CFS_M_FETCH_BYTES_PEER, size);
+        atomic_fetch_add(&pf->peer_fetches, 1);
+        *out = buf;
+        return 0;
+    }
+    cfs_metrics_add(pf->m, CFS_M_PEER_FETCH_FALLBACK, 1);
+    atomic_fetch_add(&pf->peer_fallbacks, 1);
+    free(buf);
+    return rc;
 }
 
 int cfs_prefetch_open(struct cfs_prefetch *pf, cfs_id id, struct cfs_prefetch_file **out)
@@ -667,21 +959,37 @@ int cfs_prefetch_open(struct cfs_prefetch *pf, cfs_id id, struct cfs_prefetch_fi
         waited = true;
         rc = cfs_cache_acquire(pf->cache, id, CFS_CACHE_WAIT, &f->h);
         if (rc == 0) {
-            f->source = CFS_M_READS_PFS;
+            f->source = pf->from_node && atomic_load(&pf->from_node[id]) ? CFS_M_READS_PEER
+                                                                         : CFS_M_READS_PFS;
             break;
         }
         if (rc != -ENOENT)
             break; /* the fetch failed: try the source itself */
     }
+    /* Not cached (the tier is full of files needed sooner, or of fetches
+     * in flight): a direct read, from the owner when there is one. */
+    int owner = rc && rc != -ESTALE ? peer_choice(pf, e) : -1;
     pthread_rwlock_unlock(&pf->plan_lock);
-    if (rc == 0) {
+    if (owner >= 0 && peer_read_direct(pf, id, e->size, (uint32_t)owner, &f->pbuf) == 0) {
+        f->source = CFS_M_READS_PEER;
+        waited = true;
+        rc = 0;
+    } else if (rc == 0) {
         f->has_h = true;
-    } else {
+    } else if (rc != -ESTALE) {
         char path[PATH_MAX];
         rc = cfs_catalog_path(pf->cat, id, path, sizeof(path));
         if (rc >= 0) {
             f->fd = openat(pf->source_fd, path, O_RDONLY | O_CLOEXEC);
             rc = f->fd < 0 ? -errno : 0;
+        }
+        /* The kernel has the catalog's size: a file that is not the
+         * catalog's any more would be served cut short, or padded. */
+        if (rc == 0 && !fd_is_catalogs(f->fd, e)) {
+            close(f->fd);
+            f->fd = -1;
+            mark_changed(pf, id, path);
+            rc = -ESTALE;
         }
         f->source = CFS_M_READS_PFS;
         atomic_fetch_add(&pf->direct_opens, 1);
@@ -705,6 +1013,13 @@ int cfs_prefetch_read(struct cfs_prefetch *pf, struct cfs_prefetch_file *f, uint
     x->fd = -1;
     if (!atomic_exchange(&f->counted, true))
         cfs_metrics_add(pf->m, f->source, 1);
+    if (f->pbuf) {
+        if (off >= f->size)
+            return 0;
+        x->data = (const char *)f->pbuf + off;
+        x->len = f->size - off < size ? (size_t)(f->size - off) : size;
+        return 0;
+    }
     if (f->has_h) {
         if (off >= f->h.size)
             return 0;
@@ -735,6 +1050,15 @@ int cfs_prefetch_read(struct cfs_prefetch *pf, struct cfs_prefetch_file *f, uint
     }
     cfs_metrics_add(pf->m, CFS_M_STALL_NS, now_ns() - t0);
     cfs_metrics_add(pf->m, CFS_M_FETCH_BYTES_PFS, got);
+    /* Checked at open; a change since may have mixed versions within
+     * this open's reads (a local fstat: cheap next to the read). */
+    const struct cfs_entry *e = cfs_catalog_entry(pf->cat, f->id);
+    if (!e || !fd_is_catalogs(f->fd, e)) {
+        char path[PATH_MAX];
+        if (cfs_catalog_path(pf->cat, f->id, path, sizeof(path)) >= 0)
+            mark_changed(pf, f->id, path);
+        return -EIO;
+    }
     x->data = scratch;
     x->len = got;
     return 0;
@@ -768,7 +1092,7 @@ ssize_t cfs_prefetch_pread(struct cfs_prefetch *pf, struct cfs_prefetch_file *f,
 
 bool cfs_prefetch_is_direct(const struct cfs_prefetch_file *f)
 {
-    return !f->has_h;
+    return !f->has_h && !f->pbuf;
 }
 
 uint64_t cfs_prefetch_file_size(const struct cfs_prefetch_file *f)
@@ -785,12 +1109,14 @@ void cfs_prefetch_release(struct cfs_prefetch *pf, struct cfs_prefetch_file *f)
         cfs_cache_release(pf->cache, &f->h);
     if (f->fd >= 0)
         close(f->fd);
+    free(f->pbuf);
     /* Read for the last time: free the RAM now.  SSD entries stay, evicted
      * first when room is needed, for the next job that mounts the tier. */
     bool last = false;
     if (ram && f->sample != CFS_NO_SAMPLE) {
         pthread_rwlock_rdlock(&pf->plan_lock);
-        last = pf->track && pf_track_next_use(pf->track, f->sample) == PF_NEVER;
+        last = pf->track && pf_track_next_use(pf->track, f->sample) == PF_NEVER &&
+               !owned_for_peers(pf, f->sample);
         pthread_rwlock_unlock(&pf->plan_lock);
     }
     if (last && cfs_cache_drop(pf->cache, f->id) == 0)
@@ -805,9 +1131,61 @@ void cfs_prefetch_release(struct cfs_prefetch *pf, struct cfs_prefetch_file *f)
 int cfs_prefetch_state(void *arg, cfs_id id, char *buf, size_t len)
 {
     struct cfs_prefetch *pf = arg;
-    const char *s = cfs_cache_state_name(cfs_cache_state(pf->cache, id));
-    if ((size_t)snprintf(buf, len, "%s", s) >= len)
+    enum cfs_cache_state st = cfs_cache_state(pf->cache, id);
+    const char *s = cfs_cache_state_name(st);
+    int n;
+    uint32_t owner = PF_NO_NODE;
+    const struct cfs_entry *e = cfs_catalog_entry(pf->cat, id);
+    if (st == CFS_CACHE_ABSENT && pf->distributed && e && e->sample != CFS_NO_SAMPLE) {
+        pthread_rwlock_rdlock(&pf->plan_lock);
+        if (pf->track)
+            owner = pf_track_owner(pf->track, e->sample, NULL, NULL);
+        pthread_rwlock_unlock(&pf->plan_lock);
+    }
+    if (owner != PF_NO_NODE && owner != pf->node)
+        n = snprintf(buf, len, "peer:%u", owner);
+    else
+        n = snprintf(buf, len, "%s", s);
+    if (n < 0 || (size_t)n >= len)
         return -ERANGE;
+    return 0;
+}
+
+struct provided {
+    struct cfs_prefetch *pf;
+    struct cfs_cache_handle h;
+};
+
+static void provide_release(void *arg, struct cfs_peer_view *v)
+{
+    struct provided *pv = arg;
+    (void)v;
+    cfs_cache_release(pv->pf->cache, &pv->h);
+    free(pv);
+}
+
+int cfs_prefetch_provide(void *arg, uint32_t id, struct cfs_peer_view *v)
+{
+    struct cfs_prefetch *pf = arg;
+    if (!pf->cache || id >= cfs_catalog_entry_count(pf->cat))
+        return -ENOENT;
+    struct provided *pv = malloc(sizeof(*pv));
+    if (!pv)
+        return -ENOMEM;
+    pv->pf = pf;
+    /* Never waits: a file in flight here is "not held" for the peer, which
+     * then reads the PFS rather than stall the peer thread. */
+    if (cfs_cache_acquire(pf->cache, id, 0, &pv->h) != 0) {
+        free(pv);
+        return -ENOENT;
+    }
+    *v = (struct cfs_peer_view){
+        .data = pv->h.data, .fd = pv->h.fd, .offset = pv->h.offset, .len = pv->h.size,
+        .xxh3 = pv->h.xxh3, .has_xxh3 = true, .release = provide_release, .release_arg = pv,
+        .priv = pv,
+    };
+    atomic_fetch_add(&pf->peer_served, 1);
+    cfs_metrics_add(pf->m, CFS_M_PEER_SERVED_FILES, 1);
     return 0;
 }
 
@@ -832,6 +1210,12 @@ int cfs_prefetch_set_seed(struct cfs_prefetch *pf, uint64_t seed, char *err, siz
     struct pf_track *t = NULL, *old;
     if (pf->nsamples == 0)
         return 0;
+    if (pf->distributed) {
+        /* One node cannot re-plan alone: its peers would disagree on who
+         * holds what.  Remount all nodes with the new seed. */
+        snprintf(err, errlen, "a distributed mount cannot change its seed; remount every node");
+        return -EOPNOTSUPP;
+    }
     /* Plan outside every lock: the mount keeps serving meanwhile (opts
      * changes only here, and the ctl serialises commands). */
     struct cfs_options o = pf->opts;
@@ -916,5 +1300,8 @@ void cfs_prefetch_stats(struct cfs_prefetch *pf, struct cfs_prefetch_stats *out)
     out->refetches = st.refetches;
     out->loaded = st.loaded;
     out->refused = st.refused;
+    out->peer_fetches = atomic_load(&pf->peer_fetches);
+    out->peer_fallbacks = atomic_load(&pf->peer_fallbacks);
+    out->peer_served = atomic_load(&pf->peer_served);
     out->io_engine = cfs_io_describe(pf->io);
 }

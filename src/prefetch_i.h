@@ -19,12 +19,19 @@ enum { PF_TIER_NONE = 0, PF_TIER_RAM = 1, PF_TIER_SSD = 2 };
 
 /* What the planner needs, besides the sampler: the node's ranks, epochs
  * and tier capacities. */
+struct cfs_rank_range;
+
 struct pf_track_params {
     uint64_t n;                  /* samples */
     const uint64_t *sizes;       /* n sizes (copied by the planner) */
     struct cfs_sampler_params sampler;
     uint32_t world;
-    uint32_t rank_first, rank_count; /* count 0: all ranks */
+    uint32_t rank_first, rank_count; /* count 0: all ranks (one node) */
+    /* Distributed (nodes > 1): every node's ranks (NULL: default blocks),
+     * the plan assigns owners over all nodes and details `node`; the
+     * rank_* fields are then ignored. */
+    uint32_t nodes, node;
+    const struct cfs_rank_range *ranks;
     uint32_t start_epoch, epochs;
     uint64_t ram, ssd;
     uint32_t window; /* reordering slack in files; 0: a default from batch and ranks */
@@ -65,5 +72,12 @@ int pf_track_tier(const struct pf_track *t, uint32_t s);
 const uint32_t *pf_track_order(const struct pf_track *t, int tier, uint64_t *count);
 uint64_t pf_track_tier_bytes(const struct pf_track *t, int tier);
 uint64_t pf_track_stream_len(const struct pf_track *t);
+/* The node that holds s for its peers (PF_NO_NODE: none, the PFS) and its
+ * tier there (PF_TIER_*), and the relative epoch from which it holds it
+ * (the cluster's first read of s: the owner stages it then). */
+#define PF_NO_NODE UINT32_MAX
+uint32_t pf_track_owner(const struct pf_track *t, uint32_t s, int *tier, uint32_t *from_epoch);
+uint32_t pf_track_node(const struct pf_track *t);
+uint32_t pf_track_start_epoch(const struct pf_track *t);
 
 #endif

@@ -56,6 +56,7 @@ struct pf_track {
     struct cfs_plan_walk *walk;
     uint64_t n;
     uint32_t start_epoch, nepochs;
+    uint32_t node; /* the planned node */
     uint32_t window;
     uint32_t walked_rel; /* epochs the walker has produced: [0, walked_rel) */
     struct pf_epoch ep[3];
@@ -175,11 +176,17 @@ int pf_track_create(const struct pf_track_params *p, struct pf_track **out, char
         .start_epoch = p->start_epoch, .epochs = p->epochs, .nodes = 1, .node = 0,
         .ranks = p->rank_count ? &rr : NULL, .ram = p->ram, .ssd = p->ssd,
     };
+    if (p->nodes > 1) {
+        pp.nodes = p->nodes;
+        pp.node = p->node;
+        pp.ranks = p->ranks;
+    }
+    t->node = pp.node;
     rc = cfs_plan_create(&pp, &t->plan, err, errlen);
     if (rc)
         goto fail;
     t->nepochs = cfs_plan_epoch_count(t->plan);
-    struct cfs_rank_range mine = cfs_plan_node_ranks(t->plan, 0);
+    struct cfs_rank_range mine = cfs_plan_node_ranks(t->plan, t->node);
     t->window = p->window;
     if (!t->window) {
         /* T workers x P batches of B per rank are commonly 4 x 2 x B; allow
@@ -394,7 +401,7 @@ const uint32_t *pf_track_order(const struct pf_track *t, int tier, uint64_t *cou
 uint64_t pf_track_tier_bytes(const struct pf_track *t, int tier)
 {
     struct cfs_plan_node_summary sum;
-    if (cfs_plan_node_summary(t->plan, 0, &sum) < 0)
+    if (cfs_plan_node_summary(t->plan, t->node, &sum) < 0)
         return 0;
     return sum.bytes[tier == PF_TIER_SSD ? CFS_PLAN_TIER_SSD : CFS_PLAN_TIER_RAM];
 }
@@ -402,4 +409,28 @@ uint64_t pf_track_tier_bytes(const struct pf_track *t, int tier)
 uint64_t pf_track_stream_len(const struct pf_track *t)
 {
     return cfs_plan_epoch_start(t->plan, t->nepochs);
+}
+
+uint32_t pf_track_owner(const struct pf_track *t, uint32_t s, int *tier, uint32_t *from_epoch)
+{
+    enum cfs_plan_tier pt = CFS_PLAN_TIER_NONE;
+    if (s >= t->n)
+        return PF_NO_NODE;
+    uint32_t owner = cfs_plan_owner(t->plan, s, &pt);
+    if (tier)
+        *tier = pt == CFS_PLAN_TIER_SSD ? PF_TIER_SSD : pt == CFS_PLAN_TIER_RAM ? PF_TIER_RAM
+                                                                                : PF_TIER_NONE;
+    if (from_epoch)
+        *from_epoch = cfs_plan_owner_epoch(t->plan, s);
+    return owner == CFS_NODE_NONE ? PF_NO_NODE : owner;
+}
+
+uint32_t pf_track_node(const struct pf_track *t)
+{
+    return t->node;
+}
+
+uint32_t pf_track_start_epoch(const struct pf_track *t)
+{
+    return t->start_epoch;
 }

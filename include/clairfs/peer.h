@@ -148,6 +148,7 @@ struct cfs_peer_agreement {
     uint64_t epochs, start_epoch;
     uint64_t order;         /* enum cfs_order (the list itself is in the catalog hash) */
     uint64_t ram, ssd;
+    uint64_t no_peers;      /* a node without peers would never answer the others */
 };
 #define CFS_PEER_PROTOCOL 1
 
@@ -229,7 +230,9 @@ struct cfs_peer_stats {
 /* Fill *out from the options and the catalog hash (pure, no MPI). */
 void cfs_peer_agreement_fill(struct cfs_peer_agreement *out, const struct cfs_options *o,
                              uint64_t catalog_hash);
-/* xxh3-64 of the plan-relevant options (the agreement without the catalog). */
+/* xxh3-64 of the plan-relevant options (the agreement without the catalog
+ * and without no_peers, which the agreement compares but which says how a
+ * node fetches, not what a plan is made from). */
 uint64_t cfs_peer_options_hash(const struct cfs_options *o);
 /* Compare the agreements of n ranks (all[r] is rank r's): 0 when equal,
  * else -EINVAL with every differing setting in err ("seed differs: rank 0
@@ -247,6 +250,12 @@ int cfs_peer_size(const struct cfs_peer *p); /* NULL: 1 */
  * Collective: every node must call it.  NULL: 0. */
 int cfs_peer_agree(struct cfs_peer *p, const struct cfs_peer_agreement *mine, char *err,
                    size_t errlen);
+/* One MPI_Allgather of len bytes per node into all (size * len bytes, rank
+ * order): how the daemon shares per-node facts (start-up status, trainer
+ * ranks) before the agreement.  Collective, before cfs_peer_start().  NULL:
+ * copies mine.  0 or -EIO with a message in err. */
+int cfs_peer_allgather(struct cfs_peer *p, const void *mine, size_t len, void *all, char *err,
+                       size_t errlen);
 /* Start the communication thread (serving and fetching).  -EALREADY. */
 int cfs_peer_start(struct cfs_peer *p, const struct cfs_peer_params *params, char *err,
                    size_t errlen);
@@ -268,6 +277,7 @@ void cfs_peer_destroy(struct cfs_peer *p);
 #else /* !HAVE_MPI: callers need no #ifdef; under mpirun init fails clearly. */
 
 #include <stdio.h>
+#include <string.h>
 
 static inline int cfs_peer_init(int *argc, char ***argv, struct cfs_peer **out, char *err,
                                 size_t errlen)
@@ -287,6 +297,13 @@ static inline int cfs_peer_agree(struct cfs_peer *p, const struct cfs_peer_agree
                                  char *err, size_t errlen)
 {
     (void)p; (void)mine; (void)err; (void)errlen;
+    return 0;
+}
+static inline int cfs_peer_allgather(struct cfs_peer *p, const void *mine, size_t len, void *all,
+                                     char *err, size_t errlen)
+{
+    (void)p; (void)err; (void)errlen;
+    memcpy(all, mine, len);
     return 0;
 }
 static inline int cfs_peer_start(struct cfs_peer *p, const struct cfs_peer_params *params,

@@ -39,6 +39,52 @@
  * leaf lock, so the cache may ask with its own lock held); a file read for
  * the last time is dropped at its release.
  *
+ * Peers (issue 5).  Under MPI with several nodes (params.peer) the plan
+ * covers every node: each file has an owner (cfs_plan_owner) that keeps it
+ * in a tier for the whole run.  A fetch (prefetch or demand) of a file
+ * owned by another node goes to that node (cfs_peer_submit into the cache
+ * entry's buffer) when the owner has begun holding it (the relative epoch
+ * of the cluster's first read of the file, when the owner stages it), the
+ * peer is not marked slow, and the performance model (model.h) estimates
+ * the peer faster than this node's share of the PFS.  A peer answer other
+ * than the bytes (-ENOENT not held, -ETIMEDOUT, -EHOSTDOWN, -EIO checksum,
+ * -ECANCELED) resubmits the same fetch to the io engine: never wrong bytes,
+ * never a hang (the peer layer times out).  An open of a peer-owned file
+ * that the cache will not take (Belady, or a tier full of fetches in
+ * flight) reads it from the peer into a buffer of its own (the direct read
+ * of the single-node path, from the owner instead of the PFS).  It does not
+ * insert it by force: that would evict files this node owns.  Owners keep
+ * what they own: owned files
+ * have next use 0 (never a victim for a file the node reads itself) and are
+ * not dropped after the node's own last read; the plan already budgeted
+ * their bytes.  Counting: an open that waited for a peer fetch counts as
+ * clairfs_reads_total{source="peer"}, its bytes as
+ * clairfs_fetch_bytes_total{from="peer"}; a fallback's bytes count as from
+ * the PFS.  cfs_prefetch_provide() serves this node's entries to its peers
+ * (a pinned cache handle, released when the send is done).  -o no_peers
+ * plans each node alone (its own ranks, nodes = 1) and never asks a peer.
+ * The state xattr says "peer:N" for a file absent here that node N owns
+ * (its bytes will come from N), otherwise ram, ssd, inflight or pfs.
+ *
+ * Exactness: a source changed under the mount.  The catalog's size and
+ * mtime of a file are the kernel's for the whole mount, and the dataset must
+ * not be modified in place under it.  A file changed anyway is served as
+ * the old version if a tier already holds it, else its opens fail with
+ * ESTALE — never a prefix (a grown file: the kernel reads only the
+ * catalog's size) and never a mix of versions (rewritten while a fetch
+ * reads it).  Every fetch from the source reports the file's identity as
+ * seen after its last read (io.h, "Identity"); when its size or mtime (sec
+ * and nsec) differ from the catalog's, the bytes are not published
+ * (complete_fetch with -ESTALE: not served, not written to the SSD tier)
+ * and the fetch's waiters get ESTALE.  A direct read (the file is not
+ * cached) fstats its fd after the openat (ESTALE on a mismatch) and after
+ * every read (EIO: bytes of this open may already be out).  A changed file
+ * is remembered (a bit per entry: later opens fail at once, the prefetcher
+ * skips it), logged once and counted in clairfs_source_changed_total.
+ * Peer answers are not re-checked: the owner checked its own fetch.  What
+ * cannot be seen: a same-size rewrite within one timestamp tick of the
+ * scan, or one hidden by a network source's attribute cache.
+ *
  * Thread safety: every function may be called from any thread (FUSE runs a
  * multithreaded loop), except create/destroy. */
 #ifndef CLAIRFS_PREFETCH_H
@@ -56,6 +102,9 @@
 
 struct cfs_prefetch;
 struct cfs_prefetch_file;
+struct cfs_peer;
+struct cfs_peer_view;
+struct cfs_rank_range;
 
 struct cfs_prefetch_params {
     const struct cfs_catalog *catalog;
@@ -70,6 +119,12 @@ struct cfs_prefetch_params {
     uint32_t window;          /* reordering slack in files; 0: default */
     bool progress;            /* log warm-up progress (staged %, MB/s, ETA) */
     double progress_interval; /* seconds between progress lines; 0: 5 */
+    /* Distributed runs: the node's peers (NULL or one node: single-node
+     * behaviour), and every node's trainer ranks (cfs_peer_size entries;
+     * NULL: default blocks).  The peer handle must outlive the prefetcher,
+     * and cfs_peer_leave() must be called before cfs_prefetch_destroy(). */
+    struct cfs_peer *peer;
+    const struct cfs_rank_range *node_ranks;
 };
 
 /* Checks the options and, with a seed, computes the plan: everything that
@@ -120,6 +175,9 @@ uint64_t cfs_prefetch_file_size(const struct cfs_prefetch_file *f);
 /* user.clairfs.state of a file ("ram", "ssd", "pfs", "inflight"),
  * NUL-terminated; matches cfs_fs_state_fn.  arg is the prefetcher. */
 int cfs_prefetch_state(void *arg, cfs_id id, char *buf, size_t len);
+/* The peer provider (cfs_peer_provide_fn): a pinned view of entry id when
+ * a tier holds it, else -ENOENT.  arg is the prefetcher (started). */
+int cfs_prefetch_provide(void *arg, uint32_t id, struct cfs_peer_view *v);
 /* The `control` handler (cfs_ctl_handler_fn): "epoch N" resynchronises the
  * tracker, "seed N" re-plans.  arg is the prefetcher. */
 int cfs_prefetch_command(void *arg, const struct cfs_ctl_cmd *cmd);
@@ -142,6 +200,9 @@ struct cfs_prefetch_stats {
     uint64_t dropped;       /* entries dropped after their last read */
     uint64_t cache_bytes[2], cache_capacity[2]; /* ram, ssd */
     uint64_t checksum_failures, refetches, loaded, evictions[2], refused;
+    uint64_t peer_fetches;  /* fetches answered by a peer */
+    uint64_t peer_fallbacks; /* peer fetches that went to the PFS after all */
+    uint64_t peer_served;   /* files this node served to its peers */
     const char *io_engine;
 };
 void cfs_prefetch_stats(struct cfs_prefetch *pf, struct cfs_prefetch_stats *out);

@@ -47,7 +47,19 @@ static const char expected_prometheus[] =
     "clairfs_epoch 4\n"
     "# HELP clairfs_cache_checksum_failures_total Cache entries found corrupt (then refetched).\n"
     "# TYPE clairfs_cache_checksum_failures_total counter\n"
-    "clairfs_cache_checksum_failures_total 2\n";
+    "clairfs_cache_checksum_failures_total 2\n"
+    "# HELP clairfs_peer_fetches_total Fetches asked from a peer: answered (ok), or read from the "
+    "PFS after all (fallback: not held, slow peer, bad checksum).\n"
+    "# TYPE clairfs_peer_fetches_total counter\n"
+    "clairfs_peer_fetches_total{result=\"ok\"} 0\n"
+    "clairfs_peer_fetches_total{result=\"fallback\"} 0\n"
+    "# HELP clairfs_peer_served_files_total Files sent to other nodes.\n"
+    "# TYPE clairfs_peer_served_files_total counter\n"
+    "clairfs_peer_served_files_total 0\n"
+    "# HELP clairfs_source_changed_total Source files found changed under the mount (not served "
+    "unless already cached: ESTALE).\n"
+    "# TYPE clairfs_source_changed_total counter\n"
+    "clairfs_source_changed_total 5\n";
 
 static const char expected_stats[] =
     "catalog   files 1281167  dirs 1001  bytes 137 GiB  from_index yes\n"
@@ -57,7 +69,9 @@ static const char expected_stats[] =
     "fetched   pfs 4.00 KiB  peer 0 B\n"
     "cache     ram 1.00 GiB  ssd 1.50 KiB\n"
     "epoch     4\n"
-    "corrupt   2\n";
+    "corrupt   2\n"
+    "peer      ok 0  fallback 0  served 0\n"
+    "changed   5\n";
 
 static void fill(struct cfs_metrics *m)
 {
@@ -80,6 +94,7 @@ static void fill(struct cfs_metrics *m)
     cfs_metrics_set(m, CFS_M_EPOCH, 3);
     cfs_metrics_set(m, CFS_M_EPOCH, 4);
     cfs_metrics_set(m, CFS_M_CHECKSUM_FAILURES, 2);
+    cfs_metrics_add(m, CFS_M_SOURCE_CHANGED, 5);
 }
 
 START_TEST(prometheus_text_is_exact)

@@ -1,0 +1,93 @@
+#!/bin/bash
+# A Slurm job: clairfs on every node (one MPI rank per node, the nodes share
+# their caches), then an unmodified torchrun trainer against the mounts.
+#
+#   sbatch examples/slurm-clairfs.sh            (edit the settings below)
+#
+# Steps: start one clairfs daemon per node as one MPI job in the background
+# (srun --mpi=pmix, or mpirun where Slurm's PMIx plugin is missing); wait
+# until every node's .clairfs/ready exists; run torchrun on every node with
+# --data at the node-local mount; unmount every node at the end, also when
+# training fails or the job is cancelled (trap on EXIT/TERM).  Open MPI
+# aborts the whole clairfs job when one daemon dies (README, "Distributed
+# runs"): the trap still unmounts what is left, so that no node keeps a
+# dead mount.
+#
+#SBATCH --job-name=clairfs-train
+#SBATCH --nodes=4
+#SBATCH --ntasks-per-node=1
+#SBATCH --cpus-per-task=32
+#SBATCH --gpus-per-node=4
+#SBATCH --time=04:00:00
+#SBATCH --signal=B:TERM@120
+set -u
+
+# --- settings ------------------------------------------------------------
+DATA=${DATA:-/lustre/datasets/imagenet/train}   # the dataset on the PFS
+MNT=${MNT:-/tmp/clairfs-$SLURM_JOB_ID}          # node-local mount point
+SSD=${SSD:-/local/scratch/$USER/clairfs}        # node-local SSD tier
+GPUS_PER_NODE=${GPUS_PER_NODE:-4}
+NODES=${SLURM_JOB_NUM_NODES:-1}
+WORLD=$((NODES * GPUS_PER_NODE))                # trainer ranks
+SEED=${SEED:-0} BATCH=${BATCH:-256} EPOCHS=${EPOCHS:-90} WORKERS=${WORKERS:-8}
+RAM=${RAM:-64G}                                 # RAM tier per node
+CLAIRFS=${CLAIRFS:-clairfs}
+TRAINER=${TRAINER:-$(dirname "$0")/train_ddp.py}
+# -------------------------------------------------------------------------
+
+# The trainer's sampler settings, identical on every node (checked at start:
+# a node whose seed or dataset differs stops the mount on every node).
+OPTS="seed=$SEED,world=$WORLD,batch=$BATCH,epochs=$EPOCHS,ram=$RAM"
+OPTS="$OPTS,ssd_dir=$SSD/{rank},index=$SSD/{rank}/index"
+
+# One command per node, run on every node through srun.
+on_nodes() { srun --nodes="$NODES" --ntasks-per-node=1 --overlap "$@"; }
+
+CLAIRFS_STEP=
+cleanup() {
+    # Unmount every node's mount; the daemons then exit (MPI_Finalize
+    # waits for all of them, so the step ends when the last node is done).
+    on_nodes bash -c "mountpoint -q '$MNT' && fusermount3 -u '$MNT' || true; rmdir '$MNT' 2>/dev/null || true"
+    if [ -n "$CLAIRFS_STEP" ]; then
+        for _ in $(seq 60); do kill -0 "$CLAIRFS_STEP" 2>/dev/null || break; sleep 1; done
+        kill "$CLAIRFS_STEP" 2>/dev/null
+        wait "$CLAIRFS_STEP" 2>/dev/null
+    fi
+}
+trap cleanup EXIT
+trap 'exit 143' TERM INT
+
+on_nodes mkdir -p "$MNT" "$SSD"
+
+# The daemons: one MPI job, one rank per node, in the foreground (-f: Open
+# MPI does not support fork after MPI_Init) as a background job step.
+if srun --mpi=list 2>&1 | grep -q pmix; then
+    srun --nodes="$NODES" --ntasks-per-node=1 --mpi=pmix --overlap \
+        "$CLAIRFS" -f -o "$OPTS" "$DATA" "$MNT" &
+else
+    mpirun -np "$NODES" --map-by ppr:1:node "$CLAIRFS" -f -o "$OPTS" "$DATA" "$MNT" &
+fi
+CLAIRFS_STEP=$!
+
+# Wait for every node: the catalog is loaded, the plan made, prefetching
+# started.  A failed start (e.g. nodes that disagree) ends the step.
+deadline=$((SECONDS + 1800))
+until on_nodes test -e "$MNT/.clairfs/ready" 2>/dev/null; do
+    kill -0 "$CLAIRFS_STEP" 2>/dev/null || { echo "clairfs failed to start" >&2; exit 1; }
+    [ $SECONDS -lt $deadline ] || { echo "clairfs not ready after 30 min" >&2; exit 1; }
+    sleep 5
+done
+echo "clairfs ready on $NODES nodes at $MNT"
+
+# The trainer, unmodified: torchrun on every node, --data at the local mount.
+MASTER=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+srun --nodes="$NODES" --ntasks-per-node=1 --overlap \
+    torchrun --nnodes="$NODES" --nproc-per-node="$GPUS_PER_NODE" \
+    --rdzv-backend=c10d --rdzv-endpoint="$MASTER:29500" --rdzv-id="$SLURM_JOB_ID" \
+    "$TRAINER" --data "$MNT" --seed "$SEED" --batch "$BATCH" --workers "$WORKERS" \
+    --epochs "$EPOCHS"
+status=$?
+
+# Where each node's reads came from (clairfs-stat gives the live view).
+on_nodes bash -c "echo \$(hostname): \$(grep -E '^clairfs_reads_total' '$MNT/.clairfs/metrics' | tr '\n' ' ')"
+exit $status

@@ -1,0 +1,85 @@
+/* The performance model (issue 5): for each fetch of a file this node does
+ * not hold, where to get it from, the owner on another node or the PFS, as
+ * the NoPFS paper does: estimate the time of both and take the smaller.
+ *
+ *   PFS:  pfs_latency + size / share, share = min(pfs_client_bw,
+ *         pfs_bw / clients): the PFS's aggregate bandwidth is divided among
+ *         the nodes reading it at once (every node of the job, in a
+ *         synchronous data-parallel run), and one client alone reaches at
+ *         most pfs_client_bw.
+ *   Peer: latency + size / min(net_bw, tier_bw of the owner's tier), the
+ *         latency being the one measured from that peer when there is one,
+ *         else net_latency.  A peer marked slow (no answer within
+ *         peer_timeout) is never chosen.
+ *
+ * Parameters come from constants (below, a conservative parallel
+ * filesystem under load and a commodity network), overridden by a file
+ * given with -o model=FILE: "key = value" lines, '#' comments, keys
+ * pfs_bw, pfs_client_bw, net_bw, ram_bw, ssd_bw (bytes per second, K/M/G
+ * suffixes allowed), pfs_latency, net_latency (seconds).  Unknown keys and
+ * bad values are errors naming FILE:LINE.
+ *
+ * Measured latency: the data path feeds cfs_model_observe() with the bytes
+ * and elapsed time of each completed peer fetch and the number of requests
+ * to that peer in flight; the service time (elapsed / in flight) beyond the
+ * transfer at the modelled bandwidth, as an exponentially weighted mean
+ * (alpha 1/8, starting from net_latency) per peer, is the peer's latency.  A latency, not a rate, so
+ * that small and large files measure the same thing.  The elapsed time of
+ * a batched request includes queueing, so the latency grows when the peer
+ * is busy: exactly when the PFS should take some of the load.
+ *
+ * Pure computation apart from the measurements' atomics: no I/O but
+ * cfs_model_load(), no MPI. */
+#ifndef CLAIRFS_MODEL_H
+#define CLAIRFS_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct cfs_model_params {
+    double pfs_bw;        /* aggregate PFS bandwidth, bytes/s */
+    double pfs_client_bw; /* one client's maximum, bytes/s */
+    double pfs_latency;   /* per file (open + first byte), s */
+    double net_bw;        /* one peer link, bytes/s */
+    double net_latency;   /* one request round trip, s */
+    double ram_bw, ssd_bw; /* reading the owner's tier, bytes/s */
+};
+
+enum cfs_model_source { CFS_MODEL_PFS = 0, CFS_MODEL_PEER = 1 };
+enum cfs_model_tier { CFS_MODEL_TIER_RAM = 0, CFS_MODEL_TIER_SSD = 1 };
+
+struct cfs_model;
+
+/* The built-in defaults. */
+void cfs_model_defaults(struct cfs_model_params *out);
+/* Apply a config file on top of *p: 0, or -errno with "FILE:LINE: ..." in
+ * err. */
+int cfs_model_load(const char *path, struct cfs_model_params *p, char *err, size_t errlen);
+
+/* nodes: the peers measured (ranks 0..nodes-1); clients: nodes that read
+ * the PFS concurrently. */
+int cfs_model_create(const struct cfs_model_params *p, uint32_t nodes, uint32_t clients,
+                     struct cfs_model **out);
+void cfs_model_destroy(struct cfs_model *m);
+
+/* Estimated seconds to fetch size bytes from the PFS, or from peer node
+ * (its tier).  */
+double cfs_model_pfs_time(const struct cfs_model *m, uint64_t size);
+double cfs_model_peer_time(const struct cfs_model *m, uint32_t node, enum cfs_model_tier tier,
+                           uint64_t size);
+/* Where to fetch size bytes held by node in tier; slow: the peer layer
+ * marked it slow.  When the estimate says PFS, every CFS_MODEL_PROBE_EVERY-th
+ * choice for that node still says PEER: a probe that refreshes the measured
+ * latency (the peer may have been busy only for a while). */
+#define CFS_MODEL_PROBE_EVERY 16
+enum cfs_model_source cfs_model_choose(struct cfs_model *m, uint32_t node,
+                                       enum cfs_model_tier tier, uint64_t size, bool slow);
+/* A completed peer fetch of bytes in seconds, with `concurrent` requests
+ * to that node in flight (itself included) when it completed. */
+void cfs_model_observe(struct cfs_model *m, uint32_t node, uint64_t bytes, double seconds,
+                       uint32_t concurrent);
+/* The measured latency of node, seconds, 0 before any observation. */
+double cfs_model_measured_latency(const struct cfs_model *m, uint32_t node);
+
+#endif

@@ -1,0 +1,283 @@
+#!/bin/bash
+# Distributed mounts under mpirun (issue 5, suite 'mpi'):
+#   test_mpi_mount.sh SCENARIO
+#   files   -np 2 (shared memory) and -np 4 (TCP): every file on every mount
+#           equals the source; one node unmounts while the others serve.
+#   epochs  -np 2 and -np 4: ram = 1/N of the dataset + 10 %, one trainer rank
+#           per node replaying its DistributedSampler order concurrently;
+#           from epoch 2 on >= 95 % of reads from RAM or a peer and PFS bytes
+#           per epoch <= 10 % of the dataset (metrics between epochs).
+#   stop    SIGSTOP of one rank mid-epoch: the other node's epoch completes
+#           (from the PFS, after the peer timeout); after SIGCONT its reads
+#           come from the peer again.
+#   agree   mismatched seed or dataset: every rank names the difference,
+#           exits non-zero, nothing mounted.
+# Environment: CLAIRFS, CLAIRFS_GENDATA, CLAIRFS_BENCH (tests/meson.build).
+# Exit 77 when mpirun or FUSE is missing.
+set -u
+SCENARIO=${1:?scenario}
+. "$(dirname "$0")/lib.sh"
+: "${CLAIRFS_BENCH:?CLAIRFS_BENCH must name clairfs-bench}"
+command -v mpirun >/dev/null 2>&1 || { echo "SKIP: no mpirun"; exit 77; }
+cfs_setup
+
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Loopback only, so that TCP does not probe every interface.
+MPI_COMMON="--oversubscribe --mca pml ob1 --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo"
+VADER="--mca btl self,vader"
+TCP="--mca btl self,tcp"
+MPIPID=
+STOPPED=
+
+mpi_cleanup() {
+    [ -n "$STOPPED" ] && kill -CONT "$STOPPED" 2>/dev/null
+    local m
+    for m in "$TMP"/m*; do
+        [ -d "$m" ] && cfs_is_mounted "$m" && { fusermount3 -u "$m" 2>/dev/null || fusermount3 -u -z "$m"; }
+    done
+    if [ -n "$MPIPID" ] && kill -0 "$MPIPID" 2>/dev/null; then
+        for _ in $(seq 50); do kill -0 "$MPIPID" 2>/dev/null || break; sleep 0.1; done
+        kill "$MPIPID" 2>/dev/null
+        wait "$MPIPID" 2>/dev/null
+    fi
+    cfs_cleanup
+}
+trap mpi_cleanup EXIT
+
+# 400 files of 16 KiB (whole 4 KiB pages: the RAM tier's bytes are exact).
+"$CLAIRFS_GENDATA" --classes 8 --files 50 --size 16K --quiet "$TMP/src"
+DATASET=$(find "$TMP/src" -type f -printf '%s\n' | awk '{ s += $1 } END { print s }')
+EPOCHS=4
+# The emulated PFS here is a local directory, faster than any network: the
+# model is told what a loaded PFS costs, as a real deployment would.
+printf 'pfs_latency = 0.05   # a shared PFS under load\npfs_bw = 1G\n' >"$TMP/model.conf"
+
+# start NP TRANSPORT OPTS: mpirun the daemons (foreground, log in
+# $TMP/mpi.log), wait for every mount's ready file.
+start() {
+    local np=$1 transport=$2 opts=$3 r
+    for r in $(seq 0 $((np - 1))); do mkdir -p "$TMP/m$r"; done
+    # shellcheck disable=SC2086
+    env --default-signal=INT timeout -k 5 150 mpirun -np "$np" $MPI_COMMON $transport \
+        "$CLAIRFS" -o "$opts" "$TMP/src" "$TMP/m{rank}" >"$TMP/mpi.log" 2>&1 &
+    MPIPID=$!
+    for _ in $(seq 300); do
+        local ready=1
+        for r in $(seq 0 $((np - 1))); do
+            [ -e "$TMP/m$r/.clairfs/ready" ] || ready=0
+        done
+        [ $ready = 1 ] && return 0
+        kill -0 "$MPIPID" 2>/dev/null || break
+        sleep 0.1
+    done
+    echo "the mounts did not come up; log:"
+    cat "$TMP/mpi.log"
+    return 1
+}
+
+# stop NP: unmount every node, wait for mpirun; its status.
+stop() {
+    local np=$1 r rc
+    for r in $(seq 0 $((np - 1))); do
+        cfs_is_mounted "$TMP/m$r" && fusermount3 -u "$TMP/m$r"
+    done
+    wait "$MPIPID"
+    rc=$?
+    MPIPID=
+    return $rc
+}
+
+metric() { cfs_metric "$1" "$2"; }
+
+# bench R EPOCH NP MNT: replay trainer rank R's epoch on MNT, verifying bytes.
+bench() {
+    timeout 120 "$CLAIRFS_BENCH" -o "seed=7,world=$3,epochs=$EPOCHS,start_epoch=$2" --epochs 1 \
+        --rank "$1" --verify "$TMP/src" --workers 2 --csv "$4" >"$TMP/bench.$1.$2" 2>&1
+}
+
+compare_all() {
+    local np=$1 r
+    for r in $(seq 0 $((np - 1))); do
+        diff -r "$TMP/src" "$TMP/m$r" >"$TMP/diff" 2>&1 ||
+            { fail "mount $r differs from the source: $(head -3 "$TMP/diff")"; return 1; }
+    done
+}
+
+scenario_files() {
+    local np transport
+    for cfg in "2 $VADER" "4 $TCP"; do
+        np=${cfg%% *}
+        transport=${cfg#* }
+        start "$np" "$transport" "seed=7,world=$np,epochs=$EPOCHS,ram=1M,index=$TMP/idx{rank}" ||
+            { fail "-np $np: start"; continue; }
+        check "-np $np ($transport): every file on every mount equals the source" compare_all "$np"
+        # A second pass reads what the first cached, some of it via peers.
+        check "-np $np: again, from the tiers and peers" compare_all "$np"
+        # The last node leaves first; the others keep serving.
+        local last=$((np - 1))
+        fusermount3 -u "$TMP/m$last"
+        check "-np $np: node 0 still serves every file after node $last left" \
+            diff -r "$TMP/src" "$TMP/m0"
+        grep -q "peers: rank $last left" "$TMP/mpi.log" ||
+            fail "-np $np: node 0 did not see node $last leave"
+        check "-np $np: every node unmounts and mpirun exits 0" stop "$np"
+        grep -q "node 0 of $np" "$TMP/mpi.log" || fail "-np $np: no 'node 0 of $np' line"
+        rm -rf "$TMP"/idx*
+    done
+}
+
+scenario_epochs() {
+    local np transport e r
+    for cfg in "2 $VADER" "4 $TCP"; do
+        np=${cfg%% *}
+        transport=${cfg#* }
+        local ram=$((DATASET / np * 11 / 10))
+        start "$np" "$transport" \
+            "seed=7,world=$np,epochs=$EPOCHS,ram=$ram,index=$TMP/idx{rank},model=$TMP/model.conf" ||
+            { fail "-np $np: start"; continue; }
+        declare -A prev_local prev_all prev_pfs
+        for r in $(seq 0 $((np - 1))); do
+            prev_local[$r]=0 prev_all[$r]=0 prev_pfs[$r]=0
+        done
+        for e in $(seq 0 $((EPOCHS - 1))); do
+            local pids=()
+            for r in $(seq 0 $((np - 1))); do
+                bench "$r" "$e" "$np" "$TMP/m$r" &
+                pids+=($!)
+            done
+            for r in $(seq 0 $((np - 1))); do
+                wait "${pids[$r]}" || fail "-np $np epoch $e rank $r: $(tail -2 "$TMP/bench.$r.$e")"
+            done
+            for r in $(seq 0 $((np - 1))); do
+                local m="$TMP/m$r" ram peer ssd pfs pfsb
+                ram=$(metric "$m" 'clairfs_reads_total{source="ram"}')
+                ssd=$(metric "$m" 'clairfs_reads_total{source="ssd"}')
+                peer=$(metric "$m" 'clairfs_reads_total{source="peer"}')
+                pfs=$(metric "$m" 'clairfs_reads_total{source="pfs"}')
+                pfsb=$(metric "$m" 'clairfs_fetch_bytes_total{from="pfs"}')
+                local loc=$((ram + ssd + peer)) all=$((ram + ssd + peer + pfs))
+                local dl=$((loc - prev_local[$r])) da=$((all - prev_all[$r]))
+                local dp=$((pfsb - prev_pfs[$r]))
+                echo "   -np $np epoch $e node $r: $dl of $da reads from RAM/SSD/peer," \
+                     "$dp PFS bytes ($((100 * dp / DATASET)) % of the dataset)"
+                if [ "$e" -ge 2 ]; then
+                    [ $((100 * dl)) -ge $((95 * da)) ] && [ "$da" -gt 0 ] ||
+                        fail "-np $np epoch $e node $r: only $dl of $da reads from RAM or a peer"
+                    [ $((10 * dp)) -le "$DATASET" ] ||
+                        fail "-np $np epoch $e node $r: $dp PFS bytes > 10 % of $DATASET"
+                fi
+                prev_local[$r]=$loc prev_all[$r]=$all prev_pfs[$r]=$pfsb
+            done
+        done
+        local ok
+        ok=$(metric "$TMP/m0" 'clairfs_peer_fetches_total{result="ok"}')
+        [ "${ok:-0}" -gt 0 ] || fail "-np $np: node 0 fetched nothing from its peers"
+        check "-np $np: every node unmounts and mpirun exits 0" stop "$np"
+        rm -rf "$TMP"/idx*
+        unset prev_local prev_all prev_pfs
+    done
+}
+
+# The PID of the daemon that is MPI rank R.
+rank_pid() {
+    local p
+    for p in $(pgrep -x clairfs); do
+        if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1" &&
+            tr '\0' '\n' <"/proc/$p/cmdline" | grep -qF "$TMP/m{rank}"; then
+            echo "$p"
+            return 0
+        fi
+    done
+    return 1
+}
+
+scenario_stop() {
+    local ram=$((DATASET / 2 * 11 / 10))
+    start 2 "$VADER" \
+        "seed=7,world=2,epochs=$EPOCHS,ram=$ram,index=$TMP/idx{rank},model=$TMP/model.conf,peer_timeout=1" ||
+        { fail "start"; return; }
+    local e pids
+    for e in 0 1; do
+        bench 0 $e 2 "$TMP/m0" & pids=$!
+        bench 1 $e 2 "$TMP/m1" || fail "epoch $e rank 1"
+        wait $pids || fail "epoch $e rank 0"
+    done
+    local ok0 fb0 ok1 fb1 ok2
+    ok0=$(metric "$TMP/m0" 'clairfs_peer_fetches_total{result="ok"}')
+    fb0=$(metric "$TMP/m0" 'clairfs_peer_fetches_total{result="fallback"}')
+    STOPPED=$(rank_pid 1) || { fail "no PID for rank 1"; return; }
+    kill -STOP "$STOPPED"
+    # Node 0 alone through epoch 2: what node 1 owns comes from the PFS
+    # once node 1 is marked slow (peer_timeout=1).
+    local t0=$SECONDS
+    check "epoch 2 on node 0 completes, verified, while node 1 is stopped" bench 0 2 2 "$TMP/m0"
+    echo "   epoch 2 on node 0 took $((SECONDS - t0)) s with node 1 stopped"
+    fb1=$(metric "$TMP/m0" 'clairfs_peer_fetches_total{result="fallback"}')
+    ok1=$(metric "$TMP/m0" 'clairfs_peer_fetches_total{result="ok"}')
+    [ "$fb1" -gt "$fb0" ] || fail "no peer fetch fell back to the PFS while node 1 was stopped"
+    grep -q "slow\|timed out\|did not answer" "$TMP/mpi.log" ||
+        echo "   (no slow-peer line in the log)"
+    kill -CONT "$STOPPED"
+    STOPPED=
+    # Node 1 catches up on epoch 2; then both run epoch 3 and node 0's
+    # fetches reach node 1 again (after the back-off, or at once when
+    # node 1's late replies unmark it).
+    bench 1 2 2 "$TMP/m1" || fail "epoch 2 rank 1 after SIGCONT"
+    sleep 2.5
+    bench 0 3 2 "$TMP/m0" & pids=$!
+    bench 1 3 2 "$TMP/m1" || fail "epoch 3 rank 1"
+    wait $pids || fail "epoch 3 rank 0 after SIGCONT"
+    ok2=$(metric "$TMP/m0" 'clairfs_peer_fetches_total{result="ok"}')
+    echo "   node 0 peer fetches: $ok0 before the stop, $ok1 during, $ok2 after SIGCONT"
+    [ "$ok2" -gt "$ok1" ] || fail "node 0 did not fetch from node 1 again after SIGCONT"
+    check "both nodes unmount and mpirun exits 0" stop 2
+    cat "$TMP/mpi.log" | grep -i "peer" | sed 's/^/   log: /' | head -5
+}
+
+# expect_disagree WHAT PATTERN ARGS...: MPMD mpirun; every rank names it.
+expect_disagree() {
+    local what=$1 pattern=$2 rc n
+    shift 2
+    mkdir -p "$TMP/m0" "$TMP/m1"
+    # shellcheck disable=SC2086
+    timeout -k 5 60 mpirun $MPI_COMMON $VADER "$@" >"$TMP/agree.log" 2>&1
+    rc=$?
+    [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "$what: mpirun exited $rc"
+    n=$(grep -c "the nodes disagree, not mounting: .*$pattern" "$TMP/agree.log")
+    [ "$n" -eq 2 ] || { fail "$what: $n of 2 ranks named it"; cat "$TMP/agree.log"; }
+    cfs_is_mounted "$TMP/m0" && fail "$what: m0 mounted"
+    cfs_is_mounted "$TMP/m1" && fail "$what: m1 mounted"
+    echo "ok: $what: $(grep -m1 'disagree' "$TMP/agree.log")"
+}
+
+scenario_agree() {
+    local base="world=2,epochs=4,ram=1M"
+    expect_disagree "mismatched seed" "seed differs: rank 0 has 7, rank 1 has 8" \
+        -np 1 "$CLAIRFS" -o "seed=7,$base,index=$TMP/ia0" "$TMP/src" "$TMP/m0" : \
+        -np 1 "$CLAIRFS" -o "seed=8,$base,index=$TMP/ia1" "$TMP/src" "$TMP/m1"
+    cp -a "$TMP/src" "$TMP/src2"
+    echo "another file" >"$TMP/src2/n0000/extra.JPEG"
+    expect_disagree "mismatched dataset" "dataset differs" \
+        -np 1 "$CLAIRFS" -o "seed=7,$base,index=$TMP/ib0" "$TMP/src" "$TMP/m0" : \
+        -np 1 "$CLAIRFS" -o "seed=7,$base,index=$TMP/ib1" "$TMP/src2" "$TMP/m1"
+    # A node that cannot start at all (missing mountpoint) stops the others.
+    rmdir "$TMP/m1"
+    timeout -k 5 60 mpirun -np 2 $MPI_COMMON $VADER "$CLAIRFS" -o "seed=7,$base,index=$TMP/ic{rank}" \
+        "$TMP/src" "$TMP/m{rank}" >"$TMP/agree.log" 2>&1
+    local rc=$?
+    [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "missing mountpoint on rank 1: mpirun exited $rc"
+    grep -q "rank 1\].*mountpoint" "$TMP/agree.log" || fail "rank 1 did not name its mountpoint"
+    grep -q "rank 0\].*1: that node could not start" "$TMP/agree.log" ||
+        { fail "rank 0 did not name rank 1"; cat "$TMP/agree.log"; }
+    cfs_is_mounted "$TMP/m0" && fail "m0 mounted although rank 1 failed"
+    echo "ok: a node that cannot start stops every node: $(grep -m1 'could not start' "$TMP/agree.log")"
+}
+
+case $SCENARIO in
+files) scenario_files ;;
+epochs) scenario_epochs ;;
+stop) scenario_stop ;;
+agree) scenario_agree ;;
+*) echo "unknown scenario $SCENARIO"; exit 2 ;;
+esac
+cfs_finish

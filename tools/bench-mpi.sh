@@ -1,0 +1,160 @@
+#!/bin/bash
+# Distributed clairfs on one host (issue 5): epoch time of a 4-rank trainer
+# replay (clairfs-bench, one trainer rank per node, all ranks at once) over
+#   pfs        the emulated PFS directly (clairfs-pfsemu over a copy in /tmp)
+#   clairfs    NODES clairfs daemons under mpirun over TCP, sharing their
+#              caches (ram per node = 1/NODES of the dataset + 10 %)
+#   no_peers   the same daemons with -o no_peers (each node alone)
+# side by side, in one run, on the same dataset and emulated PFS.  The
+# epoch time is the slowest rank's (synchronous training waits for it).
+# Figures, not assertions.
+#
+#   tools/bench-mpi.sh [BUILD_DIR] [--nodes N] [--epochs E] [--files F]
+#
+# Environment: PFS_OPTS (clairfs-pfsemu -o options; default its own: 2 ms per
+# open, 0.5 ms per read, 200 MiB/s shared), OMPI_* as usual.  As root the
+# Open MPI run-as-root variables are set.
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=$ROOT/build
+NODES=4 EPOCHS=3 FILES=100 CLASSES=8
+while [ $# -gt 0 ]; do
+    case $1 in
+    --nodes) NODES=$2; shift 2 ;;
+    --epochs) EPOCHS=$2; shift 2 ;;
+    --files) FILES=$2; shift 2 ;;
+    -*) echo "usage: $0 [BUILD_DIR] [--nodes N] [--epochs E] [--files F]" >&2; exit 2 ;;
+    *) BUILD=$1; shift ;;
+    esac
+done
+CLAIRFS=$BUILD/clairfs PFSEMU=$BUILD/clairfs-pfsemu BENCH=$BUILD/clairfs-bench
+for x in "$CLAIRFS" "$PFSEMU" "$BENCH"; do
+    [ -x "$x" ] || { echo "missing $x (meson compile -C $BUILD)" >&2; exit 2; }
+done
+command -v mpirun >/dev/null || { echo "no mpirun" >&2; exit 2; }
+[ "$(id -u)" = 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+PYTHON=/usr/bin/python3; [ -x $PYTHON ] || PYTHON=python3
+
+W=$(mktemp -d /tmp/clairfs-bench-mpi.XXXXXX)
+PFSPID= MPIPID=
+cleanup() {
+    local m
+    for m in "$W"/mnt* "$W/pfs"; do
+        mountpoint -q "$m" 2>/dev/null && { fusermount3 -u "$m" 2>/dev/null || fusermount3 -u -z "$m"; }
+    done
+    [ -n "$MPIPID" ] && { sleep 1; kill "$MPIPID" 2>/dev/null; wait "$MPIPID" 2>/dev/null; }
+    [ -n "$PFSPID" ] && { kill "$PFSPID" 2>/dev/null; wait "$PFSPID" 2>/dev/null; }
+    rm -rf "$W"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+"$PYTHON" "$ROOT/tools/clairfs-gendata" --classes "$CLASSES" --files "$FILES" --size imagenet \
+    --quiet "$W/src"
+BYTES=$(du -sb "$W/src" | cut -f1)
+NFILES=$((CLASSES * FILES))
+mkdir -p "$W/pfs"
+"$PFSEMU" -f ${PFS_OPTS:+-o "$PFS_OPTS"} "$W/src" "$W/pfs" >"$W/pfsemu.log" 2>&1 &
+PFSPID=$!
+for _ in $(seq 100); do mountpoint -q "$W/pfs" && break; sleep 0.1; done
+mountpoint -q "$W/pfs" || { echo "pfsemu did not mount"; cat "$W/pfsemu.log"; exit 1; }
+
+WORLD=$NODES SEED=3 BATCH=16
+TRAINER="seed=$SEED,world=$WORLD,batch=$BATCH,epochs=$EPOCHS"
+RAM=$((BYTES / NODES * 11 / 10))
+# The model told what the emulated PFS costs per file (open + a read) and
+# its shared bandwidth: clairfs-pfsemu's defaults, or MODEL_PFS_LATENCY and
+# MODEL_PFS_BW when PFS_OPTS changes them.
+printf 'pfs_latency = %s\npfs_bw = %s\npfs_client_bw = %s\n' "${MODEL_PFS_LATENCY:-0.0025}" \
+    "${MODEL_PFS_BW:-200M}" "${MODEL_PFS_BW:-200M}" >"$W/model.conf"
+
+# epoch CONFIG E DIR...: every rank's epoch E at once, rank r on DIR r;
+# prints the slowest rank's wall time.
+epoch() {
+    local cfg=$1 e=$2 r pids=() max=0
+    shift 2
+    local dirs=("$@")
+    for r in $(seq 0 $((WORLD - 1))); do
+        "$BENCH" -o "$TRAINER,start_epoch=$e" --epochs 1 --rank "$r" --workers 4 --csv \
+            "${dirs[$r]}" >"$W/b.$cfg.$e.$r" 2>&1 &
+        pids+=($!)
+    done
+    for r in $(seq 0 $((WORLD - 1))); do wait "${pids[$r]}"; done
+    for r in $(seq 0 $((WORLD - 1))); do
+        local t
+        t=$(tail -n 1 "$W/b.$cfg.$e.$r" | cut -d, -f4)
+        max=$(awk -v a="$max" -v b="${t:-0}" 'BEGIN { print (b > a) ? b : a }')
+    done
+    echo "$max"
+}
+
+sum_metric() { # sum of a metric over the mounts
+    local k=$1 r s=0 v
+    for r in $(seq 0 $((NODES - 1))); do
+        v=$(awk -v k="$k" '$1 == k { print $2 }' "$W/mnt$r/.clairfs/metrics")
+        s=$((s + ${v:-0}))
+    done
+    echo $s
+}
+
+declare -A T PFSB PEERB OK FB
+run_pfs() {
+    local e dirs=()
+    for r in $(seq 0 $((WORLD - 1))); do dirs+=("$W/pfs"); done
+    for e in $(seq 0 $((EPOCHS - 1))); do T[pfs,$e]=$(epoch pfs "$e" "${dirs[@]}"); done
+}
+
+run_clairfs() {
+    local cfg=$1 extra=$2 e r dirs=()
+    rm -rf "$W"/idx*
+    for r in $(seq 0 $((NODES - 1))); do mkdir -p "$W/mnt$r"; dirs+=("$W/mnt$r"); done
+    mpirun -np "$NODES" --oversubscribe --mca pml ob1 --mca btl self,tcp \
+        --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
+        "$CLAIRFS" -f -o "$TRAINER,ram=$RAM,index=$W/idx{rank},model=$W/model.conf$extra" \
+        "$W/pfs" "$W/mnt{rank}" >"$W/clairfs.$cfg.log" 2>&1 &
+    MPIPID=$!
+    for _ in $(seq 600); do
+        local ready=1
+        for r in $(seq 0 $((NODES - 1))); do [ -e "$W/mnt$r/.clairfs/ready" ] || ready=0; done
+        [ $ready = 1 ] && break
+        sleep 0.1
+    done
+    [ $ready = 1 ] || { echo "$cfg: mounts not ready"; cat "$W/clairfs.$cfg.log"; return 1; }
+    local pb=0 qb=0
+    for e in $(seq 0 $((EPOCHS - 1))); do
+        T[$cfg,$e]=$(epoch "$cfg" "$e" "${dirs[@]}")
+        local p q
+        p=$(sum_metric 'clairfs_fetch_bytes_total{from="pfs"}')
+        q=$(sum_metric 'clairfs_fetch_bytes_total{from="peer"}')
+        PFSB[$cfg,$e]=$((p - pb)) PEERB[$cfg,$e]=$((q - qb))
+        pb=$p qb=$q
+    done
+    OK[$cfg]=$(sum_metric 'clairfs_peer_fetches_total{result="ok"}')
+    FB[$cfg]=$(sum_metric 'clairfs_peer_fetches_total{result="fallback"}')
+    for r in $(seq 0 $((NODES - 1))); do fusermount3 -u "$W/mnt$r"; done
+    wait "$MPIPID"
+    MPIPID=
+}
+
+echo "dataset: $NFILES files, $((BYTES / 1048576)) MiB; $NODES nodes (MPI ranks over TCP), one"
+echo "trainer rank each (clairfs-bench, 4 workers, batch $BATCH); ram per node $((RAM / 1048576)) MiB;"
+echo "emulated PFS: clairfs-pfsemu ${PFS_OPTS:-defaults: 2 ms/open, 0.5 ms/read, 200 MiB/s shared}"
+run_pfs
+run_clairfs clairfs ""
+run_clairfs no_peers ",no_peers"
+
+echo
+printf '| epoch | PFS directly | clairfs (peers) | clairfs no_peers | PFS MiB: peers / no_peers | peer MiB |\n'
+printf '|------:|-------------:|----------------:|-----------------:|--------------------------:|---------:|\n'
+for e in $(seq 0 $((EPOCHS - 1))); do
+    printf '| %5d | %10.2f s | %13.2f s | %14.2f s | %11.1f / %-11.1f | %8.1f |\n' "$e" \
+        "${T[pfs,$e]}" "${T[clairfs,$e]}" "${T[no_peers,$e]}" \
+        "$(awk -v b="${PFSB[clairfs,$e]}" 'BEGIN { print b / 1048576 }')" \
+        "$(awk -v b="${PFSB[no_peers,$e]}" 'BEGIN { print b / 1048576 }')" \
+        "$(awk -v b="${PEERB[clairfs,$e]}" 'BEGIN { print b / 1048576 }')"
+done
+echo "peer fetches (all nodes, all epochs): ${OK[clairfs]} answered, ${FB[clairfs]} fell back to the PFS"
+last=$((EPOCHS - 1))
+awk -v p="${T[pfs,$last]}" -v c="${T[clairfs,$last]}" -v n="${T[no_peers,$last]}" 'BEGIN {
+    printf "last epoch: clairfs %.1fx faster than the PFS directly, %.1fx faster than no_peers\n",
+        p / c, n / c }'
