@@ -60,6 +60,36 @@ struct ctl_handle {
     size_t len;
 };
 
+/* fi->fh of every open file.  The kernel sends RELEASE as soon as it has
+ * taken the reply of the last READ, which can be before the thread that
+ * wrote that reply has returned from writev/splice: freeing the bytes in
+ * RELEASE would race with the replying thread's last look at them (ASan
+ * reports exactly that).  So each read holds a reference, the open holds
+ * one, and whichever ends last frees the handle. */
+enum open_kind { OPEN_CTL, OPEN_DATA, OPEN_SRC };
+
+struct fs_open {
+    _Atomic unsigned refs;
+    enum open_kind kind;
+    void *handle; /* struct ctl_handle, cfs_prefetch_file or src_handle */
+};
+
+static struct fs_open *open_wrap(enum open_kind kind, void *handle)
+{
+    struct fs_open *o = malloc(sizeof(*o));
+    if (o) {
+        atomic_init(&o->refs, 1);
+        o->kind = kind;
+        o->handle = handle;
+    }
+    return o;
+}
+
+static struct fs_open *open_of(const struct fuse_file_info *fi)
+{
+    return (struct fs_open *)(uintptr_t)fi->fh;
+}
+
 static struct cfs_fs *fs_of(fuse_req_t req)
 {
     return fuse_req_userdata(req);
@@ -437,12 +467,20 @@ static void ctl_open(fuse_req_t req, struct cfs_fs *fs, fuse_ino_t ino, struct f
             return;
         }
     }
-    fi->fh = (uint64_t)(uintptr_t)h;
+    struct fs_open *o = open_wrap(OPEN_CTL, h);
+    if (!o) {
+        free(h->text);
+        free(h);
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    fi->fh = (uint64_t)(uintptr_t)o;
     fi->direct_io = 1;
     fi->nonseekable = f == CFS_CTL_CONTROL;
     if (fuse_reply_open(req, fi) != 0) {
         free(h->text);
         free(h);
+        free(o);
     }
 }
 
@@ -460,10 +498,18 @@ static void prefetch_open(fuse_req_t req, struct cfs_fs *fs, cfs_id id, struct f
         fuse_reply_err(req, -rc);
         return;
     }
-    fi->fh = (uint64_t)(uintptr_t)f;
-    fi->noflush = 1;
-    if (fuse_reply_open(req, fi) != 0)
+    struct fs_open *o = open_wrap(OPEN_DATA, f);
+    if (!o) {
         cfs_prefetch_release(fs->prefetch, f);
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    fi->fh = (uint64_t)(uintptr_t)o;
+    fi->noflush = 1;
+    if (fuse_reply_open(req, fi) != 0) {
+        cfs_prefetch_release(fs->prefetch, f);
+        free(o);
+    }
 }
 
 static void prefetch_read(fuse_req_t req, struct cfs_fs *fs, struct cfs_prefetch_file *f,
@@ -540,12 +586,20 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     h->fd = fd;
     h->id = id;
     atomic_init(&h->counted, false);
-    fi->fh = (uint64_t)(uintptr_t)h;
+    struct fs_open *o = open_wrap(OPEN_SRC, h);
+    if (!o) {
+        close(fd);
+        free(h);
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    fi->fh = (uint64_t)(uintptr_t)o;
     fi->keep_cache = 1; /* the dataset does not change during a mount */
     fi->noflush = 1;
     if (fuse_reply_open(req, fi) != 0) {
         close(fd);
         free(h);
+        free(o);
     }
 }
 
@@ -570,19 +624,34 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+static void open_put(struct cfs_fs *fs, struct fs_open *o);
+static void src_read(fuse_req_t req, struct cfs_fs *fs, struct src_handle *h, size_t size,
+                     off_t off);
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
+    (void)ino;
     struct cfs_fs *fs = fs_of(req);
-    if (is_ctl_ino(ino)) {
-        ctl_read(req, (struct ctl_handle *)(uintptr_t)fi->fh, size, off);
-        return;
+    struct fs_open *o = open_of(fi);
+    atomic_fetch_add_explicit(&o->refs, 1, memory_order_relaxed);
+    switch (o->kind) {
+    case OPEN_CTL:
+        ctl_read(req, o->handle, size, off);
+        break;
+    case OPEN_DATA:
+        prefetch_read(req, fs, o->handle, size, off);
+        break;
+    case OPEN_SRC:
+        src_read(req, fs, o->handle, size, off);
+        break;
     }
-    if (fs->prefetch && S_ISREG(cfs_catalog_entry(fs->catalog, (cfs_id)(ino - 1))->mode)) {
-        prefetch_read(req, fs, (struct cfs_prefetch_file *)(uintptr_t)fi->fh, size, off);
-        return;
-    }
-    struct src_handle *h = (struct src_handle *)(uintptr_t)fi->fh;
+    open_put(fs, o);
+}
+
+static void src_read(fuse_req_t req, struct cfs_fs *fs, struct src_handle *h, size_t size,
+                     off_t off)
+{
     const struct cfs_entry *e = cfs_catalog_entry(fs->catalog, h->id);
     uint64_t expect = (uint64_t)off < e->size ? e->size - (uint64_t)off : 0;
     if (expect > size)
@@ -629,22 +698,35 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     cfs_metrics_add(fs->metrics, CFS_M_FETCH_BYTES_PFS, expect);
 }
 
+static void open_put(struct cfs_fs *fs, struct fs_open *o)
+{
+    if (atomic_fetch_sub_explicit(&o->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    switch (o->kind) {
+    case OPEN_CTL: {
+        struct ctl_handle *h = o->handle;
+        free(h->text);
+        free(h);
+        break;
+    }
+    case OPEN_DATA:
+        cfs_prefetch_release(fs->prefetch, o->handle);
+        break;
+    case OPEN_SRC: {
+        struct src_handle *h = o->handle;
+        close(h->fd);
+        free(h);
+        break;
+    }
+    }
+    free(o);
+}
+
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-    if (is_ctl_ino(ino)) {
-        struct ctl_handle *h = (struct ctl_handle *)(uintptr_t)fi->fh;
-        if (h)
-            free(h->text);
-        free(h);
-    } else if (fs_of(req)->prefetch &&
-               S_ISREG(cfs_catalog_entry(fs_of(req)->catalog, (cfs_id)(ino - 1))->mode)) {
-        cfs_prefetch_release(fs_of(req)->prefetch, (struct cfs_prefetch_file *)(uintptr_t)fi->fh);
-    } else {
-        struct src_handle *h = (struct src_handle *)(uintptr_t)fi->fh;
-        if (h)
-            close(h->fd);
-        free(h);
-    }
+    (void)ino;
+    if (fi->fh)
+        open_put(fs_of(req), open_of(fi));
     fuse_reply_err(req, 0);
 }
 
