@@ -126,6 +126,14 @@ static bool resident(const struct centry *e)
 }
 
 /* Remove a resident entry that nobody references. */
+/* Every increase of a tier's bytes goes through here, so the peak is exact. */
+static void charge_tier(struct cfs_cache *c, enum cfs_cache_tier tier, uint64_t bytes)
+{
+    c->st.bytes[tier] += bytes;
+    if (c->st.bytes[tier] > c->st.peak[tier])
+        c->st.peak[tier] = c->st.bytes[tier];
+}
+
 static void entry_free(struct cfs_cache *c, struct centry *e)
 {
     if (e->heap_pos >= 0)
@@ -179,7 +187,7 @@ int cache_insert_loaded(struct cfs_cache *c, struct centry *e)
     c->slot[e->id] = e;
     c->members[e->tier]++;
     c->st.entries[e->tier]++;
-    c->st.bytes[e->tier] += e->charge;
+    charge_tier(c, e->tier, e->charge);
     e->heap_pos = -1;
     key_refresh(c, e);
     heap_push(&c->heap[e->tier], e);
@@ -220,7 +228,7 @@ static bool demote(struct cfs_cache *c, struct centry *v)
     v->charge = charge;
     v->reserved = v->len;
     c->members[CFS_TIER_SSD]++;
-    c->st.bytes[CFS_TIER_SSD] += charge;
+    charge_tier(c, CFS_TIER_SSD, charge);
     c->st.staging_bytes += charge;
     c->st.inflight++;
     c->st.demotions++;
@@ -437,7 +445,7 @@ int cfs_cache_begin_fetch(struct cfs_cache *c, uint32_t id, uint64_t size, enum 
     e->charge = charge;
     c->slot[id] = e;
     c->members[tier]++;
-    c->st.bytes[tier] += charge;
+    charge_tier(c, tier, charge);
     c->st.inflight++;
     if (tier == CFS_TIER_SSD)
         c->st.staging_bytes += charge;

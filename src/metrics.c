@@ -73,6 +73,11 @@ static const struct metric_def metric_table[CFS_M_COUNT] = {
                               "Source files found changed under the mount (not served unless "
                               "already cached: ESTALE).",
                               "changed", ""},
+    [CFS_M_CACHE_PEAK_RAM] = {"clairfs_cache_peak_bytes", "tier=\"ram\"", GAUGE, U_BYTES,
+                              "The most bytes each cache tier has held since the mount.",
+                              "peak", "ram"},
+    [CFS_M_CACHE_PEAK_SSD] = {"clairfs_cache_peak_bytes", "tier=\"ssd\"", GAUGE, U_BYTES, NULL,
+                              "peak", "ssd"},
 };
 
 void cfs_metrics_init(struct cfs_metrics *m)

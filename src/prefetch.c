@@ -145,6 +145,8 @@ static void update_gauges(struct cfs_prefetch *pf)
     cfs_cache_stats(pf->cache, &st);
     cfs_metrics_set(pf->m, CFS_M_CACHE_BYTES_RAM, st.bytes[CFS_TIER_RAM]);
     cfs_metrics_set(pf->m, CFS_M_CACHE_BYTES_SSD, st.bytes[CFS_TIER_SSD]);
+    cfs_metrics_set(pf->m, CFS_M_CACHE_PEAK_RAM, st.peak[CFS_TIER_RAM]);
+    cfs_metrics_set(pf->m, CFS_M_CACHE_PEAK_SSD, st.peak[CFS_TIER_SSD]);
     cfs_metrics_set(pf->m, CFS_M_CHECKSUM_FAILURES, st.checksum_failures);
 }
 

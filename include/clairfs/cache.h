@@ -204,6 +204,7 @@ const char *cfs_cache_state_name(enum cfs_cache_state s);
 
 struct cfs_cache_stats {
     uint64_t bytes[CFS_TIER_COUNT]; /* clairfs_cache_bytes{tier} */
+    uint64_t peak[CFS_TIER_COUNT];  /* the most bytes[] has been since create */
     uint64_t capacity[CFS_TIER_COUNT];
     uint64_t entries[CFS_TIER_COUNT];
     uint64_t evictions[CFS_TIER_COUNT];

@@ -38,6 +38,8 @@ enum cfs_metric {
     CFS_M_PEER_FETCH_FALLBACK, /* the peer did not give the bytes: read from the PFS */
     CFS_M_PEER_SERVED_FILES, /* files this node sent to its peers */
     CFS_M_SOURCE_CHANGED,    /* source files found changed under the mount (once per file) */
+    CFS_M_CACHE_PEAK_RAM,    /* the most bytes each tier ever held: its bound, checked */
+    CFS_M_CACHE_PEAK_SSD,
     CFS_M_COUNT
 };
 

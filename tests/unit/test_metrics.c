@@ -59,7 +59,11 @@ static const char expected_prometheus[] =
     "# HELP clairfs_source_changed_total Source files found changed under the mount (not served "
     "unless already cached: ESTALE).\n"
     "# TYPE clairfs_source_changed_total counter\n"
-    "clairfs_source_changed_total 5\n";
+    "clairfs_source_changed_total 5\n"
+    "# HELP clairfs_cache_peak_bytes The most bytes each cache tier has held since the mount.\n"
+    "# TYPE clairfs_cache_peak_bytes gauge\n"
+    "clairfs_cache_peak_bytes{tier=\"ram\"} 2147483648\n"
+    "clairfs_cache_peak_bytes{tier=\"ssd\"} 0\n";
 
 static const char expected_stats[] =
     "catalog   files 1281167  dirs 1001  bytes 137 GiB  from_index yes\n"
@@ -71,7 +75,8 @@ static const char expected_stats[] =
     "epoch     4\n"
     "corrupt   2\n"
     "peer      ok 0  fallback 0  served 0\n"
-    "changed   5\n";
+    "changed   5\n"
+    "peak      ram 2.00 GiB  ssd 0 B\n";
 
 static void fill(struct cfs_metrics *m)
 {
@@ -95,6 +100,7 @@ static void fill(struct cfs_metrics *m)
     cfs_metrics_set(m, CFS_M_EPOCH, 4);
     cfs_metrics_set(m, CFS_M_CHECKSUM_FAILURES, 2);
     cfs_metrics_add(m, CFS_M_SOURCE_CHANGED, 5);
+    cfs_metrics_set(m, CFS_M_CACHE_PEAK_RAM, 2ull << 30);
 }
 
 START_TEST(prometheus_text_is_exact)
