@@ -13,3 +13,8 @@ if [ ! -f "$build/build.ninja" ]; then
 fi
 meson compile -C "$build"
 meson test -C "$build" --print-errorlogs --num-processes 2 "$@"
+
+# Sanitizers, valgrind and fuzzing (issue 7); CLAIRFS_SKIP_SANITIZERS=1 skips.
+if [ "${CLAIRFS_SKIP_SANITIZERS:-0}" != 1 ]; then
+    tools/test-sanitizers.sh
+fi
