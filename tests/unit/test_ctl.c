@@ -4,6 +4,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "check_run.h"
 #include "clairfs/ctl.h"
 
 static int parse(const char *s, struct cfs_ctl_cmd *c)
@@ -176,9 +177,5 @@ int main(void)
     tcase_add_test(tc, without_handler_epoch_updates_the_gauge);
     tcase_add_test(tc, files_have_names_modes_and_contents);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return cfs_check_run(s);
 }

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "check_run.h"
 #include "clairfs/io.h"
 
 static const struct {
@@ -685,9 +686,5 @@ int main(void)
     tcase_add_loop_test(tc, malformed_requests_are_refused, 0, NCFG);
     tcase_add_test(tc, kind_selection_and_fallback);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return cfs_check_run(s);
 }

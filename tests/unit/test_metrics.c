@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_run.h"
 #include "clairfs/metrics.h"
 
 static const char expected_prometheus[] =
@@ -201,9 +202,5 @@ int main(void)
     tcase_add_test(tc, every_family_has_help_and_type_once);
     tcase_add_test(tc, bytes_format_for_people);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return cfs_check_run(s);
 }

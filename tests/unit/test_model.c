@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check_run.h"
 #include "clairfs/model.h"
 
 static struct cfs_model *make(uint32_t nodes, uint32_t clients)
@@ -133,9 +134,5 @@ int main(void)
     tcase_add_test(tc, measured_latency_moves_the_choice_and_probes_recover);
     tcase_add_test(tc, config_file_overrides_and_errors_name_the_line);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return cfs_check_run(s);
 }

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_run.h"
 #include "clairfs/options.h"
 
 START_TEST(sizes_parse_with_binary_suffixes)
@@ -114,9 +115,5 @@ int main(void)
     tcase_add_test(tc, bad_values_name_the_option);
     tcase_add_test(tc, rank_placeholder_expands_everywhere);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return cfs_check_run(s);
 }

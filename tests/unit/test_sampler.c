@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check_run.h"
 #include "clairfs/sampler.h"
 
 static char *golden_path(const char *name)
@@ -451,9 +452,5 @@ int main(void)
     tcase_add_test(tc, list_file_gives_its_streams_and_cycles);
     tcase_add_test(tc, list_file_errors_name_file_and_line);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return cfs_check_run(s);
 }
