@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -234,7 +235,9 @@ static void mark_changed(struct cfs_prefetch *pf, uint32_t id, const char *path)
 
 /* ---- fetches */
 
-static void fetch_finish(struct fetch *f)
+/* Publishes (or fails) the fetch and frees f.  Returns what its waiters
+ * get: 0, or the fetch's error. */
+static int fetch_finish(struct fetch *f)
 {
     struct cfs_prefetch *pf = f->pf;
     struct cfs_cache_source src = {0};
@@ -275,6 +278,7 @@ static void fetch_finish(struct fetch *f)
         pthread_mutex_unlock(&pf->mu);
     }
     free(f);
+    return rc;
 }
 
 static void fetch_done(struct cfs_io_req *req)
@@ -293,7 +297,7 @@ static void fetch_done(struct cfs_io_req *req)
         pthread_mutex_unlock(&pf->mu);
         return;
     }
-    fetch_finish(f);
+    (void)fetch_finish(f);
 }
 
 static void *finisher_main(void *arg)
@@ -312,7 +316,7 @@ static void *finisher_main(void *arg)
         if (!pf->fin_head)
             pf->fin_tail = NULL;
         pthread_mutex_unlock(&pf->mu);
-        fetch_finish(f);
+        (void)fetch_finish(f);
         pthread_mutex_lock(&pf->mu);
     }
     pthread_mutex_unlock(&pf->mu);
@@ -367,14 +371,73 @@ static void peer_done(struct cfs_peer_req *r)
     int rc = cfs_io_submit(pf->io, &f->req);
     if (rc) {
         f->req.res = rc;
-        fetch_finish(f);
+        (void)fetch_finish(f);
     }
 }
 
+/* A demand fetch from the source, run by the open that waits for it: the
+ * io engine's whole-file fetch (io.h, "Reading" and "Identity") without
+ * its two thread hand-offs.  Fills req->res, req->st and req->has_st. */
+static void fetch_sync(struct cfs_prefetch *pf, struct cfs_io_req *req)
+{
+    int fd;
+    do
+        fd = openat(pf->source_fd, req->path, O_RDONLY | O_CLOEXEC);
+    while (fd < 0 && errno == EINTR);
+    if (fd < 0) {
+        req->res = -errno;
+        return;
+    }
+    unsigned char scratch;
+    uint64_t got = 0, limit = (uint64_t)req->cap + 1; /* one byte more: -EFBIG */
+    int64_t res;
+    for (;;) {
+        struct iovec iov[2];
+        int cnt = 0;
+        uint64_t asked = limit - got < CFS_IO_CHUNK ? limit - got : CFS_IO_CHUNK;
+        uint64_t in_buf = got < req->cap ? (req->cap - got < asked ? req->cap - got : asked) : 0;
+        if (in_buf)
+            iov[cnt++] = (struct iovec){(char *)req->buf + got, (size_t)in_buf};
+        if (asked > in_buf)
+            iov[cnt++] = (struct iovec){&scratch, 1};
+        ssize_t n = preadv(fd, iov, cnt, (off_t)got);
+        if (n < 0) {
+            if (errno == EINTR || errno == EAGAIN)
+                continue;
+            res = -errno;
+            break;
+        }
+        got += (uint64_t)n;
+        if (got > req->cap) {
+            res = -EFBIG;
+            break;
+        }
+        res = (int64_t)got;
+        /* Short with the catalog's size reached is EOF: skip the probe. */
+        if (n == 0 || ((uint64_t)n < asked && got == req->size_hint))
+            break;
+    }
+    struct stat st;
+    if (res >= 0 && fstat(fd, &st) == 0) {
+        req->st = (struct cfs_io_stat){
+            .size = (uint64_t)st.st_size, .mtime_sec = st.st_mtim.tv_sec,
+            .mtime_nsec = (uint32_t)st.st_mtim.tv_nsec, .ctime_sec = st.st_ctim.tv_sec,
+            .ctime_nsec = (uint32_t)st.st_ctim.tv_nsec, .ino = st.st_ino, .dev = st.st_dev,
+        };
+        req->has_st = true;
+    }
+    close(fd);
+    req->res = res;
+}
+
 /* Begin the fetch of id into tier and submit it.  0, or the cache's
- * begin_fetch error (-EEXIST, -ENOSPC, -EAGAIN, -EFBIG, -ENODEV, ...). */
+ * begin_fetch error (-EEXIST, -ENOSPC, -EAGAIN, -EFBIG, -ENODEV, ...).
+ * With sync_res (a demand fetch whose caller waits for it anyway) a fetch
+ * from the source runs in the calling thread: 0 then means it is complete
+ * and *sync_res is what its waiters got (0 or the fetch's error); a fetch
+ * from a peer is submitted as usual and leaves *sync_res alone. */
 static int fetch_start(struct cfs_prefetch *pf, uint32_t id, enum cfs_cache_tier tier,
-                       bool prefetch, unsigned cache_flags)
+                       bool prefetch, unsigned cache_flags, int *sync_res)
 {
     char path[PATH_MAX];
     const struct cfs_entry *e = cfs_catalog_entry(pf->cat, id);
@@ -431,10 +494,15 @@ static int fetch_start(struct cfs_prefetch *pf, uint32_t id, enum cfs_cache_tier
         atomic_fetch_sub(&pf->peer_inflight[owner], 1);
         f->via_peer = false; /* slow, gone or not started: the PFS */
     }
+    if (sync_res && !prefetch) {
+        fetch_sync(pf, &f->req);
+        *sync_res = fetch_finish(f); /* publishes, wakes the other waiters */
+        return 0;
+    }
     rc = cfs_io_submit(pf->io, &f->req);
     if (rc) {
         f->req.res = rc;
-        fetch_finish(f); /* fails the cache entry, wakes its waiters */
+        (void)fetch_finish(f); /* fails the cache entry, wakes its waiters */
     }
     return rc;
 }
@@ -480,9 +548,9 @@ static unsigned prefetch_round(struct cfs_prefetch *pf)
         if (!consumed) {
             cfs_id id = cfs_catalog_sample_entry(pf->cat, s);
             int tier = pf_track_tier(t, s);
-            int rc = fetch_start(pf, id, cache_tier(tier), true, 0);
+            int rc = fetch_start(pf, id, cache_tier(tier), true, 0, NULL);
             if (rc == -ENODEV && tier == PF_TIER_SSD)
-                rc = fetch_start(pf, id, CFS_TIER_RAM, true, 0);
+                rc = fetch_start(pf, id, CFS_TIER_RAM, true, 0, NULL);
             if (rc == 0)
                 started++;
             else if (rc == -ENOSPC || rc == -EAGAIN || rc == -ENOMEM) {
@@ -506,7 +574,7 @@ static unsigned prefetch_round(struct cfs_prefetch *pf)
                 continue;
             }
             int rc = fetch_start(pf, cfs_catalog_sample_entry(pf->cat, s), cache_tier(tier), true,
-                                 0);
+                                 0, NULL);
             if (rc == -ENODEV) {
                 pf->owned_idx[k] = count;
                 break;
@@ -531,7 +599,7 @@ static unsigned prefetch_round(struct cfs_prefetch *pf)
                 continue;
             }
             int rc = fetch_start(pf, cfs_catalog_sample_entry(pf->cat, s), cache_tier(tier), true,
-                                 0);
+                                 0, NULL);
             if (rc == -ENODEV) {
                 pf->order_idx[k] = count;
                 break;
@@ -950,11 +1018,19 @@ int cfs_prefetch_open(struct cfs_prefetch *pf, cfs_id id, struct cfs_prefetch_fi
         }
         if (rc == -ENOENT) {
             /* Absent: fetch it, unless the policy would rather not keep it. */
-            rc = fetch_start(pf, id, CFS_TIER_RAM, false, demand_flags);
+            int fetched = 1; /* 1: submitted, else done here with this result */
+            rc = fetch_start(pf, id, CFS_TIER_RAM, false, demand_flags, &fetched);
             if (rc == -EEXIST || rc == -EBUSY)
                 continue;
             if (rc)
                 break;
+            waited = true;
+            if (fetched < 0) {
+                rc = fetched; /* what the wait for it would have returned */
+                if (rc != -ENOENT)
+                    break;
+                continue;
+            }
         } else if (rc != -EAGAIN) {
             break;
         }
@@ -971,6 +1047,7 @@ int cfs_prefetch_open(struct cfs_prefetch *pf, cfs_id id, struct cfs_prefetch_fi
     /* Not cached (the tier is full of files needed sooner, or of fetches
      * in flight): a direct read, from the owner when there is one. */
     int owner = rc && rc != -ESTALE ? peer_choice(pf, e) : -1;
+    bool planned = pf->track != NULL;
     pthread_rwlock_unlock(&pf->plan_lock);
     if (owner >= 0 && peer_read_direct(pf, id, e->size, (uint32_t)owner, &f->pbuf) == 0) {
         f->source = CFS_M_READS_PEER;
@@ -999,7 +1076,11 @@ int cfs_prefetch_open(struct cfs_prefetch *pf, cfs_id id, struct cfs_prefetch_fi
     }
     if (waited)
         cfs_metrics_add(pf->m, CFS_M_STALL_NS, now_ns() - t0);
-    wake(pf);
+    /* The position moved.  Without a plan the prefetcher has nothing to
+     * move to: waking it would only cost two context switches per file
+     * (set_seed wakes it when a plan comes). */
+    if (planned)
+        wake(pf);
     if (rc) {
         free(f);
         return rc;
@@ -1115,16 +1196,17 @@ void cfs_prefetch_release(struct cfs_prefetch *pf, struct cfs_prefetch_file *f)
     /* Read for the last time: free the RAM now.  SSD entries stay, evicted
      * first when room is needed, for the next job that mounts the tier. */
     bool last = false;
-    if (ram && f->sample != CFS_NO_SAMPLE) {
-        pthread_rwlock_rdlock(&pf->plan_lock);
+    pthread_rwlock_rdlock(&pf->plan_lock);
+    bool planned = pf->track != NULL;
+    if (ram && f->sample != CFS_NO_SAMPLE)
         last = pf->track && pf_track_next_use(pf->track, f->sample) == PF_NEVER &&
                !owned_for_peers(pf, f->sample);
-        pthread_rwlock_unlock(&pf->plan_lock);
-    }
+    pthread_rwlock_unlock(&pf->plan_lock);
     if (last && cfs_cache_drop(pf->cache, f->id) == 0)
         atomic_fetch_add(&pf->dropped, 1);
     update_gauges(pf);
-    wake(pf);
+    if (planned)
+        wake(pf); /* room freed: a refused prefetch may start now */
     free(f);
 }
 

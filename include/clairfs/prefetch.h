@@ -9,8 +9,11 @@
  * src/prefetch_track.c: a count of expected opens, immune to DataLoader
  * reordering) and counts the prediction; then it takes a pinned cache
  * handle: a RAM or SSD entry is served as it is; a fetch in flight is waited
- * for; an absent file is fetched on demand (io priority DEMAND, ahead of
- * every queued prefetch) into the RAM tier and waited for.  Under a plan a
+ * for; an absent file is fetched on demand into the RAM tier by the opening
+ * thread itself (it would only wait for the io engine otherwise: two thread
+ * hand-offs per file, which dominate for small files; a peer-owned file goes
+ * to the peer at io priority DEMAND, ahead of every queued prefetch), and
+ * other openers of the same file wait for that one fetch.  Under a plan a
  * demand fetch is an ordinary cache insertion: when the cache's policy says
  * the file is needed later than everything it holds (Belady: do not insert)
  * or it cannot be cached at all (larger than the tier, tier pinned full),
