@@ -122,6 +122,7 @@ struct build {
     uint32_t *ids;
     uint64_t *free_room; /* per node, for owners */
     uint64_t *held;      /* per node bitset of held files */
+    uint64_t min_size;   /* the smallest file: room below it is full */
     size_t held_words;
 };
 
@@ -154,18 +155,100 @@ static int plan_error(char *err, size_t errlen, int rc, const char *fmt, ...)
 
 #define SWEEP_BLOCK 256
 
+/* rank r's s-th read is order[(r * rank_step + s * stride) % len]. */
+struct epoch_view {
+    const uint32_t *order;
+    uint64_t len, rank_step, stride;
+};
+
+/* Count one run of node j's reads, in stream order.  The counter loads are
+ * cache misses: prefetching PF_AHEAD reads ahead lets them overlap. */
+#define PF_AHEAD 16
+
+static int count_run(struct cfs_plan *p, struct build *b, uint32_t j, uint32_t e, uint32_t rel,
+                     const uint32_t *fs, uint64_t nf, uint64_t *pos, char *err, size_t errlen)
+{
+    const uint64_t n = p->n;
+    uint8_t *cnt = b->cnt + (size_t)j * n;
+    uint8_t *fep = b->fep + (size_t)j * n;
+    const uint8_t ep8 = (uint8_t)(rel > 255 ? 255 : rel);
+    const bool local = j == p->node;
+    for (uint64_t i = 0; i < nf && i < PF_AHEAD; i++)
+        if (fs[i] < n)
+            __builtin_prefetch(&cnt[fs[i]], 1);
+    for (uint64_t i = 0; i < nf; i++) {
+        if (i + PF_AHEAD < nf) {
+            uint32_t g = fs[i + PF_AHEAD];
+            if (g < n) {
+                __builtin_prefetch(&cnt[g], 1);
+                if (local) {
+                    __builtin_prefetch(&p->count[g], 1);
+                    __builtin_prefetch(&p->first_use[g], 1);
+                    __builtin_prefetch(&p->epochs_read[(size_t)g * p->bm_bytes + rel / 8], 1);
+                }
+            }
+        }
+        uint32_t f = fs[i];
+        if (f >= n)
+            return plan_error(err, errlen, -ERANGE, "planner: epoch %u reads index %u of %llu",
+                              e, f, (unsigned long long)n);
+        uint8_t c = cnt[f];
+        if (c == 0)
+            fep[f] = ep8;
+        if (c != 255)
+            cnt[f] = (uint8_t)(c + 1);
+        if (local) {
+            p->count[f]++;
+            if (p->first_use[f] == CFS_POS_NEVER)
+                p->first_use[f] = *pos;
+            p->epochs_read[(size_t)f * p->bm_bytes + rel / 8] |= (uint8_t)(1u << (rel % 8));
+            ++*pos;
+        }
+    }
+    return 0;
+}
+
+/* torch-ddp through the default source: rank r's s-th read is
+ * order[(r + s*W) % len], so the node streams of step s are runs of row s.
+ * Reading the rows in order and scattering each node's run into its own
+ * stream (out, offsets off[j]) is one sequential pass over the epoch; the
+ * per-node strided walks it replaces missed the cache on nearly every row. */
+static void split_rows(const struct cfs_plan *p, const struct epoch_view *v, const uint64_t *len,
+                       uint64_t maxlen, uint32_t *out, uint64_t *at)
+{
+    for (uint64_t s = 0; s < maxlen; s++) {
+        uint64_t row = s * v->stride;
+        for (uint32_t j = 0; j < p->nodes; j++) {
+            struct cfs_rank_range rr = p->ranks[j];
+            uint32_t *o = out + at[j];
+            uint32_t k = 0;
+            for (uint32_t l = 0; l < rr.count; l++) {
+                uint32_t r = rr.first + l;
+                if (s < len[r]) {
+                    uint64_t q = row + r * v->rank_step;
+                    o[k++] = v->order[q < v->len ? q : q % v->len];
+                }
+            }
+            at[j] += k;
+        }
+    }
+}
+
 static int sweep(struct cfs_plan *p, struct build *b, void *st, char *err, size_t errlen)
 {
     uint32_t blk[SWEEP_BLOCK];
-    const uint64_t n = p->n;
     uint64_t *len = calloc(p->world, sizeof(*len));
-    if (!len)
-        return -ENOMEM;
-    int rc = 0;
+    uint64_t *at = calloc(p->nodes, sizeof(*at));
+    uint64_t *nlen = calloc(p->nodes, sizeof(*nlen));
+    uint32_t *streams = NULL;
+    uint64_t streams_cap = 0;
+    int rc = -ENOMEM;
+    if (!len || !at || !nlen)
+        goto out;
+    rc = 0;
     uint64_t pos = 0;
     for (uint32_t rel = 0; rel < p->nepochs; rel++) {
         uint32_t e = p->start_epoch + rel;
-        uint8_t ep8 = (uint8_t)(rel > 255 ? 255 : rel);
         rc = p->src->compute_epoch(st, e);
         if (rc < 0) {
             plan_error(err, errlen, rc, "planner: cannot compute epoch %u: %s", e,
@@ -174,17 +257,51 @@ static int sweep(struct cfs_plan *p, struct build *b, void *st, char *err, size_
         }
         for (uint32_t r = 0; r < p->world; r++)
             len[r] = p->src->rank_len(st, e, r);
+        /* The default source's torch models: read the epoch's array
+         * directly, without a call (and torch-ddp's modulo) per read. */
+        struct epoch_view v = {0};
+        if (p->src == &p->src_buf &&
+            cfs_sampler_epoch_order(st, &v.order, &v.len, &v.rank_step, &v.stride) < 0)
+            v.order = NULL;
         p->epoch_start[rel] = pos;
+        uint64_t total = 0, maxall = 0;
+        for (uint32_t j = 0; j < p->nodes; j++) {
+            struct cfs_rank_range rr = p->ranks[j];
+            nlen[j] = 0;
+            for (uint32_t l = 0; l < rr.count; l++) {
+                nlen[j] += len[rr.first + l];
+                maxall = len[rr.first + l] > maxall ? len[rr.first + l] : maxall;
+            }
+            at[j] = total;
+            total += nlen[j];
+        }
+        /* Only torch-ddp splits (its node streams together are one epoch;
+         * torch's ranks each read all n, W times the memory). */
+        if (v.order && v.rank_step == 1) {
+            if (total > streams_cap) {
+                uint32_t *ns = realloc(streams, total * sizeof(*streams));
+                if (!ns) {
+                    rc = plan_error(err, errlen, -ENOMEM, "planner: %s", strerror(ENOMEM));
+                    goto out;
+                }
+                streams = ns;
+                streams_cap = total;
+            }
+            split_rows(p, &v, len, maxall, streams, at);
+            for (uint32_t j = 0; j < p->nodes; j++) {
+                rc = count_run(p, b, j, e, rel, streams + at[j] - nlen[j], nlen[j], &pos, err,
+                               errlen);
+                if (rc < 0)
+                    goto out;
+            }
+            continue;
+        }
         for (uint32_t j = 0; j < p->nodes; j++) {
             struct cfs_rank_range rr = p->ranks[j];
             uint64_t maxlen = 0;
             for (uint32_t l = 0; l < rr.count; l++)
                 maxlen = len[rr.first + l] > maxlen ? len[rr.first + l] : maxlen;
-            uint8_t *cnt = b->cnt + (size_t)j * n;
-            uint8_t *fep = b->fep + (size_t)j * n;
-            bool local = j == p->node;
-            /* Gather a block of the node's reads, prefetch their counters,
-             * then update: the counter loads are cache misses that overlap. */
+            /* Gather a block of the node's reads in lockstep order. */
             uint64_t s = 0;
             uint32_t l = 0;
             while (s < maxlen) {
@@ -192,44 +309,30 @@ static int sweep(struct cfs_plan *p, struct build *b, void *st, char *err, size_
                 while (nb < SWEEP_BLOCK && s < maxlen) {
                     uint32_t r = rr.first + l;
                     if (s < len[r]) {
-                        uint32_t f = p->src->rank_at(st, r, s);
-                        blk[nb++] = f;
-                        if (f < n)
-                            __builtin_prefetch(&cnt[f], 1);
+                        if (v.order) {
+                            uint64_t q = r * v.rank_step + s * v.stride;
+                            blk[nb++] = v.order[q < v.len ? q : q % v.len];
+                        } else {
+                            blk[nb++] = p->src->rank_at(st, r, s);
+                        }
                     }
                     if (++l == rr.count) {
                         l = 0;
                         s++;
                     }
                 }
-                for (uint32_t i = 0; i < nb; i++) {
-                    uint32_t f = blk[i];
-                    if (f >= n) {
-                        rc = plan_error(err, errlen, -ERANGE,
-                                        "planner: epoch %u reads index %u of %llu", e, f,
-                                        (unsigned long long)n);
-                        goto out;
-                    }
-                    uint8_t c = cnt[f];
-                    if (c == 0)
-                        fep[f] = ep8;
-                    if (c != 255)
-                        cnt[f] = (uint8_t)(c + 1);
-                    if (local) {
-                        p->count[f]++;
-                        if (p->first_use[f] == CFS_POS_NEVER)
-                            p->first_use[f] = pos;
-                        p->epochs_read[(size_t)f * p->bm_bytes + rel / 8] |=
-                            (uint8_t)(1u << (rel % 8));
-                        pos++;
-                    }
-                }
+                rc = count_run(p, b, j, e, rel, blk, nb, &pos, err, errlen);
+                if (rc < 0)
+                    goto out;
             }
         }
     }
     p->epoch_start[p->nepochs] = pos;
 out:
     free(len);
+    free(at);
+    free(nlen);
+    free(streams);
     return rc;
 }
 
@@ -370,6 +473,8 @@ static int place_node(struct cfs_plan *p, struct build *b, uint32_t j)
         }
     }
     for (uint64_t i = 0; i < mr; i++) {
+        if (room.ram < b->min_size && room.ssd < b->min_size)
+            break; /* nothing more fits */
         uint32_t f = b->ids[i];
         if (p->owner[f] == j)
             continue;
@@ -383,7 +488,7 @@ static int place_node(struct cfs_plan *p, struct build *b, uint32_t j)
 
     /* NoPFS: the node's most-read files up to its capacity, no coordination. */
     uint64_t left = p->ram + p->ssd;
-    for (uint64_t i = 0; i < mr; i++) {
+    for (uint64_t i = 0; i < mr && left >= b->min_size; i++) {
         uint32_t f = b->ids[i];
         if (p->sizes[f] > left)
             continue;
@@ -548,6 +653,9 @@ int cfs_plan_create(const struct cfs_plan_params *pp, struct cfs_plan **out, cha
     if (!b.cnt || !b.fep || !b.total || !b.best || !b.key || !b.ids || !b.free_room || !b.held)
         goto fail;
 
+    b.min_size = UINT64_MAX;
+    for (uint64_t f = 0; f < n; f++)
+        b.min_size = p->sizes[f] < b.min_size ? p->sizes[f] : b.min_size;
     rc = sweep(p, &b, st, err, errlen);
     if (rc < 0)
         goto fail_reported;

@@ -221,6 +221,20 @@ uint32_t cfs_sampler_rank_at(const struct cfs_sampler *s, uint32_t rank, uint64_
     }
 }
 
+int cfs_sampler_epoch_order(const struct cfs_sampler *s, const uint32_t **order, uint64_t *len,
+                            uint64_t *rank_step, uint64_t *stride)
+{
+    if (s->p.kind == CFS_SAMPLER_LIST)
+        return -ENOTSUP;
+    if (s->cur_epoch < 0)
+        return -ENODATA;
+    *order = s->buf;
+    *len = s->p.n;
+    *rank_step = s->p.kind == CFS_SAMPLER_TORCH_DDP ? 1 : 0;
+    *stride = s->p.kind == CFS_SAMPLER_TORCH_DDP ? s->p.world : 1;
+    return 0;
+}
+
 const char *cfs_sampler_error(const struct cfs_sampler *s)
 {
     return s->err;

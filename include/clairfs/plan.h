@@ -46,7 +46,7 @@
  * the walk enters a new epoch (cfs_plan_walk_next() reports it).
  *
  * Memory: about 65 bytes per file, E/8 of them the epoch bitmap, for the
- * planned node and the owner map; while the plan is built, another 30 bytes
+ * planned node and the owner map; while the plan is built, another 34 bytes
  * per file and 2 bytes per file per node.  The walker adds 16 bytes per file
  * and two epochs of the node's stream. */
 #ifndef CLAIRFS_PLAN_H

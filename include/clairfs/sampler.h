@@ -149,6 +149,17 @@ int cfs_sampler_compute_epoch(struct cfs_sampler *s, uint32_t epoch);
  * (i < cfs_sampler_rank_len(s, epoch, rank)). */
 uint32_t cfs_sampler_rank_at(const struct cfs_sampler *s, uint32_t rank, uint64_t i);
 
+/* A direct view of the epoch last computed, for consumers that read every
+ * rank's stream and cannot afford a call per index (the planner's sweep):
+ * for the torch models, cfs_sampler_rank_at(s, r, i) ==
+ * (*order)[(r * *rank_step + i * *stride) % *len], so a rank's stream is a
+ * strided walk of one array and neighbouring ranks read neighbouring
+ * entries (torch-ddp: rank_step 1, stride W; torch, torch-sampler: rank_step
+ * 0, stride 1). Returns 0, or -ENOTSUP for list:FILE (use rank_at) and
+ * -ENODATA before any epoch was computed. */
+int cfs_sampler_epoch_order(const struct cfs_sampler *s, const uint32_t **order, uint64_t *len,
+                            uint64_t *rank_step, uint64_t *stride);
+
 /* The message of the last failed cfs_sampler_compute_epoch(), or "". */
 const char *cfs_sampler_error(const struct cfs_sampler *s);
 

@@ -439,6 +439,46 @@ START_TEST(list_file_errors_name_file_and_line)
 }
 END_TEST
 
+START_TEST(epoch_order_view_matches_rank_at)
+{
+    /* The planner reads streams through this view; it must agree with
+     * rank_at for every rank and index, padding and cut-off included. */
+    static const struct {
+        enum cfs_sampler_kind kind;
+        uint64_t n;
+        uint32_t world, batch;
+        bool drop_last, drop_last_batch;
+    } cases[] = {
+        {CFS_SAMPLER_TORCH_DDP, 1000, 7, 1, false, false},
+        {CFS_SAMPLER_TORCH_DDP, 1000, 7, 8, true, true},
+        {CFS_SAMPLER_TORCH_DDP, 3, 5, 1, false, false}, /* padding past n */
+        {CFS_SAMPLER_TORCH, 777, 2, 16, false, true},
+        {CFS_SAMPLER_TORCH_SAMPLER, 500, 1, 3, false, false},
+    };
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        struct cfs_sampler_params p = {.kind = cases[c].kind, .seed = 1234 + c, .n = cases[c].n,
+                                       .world = cases[c].world, .batch = cases[c].batch,
+                                       .drop_last = cases[c].drop_last,
+                                       .drop_last_batch = cases[c].drop_last_batch};
+        struct cfs_sampler *s;
+        char err[256];
+        ck_assert_int_eq(cfs_sampler_create(&p, &s, err, sizeof(err)), 0);
+        const uint32_t *order;
+        uint64_t len, rank_step, stride;
+        ck_assert_int_eq(cfs_sampler_epoch_order(s, &order, &len, &rank_step, &stride), -ENODATA);
+        for (uint32_t e = 0; e < 3; e++) {
+            ck_assert_int_eq(cfs_sampler_compute_epoch(s, e), 0);
+            ck_assert_int_eq(cfs_sampler_epoch_order(s, &order, &len, &rank_step, &stride), 0);
+            for (uint32_t r = 0; r < cases[c].world; r++)
+                for (uint64_t i = 0; i < cfs_sampler_rank_len(s, e, r); i++)
+                    ck_assert_uint_eq(order[(r * rank_step + i * stride) % len],
+                                      cfs_sampler_rank_at(s, r, i));
+        }
+        cfs_sampler_destroy(s);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sampler");
@@ -451,6 +491,7 @@ int main(void)
     tcase_add_test(tc, bad_parameters_are_rejected);
     tcase_add_test(tc, list_file_gives_its_streams_and_cycles);
     tcase_add_test(tc, list_file_errors_name_file_and_line);
+    tcase_add_test(tc, epoch_order_view_matches_rank_at);
     suite_add_tcase(s, tc);
     return cfs_check_run(s);
 }
