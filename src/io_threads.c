@@ -20,12 +20,14 @@ struct threads_be {
     pthread_t tid[];
 };
 
-static int64_t fetch(struct cfs_io *io, struct cfs_io_req *req)
+/* One request, start to end, in the calling thread: openat, the read loop,
+ * fstat, close.  `stopping` (may be NULL) is polled between chunks. */
+static int64_t run_request(int source_fd, const bool *stopping, struct cfs_io_req *req)
 {
     int fd = req->fd;
     if (req->path) {
         do
-            fd = openat(io->p.source_fd, req->path, O_RDONLY | O_CLOEXEC);
+            fd = openat(source_fd, req->path, O_RDONLY | O_CLOEXEC);
         while (fd < 0 && errno == EINTR);
         if (fd < 0)
             return -errno;
@@ -48,7 +50,7 @@ static int64_t fetch(struct cfs_io *io, struct cfs_io_req *req)
         if (cfs_io__finished(req, got, n, asked, &res))
             break;
         /* Unlocked read: a stale value only delays the stop by one chunk. */
-        if (__atomic_load_n(&io->stopping, __ATOMIC_RELAXED)) {
+        if (stopping && __atomic_load_n(stopping, __ATOMIC_RELAXED)) {
             res = -ECANCELED;
             break;
         }
@@ -65,6 +67,17 @@ static int64_t fetch(struct cfs_io *io, struct cfs_io_req *req)
     if (req->path)
         close(fd);
     return res;
+}
+
+static int64_t fetch(struct cfs_io *io, struct cfs_io_req *req)
+{
+    return run_request(io->p.source_fd, &io->stopping, req);
+}
+
+void cfs_io_run_sync(int source_fd, struct cfs_io_req *req)
+{
+    req->has_st = false;
+    req->res = run_request(source_fd, NULL, req);
 }
 
 static void *worker(void *arg)

@@ -375,61 +375,6 @@ static void peer_done(struct cfs_peer_req *r)
     }
 }
 
-/* A demand fetch from the source, run by the open that waits for it: the
- * io engine's whole-file fetch (io.h, "Reading" and "Identity") without
- * its two thread hand-offs.  Fills req->res, req->st and req->has_st. */
-static void fetch_sync(struct cfs_prefetch *pf, struct cfs_io_req *req)
-{
-    int fd;
-    do
-        fd = openat(pf->source_fd, req->path, O_RDONLY | O_CLOEXEC);
-    while (fd < 0 && errno == EINTR);
-    if (fd < 0) {
-        req->res = -errno;
-        return;
-    }
-    unsigned char scratch;
-    uint64_t got = 0, limit = (uint64_t)req->cap + 1; /* one byte more: -EFBIG */
-    int64_t res;
-    for (;;) {
-        struct iovec iov[2];
-        int cnt = 0;
-        uint64_t asked = limit - got < CFS_IO_CHUNK ? limit - got : CFS_IO_CHUNK;
-        uint64_t in_buf = got < req->cap ? (req->cap - got < asked ? req->cap - got : asked) : 0;
-        if (in_buf)
-            iov[cnt++] = (struct iovec){(char *)req->buf + got, (size_t)in_buf};
-        if (asked > in_buf)
-            iov[cnt++] = (struct iovec){&scratch, 1};
-        ssize_t n = preadv(fd, iov, cnt, (off_t)got);
-        if (n < 0) {
-            if (errno == EINTR || errno == EAGAIN)
-                continue;
-            res = -errno;
-            break;
-        }
-        got += (uint64_t)n;
-        if (got > req->cap) {
-            res = -EFBIG;
-            break;
-        }
-        res = (int64_t)got;
-        /* Short with the catalog's size reached is EOF: skip the probe. */
-        if (n == 0 || ((uint64_t)n < asked && got == req->size_hint))
-            break;
-    }
-    struct stat st;
-    if (res >= 0 && fstat(fd, &st) == 0) {
-        req->st = (struct cfs_io_stat){
-            .size = (uint64_t)st.st_size, .mtime_sec = st.st_mtim.tv_sec,
-            .mtime_nsec = (uint32_t)st.st_mtim.tv_nsec, .ctime_sec = st.st_ctim.tv_sec,
-            .ctime_nsec = (uint32_t)st.st_ctim.tv_nsec, .ino = st.st_ino, .dev = st.st_dev,
-        };
-        req->has_st = true;
-    }
-    close(fd);
-    req->res = res;
-}
-
 /* Begin the fetch of id into tier and submit it.  0, or the cache's
  * begin_fetch error (-EEXIST, -ENOSPC, -EAGAIN, -EFBIG, -ENODEV, ...).
  * With sync_res (a demand fetch whose caller waits for it anyway) a fetch
@@ -495,7 +440,8 @@ static int fetch_start(struct cfs_prefetch *pf, uint32_t id, enum cfs_cache_tier
         f->via_peer = false; /* slow, gone or not started: the PFS */
     }
     if (sync_res && !prefetch) {
-        fetch_sync(pf, &f->req);
+        /* The open waits for it anyway: read it here, as the engine would. */
+        cfs_io_run_sync(pf->source_fd, &f->req);
         *sync_res = fetch_finish(f); /* publishes, wakes the other waiters */
         return 0;
     }

@@ -167,6 +167,12 @@ int cfs_io_submit(struct cfs_io *io, struct cfs_io_req *req);
  * that req was submitted and done() has not returned yet. */
 int cfs_io_cancel(struct cfs_io *io, struct cfs_io_req *req);
 
+/* Run req in the calling thread exactly as the thread back end would (paths
+ * relative to source_fd), without an engine and without calling done():
+ * for a caller that would only block until the engine finished it, so the
+ * two thread hand-offs are saved.  Fills res, st and has_st. */
+void cfs_io_run_sync(int source_fd, struct cfs_io_req *req);
+
 /* Wait until every submitted request's callback has returned (requests
  * submitted meanwhile included).  -EDEADLK from a callback. */
 int cfs_io_drain(struct cfs_io *io);

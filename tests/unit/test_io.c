@@ -617,6 +617,47 @@ START_TEST(malformed_requests_are_refused)
 }
 END_TEST
 
+/* --- The synchronous path (a waiting reader runs its own fetch). */
+
+START_TEST(run_sync_reads_like_the_engine)
+{
+    static const uint64_t sizes[] = {0, 1, 4096, (1u << 20) + 3, (5u << 20) + 1};
+    for (uint32_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "s%u", i);
+        make_file(name, i, sizes[i]);
+        uint8_t *buf = malloc(sizes[i] + 1), *want = malloc(sizes[i] + 1);
+        fill(want, i, sizes[i], 0);
+        struct cfs_io_req r = {.path = name, .fd = -1, .buf = buf, .cap = sizes[i],
+                               .size_hint = sizes[i]};
+        cfs_io_run_sync(dirfd_, &r);
+        ck_assert_int_eq(r.res, (int64_t)sizes[i]);
+        ck_assert(memcmp(buf, want, sizes[i]) == 0);
+        struct stat st;
+        ck_assert_int_eq(fstatat(dirfd_, name, &st, 0), 0);
+        ck_assert(r.has_st);
+        ck_assert_uint_eq(r.st.size, sizes[i]);
+        ck_assert_uint_eq(r.st.ino, st.st_ino);
+        ck_assert_int_eq(r.st.mtime_sec, st.st_mtim.tv_sec);
+        if (sizes[i] > 0) { /* a buffer one byte short: -EFBIG, not truncation */
+            r.cap = sizes[i] - 1;
+            r.size_hint = CFS_IO_SIZE_UNKNOWN;
+            cfs_io_run_sync(dirfd_, &r);
+            ck_assert_int_eq(r.res, -EFBIG);
+            ck_assert(!r.has_st);
+        }
+        free(buf);
+        free(want);
+    }
+    uint8_t b[8];
+    struct cfs_io_req r = {.path = "missing", .fd = -1, .buf = b, .cap = sizeof(b),
+                           .size_hint = CFS_IO_SIZE_UNKNOWN};
+    cfs_io_run_sync(dirfd_, &r);
+    ck_assert_int_eq(r.res, -ENOENT);
+    ck_assert(!r.has_st);
+}
+END_TEST
+
 /* --- Back-end selection. */
 
 START_TEST(kind_selection_and_fallback)
@@ -685,6 +726,7 @@ int main(void)
     tcase_add_loop_test(tc, destroy_completes_every_request_once, 0, NCFG);
     tcase_add_loop_test(tc, malformed_requests_are_refused, 0, NCFG);
     tcase_add_test(tc, kind_selection_and_fallback);
+    tcase_add_test(tc, run_sync_reads_like_the_engine);
     suite_add_tcase(s, tc);
     return cfs_check_run(s);
 }
