@@ -5,6 +5,7 @@
  * epoch at a time on demand. So memory stays O(one epoch) even for a list of
  * many epochs, and a malformed file is rejected before anything is planned. */
 #include <errno.h>
+#include <sys/stat.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -243,6 +244,19 @@ int cfs_sampler_list_open(const char *path, uint64_t n, uint32_t world,
             if (rc < 0)
                 goto fail;
             size_t cells = (size_t)l->epochs * world;
+            /* Every (epoch, rank) needs a line of its own: a header that
+             * promises more of them than the file has bytes is wrong, and
+             * must not size an allocation (the missing lines themselves are
+             * reported by line below). */
+            struct stat fst;
+            if (cells / world != l->epochs ||
+                (fstat(fileno(l->f), &fst) == 0 && cells > (uint64_t)fst.st_size)) {
+                rc = -EINVAL;
+                snprintf(err, errlen,
+                         "%s:%lu: epochs=%u x world=%u lines promised, the file is too short",
+                         path, lineno, l->epochs, world);
+                goto fail;
+            }
             rc = -ENOMEM;
             if (cells / world != l->epochs || !(l->off = malloc(cells * sizeof(*l->off))) ||
                 !(l->len = calloc(cells, sizeof(*l->len))) ||

@@ -429,6 +429,10 @@ START_TEST(list_file_errors_name_file_and_line)
     assert_list_error("clairfs-sampler-list world=2 epochs=1 n=6\n", 5, 2, 1, "n=6");
     assert_list_error("clairfs-sampler-list world=2\n", 5, 2, 1, "epochs=E");
     assert_list_error("", 5, 2, 0, "no header");
+    /* Found by fuzzing: a header promising billions of lines sized an
+     * allocation before any line was read. */
+    assert_list_error("clairfs-sampler-list world=2 epochs=4000000000\n", 5, 2, 1,
+                      "the file is too short");
 
     struct cfs_sampler *s;
     char err[256];
