@@ -183,6 +183,9 @@ static int load_records(struct cfs_index_txn *t, const struct want *w, struct cf
      * multiplying them, or a wrapped product passes the length check. */
     if (m.nsamples > SIZE_MAX / sizeof(cfs_id))
         return 1;
+    /* Every catalog has its root: an empty one is damage, not a catalog. */
+    if (m.n == 0 || m.names_len == 0)
+        return 1;
     if (el != (uint64_t)m.n * sizeof(struct cfs_entry) || nl != m.names_len ||
         sl != m.nsamples * sizeof(cfs_id) || blob_sum(ev, el, nv, nl, sv, sl) != m.checksum)
         return 1;

@@ -21,7 +21,8 @@
 #
 # Environment: CLAIRFS_SAN_PARTS (default "asan tsan valgrind fuzz"),
 # CLAIRFS_SAN_PREFIX (build directory prefix, default "build-"),
-# CLAIRFS_BUILD (the normal build, default "build"), CLAIRFS_FUZZ_SECONDS.
+# CLAIRFS_BUILD (the normal build, default "build"), CLAIRFS_FUZZ_SECONDS,
+# CLAIRFS_FUZZ_SEED (default 1; 0 = a random seed each run).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -30,6 +31,9 @@ parts=${CLAIRFS_SAN_PARTS:-asan tsan valgrind fuzz}
 prefix=${CLAIRFS_SAN_PREFIX:-build-}
 normal=${CLAIRFS_BUILD:-build}
 fuzz_seconds=${CLAIRFS_FUZZ_SECONDS:-20}
+# A fixed seed keeps CI's fuzzing reproducible from run to run; set
+# CLAIRFS_FUZZ_SEED=0 (libFuzzer: random) to explore beyond it.
+fuzz_seed=${CLAIRFS_FUZZ_SEED:-1}
 supp=$top/tests/sanitizers
 
 # clang with its sanitizer and libFuzzer runtimes, valgrind.
@@ -150,7 +154,7 @@ fuzz_one() {
     cp -r tests/fuzz/corpus/"$t"/. "$work/corpus/"
     if CLAIRFS_FUZZ_TMPDIR=$shm ASAN_OPTIONS="halt_on_error=1:detect_leaks=1" \
        UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
-       "$dir/tests/fuzz/fuzz_$t" -max_total_time="$fuzz_seconds" -timeout=10 -rss_limit_mb=2048 \
+       "$dir/tests/fuzz/fuzz_$t" -seed="$fuzz_seed" -max_total_time="$fuzz_seconds" -timeout=10 -rss_limit_mb=2048 \
        -print_final_stats=1 -artifact_prefix="$work/artifacts/" "$work/corpus" >"$work/log" 2>&1; then
         echo "fuzz_$t: $(grep -m1 -o 'stat::number_of_executed_units: *[0-9]*' "$work/log" |
             awk '{print $2}') runs, clean"
