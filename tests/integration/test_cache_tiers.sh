@@ -54,7 +54,10 @@ done
 RAM=$((TOTAL * 3 / 10))
 mnt=$TMP/mnt-30
 if cfs_mount "$src" "$mnt" "$TMP/d-30.log" -o seed=9,epochs=4,$TRAINER,ram=$RAM,index="$TMP/ix-30"; then
-    (while [ -e "$mnt/.clairfs/metrics" ]; do
+    # Stopped by a flag, not a signal: a killed loop can leave its reader
+    # holding the metrics file open, and the unmount below would find the
+    # mount busy.
+    (while [ -e "$mnt/.clairfs/metrics" ] && [ ! -e "$TMP/stop-sampler" ]; do
         m "$mnt" 'clairfs_cache_bytes{tier="ram"}' || break
         sleep 0.01
     done >"$TMP/ram-samples") &
@@ -67,7 +70,7 @@ if cfs_mount "$src" "$mnt" "$TMP/d-30.log" -o seed=9,epochs=4,$TRAINER,ram=$RAM,
     peak=$(m "$mnt" 'clairfs_cache_peak_bytes{tier="ram"}')
     check "ram=30%: the RAM tier's peak ($peak) is within its bound $RAM and was used" \
         test "${peak:-0}" -le "$RAM" -a "${peak:-0}" -gt $((RAM / 2))
-    kill "$sampler" 2>/dev/null
+    touch "$TMP/stop-sampler"
     wait "$sampler" 2>/dev/null
     check "ram=30%: unmount" cfs_umount "$mnt"
     max=$(sort -n "$TMP/ram-samples" | tail -1)
