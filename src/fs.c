@@ -46,13 +46,6 @@ struct cfs_fs {
     _Atomic uint64_t *open_err_logged;
 };
 
-/* A catalog file opened for reading. */
-struct src_handle {
-    int fd;
-    cfs_id id;
-    _Atomic bool counted; /* this open has been counted as one file read */
-};
-
 /* An open control file: readable ones hold the text rendered at open. */
 struct ctl_handle {
     enum cfs_ctl_file file;
@@ -66,12 +59,12 @@ struct ctl_handle {
  * RELEASE would race with the replying thread's last look at them (ASan
  * reports exactly that).  So each read holds a reference, the open holds
  * one, and whichever ends last frees the handle. */
-enum open_kind { OPEN_CTL, OPEN_DATA, OPEN_SRC };
+enum open_kind { OPEN_CTL, OPEN_DATA };
 
 struct fs_open {
     _Atomic unsigned refs;
     enum open_kind kind;
-    void *handle; /* struct ctl_handle, cfs_prefetch_file or src_handle */
+    void *handle; /* struct ctl_handle or cfs_prefetch_file */
 };
 
 static struct fs_open *open_wrap(enum open_kind kind, void *handle)
@@ -559,48 +552,13 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         fuse_reply_err(req, EISDIR);
         return;
     }
-    if (fs->prefetch && S_ISREG(e->mode)) {
-        prefetch_open(req, fs, id, fi);
+    /* Only regular files get here (the kernel opens special files itself),
+     * and the data path exists before the session loop starts. */
+    if (!S_ISREG(e->mode)) {
+        fuse_reply_err(req, EINVAL);
         return;
     }
-    char path[PATH_MAX];
-    int rc = cfs_catalog_path(fs->catalog, id, path, sizeof(path));
-    if (rc < 0) {
-        fuse_reply_err(req, -rc);
-        return;
-    }
-    /* Symbolic links in the source are followed, as the catalog did. */
-    int fd = openat(fs->source_fd, path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        int err = errno;
-        log_open_error_once(fs, id, path, err);
-        fuse_reply_err(req, err);
-        return;
-    }
-    struct src_handle *h = malloc(sizeof(*h));
-    if (!h) {
-        close(fd);
-        fuse_reply_err(req, ENOMEM);
-        return;
-    }
-    h->fd = fd;
-    h->id = id;
-    atomic_init(&h->counted, false);
-    struct fs_open *o = open_wrap(OPEN_SRC, h);
-    if (!o) {
-        close(fd);
-        free(h);
-        fuse_reply_err(req, ENOMEM);
-        return;
-    }
-    fi->fh = (uint64_t)(uintptr_t)o;
-    fi->keep_cache = 1; /* the dataset does not change during a mount */
-    fi->noflush = 1;
-    if (fuse_reply_open(req, fi) != 0) {
-        close(fd);
-        free(h);
-        free(o);
-    }
+    prefetch_open(req, fs, id, fi);
 }
 
 static void ctl_read(fuse_req_t req, struct ctl_handle *h, size_t size, off_t off)
@@ -617,16 +575,7 @@ static void ctl_read(fuse_req_t req, struct ctl_handle *h, size_t size, off_t of
     fuse_reply_buf(req, h->text + off, n < size ? n : size);
 }
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static void open_put(struct cfs_fs *fs, struct fs_open *o);
-static void src_read(fuse_req_t req, struct cfs_fs *fs, struct src_handle *h, size_t size,
-                     off_t off);
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
@@ -642,60 +591,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     case OPEN_DATA:
         prefetch_read(req, fs, o->handle, size, off);
         break;
-    case OPEN_SRC:
-        src_read(req, fs, o->handle, size, off);
-        break;
     }
     open_put(fs, o);
-}
-
-static void src_read(fuse_req_t req, struct cfs_fs *fs, struct src_handle *h, size_t size,
-                     off_t off)
-{
-    const struct cfs_entry *e = cfs_catalog_entry(fs->catalog, h->id);
-    uint64_t expect = (uint64_t)off < e->size ? e->size - (uint64_t)off : 0;
-    if (expect > size)
-        expect = size;
-    /* A file read is counted once per open, by where its bytes came from;
-     * until the cache exists that is always the source. */
-    if (expect > 0 && !atomic_exchange_explicit(&h->counted, true, memory_order_relaxed))
-        cfs_metrics_add(fs->metrics, CFS_M_READS_PFS, 1);
-
-    uint64_t t0 = now_ns();
-    if (fs->splice_read) {
-        struct fuse_bufvec bv = FUSE_BUFVEC_INIT(size);
-        bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
-        bv.buf[0].fd = h->fd;
-        bv.buf[0].pos = off;
-        fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE);
-    } else {
-        char *buf = malloc(size ? size : 1);
-        if (!buf) {
-            fuse_reply_err(req, ENOMEM);
-            return;
-        }
-        size_t got = 0;
-        int err = 0;
-        while (got < size) {
-            ssize_t n = pread(h->fd, buf + got, size - got, off + (off_t)got);
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n < 0) {
-                err = errno;
-                break;
-            }
-            if (n == 0)
-                break;
-            got += (size_t)n;
-        }
-        if (err && got == 0)
-            fuse_reply_err(req, err);
-        else
-            fuse_reply_buf(req, buf, got);
-        free(buf);
-    }
-    cfs_metrics_add(fs->metrics, CFS_M_STALL_NS, now_ns() - t0);
-    cfs_metrics_add(fs->metrics, CFS_M_FETCH_BYTES_PFS, expect);
 }
 
 static void open_put(struct cfs_fs *fs, struct fs_open *o)
@@ -712,12 +609,6 @@ static void open_put(struct cfs_fs *fs, struct fs_open *o)
     case OPEN_DATA:
         cfs_prefetch_release(fs->prefetch, o->handle);
         break;
-    case OPEN_SRC: {
-        struct src_handle *h = o->handle;
-        close(h->fd);
-        free(h);
-        break;
-    }
     }
     free(o);
 }
