@@ -17,6 +17,14 @@ for opt in $options; do
 done
 echo "checked $(echo "$options" | wc -l) options"
 
+# Every metric family the daemon renders is in README's metrics table.
+metrics=$(grep -o '"clairfs_[a-z_]*"' "$root/src/metrics.c" | tr -d '"' | sort -u)
+for name in $metrics; do
+    grep -q "\`$name\|\`clairfs_catalog_files\`, .*\`${name#clairfs_catalog}\`" "$root/README.md" ||
+        { echo "FAIL: metric $name is missing from README.md"; failures=$((failures + 1)); }
+done
+echo "checked $(echo "$metrics" | wc -l) metric families"
+
 if command -v man >/dev/null; then
     warnings=$(MANWIDTH=80 man --warnings -l "$root/man/clairfs.1" 2>&1 >/dev/null)
     [ -z "$warnings" ] || { echo "FAIL: man page warnings: $warnings"; failures=$((failures + 1)); }
