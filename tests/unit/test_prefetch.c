@@ -15,6 +15,7 @@
 #include "clairfs/loader.h"
 #include "clairfs/metrics.h"
 #include "clairfs/options.h"
+#include "clairfs/peer.h"
 #include "clairfs/prefetch.h"
 #include "clairfs/sampler.h"
 #include "src/prefetch_i.h"
@@ -378,6 +379,13 @@ START_TEST(path_lru_without_seed)
     cfs_id id = cfs_catalog_sample_entry(fx.cat, 3);
     ck_assert_int_eq(cfs_prefetch_state(pf, id, state, 16), 0);
     ck_assert_str_eq(state, "ram");
+    /* What a peer may ask for: ids only, checked against the catalog. */
+    struct cfs_peer_view v;
+    ck_assert_int_eq(cfs_prefetch_provide(pf, id, &v), 0);
+    ck_assert_uint_eq(v.len, cfs_catalog_entry(fx.cat, id)->size);
+    v.release(v.release_arg, &v);
+    ck_assert_int_eq(cfs_prefetch_provide(pf, cfs_catalog_entry_count(fx.cat), &v), -ENOENT);
+    ck_assert_int_eq(cfs_prefetch_provide(pf, UINT32_MAX, &v), -ENOENT);
     cfs_prefetch_destroy(pf);
     fixture_fini(&fx);
 }
