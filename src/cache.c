@@ -134,8 +134,47 @@ static void charge_tier(struct cfs_cache *c, enum cfs_cache_tier tier, uint64_t 
         c->st.peak[tier] = c->st.bytes[tier];
 }
 
+/* A kernel entry nobody references leaves the tier's view (readers, the
+ * heap, the entry count) but keeps its slot and its charge until the stager
+ * has invalidated its pages. */
+static void zombify(struct cfs_cache *c, struct centry *e)
+{
+    if (e->heap_pos >= 0)
+        heap_remove(&c->heap[e->tier], e);
+    e->flags |= EF_DOOMED | EF_ZOMBIE;
+    c->st.entries[e->tier]--;
+    c->st.kernel_entries--;
+    c->st.zombie_bytes += e->charge;
+    c->zq[c->zq_n++] = e->id;
+    c->kernel_drop(c->kernel_drop_arg);
+}
+
+/* Free a kernel entry or zombie whose pages are gone. */
+static void kernel_entry_free(struct cfs_cache *c, struct centry *e)
+{
+    if (e->heap_pos >= 0)
+        heap_remove(&c->heap[e->tier], e);
+    if (e->flags & EF_ZOMBIE)
+        c->st.zombie_bytes -= e->charge;
+    else {
+        c->st.entries[e->tier]--;
+        c->st.kernel_entries--;
+    }
+    c->st.kernel_bytes -= e->charge;
+    c->st.bytes[e->tier] -= e->charge;
+    c->members[e->tier]--;
+    if (c->slot[e->id] == e)
+        c->slot[e->id] = NULL;
+    free(e);
+}
+
 static void entry_free(struct cfs_cache *c, struct centry *e)
 {
+    if (e->flags & EF_KERNEL) {
+        if (!(e->flags & EF_ZOMBIE))
+            zombify(c, e);
+        return;
+    }
     if (e->heap_pos >= 0)
         heap_remove(&c->heap[e->tier], e);
     if (resident(e)) {
@@ -243,13 +282,15 @@ static int make_room(struct cfs_cache *c, int tier, uint64_t need, uint64_t new_
                      struct centry **demoted)
 {
     struct cheap *h = &c->heap[tier];
-    uint64_t used = c->st.bytes[tier], cap = c->st.capacity[tier];
+    /* Zombies' bytes are on their way out: do not evict more for them. */
+    uint64_t used = c->st.bytes[tier] - (tier == CFS_TIER_RAM ? c->st.zombie_bytes : 0);
+    uint64_t cap = c->st.capacity[tier];
     struct centry *freed = NULL;
     uint32_t nv = 0;
     int rc = 0;
 
     if (used + need <= cap)
-        return 0;
+        return c->st.bytes[tier] + need <= cap ? 0 : -EAGAIN;
     if (c->scratch_cap < h->n) {
         struct centry **s = realloc(c->scratch, h->n * sizeof(*s));
         if (!s)
@@ -286,13 +327,15 @@ static int make_room(struct cfs_cache *c, int tier, uint64_t need, uint64_t new_
     while (freed) {
         struct centry *v = freed;
         freed = v->next_demote;
-        if (demoted && tier == CFS_TIER_RAM && demote(c, v)) {
+        if (!(v->flags & EF_KERNEL) && demoted && tier == CFS_TIER_RAM && demote(c, v)) {
             v->next_demote = *demoted;
             *demoted = v;
         } else {
-            entry_free(c, v);
+            entry_free(c, v); /* a kernel victim turns zombie: still charged */
         }
     }
+    if (rc == 0 && c->st.bytes[tier] + need > cap)
+        rc = -EAGAIN; /* the room is there once the kernel has dropped the zombies' pages */
     return rc;
 }
 
@@ -328,6 +371,13 @@ int cfs_cache_create(const struct cfs_cache_params *p, struct cfs_cache **out, c
     c->next_use_arg = p->next_use_arg;
     c->verify = p->ssd_verify;
     c->commit_batch = p->commit_batch ? p->commit_batch : 64;
+    if (p->kernel_drop) {
+        c->zq = malloc((p->nfiles ? p->nfiles : 1) * sizeof(*c->zq));
+        if (!c->zq)
+            goto nomem;
+        c->kernel_drop = p->kernel_drop;
+        c->kernel_drop_arg = p->kernel_drop_arg;
+    }
     if (p->ssd_bytes) {
         rc = cache_ssd_open(c, p, err, errlen);
         if (rc)
@@ -362,6 +412,7 @@ void cfs_cache_destroy(struct cfs_cache *c)
     for (int t = 0; t < CFS_TIER_COUNT; t++)
         free(c->heap[t].a);
     free(c->scratch);
+    free(c->zq);
     free(c->slot);
     free(c->seen);
     free(c->ops);
@@ -639,6 +690,7 @@ int cfs_cache_acquire(struct cfs_cache *c, uint32_t id, unsigned flags, struct c
     h->id = id;
     h->tier = (enum cfs_cache_tier)e->tier;
     h->data = e->state == CFS_CACHE_RAM ? e->buf : NULL;
+    h->kernel = (e->flags & EF_KERNEL) != 0;
     h->fd = e->state == CFS_CACHE_SSD ? e->fd : -1;
     h->offset = 0;
     h->size = e->len;
@@ -663,6 +715,57 @@ void cfs_cache_release(struct cfs_cache *c, struct cfs_cache_handle *h)
     pthread_mutex_unlock(&c->mu);
     memset(h, 0, sizeof(*h));
     h->fd = -1;
+}
+
+int cfs_cache_kernelize(struct cfs_cache *c, struct cfs_cache_handle *h)
+{
+    struct centry *e = h->priv;
+    void *buf = NULL;
+    int rc = -EBUSY;
+    pthread_mutex_lock(&c->mu);
+    if (e && c->zq && e->state == CFS_CACHE_RAM && e->pins == 1 &&
+        !(e->flags & (EF_DOOMED | EF_KERNEL))) {
+        buf = e->buf;
+        e->buf = NULL;
+        e->flags |= EF_KERNEL;
+        c->st.kernel_entries++;
+        c->st.kernel_bytes += e->charge;
+        h->data = NULL;
+        h->kernel = true;
+        rc = 0;
+    }
+    pthread_mutex_unlock(&c->mu);
+    free(buf);
+    return rc;
+}
+
+size_t cfs_cache_take_kernel_drops(struct cfs_cache *c, uint32_t *ids, size_t max)
+{
+    pthread_mutex_lock(&c->mu);
+    size_t n = c->zq_n < max ? c->zq_n : max;
+    c->zq_n -= (uint32_t)n;
+    memcpy(ids, c->zq + c->zq_n, n * sizeof(*ids));
+    pthread_mutex_unlock(&c->mu);
+    return n;
+}
+
+void cfs_cache_kernel_dropped(struct cfs_cache *c, uint32_t id)
+{
+    pthread_mutex_lock(&c->mu);
+    struct centry *e = id < c->nfiles ? c->slot[id] : NULL;
+    if (e && (e->flags & EF_ZOMBIE))
+        kernel_entry_free(c, e);
+    pthread_mutex_unlock(&c->mu);
+}
+
+void cfs_cache_kernel_forgot(struct cfs_cache *c, uint32_t id)
+{
+    pthread_mutex_lock(&c->mu);
+    struct centry *e = id < c->nfiles ? c->slot[id] : NULL;
+    /* A zombie's id stays queued; its invalidation finds nothing to free. */
+    if (e && (e->flags & EF_KERNEL) && e->pins == 0 && e->waiters == 0)
+        kernel_entry_free(c, e);
+    pthread_mutex_unlock(&c->mu);
 }
 
 int cfs_cache_drop(struct cfs_cache *c, uint32_t id)

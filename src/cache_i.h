@@ -17,6 +17,8 @@ enum {
     EF_VERIFIED = 2u,  /* SSD bytes checked against len and xxh3 */
     EF_PREPARING = 4u, /* a reader is opening/verifying the SSD file */
     EF_DEMOTING = 8u,  /* a RAM victim being written to the SSD tier */
+    EF_KERNEL = 16u,   /* RAM entry whose bytes are the kernel's page cache (buf freed) */
+    EF_ZOMBIE = 32u,   /* kernel entry evicted or dropped: charged until its pages go */
 };
 
 struct centry {
@@ -97,6 +99,14 @@ struct cfs_cache {
     struct cache_op *ops; /* pending index operations, in order (mu held) */
     size_t nops, ops_cap;
     pthread_mutex_t ix_mu; /* one committer at a time, in queue order */
+
+    /* Page cache (EF_KERNEL entries): ids of zombies whose pages the
+     * kernel must drop before their bytes are free (nfiles slots: an id
+     * is a zombie at most once at a time). */
+    uint32_t *zq;
+    uint32_t zq_n;
+    cfs_cache_kernel_drop_fn kernel_drop;
+    void *kernel_drop_arg;
 };
 
 static inline uint64_t cache_round(uint64_t n)

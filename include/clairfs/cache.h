@@ -82,7 +82,28 @@
  * index the SSD tier starts empty.  A write error that means the SSD is
  * full or broken (ENOSPC, EDQUOT, EIO, EROFS) degrades the tier: no more SSD
  * fetches (-ENODEV), existing entries still served, the error returned once
- * from complete_fetch for the caller to log. */
+ * from complete_fetch for the caller to log.
+ *
+ * Kernel page cache (with a kernel_drop callback).  A RAM entry whose bytes
+ * were stored into the kernel's page cache (fuse_lowlevel_notify_store, by
+ * the prefetcher's stager) can give up its buffer: cfs_cache_kernelize(),
+ * only while the caller's pin is the entry's only one.  The entry stays a
+ * RAM entry, keeps its charge (staged pages count against the RAM tier) and
+ * is acquired as a handle with `kernel` set and no data: its reads are the
+ * kernel's.  When such an entry is evicted or dropped it becomes a zombie:
+ * invisible to readers, still in its slot (a new fetch of the id gets
+ * -EBUSY) and still charged, until the pages are invalidated; kernel_drop
+ * is called (mu held: it may only signal) and the stager takes the ids
+ * (cfs_cache_take_kernel_drops), invalidates them and hands them back
+ * (cfs_cache_kernel_dropped), which frees the bytes.  So a tier never counts
+ * less than the memory it stands for.  make_room counts zombie bytes as
+ * freed when it picks victims, and answers -EAGAIN while the room it needs
+ * is still held by zombies (a prefetcher retries when woken; a demand
+ * fetch reads the source instead of waiting on the kernel).  A kernel entry
+ * is never demoted (it has no buffer to write).  When the kernel forgets the
+ * inode (FORGET: its pages went with it) cfs_cache_kernel_forgot() frees an
+ * unpinned kernel entry or zombie at once.  Pages the kernel reclaims
+ * silently stay charged until the entry goes: an upper bound. */
 #ifndef CLAIRFS_CACHE_H
 #define CLAIRFS_CACHE_H
 
@@ -124,6 +145,9 @@ struct cfs_cache_source {
 /* Position of the next read of file id (smaller = sooner), UINT64_MAX when
  * it is never read again.  Called with the cache lock held. */
 typedef uint64_t (*cfs_cache_next_use_fn)(void *arg, uint32_t id);
+/* Kernel-backed entries are waiting to be invalidated; called with the cache
+ * lock held, so it may only wake someone. */
+typedef void (*cfs_cache_kernel_drop_fn)(void *arg);
 /* The current source of file id, for validating stored entries at create:
  * 0, or -ENOENT when the id no longer names a file. */
 typedef int (*cfs_cache_source_fn)(void *arg, uint32_t id, struct cfs_cache_source *out);
@@ -140,6 +164,9 @@ struct cfs_cache_params {
     void *next_use_arg;
     enum cfs_cache_verify ssd_verify;
     unsigned commit_batch; /* index records per commit; 0 = 64 */
+    /* Non-NULL: RAM entries may be kernelized (see "Kernel page cache"). */
+    cfs_cache_kernel_drop_fn kernel_drop;
+    void *kernel_drop_arg;
 };
 
 int cfs_cache_create(const struct cfs_cache_params *p, struct cfs_cache **out, char *err,
@@ -182,6 +209,7 @@ struct cfs_cache_handle {
     uint64_t offset;
     uint64_t size;
     uint64_t xxh3;
+    bool kernel; /* the bytes are the kernel's page cache: data is NULL */
     void *priv;
 };
 
@@ -192,6 +220,20 @@ struct cfs_cache_handle {
  * fetch failed; -EIO when an SSD entry cannot be opened. */
 int cfs_cache_acquire(struct cfs_cache *c, uint32_t id, unsigned flags, struct cfs_cache_handle *h);
 void cfs_cache_release(struct cfs_cache *c, struct cfs_cache_handle *h);
+
+/* Give up the buffer of the RAM entry behind h, whose bytes the caller has
+ * stored into the kernel's page cache; h (the only pin) stays valid for
+ * cfs_cache_release() but its data must not be used any more.  -EBUSY when
+ * another reader pins it, it is dropped or not a RAM entry, or the cache
+ * has no kernel_drop callback. */
+int cfs_cache_kernelize(struct cfs_cache *c, struct cfs_cache_handle *h);
+/* Up to max ids of zombies to invalidate; they stay charged until
+ * cfs_cache_kernel_dropped(id). */
+size_t cfs_cache_take_kernel_drops(struct cfs_cache *c, uint32_t *ids, size_t max);
+void cfs_cache_kernel_dropped(struct cfs_cache *c, uint32_t id);
+/* The kernel forgot id's inode, and its pages: free an unpinned kernel
+ * entry or zombie of id now. */
+void cfs_cache_kernel_forgot(struct cfs_cache *c, uint32_t id);
 
 /* Remove id (read for the last time).  A pinned entry disappears for new
  * readers at once and is freed at its last release.  -ENOENT, -EBUSY (in
@@ -219,6 +261,9 @@ struct cfs_cache_stats {
     uint64_t incomplete;        /* stored entries dropped by recovery */
     uint64_t orphans;           /* unreferenced files removed at create */
     uint64_t ssd_write_errors;
+    uint64_t kernel_bytes;   /* RAM bytes held as kernel page cache, zombies included */
+    uint64_t kernel_entries; /* kernel-backed entries (not zombies) */
+    uint64_t zombie_bytes;   /* evicted kernel entries not yet invalidated */
     bool ssd_degraded;
     bool lru;
 };

@@ -320,6 +320,150 @@ START_TEST(belady_evicts_farthest_next_use_first)
 }
 END_TEST
 
+/* ---- RAM tier: entries whose bytes are the kernel's page cache */
+
+static atomic_int kernel_drop_calls;
+static void count_kernel_drop(void *arg)
+{
+    (void)arg;
+    atomic_fetch_add(&kernel_drop_calls, 1);
+}
+
+static struct cfs_cache *kernel_cache(uint32_t nfiles, uint64_t ram, cfs_cache_next_use_fn fn)
+{
+    struct cfs_cache_params p = {.nfiles = nfiles, .ram_bytes = ram, .next_use = fn,
+                                 .kernel_drop = count_kernel_drop};
+    struct cfs_cache *c;
+    char err[256];
+    atomic_store(&kernel_drop_calls, 0);
+    ck_assert_int_eq(cfs_cache_create(&p, &c, err, sizeof(err)), 0);
+    return c;
+}
+
+/* Stage id the way the stager does: pin, (store), kernelize, release. */
+static int kernelize(struct cfs_cache *c, uint32_t id)
+{
+    struct cfs_cache_handle h;
+    int rc = cfs_cache_acquire(c, id, 0, &h);
+    if (rc)
+        return rc;
+    rc = cfs_cache_kernelize(c, &h);
+    if (rc == 0) {
+        ck_assert(h.kernel);
+        ck_assert_ptr_null(h.data);
+    }
+    cfs_cache_release(c, &h);
+    return rc;
+}
+
+static struct cfs_cache_stats stats_of(struct cfs_cache *c)
+{
+    struct cfs_cache_stats st;
+    cfs_cache_stats(c, &st);
+    return st;
+}
+
+START_TEST(kernel_entries_stay_charged_until_their_pages_are_dropped)
+{
+    /* Room for 4 pages.  Next uses: 0 at 10, 1 at 40, 2 at 30, newcomers
+     * 3 at 5 and 4 at 6. */
+    uint64_t table[] = {10, 40, 30, 5, 6};
+    memcpy(next_use_table, table, sizeof(table));
+    struct cfs_cache *c = kernel_cache(8, 4 * PAGE, table_next_use);
+    ck_assert_int_eq(put(c, 0, PAGE, CFS_TIER_RAM), 0);
+    ck_assert_int_eq(put(c, 1, 2 * PAGE, CFS_TIER_RAM), 0);
+    ck_assert_int_eq(put(c, 2, PAGE, CFS_TIER_RAM), 0);
+
+    /* Kernelized only while the stager's pin is the only one. */
+    struct cfs_cache_handle reader;
+    ck_assert_int_eq(cfs_cache_acquire(c, 0, 0, &reader), 0);
+    ck_assert_int_eq(kernelize(c, 0), -EBUSY);
+    cfs_cache_release(c, &reader);
+    ck_assert_int_eq(kernelize(c, 0), 0);
+    ck_assert_int_eq(kernelize(c, 0), -EBUSY); /* already the kernel's */
+    ck_assert_int_eq(kernelize(c, 1), 0);
+    struct cfs_cache_stats st = stats_of(c);
+    ck_assert_uint_eq(st.kernel_entries, 2);
+    ck_assert_uint_eq(st.kernel_bytes, 3 * PAGE);
+    ck_assert_uint_eq(st.bytes[CFS_TIER_RAM], 4 * PAGE);
+    ck_assert_uint_eq(st.entries[CFS_TIER_RAM], 3);
+    expect_states(c, "rrr--");
+
+    /* A reader of a kernel entry gets no bytes, only the size. */
+    ck_assert_int_eq(cfs_cache_acquire(c, 1, 0, &reader), 0);
+    ck_assert(reader.kernel);
+    ck_assert_ptr_null(reader.data);
+    ck_assert_uint_eq(reader.size, 2 * PAGE);
+    cfs_cache_release(c, &reader);
+
+    /* File 3 needs a page: the farthest (1, at 40, two kernel pages) goes,
+     * but its bytes stay charged until the pages are dropped: -EAGAIN. */
+    void *buf;
+    ck_assert_int_eq(cfs_cache_begin_fetch(c, 3, PAGE, CFS_TIER_RAM, 0, &buf), -EAGAIN);
+    ck_assert_int_eq(atomic_load(&kernel_drop_calls), 1);
+    st = stats_of(c);
+    ck_assert_uint_eq(st.zombie_bytes, 2 * PAGE);
+    ck_assert_uint_eq(st.bytes[CFS_TIER_RAM], 4 * PAGE);
+    ck_assert_uint_eq(st.kernel_entries, 1);
+    ck_assert_uint_eq(st.entries[CFS_TIER_RAM], 2);
+    expect_states(c, "r-r--"); /* a zombie is invisible... */
+    ck_assert_int_eq(cfs_cache_begin_fetch(c, 1, PAGE, CFS_TIER_RAM, CFS_CACHE_DEMAND, &buf),
+                     -EBUSY); /* ...and its id cannot be fetched again yet */
+    /* Asking again does not evict more for bytes already on their way out. */
+    ck_assert_int_eq(cfs_cache_begin_fetch(c, 3, PAGE, CFS_TIER_RAM, 0, &buf), -EAGAIN);
+    ck_assert_uint_eq(stats_of(c).evictions[CFS_TIER_RAM], 1);
+
+    uint32_t ids[8];
+    ck_assert_uint_eq(cfs_cache_take_kernel_drops(c, ids, 8), 1);
+    ck_assert_uint_eq(ids[0], 1);
+    ck_assert_uint_eq(cfs_cache_take_kernel_drops(c, ids, 8), 0);
+    cfs_cache_kernel_dropped(c, 1);
+    st = stats_of(c);
+    ck_assert_uint_eq(st.zombie_bytes, 0);
+    ck_assert_uint_eq(st.kernel_bytes, PAGE);
+    ck_assert_uint_eq(st.bytes[CFS_TIER_RAM], 2 * PAGE);
+    ck_assert_int_eq(put(c, 3, PAGE, CFS_TIER_RAM), 0);
+    ck_assert_int_eq(put(c, 4, PAGE, CFS_TIER_RAM), 0);
+    expect_states(c, "r-rrr");
+
+    /* Dropped after its last read: a zombie too, freed by the stager. */
+    ck_assert_int_eq(cfs_cache_drop(c, 0), 0);
+    ck_assert_int_eq(atomic_load(&kernel_drop_calls), 2);
+    ck_assert_uint_eq(stats_of(c).zombie_bytes, PAGE);
+    ck_assert_uint_eq(cfs_cache_take_kernel_drops(c, ids, 8), 1);
+    cfs_cache_kernel_dropped(c, ids[0]);
+    ck_assert_uint_eq(stats_of(c).bytes[CFS_TIER_RAM], 3 * PAGE);
+
+    /* The kernel forgot an inode: its pages went with it, freed at once;
+     * a pinned one (an open file) is kept. */
+    ck_assert_int_eq(kernelize(c, 2), 0);
+    ck_assert_int_eq(kernelize(c, 3), 0);
+    ck_assert_int_eq(cfs_cache_acquire(c, 3, 0, &reader), 0);
+    cfs_cache_kernel_forgot(c, 2);
+    cfs_cache_kernel_forgot(c, 3);
+    cfs_cache_kernel_forgot(c, 4); /* not a kernel entry: untouched */
+    cfs_cache_release(c, &reader);
+    st = stats_of(c);
+    ck_assert_uint_eq(st.kernel_entries, 1);
+    ck_assert_uint_eq(st.kernel_bytes, PAGE);
+    ck_assert_uint_eq(st.bytes[CFS_TIER_RAM], 2 * PAGE);
+    ck_assert_uint_eq(st.peak[CFS_TIER_RAM], 4 * PAGE);
+    expect_states(c, "---rr");
+    ck_assert_int_eq(check_bytes(c, 4, PAGE), 0);
+    cfs_cache_destroy(c);
+}
+END_TEST
+
+START_TEST(kernelize_needs_a_kernel_drop_callback)
+{
+    struct cfs_cache *c = ram_cache(2, 4 * PAGE, NULL);
+    ck_assert_int_eq(put(c, 0, PAGE, CFS_TIER_RAM), 0);
+    ck_assert_int_eq(kernelize(c, 0), -EBUSY);
+    ck_assert_int_eq(check_bytes(c, 0, PAGE), 0);
+    cfs_cache_destroy(c);
+}
+END_TEST
+
 START_TEST(belady_sees_a_stale_key_at_the_top)
 {
     /* The policy moved without a touch: the heap top is re-asked. */
@@ -988,6 +1132,8 @@ static Suite *cache_suite(void)
     tcase_add_test(t, ram_bound_holds_with_concurrent_threads);
     tcase_add_test(t, belady_evicts_farthest_next_use_first);
     tcase_add_test(t, belady_sees_a_stale_key_at_the_top);
+    tcase_add_test(t, kernel_entries_stay_charged_until_their_pages_are_dropped);
+    tcase_add_test(t, kernelize_needs_a_kernel_drop_callback);
     tcase_add_test(t, lru_evicts_least_recently_used);
     tcase_add_test(t, clairvoyant_fetch_refuses_to_thrash);
     tcase_add_test(t, pinned_entries_are_never_evicted);
