@@ -34,7 +34,7 @@ static const struct metric_def metric_table[CFS_M_COUNT] = {
                                   "1 when the catalog was loaded from the index, 0 when scanned.",
                                   "catalog", "from_index"},
     [CFS_M_READS_RAM] = {"clairfs_reads_total", "source=\"ram\"", COUNTER, U_COUNT,
-                         "File reads (one per open that reads) by where the bytes came from.",
+                         "File reads (one per open) by where the bytes came from.",
                          "reads", "ram"},
     [CFS_M_READS_SSD] = {"clairfs_reads_total", "source=\"ssd\"", COUNTER, U_COUNT, NULL, "reads",
                          "ssd"},
@@ -78,6 +78,25 @@ static const struct metric_def metric_table[CFS_M_COUNT] = {
                               "peak", "ram"},
     [CFS_M_CACHE_PEAK_SSD] = {"clairfs_cache_peak_bytes", "tier=\"ssd\"", GAUGE, U_BYTES, NULL,
                               "peak", "ssd"},
+    [CFS_M_PAGECACHE_BYTES] = {"clairfs_pagecache_bytes", "", GAUGE, U_BYTES,
+                               "RAM-tier bytes held as kernel page cache (staged; part of "
+                               "clairfs_cache_bytes{tier=\"ram\"}).",
+                               "pagecache", "bytes"},
+    [CFS_M_PAGECACHE_STAGED] = {"clairfs_pagecache_staged_total", "", COUNTER, U_COUNT,
+                                "Files stored into the kernel page cache ahead of their reads.",
+                                "pagecache", "staged"},
+    [CFS_M_PAGECACHE_INVALIDATED] = {"clairfs_pagecache_invalidations_total", "", COUNTER,
+                                     U_COUNT,
+                                     "Staged files whose pages clairfs dropped (evicted, or "
+                                     "read for the last time).",
+                                     "pagecache", "dropped"},
+    [CFS_M_PAGECACHE_FALLBACK] = {"clairfs_pagecache_fallback_reads_total", "", COUNTER, U_COUNT,
+                                  "Opens of a staged file whose reads still reached clairfs "
+                                  "(the kernel had reclaimed pages): served from the source.",
+                                  "pagecache", "fallback"},
+    [CFS_M_READ_REQUESTS] = {"clairfs_read_requests_total", "", COUNTER, U_COUNT,
+                             "FUSE read requests on dataset files (page-cache hits send none).",
+                             "requests", ""},
 };
 
 void cfs_metrics_init(struct cfs_metrics *m)

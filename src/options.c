@@ -182,6 +182,8 @@ static const struct opt_def options_table[] = {
      "seconds before a silent peer is marked slow, default 2"},
     {"no_peers", OPT_FLAG, OFF(no_peers), NO_PRESENT, 0, 0, NULL,
      "under MPI, never fetch from other nodes"},
+    {"no_pagecache", OPT_FLAG, OFF(no_pagecache), NO_PRESENT, 0, 0, NULL,
+     "answer every read from the tiers: never stage files into the kernel page cache"},
     {"model", OPT_STRING, OFF(model_file), NO_PRESENT, 0, 0, NULL,
      "FILE of key = value lines: the performance model that picks peer or PFS per fetch"},
     {"allow_other", OPT_FLAG, OFF(allow_other), NO_PRESENT, 0, 0, NULL,

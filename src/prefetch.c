@@ -50,7 +50,9 @@ struct cfs_prefetch_file {
     int fd; /* direct reads from the source */
     void *pbuf; /* the bytes of a direct read from a peer (size bytes) */
     enum cfs_metric source;
-    atomic_bool counted;
+    bool kernel;                /* staged: the kernel serves the reads */
+    atomic_bool fell_back;      /* a read of a staged file reached us */
+    pthread_mutex_t fd_mu;      /* a staged file's source fd opens at its first read */
 };
 
 struct cfs_prefetch {
@@ -115,6 +117,11 @@ struct cfs_prefetch {
     _Atomic uint32_t *peer_inflight; /* per node: requests in flight */
     uint32_t nentries;
     atomic_uint_fast64_t peer_fetches, peer_fallbacks, peer_served;
+
+    /* Page-cache staging (prefetch_stage.c); NULL until kernel_start. */
+    struct pf_stager *_Atomic stager;
+    atomic_uint_fast64_t kernel_opens, kernel_fallbacks;
+    atomic_bool reclaim_warned;
 };
 
 static double now_sec(void)
@@ -149,6 +156,7 @@ static void update_gauges(struct cfs_prefetch *pf)
     cfs_metrics_set(pf->m, CFS_M_CACHE_PEAK_RAM, st.peak[CFS_TIER_RAM]);
     cfs_metrics_set(pf->m, CFS_M_CACHE_PEAK_SSD, st.peak[CFS_TIER_SSD]);
     cfs_metrics_set(pf->m, CFS_M_CHECKSUM_FAILURES, st.checksum_failures);
+    cfs_metrics_set(pf->m, CFS_M_PAGECACHE_BYTES, st.kernel_bytes);
 }
 
 /* ---- the cache's callbacks */
@@ -197,6 +205,13 @@ static int source_of(const struct cfs_prefetch *pf, uint32_t id, struct cfs_cach
 static int source_cb(void *arg, uint32_t id, struct cfs_cache_source *out)
 {
     return source_of(arg, id, out);
+}
+
+/* The cache has zombies for the stager (cache lock held: only a signal). */
+static void kernel_drop_cb(void *arg)
+{
+    struct cfs_prefetch *pf = arg;
+    pf_stager_kick(atomic_load(&pf->stager));
 }
 
 /* ---- the source's identity (see "Exactness" in prefetch.h) */
@@ -259,6 +274,9 @@ static int fetch_finish(struct fetch *f)
     if (pf->from_node && f->id < pf->nentries)
         atomic_store(&pf->from_node[f->id], peer ? f->preq.node + 1 : 0);
     int crc = cfs_cache_complete_fetch(pf->cache, f->id, rc, rc ? 0 : (uint64_t)res, &src);
+    /* Staged ahead of its open (a demand fetch is read at once: staged after). */
+    if (crc == 0 && f->prefetch && f->tier == CFS_TIER_RAM)
+        pf_stager_queue(atomic_load(&pf->stager), f->id);
     if (res > 0)
         cfs_metrics_add(pf->m, peer ? CFS_M_FETCH_BYTES_PEER : CFS_M_FETCH_BYTES_PFS,
                         (uint64_t)res);
@@ -772,6 +790,7 @@ int cfs_prefetch_start(struct cfs_prefetch *pf, char *err, size_t errlen)
         .ssd_bytes = pf->opts.ssd, .ssd_dir = pf->ssd_dir, .index = pf->index,
         .source = source_cb, .source_arg = pf,
         .next_use = pf->track ? next_use_cb : NULL, .next_use_arg = pf,
+        .kernel_drop = pf->opts.no_pagecache ? NULL : kernel_drop_cb, .kernel_drop_arg = pf,
     };
     rc = cfs_cache_create(&cp, &pf->cache, err, errlen);
     if (rc)
@@ -834,6 +853,7 @@ void cfs_prefetch_destroy(struct cfs_prefetch *pf)
         pthread_mutex_unlock(&pf->mu);
         pthread_join(pf->finisher, NULL);
     }
+    pf_stager_destroy(atomic_load(&pf->stager));
     cfs_cache_destroy(pf->cache);
     cfs_index_close(pf->index);
     pf_track_destroy(pf->track);
@@ -949,6 +969,7 @@ int cfs_prefetch_open(struct cfs_prefetch *pf, cfs_id id, struct cfs_prefetch_fi
     f->sample = e->sample;
     f->size = e->size;
     f->fd = -1;
+    pthread_mutex_init(&f->fd_mu, NULL);
 
     pthread_rwlock_rdlock(&pf->plan_lock);
     observe(pf, e->sample);
@@ -1001,6 +1022,9 @@ int cfs_prefetch_open(struct cfs_prefetch *pf, cfs_id id, struct cfs_prefetch_fi
         rc = 0;
     } else if (rc == 0) {
         f->has_h = true;
+        f->kernel = f->h.kernel; /* staged: the kernel serves the reads */
+        if (f->kernel)
+            atomic_fetch_add(&pf->kernel_opens, 1);
     } else if (rc != -ESTALE) {
         char path[PATH_MAX];
         rc = cfs_catalog_path(pf->cat, id, path, sizeof(path));
@@ -1028,11 +1052,54 @@ int cfs_prefetch_open(struct cfs_prefetch *pf, cfs_id id, struct cfs_prefetch_fi
     if (planned)
         wake(pf);
     if (rc) {
+        pthread_mutex_destroy(&f->fd_mu);
         free(f);
         return rc;
     }
+    /* Counted here, not at the first read: the reads of a staged file, or
+     * of pages the kernel kept from an earlier open, never reach us. */
+    cfs_metrics_add(pf->m, f->source, 1);
     *out = f;
     return 0;
+}
+
+/* A read of a staged file reached us: the kernel reclaimed some of its
+ * pages.  The source answers (the tier gave its buffer to the kernel); with
+ * keep_cache the reply refills the page cache. */
+static int open_fallback(struct cfs_prefetch *pf, struct cfs_prefetch_file *f)
+{
+    int rc = 0;
+    if (!atomic_exchange(&f->fell_back, true)) {
+        cfs_metrics_add(pf->m, CFS_M_PAGECACHE_FALLBACK, 1);
+        /* Now and then is the kernel's right; one open in ten is a host
+         * that reclaims page cache hard, and the operator should know. */
+        uint64_t n = atomic_fetch_add(&pf->kernel_fallbacks, 1) + 1;
+        if (n >= 64 && n * 10 >= atomic_load(&pf->kernel_opens) &&
+            !atomic_exchange(&pf->reclaim_warned, true))
+            cfs_warn("page cache: the kernel reclaimed staged pages of %" PRIu64 " of %" PRIu64
+                     " opens (memory pressure or proactive reclaim); their reads go to the "
+                     "source; -o no_pagecache keeps the RAM tier in clairfs",
+                     n, (uint64_t)atomic_load(&pf->kernel_opens));
+    }
+    pthread_mutex_lock(&f->fd_mu);
+    if (f->fd < 0) {
+        char path[PATH_MAX];
+        const struct cfs_entry *e = cfs_catalog_entry(pf->cat, f->id);
+        rc = cfs_catalog_path(pf->cat, f->id, path, sizeof(path));
+        if (rc >= 0) {
+            int fd = openat(pf->source_fd, path, O_RDONLY | O_CLOEXEC);
+            rc = fd < 0 ? -errno : 0;
+            if (rc == 0 && !fd_is_catalogs(fd, e)) {
+                close(fd);
+                mark_changed(pf, f->id, path);
+                rc = -ESTALE;
+            } else if (rc == 0) {
+                f->fd = fd;
+            }
+        }
+    }
+    pthread_mutex_unlock(&f->fd_mu);
+    return rc;
 }
 
 int cfs_prefetch_read(struct cfs_prefetch *pf, struct cfs_prefetch_file *f, uint64_t off,
@@ -1040,8 +1107,6 @@ int cfs_prefetch_read(struct cfs_prefetch *pf, struct cfs_prefetch_file *f, uint
 {
     memset(x, 0, sizeof(*x));
     x->fd = -1;
-    if (!atomic_exchange(&f->counted, true))
-        cfs_metrics_add(pf->m, f->source, 1);
     if (f->pbuf) {
         if (off >= f->size)
             return 0;
@@ -1049,7 +1114,11 @@ int cfs_prefetch_read(struct cfs_prefetch *pf, struct cfs_prefetch_file *f, uint
         x->len = f->size - off < size ? (size_t)(f->size - off) : size;
         return 0;
     }
-    if (f->has_h) {
+    if (f->kernel) {
+        int rc = open_fallback(pf, f);
+        if (rc)
+            return rc;
+    } else if (f->has_h) {
         if (off >= f->h.size)
             return 0;
         size_t n = f->h.size - off < size ? (size_t)(f->h.size - off) : size;
@@ -1121,7 +1190,12 @@ ssize_t cfs_prefetch_pread(struct cfs_prefetch *pf, struct cfs_prefetch_file *f,
 
 bool cfs_prefetch_is_direct(const struct cfs_prefetch_file *f)
 {
-    return !f->has_h && !f->pbuf;
+    return (!f->has_h || f->kernel) && !f->pbuf;
+}
+
+bool cfs_prefetch_keep_cache(const struct cfs_prefetch_file *f)
+{
+    return f->kernel;
 }
 
 uint64_t cfs_prefetch_file_size(const struct cfs_prefetch_file *f)
@@ -1139,6 +1213,7 @@ void cfs_prefetch_release(struct cfs_prefetch *pf, struct cfs_prefetch_file *f)
     if (f->fd >= 0)
         close(f->fd);
     free(f->pbuf);
+    pthread_mutex_destroy(&f->fd_mu);
     /* Read for the last time: free the RAM now.  SSD entries stay, evicted
      * first when room is needed, for the next job that mounts the tier. */
     bool last = false;
@@ -1150,10 +1225,65 @@ void cfs_prefetch_release(struct cfs_prefetch *pf, struct cfs_prefetch_file *f)
     pthread_rwlock_unlock(&pf->plan_lock);
     if (last && cfs_cache_drop(pf->cache, f->id) == 0)
         atomic_fetch_add(&pf->dropped, 1);
+    else if (ram && !f->kernel)
+        pf_stager_queue(atomic_load(&pf->stager), f->id); /* read again later: stage it */
     update_gauges(pf);
     if (planned)
         wake(pf); /* room freed: a refused prefetch may start now */
     free(f);
+}
+
+/* ---- page-cache staging */
+
+static bool stage_eligible(void *arg, uint32_t id)
+{
+    struct cfs_prefetch *pf = arg;
+    const struct cfs_entry *e = cfs_catalog_entry(pf->cat, id);
+    if (!e || !S_ISREG(e->mode) || e->size == 0 || is_changed(pf, id))
+        return false;
+    pthread_rwlock_rdlock(&pf->plan_lock);
+    bool ok = pf->track && !(e->sample != CFS_NO_SAMPLE && owned_for_peers(pf, e->sample));
+    pthread_rwlock_unlock(&pf->plan_lock);
+    return ok;
+}
+
+static void stage_freed(void *arg)
+{
+    struct cfs_prefetch *pf = arg;
+    update_gauges(pf);
+    wake(pf); /* a prefetch that waited for the zombies' room may start */
+}
+
+int cfs_prefetch_kernel_start(struct cfs_prefetch *pf, const struct cfs_kernel_ops *ops,
+                              void *arg, char *err, size_t errlen)
+{
+    if (pf->opts.no_pagecache || atomic_load(&pf->stager))
+        return 0;
+    struct pf_stager_params sp = {
+        .cache = pf->cache, .metrics = pf->m, .nentries = cfs_catalog_entry_count(pf->cat),
+        .ops = ops, .ops_arg = arg, .eligible = stage_eligible, .freed = stage_freed, .arg = pf,
+    };
+    struct pf_stager *st;
+    int rc = pf_stager_create(&sp, &st);
+    if (rc) {
+        snprintf(err, errlen, "page cache: cannot start the stager: %s", strerror(-rc));
+        return rc;
+    }
+    atomic_store(&pf->stager, st);
+    return 0;
+}
+
+int cfs_prefetch_kernel_stop(struct cfs_prefetch *pf, double timeout)
+{
+    return pf ? pf_stager_stop(atomic_load(&pf->stager), timeout) : 0;
+}
+
+void cfs_prefetch_forgot(struct cfs_prefetch *pf, cfs_id id)
+{
+    if (!pf->cache || pf->opts.no_pagecache)
+        return;
+    cfs_cache_kernel_forgot(pf->cache, id);
+    update_gauges(pf);
 }
 
 /* ---- state, control, stats */
@@ -1333,5 +1463,8 @@ void cfs_prefetch_stats(struct cfs_prefetch *pf, struct cfs_prefetch_stats *out)
     out->peer_fetches = atomic_load(&pf->peer_fetches);
     out->peer_fallbacks = atomic_load(&pf->peer_fallbacks);
     out->peer_served = atomic_load(&pf->peer_served);
+    out->pagecache_bytes = st.kernel_bytes;
+    out->pagecache_staged = cfs_metrics_get(pf->m, CFS_M_PAGECACHE_STAGED);
+    out->pagecache_invalidated = cfs_metrics_get(pf->m, CFS_M_PAGECACHE_INVALIDATED);
     out->io_engine = cfs_io_describe(pf->io);
 }

@@ -1,5 +1,6 @@
-/* Private to the prefetcher (prefetch.c, prefetch_track.c): the position
- * tracker, which is the only part that sees the planner.
+/* Private to the prefetcher (prefetch.c, prefetch_track.c,
+ * prefetch_stage.c): the position tracker, which is the only part that sees
+ * the planner, and the page-cache stager.
  *
  * plan.h and cache.h both name their tiers CFS_TIER_RAM/CFS_TIER_SSD (with
  * different values), so no file can include both: prefetch_track.c includes
@@ -79,5 +80,37 @@ uint64_t pf_track_stream_len(const struct pf_track *t);
 uint32_t pf_track_owner(const struct pf_track *t, uint32_t s, int *tier, uint32_t *from_epoch);
 uint32_t pf_track_node(const struct pf_track *t);
 uint32_t pf_track_start_epoch(const struct pf_track *t);
+
+/* ---- the page-cache stager (prefetch_stage.c; design in prefetch.h) */
+
+struct cfs_cache;
+struct cfs_metrics;
+struct cfs_kernel_ops;
+struct pf_stager;
+
+struct pf_stager_params {
+    struct cfs_cache *cache;
+    struct cfs_metrics *metrics;
+    uint32_t nentries; /* ids 0 .. nentries-1 */
+    const struct cfs_kernel_ops *ops;
+    void *ops_arg;
+    /* May entry id be staged now (a plan exists, a regular file that is
+     * not kept for peers)?  Called without any stager or cache lock. */
+    bool (*eligible)(void *arg, uint32_t id);
+    /* Zombies were invalidated: room is free in the RAM tier. */
+    void (*freed)(void *arg);
+    void *arg;
+};
+
+/* Starts the stager thread. */
+int pf_stager_create(const struct pf_stager_params *p, struct pf_stager **out);
+/* Ask for entry id to be staged (deduplicated; cheap, any thread). */
+void pf_stager_queue(struct pf_stager *s, uint32_t id);
+/* Zombies wait (the cache's kernel_drop callback: only signals). */
+void pf_stager_kick(struct pf_stager *s);
+/* See cfs_prefetch_kernel_stop(): 0 once the thread is joined, -ETIMEDOUT. */
+int pf_stager_stop(struct pf_stager *s, double timeout);
+/* Joins the thread if needed (it must have been stopped or be stoppable). */
+void pf_stager_destroy(struct pf_stager *s);
 
 #endif

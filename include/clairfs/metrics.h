@@ -21,7 +21,7 @@ enum cfs_metric {
     CFS_M_CATALOG_DIRS,
     CFS_M_CATALOG_BYTES,
     CFS_M_CATALOG_FROM_INDEX, /* 0/1 */
-    CFS_M_READS_RAM,          /* files read (per open that reads), by source */
+    CFS_M_READS_RAM,          /* files read (one per open), by source */
     CFS_M_READS_SSD,
     CFS_M_READS_PEER,
     CFS_M_READS_PFS,
@@ -40,6 +40,11 @@ enum cfs_metric {
     CFS_M_SOURCE_CHANGED,    /* source files found changed under the mount (once per file) */
     CFS_M_CACHE_PEAK_RAM,    /* the most bytes each tier ever held: its bound, checked */
     CFS_M_CACHE_PEAK_SSD,
+    CFS_M_PAGECACHE_BYTES,    /* RAM-tier bytes held as kernel page cache */
+    CFS_M_PAGECACHE_STAGED,   /* files stored into the page cache */
+    CFS_M_PAGECACHE_INVALIDATED, /* staged files whose pages were dropped */
+    CFS_M_PAGECACHE_FALLBACK, /* opens of a staged file whose reads reached us */
+    CFS_M_READ_REQUESTS,      /* FUSE READ requests on dataset files */
     CFS_M_COUNT
 };
 

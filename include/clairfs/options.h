@@ -46,6 +46,7 @@ struct cfs_options {
     uint32_t lookahead; /* files the prefetcher may run ahead of the trainers */
     double peer_timeout; /* seconds */
     bool no_peers;
+    bool no_pagecache;   /* never stage files into the kernel page cache */
     char *model_file;    /* model=FILE: performance model parameters (model.h) */
     bool allow_other;
 };

@@ -21,8 +21,9 @@
  * Every file's bytes are checked by the cache (length against the catalog's
  * size, xxh3 of SSD entries) before a read is answered from a tier.
  *
- * Counting.  clairfs_reads_total{source} counts each open that reads, once,
- * at its first read, by where its bytes came from: "ram"/"ssd" when the
+ * Counting.  clairfs_reads_total{source} counts each open, once, when it is
+ * opened, by where its bytes come from (reads of a staged file never reach
+ * clairfs, see "Page cache"): "ram"/"ssd" when the
  * entry was resident at open, "pfs" when the open waited for a fetch or
  * reads the source directly.  clairfs_stall_seconds_total is the time opens
  * waited for fetches plus the time of direct reads.
@@ -87,6 +88,32 @@
  * Peer answers are not re-checked: the owner checked its own fetch.  What
  * cannot be seen: a same-size rewrite within one timestamp tick of the
  * scan, or one hidden by a network source's attribute cache.
+ *
+ * Page cache (src/prefetch_stage.c, on unless -o no_pagecache, active
+ * under a plan).  A FUSE read round trip costs more than the copy it
+ * carries (docs/read-path.md: replying from tier memory reads ~110 KB files
+ * at 1.7-2.3x the time of local memory; pages staged into the kernel page
+ * cache read at 0.95-1.02x).  So a stager thread stores RAM entries into
+ * the kernel's page cache (fuse_lowlevel_notify_store through the
+ * cfs_kernel_ops the FUSE layer gives it) and then frees the tier's buffer
+ * (cfs_cache_kernelize): the page cache *is* the RAM tier for those files,
+ * charged against ram= like any entry, opened with keep_cache so the
+ * kernel serves their reads without asking.  What is staged: a prefetched
+ * RAM entry as soon as it is published, and any RAM entry after a read that
+ * will come again (the kernel must already know the inode: a store to an
+ * inode it has not looked up fails, and looking it up from the daemon
+ * would make the mount busy to umount; epoch 0 stages after use, later
+ * epochs ahead of use).  Files this node keeps for its peers are not staged
+ * (a peer needs their bytes).  Eviction and drop after last read turn the
+ * entry into a zombie that the stager invalidates
+ * (fuse_lowlevel_notify_inval_inode) before its bytes are free.  Only the
+ * stager thread talks to the kernel: a store or an invalidation waits on the
+ * page locks of a READ in flight, so it must never run in a FUSE request.
+ * The kernel may still reclaim staged pages (memory pressure, or proactive
+ * reclaim such as a DAMON pageout scheme: the test VMs run one, which drops
+ * about 1 % of cold staged pages a minute): the reads that then arrive are
+ * answered from the source (clairfs_pagecache_fallback_reads_total), and
+ * with keep_cache the replies refill the page cache.
  *
  * Thread safety: every function may be called from any thread (FUSE runs a
  * multithreaded loop), except create/destroy. */
@@ -175,6 +202,31 @@ void cfs_prefetch_release(struct cfs_prefetch *pf, struct cfs_prefetch_file *f);
 /* Size of the opened file (the catalog's). */
 uint64_t cfs_prefetch_file_size(const struct cfs_prefetch_file *f);
 
+/* The kernel side of page-cache staging, implemented by the FUSE layer.
+ * Called only from the stager thread.  known: the kernel has looked the
+ * inode of entry id up (and not forgotten it).  store: copy len bytes at off
+ * into its page cache; 0 or -errno (-ENOENT: the kernel does not know the
+ * inode).  inval: drop its cached pages; 0 or -errno (-ENOENT: gone). */
+struct cfs_kernel_ops {
+    bool (*known)(void *arg, cfs_id id);
+    int (*store)(void *arg, cfs_id id, uint64_t off, const void *data, size_t len);
+    int (*inval)(void *arg, cfs_id id);
+};
+
+/* Start the stager (after cfs_prefetch_start, once the session exists).
+ * 0 or -errno with a message in err. */
+int cfs_prefetch_kernel_start(struct cfs_prefetch *pf, const struct cfs_kernel_ops *ops,
+                              void *arg, char *err, size_t errlen);
+/* Stop the stager, waiting at most timeout seconds (< 0: for ever) for a
+ * store or invalidation in progress: 0, or -ETIMEDOUT when it is still
+ * blocked in the kernel (on a READ nobody will answer: abort the
+ * connection, then call again).  Accepts a prefetcher without a stager. */
+int cfs_prefetch_kernel_stop(struct cfs_prefetch *pf, double timeout);
+/* The kernel forgot the inode of entry id (FORGET): its pages are gone. */
+void cfs_prefetch_forgot(struct cfs_prefetch *pf, cfs_id id);
+/* Open with keep_cache: the file's bytes are staged in the page cache. */
+bool cfs_prefetch_keep_cache(const struct cfs_prefetch_file *f);
+
 /* user.clairfs.state of a file ("ram", "ssd", "pfs", "inflight"),
  * NUL-terminated; matches cfs_fs_state_fn.  arg is the prefetcher. */
 int cfs_prefetch_state(void *arg, cfs_id id, char *buf, size_t len);
@@ -206,6 +258,7 @@ struct cfs_prefetch_stats {
     uint64_t peer_fetches;  /* fetches answered by a peer */
     uint64_t peer_fallbacks; /* peer fetches that went to the PFS after all */
     uint64_t peer_served;   /* files this node served to its peers */
+    uint64_t pagecache_bytes, pagecache_staged, pagecache_invalidated;
     const char *io_engine;
 };
 void cfs_prefetch_stats(struct cfs_prefetch *pf, struct cfs_prefetch_stats *out);

@@ -20,8 +20,7 @@ static const char expected_prometheus[] =
     "when scanned.\n"
     "# TYPE clairfs_catalog_loaded_from_index gauge\n"
     "clairfs_catalog_loaded_from_index 1\n"
-    "# HELP clairfs_reads_total File reads (one per open that reads) by where the bytes came "
-    "from.\n"
+    "# HELP clairfs_reads_total File reads (one per open) by where the bytes came from.\n"
     "# TYPE clairfs_reads_total counter\n"
     "clairfs_reads_total{source=\"ram\"} 10\n"
     "clairfs_reads_total{source=\"ssd\"} 20\n"
@@ -64,7 +63,27 @@ static const char expected_prometheus[] =
     "# HELP clairfs_cache_peak_bytes The most bytes each cache tier has held since the mount.\n"
     "# TYPE clairfs_cache_peak_bytes gauge\n"
     "clairfs_cache_peak_bytes{tier=\"ram\"} 2147483648\n"
-    "clairfs_cache_peak_bytes{tier=\"ssd\"} 0\n";
+    "clairfs_cache_peak_bytes{tier=\"ssd\"} 0\n"
+    "# HELP clairfs_pagecache_bytes RAM-tier bytes held as kernel page cache (staged; part of "
+    "clairfs_cache_bytes{tier=\"ram\"}).\n"
+    "# TYPE clairfs_pagecache_bytes gauge\n"
+    "clairfs_pagecache_bytes 786432\n"
+    "# HELP clairfs_pagecache_staged_total Files stored into the kernel page cache ahead of their "
+    "reads.\n"
+    "# TYPE clairfs_pagecache_staged_total counter\n"
+    "clairfs_pagecache_staged_total 9\n"
+    "# HELP clairfs_pagecache_invalidations_total Staged files whose pages clairfs dropped "
+    "(evicted, or read for the last time).\n"
+    "# TYPE clairfs_pagecache_invalidations_total counter\n"
+    "clairfs_pagecache_invalidations_total 6\n"
+    "# HELP clairfs_pagecache_fallback_reads_total Opens of a staged file whose reads still "
+    "reached clairfs (the kernel had reclaimed pages): served from the source.\n"
+    "# TYPE clairfs_pagecache_fallback_reads_total counter\n"
+    "clairfs_pagecache_fallback_reads_total 1\n"
+    "# HELP clairfs_read_requests_total FUSE read requests on dataset files (page-cache hits send "
+    "none).\n"
+    "# TYPE clairfs_read_requests_total counter\n"
+    "clairfs_read_requests_total 44\n";
 
 static const char expected_stats[] =
     "catalog   files 1281167  dirs 1001  bytes 137 GiB  from_index yes\n"
@@ -77,7 +96,9 @@ static const char expected_stats[] =
     "corrupt   2\n"
     "peer      ok 0  fallback 0  served 0\n"
     "changed   5\n"
-    "peak      ram 2.00 GiB  ssd 0 B\n";
+    "peak      ram 2.00 GiB  ssd 0 B\n"
+    "pagecache bytes 768 KiB  staged 9  dropped 6  fallback 1\n"
+    "requests  44\n";
 
 static void fill(struct cfs_metrics *m)
 {
@@ -102,6 +123,11 @@ static void fill(struct cfs_metrics *m)
     cfs_metrics_set(m, CFS_M_CHECKSUM_FAILURES, 2);
     cfs_metrics_add(m, CFS_M_SOURCE_CHANGED, 5);
     cfs_metrics_set(m, CFS_M_CACHE_PEAK_RAM, 2ull << 30);
+    cfs_metrics_set(m, CFS_M_PAGECACHE_BYTES, 768u << 10);
+    cfs_metrics_add(m, CFS_M_PAGECACHE_STAGED, 9);
+    cfs_metrics_add(m, CFS_M_PAGECACHE_INVALIDATED, 6);
+    cfs_metrics_add(m, CFS_M_PAGECACHE_FALLBACK, 1);
+    cfs_metrics_add(m, CFS_M_READ_REQUESTS, 44);
 }
 
 START_TEST(prometheus_text_is_exact)
