@@ -44,6 +44,10 @@ struct cfs_fs {
     struct cfs_prefetch *prefetch; /* the data path; NULL: read the source */
     /* One bit per entry: an open of it failed and was logged already. */
     _Atomic uint64_t *open_err_logged;
+    /* The kernel's lookup count of each catalog inode: a page-cache store
+     * needs the inode known, and FORGET down to 0 means its pages are gone. */
+    _Atomic uint64_t *nlookup;
+    struct fuse_session *se; /* for the page-cache notifications */
 };
 
 /* An open control file: readable ones hold the text rendered at open. */
@@ -170,6 +174,38 @@ static void fill_entry(const struct cfs_fs *fs, fuse_ino_t ino, struct fuse_entr
     any_stat(fs, ino, &ep->attr);
 }
 
+/* The kernel took a lookup reference on ino (an entry reply it accepted). */
+static void looked_up(struct cfs_fs *fs, fuse_ino_t ino)
+{
+    if (ino >= 1 && ino - 1 < fs->nentries)
+        atomic_fetch_add_explicit(&fs->nlookup[ino - 1], 1, memory_order_relaxed);
+}
+
+static int reply_entry_counted(fuse_req_t req, struct cfs_fs *fs,
+                               const struct fuse_entry_param *ep)
+{
+    int rc = fuse_reply_entry(req, ep);
+    if (rc == 0)
+        looked_up(fs, ep->ino);
+    return rc;
+}
+
+static void forget_one(struct cfs_fs *fs, fuse_ino_t ino, uint64_t n)
+{
+    if (ino < 1 || ino - 1 >= fs->nentries)
+        return;
+    _Atomic uint64_t *c = &fs->nlookup[ino - 1];
+    uint64_t old = atomic_load_explicit(c, memory_order_relaxed);
+    uint64_t next;
+    do
+        next = old > n ? old - n : 0;
+    while (!atomic_compare_exchange_weak_explicit(c, &old, next, memory_order_relaxed,
+                                                  memory_order_relaxed));
+    /* The kernel evicted the inode, and its page cache with it. */
+    if (next == 0 && old > 0 && fs->prefetch)
+        cfs_prefetch_forgot(fs->prefetch, (cfs_id)(ino - 1));
+}
+
 /* Logs a failed open of a source file once per file: a vanished or
  * unreadable file would otherwise flood the log at every retry. */
 static void log_open_error_once(struct cfs_fs *fs, cfs_id id, const char *path, int err)
@@ -220,7 +256,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         int f = cfs_ctl_file_lookup(name);
         if (strcmp(name, "..") == 0) {
             fill_entry(fs, FUSE_ROOT_ID, &ep);
-            fuse_reply_entry(req, &ep);
+            (void)reply_entry_counted(req, fs, &ep);
         } else if (strcmp(name, ".") == 0) {
             fill_entry(fs, CTL_DIR_INO, &ep);
             fuse_reply_entry(req, &ep);
@@ -258,20 +294,20 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         return;
     }
     fill_entry(fs, (fuse_ino_t)child + 1, &ep);
-    fuse_reply_entry(req, &ep);
+    (void)reply_entry_counted(req, fs, &ep);
 }
 
 static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
-    (void)ino;
-    (void)nlookup;
+    forget_one(fs_of(req), ino, nlookup);
     fuse_reply_none(req);
 }
 
 static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
 {
-    (void)count;
-    (void)forgets;
+    struct cfs_fs *fs = fs_of(req);
+    for (size_t i = 0; i < count; i++)
+        forget_one(fs, forgets[i].ino, forgets[i].nlookup);
     fuse_reply_none(req);
 }
 
@@ -356,7 +392,13 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
         nchildren = dir->nchildren;
     }
     char *buf = malloc(size);
-    if (!buf) {
+    /* readdirplus entries take lookup references (all but . and ..); an
+     * entry is at least 128 bytes. */
+    size_t nadded = 0;
+    fuse_ino_t *added = plus ? malloc((size / 128 + 1) * sizeof(*added)) : NULL;
+    if (!buf || (plus && !added)) {
+        free(buf);
+        free(added);
         fuse_reply_err(req, ENOMEM);
         return;
     }
@@ -400,8 +442,13 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
         if (n > rem)
             break;
         pos += n;
+        if (plus && k >= 2 && nadded < size / 128 + 1)
+            added[nadded++] = child;
     }
-    fuse_reply_buf(req, buf, pos);
+    if (fuse_reply_buf(req, buf, pos) == 0)
+        for (size_t i = 0; i < nadded; i++)
+            looked_up(fs, added[i]);
+    free(added);
     free(buf);
 }
 
@@ -477,9 +524,7 @@ static void ctl_open(fuse_req_t req, struct cfs_fs *fs, fuse_ino_t ino, struct f
     }
 }
 
-/* A regular file through the data path.  keep_cache stays off: the tiers
- * hold the bytes (counted against ram=), and every open's reads reach us,
- * so that clairfs_reads_total counts them. */
+/* A regular file through the data path. */
 static void prefetch_open(fuse_req_t req, struct cfs_fs *fs, cfs_id id, struct fuse_file_info *fi)
 {
     struct cfs_prefetch_file *f = NULL;
@@ -499,6 +544,9 @@ static void prefetch_open(fuse_req_t req, struct cfs_fs *fs, cfs_id id, struct f
     }
     fi->fh = (uint64_t)(uintptr_t)o;
     fi->noflush = 1;
+    /* Staged: the page cache holds the bytes (counted against ram=).
+     * Otherwise the kernel drops whatever it cached of the file at open. */
+    fi->keep_cache = cfs_prefetch_keep_cache(f);
     if (fuse_reply_open(req, fi) != 0) {
         cfs_prefetch_release(fs->prefetch, f);
         free(o);
@@ -589,6 +637,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         ctl_read(req, o->handle, size, off);
         break;
     case OPEN_DATA:
+        cfs_metrics_add(fs->metrics, CFS_M_READ_REQUESTS, 1);
         prefetch_read(req, fs, o->handle, size, off);
         break;
     }
@@ -862,7 +911,8 @@ int cfs_fs_create(const struct cfs_fs_config *cfg, struct cfs_fs **out, char *er
         goto fail;
     }
     fs->open_err_logged = calloc((fs->nentries + 63) / 64 + 1, sizeof(*fs->open_err_logged));
-    if (!fs->open_err_logged) {
+    fs->nlookup = calloc(fs->nentries ? fs->nentries : 1, sizeof(*fs->nlookup));
+    if (!fs->open_err_logged || !fs->nlookup) {
         rc = -ENOMEM;
         snprintf(err, errlen, "out of memory");
         goto fail;
@@ -883,8 +933,58 @@ void cfs_fs_destroy(struct cfs_fs *fs)
     if (fs->source_fd >= 0)
         close(fs->source_fd);
     free(fs->open_err_logged);
+    free((void *)fs->nlookup);
     free(fs->source);
     free(fs);
+}
+
+/* ---- page-cache staging: the kernel side (cfs_kernel_ops) --------------- */
+
+static bool kernel_known(void *arg, cfs_id id)
+{
+    struct cfs_fs *fs = arg;
+    return id < fs->nentries && atomic_load_explicit(&fs->nlookup[id], memory_order_relaxed) > 0;
+}
+
+static int kernel_store(void *arg, cfs_id id, uint64_t off, const void *data, size_t len)
+{
+    struct cfs_fs *fs = arg;
+    struct fuse_bufvec bv = FUSE_BUFVEC_INIT(len);
+    bv.buf[0].mem = (void *)data;
+    /* Without NO_SPLICE libfuse vmsplices the bytes when splice writes are
+     * on, and prints an error of its own for every refused store. */
+    return fuse_lowlevel_notify_store(fs->se, (fuse_ino_t)id + 1, (off_t)off, &bv,
+                                      FUSE_BUF_NO_SPLICE);
+}
+
+static int kernel_inval(void *arg, cfs_id id)
+{
+    struct cfs_fs *fs = arg;
+    return fuse_lowlevel_notify_inval_inode(fs->se, (fuse_ino_t)id + 1, 0, 0);
+}
+
+static const struct cfs_kernel_ops kernel_ops = {
+    .known = kernel_known, .store = kernel_store, .inval = kernel_inval,
+};
+
+const struct cfs_kernel_ops *cfs_fs_kernel_ops(struct cfs_fs *fs, struct fuse_session *se)
+{
+    fs->se = se;
+    return &kernel_ops;
+}
+
+void cfs_fs_abort(struct fuse_session *se)
+{
+    /* Closing the device aborts the connection: every request still
+     * waiting fails, and the page locks of its READs are released.  /dev/null
+     * takes the descriptor's number so that the session's own close later
+     * cannot close somebody else's file. */
+    int fd = fuse_session_fd(se);
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (fd >= 0 && null >= 0)
+        (void)dup2(null, fd);
+    if (null >= 0)
+        close(null);
 }
 
 void cfs_fs_set_prefetch(struct cfs_fs *fs, struct cfs_prefetch *pf)

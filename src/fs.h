@@ -6,9 +6,11 @@
  * Inodes need no table: a catalog entry's inode is its id + 1 (the root,
  * id 0, is FUSE_ROOT_ID), and the control namespace lives at the top of the
  * 64-bit space, where no catalog id (32 bits) can reach.  Since every inode
- * is a pure function of the catalog, lookups are not counted, forget is a
- * no-op, and any inode the kernel hands back (NFS export) stays valid for
- * the life of the mount. */
+ * is a pure function of the catalog, any inode the kernel hands back (NFS
+ * export) stays valid for the life of the mount.  Lookups are counted per
+ * catalog inode all the same (8 bytes a file) for page-cache staging: a
+ * store needs an inode the kernel knows, and a FORGET down to zero means
+ * the kernel dropped the inode with its pages (prefetch.h, "Page cache"). */
 #ifndef CLAIRFS_FS_H
 #define CLAIRFS_FS_H
 
@@ -53,6 +55,13 @@ void cfs_fs_set_state_hook(struct cfs_fs *fs, cfs_fs_state_fn fn, void *arg);
  * instead of reading the source directly.  Install before the session
  * starts serving; the prefetcher also answers user.clairfs.state. */
 void cfs_fs_set_prefetch(struct cfs_fs *fs, struct cfs_prefetch *pf);
+
+/* The kernel side of page-cache staging over session se, for
+ * cfs_prefetch_kernel_start(fs's prefetcher, ops, fs). */
+const struct cfs_kernel_ops *cfs_fs_kernel_ops(struct cfs_fs *fs, struct fuse_session *se);
+/* Abort the session's connection (a stager blocked on a READ nobody will
+ * answer, at shutdown); the session stays valid for unmount and destroy. */
+void cfs_fs_abort(struct fuse_session *se);
 
 /* The operations table; the session's userdata must be the struct cfs_fs. */
 const struct fuse_lowlevel_ops *cfs_fs_ops(void);

@@ -639,6 +639,8 @@ int main(int argc, char **argv)
             goto fail;
     }
     cfs_fs_set_prefetch(fs, pf);
+    if (cfs_prefetch_kernel_start(pf, cfs_fs_kernel_ops(fs, se), fs, err, sizeof(err)) < 0)
+        goto fail;
     cfs_ctl_set_handler(ctl, cfs_prefetch_command, pf);
     struct cfs_prefetch_stats pst;
     cfs_prefetch_stats(pf, &pst);
@@ -684,6 +686,14 @@ out:
         char ignored[256];
         if (start_exchange(peer, &met, &word, words, ignored, sizeof(ignored)) == -EIO)
             break;
+    }
+    /* The stager talks to the session: stop it first.  Blocked on the page
+     * lock of a READ that no worker will answer any more, it is freed by
+     * aborting the connection. */
+    if (cfs_prefetch_kernel_stop(pf, 2.0) == -ETIMEDOUT) {
+        cfs_warn("page cache: a store is blocked on an unanswered read; aborting the connection");
+        cfs_fs_abort(se);
+        (void)cfs_prefetch_kernel_stop(pf, -1);
     }
     if (mounted)
         fuse_session_unmount(se);
