@@ -1339,6 +1339,12 @@ int cfs_prefetch_provide(void *arg, uint32_t id, struct cfs_peer_view *v)
         free(pv);
         return -ENOENT;
     }
+    if (pv->h.kernel) {
+        /* Staged: the bytes are the kernel's (owned files never are). */
+        cfs_cache_release(pf->cache, &pv->h);
+        free(pv);
+        return -ENOENT;
+    }
     *v = (struct cfs_peer_view){
         .data = pv->h.data, .fd = pv->h.fd, .offset = pv->h.offset, .len = pv->h.size,
         .xxh3 = pv->h.xxh3, .has_xxh3 = true, .release = provide_release, .release_arg = pv,

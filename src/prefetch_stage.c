@@ -106,6 +106,9 @@ static void stage_one(struct pf_stager *s, uint32_t id)
     if (rc == 0)
         rc = cfs_cache_kernelize(s->p.cache, &h);
     if (rc == 0) {
+        struct cfs_cache_stats st;
+        cfs_cache_stats(s->p.cache, &st);
+        cfs_metrics_set(s->p.metrics, CFS_M_PAGECACHE_BYTES, st.kernel_bytes);
         cfs_metrics_add(s->p.metrics, CFS_M_PAGECACHE_STAGED, 1);
     } else {
         /* Pages that made it would be a second, uncounted copy of bytes

@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -358,6 +359,136 @@ START_TEST(path_planned_all_in_ram)
 }
 END_TEST
 
+/* ---- page-cache staging against a fake kernel */
+
+/* The kernel's page cache as the stager sees it: per entry id the bytes
+ * stored, whether the inode is "looked up", and the calls made. */
+struct fake_kernel {
+    pthread_mutex_t mu;
+    unsigned char *pages[NFILES + 64];
+    size_t len[NFILES + 64];
+    bool unknown[NFILES + 64];
+    unsigned stores, invals;
+};
+
+static bool fake_known(void *arg, cfs_id id)
+{
+    struct fake_kernel *k = arg;
+    pthread_mutex_lock(&k->mu);
+    bool known = !k->unknown[id];
+    pthread_mutex_unlock(&k->mu);
+    return known;
+}
+
+static int fake_store(void *arg, cfs_id id, uint64_t off, const void *data, size_t len)
+{
+    struct fake_kernel *k = arg;
+    pthread_mutex_lock(&k->mu);
+    if (off + len > k->len[id]) {
+        k->pages[id] = realloc(k->pages[id], off + len);
+        k->len[id] = off + len;
+    }
+    memcpy(k->pages[id] + off, data, len);
+    k->stores++;
+    pthread_mutex_unlock(&k->mu);
+    return 0;
+}
+
+static int fake_inval(void *arg, cfs_id id)
+{
+    struct fake_kernel *k = arg;
+    pthread_mutex_lock(&k->mu);
+    free(k->pages[id]);
+    k->pages[id] = NULL;
+    k->len[id] = 0;
+    k->invals++;
+    pthread_mutex_unlock(&k->mu);
+    return 0;
+}
+
+static const struct cfs_kernel_ops fake_ops = {fake_known, fake_store, fake_inval};
+
+static bool wait_metric(const struct cfs_metrics *m, enum cfs_metric id, uint64_t want)
+{
+    for (int i = 0; i < 1000 && cfs_metrics_get(m, id) < want; i++)
+        usleep(10000);
+    return cfs_metrics_get(m, id) == want;
+}
+
+/* ram >= dataset: the stager stores every file (but the empty one) into
+ * the page cache byte for byte and frees the tier's buffers; opens of staged
+ * files ask for keep_cache, count as RAM reads, and a read that still
+ * arrives is answered from the source; a peer is refused a staged file;
+ * after the last epoch every staged file was invalidated and nothing is
+ * charged. */
+START_TEST(path_staged_into_a_fake_page_cache)
+{
+    struct fixture fx;
+    struct cfs_metrics m;
+    struct fake_kernel k = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    char err[256] = "";
+    fixture_init(&fx);
+    cfs_id hidden = cfs_catalog_sample_entry(fx.cat, 11);
+    k.unknown[hidden] = true; /* the kernel has not looked this one up */
+    struct cfs_prefetch *pf = make_pf(&fx, "seed=5,epochs=3,ram=16M", &m, NULL);
+    ck_assert_int_eq(cfs_prefetch_kernel_start(pf, &fake_ops, &k, err, sizeof(err)), 0);
+    ck_assert_int_eq(cfs_prefetch_wait_idle(pf, 30), 0);
+    ck_assert(wait_metric(&m, CFS_M_PAGECACHE_STAGED, NFILES - 2));
+    uint64_t staged_bytes = 0;
+    for (uint32_t s = 0; s < NFILES; s++) {
+        cfs_id id = cfs_catalog_sample_entry(fx.cat, s);
+        uint32_t i = (uint32_t)strtoul(cfs_catalog_name(fx.cat, id) + 1, NULL, 10);
+        if (file_size(i) == 0 || id == hidden) {
+            ck_assert_ptr_null(k.pages[id]);
+            continue;
+        }
+        unsigned char *want = malloc(file_size(i));
+        fill_bytes(i, want, file_size(i));
+        ck_assert_uint_eq(k.len[id], file_size(i));
+        ck_assert_msg(memcmp(k.pages[id], want, file_size(i)) == 0, "staged bytes of f%04u", i);
+        free(want);
+        staged_bytes += (file_size(i) + 4095) / 4096 * 4096;
+    }
+    ck_assert_uint_eq(mget(&m, CFS_M_PAGECACHE_BYTES), staged_bytes);
+    struct cfs_prefetch_stats st;
+    cfs_prefetch_stats(pf, &st);
+    ck_assert_uint_ge(st.cache_bytes[0], staged_bytes); /* still charged to ram= */
+
+    /* A staged file: keep_cache, no bytes for a peer, the source answers a
+     * read that reaches clairfs. */
+    cfs_id id0 = cfs_catalog_sample_entry(fx.cat, 0);
+    struct cfs_prefetch_file *f = NULL;
+    ck_assert_int_eq(cfs_prefetch_open(pf, id0, &f), 0);
+    ck_assert(cfs_prefetch_keep_cache(f));
+    ck_assert(cfs_prefetch_is_direct(f));
+    cfs_prefetch_release(pf, f);
+    struct cfs_peer_view v;
+    ck_assert_int_eq(cfs_prefetch_provide(pf, id0, &v), -ENOENT);
+    ck_assert_int_eq(cfs_prefetch_provide(pf, hidden, &v), 0); /* not staged: served */
+    v.release(v.release_arg, &v);
+
+    /* The trainer: every read arrives here (a fake kernel serves nothing),
+     * so each staged open is a fallback, answered from the source. */
+    for (uint32_t e = 0; e < 3; e++)
+        replay_epoch(pf, &fx, 5, e);
+    /* One open more than the plan's: one file may be read past its
+     * expected last use, from the source. */
+    ck_assert_uint_eq(mget(&m, CFS_M_READS_RAM) + mget(&m, CFS_M_READS_PFS), 3 * NFILES + 1);
+    ck_assert_uint_le(mget(&m, CFS_M_READS_PFS), 1);
+    ck_assert_uint_ge(mget(&m, CFS_M_PAGECACHE_FALLBACK) + mget(&m, CFS_M_READS_PFS), 3 * (NFILES - 2));
+    /* The hidden file was read (known now for the kernel) and staged after. */
+    ck_assert(wait_metric(&m, CFS_M_PAGECACHE_INVALIDATED, mget(&m, CFS_M_PAGECACHE_STAGED)));
+    ck_assert_uint_eq(mget(&m, CFS_M_PAGECACHE_BYTES), 0);
+    ck_assert_uint_eq(mget(&m, CFS_M_CACHE_BYTES_RAM), 0);
+    for (uint32_t id = 0; id < NFILES + 1; id++)
+        ck_assert_ptr_null(k.pages[id]);
+    ck_assert_uint_eq(k.invals, mget(&m, CFS_M_PAGECACHE_INVALIDATED));
+    ck_assert_int_eq(cfs_prefetch_kernel_stop(pf, 5), 0);
+    cfs_prefetch_destroy(pf);
+    fixture_fini(&fx);
+}
+END_TEST
+
 /* Without a seed: reactive LRU, nothing predicted. */
 START_TEST(path_lru_without_seed)
 {
@@ -518,6 +649,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, path_small_ram, 0, 2);
     tcase_add_loop_test(tc, path_ssd_warm_and_corrupt, 0, 2);
     tcase_add_test(tc, path_seed_and_epoch_commands);
+    tcase_add_test(tc, path_staged_into_a_fake_page_cache);
     suite_add_tcase(s, tc);
     return s;
 }
