@@ -291,6 +291,8 @@ static int make_room(struct cfs_cache *c, int tier, uint64_t need, uint64_t new_
 
     if (used + need <= cap)
         return c->st.bytes[tier] + need <= cap ? 0 : -EAGAIN;
+    if (flags & CFS_CACHE_NO_EVICT)
+        return -ENOSPC;
     if (c->scratch_cap < h->n) {
         struct centry **s = realloc(c->scratch, h->n * sizeof(*s));
         if (!s)

@@ -99,6 +99,8 @@ struct pf_stager_params {
     bool (*eligible)(void *arg, uint32_t id);
     /* Zombies were invalidated: room is free in the RAM tier. */
     void (*freed)(void *arg);
+    /* The tiers' bytes changed: refresh the gauges. */
+    void (*gauges)(void *arg);
     void *arg;
 };
 

@@ -82,6 +82,7 @@ static void drop_zombies(struct pf_stager *s)
     }
     if (total) {
         cfs_metrics_add(s->p.metrics, CFS_M_PAGECACHE_INVALIDATED, total);
+        s->p.gauges(s->p.arg);
         s->p.freed(s->p.arg);
     }
 }
@@ -106,10 +107,8 @@ static void stage_one(struct pf_stager *s, uint32_t id)
     if (rc == 0)
         rc = cfs_cache_kernelize(s->p.cache, &h);
     if (rc == 0) {
-        struct cfs_cache_stats st;
-        cfs_cache_stats(s->p.cache, &st);
-        cfs_metrics_set(s->p.metrics, CFS_M_PAGECACHE_BYTES, st.kernel_bytes);
         cfs_metrics_add(s->p.metrics, CFS_M_PAGECACHE_STAGED, 1);
+        s->p.gauges(s->p.arg);
     } else {
         /* Pages that made it would be a second, uncounted copy of bytes
          * the tier keeps (a reader pinned the buffer meanwhile, or the

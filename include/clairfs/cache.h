@@ -182,6 +182,7 @@ void cfs_cache_set_policy(struct cfs_cache *c, cfs_cache_next_use_fn fn, void *a
 void cfs_cache_touch(struct cfs_cache *c, uint32_t id);
 
 #define CFS_CACHE_DEMAND 1u /* begin_fetch: a reader waits; never refused by policy */
+#define CFS_CACHE_NO_EVICT 2u /* begin_fetch: only into free room, else -ENOSPC */
 
 /* Reserve size bytes in tier for id, evicting by policy, and mark id
  * INFLIGHT.  *buf receives a buffer of at least size bytes (4 KiB aligned)

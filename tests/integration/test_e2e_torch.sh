@@ -34,6 +34,7 @@ mnt=$TMP/mnt
 
 nfiles=$(find "$src" -type f | wc -l)
 nbytes=$(find "$src" -type f -printf '%s\n' | awk '{ s += $1 } END { print s }')
+maxpages=$(find "$src" -type f -printf '%s\n' | awk '{ p = int(($1 + 4095) / 4096); if (p > m) m = p } END { print m }')
 per_epoch=$(( (nfiles + WORLD - 1) / WORLD * WORLD ))
 total_reads=$((per_epoch * EPOCHS))
 later_reads=$((per_epoch * (EPOCHS - 1)))
@@ -87,7 +88,11 @@ check "every open predicted: prediction hit = $total_reads" test "$hit" -eq "$to
 check "epochs 2-3 from RAM: ram reads >= $later_reads" test "$ram" -ge "$later_reads"
 check "only epoch 1 may read elsewhere: ssd+peer+pfs <= $per_epoch" \
     test "$((ssd + peer + pfs))" -le "$((total_reads - later_reads))"
-check "each file fetched from the PFS once: $nbytes bytes" test "$fetched" -eq "$nbytes"
+# Staged pages the kernel reclaimed are read again from the source, a few
+# pages per fallback open (test_pagecache.sh); nothing else is.
+fallback=$(m clairfs_pagecache_fallback_reads_total)
+check "each file fetched from the PFS once: $nbytes bytes (+ $fallback fallback opens' pages)" \
+    test "$fetched" -ge "$nbytes" -a "$fetched" -le "$((nbytes + fallback * maxpages * 4096))"
 check "files read for the last time are dropped: RAM tier holds 0 bytes" test "$cached" -eq 0
 
 check "unmount is clean (daemon exits 0)" cfs_umount "$mnt"

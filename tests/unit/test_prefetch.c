@@ -410,7 +410,7 @@ static const struct cfs_kernel_ops fake_ops = {fake_known, fake_store, fake_inva
 
 static bool wait_metric(const struct cfs_metrics *m, enum cfs_metric id, uint64_t want)
 {
-    for (int i = 0; i < 1000 && cfs_metrics_get(m, id) < want; i++)
+    for (int i = 0; i < 3000 && cfs_metrics_get(m, id) < want; i++)
         usleep(10000);
     return cfs_metrics_get(m, id) == want;
 }
@@ -434,6 +434,7 @@ START_TEST(path_staged_into_a_fake_page_cache)
     ck_assert_int_eq(cfs_prefetch_kernel_start(pf, &fake_ops, &k, err, sizeof(err)), 0);
     ck_assert_int_eq(cfs_prefetch_wait_idle(pf, 30), 0);
     ck_assert(wait_metric(&m, CFS_M_PAGECACHE_STAGED, NFILES - 2));
+    pthread_mutex_lock(&k.mu);
     uint64_t staged_bytes = 0;
     for (uint32_t s = 0; s < NFILES; s++) {
         cfs_id id = cfs_catalog_sample_entry(fx.cat, s);
@@ -449,6 +450,7 @@ START_TEST(path_staged_into_a_fake_page_cache)
         free(want);
         staged_bytes += (file_size(i) + 4095) / 4096 * 4096;
     }
+    pthread_mutex_unlock(&k.mu);
     ck_assert_uint_eq(mget(&m, CFS_M_PAGECACHE_BYTES), staged_bytes);
     struct cfs_prefetch_stats st;
     cfs_prefetch_stats(pf, &st);
@@ -480,9 +482,11 @@ START_TEST(path_staged_into_a_fake_page_cache)
     ck_assert(wait_metric(&m, CFS_M_PAGECACHE_INVALIDATED, mget(&m, CFS_M_PAGECACHE_STAGED)));
     ck_assert_uint_eq(mget(&m, CFS_M_PAGECACHE_BYTES), 0);
     ck_assert_uint_eq(mget(&m, CFS_M_CACHE_BYTES_RAM), 0);
+    pthread_mutex_lock(&k.mu);
     for (uint32_t id = 0; id < NFILES + 1; id++)
         ck_assert_ptr_null(k.pages[id]);
     ck_assert_uint_eq(k.invals, mget(&m, CFS_M_PAGECACHE_INVALIDATED));
+    pthread_mutex_unlock(&k.mu);
     ck_assert_int_eq(cfs_prefetch_kernel_stop(pf, 5), 0);
     cfs_prefetch_destroy(pf);
     fixture_fini(&fx);
