@@ -75,6 +75,7 @@ struct cfs_prefetch {
     struct pf_track *track;
 
     pthread_mutex_t gauge_mu; /* update_gauges */
+    atomic_uint moves;        /* opens and releases since the prefetcher was woken */
 
     /* The prefetcher thread and what it waits on. */
     pthread_mutex_t mu;
@@ -152,6 +153,21 @@ static void wake(struct cfs_prefetch *pf)
 /* Serialised, so that the last writer publishes the newest figures: a
  * thread that read the stats before another's change cannot overwrite the
  * gauges after it. */
+/* The trainers moved (an open, a release).  Waking the prefetcher costs two
+ * context switches, as much as serving a staged file's open, and one open
+ * rarely gives it more than one file to start: wake it every NUDGE_EVERY
+ * moves (the window ahead of the trainers is ~1000 files deep), and at once
+ * when the epoch changed (the next one is materialised). */
+#define NUDGE_EVERY 16u
+
+static void nudge(struct cfs_prefetch *pf, bool now)
+{
+    if (now || atomic_fetch_add(&pf->moves, 1) + 1 >= NUDGE_EVERY) {
+        atomic_store(&pf->moves, 0);
+        wake(pf);
+    }
+}
+
 static void update_gauges(struct cfs_prefetch *pf)
 {
     struct cfs_cache_stats st;
@@ -893,11 +909,12 @@ void cfs_prefetch_destroy(struct cfs_prefetch *pf)
 
 /* ---- the read path */
 
-/* An open seen by the tracker (plan_lock held for reading). */
-static void observe(struct cfs_prefetch *pf, uint32_t sample)
+/* An open seen by the tracker (plan_lock held for reading).  True when it
+ * moved the trainers to another epoch. */
+static bool observe(struct cfs_prefetch *pf, uint32_t sample)
 {
     if (!pf->track)
-        return;
+        return false;
     struct pf_obs o;
     pf_track_open(pf->track, sample, &o);
     cfs_metrics_add(pf->m, o.hit ? CFS_M_PREDICTION_HIT : CFS_M_PREDICTION_MISS, 1);
@@ -905,6 +922,7 @@ static void observe(struct cfs_prefetch *pf, uint32_t sample)
         cfs_metrics_set(pf->m, CFS_M_EPOCH, o.epoch);
         cfs_cache_set_policy(pf->cache, next_use_cb, pf); /* re-key every entry */
     }
+    return o.epoch_changed;
 }
 
 static enum cfs_metric tier_metric(enum cfs_cache_tier t)
@@ -989,7 +1007,7 @@ int cfs_prefetch_open(struct cfs_prefetch *pf, cfs_id id, struct cfs_prefetch_fi
     pthread_mutex_init(&f->fd_mu, NULL);
 
     pthread_rwlock_rdlock(&pf->plan_lock);
-    observe(pf, e->sample);
+    bool new_epoch = observe(pf, e->sample);
     unsigned demand_flags = pf->track ? 0 : CFS_CACHE_DEMAND;
     uint64_t t0 = now_ns();
     bool waited = false;
@@ -1064,10 +1082,9 @@ int cfs_prefetch_open(struct cfs_prefetch *pf, cfs_id id, struct cfs_prefetch_fi
     if (waited)
         cfs_metrics_add(pf->m, CFS_M_STALL_NS, now_ns() - t0);
     /* The position moved.  Without a plan the prefetcher has nothing to
-     * move to: waking it would only cost two context switches per file
-     * (set_seed wakes it when a plan comes). */
+     * move to (set_seed wakes it when a plan comes). */
     if (planned)
-        wake(pf);
+        nudge(pf, new_epoch);
     if (rc) {
         pthread_mutex_destroy(&f->fd_mu);
         free(f);
@@ -1246,7 +1263,7 @@ void cfs_prefetch_release(struct cfs_prefetch *pf, struct cfs_prefetch_file *f)
         pf_stager_queue(atomic_load(&pf->stager), f->id); /* read again later: stage it */
     update_gauges(pf);
     if (planned)
-        wake(pf); /* room freed: a refused prefetch may start now */
+        nudge(pf, false); /* room freed: a refused prefetch may start */
     free(f);
 }
 

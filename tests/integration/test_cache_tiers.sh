@@ -4,7 +4,7 @@
 #  - ram >= dataset: after the first epoch every read is a RAM hit (exact);
 #  - ram = 30 %: no wrong byte, the RAM tier never above its bound (its peak
 #    gauge, and samples during the run), hits at least what clairfs-plan's
-#    simulator predicts;
+#    simulator predicts, PFS bytes within 15 % of its Belady MIN;
 #  - without seed: reactive LRU, nothing predicted;  io=threads as well;
 #  - SSD tier: a remount serves epoch 0 from SSD; a flipped byte in an entry
 #    is detected, counted and read from the source instead;
@@ -73,6 +73,7 @@ if cfs_mount "$src" "$mnt" "$TMP/d-30.log" -o seed=9,epochs=4,$TRAINER,ram=$RAM,
     hits=$(m "$mnt" 'clairfs_reads_total{source="ram"}')
     pfs=$(m "$mnt" 'clairfs_reads_total{source="pfs"}')
     fetched=$(m "$mnt" 'clairfs_fetch_bytes_total{from="pfs"}')
+    fb30=$(m "$mnt" clairfs_pagecache_fallback_reads_total)
     check "ram=30%: every read counted once" test $((hits + pfs)) -eq $((4 * N))
     peak=$(m "$mnt" 'clairfs_cache_peak_bytes{tier="ram"}')
     check "ram=30%: the RAM tier's peak ($peak) is within its bound $RAM and was used" \
@@ -90,6 +91,13 @@ eps = json.loads(sys.stdin.read())["simulation"]["policies"]["clairvoyant"]["epo
 print(sum(e["local_hits"] for e in eps), sum(e["pfs_bytes"] for e in eps))' <<<"$sim")
     echo "ram=30%: clairfs ram hits $hits (simulated clairvoyant $sim_hits), pfs bytes $fetched (simulated $sim_bytes)"
     check "ram=30%: hits >= the simulator's (prefetching only adds)" test "$hits" -ge "${sim_hits:-999999}"
+    # The simulator counts a fetch as a fetch, ahead of the read or not
+    # (sim.h): its PFS bytes are what Belady's MIN needs.  Prefetching takes
+    # room early (here the reorder window, 1024 files, spans the whole
+    # 600-file epoch): 5-9 % more measured; and the kernel may reclaim
+    # staged pages.
+    check "ram=30%: PFS bytes $fetched within 15 % of the simulator's ${sim_bytes:-?}" \
+        test "$fetched" -le $(( ${sim_bytes:-0} * 115 / 100 + fb30 * MAXPAGES * 4096 ))
 else
     fail "mount ram=30%"
 fi
