@@ -125,6 +125,11 @@ struct cfs_prefetch {
     struct pf_stager *_Atomic stager;
     atomic_uint_fast64_t kernel_opens, kernel_fallbacks;
     atomic_bool reclaim_warned;
+    /* Zombies invalidated (stage_freed): a demand fetch refused for their
+     * room waits for this, briefly. */
+    pthread_mutex_t zombie_mu;
+    pthread_cond_t zombie_cv;
+    uint64_t zombie_gen;
 };
 
 static double now_sec(void)
@@ -727,6 +732,8 @@ int cfs_prefetch_create(const struct cfs_prefetch_params *p, struct cfs_prefetch
     pthread_rwlock_init(&pf->plan_lock, NULL);
     pthread_mutex_init(&pf->mu, NULL);
     pthread_mutex_init(&pf->gauge_mu, NULL);
+    pthread_mutex_init(&pf->zombie_mu, NULL);
+    pthread_cond_init(&pf->zombie_cv, NULL);
     pthread_cond_init(&pf->cv, NULL);
     pthread_cond_init(&pf->idle_cv, NULL);
     pthread_cond_init(&pf->fin_cv, NULL);
@@ -903,6 +910,8 @@ void cfs_prefetch_destroy(struct cfs_prefetch *pf)
     pthread_cond_destroy(&pf->cv);
     pthread_mutex_destroy(&pf->mu);
     pthread_mutex_destroy(&pf->gauge_mu);
+    pthread_cond_destroy(&pf->zombie_cv);
+    pthread_mutex_destroy(&pf->zombie_mu);
     pthread_rwlock_destroy(&pf->plan_lock);
     free(pf);
 }
@@ -928,6 +937,33 @@ static bool observe(struct cfs_prefetch *pf, uint32_t sample)
 static enum cfs_metric tier_metric(enum cfs_cache_tier t)
 {
     return t == CFS_TIER_SSD ? CFS_M_READS_SSD : CFS_M_READS_RAM;
+}
+
+/* The room a demand fetch needs is held by staged entries whose pages the
+ * stager is dropping: wait for it, at most ZOMBIE_WAIT_NS (the stager may
+ * itself wait on the page lock of a READ that another FUSE worker answers,
+ * so the wait is bounded: never a hang, at worst a direct read).  False
+ * when no zombie holds room. */
+#define ZOMBIE_WAIT_NS 50000000ull
+
+static bool wait_for_zombies(struct cfs_prefetch *pf)
+{
+    struct cfs_cache_stats st;
+    cfs_cache_stats(pf->cache, &st);
+    if (st.zombie_bytes == 0)
+        return false;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t end = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec + ZOMBIE_WAIT_NS;
+    ts.tv_sec = (time_t)(end / 1000000000u);
+    ts.tv_nsec = (long)(end % 1000000000u);
+    pthread_mutex_lock(&pf->zombie_mu);
+    uint64_t gen = pf->zombie_gen;
+    int rc = 0;
+    while (pf->zombie_gen == gen && rc == 0)
+        rc = pthread_cond_timedwait(&pf->zombie_cv, &pf->zombie_mu, &ts);
+    pthread_mutex_unlock(&pf->zombie_mu);
+    return true;
 }
 
 /* A synchronous peer fetch into a buffer of the open's own. */
@@ -1022,7 +1058,12 @@ int cfs_prefetch_open(struct cfs_prefetch *pf, cfs_id id, struct cfs_prefetch_fi
             /* Absent: fetch it, unless the policy would rather not keep it. */
             int fetched = 1; /* 1: submitted, else done here with this result */
             rc = fetch_start(pf, id, CFS_TIER_RAM, false, demand_flags, &fetched);
-            if (rc == -EEXIST || rc == -EBUSY)
+            if (rc == -EEXIST)
+                continue;
+            /* -EBUSY: this very file is a zombie; -EAGAIN: its room is. */
+            if ((rc == -EBUSY || rc == -EAGAIN) && wait_for_zombies(pf))
+                continue;
+            if (rc == -EBUSY)
                 continue;
             if (rc)
                 break;
@@ -1276,14 +1317,23 @@ static bool stage_eligible(void *arg, uint32_t id)
     if (!e || !S_ISREG(e->mode) || e->size == 0 || is_changed(pf, id))
         return false;
     pthread_rwlock_rdlock(&pf->plan_lock);
-    bool ok = pf->track && !(e->sample != CFS_NO_SAMPLE && owned_for_peers(pf, e->sample));
+    /* Without a plan too (the reactive LRU cache), unless an SSD tier is
+     * there: LRU demotes RAM victims to it, and a staged entry has no
+     * buffer to demote. */
+    bool ok = (pf->track || pf->opts.ssd == 0) &&
+              !(e->sample != CFS_NO_SAMPLE && owned_for_peers(pf, e->sample));
     pthread_rwlock_unlock(&pf->plan_lock);
     return ok;
 }
 
 static void stage_freed(void *arg)
 {
-    wake(arg); /* a prefetch that waited for the zombies' room may start */
+    struct cfs_prefetch *pf = arg;
+    pthread_mutex_lock(&pf->zombie_mu);
+    pf->zombie_gen++;
+    pthread_cond_broadcast(&pf->zombie_cv);
+    pthread_mutex_unlock(&pf->zombie_mu);
+    wake(pf); /* a prefetch that waited for the zombies' room may start */
 }
 
 static void stage_gauges(void *arg)

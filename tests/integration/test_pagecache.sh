@@ -14,6 +14,8 @@
 #  - pages the kernel drops (posix_fadvise DONTNEED) are read from the
 #    source, counted as fallbacks, and the replies refill the page cache;
 #  - ram = 30 %: staging and Belady eviction together stay within ram=;
+#  - no seed (reactive LRU, no SSD tier): staged after each first read, the
+#    second epoch served by the kernel; with an SSD tier nothing is staged;
 #  - -o no_pagecache: nothing staged, every epoch's reads reach the daemon.
 . "$(dirname "$0")/lib.sh"
 : "${CLAIRFS_BENCH:?}"
@@ -170,6 +172,33 @@ if cfs_mount "$src" "$mnt" "$TMP/d-30.log" -o seed=9,epochs=3,$TRAINER,ram=$RAM,
     check "ram=30%: clean unmount" cfs_umount "$mnt"
 else
     fail "mount ram=30%"
+fi
+
+# --- no seed: the LRU cache is staged too, unless an SSD tier is there.
+mnt=$TMP/mnt-lru
+if cfs_mount "$src" "$mnt" "$TMP/d-lru.log" -o ram=64M,index="$TMP/ix-lru"; then
+    check "lru: epoch 0 verified" bench "$mnt" "seed=5,epochs=2,$TRAINER" --epochs 1
+    check "lru: every file read was staged" wait_staged "$mnt" $N
+    req0=$(m "$mnt" clairfs_read_requests_total)
+    fb0=$(m "$mnt" clairfs_pagecache_fallback_reads_total)
+    check "lru: epoch 1 verified" bench "$mnt" "seed=5,start_epoch=1,epochs=2,$TRAINER" --epochs 1
+    req=$(($(m "$mnt" clairfs_read_requests_total) - req0))
+    fb=$(($(m "$mnt" clairfs_pagecache_fallback_reads_total) - fb0))
+    check "lru: epoch 1 from RAM" test "$(m "$mnt" 'clairfs_reads_total{source="ram"}')" -eq "$N"
+    check "lru: epoch 1 sent read requests only for fallback opens ($req, $fb)" \
+        test "$req" -le $((fb * MAXPAGES)) -a "$fb" -le $((N / 5))
+    check "lru: nothing predicted" test "$(m "$mnt" 'clairfs_prediction_total{result="hit"}')" -eq 0
+    check "lru: clean unmount" cfs_umount "$mnt"
+else
+    fail "mount without seed"
+fi
+mnt=$TMP/mnt-lru-ssd
+if cfs_mount "$src" "$mnt" "$TMP/d-lru-ssd.log" -o ram=64M,ssd=64M,ssd_dir="$TMP/ssd-lru"; then
+    check "lru+ssd: 2 epochs verified" bench "$mnt" "seed=5,epochs=2,$TRAINER"
+    check "lru+ssd: nothing staged" test "$(m "$mnt" clairfs_pagecache_staged_total)" -eq 0
+    check "lru+ssd: clean unmount" cfs_umount "$mnt"
+else
+    fail "mount without seed, with SSD"
 fi
 
 # --- no_pagecache: the tiers answer every read.
