@@ -17,6 +17,9 @@
 #  (d) peak RSS of the daemon vs ram + 64 MiB + 200 B/file; the page cache
 #      clairfs staged counts against ram (it is part of the RAM tier), so
 #      the figure is peak RSS + staged bytes.
+#  (e) no seed (reactive LRU), ram >= dataset, the source in local memory:
+#      a cold and two warm passes, staged and with -o no_pagecache, and the
+#      daemon's peak RSS (staging makes the tier's buffers transient).
 # (a) and (b) also run with -o no_pagecache (reads answered from the tier's
 # memory by the daemon) to show what staging into the page cache buys.
 set -u
@@ -127,6 +130,17 @@ bytes_l=$(metric "$cfs" 'clairfs_fetch_bytes_total{from="pfs"}')
 mstall_l=$(metric "$cfs" clairfs_stall_seconds_total)
 stop "$cfs"
 
+# (e) no seed, source in local memory.
+cfs=$T/cfs-e
+start_cfs "$src" "$cfs" "batch=32,ram=$((TOTAL * 2))"
+run cfs-e "$cfs" 3 0
+rss_e=$(rss_hwm "$CFS_PID")
+stop "$cfs"
+start_cfs "$src" "$cfs" "batch=32,ram=$((TOTAL * 2)),no_pagecache"
+run cfs-e-nopc "$cfs" 3 0
+rss_en=$(rss_hwm "$CFS_PID")
+stop "$cfs"
+
 echo
 echo "== (a) I/O-bound trainer (compute $COMPUTE s/batch), ram >= dataset"
 printf "%-34s %8s %8s\n" "" "wall_s" "ratio"
@@ -162,6 +176,13 @@ echo "after epoch 0 only: clairfs $(awk -v b="$bytes_c" -v t="$TOTAL" 'BEGIN{pri
 sc=0 sl=0
 for e in 0 1 2; do sc=$(awk -v a=$sc -v b="$(stall cfs-c $e)" 'BEGIN{print a+b}'); sl=$(awk -v a=$sl -v b="$(stall lru-c $e)" 'BEGIN{print a+b}'); done
 echo "trainer stall (bench): clairfs $sc s, LRU $sl s, ratio $(ratio "$sc" "$sl");  clairfs_stall_seconds_total: $mstall_c vs $mstall_l"
+echo
+echo "== (e) no seed (reactive LRU), ram >= dataset, source in local memory: pure I/O"
+printf "%-34s %8s %8s %8s %10s\n" "" "cold_s" "warm_s" "warm_s" "peak_RSS"
+printf "%-34s %8s %8s %8s %7d MiB\n" "clairfs" "$(wall cfs-e 0)" "$(wall cfs-e 1)" "$(wall cfs-e 2)" $((rss_e / 1048576))
+printf "%-34s %8s %8s %8s %7d MiB\n" "clairfs -o no_pagecache" "$(wall cfs-e-nopc 0)" "$(wall cfs-e-nopc 1)" "$(wall cfs-e-nopc 2)" $((rss_en / 1048576))
+[ $have_bindfs = 1 ] && printf "%-34s %8s %8s\n" "bindfs (b)" "$(wall bindfs-b 0)" "$(wall bindfs-b 1)"
+echo "cold pass: staged / no_pagecache $(ratio "$(wall cfs-e 0)" "$(wall cfs-e-nopc 0)");  / bindfs $(ratio "$(wall cfs-e 0)" "$(wall bindfs-b 0)")"
 echo
 echo "== (d) peak RSS + RAM tier vs ram + 64 MiB + 200 B/file"
 # The RAM tier's peak (buffers and staged pages) plus the peak RSS counts the
