@@ -276,6 +276,28 @@ static void mark_changed(struct cfs_prefetch *pf, uint32_t id, const char *path)
              path);
 }
 
+/* Open entry id's source file for direct reads: 0 and *fd, or -errno
+ * (-ESTALE when it is not the catalog's file any more: the kernel has the
+ * catalog's size, so it would be served cut short, or padded). */
+static int open_source(struct cfs_prefetch *pf, uint32_t id, int *fd)
+{
+    char path[PATH_MAX];
+    const struct cfs_entry *e = cfs_catalog_entry(pf->cat, id);
+    int rc = cfs_catalog_path(pf->cat, id, path, sizeof(path));
+    if (rc < 0)
+        return rc;
+    int sfd = openat(pf->source_fd, path, O_RDONLY | O_CLOEXEC);
+    if (sfd < 0)
+        return -errno;
+    if (!fd_is_catalogs(sfd, e)) {
+        close(sfd);
+        mark_changed(pf, id, path);
+        return -ESTALE;
+    }
+    *fd = sfd;
+    return 0;
+}
+
 /* ---- fetches */
 
 /* Publishes (or fails) the fetch and frees f.  Returns what its waiters
@@ -1102,20 +1124,7 @@ int cfs_prefetch_open(struct cfs_prefetch *pf, cfs_id id, struct cfs_prefetch_fi
         if (f->kernel)
             atomic_fetch_add(&pf->kernel_opens, 1);
     } else if (rc != -ESTALE) {
-        char path[PATH_MAX];
-        rc = cfs_catalog_path(pf->cat, id, path, sizeof(path));
-        if (rc >= 0) {
-            f->fd = openat(pf->source_fd, path, O_RDONLY | O_CLOEXEC);
-            rc = f->fd < 0 ? -errno : 0;
-        }
-        /* The kernel has the catalog's size: a file that is not the
-         * catalog's any more would be served cut short, or padded. */
-        if (rc == 0 && !fd_is_catalogs(f->fd, e)) {
-            close(f->fd);
-            f->fd = -1;
-            mark_changed(pf, id, path);
-            rc = -ESTALE;
-        }
+        rc = open_source(pf, id, &f->fd);
         f->source = CFS_M_READS_PFS;
         atomic_fetch_add(&pf->direct_opens, 1);
         waited = true;
@@ -1157,22 +1166,8 @@ static int open_fallback(struct cfs_prefetch *pf, struct cfs_prefetch_file *f)
                      n, (uint64_t)atomic_load(&pf->kernel_opens));
     }
     pthread_mutex_lock(&f->fd_mu);
-    if (f->fd < 0) {
-        char path[PATH_MAX];
-        const struct cfs_entry *e = cfs_catalog_entry(pf->cat, f->id);
-        rc = cfs_catalog_path(pf->cat, f->id, path, sizeof(path));
-        if (rc >= 0) {
-            int fd = openat(pf->source_fd, path, O_RDONLY | O_CLOEXEC);
-            rc = fd < 0 ? -errno : 0;
-            if (rc == 0 && !fd_is_catalogs(fd, e)) {
-                close(fd);
-                mark_changed(pf, f->id, path);
-                rc = -ESTALE;
-            } else if (rc == 0) {
-                f->fd = fd;
-            }
-        }
-    }
+    if (f->fd < 0)
+        rc = open_source(pf, f->id, &f->fd);
     pthread_mutex_unlock(&f->fd_mu);
     return rc;
 }
