@@ -43,7 +43,9 @@ got=$("$BENCH" --csv --order-file "$WORK/order" --epochs 3 -o batch=2 "$WORK/ds"
 # --verify: identical copy passes, one changed byte fails naming the file.
 cp -a "$WORK/ds" "$WORK/copy"
 "$BENCH" -o seed=1 --verify "$WORK/copy" "$WORK/ds" >/dev/null || fail "--verify of an identical copy"
-printf 'X' | dd of="$WORK/copy/b/img4.jpg" bs=1 seek=10 conv=notrunc status=none
+# Flip a bit: writing a fixed byte would leave the file equal one time in 256.
+b=$(od -An -tu1 -j10 -N1 "$WORK/copy/b/img4.jpg" | tr -d ' ')
+printf "\\$(printf '%03o' $((b ^ 1)))" | dd of="$WORK/copy/b/img4.jpg" bs=1 seek=10 conv=notrunc status=none
 "$BENCH" -o seed=1 --verify "$WORK/copy" "$WORK/ds" >/dev/null 2>"$WORK/err" &&
     fail "--verify passed with a changed file"
 grep -q "b/img4.jpg differs" "$WORK/err" || fail "no message naming b/img4.jpg: $(cat "$WORK/err")"
