@@ -696,9 +696,7 @@ static void *prefetch_main(void *arg)
                 pf->idle = true;
                 pthread_cond_broadcast(&pf->idle_cv);
             }
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_sec += 1;
+            struct timespec ts = pf_deadline(1000000000u);
             (void)pthread_cond_timedwait(&pf->cv, &pf->mu, &ts);
         }
         if (!warm && now_sec() - last_t >= interval) {
@@ -974,11 +972,7 @@ static bool wait_for_zombies(struct cfs_prefetch *pf)
     cfs_cache_stats(pf->cache, &st);
     if (st.zombie_bytes == 0)
         return false;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    uint64_t end = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec + ZOMBIE_WAIT_NS;
-    ts.tv_sec = (time_t)(end / 1000000000u);
-    ts.tv_nsec = (long)(end % 1000000000u);
+    struct timespec ts = pf_deadline(ZOMBIE_WAIT_NS);
     pthread_mutex_lock(&pf->zombie_mu);
     uint64_t gen = pf->zombie_gen;
     int rc = 0;
@@ -1513,11 +1507,7 @@ int cfs_prefetch_command(void *arg, const struct cfs_ctl_cmd *cmd)
 
 int cfs_prefetch_wait_idle(struct cfs_prefetch *pf, double timeout)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    double end = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 + timeout;
-    ts.tv_sec = (time_t)end;
-    ts.tv_nsec = (long)((end - (double)ts.tv_sec) * 1e9);
+    struct timespec ts = pf_deadline((uint64_t)(timeout * 1e9));
     int rc = 0;
     pthread_mutex_lock(&pf->mu);
     while (rc == 0 && pf->running && (!pf->idle || pf->inflight))

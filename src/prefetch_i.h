@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "clairfs/sampler.h"
 
@@ -80,6 +81,18 @@ uint64_t pf_track_stream_len(const struct pf_track *t);
 uint32_t pf_track_owner(const struct pf_track *t, uint32_t s, int *tier, uint32_t *from_epoch);
 uint32_t pf_track_node(const struct pf_track *t);
 uint32_t pf_track_start_epoch(const struct pf_track *t);
+
+/* The CLOCK_REALTIME instant `ns` nanoseconds from now, for
+ * pthread_cond_timedwait. */
+static inline struct timespec pf_deadline(uint64_t ns)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t end = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec + ns;
+    ts.tv_sec = (time_t)(end / 1000000000u);
+    ts.tv_nsec = (long)(end % 1000000000u);
+    return ts;
+}
 
 /* ---- the page-cache stager (prefetch_stage.c; design in prefetch.h) */
 

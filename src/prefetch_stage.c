@@ -198,11 +198,7 @@ int pf_stager_stop(struct pf_stager *s, double timeout)
     s->stop = true;
     pthread_cond_signal(&s->cv);
     if (timeout >= 0) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        double end = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 + timeout;
-        ts.tv_sec = (time_t)end;
-        ts.tv_nsec = (long)((end - (double)ts.tv_sec) * 1e9);
+        struct timespec ts = pf_deadline((uint64_t)(timeout * 1e9));
         int rc = 0;
         while (!s->exited && rc == 0)
             rc = pthread_cond_timedwait(&s->exit_cv, &s->mu, &ts);

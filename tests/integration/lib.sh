@@ -159,3 +159,25 @@ cfs_pid_of_mount() {
     done
     return 1
 }
+
+# cfs_small_dataset DIR: the 600-file tree (20 classes x 30, ~14 MB) of the
+# data-path tests.  Sets N (files), TOTAL (bytes), PAGES (4 KiB pages, each
+# file rounded up) and MAXPAGES (pages of the largest file).
+cfs_small_dataset() {
+    "$PYTHON" "$CLAIRFS_GENDATA" --quiet --classes 20 --files 30 --size lognormal:20K:0.5 \
+        --seed 3 "$1" || return 1
+    N=$(find "$1" -type f | wc -l)
+    read -r TOTAL PAGES MAXPAGES < <(find "$1" -type f -printf '%s\n' | awk '
+        { s += $1; p = int(($1 + 4095) / 4096); n += p; if (p > m) m = p }
+        END { print s, n, m }')
+}
+
+# cfs_replay SRC MNT OPTS [clairfs-bench args]: replay OPTS's trainer on MNT
+# like a DataLoader (4 workers, prefetch factor 2), every byte compared with
+# SRC; the output goes to $TMP/bench.log.  Needs CLAIRFS_BENCH.
+cfs_replay() {
+    local src=$1 mnt=$2 opts=$3
+    shift 3
+    "$CLAIRFS_BENCH" -o "$opts" --workers 4 --prefetch-factor 2 --verify "$src" "$@" "$mnt" \
+        >>"$TMP/bench.log" 2>&1
+}

@@ -22,20 +22,10 @@
 cfs_setup
 
 src=$TMP/src
-"$PYTHON" "$CLAIRFS_GENDATA" --quiet --classes 20 --files 30 --size lognormal:20K:0.5 --seed 3 \
-    "$src" || { fail "gendata"; cfs_finish; }
-N=600
-TOTAL=$(find "$src" -type f -printf '%s\n' | awk '{s += $1} END {print s}')
-PAGES=$(find "$src" -type f -printf '%s\n' | awk '{p += int(($1 + 4095) / 4096)} END {print p}')
-MAXPAGES=$(find "$src" -type f -printf '%s\n' | awk '{p = int(($1 + 4095) / 4096); if (p > m) m = p} END {print m}')
+cfs_small_dataset "$src" || { fail "gendata"; cfs_finish; }
 TRAINER="batch=8"
 
-bench() { # bench MNT OPTS [args]: replay with verification
-    local mnt=$1 opts=$2
-    shift 2
-    "$CLAIRFS_BENCH" -o "$opts" --workers 4 --prefetch-factor 2 --verify "$src" "$@" "$mnt" \
-        >>"$TMP/bench.log" 2>&1
-}
+bench() { cfs_replay "$src" "$@"; } # bench MNT OPTS [args]
 m() { cfs_metric "$1" "$2"; }
 wait_staged() { # wait_staged MNT COUNT: until COUNT files were staged
     for _ in $(seq 300); do
