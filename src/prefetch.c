@@ -1546,8 +1546,5 @@ void cfs_prefetch_stats(struct cfs_prefetch *pf, struct cfs_prefetch_stats *out)
     out->peer_fetches = atomic_load(&pf->peer_fetches);
     out->peer_fallbacks = atomic_load(&pf->peer_fallbacks);
     out->peer_served = atomic_load(&pf->peer_served);
-    out->pagecache_bytes = st.kernel_bytes;
-    out->pagecache_staged = cfs_metrics_get(pf->m, CFS_M_PAGECACHE_STAGED);
-    out->pagecache_invalidated = cfs_metrics_get(pf->m, CFS_M_PAGECACHE_INVALIDATED);
     out->io_engine = cfs_io_describe(pf->io);
 }

@@ -265,7 +265,6 @@ struct cfs_prefetch_stats {
     uint64_t peer_fetches;  /* fetches answered by a peer */
     uint64_t peer_fallbacks; /* peer fetches that went to the PFS after all */
     uint64_t peer_served;   /* files this node served to its peers */
-    uint64_t pagecache_bytes, pagecache_staged, pagecache_invalidated;
     const char *io_engine;
 };
 void cfs_prefetch_stats(struct cfs_prefetch *pf, struct cfs_prefetch_stats *out);
