@@ -536,6 +536,47 @@ static bool room_for_more(struct cfs_prefetch *pf)
     return ok;
 }
 
+static bool skip_unowned(struct cfs_prefetch *pf, uint32_t s)
+{
+    return !owned_for_peers(pf, s);
+}
+
+static bool skip_unused(struct cfs_prefetch *pf, uint32_t s)
+{
+    return sample_next_use(pf, s) == PF_NEVER;
+}
+
+/* Fetch the files the plan puts in tier k (0: RAM, 1: SSD) in order of
+ * first use, from cursor[k] on, skipping those skip() names, until the cache
+ * refuses or the io depth is used.  Returns the fetches started. */
+static unsigned fetch_tier_order(struct cfs_prefetch *pf, struct pf_track *t, int k,
+                                 uint64_t cursor[2], bool (*skip)(struct cfs_prefetch *, uint32_t))
+{
+    int tier = k == 0 ? PF_TIER_RAM : PF_TIER_SSD;
+    uint64_t count;
+    const uint32_t *order = pf_track_order(t, tier, &count);
+    unsigned started = 0;
+    while (cursor[k] < count && room_for_more(pf)) {
+        uint32_t s = order[cursor[k]];
+        if (skip(pf, s)) {
+            cursor[k]++;
+            continue;
+        }
+        int rc = fetch_start(pf, cfs_catalog_sample_entry(pf->cat, s), cache_tier(tier), true, 0,
+                             NULL);
+        if (rc == -ENODEV) {
+            cursor[k] = count; /* no SSD tier, or degraded */
+            break;
+        }
+        if (rc == -ENOSPC || rc == -EAGAIN || rc == -ENOMEM)
+            break;
+        if (rc == 0)
+            started++;
+        cursor[k]++;
+    }
+    return started;
+}
+
 /* One pass: the window ahead of the trainer, then the planned tiers.
  * Returns the number of fetches started. */
 static unsigned prefetch_round(struct cfs_prefetch *pf)
@@ -585,54 +626,12 @@ static unsigned prefetch_round(struct cfs_prefetch *pf)
     /* Distributed: the files this node owns, whatever the window: its
      * peers read them on their own schedule (owned files evict only
      * non-owned ones, and the plan reserved their bytes). */
-    for (int k = 0; k < 2 && pf->distributed; k++) {
-        int tier = k == 0 ? PF_TIER_RAM : PF_TIER_SSD;
-        uint64_t count;
-        const uint32_t *order = pf_track_order(t, tier, &count);
-        while (pf->owned_idx[k] < count && room_for_more(pf)) {
-            uint32_t s = order[pf->owned_idx[k]];
-            if (!owned_for_peers(pf, s)) {
-                pf->owned_idx[k]++;
-                continue;
-            }
-            int rc = fetch_start(pf, cfs_catalog_sample_entry(pf->cat, s), cache_tier(tier), true,
-                                 0, NULL);
-            if (rc == -ENODEV) {
-                pf->owned_idx[k] = count;
-                break;
-            }
-            if (rc == -ENOSPC || rc == -EAGAIN || rc == -ENOMEM)
-                break;
-            if (rc == 0)
-                started++;
-            pf->owned_idx[k]++;
-        }
-    }
+    for (int k = 0; k < 2 && pf->distributed; k++)
+        started += fetch_tier_order(pf, t, k, pf->owned_idx, skip_unowned);
     /* Stage the planned tiers in order of first use once the window is
      * covered (their bytes are reserved by the plan). */
-    for (int k = 0; k < 2 && !blocked; k++) {
-        int tier = k == 0 ? PF_TIER_RAM : PF_TIER_SSD;
-        uint64_t count;
-        const uint32_t *order = pf_track_order(t, tier, &count);
-        while (pf->order_idx[k] < count && room_for_more(pf)) {
-            uint32_t s = order[pf->order_idx[k]];
-            if (sample_next_use(pf, s) == PF_NEVER) {
-                pf->order_idx[k]++;
-                continue;
-            }
-            int rc = fetch_start(pf, cfs_catalog_sample_entry(pf->cat, s), cache_tier(tier), true,
-                                 0, NULL);
-            if (rc == -ENODEV) {
-                pf->order_idx[k] = count;
-                break;
-            }
-            if (rc == -ENOSPC || rc == -EAGAIN || rc == -ENOMEM)
-                break;
-            if (rc == 0)
-                started++;
-            pf->order_idx[k]++;
-        }
-    }
+    for (int k = 0; k < 2 && !blocked; k++)
+        started += fetch_tier_order(pf, t, k, pf->order_idx, skip_unused);
 out:
     pthread_rwlock_unlock(&pf->plan_lock);
     return started;
