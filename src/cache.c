@@ -1,6 +1,18 @@
-/* Cache core: entry states, the eviction heaps, fetches and readers.  The
- * design is described at the top of include/clairfs/cache.h; the SSD files
- * and the index live in cache_ssd.c. */
+/* The cache core: the top of the cache module and its public API.
+ *
+ * It owns everything that has a lock or a policy: the id table and the
+ * entry states, what each tier is charged, the eviction heaps' membership
+ * and keys (next use, or LRU ticks), fetches and their waiters, readers'
+ * pins, the queue of index records and when it is
+ * committed, and at create the judgement of each stored entry against its
+ * source (the source callback is asked here, never by the store).  The
+ * design is described at the top of include/clairfs/cache.h.
+ *
+ * Layer order (src/cache_i.h): this file calls down into cache_kernel.c
+ * (zombies of kernel-backed entries), cache_heap.c (the heaps as a data
+ * structure) and cache_ssd.c (the SSD store: files and records, handed
+ * plain ids, lengths, checksums and records); none of them calls back.  Slow store work (writing, verifying, committing) is done with mu
+ * released, the entry flagged so no one else touches it meanwhile. */
 #include "cache_i.h"
 
 #include <errno.h>
@@ -10,88 +22,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-/* ---- eviction heap: max-heap on centry.key, positions kept in the entry */
-
-static void heap_set(struct cheap *h, uint32_t i, struct centry *e)
-{
-    h->a[i] = e;
-    e->heap_pos = (int32_t)i;
-}
-
-static void heap_up(struct cheap *h, uint32_t i)
-{
-    struct centry *e = h->a[i];
-    while (i > 0) {
-        uint32_t parent = (i - 1) / 2;
-        if (h->a[parent]->key >= e->key)
-            break;
-        heap_set(h, i, h->a[parent]);
-        i = parent;
-    }
-    heap_set(h, i, e);
-}
-
-static void heap_down(struct cheap *h, uint32_t i)
-{
-    struct centry *e = h->a[i];
-    for (;;) {
-        uint32_t l = 2 * i + 1, best = i;
-        uint64_t bkey = e->key;
-        if (l < h->n && h->a[l]->key > bkey) {
-            best = l;
-            bkey = h->a[l]->key;
-        }
-        if (l + 1 < h->n && h->a[l + 1]->key > bkey)
-            best = l + 1;
-        if (best == i)
-            break;
-        heap_set(h, i, h->a[best]);
-        i = best;
-    }
-    heap_set(h, i, e);
-}
-
-static void heap_fix(struct cheap *h, struct centry *e)
-{
-    heap_up(h, (uint32_t)e->heap_pos);
-    heap_down(h, (uint32_t)e->heap_pos);
-}
-
-static int heap_reserve(struct cheap *h, uint64_t n)
-{
-    if (n <= h->cap)
-        return 0;
-    if (n > INT32_MAX)
-        return -ENOMEM;
-    uint32_t cap = h->cap ? h->cap : 64;
-    while (cap < n)
-        cap = cap > INT32_MAX / 2 ? INT32_MAX : cap * 2;
-    struct centry **a = realloc(h->a, cap * sizeof(*a));
-    if (!a)
-        return -ENOMEM;
-    h->a = a;
-    h->cap = cap;
-    return 0;
-}
-
-/* Capacity is reserved by every path that adds a member to the tier, so a
- * push never allocates. */
-static void heap_push(struct cheap *h, struct centry *e)
-{
-    heap_set(h, h->n++, e);
-    heap_up(h, h->n - 1);
-}
-
-static void heap_remove(struct cheap *h, struct centry *e)
-{
-    uint32_t i = (uint32_t)e->heap_pos;
-    e->heap_pos = -1;
-    h->n--;
-    if (i == h->n)
-        return;
-    heap_set(h, i, h->a[h->n]);
-    heap_fix(h, h->a[i]);
-}
+_Static_assert(CACHE_REC_TIER_SSD == CFS_TIER_SSD, "the stored tier is the SSD tier");
 
 /* ---- keys */
 
@@ -113,9 +44,61 @@ static struct centry *heap_top_fresh(struct cfs_cache *c, struct cheap *h)
         if (k == e->key)
             break;
         e->key = k;
-        heap_down(h, 0);
+        cache_heap_down(h, 0);
     }
     return h->n ? h->a[0] : NULL;
+}
+
+/* ---- the record queue: changes to the SSD entries' index records, in the
+ * order they happened, committed in batches by cfs_cache_sync() */
+
+/* mu held.  A record that cannot be queued is lost: the entry is simply
+ * not persistent. */
+static void queue_record(struct cfs_cache *c, enum cfs_ssd_op_kind kind, const struct centry *e)
+{
+    if (!c->persist)
+        return;
+    if (c->nops == c->ops_cap) {
+        size_t cap = c->ops_cap ? c->ops_cap * 2 : 64;
+        struct cfs_ssd_op *ops = realloc(c->ops, cap * sizeof(*ops));
+        if (!ops)
+            return;
+        c->ops = ops;
+        c->ops_cap = cap;
+    }
+    struct cfs_ssd_op *op = &c->ops[c->nops++];
+    memset(op, 0, sizeof(*op));
+    op->kind = kind;
+    op->e.id = e->id;
+    if (kind == CFS_SSD_PUT) {
+        op->e.len = e->len;
+        op->e.xxh = e->xxh;
+        op->e.src_size = e->src.size;
+        op->e.mtime_sec = e->src.mtime_sec;
+        op->e.mtime_nsec = e->src.mtime_nsec;
+        op->e.path_hash = e->src.path_hash;
+    }
+}
+
+int cfs_cache_sync(struct cfs_cache *c)
+{
+    struct cfs_ssd_op *ops;
+    size_t nops;
+    int rc;
+
+    if (!c->persist)
+        return 0;
+    pthread_mutex_lock(&c->ix_mu); /* batches commit in queue order */
+    pthread_mutex_lock(&c->mu);
+    ops = c->ops;
+    nops = c->nops;
+    c->ops = NULL;
+    c->nops = c->ops_cap = 0;
+    pthread_mutex_unlock(&c->mu);
+    rc = cfs_ssd_commit(c->ssd, ops, nops);
+    pthread_mutex_unlock(&c->ix_mu);
+    free(ops);
+    return rc;
 }
 
 /* ---- entry lifetime (mu held) */
@@ -125,7 +108,6 @@ static bool resident(const struct centry *e)
     return e->state == CFS_CACHE_RAM || e->state == CFS_CACHE_SSD;
 }
 
-/* Remove a resident entry that nobody references. */
 /* Every increase of a tier's bytes goes through here, so the peak is exact. */
 static void charge_tier(struct cfs_cache *c, enum cfs_cache_tier tier, uint64_t bytes)
 {
@@ -134,56 +116,22 @@ static void charge_tier(struct cfs_cache *c, enum cfs_cache_tier tier, uint64_t 
         c->st.peak[tier] = c->st.bytes[tier];
 }
 
-/* A kernel entry nobody references leaves the tier's view (readers, the
- * heap, the entry count) but keeps its slot and its charge until the stager
- * has invalidated its pages. */
-static void zombify(struct cfs_cache *c, struct centry *e)
-{
-    if (e->heap_pos >= 0)
-        heap_remove(&c->heap[e->tier], e);
-    e->flags |= EF_DOOMED | EF_ZOMBIE;
-    c->st.entries[e->tier]--;
-    c->st.kernel_entries--;
-    c->st.zombie_bytes += e->charge;
-    c->zq[c->zq_n++] = e->id;
-    c->kernel_drop(c->kernel_drop_arg);
-}
-
-/* Free a kernel entry or zombie whose pages are gone. */
-static void kernel_entry_free(struct cfs_cache *c, struct centry *e)
-{
-    if (e->heap_pos >= 0)
-        heap_remove(&c->heap[e->tier], e);
-    if (e->flags & EF_ZOMBIE)
-        c->st.zombie_bytes -= e->charge;
-    else {
-        c->st.entries[e->tier]--;
-        c->st.kernel_entries--;
-    }
-    c->st.kernel_bytes -= e->charge;
-    c->st.bytes[e->tier] -= e->charge;
-    c->members[e->tier]--;
-    if (c->slot[e->id] == e)
-        c->slot[e->id] = NULL;
-    free(e);
-}
-
 static void entry_free(struct cfs_cache *c, struct centry *e)
 {
     if (e->flags & EF_KERNEL) {
         if (!(e->flags & EF_ZOMBIE))
-            zombify(c, e);
+            cache_zombify(c, e);
         return;
     }
     if (e->heap_pos >= 0)
-        heap_remove(&c->heap[e->tier], e);
+        cache_heap_remove(&c->heap[e->tier], e);
     if (resident(e)) {
         c->st.entries[e->tier]--;
         c->st.bytes[e->tier] -= e->charge;
         c->members[e->tier]--;
         if (e->tier == CFS_TIER_SSD) {
-            cache_ssd_unlink(c, e->id);
-            (void)cache_queue_op(c, OP_DEL, e);
+            cfs_ssd_unlink(c->ssd, e->id);
+            queue_record(c, CFS_SSD_DEL, e);
         }
     }
     if (e->fd >= 0)
@@ -209,7 +157,7 @@ static void entry_unref(struct cfs_cache *c, struct centry *e)
     }
     if (resident(e) && e->heap_pos < 0) {
         key_refresh(c, e);
-        heap_push(&c->heap[e->tier], e);
+        cache_heap_push(&c->heap[e->tier], e);
     }
 }
 
@@ -218,9 +166,9 @@ static pthread_cond_t *cond_of(struct cfs_cache *c, uint32_t id)
     return &c->cond[id % CACHE_NCOND];
 }
 
-int cache_insert_loaded(struct cfs_cache *c, struct centry *e)
+static int insert_loaded(struct cfs_cache *c, struct centry *e)
 {
-    int rc = heap_reserve(&c->heap[e->tier], c->members[e->tier] + 1);
+    int rc = cache_heap_reserve(&c->heap[e->tier], c->members[e->tier] + 1);
     if (rc)
         return rc;
     c->slot[e->id] = e;
@@ -229,11 +177,11 @@ int cache_insert_loaded(struct cfs_cache *c, struct centry *e)
     charge_tier(c, e->tier, e->charge);
     e->heap_pos = -1;
     key_refresh(c, e);
-    heap_push(&c->heap[e->tier], e);
+    cache_heap_push(&c->heap[e->tier], e);
     return 0;
 }
 
-void cache_trim_tier(struct cfs_cache *c, int tier)
+static void trim_tier(struct cfs_cache *c, int tier)
 {
     while (c->st.bytes[tier] > c->st.capacity[tier]) {
         struct centry *v = heap_top_fresh(c, &c->heap[tier]);
@@ -254,7 +202,7 @@ static bool demote(struct cfs_cache *c, struct centry *v)
     uint64_t charge = cache_round(v->len);
     if (!c->ssd || c->st.ssd_degraded || (c->next_use && v->key == UINT64_MAX) ||
         charge > c->st.capacity[CFS_TIER_SSD] ||
-        heap_reserve(&c->heap[CFS_TIER_SSD], c->members[CFS_TIER_SSD] + 1) ||
+        cache_heap_reserve(&c->heap[CFS_TIER_SSD], c->members[CFS_TIER_SSD] + 1) ||
         make_room(c, CFS_TIER_SSD, charge, v->key, 0, NULL) != 0)
         return false;
     c->st.entries[CFS_TIER_RAM]--;
@@ -311,14 +259,14 @@ static int make_room(struct cfs_cache *c, int tier, uint64_t need, uint64_t new_
             rc = -ENOSPC;
             break;
         }
-        heap_remove(h, v);
+        cache_heap_remove(h, v);
         c->scratch[nv++] = v;
         used -= v->charge;
     }
     for (uint32_t i = 0; i < nv; i++) {
         struct centry *v = c->scratch[i];
         if (rc) {
-            heap_push(h, v);
+            cache_heap_push(h, v);
         } else {
             c->st.evictions[tier]++;
             v->next_demote = freed;
@@ -341,6 +289,105 @@ static int make_room(struct cfs_cache *c, int tier, uint64_t need, uint64_t new_
     return rc;
 }
 
+/* ---- warm restart: which stored entries the SSD tier serves again */
+
+/* NULL: serve it; else the counter to blame. */
+static uint64_t *judge(struct cfs_cache *c, const struct cfs_cache_params *p,
+                       const struct cfs_ssd_stored *l)
+{
+    const struct cfs_ssd_entry *r = &l->e;
+    struct cfs_cache_source now;
+
+    if (!l->complete)
+        return &c->st.incomplete;
+    if (r->id >= c->nfiles || !p->source || p->source(p->source_arg, r->id, &now) != 0)
+        return &c->st.stale;
+    if (now.size != r->src_size || now.mtime_sec != r->mtime_sec ||
+        now.mtime_nsec != r->mtime_nsec || now.path_hash != r->path_hash || r->len != r->src_size)
+        return &c->st.stale;
+    if (!cfs_ssd_file_holds(c->ssd, r->id, r->len))
+        return &c->st.incomplete; /* lost or cut short by a crash */
+    return NULL;
+}
+
+/* mu held.  Serve the stored entries that still describe their source (their
+ * ids set in keep), forget the records of the others. */
+static int load_stored(struct cfs_cache *c, const struct cfs_cache_params *p, uint8_t *keep)
+{
+    struct cfs_ssd_stored *v = NULL;
+    size_t n = 0, ndel = 0;
+    int rc = cfs_ssd_load(c->ssd, &v, &n);
+
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        const struct cfs_ssd_entry *r = &v[i].e;
+        uint64_t *blame = judge(c, p, &v[i]);
+        if (blame) {
+            (*blame)++;
+            if (ndel != i)
+                v[ndel] = v[i]; /* compact the records to forget to the front */
+            ndel++;
+            continue;
+        }
+        struct centry *e = calloc(1, sizeof(*e));
+        if (!e) {
+            rc = -ENOMEM;
+            break;
+        }
+        e->id = r->id;
+        e->state = CFS_CACHE_SSD;
+        e->tier = CFS_TIER_SSD;
+        e->fd = -1;
+        e->len = r->len;
+        e->charge = cache_round(e->len);
+        e->xxh = r->xxh;
+        e->src = (struct cfs_cache_source){r->src_size, r->mtime_sec, r->mtime_nsec, r->path_hash};
+        rc = insert_loaded(c, e);
+        if (rc) {
+            free(e);
+            break;
+        }
+        keep[r->id / 8] |= (uint8_t)(1u << (r->id % 8));
+        c->st.loaded++;
+    }
+    if (rc == 0)
+        rc = cfs_ssd_forget(c->ssd, v, ndel);
+    free(v);
+    return rc;
+}
+
+/* Open the store, take back what it holds, and make the tier fit its
+ * (possibly smaller) capacity. */
+static int ssd_tier_open(struct cfs_cache *c, const struct cfs_cache_params *p, char *err,
+                         size_t errlen)
+{
+    uint8_t *keep;
+    int rc = cfs_ssd_open(p->ssd_dir, p->index, &c->ssd, err, errlen);
+
+    if (rc)
+        return rc;
+    c->persist = cfs_ssd_persists(c->ssd);
+    keep = calloc(c->nfiles / 8 + 1, 1);
+    if (!keep) {
+        snprintf(err, errlen, "cache: out of memory");
+        return -ENOMEM;
+    }
+    /* Called before any other thread can see the cache; mu is taken because
+     * the entry functions expect it held. */
+    pthread_mutex_lock(&c->mu);
+    rc = load_stored(c, p, keep);
+    if (rc == 0)
+        rc = cfs_ssd_remove_orphans(c->ssd, keep, c->nfiles, &c->st.orphans);
+    if (rc == 0)
+        trim_tier(c, CFS_TIER_SSD);
+    pthread_mutex_unlock(&c->mu);
+    free(keep);
+    if (rc == 0)
+        rc = cfs_cache_sync(c); /* deletions of trimmed entries */
+    if (rc)
+        snprintf(err, errlen, "cache index in %s: %s", p->ssd_dir, strerror(-rc));
+    return rc;
+}
+
 /* ---- lifecycle */
 
 int cfs_cache_create(const struct cfs_cache_params *p, struct cfs_cache **out, char *err,
@@ -357,7 +404,6 @@ int cfs_cache_create(const struct cfs_cache_params *p, struct cfs_cache **out, c
     c = calloc(1, sizeof(*c));
     if (!c)
         goto nomem;
-    c->ssd_dirfd = -1;
     pthread_mutex_init(&c->mu, NULL);
     pthread_mutex_init(&c->ix_mu, NULL);
     for (unsigned i = 0; i < CACHE_NCOND; i++)
@@ -381,7 +427,7 @@ int cfs_cache_create(const struct cfs_cache_params *p, struct cfs_cache **out, c
         c->kernel_drop_arg = p->kernel_drop_arg;
     }
     if (p->ssd_bytes) {
-        rc = cache_ssd_open(c, p, err, errlen);
+        rc = ssd_tier_open(c, p, err, errlen);
         if (rc)
             goto fail;
     }
@@ -410,7 +456,7 @@ void cfs_cache_destroy(struct cfs_cache *c)
         free(e->buf);
         free(e); /* the files stay: they are the persistent tier */
     }
-    cache_ssd_close(c);
+    cfs_ssd_close(c->ssd);
     for (int t = 0; t < CFS_TIER_COUNT; t++)
         free(c->heap[t].a);
     free(c->scratch);
@@ -436,7 +482,7 @@ void cfs_cache_set_policy(struct cfs_cache *c, cfs_cache_next_use_fn fn, void *a
         for (uint32_t i = 0; i < h->n; i++)
             key_refresh(c, h->a[i]);
         for (uint32_t i = h->n / 2; i-- > 0;)
-            heap_down(h, i);
+            cache_heap_down(h, i);
     }
     pthread_mutex_unlock(&c->mu);
 }
@@ -447,7 +493,7 @@ void cfs_cache_touch(struct cfs_cache *c, uint32_t id)
     struct centry *e = id < c->nfiles ? c->slot[id] : NULL;
     if (e && e->heap_pos >= 0) {
         key_refresh(c, e);
-        heap_fix(&c->heap[e->tier], e);
+        cache_heap_fix(&c->heap[e->tier], e);
     }
     pthread_mutex_unlock(&c->mu);
 }
@@ -476,7 +522,7 @@ int cfs_cache_begin_fetch(struct cfs_cache *c, uint32_t id, uint64_t size, enum 
     } else if (charge > c->st.capacity[tier]) {
         rc = -EFBIG;
     } else {
-        rc = heap_reserve(&c->heap[tier], c->members[tier] + 1);
+        rc = cache_heap_reserve(&c->heap[tier], c->members[tier] + 1);
         if (!rc) {
             uint64_t new_key = c->next_use ? c->next_use(c->next_use_arg, id) : 0;
             rc = make_room(c, tier, charge, new_key, flags, &demoted);
@@ -538,7 +584,7 @@ static int finish(struct cfs_cache *c, struct centry *e, int rc, uint64_t len,
     if (rc == 0 && !demotion) /* a demoted entry keeps the hash it was fetched with */
         e->xxh = XXH3_64bits(e->buf, len);
     if (rc == 0 && e->tier == CFS_TIER_SSD)
-        rc = wrc = cache_ssd_write(c, id, e->buf, len);
+        rc = wrc = cfs_ssd_write(c->ssd, id, e->buf, len);
 
     pthread_mutex_lock(&c->mu);
     e->flags &= (uint8_t)~EF_DEMOTING;
@@ -581,10 +627,10 @@ static int finish(struct cfs_cache *c, struct centry *e, int rc, uint64_t len,
     c->st.entries[e->tier]++;
     c->seen[id / 8] |= (uint8_t)(1u << (id % 8));
     if (e->tier == CFS_TIER_SSD)
-        (void)cache_queue_op(c, OP_PUT, e);
+        queue_record(c, CFS_SSD_PUT, e);
     pthread_cond_broadcast(cond_of(c, id));
     entry_unref(c, e);
-    due = cache_ops_due(c);
+    due = c->persist && c->nops >= c->commit_batch;
     pthread_mutex_unlock(&c->mu);
     if (due)
         (void)cfs_cache_sync(c); /* a failed batch only loses persistence */
@@ -633,7 +679,7 @@ static int ssd_prepare(struct cfs_cache *c, struct centry *e)
     int fd = -1;
     e->flags |= EF_PREPARING;
     pthread_mutex_unlock(&c->mu);
-    int rc = cache_ssd_open_verify(c, e, verify, &fd);
+    int rc = cfs_ssd_open_verified(c->ssd, e->id, e->len, e->xxh, verify, &fd);
     pthread_mutex_lock(&c->mu);
     e->flags &= (uint8_t)~EF_PREPARING;
     pthread_cond_broadcast(cond_of(c, e->id));
@@ -679,7 +725,7 @@ int cfs_cache_acquire(struct cfs_cache *c, uint32_t id, unsigned flags, struct c
     }
     e->pins++;
     if (e->heap_pos >= 0)
-        heap_remove(&c->heap[e->tier], e);
+        cache_heap_remove(&c->heap[e->tier], e);
     if (e->flags & EF_DOOMED)
         rc = -ENOENT;
     else if (e->state == CFS_CACHE_SSD)
@@ -717,57 +763,6 @@ void cfs_cache_release(struct cfs_cache *c, struct cfs_cache_handle *h)
     pthread_mutex_unlock(&c->mu);
     memset(h, 0, sizeof(*h));
     h->fd = -1;
-}
-
-int cfs_cache_kernelize(struct cfs_cache *c, struct cfs_cache_handle *h)
-{
-    struct centry *e = h->priv;
-    void *buf = NULL;
-    int rc = -EBUSY;
-    pthread_mutex_lock(&c->mu);
-    if (e && c->zq && e->state == CFS_CACHE_RAM && e->pins == 1 &&
-        !(e->flags & (EF_DOOMED | EF_KERNEL))) {
-        buf = e->buf;
-        e->buf = NULL;
-        e->flags |= EF_KERNEL;
-        c->st.kernel_entries++;
-        c->st.kernel_bytes += e->charge;
-        h->data = NULL;
-        h->kernel = true;
-        rc = 0;
-    }
-    pthread_mutex_unlock(&c->mu);
-    free(buf);
-    return rc;
-}
-
-size_t cfs_cache_take_kernel_drops(struct cfs_cache *c, uint32_t *ids, size_t max)
-{
-    pthread_mutex_lock(&c->mu);
-    size_t n = c->zq_n < max ? c->zq_n : max;
-    c->zq_n -= (uint32_t)n;
-    memcpy(ids, c->zq + c->zq_n, n * sizeof(*ids));
-    pthread_mutex_unlock(&c->mu);
-    return n;
-}
-
-void cfs_cache_kernel_dropped(struct cfs_cache *c, uint32_t id)
-{
-    pthread_mutex_lock(&c->mu);
-    struct centry *e = id < c->nfiles ? c->slot[id] : NULL;
-    if (e && (e->flags & EF_ZOMBIE))
-        kernel_entry_free(c, e);
-    pthread_mutex_unlock(&c->mu);
-}
-
-void cfs_cache_kernel_forgot(struct cfs_cache *c, uint32_t id)
-{
-    pthread_mutex_lock(&c->mu);
-    struct centry *e = id < c->nfiles ? c->slot[id] : NULL;
-    /* A zombie's id stays queued; its invalidation finds nothing to free. */
-    if (e && (e->flags & EF_KERNEL) && e->pins == 0 && e->waiters == 0)
-        kernel_entry_free(c, e);
-    pthread_mutex_unlock(&c->mu);
 }
 
 int cfs_cache_drop(struct cfs_cache *c, uint32_t id)

@@ -1,14 +1,23 @@
-/* Private to the cache module: shared by cache.c (states, eviction, readers)
- * and cache_ssd.c (entry files, index records, recovery). */
+/* Private to the cache module.  Layer order, top to bottom (each file calls
+ * only the ones below it):
+ *   cache.c       the core: entry states, tiers, eviction, fetches and
+ *                 readers, the queue of index records and the judgement of
+ *                 stored entries at a warm restart (public API, cache.h);
+ *   cache_kernel.c kernel-backed RAM entries and their zombies (public
+ *                 kernel API of cache.h; cache_zombify for the core);
+ *   cache_heap.c  the eviction heaps: a max-heap of entries on their key;
+ *   cache_ssd.c   the SSD store (cache_ssd.h): entry files and their records;
+ *                 it includes nothing of this header. */
 #ifndef CLAIRFS_CACHE_I_H
 #define CLAIRFS_CACHE_I_H
 
+#include "cache_ssd.h"
 #include "clairfs/cache.h"
 
 #include <pthread.h>
 
-#define CACHE_PAGE 4096u
-#define CACHE_NCOND 32u
+#define CACHE_PAGE 4096u  /* allocation and block granule: what a tier charges */
+#define CACHE_NCOND 32u   /* condition variables readers wait on, hashed by id */
 
 enum { ST_FAILED = 16 }; /* beyond enum cfs_cache_state: a fetch that failed */
 
@@ -41,37 +50,10 @@ struct centry {
     struct centry *next_demote; /* make_room's list of RAM victims moving to SSD */
 };
 
+/* A max-heap of entries on centry.key; each entry knows its position. */
 struct cheap {
     struct centry **a;
     uint32_t n, cap;
-};
-
-enum { OP_PUT = 1, OP_DEL = 2 };
-
-/* The stored form of a cache entry (db "cache", key: id big-endian). */
-#define CACHE_REC_MAGIC 0x43464345u /* "CFCE" */
-#define CACHE_REC_VERSION 1
-#define CACHE_REC_COMPLETE 2
-#define CACHE_REC_INFLIGHT 1
-struct cache_rec {
-    uint32_t magic;
-    uint8_t version;
-    uint8_t state;
-    uint8_t tier;
-    uint8_t pad0;
-    uint64_t len;
-    uint64_t xxh;
-    uint64_t src_size;
-    int64_t mtime_sec;
-    uint32_t mtime_nsec;
-    uint32_t pad1;
-    uint64_t path_hash;
-};
-
-struct cache_op {
-    int kind;
-    uint32_t id;
-    struct cache_rec rec;
 };
 
 struct cfs_cache {
@@ -90,13 +72,11 @@ struct cfs_cache {
     enum cfs_cache_verify verify;
     struct cfs_cache_stats st;
 
-    /* SSD tier */
-    bool ssd;
-    char *ssd_path; /* ssd_dir/cache */
-    int ssd_dirfd;
-    struct cfs_index *index;
+    /* SSD tier: NULL without one. */
+    struct cfs_ssd_store *ssd;
+    bool persist; /* the store keeps records: queue them */
     unsigned commit_batch;
-    struct cache_op *ops; /* pending index operations, in order (mu held) */
+    struct cfs_ssd_op *ops; /* pending record changes, in order (mu held) */
     size_t nops, ops_cap;
     pthread_mutex_t ix_mu; /* one committer at a time, in queue order */
 
@@ -114,18 +94,19 @@ static inline uint64_t cache_round(uint64_t n)
     return (n + CACHE_PAGE - 1) / CACHE_PAGE * CACHE_PAGE;
 }
 
-/* cache_ssd.c */
-int cache_ssd_open(struct cfs_cache *c, const struct cfs_cache_params *p, char *err, size_t errlen);
-void cache_ssd_close(struct cfs_cache *c);
-void cache_ssd_name(uint32_t id, bool tmp, char *buf, size_t len);
-int cache_ssd_write(struct cfs_cache *c, uint32_t id, const void *buf, uint64_t len);
-int cache_ssd_open_verify(struct cfs_cache *c, struct centry *e, bool verify, int *fd);
-void cache_ssd_unlink(struct cfs_cache *c, uint32_t id);
-int cache_queue_op(struct cfs_cache *c, int kind, const struct centry *e);
-bool cache_ops_due(struct cfs_cache *c);
+/* cache_kernel.c, mu held: an unreferenced kernel entry leaves the tier's
+ * view (readers, heap, entry count) but keeps its slot and its charge until
+ * the stager has invalidated its pages. */
+void cache_zombify(struct cfs_cache *c, struct centry *e);
 
-/* cache.c, with mu held */
-int cache_insert_loaded(struct cfs_cache *c, struct centry *e);
-void cache_trim_tier(struct cfs_cache *c, int tier);
+/* cache_heap.c.  Capacity is reserved (cache_heap_reserve) by every path
+ * that adds a member to a tier, so a push never allocates. */
+int cache_heap_reserve(struct cheap *h, uint64_t n);
+void cache_heap_push(struct cheap *h, struct centry *e);
+void cache_heap_remove(struct cheap *h, struct centry *e);
+/* e's key changed: move it to its place. */
+void cache_heap_fix(struct cheap *h, struct centry *e);
+/* Entry i's key grew or shrank below its children: sift it down. */
+void cache_heap_down(struct cheap *h, uint32_t i);
 
 #endif

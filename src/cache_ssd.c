@@ -1,7 +1,17 @@
-/* The SSD tier's files and its index records: writing, verifying, batched
- * commits, and the recovery/warm-restart walk at create.  The protocol is
- * described at the top of include/clairfs/cache.h. */
-#include "cache_i.h"
+/* The SSD store, the cache module's bottom layer (see src/cache_ssd.h).
+ *
+ * Layer order of the cache module, top to bottom; each file calls only
+ * the ones below it:
+ *   cache.c        the core: entry states, tiers, eviction, fetches,
+ *                  readers, the record queue, the warm-restart judgement;
+ *   cache_kernel.c kernel-backed RAM entries and their zombies;
+ *   cache_heap.c   the eviction heaps (a data structure on entry keys);
+ *   cache_ssd.c    this file: entry files in one directory and their records.
+ * The store never calls up: it takes no cache lock, reads no cache state
+ * and asks nobody anything.  The protocol it serves (write, rename, batch
+ * commit after syncfs, recovery at create) is described at the top of
+ * include/clairfs/cache.h. */
+#include "cache_ssd.h"
 
 #include "clairfs/index.h"
 
@@ -18,7 +28,12 @@
 #define CACHE_DB "cache"
 #define VERIFY_CHUNK (256u * 1024u)
 
-void cache_ssd_name(uint32_t id, bool tmp, char *buf, size_t len)
+struct cfs_ssd_store {
+    int dirfd; /* SSD_DIR/cache */
+    struct cfs_index *index;
+};
+
+static void entry_name(uint32_t id, bool tmp, char *buf, size_t len)
 {
     snprintf(buf, len, "%08x%s", id, tmp ? ".tmp" : "");
 }
@@ -30,6 +45,61 @@ static void rec_key(uint32_t id, unsigned char key[4])
     key[1] = (unsigned char)(id >> 16);
     key[2] = (unsigned char)(id >> 8);
     key[3] = (unsigned char)id;
+}
+
+/* ---- the directory */
+
+int cfs_ssd_open(const char *ssd_dir, struct cfs_index *index, struct cfs_ssd_store **out,
+                 char *err, size_t errlen)
+{
+    size_t n = strlen(ssd_dir) + sizeof("/cache");
+    char *path = malloc(n);
+    struct cfs_ssd_store *s = calloc(1, sizeof(*s));
+    int rc = 0;
+
+    *out = NULL;
+    if (!path || !s) {
+        snprintf(err, errlen, "cache: out of memory");
+        rc = -ENOMEM;
+        goto out;
+    }
+    snprintf(path, n, "%s/cache", ssd_dir);
+    if (mkdir(ssd_dir, 0700) < 0 && errno != EEXIST) {
+        rc = -errno;
+        snprintf(err, errlen, "ssd_dir %s: %s", ssd_dir, strerror(-rc));
+        goto out;
+    }
+    if (mkdir(path, 0700) < 0 && errno != EEXIST) {
+        rc = -errno;
+        snprintf(err, errlen, "ssd_dir %s: %s", path, strerror(-rc));
+        goto out;
+    }
+    s->dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (s->dirfd < 0) {
+        rc = -errno;
+        snprintf(err, errlen, "ssd_dir %s: %s", path, strerror(-rc));
+        goto out;
+    }
+    s->index = index;
+    *out = s;
+    s = NULL;
+out:
+    free(s);
+    free(path);
+    return rc;
+}
+
+void cfs_ssd_close(struct cfs_ssd_store *s)
+{
+    if (!s)
+        return;
+    close(s->dirfd);
+    free(s);
+}
+
+bool cfs_ssd_persists(const struct cfs_ssd_store *s)
+{
+    return s->index != NULL;
 }
 
 /* ---- writing and verifying entry files */
@@ -50,74 +120,76 @@ static int write_all(int fd, const void *buf, uint64_t len)
     return 0;
 }
 
-int cache_ssd_write(struct cfs_cache *c, uint32_t id, const void *buf, uint64_t len)
+int cfs_ssd_write(struct cfs_ssd_store *s, uint32_t id, const void *buf, uint64_t len)
 {
     char tmp[32], name[32];
     int rc, fd;
 
-    cache_ssd_name(id, true, tmp, sizeof(tmp));
-    cache_ssd_name(id, false, name, sizeof(name));
-    fd = openat(c->ssd_dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    entry_name(id, true, tmp, sizeof(tmp));
+    entry_name(id, false, name, sizeof(name));
+    fd = openat(s->dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0)
         return -errno;
     rc = write_all(fd, buf, len);
     if (close(fd) < 0 && rc == 0)
         rc = -errno;
     /* No fsync here: the batch commit makes the files durable before their
-     * records (cfs_cache_sync), and an unrecorded file is an orphan. */
-    if (rc == 0 && renameat(c->ssd_dirfd, tmp, c->ssd_dirfd, name) < 0)
+     * records, and an unrecorded file is an orphan. */
+    if (rc == 0 && renameat(s->dirfd, tmp, s->dirfd, name) < 0)
         rc = -errno;
     if (rc)
-        (void)unlinkat(c->ssd_dirfd, tmp, 0);
+        (void)unlinkat(s->dirfd, tmp, 0);
     return rc;
 }
 
-int cache_ssd_open_verify(struct cfs_cache *c, struct centry *e, bool verify, int *out)
+static int hash_file(int fd, uint64_t len, uint64_t *out)
 {
-    char name[32];
-    struct stat st;
-    XXH3_state_t *xs = NULL;
-    char *chunk = NULL;
-    int rc = 0, fd;
+    XXH3_state_t *xs = XXH3_createState();
+    char *chunk = malloc(VERIFY_CHUNK);
+    uint64_t off = 0;
+    int rc = 0;
 
-    cache_ssd_name(e->id, false, name, sizeof(name));
-    fd = openat(c->ssd_dirfd, name, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    if (fstat(fd, &st) < 0) {
-        rc = -errno;
+    if (!xs || !chunk) {
+        rc = -ENOMEM;
         goto out;
     }
-    if ((uint64_t)st.st_size != e->len) {
-        rc = -EBADMSG;
-        goto out;
-    }
-    if (verify) {
-        xs = XXH3_createState();
-        chunk = malloc(VERIFY_CHUNK);
-        if (!xs || !chunk) {
-            rc = -ENOMEM;
+    XXH3_64bits_reset(xs);
+    while (off < len) {
+        ssize_t n = pread(fd, chunk, VERIFY_CHUNK, (off_t)off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            rc = n < 0 ? -errno : -EBADMSG;
             goto out;
         }
-        XXH3_64bits_reset(xs);
-        uint64_t off = 0;
-        while (off < e->len) {
-            ssize_t n = pread(fd, chunk, VERIFY_CHUNK, (off_t)off);
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n <= 0) {
-                rc = n < 0 ? -errno : -EBADMSG;
-                goto out;
-            }
-            XXH3_64bits_update(xs, chunk, (size_t)n);
-            off += (uint64_t)n;
-        }
-        if (XXH3_64bits_digest(xs) != e->xxh)
-            rc = -EBADMSG;
+        XXH3_64bits_update(xs, chunk, (size_t)n);
+        off += (uint64_t)n;
     }
+    *out = XXH3_64bits_digest(xs);
 out:
     free(chunk);
     XXH3_freeState(xs);
+    return rc;
+}
+
+int cfs_ssd_open_verified(struct cfs_ssd_store *s, uint32_t id, uint64_t len, uint64_t xxh,
+                          bool verify, int *out)
+{
+    char name[32];
+    struct stat st;
+    uint64_t h = 0;
+    int rc = 0, fd;
+
+    entry_name(id, false, name, sizeof(name));
+    fd = openat(s->dirfd, name, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    if (fstat(fd, &st) < 0)
+        rc = -errno;
+    else if ((uint64_t)st.st_size != len)
+        rc = -EBADMSG;
+    else if (verify && (rc = hash_file(fd, len, &h)) == 0 && h != xxh)
+        rc = -EBADMSG;
     if (rc) {
         close(fd);
         return rc;
@@ -126,86 +198,54 @@ out:
     return 0;
 }
 
-void cache_ssd_unlink(struct cfs_cache *c, uint32_t id)
+void cfs_ssd_unlink(struct cfs_ssd_store *s, uint32_t id)
 {
     char name[32];
-    cache_ssd_name(id, false, name, sizeof(name));
-    (void)unlinkat(c->ssd_dirfd, name, 0);
+    entry_name(id, false, name, sizeof(name));
+    (void)unlinkat(s->dirfd, name, 0);
 }
 
-/* ---- batched index records */
+/* ---- records */
 
-int cache_queue_op(struct cfs_cache *c, int kind, const struct centry *e)
+static void rec_of(const struct cfs_ssd_entry *e, struct cache_rec *r)
 {
-    if (!c->index)
-        return 0;
-    if (c->nops == c->ops_cap) {
-        size_t cap = c->ops_cap ? c->ops_cap * 2 : 64;
-        struct cache_op *ops = realloc(c->ops, cap * sizeof(*ops));
-        if (!ops)
-            return -ENOMEM; /* the record is lost: the entry is not persistent */
-        c->ops = ops;
-        c->ops_cap = cap;
-    }
-    struct cache_op *op = &c->ops[c->nops++];
-    memset(op, 0, sizeof(*op));
-    op->kind = kind;
-    op->id = e->id;
-    if (kind == OP_PUT) {
-        op->rec.magic = CACHE_REC_MAGIC;
-        op->rec.version = CACHE_REC_VERSION;
-        op->rec.state = CACHE_REC_COMPLETE;
-        op->rec.tier = CFS_TIER_SSD;
-        op->rec.len = e->len;
-        op->rec.xxh = e->xxh;
-        op->rec.src_size = e->src.size;
-        op->rec.mtime_sec = e->src.mtime_sec;
-        op->rec.mtime_nsec = e->src.mtime_nsec;
-        op->rec.path_hash = e->src.path_hash;
-    }
-    return 0;
+    memset(r, 0, sizeof(*r));
+    r->magic = CACHE_REC_MAGIC;
+    r->version = CACHE_REC_VERSION;
+    r->state = CACHE_REC_COMPLETE;
+    r->tier = CACHE_REC_TIER_SSD;
+    r->len = e->len;
+    r->xxh = e->xxh;
+    r->src_size = e->src_size;
+    r->mtime_sec = e->mtime_sec;
+    r->mtime_nsec = e->mtime_nsec;
+    r->path_hash = e->path_hash;
 }
 
-bool cache_ops_due(struct cfs_cache *c)
-{
-    return c->index && c->nops >= c->commit_batch;
-}
-
-int cfs_cache_sync(struct cfs_cache *c)
+int cfs_ssd_commit(struct cfs_ssd_store *s, const struct cfs_ssd_op *ops, size_t n)
 {
     struct cfs_index_txn *t = NULL;
-    struct cache_op *ops;
-    size_t nops;
     bool any_put = false;
-    int rc = 0;
+    int rc;
 
-    if (!c->index)
+    if (!s->index || n == 0)
         return 0;
-    pthread_mutex_lock(&c->ix_mu); /* batches commit in queue order */
-    pthread_mutex_lock(&c->mu);
-    ops = c->ops;
-    nops = c->nops;
-    c->ops = NULL;
-    c->nops = c->ops_cap = 0;
-    pthread_mutex_unlock(&c->mu);
-    if (nops == 0)
-        goto out;
-    for (size_t i = 0; i < nops; i++)
-        any_put |= ops[i].kind == OP_PUT;
+    for (size_t i = 0; i < n; i++)
+        any_put |= ops[i].kind == CFS_SSD_PUT;
     /* Every file of the batch was renamed before its op was queued: one
      * syncfs makes them all durable before any record says COMPLETE. */
-    if (any_put && syncfs(c->ssd_dirfd) < 0) {
-        rc = -errno;
-        goto out;
-    }
-    rc = cfs_index_begin(c->index, true, &t);
+    if (any_put && syncfs(s->dirfd) < 0)
+        return -errno;
+    rc = cfs_index_begin(s->index, true, &t);
     if (rc)
-        goto out;
-    for (size_t i = 0; i < nops && rc == 0; i++) {
+        return rc;
+    for (size_t i = 0; i < n && rc == 0; i++) {
         unsigned char key[4];
-        rec_key(ops[i].id, key);
-        if (ops[i].kind == OP_PUT) {
-            rc = cfs_index_put(t, CACHE_DB, key, sizeof(key), &ops[i].rec, sizeof(ops[i].rec));
+        rec_key(ops[i].e.id, key);
+        if (ops[i].kind == CFS_SSD_PUT) {
+            struct cache_rec r;
+            rec_of(&ops[i].e, &r);
+            rc = cfs_index_put(t, CACHE_DB, key, sizeof(key), &r, sizeof(r));
         } else {
             rc = cfs_index_del(t, CACHE_DB, key, sizeof(key));
             if (rc == -ENOENT)
@@ -216,137 +256,103 @@ int cfs_cache_sync(struct cfs_cache *c)
         cfs_index_abort(t);
     else
         rc = cfs_index_commit(t);
-out:
-    pthread_mutex_unlock(&c->ix_mu);
-    free(ops);
     return rc;
 }
 
-/* ---- recovery and warm restart */
-
-struct loaded {
-    unsigned char key[16];
-    size_t klen;
-    struct cache_rec rec;
-    bool valid_shape;
-};
-
 struct walk {
-    struct loaded *v;
+    struct cfs_ssd_stored *v;
     size_t n, cap;
 };
 
 static int collect(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {
     struct walk *w = arg;
+    struct cache_rec r;
+
     if (w->n == w->cap) {
         size_t cap = w->cap ? w->cap * 2 : 256;
-        struct loaded *v = realloc(w->v, cap * sizeof(*v));
+        struct cfs_ssd_stored *v = realloc(w->v, cap * sizeof(*v));
         if (!v)
             return -ENOMEM;
         w->v = v;
         w->cap = cap;
     }
-    struct loaded *l = &w->v[w->n++];
+    struct cfs_ssd_stored *l = &w->v[w->n++];
     memset(l, 0, sizeof(*l));
     l->klen = klen < sizeof(l->key) ? klen : sizeof(l->key);
     memcpy(l->key, key, l->klen);
-    l->valid_shape = klen == 4 && vlen == sizeof(l->rec);
-    if (l->valid_shape)
-        memcpy(&l->rec, val, sizeof(l->rec));
+    if (klen != 4 || vlen != sizeof(r))
+        return 0;
+    memcpy(&r, val, sizeof(r));
+    l->complete = r.magic == CACHE_REC_MAGIC && r.version == CACHE_REC_VERSION &&
+                  r.state == CACHE_REC_COMPLETE && r.tier == CACHE_REC_TIER_SSD;
+    l->e = (struct cfs_ssd_entry){
+        .id = (uint32_t)l->key[0] << 24 | (uint32_t)l->key[1] << 16 | (uint32_t)l->key[2] << 8 |
+              l->key[3],
+        .len = r.len,
+        .xxh = r.xxh,
+        .src_size = r.src_size,
+        .mtime_sec = r.mtime_sec,
+        .mtime_nsec = r.mtime_nsec,
+        .path_hash = r.path_hash,
+    };
     return 0;
 }
 
-/* 0: serve it; else the counter to blame. */
-static uint64_t *judge(struct cfs_cache *c, const struct cfs_cache_params *p,
-                       const struct loaded *l, uint32_t id)
-{
-    const struct cache_rec *r = &l->rec;
-    struct cfs_cache_source now;
-    struct stat st;
-    char name[32];
-
-    if (!l->valid_shape || r->magic != CACHE_REC_MAGIC || r->version != CACHE_REC_VERSION ||
-        r->state != CACHE_REC_COMPLETE || r->tier != CFS_TIER_SSD)
-        return &c->st.incomplete;
-    if (id >= c->nfiles || !p->source || p->source(p->source_arg, id, &now) != 0)
-        return &c->st.stale;
-    if (now.size != r->src_size || now.mtime_sec != r->mtime_sec ||
-        now.mtime_nsec != r->mtime_nsec || now.path_hash != r->path_hash || r->len != r->src_size)
-        return &c->st.stale;
-    cache_ssd_name(id, false, name, sizeof(name));
-    if (fstatat(c->ssd_dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
-        (uint64_t)st.st_size != r->len)
-        return &c->st.incomplete; /* lost or cut short by a crash */
-    return NULL;
-}
-
-static int load_records(struct cfs_cache *c, const struct cfs_cache_params *p)
+int cfs_ssd_load(struct cfs_ssd_store *s, struct cfs_ssd_stored **out, size_t *n)
 {
     struct walk w = {0};
     struct cfs_index_txn *t = NULL;
-    size_t ndel = 0;
     int rc;
 
-    rc = cfs_index_begin(c->index, false, &t);
+    *out = NULL;
+    *n = 0;
+    if (!s->index)
+        return 0;
+    rc = cfs_index_begin(s->index, false, &t);
     if (rc)
         return rc;
     rc = cfs_index_foreach(t, CACHE_DB, collect, &w);
     cfs_index_abort(t);
-    t = NULL;
-    if (rc)
-        goto out;
+    if (rc) {
+        free(w.v);
+        return rc;
+    }
+    *out = w.v;
+    *n = w.n;
+    return 0;
+}
 
-    for (size_t i = 0; i < w.n; i++) {
-        struct loaded *l = &w.v[i];
-        uint32_t id = l->klen == 4 ? (uint32_t)l->key[0] << 24 | (uint32_t)l->key[1] << 16 |
-                                         (uint32_t)l->key[2] << 8 | l->key[3]
-                                   : UINT32_MAX;
-        uint64_t *blame = judge(c, p, l, id);
-        struct centry *e = NULL;
-        if (!blame && (e = calloc(1, sizeof(*e)))) {
-            e->id = id;
-            e->state = CFS_CACHE_SSD;
-            e->tier = CFS_TIER_SSD;
-            e->fd = -1;
-            e->len = l->rec.len;
-            e->charge = cache_round(e->len);
-            e->xxh = l->rec.xxh;
-            e->src = (struct cfs_cache_source){l->rec.src_size, l->rec.mtime_sec, l->rec.mtime_nsec,
-                                               l->rec.path_hash};
-            if (cache_insert_loaded(c, e) == 0) {
-                c->st.loaded++;
-                continue;
-            }
-            free(e);
-            rc = -ENOMEM;
-            goto out;
-        }
-        if (!e && !blame) {
-            rc = -ENOMEM;
-            goto out;
-        }
-        (*blame)++;
-        if (ndel != i)
-            w.v[ndel] = *l; /* compact the records to delete to the front */
-        ndel++;
+bool cfs_ssd_file_holds(struct cfs_ssd_store *s, uint32_t id, uint64_t len)
+{
+    char name[32];
+    struct stat st;
+    entry_name(id, false, name, sizeof(name));
+    return fstatat(s->dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+           (uint64_t)st.st_size == len;
+}
+
+int cfs_ssd_forget(struct cfs_ssd_store *s, const struct cfs_ssd_stored *v, size_t n)
+{
+    struct cfs_index_txn *t = NULL;
+    int rc;
+
+    if (!s->index || n == 0)
+        return 0;
+    rc = cfs_index_begin(s->index, true, &t);
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        rc = cfs_index_del(t, CACHE_DB, v[i].key, v[i].klen);
+        if (rc == -ENOENT)
+            rc = 0;
     }
-    if (ndel) {
-        rc = cfs_index_begin(c->index, true, &t);
-        for (size_t i = 0; i < ndel && rc == 0; i++) {
-            rc = cfs_index_del(t, CACHE_DB, w.v[i].key, w.v[i].klen);
-            if (rc == -ENOENT)
-                rc = 0;
-        }
-        if (t && rc)
-            cfs_index_abort(t);
-        else if (t)
-            rc = cfs_index_commit(t);
-    }
-out:
-    free(w.v);
+    if (t && rc)
+        cfs_index_abort(t);
+    else if (t)
+        rc = cfs_index_commit(t);
     return rc;
 }
+
+/* ---- orphans */
 
 static bool parse_name(const char *s, uint32_t *id, bool *tmp)
 {
@@ -363,10 +369,10 @@ static bool parse_name(const char *s, uint32_t *id, bool *tmp)
     return *tmp || s[8] == '\0';
 }
 
-/* Unlink every file of ours that no loaded record claims. */
-static int remove_orphans(struct cfs_cache *c)
+int cfs_ssd_remove_orphans(struct cfs_ssd_store *s, const uint8_t *keep, uint32_t nkeep,
+                           uint64_t *removed)
 {
-    int dfd = dup(c->ssd_dirfd);
+    int dfd = dup(s->dirfd);
     DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
     struct dirent *de;
 
@@ -381,69 +387,11 @@ static int remove_orphans(struct cfs_cache *c)
         bool tmp;
         if (!parse_name(de->d_name, &id, &tmp))
             continue; /* not ours: leave it */
-        if (!tmp && id < c->nfiles && c->slot[id])
+        if (!tmp && id < nkeep && (keep[id / 8] & (1u << (id % 8))))
             continue;
-        if (unlinkat(c->ssd_dirfd, de->d_name, 0) == 0)
-            c->st.orphans++;
+        if (unlinkat(s->dirfd, de->d_name, 0) == 0)
+            (*removed)++;
     }
     closedir(d);
     return 0;
-}
-
-int cache_ssd_open(struct cfs_cache *c, const struct cfs_cache_params *p, char *err, size_t errlen)
-{
-    size_t n = strlen(p->ssd_dir) + sizeof("/cache");
-    int rc;
-
-    c->ssd_path = malloc(n);
-    if (!c->ssd_path) {
-        snprintf(err, errlen, "cache: out of memory");
-        return -ENOMEM;
-    }
-    snprintf(c->ssd_path, n, "%s/cache", p->ssd_dir);
-    if (mkdir(p->ssd_dir, 0700) < 0 && errno != EEXIST) {
-        rc = -errno;
-        snprintf(err, errlen, "ssd_dir %s: %s", p->ssd_dir, strerror(-rc));
-        return rc;
-    }
-    if (mkdir(c->ssd_path, 0700) < 0 && errno != EEXIST) {
-        rc = -errno;
-        snprintf(err, errlen, "ssd_dir %s: %s", c->ssd_path, strerror(-rc));
-        return rc;
-    }
-    c->ssd_dirfd = open(c->ssd_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (c->ssd_dirfd < 0) {
-        rc = -errno;
-        snprintf(err, errlen, "ssd_dir %s: %s", c->ssd_path, strerror(-rc));
-        return rc;
-    }
-    c->ssd = true;
-    c->index = p->index;
-
-    /* Called before any other thread can see the cache; mu is taken for the
-     * helpers' sake only. */
-    pthread_mutex_lock(&c->mu);
-    rc = c->index ? load_records(c, p) : 0;
-    if (rc == 0)
-        rc = remove_orphans(c);
-    if (rc == 0)
-        cache_trim_tier(c, CFS_TIER_SSD); /* the capacity may have shrunk */
-    pthread_mutex_unlock(&c->mu);
-    if (rc) {
-        snprintf(err, errlen, "cache index in %s: %s", p->ssd_dir, strerror(-rc));
-        return rc;
-    }
-    rc = cfs_cache_sync(c); /* deletions of trimmed entries */
-    if (rc)
-        snprintf(err, errlen, "cache index in %s: %s", p->ssd_dir, strerror(-rc));
-    return rc;
-}
-
-void cache_ssd_close(struct cfs_cache *c)
-{
-    if (c->ssd_dirfd >= 0)
-        close(c->ssd_dirfd);
-    c->ssd_dirfd = -1;
-    free(c->ssd_path);
-    c->ssd_path = NULL;
 }
