@@ -1,5 +1,19 @@
-/* Private to the catalog module (catalog.c, catalog_scan.c, catalog_order.c,
- * catalog_store.c). */
+/* Private to the catalog module.  Its files form layers, each calling only
+ * the layers below it:
+ *
+ *   3  catalog.c        entry points: cfs_catalog_open() (load, or scan +
+ *                       order + store) and the synthetic catalogs;
+ *   2  catalog_store.c  the catalog's copy in LMDB: load it when still
+ *                       valid for the source, save it after a scan;
+ *   1  catalog_scan.c   fills the entries from SOURCE (ids, names, stats);
+ *      catalog_order.c  fills the sample list (the dataset's index order)
+ *                       from the entries; the two do not call each other,
+ *                       the scan hands the order its facts (cfs_scan_aux);
+ *   0  catalog_table.c  the in-memory structure: flat arrays of entries,
+ *                       names and samples, growing them, and the public
+ *                       read-only accessors.
+ *
+ * The declarations below are grouped by the layer that defines them. */
 #ifndef CLAIRFS_CATALOG_I_H
 #define CLAIRFS_CATALOG_I_H
 
@@ -7,6 +21,8 @@
 #include <sys/stat.h>
 
 #include "clairfs/catalog.h"
+
+/* ---- layer 0: catalog_table.c */
 
 struct cfs_catalog {
     struct cfs_entry *e;
@@ -20,6 +36,20 @@ struct cfs_catalog {
     bool from_index;
 };
 
+struct cfs_catalog *cfs_catalog_alloc(void);
+int cfs_catalog_reserve(struct cfs_catalog *c, uint32_t entries, size_t name_bytes);
+/* Append an entry from a stat, with its name; returns the id or -errno. */
+int64_t cfs_catalog_append(struct cfs_catalog *c, const char *name, size_t len, const struct stat *st,
+                           cfs_id parent);
+/* Recount the regular files, directories and bytes. */
+void cfs_catalog_totals(struct cfs_catalog *c);
+
+/* A one-line message into err (names may hold newlines). */
+void cfs_catalog_errf(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- layer 1: catalog_scan.c, catalog_order.c */
+
 /* Scan-time facts that do not survive in the entries. */
 struct cfs_scan_aux {
     /* 1 for a symlink kept as a link because its target directory is one of
@@ -28,32 +58,17 @@ struct cfs_scan_aux {
     uint8_t *loop;
 };
 
-struct cfs_catalog *cfs_catalog_alloc(void);
-int cfs_catalog_reserve(struct cfs_catalog *c, uint32_t entries, size_t name_bytes);
-/* Append an entry from a stat, with its name; returns the id or -errno. */
-int64_t cfs_catalog_append(struct cfs_catalog *c, const char *name, size_t len, const struct stat *st,
-                           cfs_id parent);
-void cfs_catalog_totals(struct cfs_catalog *c);
-
 int cfs_catalog_scan(struct cfs_catalog *c, const char *source, struct cfs_scan_aux *aux, char *err,
                      size_t errlen);
 int cfs_catalog_build_order(struct cfs_catalog *c, const struct cfs_catalog_params *p,
                             const struct cfs_scan_aux *aux, char *err, size_t errlen);
 
-/* Persistence (catalog_store.c).  load returns 0 when a valid stored catalog
- * was loaded into *out, 1 when there is none or it is stale (scan), -errno
- * on an error that makes the index unusable. */
+/* ---- layer 2: catalog_store.c.  load returns 0 when a valid stored
+ * catalog was loaded into *out, 1 when there is none or it is stale (scan),
+ * -errno on an error that makes the index unusable. */
 int cfs_catalog_store_load(const struct cfs_catalog_params *p, struct cfs_catalog **out, char *err,
                            size_t errlen);
 int cfs_catalog_store_save(const struct cfs_catalog_params *p, const struct cfs_catalog *c, char *err,
                            size_t errlen);
-
-void cfs_catalog_errf(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-/* Python str order of file names: code points of the UTF-8 decoding with
- * surrogateescape (an undecodable byte b becomes U+DC00+b). */
-int cfs_pystr_cmp(const char *a, size_t alen, const char *b, size_t blen);
-bool cfs_utf8_valid(const char *s, size_t len);
 
 #endif

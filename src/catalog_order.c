@@ -1,4 +1,10 @@
-/* Index order: which file dataset index i names (DESIGN.md fact 2).
+/* Index order: which file dataset index i names, the numbering a PyTorch
+ * dataset gives its samples and that a sampler's indices refer to.
+ *
+ * Place in the layer order (src/catalog_i.h): layer 1.  It fills the
+ * sample list of a scanned catalog through the structure's accessors
+ * (catalog_table.c), using the scan's facts handed over in cfs_scan_aux;
+ * catalog.c calls it after the scan.
  *
  * order=sorted: every regular file (or link to one) by relative path,
  * bytewise.  A directory's subtree sorts as if its name ended in '/', so
@@ -11,7 +17,7 @@
  *                  for f in sorted(files): keep if f.lower() ends with an
  *                  image extension
  * Python sorts str by code point, with undecodable bytes as U+DC80..U+DCFF
- * (cfs_pystr_cmp), and sorted(os.walk()) sorts directories by their whole
+ * (pystr_cmp), and sorted(os.walk()) sorts directories by their whole
  * path: "a/b c" comes before "a/b/x" (' ' < '/'), so a class's directories
  * are collected and sorted as paths, not walked depth first.  os.walk's
  * "files" are all non-directories, broken links included, so a broken link
@@ -125,6 +131,90 @@ out:
 
 /* ---- order=imagefolder ---- */
 
+/* Python str order of file names: code points of the UTF-8 decoding with
+ * surrogateescape (an undecodable byte b becomes U+DC00+b). */
+
+/* One code point of Python's UTF-8 decoding with surrogateescape.  A byte
+ * that does not start a complete, shortest-form, non-surrogate sequence is
+ * escaped alone; this gives the same result as Python's maximal-subpart
+ * error ranges, since every byte in such a range is escaped one by one. */
+static uint32_t cp_next(const unsigned char *s, size_t n, size_t *i)
+{
+    size_t k = *i;
+    unsigned b = s[k];
+    if (b < 0x80) {
+        *i = k + 1;
+        return b;
+    }
+    unsigned need = 0, lo = 0x80, hi = 0xBF;
+    uint32_t cp = 0;
+    if (b >= 0xC2 && b <= 0xDF) {
+        need = 1;
+        cp = b & 0x1F;
+    } else if (b >= 0xE0 && b <= 0xEF) {
+        need = 2;
+        cp = b & 0x0F;
+        if (b == 0xE0)
+            lo = 0xA0;
+        else if (b == 0xED)
+            hi = 0x9F;
+    } else if (b >= 0xF0 && b <= 0xF4) {
+        need = 3;
+        cp = b & 0x07;
+        if (b == 0xF0)
+            lo = 0x90;
+        else if (b == 0xF4)
+            hi = 0x8F;
+    }
+    if (need == 0 || k + need >= n)
+        goto escape;
+    for (unsigned j = 1; j <= need; j++) {
+        unsigned t = s[k + j];
+        if (t < (j == 1 ? lo : 0x80) || t > (j == 1 ? hi : 0xBF))
+            goto escape;
+        cp = (cp << 6) | (t & 0x3F);
+    }
+    *i = k + 1 + need;
+    return cp;
+escape:
+    *i = k + 1;
+    return 0xDC00 + b;
+}
+
+static int pystr_cmp(const char *a, size_t alen, const char *b, size_t blen)
+{
+    const unsigned char *x = (const unsigned char *)a, *y = (const unsigned char *)b;
+    size_t i = 0, j = 0;
+    while (i < alen && j < blen) {
+        if (x[i] < 0x80 && y[j] < 0x80) {
+            if (x[i] != y[j])
+                return x[i] < y[j] ? -1 : 1;
+            i++;
+            j++;
+            continue;
+        }
+        uint32_t ca = cp_next(x, alen, &i), cb = cp_next(y, blen, &j);
+        if (ca != cb)
+            return ca < cb ? -1 : 1;
+    }
+    return (i < alen) - (j < blen);
+}
+
+static bool utf8_valid(const char *s, size_t len)
+{
+    const unsigned char *x = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < len) {
+        if (x[i] < 0x80) {
+            i++;
+            continue;
+        }
+        if (cp_next(x, len, &i) - 0xDC80u < 0x80u)
+            return false;
+    }
+    return true;
+}
+
 static const char *const img_ext[] = {".jpg", ".jpeg", ".png", ".ppm", ".bmp",
                                       ".pgm", ".tif", ".tiff", ".webp"};
 
@@ -151,7 +241,7 @@ static int py_name_cmp(const void *pa, const void *pb, void *arg)
 {
     const struct cfs_catalog *c = arg;
     const struct cfs_entry *a = &c->e[*(const cfs_id *)pa], *b = &c->e[*(const cfs_id *)pb];
-    return cfs_pystr_cmp(c->names + a->name_off, a->name_len, c->names + b->name_off, b->name_len);
+    return pystr_cmp(c->names + a->name_off, a->name_len, c->names + b->name_off, b->name_len);
 }
 
 /* ids[0..n) are in bytewise name order; put them in Python order.  The two
@@ -160,7 +250,7 @@ static void py_sort_names(struct cfs_catalog *c, cfs_id *ids, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i++) {
         const struct cfs_entry *e = &c->e[ids[i]];
-        if (!cfs_utf8_valid(c->names + e->name_off, e->name_len)) {
+        if (!utf8_valid(c->names + e->name_off, e->name_len)) {
             qsort_r(ids, n, sizeof(*ids), py_name_cmp, c);
             return;
         }
@@ -176,7 +266,7 @@ static int dirpath_cmp(const void *pa, const void *pb, void *arg)
 {
     const char *pool = arg;
     const struct dirpath *a = pa, *b = pb;
-    return cfs_pystr_cmp(pool + a->off, a->len, pool + b->off, b->len);
+    return pystr_cmp(pool + a->off, a->len, pool + b->off, b->len);
 }
 
 struct ifscratch {

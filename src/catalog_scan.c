@@ -1,5 +1,9 @@
 /* Scanning SOURCE into the catalog.
  *
+ * Place in the layer order (src/catalog_i.h): layer 1.  It fills the
+ * entries through the structure's append (catalog_table.c) and hands the
+ * facts the index order needs in cfs_scan_aux; catalog.c calls it.
+ *
  * Breadth first: directory i is read when the loop over ids reaches it, its
  * entries are appended at the end, then that range is sorted by name, so a
  * directory's children get contiguous ids in bytewise name order and the

@@ -1,5 +1,9 @@
 /* The catalog's copy in LMDB (database "catalog").
  *
+ * Place in the layer order (src/catalog_i.h): layer 2.  It copies the
+ * structure (catalog_table.c) to and from the index and never scans:
+ * "no valid copy" is an answer (1) that catalog.c turns into a scan.
+ *
  * Four records: "meta" (format version, sizes, the source and order the
  * catalog was made for, the list file's mtime and size, a checksum of the
  * blobs), and three blobs "entries", "names", "samples" that are the

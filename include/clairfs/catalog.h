@@ -1,5 +1,6 @@
 /* The catalog: every entry of SOURCE, scanned once, with a stable id, and
- * the dataset's index order (DESIGN.md fact 2).
+ * the dataset's index order (dataset index i -> file, as PyTorch numbers
+ * the samples).
  *
  * Ids are assigned breadth first with each directory's children sorted by
  * name (bytewise), so a directory's children are the contiguous ids
