@@ -3,15 +3,16 @@
  * It owns everything that has a lock or a policy: the id table and the
  * entry states, what each tier is charged, the eviction heaps' membership
  * and keys (next use, or LRU ticks), fetches and their waiters, readers'
- * pins, the queue of index records and when it is
- * committed, and at create the judgement of each stored entry against its
- * source (the source callback is asked here, never by the store).  The
- * design is described at the top of include/clairfs/cache.h.
+ * pins, the queue of index records and when it is committed, and at create
+ * the judgement of each stored entry against its source (the source
+ * callback is asked here, never by the store).  The design is described at
+ * the top of include/clairfs/cache.h.
  *
  * Layer order (src/cache_i.h): this file calls down into cache_kernel.c
  * (zombies of kernel-backed entries), cache_heap.c (the heaps as a data
  * structure) and cache_ssd.c (the SSD store: files and records, handed
- * plain ids, lengths, checksums and records); none of them calls back.  Slow store work (writing, verifying, committing) is done with mu
+ * plain ids, lengths, checksums and records); none of them calls back.
+ * Slow store work (writing, verifying, committing) is done with mu
  * released, the entry flagged so no one else touches it meanwhile. */
 #include "cache_i.h"
 
