@@ -17,7 +17,7 @@
 
 #include "clairfs/cache.h"
 #include "clairfs/index.h"
-#include "src/cache_i.h" /* the record layout, to craft a crashed index */
+#include "src/cache_ssd.h" /* the record layout, to craft a crashed index */
 
 #define PAGE 4096u
 
