@@ -14,7 +14,7 @@ fi
 meson compile -C "$build"
 meson test -C "$build" --print-errorlogs --num-processes 2 "$@"
 
-# Sanitizers, valgrind and fuzzing (issue 7); CLAIRFS_SKIP_SANITIZERS=1 skips.
+# Sanitizers, valgrind and fuzzing; CLAIRFS_SKIP_SANITIZERS=1 skips.
 if [ "${CLAIRFS_SKIP_SANITIZERS:-0}" != 1 ]; then
-    tools/test-sanitizers.sh
+    tests/sanitizers/run.sh
 fi

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The option table is the one source of truth: every -o option that
 # `clairfs --help` lists must be documented in the man page and README, and
-# the man page must render without warnings.
+# the man page must render without warnings.  docs/design.md's interface
+# contract must list the same options and metric families.
 set -u
 clairfs=${CLAIRFS:?CLAIRFS must name the clairfs binary}
 root=${CLAIRFS_SOURCE_ROOT:?}
@@ -14,6 +15,8 @@ for opt in $options; do
         { echo "FAIL: -o $opt is missing from man/clairfs.1"; failures=$((failures + 1)); }
     grep -q "\`$opt[=\`]" "$root/README.md" ||
         { echo "FAIL: -o $opt is missing from README.md's option table"; failures=$((failures + 1)); }
+    grep -q "\`$opt[=\`]" "$root/docs/design.md" ||
+        { echo "FAIL: -o $opt is missing from docs/design.md's option table"; failures=$((failures + 1)); }
 done
 echo "checked $(echo "$options" | wc -l) options"
 
@@ -22,6 +25,8 @@ metrics=$(grep -o '"clairfs_[a-z_]*"' "$root/src/metrics.c" | tr -d '"' | sort -
 for name in $metrics; do
     grep -q "\`$name\|\`clairfs_catalog_files\`, .*\`${name#clairfs_catalog}\`" "$root/README.md" ||
         { echo "FAIL: metric $name is missing from README.md"; failures=$((failures + 1)); }
+    grep -q "^| \`$name\` |" "$root/docs/design.md" ||
+        { echo "FAIL: metric $name is missing from docs/design.md's metric families"; failures=$((failures + 1)); }
 done
 echo "checked $(echo "$metrics" | wc -l) metric families"
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fault injection: a trainer that reads in another order than the mount's
-# registered seed (issue 7).  The mount serves trainer rank 0 of world=2
+# registered seed.  The mount serves trainer rank 0 of world=2
 # with seed=5; the trainer's rank 0 replays seed=6 (and a mount without seed
 # is the reactive baseline), over a clairfs-pfsemu source, RAM tier at half
 # the dataset.  World 2, because the tracker's reordering window is at least

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fault injection: SIGTERM with reads in flight (issue 7).  The source is a
+# Fault injection: SIGTERM with reads in flight.  The source is a
 # slow clairfs-pfsemu (2 MB/s, 5 ms per read), so that when the daemon gets
 # SIGTERM, fetches and FUSE reads are in flight.  Promised and checked:
 #  - the daemon exits (status 0: a signal is a clean stop) within 20 s;

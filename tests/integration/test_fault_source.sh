@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fault injection: source files modified, truncated or removed while mounted
-# (issue 7).  The promise: a reader gets the old version it cached, or the
+# (suite faults).  The promise: a reader gets the old version it cached, or the
 # new version in full, or a clear error — never a mix of old and new bytes.
 #
 # What the code does (the catalog, with its sizes and mtimes, is fixed for

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fault injection on the SSD tier and its LMDB index (issue 7); every byte
+# Fault injection on the SSD tier and its LMDB index; every byte
 # read is compared with the source (clairfs-bench --verify):
 #  - entries damaged during a mount (one truncated, one with a flipped byte,
 #    one deleted): the first two are caught at open (length, xxh3) and

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Load and soak, bounded in time (issue 7); every byte read through the
+# Load and soak, bounded in time; every byte read through the
 # mount is compared with the source by tests/reader_stress.c:
 #  - 16 reader threads over 3 epochs (each a fresh shuffle) of 600 files,
 #    RAM tier at a quarter of the dataset plus an SSD tier, so that

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Distributed mounts under mpirun (issue 5, suite 'mpi'):
+# Distributed mounts under mpirun (suite 'mpi'):
 #   test_mpi_mount.sh SCENARIO
 #   files   -np 2 (shared memory) and -np 4 (TCP): every file on every mount
 #           equals the source; one node unmounts while the others serve.

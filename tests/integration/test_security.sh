@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Security promises of a mount (issue 7), checked as user `nobody` against a
+# Security promises of a mount, checked as user `nobody` against a
 # mount made by root (read-only is test_mount_serve.sh's):
 #  - with allow_other, permissions are the source's (default_permissions):
 #    a 0600 root file and a file under a 0700 root directory are EACCES for

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One mount-read-unmount cycle for tools/test-sanitizers.sh: a daemon run
+# One mount-read-unmount cycle for tests/sanitizers/run.sh: a daemon run
 # under a sanitizer build or under a wrapper (valgrind), THREADS reader
 # threads that read every file twice in their own order and compare every
 # byte with the source, then fusermount3 -u.  Exits with the daemon's exit

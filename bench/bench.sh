@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The side-by-side benchmark (issue 6): one trainer replay (clairfs-bench,
+# The side-by-side benchmark behind README's "Performance" section: one trainer replay (clairfs-bench,
 # 4 DataLoader workers, batches of 32, a training step per batch) over every
 # way of reaching a generated ImageNet-like dataset, in one run:
 #
@@ -23,7 +23,7 @@
 # docs/bench/ (latest.png, latest.csv, latest.md) and the figures in the
 # "Performance" section of README.md.
 #
-# usage: tools/bench.sh [--quick] [--out DIR] [options]
+# usage: bench/bench.sh [--quick] [--out DIR] [options]
 #   --quick          2000 files (~250 MB) instead of 8000 (~0.9 GB)
 #   --out DIR        results (default BUILD/bench-results, else /tmp)
 #   --build DIR      meson build directory (default $CLAIRFS_BUILD or build)
@@ -43,7 +43,7 @@
 # one, and everything at all on exit, Ctrl-C or TERM.
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-cmdline="tools/bench.sh${*:+ $*}"
+cmdline="bench/bench.sh${*:+ $*}"
 
 quick=0 out= build=${CLAIRFS_BUILD:-build} compute_arg= only= docs=1
 while [ $# -gt 0 ]; do

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The issue-4 benchmark: clairfs over an emulated PFS (clairfs-pfsemu: 2 ms
+# The cache benchmark: clairfs over an emulated PFS (clairfs-pfsemu: 2 ms
 # per open, 200 MB/s shared) against the same reader on the PFS directly, on
 # local memory and on bindfs, all measured side by side in one run.  Prints
 # figures and ratios, asserts nothing.
 #
-#   tools/bench-cache.sh [--quick] [BUILD_DIR]
+#   bench/bench-cache.sh [--quick] [BUILD_DIR]
 #
 # Reader: clairfs-bench, 4 workers, batch 32, prefetch factor 2, files read
 # whole.  Dataset: ~8000 ImageNet-sized files (~0.9 GB; --quick: 2000).

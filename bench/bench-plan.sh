@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Planner scaling benchmark (issue 3): time and peak RSS of clairfs-plan for
+# Planner scaling benchmark: time and peak RSS of clairfs-plan for
 # an ImageNet-1k-shaped synthetic dataset, how both grow with n, epochs and
 # nodes, and the simulator's figures for ram = 25/50/100 % of a node's share.
 #
-# Usage: tools/bench-plan.sh [CLAIRFS_PLAN] [SIM_EPOCHS]
+# Usage: bench/bench-plan.sh [CLAIRFS_PLAN] [SIM_EPOCHS]
 # SIM_EPOCHS (default 10): the simulator replays every access of the node
 # (with a heap for Belady), so the policy table uses fewer epochs than 90.
 # Figures are wall seconds and max RSS of one process on one core; they vary

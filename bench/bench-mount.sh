@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Mount benchmark (issue 2): reading and walking a ~100 k-file tree in tmpfs
+# Mount benchmark: reading and walking a ~100 k-file tree in tmpfs
 # directly, through bindfs and through clairfs, side by side in one run.
 #
-# usage: tools/bench-mount.sh [--quick] [--reps N] [--classes C --files F]
+# usage: bench/bench-mount.sh [--quick] [--reps N] [--classes C --files F]
 #                             [--size SPEC] [--data DIR]
 #
 #   --quick        10 x 1000 files instead of 100 x 1000
@@ -17,7 +17,7 @@
 # none: the mount serves without a seed); BENCH_TMP the tmpfs directory for
 # the tree, the mount points and clairfs's index (default /dev/shm).
 #
-# Readers (each timed alone; the file readers are tools/clairfs-bench,
+# Readers (each timed alone; the file readers are clairfs-bench,
 # which reads every file whole with 64 KiB read(2)s into reused buffers;
 # xargs cat spends most of its time mapping and unmapping a buffer per file):
 #   par4   4 worker threads, batches of 32, files in directory order

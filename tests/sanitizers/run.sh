@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The sanitizer, valgrind and fuzz stage of CI (issue 7), after the normal
-# suite.  Four parts, each a clean pass or a failure of the whole stage:
+# The sanitizer, valgrind and fuzz stage of CI, after the normal suite
+# (tools/test.sh runs it).  Four parts, each a clean pass or a failure of the whole stage:
 #
 #  asan      clang ASan+UBSan build (build-asan): the unit, mount and tools
 #            suites; the FUSE daemons the mount tests start are that build's
@@ -24,7 +24,7 @@
 # CLAIRFS_BUILD (the normal build, default "build"), CLAIRFS_FUZZ_SECONDS,
 # CLAIRFS_FUZZ_SEED (default 1; 0 = a random seed each run).
 set -euo pipefail
-top=$(cd "$(dirname "$0")/.." && pwd)
+top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top"
 
 parts=${CLAIRFS_SAN_PARTS:-asan tsan valgrind fuzz}

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Distributed clairfs on one host (issue 5): epoch time of a 4-rank trainer
+# Distributed clairfs on one host: epoch time of a 4-rank trainer
 # replay (clairfs-bench, one trainer rank per node, all ranks at once) over
 #   pfs        the emulated PFS directly (clairfs-pfsemu over a copy in /tmp)
 #   clairfs    NODES clairfs daemons under mpirun over TCP, sharing their
@@ -9,7 +9,7 @@
 # epoch time is the slowest rank's (synchronous training waits for it).
 # Figures, not assertions.
 #
-#   tools/bench-mpi.sh [BUILD_DIR] [--nodes N] [--epochs E] [--files F]
+#   bench/bench-mpi.sh [BUILD_DIR] [--nodes N] [--epochs E] [--files F]
 #
 # Environment: PFS_OPTS (clairfs-pfsemu -o options; default its own: 2 ms per
 # open, 0.5 ms per read, 200 MiB/s shared), OMPI_* as usual.  As root the

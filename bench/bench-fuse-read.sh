@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# FUSE read-path experiment (issue 4): how should clairfs hand cached bytes
+# FUSE read-path experiment (figures in docs/read-path.md): how should clairfs hand cached bytes
 # to the kernel?  Every way is measured side by side in one run against
 # reading the same files from tmpfs directly (the ceiling) and bindfs.
 #
-# usage: tools/bench-fuse-read.sh [BENCH_FUSE_READ] [--reps N] [--files N]
+# usage: bench/bench-fuse-read.sh [BENCH_FUSE_READ] [--reps N] [--files N]
 #                                 [--size MEAN] [--threads T]
 #
 #   BENCH_FUSE_READ  the bench-fuse-read binary (default
-#                    $CLAIRFS_BUILD/bench-fuse-read, CLAIRFS_BUILD default
-#                    <top>/build)
+#                    $CLAIRFS_BUILD/bench/bench-fuse-read, CLAIRFS_BUILD default
+#                    <top>/build, configured with -Dbenchmarks=true)
 #   --reps N         repetitions (default 3; medians are reported)
 #   --files N, --size MEAN   the dataset (default 8000 files of 55-165 KB,
 #                    ~0.88 GB, in a fresh tmpfs directory under BENCH_TMP,
@@ -42,7 +42,7 @@
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
-bin=${CLAIRFS_BUILD:-$top/build}/bench-fuse-read
+bin=${CLAIRFS_BUILD:-$top/build}/bench/bench-fuse-read
 if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then bin=$1; shift; fi
 reps=3 files=8000 size=110000 threads=4
 while [ $# -gt 0 ]; do
