@@ -1,5 +1,5 @@
 #!/bin/bash
-# clairfs-plan's command line (issue 3, "Bad input"): every bad option,
+# clairfs-plan's command line, bad input and good paths: every bad option,
 # list file or SOURCE gives a non-zero exit, nothing on stdout and exactly
 # one line on stderr that names the option, or the file and line; and the
 # good paths give exactly the output known by construction (--print-order
