@@ -1,4 +1,16 @@
-#include "fs.h"
+/* The FUSE low-level operations over the catalog: names, attributes,
+ * directory listings, symlinks and statfs from the catalog and the source
+ * directory; open and read of regular files through the data path
+ * (prefetch.h), which answers from a cache tier or the source; EROFS for
+ * everything that would write.  The control namespace and the state xattr
+ * are fs_ctl.c's.
+ *
+ * Each open file's handle is reference-counted (fs_i.h, struct fs_open):
+ * the kernel may send RELEASE before the thread that replied to the last
+ * READ has let go of the bytes.  Lookups of catalog inodes are counted, so
+ * that the page-cache stager stores only into inodes the kernel knows and
+ * learns (FORGET to zero) when the kernel dropped one with its pages. */
+#include "fs_i.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,97 +26,6 @@
 #include <unistd.h>
 
 #include "clairfs/log.h"
-
-/* The dataset does not change during a mount, so the kernel may keep names
- * and attributes for a day.  The control namespace changes (ready appears,
- * metrics grow), so its entries are never cached. */
-#define CATALOG_TIMEOUT 86400.0
-#define CTL_TIMEOUT 0.0
-
-/* Control namespace inodes: the directory, then one per file. */
-#define CTL_DIR_INO ((fuse_ino_t)0xffffffffffffff00ull)
-#define CTL_FILE_INO(f) (CTL_DIR_INO + 1 + (fuse_ino_t)(f))
-
-static const char state_xattr[] = "user.clairfs.state";
-
-struct cfs_fs {
-    const struct cfs_catalog *catalog;
-    uint32_t nentries;
-    char *source;
-    int source_fd;
-    struct cfs_ctl *ctl;
-    struct cfs_metrics *metrics;
-    uid_t owner_uid;
-    gid_t owner_gid;
-    bool splice_read;
-    bool source_has_ctl_name; /* SOURCE/.clairfs exists and is shadowed */
-    struct timespec start;
-    cfs_fs_state_fn state_fn;
-    void *state_arg;
-    struct cfs_prefetch *prefetch; /* the data path; NULL: read the source */
-    /* One bit per entry: an open of it failed and was logged already. */
-    _Atomic uint64_t *open_err_logged;
-    /* The kernel's lookup count of each catalog inode: a page-cache store
-     * needs the inode known, and FORGET down to 0 means its pages are gone. */
-    _Atomic uint64_t *nlookup;
-    struct fuse_session *se; /* for the page-cache notifications */
-};
-
-/* An open control file: readable ones hold the text rendered at open. */
-struct ctl_handle {
-    enum cfs_ctl_file file;
-    char *text;
-    size_t len;
-};
-
-/* fi->fh of every open file.  The kernel sends RELEASE as soon as it has
- * taken the reply of the last READ, which can be before the thread that
- * wrote that reply has returned from writev/splice: freeing the bytes in
- * RELEASE would race with the replying thread's last look at them (ASan
- * reports exactly that).  So each read holds a reference, the open holds
- * one, and whichever ends last frees the handle. */
-enum open_kind { OPEN_CTL, OPEN_DATA };
-
-struct fs_open {
-    _Atomic unsigned refs;
-    enum open_kind kind;
-    void *handle; /* struct ctl_handle or cfs_prefetch_file */
-};
-
-static struct fs_open *open_wrap(enum open_kind kind, void *handle)
-{
-    struct fs_open *o = malloc(sizeof(*o));
-    if (o) {
-        atomic_init(&o->refs, 1);
-        o->kind = kind;
-        o->handle = handle;
-    }
-    return o;
-}
-
-static struct fs_open *open_of(const struct fuse_file_info *fi)
-{
-    return (struct fs_open *)(uintptr_t)fi->fh;
-}
-
-static struct cfs_fs *fs_of(fuse_req_t req)
-{
-    return fuse_req_userdata(req);
-}
-
-static bool is_ctl_ino(fuse_ino_t ino)
-{
-    return ino >= CTL_DIR_INO && ino <= CTL_FILE_INO(CFS_CTL_NFILES - 1);
-}
-
-/* The catalog entry behind ino, or NULL for anything else. */
-static const struct cfs_entry *entry_of(const struct cfs_fs *fs, fuse_ino_t ino, cfs_id *id)
-{
-    if (ino == 0 || ino - 1 >= fs->nentries)
-        return NULL;
-    *id = (cfs_id)(ino - 1);
-    return cfs_catalog_entry(fs->catalog, *id);
-}
 
 static void entry_stat(const struct cfs_fs *fs, cfs_id id, const struct cfs_entry *e,
                        struct stat *st)
@@ -125,38 +46,11 @@ static void entry_stat(const struct cfs_fs *fs, cfs_id id, const struct cfs_entr
     st->st_ctim = st->st_mtim;
 }
 
-static bool ctl_file_visible(const struct cfs_fs *fs, enum cfs_ctl_file f)
-{
-    return f != CFS_CTL_READY || cfs_ctl_is_ready(fs->ctl);
-}
-
-static int ctl_stat(const struct cfs_fs *fs, fuse_ino_t ino, struct stat *st)
-{
-    memset(st, 0, sizeof(*st));
-    st->st_ino = ino;
-    st->st_uid = fs->owner_uid;
-    st->st_gid = fs->owner_gid;
-    st->st_mtim = st->st_atim = st->st_ctim = fs->start;
-    if (ino == CTL_DIR_INO) {
-        st->st_mode = S_IFDIR | 0555;
-        st->st_nlink = 2;
-        return 0;
-    }
-    enum cfs_ctl_file f = (enum cfs_ctl_file)(ino - CTL_FILE_INO(0));
-    if (!ctl_file_visible(fs, f))
-        return -ENOENT;
-    /* Contents are rendered at open and served with direct_io, so the size
-     * is reported as 0 and readers read to EOF. */
-    st->st_mode = cfs_ctl_file_mode(f);
-    st->st_nlink = 1;
-    return 0;
-}
-
 static int any_stat(const struct cfs_fs *fs, fuse_ino_t ino, struct stat *st)
 {
     cfs_id id;
     if (is_ctl_ino(ino))
-        return ctl_stat(fs, ino, st);
+        return fs_ctl_stat(fs, ino, st);
     const struct cfs_entry *e = entry_of(fs, ino, &id);
     if (!e)
         return -ESTALE;
@@ -253,19 +147,14 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         return;
     }
     if (parent == CTL_DIR_INO) {
-        int f = cfs_ctl_file_lookup(name);
-        if (strcmp(name, "..") == 0) {
-            fill_entry(fs, FUSE_ROOT_ID, &ep);
-            (void)reply_entry_counted(req, fs, &ep);
-        } else if (strcmp(name, ".") == 0) {
-            fill_entry(fs, CTL_DIR_INO, &ep);
-            fuse_reply_entry(req, &ep);
-        } else if (f < 0 || !ctl_file_visible(fs, (enum cfs_ctl_file)f)) {
+        /* Counted like any entry: only ".." (the root) has a count. */
+        fuse_ino_t ino = fs_ctl_lookup(fs, name);
+        if (!ino) {
             fuse_reply_err(req, ENOENT);
-        } else {
-            fill_entry(fs, CTL_FILE_INO(f), &ep);
-            fuse_reply_entry(req, &ep);
+            return;
         }
+        fill_entry(fs, ino, &ep);
+        (void)reply_entry_counted(req, fs, &ep);
         return;
     }
     cfs_id dir;
@@ -414,7 +303,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
             child = dir ? (id == 0 ? FUSE_ROOT_ID : (fuse_ino_t)dir->parent + 1) : FUSE_ROOT_ID;
         } else if (!dir) {
             enum cfs_ctl_file f = (enum cfs_ctl_file)(k - 2);
-            if (!ctl_file_visible(fs, f))
+            if (!fs_ctl_file_visible(fs, f))
                 continue;
             name = cfs_ctl_file_name(f);
             child = CTL_FILE_INO(f);
@@ -475,55 +364,6 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 
 /* ---- files ------------------------------------------------------------------ */
 
-static void ctl_open(fuse_req_t req, struct cfs_fs *fs, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-    enum cfs_ctl_file f = (enum cfs_ctl_file)(ino - CTL_FILE_INO(0));
-    int acc = fi->flags & O_ACCMODE;
-    if (ino == CTL_DIR_INO) {
-        fuse_reply_err(req, EISDIR);
-        return;
-    }
-    if (!ctl_file_visible(fs, f)) {
-        fuse_reply_err(req, ENOENT);
-        return;
-    }
-    if ((f == CFS_CTL_CONTROL) != (acc == O_WRONLY)) {
-        fuse_reply_err(req, EACCES);
-        return;
-    }
-    struct ctl_handle *h = calloc(1, sizeof(*h));
-    if (!h) {
-        fuse_reply_err(req, ENOMEM);
-        return;
-    }
-    h->file = f;
-    if (f != CFS_CTL_CONTROL) {
-        /* One snapshot per open: a reader sees consistent figures however
-         * many reads it takes. */
-        int rc = cfs_ctl_render(fs->ctl, f, &h->text, &h->len);
-        if (rc < 0) {
-            free(h);
-            fuse_reply_err(req, -rc);
-            return;
-        }
-    }
-    struct fs_open *o = open_wrap(OPEN_CTL, h);
-    if (!o) {
-        free(h->text);
-        free(h);
-        fuse_reply_err(req, ENOMEM);
-        return;
-    }
-    fi->fh = (uint64_t)(uintptr_t)o;
-    fi->direct_io = 1;
-    fi->nonseekable = f == CFS_CTL_CONTROL;
-    if (fuse_reply_open(req, fi) != 0) {
-        free(h->text);
-        free(h);
-        free(o);
-    }
-}
-
 /* A regular file through the data path. */
 static void prefetch_open(fuse_req_t req, struct cfs_fs *fs, cfs_id id, struct fuse_file_info *fi)
 {
@@ -583,7 +423,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct cfs_fs *fs = fs_of(req);
     if (is_ctl_ino(ino)) {
-        ctl_open(req, fs, ino, fi);
+        fs_ctl_open(req, fs, ino, fi);
         return;
     }
     cfs_id id;
@@ -609,20 +449,6 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     prefetch_open(req, fs, id, fi);
 }
 
-static void ctl_read(fuse_req_t req, struct ctl_handle *h, size_t size, off_t off)
-{
-    if (h->file == CFS_CTL_CONTROL) {
-        fuse_reply_err(req, EBADF);
-        return;
-    }
-    if (off < 0 || (size_t)off >= h->len) {
-        fuse_reply_buf(req, NULL, 0);
-        return;
-    }
-    size_t n = h->len - (size_t)off;
-    fuse_reply_buf(req, h->text + off, n < size ? n : size);
-}
-
 static void open_put(struct cfs_fs *fs, struct fs_open *o);
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -634,7 +460,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     atomic_fetch_add_explicit(&o->refs, 1, memory_order_relaxed);
     switch (o->kind) {
     case OPEN_CTL:
-        ctl_read(req, o->handle, size, off);
+        fs_ctl_read(req, o->handle, size, off);
         break;
     case OPEN_DATA:
         cfs_metrics_add(fs->metrics, CFS_M_READ_REQUESTS, 1);
@@ -649,12 +475,9 @@ static void open_put(struct cfs_fs *fs, struct fs_open *o)
     if (atomic_fetch_sub_explicit(&o->refs, 1, memory_order_acq_rel) != 1)
         return;
     switch (o->kind) {
-    case OPEN_CTL: {
-        struct ctl_handle *h = o->handle;
-        free(h->text);
-        free(h);
+    case OPEN_CTL:
+        fs_ctl_handle_free(o->handle);
         break;
-    }
     case OPEN_DATA:
         cfs_prefetch_release(fs->prefetch, o->handle);
         break;
@@ -670,42 +493,6 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     fuse_reply_err(req, 0);
 }
 
-static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
-                     struct fuse_file_info *fi)
-{
-    (void)off;
-    (void)fi;
-    struct cfs_fs *fs = fs_of(req);
-    if (ino != CTL_FILE_INO(CFS_CTL_CONTROL)) {
-        fuse_reply_err(req, EROFS);
-        return;
-    }
-    int rc = cfs_ctl_write(fs->ctl, buf, size);
-    if (rc < 0)
-        fuse_reply_err(req, -rc);
-    else
-        fuse_reply_write(req, size);
-}
-
-/* Only `control` may be truncated, because a shell's `>` does that before
- * writing; every other attribute change is a write to a read-only tree. */
-static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
-                       struct fuse_file_info *fi)
-{
-    (void)fi;
-    struct cfs_fs *fs = fs_of(req);
-    const int times = FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW |
-                      FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME;
-    if (ino == CTL_FILE_INO(CFS_CTL_CONTROL) && (to_set & FUSE_SET_ATTR_SIZE) &&
-        attr->st_size == 0 && (to_set & ~(FUSE_SET_ATTR_SIZE | times)) == 0) {
-        struct stat st;
-        ctl_stat(fs, ino, &st);
-        fuse_reply_attr(req, &st, CTL_TIMEOUT);
-        return;
-    }
-    fuse_reply_err(req, EROFS);
-}
-
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
     (void)ino;
@@ -717,55 +504,6 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
     }
     sv.f_flag |= ST_RDONLY;
     fuse_reply_statfs(req, &sv);
-}
-
-/* ---- extended attributes ----------------------------------------------------- */
-
-static bool has_state_xattr(const struct cfs_fs *fs, fuse_ino_t ino, cfs_id *id)
-{
-    if (is_ctl_ino(ino))
-        return false;
-    const struct cfs_entry *e = entry_of(fs, ino, id);
-    return e && S_ISREG(e->mode);
-}
-
-static void reply_xattr_value(fuse_req_t req, const char *value, size_t len, size_t size)
-{
-    if (size == 0)
-        fuse_reply_xattr(req, len);
-    else if (size < len)
-        fuse_reply_err(req, ERANGE);
-    else
-        fuse_reply_buf(req, value, len);
-}
-
-static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
-{
-    struct cfs_fs *fs = fs_of(req);
-    cfs_id id;
-    if (strcmp(name, state_xattr) != 0 || !has_state_xattr(fs, ino, &id)) {
-        fuse_reply_err(req, ENODATA);
-        return;
-    }
-    char state[32] = "pfs";
-    if (fs->state_fn) {
-        int rc = fs->state_fn(fs->state_arg, id, state, sizeof(state));
-        if (rc < 0) {
-            fuse_reply_err(req, -rc);
-            return;
-        }
-    }
-    reply_xattr_value(req, state, strlen(state), size);
-}
-
-static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
-{
-    struct cfs_fs *fs = fs_of(req);
-    cfs_id id;
-    if (has_state_xattr(fs, ino, &id))
-        reply_xattr_value(req, state_xattr, sizeof(state_xattr), size);
-    else
-        reply_xattr_value(req, "", 0, size);
 }
 
 /* ---- everything that would write ------------------------------------------- */
@@ -848,7 +586,7 @@ static const struct fuse_lowlevel_ops fs_ops = {
     .forget = op_forget,
     .forget_multi = op_forget_multi,
     .getattr = op_getattr,
-    .setattr = op_setattr,
+    .setattr = fs_op_setattr,
     .readlink = op_readlink,
     .mknod = erofs_mknod,
     .mkdir = erofs_mkdir,
@@ -859,7 +597,7 @@ static const struct fuse_lowlevel_ops fs_ops = {
     .link = erofs_link,
     .open = op_open,
     .read = op_read,
-    .write = op_write,
+    .write = fs_op_write,
     .release = op_release,
     .opendir = op_opendir,
     .readdir = op_readdir,
@@ -867,8 +605,8 @@ static const struct fuse_lowlevel_ops fs_ops = {
     .releasedir = op_releasedir,
     .statfs = op_statfs,
     .setxattr = erofs_setxattr,
-    .getxattr = op_getxattr,
-    .listxattr = op_listxattr,
+    .getxattr = fs_op_getxattr,
+    .listxattr = fs_op_listxattr,
     .removexattr = erofs_removexattr,
     .create = erofs_create,
     .fallocate = erofs_fallocate,

@@ -1,7 +1,9 @@
 /* The FUSE low-level operations: the catalog and the control namespace
  * presented as a read-only filesystem.  Private to the daemon (it includes
- * the FUSE headers); everything it serves comes from the catalog, the ctl
- * module and the source directory.
+ * the FUSE headers).  Names and attributes come from the catalog, file
+ * bytes from the data path (prefetch.h), symlink targets and statfs from
+ * the source directory, the control files from the ctl module (fs.c, and
+ * fs_ctl.c for .clairfs/ and the state xattr).
  *
  * Inodes need no table: a catalog entry's inode is its id + 1 (the root,
  * id 0, is FUSE_ROOT_ID), and the control namespace lives at the top of the
@@ -31,9 +33,9 @@ struct cfs_fs_config {
     struct cfs_metrics *metrics;
     uid_t owner_uid; /* owner of .clairfs/ and its files */
     gid_t owner_gid;
-    /* Answer reads with the source fd in the reply buffer, so that libfuse
-     * splices the bytes into /dev/fuse instead of copying them through a
-     * user buffer. */
+    /* Ask the kernel for splice writes, so that a reply from an SSD entry's
+     * file (an fd in the reply buffer) is spliced into /dev/fuse instead of
+     * copied through a user buffer. */
     bool splice_read;
 };
 
@@ -51,9 +53,9 @@ void cfs_fs_destroy(struct cfs_fs *fs);
 /* Install before the session starts serving. */
 void cfs_fs_set_state_hook(struct cfs_fs *fs, cfs_fs_state_fn fn, void *arg);
 
-/* Serve regular files through the data path (cache tiers, prefetcher)
- * instead of reading the source directly.  Install before the session
- * starts serving; the prefetcher also answers user.clairfs.state. */
+/* The data path (cache tiers, prefetcher) that serves every regular file's
+ * bytes.  Required: install before the session starts serving; the
+ * prefetcher also answers user.clairfs.state. */
 void cfs_fs_set_prefetch(struct cfs_fs *fs, struct cfs_prefetch *pf);
 
 /* The kernel side of page-cache staging over session se, for

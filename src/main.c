@@ -1,29 +1,32 @@
 /* clairfs: command line, checks, and the life of the mount.
  *
- * Order matters so that a failed start never leaves anything behind and the
- * exit status tells the truth: parse and check every argument, load the
- * catalog, and only then mount; detach from the terminal (fuse_daemonize)
- * only once the mount is live, so the parent's exit status reports whether
- * the mount exists.  Every failure before that point is one line on stderr
- * and exit status 1.
+ * main() runs phases in order, each of which either succeeds or leaves a
+ * one-line reason in d->err; one teardown undoes whatever the phases built,
+ * in reverse.  Order matters so that a failed start never leaves anything
+ * behind and the exit status tells the truth: parse and check every
+ * argument, load the catalog, make the run configuration and the plan, and
+ * only then mount; detach from the terminal (fuse_daemonize) only once the
+ * mount is live, so the parent's exit status reports whether the mount
+ * exists.  Every failure before that point is one line on stderr and exit
+ * status 1.  The data path's threads and LMDB environment start after
+ * fuse_daemonize (neither survives a fork).
  *
  * The mount is not made `ro` in the kernel although the tree is read-only:
  * a read-only mount would refuse writes to .clairfs/control too.  Every
  * write-type operation answers EROFS from fs.c instead; `-o ro` is still
  * accepted (and then control is read-only as well).
  *
- * Under mpirun (issue 5) each rank is one node of a distributed mount.  MPI
- * is initialised first, before any thread exists; the daemon stays in the
+ * Under mpirun each rank is one node of a distributed mount.  MPI is
+ * initialised first, before any thread exists; the daemon stays in the
  * foreground (Open MPI does not support fork after MPI_Init; an info line
  * says so when -f was not given).  {rank} in MOUNTPOINT, ssd_dir and index
- * is the MPI rank.  The nodes then meet twice, with one MPI_Allgather each
- * (start_exchange): after the catalog (every node's status and trainer
- * ranks, followed by the agreement check of catalog and options), and after
- * the plan.  A node that fails before a meeting still attends it (from the
- * exit path) with a failed status, so that no node waits forever in a
- * collective and every node exits non-zero, nothing mounted.  The peer
- * thread starts once the cache exists (it serves from it) and leaves before
- * the cache goes; MPI_Finalize comes last, and waits for every node. */
+ * is the MPI rank.  The nodes meet twice before mounting (peer_startup.h):
+ * after the run configuration (every node's status and trainer ranks, then
+ * the agreement on catalog and configuration) and after the plan; a node
+ * that fails attends the meetings left from its teardown, so that every
+ * node exits non-zero with nothing mounted.  The peer thread starts once
+ * the cache exists (it serves from it) and leaves before the cache goes;
+ * MPI_Finalize comes last, and waits for every node. */
 #include <errno.h>
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
@@ -46,8 +49,9 @@
 #include "clairfs/metrics.h"
 #include "clairfs/options.h"
 #include "clairfs/peer.h"
-#include "clairfs/plan.h"
+#include "clairfs/peer_startup.h"
 #include "clairfs/prefetch.h"
+#include "clairfs/run_config.h"
 #include "fs.h"
 
 #define USAGE "usage: clairfs [-f] [-d] [-o OPT[,OPT...]] SOURCE MOUNTPOINT"
@@ -349,45 +353,6 @@ static double seconds_since(const struct timespec *t0)
     return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
 }
 
-/* One node's word at a start-up meeting of the nodes. */
-struct node_word {
-    uint32_t failed;
-    uint32_t first, count; /* the trainer ranks it serves */
-};
-
-#define START_MEETINGS 2
-
-/* Meeting number *met of the nodes: every node's word in all (size
- * entries).  0 when every node is fine, -ECANCELED when one is not (err
- * names them), -EIO. */
-static int start_exchange(struct cfs_peer *peer, int *met, const struct node_word *mine,
-                          struct node_word *all, char *err, size_t errlen)
-{
-    int n = cfs_peer_size(peer);
-    (*met)++;
-    int rc = cfs_peer_allgather(peer, mine, sizeof(*mine), all, err, errlen);
-    if (rc < 0)
-        return rc;
-    size_t pos = 0;
-    int bad = 0;
-    for (int r = 0; r < n; r++) {
-        if (!all[r].failed)
-            continue;
-        int k = snprintf(err + pos, errlen - pos, "%s%d", bad ? "," : "", r);
-        if (k > 0 && (size_t)k < errlen - pos)
-            pos += (size_t)k;
-        bad++;
-    }
-    if (!bad)
-        return 0;
-    if (mine->failed)
-        err[0] = '\0'; /* this node has said why */
-    else
-        snprintf(err + pos, errlen - pos, ": %s could not start (see %s messages); not mounting",
-                 bad == 1 ? "that node" : "those nodes", bad == 1 ? "its" : "their");
-    return -ECANCELED;
-}
-
 static int run_session(struct fuse_session *se)
 {
 #if FUSE_USE_VERSION >= FUSE_MAKE_VERSION(3, 12)
@@ -406,322 +371,389 @@ static int run_session(struct fuse_session *se)
 #endif
 }
 
-int main(int argc, char **argv)
-{
+/* Everything the phases build; the teardown frees what is there. */
+struct daemon {
+    struct cmdline cl;
     struct fuse_args args;
-    struct cmdline cl = {0};
-    char err[1024] = "";
-    char *source = NULL, *mountpoint = NULL, *index_dir = NULL, *mount_opts = NULL;
-    char *fsname = NULL;
-    struct cfs_catalog *catalog = NULL;
-    struct cfs_ctl *ctl = NULL;
-    struct cfs_fs *fs = NULL;
-    struct cfs_prefetch *pf = NULL;
-    char *ssd_dir = NULL;
-    int data_fd = -1;
-    struct fuse_session *se = NULL;
+    char err[1024];
+    struct cfs_peer *peer;
+    struct cfs_peer_startup *startup;
+    int rank, nodes;
+    char *source, *mountpoint, *ssd_dir, *index_dir;
     struct cfs_metrics metrics;
-    bool signals = false, mounted = false;
-    int status = 1, rc;
-    struct cfs_peer *peer = NULL;
-    int rank = 0, nodes = 1, met = 0;
-    struct node_word word = {0}, *words = NULL;
-    struct cfs_rank_range *node_ranks = NULL;
+    struct cfs_catalog *catalog;
+    double catalog_secs;
+    struct cfs_ctl *ctl;
+    struct cfs_fs *fs;
+    struct cfs_run_config run;
+    int data_fd;
+    struct cfs_prefetch *pf;
+    double plan_secs;
+    char *fsname, *mount_opts;
+    struct fuse_session *se;
+    bool signals, mounted;
+};
 
-    cfs_log_init(argv[0], LOG_INFO);
-    /* MPI first: before any thread, and it may take its own arguments. */
-    if (cfs_peer_init(&argc, &argv, &peer, err, sizeof(err)) < 0) {
-        cfs_err("%s", err);
-        return 1;
-    }
-    rank = cfs_peer_rank(peer);
-    nodes = cfs_peer_size(peer);
-    if (peer) {
+/* A phase's result: go on, stop with status 0 (--help), or fail (d->err
+ * says why, or is empty when the reason is already reported). */
+enum { PHASE_OK = 0, PHASE_DONE = 1, PHASE_FAILED = -1 };
+
+static int nomem(struct daemon *d)
+{
+    snprintf(d->err, sizeof(d->err), "out of memory");
+    return PHASE_FAILED;
+}
+
+/* MPI first: before any thread, and it may take its own arguments. */
+static int start_peers(struct daemon *d, int *argc, char ***argv)
+{
+    if (cfs_peer_init(argc, argv, &d->peer, d->err, sizeof(d->err)) < 0)
+        return PHASE_FAILED;
+    d->rank = cfs_peer_rank(d->peer);
+    d->nodes = cfs_peer_size(d->peer);
+    if (d->peer) {
         char name[64];
-        snprintf(name, sizeof(name), "clairfs[rank %d]", rank);
+        snprintf(name, sizeof(name), "clairfs[rank %d]", d->rank);
         cfs_log_init(name, LOG_INFO);
-        if (!(words = calloc((size_t)nodes, sizeof(*words))) ||
-            !(node_ranks = calloc((size_t)nodes, sizeof(*node_ranks)))) {
-            cfs_err("out of memory");
-            free(words);
-            cfs_peer_destroy(peer);
-            return 1;
-        }
     }
-    args = (struct fuse_args)FUSE_ARGS_INIT(argc, argv);
-    cfs_options_init(&cl.opts);
-    cfs_metrics_init(&metrics);
+    return cfs_peer_startup_create(d->peer, &d->startup, d->err, sizeof(d->err)) < 0
+               ? PHASE_FAILED
+               : PHASE_OK;
+}
 
-    if (fuse_opt_parse(&args, &cl, cmdline_spec, cmdline_proc) < 0) {
+static int parse_command_line(struct daemon *d)
+{
+    struct cmdline *cl = &d->cl;
+    if (fuse_opt_parse(&d->args, cl, cmdline_spec, cmdline_proc) < 0) {
         /* fuse_opt reports its own errors (e.g. -o without a value). */
-        if (cl.err[0])
-            cfs_err("%s", cl.err);
-        goto out;
+        snprintf(d->err, sizeof(d->err), "%s", cl->err);
+        return PHASE_FAILED;
     }
-    if (cl.help) {
+    if (cl->help) {
         print_help();
-        status = 0;
-        goto out;
+        return PHASE_DONE;
     }
-    if (cl.version) {
+    if (cl->version) {
         printf("clairfs %s (libfuse %s)\n", CLAIRFS_VERSION, fuse_pkgversion());
-        status = 0;
-        goto out;
+        return PHASE_DONE;
     }
-    if (cl.nargs < 2) {
-        cfs_err("%s", cl.nargs ? "missing MOUNTPOINT (" USAGE ")" : USAGE);
-        goto out;
+    if (cl->nargs < 2) {
+        snprintf(d->err, sizeof(d->err), "%s", cl->nargs ? "missing MOUNTPOINT (" USAGE ")" : USAGE);
+        return PHASE_FAILED;
     }
-    if (cl.debug)
+    if (cl->debug)
         cfs_log_set_level(LOG_DEBUG);
-    if (peer && !cl.foreground) {
+    if (d->peer && !cl->foreground) {
         cfs_info("running under MPI: staying in the foreground (Open MPI does not support "
                  "fork after MPI_Init)");
-        cl.foreground = true;
+        cl->foreground = true;
     }
-    if (cfs_options_validate(&cl.opts, err, sizeof(err)) < 0)
-        goto fail;
+    return cfs_options_validate(&cl->opts, d->err, sizeof(d->err)) < 0 ? PHASE_FAILED : PHASE_OK;
+}
 
-    if (check_dir("source", cl.source, &source, err, sizeof(err)) < 0)
-        goto fail;
-    char *mp_expanded = cfs_options_expand_rank(cl.mountpoint, rank);
+/* SOURCE, MOUNTPOINT, the SSD tier's directory and the index directory. */
+static int check_paths(struct daemon *d)
+{
+    const struct cfs_options *o = &d->cl.opts;
+    int rc;
+    if (check_dir("source", d->cl.source, &d->source, d->err, sizeof(d->err)) < 0)
+        return PHASE_FAILED;
+    char *mp_expanded = cfs_options_expand_rank(d->cl.mountpoint, d->rank);
     if (!mp_expanded)
-        goto nomem;
-    rc = check_dir("mountpoint", mp_expanded, &mountpoint, err, sizeof(err));
+        return nomem(d);
+    rc = check_dir("mountpoint", mp_expanded, &d->mountpoint, d->err, sizeof(d->err));
     free(mp_expanded);
-    if (rc < 0 || check_mountpoint(mountpoint, source, err, sizeof(err)) < 0)
-        goto fail;
+    if (rc < 0 || check_mountpoint(d->mountpoint, d->source, d->err, sizeof(d->err)) < 0)
+        return PHASE_FAILED;
     /* The SSD tier's directory first: the default index lives inside it. */
-    if (cl.opts.ssd_dir) {
-        if (!(ssd_dir = cfs_options_expand_rank(cl.opts.ssd_dir, rank)))
-            goto nomem;
-        if ((rc = mkdir_p(ssd_dir, 0700)) < 0) {
-            snprintf(err, sizeof(err), "ssd_dir %s: %s", ssd_dir, strerror(-rc));
-            goto fail;
+    if (o->ssd_dir) {
+        if (!(d->ssd_dir = cfs_options_expand_rank(o->ssd_dir, d->rank)))
+            return nomem(d);
+        if ((rc = mkdir_p(d->ssd_dir, 0700)) < 0) {
+            snprintf(d->err, sizeof(d->err), "ssd_dir %s: %s", d->ssd_dir, strerror(-rc));
+            return PHASE_FAILED;
         }
     }
-    index_dir = index_dir_for(&cl.opts, source, rank, err, sizeof(err));
-    if (!index_dir) {
-        if (!err[0])
-            goto nomem;
-        goto fail;
-    }
+    d->index_dir = index_dir_for(o, d->source, d->rank, d->err, sizeof(d->err));
+    if (!d->index_dir)
+        return d->err[0] ? PHASE_FAILED : nomem(d);
+    return PHASE_OK;
+}
 
+/* The catalog, and the filesystem that serves it with its control files. */
+static int load_catalog(struct daemon *d)
+{
+    const struct cfs_options *o = &d->cl.opts;
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     struct cfs_catalog_params cp = {
-        .source = source,
-        .order = cl.opts.order,
-        .order_list = cl.opts.order_list,
-        .index_dir = index_dir,
-        .rescan = cl.opts.rescan,
+        .source = d->source,
+        .order = o->order,
+        .order_list = o->order_list,
+        .index_dir = d->index_dir,
+        .rescan = o->rescan,
     };
-    rc = cfs_catalog_open(&cp, &catalog, err, sizeof(err));
+    int rc = cfs_catalog_open(&cp, &d->catalog, d->err, sizeof(d->err));
     if (rc < 0) {
-        if (!err[0])
-            snprintf(err, sizeof(err), "catalog of %s: %s", source, strerror(-rc));
-        goto fail;
+        if (!d->err[0])
+            snprintf(d->err, sizeof(d->err), "catalog of %s: %s", d->source, strerror(-rc));
+        return PHASE_FAILED;
     }
-    double catalog_secs = seconds_since(&t0);
-    bool from_index = cfs_catalog_loaded_from_index(catalog);
-    cfs_metrics_set(&metrics, CFS_M_CATALOG_FILES, cfs_catalog_file_count(catalog));
-    cfs_metrics_set(&metrics, CFS_M_CATALOG_DIRS, cfs_catalog_dir_count(catalog));
-    cfs_metrics_set(&metrics, CFS_M_CATALOG_BYTES, cfs_catalog_total_bytes(catalog));
-    cfs_metrics_set(&metrics, CFS_M_CATALOG_FROM_INDEX, from_index);
+    d->catalog_secs = seconds_since(&t0);
+    cfs_metrics_set(&d->metrics, CFS_M_CATALOG_FILES, cfs_catalog_file_count(d->catalog));
+    cfs_metrics_set(&d->metrics, CFS_M_CATALOG_DIRS, cfs_catalog_dir_count(d->catalog));
+    cfs_metrics_set(&d->metrics, CFS_M_CATALOG_BYTES, cfs_catalog_total_bytes(d->catalog));
+    cfs_metrics_set(&d->metrics, CFS_M_CATALOG_FROM_INDEX,
+                    cfs_catalog_loaded_from_index(d->catalog));
 
-    if (cfs_ctl_create(&metrics, &ctl) < 0)
-        goto nomem;
+    if (cfs_ctl_create(&d->metrics, &d->ctl) < 0)
+        return nomem(d);
     struct cfs_fs_config fc = {
-        .catalog = catalog,
-        .source = source,
-        .ctl = ctl,
-        .metrics = &metrics,
+        .catalog = d->catalog,
+        .source = d->source,
+        .ctl = d->ctl,
+        .metrics = &d->metrics,
         .owner_uid = getuid(),
         .owner_gid = getgid(),
         .splice_read = getenv("CLAIRFS_NO_SPLICE") == NULL,
     };
-    if (cfs_fs_create(&fc, &fs, err, sizeof(err)) < 0)
-        goto fail;
+    return cfs_fs_create(&fc, &d->fs, d->err, sizeof(d->err)) < 0 ? PHASE_FAILED : PHASE_OK;
+}
 
-    if (peer) {
-        /* First meeting: everyone's status and trainer ranks, then the
-         * agreement on catalog and options. */
-        struct cfs_rank_range mine;
-        if (cl.opts.has_ranks)
-            mine = (struct cfs_rank_range){cl.opts.rank_first,
-                                           cl.opts.rank_last - cl.opts.rank_first + 1};
-        else
-            cfs_plan_default_ranks(cl.opts.world, (uint32_t)nodes, (uint32_t)rank, &mine);
-        word = (struct node_word){0, mine.first, mine.count};
-        if (start_exchange(peer, &met, &word, words, err, sizeof(err)) < 0)
-            goto fail;
-        for (int r = 0; r < nodes; r++)
-            node_ranks[r] = (struct cfs_rank_range){words[r].first, words[r].count};
-        struct cfs_peer_agreement agreement;
-        cfs_peer_agreement_fill(&agreement, &cl.opts, cfs_catalog_hash(catalog));
-        char why[768];
-        rc = cfs_peer_agree(peer, &agreement, why, sizeof(why));
-        if (rc < 0) {
-            snprintf(err, sizeof(err), "the nodes disagree, not mounting: %s", why);
-            goto fail;
-        }
-    }
+/* The run configuration, then the first meeting of the nodes: every node's
+ * ranks, and the agreement on catalog and configuration. */
+static int configure_run(struct daemon *d)
+{
+    struct cfs_run_inputs in = {
+        .opts = &d->cl.opts,
+        .nsamples = cfs_catalog_sample_count(d->catalog),
+        .nodes = (uint32_t)d->nodes,
+        .node = (uint32_t)d->rank,
+        .ssd_dir = d->ssd_dir,
+    };
+    if (cfs_run_config_make(&in, &d->run, d->err, sizeof(d->err)) < 0)
+        return PHASE_FAILED;
+    return cfs_peer_startup_meet_config(d->startup, &d->run, cfs_catalog_hash(d->catalog),
+                                        d->err, sizeof(d->err)) < 0
+               ? PHASE_FAILED
+               : PHASE_OK;
+}
 
-    /* The data path: options checked and the plan computed now, so that a
-     * bad seed, sampler or tier fails before the mount; its threads and the
-     * LMDB environment come after fuse_daemonize (neither survives a fork). */
-    data_fd = open(source, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (data_fd < 0) {
-        snprintf(err, sizeof(err), "source %s: %s", source, strerror(errno));
-        goto fail;
+/* The data path: the plan is computed now, so that a bad seed, sampler or
+ * tier fails before the mount; then the second meeting of the nodes. */
+static int prepare_data_path(struct daemon *d)
+{
+    d->data_fd = open(d->source, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (d->data_fd < 0) {
+        snprintf(d->err, sizeof(d->err), "source %s: %s", d->source, strerror(errno));
+        return PHASE_FAILED;
     }
+    /* The prefetcher still reads the options: hand it the configuration's
+     * SSD capacity as an ssd= so that it does not size the tier again. */
+    struct cfs_options opts = d->cl.opts;
+    opts.has_ssd = true;
+    opts.ssd = d->run.ssd;
+    struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     struct cfs_prefetch_params pp = {
-        .catalog = catalog, .opts = &cl.opts, .source_fd = data_fd, .ssd_dir = ssd_dir,
-        .index_dir = index_dir, .metrics = &metrics, .progress = cl.foreground,
-        .peer = peer, .node_ranks = peer ? node_ranks : NULL,
+        .catalog = d->catalog, .opts = &opts, .source_fd = d->data_fd, .ssd_dir = d->ssd_dir,
+        .index_dir = d->index_dir, .metrics = &d->metrics, .window = d->run.window,
+        .progress = d->cl.foreground, .peer = d->peer,
+        .node_ranks = d->peer ? d->run.node_ranks : NULL,
     };
-    if (cfs_prefetch_create(&pp, &pf, err, sizeof(err)) < 0)
-        goto fail;
-    double plan_secs = seconds_since(&t0);
-    /* Second meeting: every node has its plan, so every node will mount. */
-    if (peer && start_exchange(peer, &met, &word, words, err, sizeof(err)) < 0)
-        goto fail;
+    if (cfs_prefetch_create(&pp, &d->pf, d->err, sizeof(d->err)) < 0)
+        return PHASE_FAILED;
+    d->plan_secs = seconds_since(&t0);
+    /* Every node has its plan, so every node will mount. */
+    return cfs_peer_startup_meet_planned(d->startup, d->err, sizeof(d->err)) < 0 ? PHASE_FAILED
+                                                                                : PHASE_OK;
+}
 
+/* The FUSE session, mounted, and the daemon detached once the mount is live. */
+static int mount_session(struct daemon *d)
+{
+    struct cmdline *cl = &d->cl;
     /* libfuse parses -o lists itself, so a comma in the source path must be
      * escaped. */
-    if (!cl.fsname && asprintf(&fsname, "clairfs:%s", source) < 0)
-        goto nomem;
+    if (!cl->fsname && asprintf(&d->fsname, "clairfs:%s", d->source) < 0) {
+        d->fsname = NULL;
+        return nomem(d);
+    }
     char subtype[300];
-    snprintf(subtype, sizeof(subtype), "subtype=%s", cl.subtype ? cl.subtype : "clairfs");
+    snprintf(subtype, sizeof(subtype), "subtype=%s", cl->subtype ? cl->subtype : "clairfs");
     char fsname_opt[PATH_MAX + 64];
-    snprintf(fsname_opt, sizeof(fsname_opt), "fsname=%s", cl.fsname ? cl.fsname : fsname);
-    if (fuse_opt_add_opt_escaped(&mount_opts, fsname_opt) < 0 ||
-        fuse_opt_add_opt(&mount_opts, subtype) < 0 ||
-        fuse_opt_add_opt(&mount_opts, "default_permissions") < 0 ||
-        fuse_opt_add_arg(&args, "-o") < 0 || fuse_opt_add_arg(&args, mount_opts) < 0 ||
-        (cl.debug && fuse_opt_add_arg(&args, "-d") < 0))
-        goto nomem;
+    snprintf(fsname_opt, sizeof(fsname_opt), "fsname=%s", cl->fsname ? cl->fsname : d->fsname);
+    if (fuse_opt_add_opt_escaped(&d->mount_opts, fsname_opt) < 0 ||
+        fuse_opt_add_opt(&d->mount_opts, subtype) < 0 ||
+        fuse_opt_add_opt(&d->mount_opts, "default_permissions") < 0 ||
+        fuse_opt_add_arg(&d->args, "-o") < 0 || fuse_opt_add_arg(&d->args, d->mount_opts) < 0 ||
+        (cl->debug && fuse_opt_add_arg(&d->args, "-d") < 0))
+        return nomem(d);
 
-    se = fuse_session_new(&args, cfs_fs_ops(), sizeof(*cfs_fs_ops()), fs);
-    if (!se) {
-        snprintf(err, sizeof(err), "cannot start a FUSE session");
-        goto fail;
+    d->se = fuse_session_new(&d->args, cfs_fs_ops(), sizeof(*cfs_fs_ops()), d->fs);
+    if (!d->se) {
+        snprintf(d->err, sizeof(d->err), "cannot start a FUSE session");
+        return PHASE_FAILED;
     }
-    if (fuse_set_signal_handlers(se) != 0) {
-        snprintf(err, sizeof(err), "cannot install signal handlers");
-        goto fail;
+    if (fuse_set_signal_handlers(d->se) != 0) {
+        snprintf(d->err, sizeof(d->err), "cannot install signal handlers");
+        return PHASE_FAILED;
     }
-    signals = true;
-    if (fuse_session_mount(se, mountpoint) != 0) {
-        snprintf(err, sizeof(err), "cannot mount %s (is /dev/fuse available?)", mountpoint);
-        goto fail;
+    d->signals = true;
+    if (fuse_session_mount(d->se, d->mountpoint) != 0) {
+        snprintf(d->err, sizeof(d->err), "cannot mount %s (is /dev/fuse available?)",
+                 d->mountpoint);
+        return PHASE_FAILED;
     }
-    mounted = true;
-    if (fuse_daemonize(cl.foreground) != 0) {
-        snprintf(err, sizeof(err), "cannot detach from the terminal");
-        goto fail;
+    d->mounted = true;
+    if (fuse_daemonize(cl->foreground) != 0) {
+        snprintf(d->err, sizeof(d->err), "cannot detach from the terminal");
+        return PHASE_FAILED;
     }
-    if (!cl.foreground)
+    if (!cl->foreground)
         cfs_log_to_syslog();
     cfs_info("%s catalog of %s: %llu files, %llu directories, %llu bytes in %.3f s (index %s)",
-             from_index ? "loaded the" : "scanned the", source,
-             (unsigned long long)cfs_catalog_file_count(catalog),
-             (unsigned long long)cfs_catalog_dir_count(catalog),
-             (unsigned long long)cfs_catalog_total_bytes(catalog), catalog_secs, index_dir);
-    if (cfs_prefetch_start(pf, err, sizeof(err)) < 0)
-        goto fail;
-    if (peer && nodes > 1 && !cl.opts.no_peers) {
-        struct cfs_peer_params peerp = {
-            .provide = cfs_prefetch_provide, .provide_arg = pf, .timeout = cl.opts.peer_timeout,
-        };
-        if (cfs_peer_start(peer, &peerp, err, sizeof(err)) < 0)
-            goto fail;
-    }
-    cfs_fs_set_prefetch(fs, pf);
-    if (cfs_prefetch_kernel_start(pf, cfs_fs_kernel_ops(fs, se), fs, err, sizeof(err)) < 0)
-        goto fail;
-    cfs_ctl_set_handler(ctl, cfs_prefetch_command, pf);
+             cfs_catalog_loaded_from_index(d->catalog) ? "loaded the" : "scanned the", d->source,
+             (unsigned long long)cfs_catalog_file_count(d->catalog),
+             (unsigned long long)cfs_catalog_dir_count(d->catalog),
+             (unsigned long long)cfs_catalog_total_bytes(d->catalog), d->catalog_secs,
+             d->index_dir);
+    return PHASE_OK;
+}
+
+static void log_started(const struct daemon *d)
+{
+    const struct cfs_run_config *run = &d->run;
     struct cfs_prefetch_stats pst;
-    cfs_prefetch_stats(pf, &pst);
+    cfs_prefetch_stats(d->pf, &pst);
     if (pst.planned)
         cfs_info("planned %u epochs from seed %llu in %.3f s; io %s; ram %llu, ssd %llu bytes "
                  "(%llu SSD entries reused)",
-                 cl.opts.epochs - cl.opts.start_epoch, (unsigned long long)cl.opts.seed, plan_secs,
-                 pst.io_engine, (unsigned long long)pst.cache_capacity[0],
+                 run->epochs - run->start_epoch, (unsigned long long)run->sampler.seed,
+                 d->plan_secs, pst.io_engine, (unsigned long long)pst.cache_capacity[0],
                  (unsigned long long)pst.cache_capacity[1], (unsigned long long)pst.loaded);
     else
         cfs_info("no seed: reactive LRU caching; io %s; ram %llu, ssd %llu bytes", pst.io_engine,
                  (unsigned long long)pst.cache_capacity[0],
                  (unsigned long long)pst.cache_capacity[1]);
-    /* The plan is computed and prefetching has started. */
-    cfs_ctl_set_ready(ctl, true);
-    if (peer)
-        cfs_info("mounted %s at %s: node %d of %d, trainer ranks %u-%u%s", source, mountpoint,
-                 rank, nodes, node_ranks[rank].first,
-                 node_ranks[rank].first + node_ranks[rank].count - 1,
-                 cl.opts.no_peers ? ", peers disabled (no_peers)" : "");
+    if (d->peer)
+        cfs_info("mounted %s at %s: node %d of %d, trainer ranks %u-%u%s", d->source,
+                 d->mountpoint, d->rank, d->nodes, run->ranks.first,
+                 run->ranks.first + run->ranks.count - 1,
+                 run->no_peers ? ", peers disabled (no_peers)" : "");
     else
-        cfs_info("mounted %s at %s", source, mountpoint);
+        cfs_info("mounted %s at %s", d->source, d->mountpoint);
+}
 
-    rc = run_session(se);
+/* The data path's threads, the peer thread, the page-cache stager; then
+ * .clairfs/ready. */
+static int start_serving(struct daemon *d)
+{
+    if (cfs_prefetch_start(d->pf, d->err, sizeof(d->err)) < 0)
+        return PHASE_FAILED;
+    if (d->peer && d->run.distributed) {
+        struct cfs_peer_params peerp = {
+            .provide = cfs_prefetch_provide, .provide_arg = d->pf,
+            .timeout = d->cl.opts.peer_timeout,
+        };
+        if (cfs_peer_start(d->peer, &peerp, d->err, sizeof(d->err)) < 0)
+            return PHASE_FAILED;
+    }
+    cfs_fs_set_prefetch(d->fs, d->pf);
+    if (cfs_prefetch_kernel_start(d->pf, cfs_fs_kernel_ops(d->fs, d->se), d->fs, d->err,
+                                  sizeof(d->err)) < 0)
+        return PHASE_FAILED;
+    cfs_ctl_set_handler(d->ctl, cfs_prefetch_command, d->pf);
+    log_started(d);
+    /* The plan is computed and prefetching has started. */
+    cfs_ctl_set_ready(d->ctl, true);
+    return PHASE_OK;
+}
+
+/* Serves until unmounted or signalled: exit status 0 for a clean stop. */
+static int serve(struct daemon *d)
+{
+    int rc = run_session(d->se);
     /* A positive value is the signal that ended the loop: a clean stop. */
     if (rc < 0)
         cfs_err("session ended with an error: %s", strerror(-rc));
     else
-        cfs_info("unmounting %s", mountpoint);
-    status = rc < 0 ? 1 : 0;
-    goto out;
+        cfs_info("unmounting %s", d->mountpoint);
+    return rc < 0 ? 1 : 0;
+}
 
-nomem:
-    snprintf(err, sizeof(err), "out of memory");
-fail:
-    if (err[0])
-        cfs_err("%s", err);
-out:
-    /* A node that stops before a start-up meeting still attends it, so
-     * that the others learn it and no collective waits forever. */
-    word.failed = 1;
-    while (peer && met < START_MEETINGS) {
-        char ignored[256];
-        if (start_exchange(peer, &met, &word, words, ignored, sizeof(ignored)) == -EIO)
-            break;
-    }
+/* Undoes the phases, whichever ran. */
+static void teardown(struct daemon *d)
+{
+    /* A node that stops before a start-up meeting still attends it. */
+    cfs_peer_startup_destroy(d->startup);
     /* The stager talks to the session: stop it first.  Blocked on the page
      * lock of a READ that no worker will answer any more, it is freed by
      * aborting the connection. */
-    if (cfs_prefetch_kernel_stop(pf, 2.0) == -ETIMEDOUT) {
+    if (cfs_prefetch_kernel_stop(d->pf, 2.0) == -ETIMEDOUT) {
         cfs_warn("page cache: a store is blocked on an unanswered read; aborting the connection");
-        cfs_fs_abort(se);
-        (void)cfs_prefetch_kernel_stop(pf, -1);
+        cfs_fs_abort(d->se);
+        (void)cfs_prefetch_kernel_stop(d->pf, -1);
     }
-    if (mounted)
-        fuse_session_unmount(se);
-    if (signals)
-        fuse_remove_signal_handlers(se);
-    if (se)
-        fuse_session_destroy(se);
-    cfs_fs_destroy(fs);
-    cfs_peer_leave(peer); /* no more serving from, or fetching into, the cache */
-    cfs_prefetch_destroy(pf); /* after the session: no request is left */
-    if (data_fd >= 0)
-        close(data_fd);
-    free(ssd_dir);
-    cfs_ctl_destroy(ctl);
-    cfs_catalog_destroy(catalog);
-    free(mount_opts);
-    free(fsname);
-    free(index_dir);
-    free(mountpoint);
-    free(source);
-    free(cl.source);
-    free(cl.mountpoint);
-    free(cl.fsname);
-    free(cl.subtype);
-    cfs_options_free(&cl.opts);
-    fuse_opt_free_args(&args);
-    free(words);
-    free(node_ranks);
-    cfs_peer_destroy(peer); /* MPI_Finalize: waits for every node (peer.h) */
+    if (d->mounted)
+        fuse_session_unmount(d->se);
+    if (d->signals)
+        fuse_remove_signal_handlers(d->se);
+    if (d->se)
+        fuse_session_destroy(d->se);
+    cfs_fs_destroy(d->fs);
+    cfs_peer_leave(d->peer);    /* no more serving from, or fetching into, the cache */
+    cfs_prefetch_destroy(d->pf); /* after the session: no request is left */
+    if (d->data_fd >= 0)
+        close(d->data_fd);
+    cfs_run_config_free(&d->run);
+    cfs_ctl_destroy(d->ctl);
+    cfs_catalog_destroy(d->catalog);
+    free(d->mount_opts);
+    free(d->fsname);
+    free(d->ssd_dir);
+    free(d->index_dir);
+    free(d->mountpoint);
+    free(d->source);
+    free(d->cl.source);
+    free(d->cl.mountpoint);
+    free(d->cl.fsname);
+    free(d->cl.subtype);
+    cfs_options_free(&d->cl.opts);
+    fuse_opt_free_args(&d->args);
+    cfs_peer_destroy(d->peer); /* MPI_Finalize: waits for every node (peer.h) */
+}
+
+int main(int argc, char **argv)
+{
+    static struct daemon d = {.data_fd = -1};
+    int rc, status = 1;
+
+    cfs_log_init(argv[0], LOG_INFO);
+    cfs_options_init(&d.cl.opts);
+    cfs_metrics_init(&d.metrics);
+    rc = start_peers(&d, &argc, &argv);
+    d.args = (struct fuse_args)FUSE_ARGS_INIT(argc, argv);
+    if (rc == PHASE_OK)
+        rc = parse_command_line(&d);
+    if (rc == PHASE_OK)
+        rc = check_paths(&d);
+    if (rc == PHASE_OK)
+        rc = load_catalog(&d);
+    if (rc == PHASE_OK)
+        rc = configure_run(&d);
+    if (rc == PHASE_OK)
+        rc = prepare_data_path(&d);
+    if (rc == PHASE_OK)
+        rc = mount_session(&d);
+    if (rc == PHASE_OK)
+        rc = start_serving(&d);
+    if (rc == PHASE_OK)
+        status = serve(&d);
+    else if (rc == PHASE_DONE)
+        status = 0;
+    else if (d.err[0])
+        cfs_err("%s", d.err);
+    teardown(&d);
     return status;
 }

@@ -1,6 +1,8 @@
 /* The start-up agreement: what every node must share for the global plan
- * to be the same everywhere, and the message that says what differs.  Pure
- * code, no MPI: peer.c gathers the structs. */
+ * to be the same everywhere (taken from the run configuration, so that the
+ * nodes compare what they will plan, not how they spelled it), and the
+ * message that says what differs.  Pure code, no MPI: peer.c gathers the
+ * structs. */
 #include "clairfs/peer.h"
 
 #include <stdarg.h>
@@ -9,31 +11,55 @@
 #include <xxhash.h>
 
 #include "clairfs/options.h"
+#include "clairfs/peer_startup.h"
+#include "clairfs/run_config.h"
 
-void cfs_peer_agreement_fill(struct cfs_peer_agreement *out, const struct cfs_options *o,
-                             uint64_t catalog_hash)
+void cfs_peer_agreement_from_config(struct cfs_peer_agreement *out,
+                                    const struct cfs_run_config *c, uint64_t catalog_hash)
 {
+    const struct cfs_sampler_params *sp = &c->sampler;
     memset(out, 0, sizeof(*out));
     out->protocol = CFS_PEER_PROTOCOL;
     out->catalog_hash = catalog_hash;
-    out->has_seed = o->has_seed;
-    out->seed = o->has_seed ? o->seed : 0;
-    out->sampler = (uint64_t)o->sampler;
+    out->has_seed = c->seeded;
+    out->seed = c->seeded ? sp->seed : 0;
+    out->sampler = (uint64_t)sp->kind;
     /* The path, not the contents: a job passes the same file to every node,
      * and reading it here would be I/O in a comparison helper. */
-    if (o->sampler == CFS_SAMPLER_LIST && o->sampler_list)
-        out->sampler_list = XXH3_64bits(o->sampler_list, strlen(o->sampler_list));
-    out->world = o->world;
-    out->batch = o->batch;
-    out->drop_last = o->drop_last;
-    out->drop_last_batch = o->drop_last_batch;
-    out->persistent_workers = o->persistent_workers;
-    out->epochs = o->epochs;
-    out->start_epoch = o->start_epoch;
-    out->order = (uint64_t)o->order;
-    out->ram = o->ram;
-    out->ssd = o->ssd;
-    out->no_peers = o->no_peers;
+    if (sp->kind == CFS_SAMPLER_LIST && sp->list_path)
+        out->sampler_list = XXH3_64bits(sp->list_path, strlen(sp->list_path));
+    out->world = c->world;
+    out->batch = sp->batch;
+    out->drop_last = sp->drop_last;
+    out->drop_last_batch = sp->drop_last_batch;
+    out->persistent_workers = sp->persistent_workers;
+    out->epochs = c->epochs;
+    out->start_epoch = c->start_epoch;
+    out->order = (uint64_t)c->order;
+    out->ram = c->ram;
+    /* Half of each node's free space is that node's business: only an
+     * ssd= that the user gave must be the same everywhere. */
+    out->ssd = c->ssd_from_free_space ? 0 : c->ssd;
+    out->no_peers = c->no_peers;
+}
+
+/* The options alone: a single node's configuration, no statvfs (an ssd=
+ * given with ssd_dir= is taken as is; without ssd=, no figure to compare). */
+void cfs_peer_agreement_fill(struct cfs_peer_agreement *out, const struct cfs_options *o,
+                             uint64_t catalog_hash)
+{
+    struct cfs_run_inputs in = {
+        .opts = o, .nodes = 1, .node = 0, .ssd_dir = o->has_ssd ? o->ssd_dir : NULL,
+    };
+    struct cfs_run_config c;
+    if (cfs_run_config_make(&in, &c, NULL, 0) < 0) {
+        /* Options that fail validation never reach a meeting. */
+        *out = (struct cfs_peer_agreement){.protocol = CFS_PEER_PROTOCOL,
+                                           .catalog_hash = catalog_hash};
+        return;
+    }
+    cfs_peer_agreement_from_config(out, &c, catalog_hash);
+    cfs_run_config_free(&c);
 }
 
 uint64_t cfs_peer_options_hash(const struct cfs_options *o)

@@ -22,6 +22,7 @@
 #include "clairfs/catalog.h"
 #include "clairfs/loader.h"
 #include "clairfs/options.h"
+#include "clairfs/run_config.h"
 #include "clairfs/sampler.h"
 
 /* A growable per-worker buffer: the whole file, then the source's copy. */
@@ -370,254 +371,330 @@ static bool names_epochs(const char *list)
     return false;
 }
 
+/* The command line, and what the replay derives from it. */
+struct bench_cli {
+    struct cfs_options o;
+    uint64_t rank, workers, prefetch, epochs;
+    bool has_rank, csv, epochs_in_list;
+    double compute;
+    const char *dir, *order_file, *verify, *label;
+};
+
+/* One option of getopt_long: 0, 1 for --help (printed), -1 (reported). */
+static int parse_one(struct bench_cli *c, struct bench *bn, int opt, const char *prog)
+{
+    char err[512] = "";
+    uint64_t v;
+    switch (opt) {
+    case 'o':
+        if (cfs_options_parse_list(&c->o, optarg, err, sizeof(err)) < 0) {
+            fprintf(stderr, "clairfs-bench: %s\n", err);
+            return -1;
+        }
+        c->epochs_in_list |= names_epochs(optarg);
+        return 0;
+    case OPT_RANK:
+        c->has_rank = true;
+        return parse_uint("--rank", optarg, UINT32_MAX - 1, &c->rank) < 0 ? -1 : 0;
+    case OPT_ORDER_FILE:
+        c->order_file = optarg;
+        return 0;
+    case OPT_WORKERS:
+        return parse_uint("--workers", optarg, 1024, &c->workers) < 0 ? -1 : 0;
+    case OPT_PREFETCH:
+        if (parse_uint("--prefetch-factor", optarg, 1024, &c->prefetch) < 0)
+            return -1;
+        if (c->prefetch == 0) {
+            fprintf(stderr, "clairfs-bench: --prefetch-factor must be at least 1\n");
+            return -1;
+        }
+        return 0;
+    case OPT_COMPUTE: {
+        char *end;
+        c->compute = strtod(optarg, &end);
+        if (*end || end == optarg || !isfinite(c->compute) || c->compute < 0 ||
+            c->compute > 3600) {
+            fprintf(stderr, "clairfs-bench: --compute %s: expected seconds >= 0\n", optarg);
+            return -1;
+        }
+        return 0;
+    }
+    case OPT_EPOCHS:
+        if (parse_uint("--epochs", optarg, UINT32_MAX, &c->epochs) < 0)
+            return -1;
+        if (c->epochs == 0) {
+            fprintf(stderr, "clairfs-bench: --epochs must be at least 1\n");
+            return -1;
+        }
+        return 0;
+    case OPT_READ_SIZE:
+        if (cfs_parse_size(optarg, &v) < 0 || v == 0 || v > (1u << 30)) {
+            fprintf(stderr, "clairfs-bench: --read-size %s: expected 1 byte to 1G\n", optarg);
+            return -1;
+        }
+        bn->read_size = (size_t)v;
+        return 0;
+    case OPT_VERIFY:
+        c->verify = optarg;
+        return 0;
+    case OPT_CSV:
+        c->csv = true;
+        return 0;
+    case OPT_LABEL:
+        c->label = optarg;
+        return 0;
+    case 'h':
+        usage(stdout, prog);
+        return 1;
+    default:
+        fprintf(stderr, "Try '%s --help'.\n", prog);
+        return -1;
+    }
+}
+
+/* Options and DIR, then the checks across them: 0, 1 (--help), -1. */
+static int parse_command_line(struct bench_cli *c, struct bench *bn, int argc, char **argv)
+{
+    char err[512] = "";
+    int opt, rc;
+    while ((opt = getopt_long(argc, argv, "o:h", long_opts, NULL)) != -1)
+        if ((rc = parse_one(c, bn, opt, argv[0])) != 0)
+            return rc;
+    if (optind != argc - 1) {
+        fprintf(stderr, "clairfs-bench: expected one DIR (see --help)\n");
+        return -1;
+    }
+    c->dir = argv[optind];
+    if (!c->label)
+        c->label = c->dir;
+    struct cfs_options *o = &c->o;
+    /* epochs= is the trainer's total: replay start_epoch .. epochs-1. */
+    if (!c->epochs_in_list)
+        o->epochs = (uint32_t)(o->start_epoch + (c->epochs ? c->epochs : 1) > UINT32_MAX
+                                   ? UINT32_MAX
+                                   : o->start_epoch + (c->epochs ? c->epochs : 1));
+    if (cfs_options_validate(o, err, sizeof(err)) < 0) {
+        fprintf(stderr, "clairfs-bench: %s\n", err);
+        return -1;
+    }
+    if (c->epochs == 0)
+        c->epochs = o->epochs - o->start_epoch;
+    if (!c->has_rank && o->has_ranks)
+        c->rank = o->rank_first;
+    if (!c->order_file && c->rank >= o->world) {
+        fprintf(stderr, "clairfs-bench: --rank %llu: must be below world=%u\n",
+                (unsigned long long)c->rank, o->world);
+        return -1;
+    }
+    return 0;
+}
+
+static int open_dirs(const struct bench_cli *c, struct bench *bn)
+{
+    bn->dirfd = open(c->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (bn->dirfd < 0) {
+        fprintf(stderr, "clairfs-bench: %s: %s\n", c->dir, strerror(errno));
+        return -1;
+    }
+    if (c->verify) {
+        bn->verifyfd = open(c->verify, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (bn->verifyfd < 0) {
+            fprintf(stderr, "clairfs-bench: --verify %s: %s\n", c->verify, strerror(errno));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The order to replay: the --order-file, or the catalog's paths and the
+ * trainer's sampler, from the run configuration as the mount makes it. */
+static int load_order(const struct bench_cli *c, struct bench *bn, struct order_file *of,
+                      struct cfs_sampler **sampler, uint64_t *dataset_bytes)
+{
+    if (c->order_file)
+        return load_order_file(c->order_file, bn, of);
+    if (load_catalog_paths(c->dir, &c->o, bn, dataset_bytes) < 0)
+        return -1;
+    char err[512] = "";
+    struct cfs_run_config run;
+    struct cfs_run_inputs in = {.opts = &c->o, .nsamples = bn->npaths, .nodes = 1, .node = 0};
+    int rc = cfs_run_config_make(&in, &run, err, sizeof(err));
+    if (rc == 0) {
+        rc = cfs_sampler_create(&run.sampler, sampler, err, sizeof(err));
+        cfs_run_config_free(&run);
+    }
+    if (rc < 0) {
+        fprintf(stderr, "clairfs-bench: %s\n", err[0] ? err : strerror(-rc));
+        return -1;
+    }
+    return 0;
+}
+
+static void print_header(const struct bench_cli *c, const struct bench *bn,
+                         const struct order_file *of, uint64_t dataset_bytes, double t_setup)
+{
+    if (c->csv) {
+        printf("label,rank,epoch,wall_s,stall_s,first_batch_s,batches,files,bytes,files_per_s,"
+               "mib_per_s\n");
+        return;
+    }
+    if (c->order_file)
+        printf("clairfs-bench: %s, %u paths in %u epoch(s) from %s\n", c->dir, bn->npaths,
+               of->nepochs, c->order_file);
+    else
+        printf("clairfs-bench: %s, %u samples (%.1f MiB), sampler=%s seed=%llu world=%u "
+               "rank=%llu; catalog in %.2fs\n",
+               c->dir, bn->npaths, (double)dataset_bytes / (1024.0 * 1024.0),
+               cfs_sampler_kind_name(c->o.sampler), (unsigned long long)c->o.seed, c->o.world,
+               (unsigned long long)c->rank, t_setup);
+    printf("batch=%u workers=%llu prefetch_factor=%llu compute=%.3fs read_size=%zu%s\n",
+           c->o.batch, (unsigned long long)c->workers, (unsigned long long)c->prefetch,
+           c->compute, bn->read_size, c->verify ? " verify" : "");
+    printf("%5s %9s %9s %8s %9s %9s %10s %9s %9s\n", "epoch", "wall_s", "stall_s", "stall",
+           "first_s", "files", "MiB", "files/s", "MiB/s");
+}
+
+/* Epoch `epoch`'s stream of item ids into *stream (n of them). */
+static int epoch_stream(const struct bench_cli *c, const struct order_file *of,
+                        struct cfs_sampler *sampler, uint32_t epoch, uint32_t **stream,
+                        uint64_t *n)
+{
+    free(*stream);
+    *stream = NULL;
+    if (c->order_file) {
+        uint32_t k = epoch % of->nepochs;
+        *n = of->epoch_start[k + 1] - of->epoch_start[k];
+        if (!(*stream = malloc(*n * sizeof(**stream))))
+            return -ENOMEM;
+        for (uint64_t j = 0; j < *n; j++)
+            (*stream)[j] = (uint32_t)(of->epoch_start[k] + j);
+        return 0;
+    }
+    int rc = cfs_sampler_compute_epoch(sampler, epoch);
+    if (rc < 0) {
+        fprintf(stderr, "clairfs-bench: epoch %u: %s\n", epoch, cfs_sampler_error(sampler));
+        return rc;
+    }
+    *n = cfs_sampler_rank_len(sampler, epoch, (uint32_t)c->rank);
+    if (!(*stream = malloc((*n ? *n : 1) * sizeof(**stream))))
+        return -ENOMEM;
+    for (uint64_t j = 0; j < *n; j++)
+        (*stream)[j] = cfs_sampler_rank_at(sampler, (uint32_t)c->rank, j);
+    return 0;
+}
+
+/* Replays every epoch and prints each, then the total: 0 or -1. */
+static int replay(const struct bench_cli *c, struct bench *bn, struct cfs_loader *loader,
+                  const struct order_file *of, struct cfs_sampler *sampler,
+                  struct epoch_stats *total)
+{
+    uint32_t *stream = NULL;
+    int rc = 0;
+    for (uint64_t i = 0; i < c->epochs && rc == 0; i++) {
+        uint32_t epoch = (uint32_t)(c->o.start_epoch + i);
+        uint64_t n = 0;
+        rc = epoch_stream(c, of, sampler, epoch, &stream, &n);
+        if (rc == -ENOMEM)
+            fprintf(stderr, "clairfs-bench: out of memory\n");
+        if (rc < 0)
+            break;
+        struct epoch_stats st;
+        rc = run_epoch(bn, loader, stream, n, c->compute, &st);
+        if (rc < 0) {
+            fprintf(stderr, "clairfs-bench: epoch %u stopped: %s\n", epoch, strerror(-rc));
+            break;
+        }
+        print_epoch(c->csv, c->label, (uint32_t)c->rank, epoch, &st);
+        total->wall += st.wall;
+        total->stall += st.stall;
+        total->files += st.files;
+        total->bytes += st.bytes;
+        total->batches += st.batches;
+    }
+    free(stream);
+    if (rc < 0)
+        return -1;
+    if (!c->csv && c->epochs > 1) {
+        printf("%5s %9.3f %9.3f %7.1f%% %9s %9llu %10.1f %9.1f %9.2f\n", "all", total->wall,
+               total->stall, total->wall > 0 ? 100.0 * total->stall / total->wall : 0, "-",
+               (unsigned long long)total->files, (double)total->bytes / (1024.0 * 1024.0),
+               total->wall > 0 ? (double)total->files / total->wall : 0,
+               total->wall > 0 ? (double)total->bytes / (1024.0 * 1024.0) / total->wall : 0);
+    }
+    return 0;
+}
+
+/* --verify: every file read identical to the other directory's copy. */
+static int report_verify(const struct bench_cli *c, const struct bench *bn,
+                         const struct epoch_stats *total)
+{
+    if (!c->verify)
+        return 0;
+    uint64_t bad = atomic_load(&bn->mismatches);
+    if (bad) {
+        fprintf(stderr, "clairfs-bench: %llu file reads differed from %s\n",
+                (unsigned long long)bad, c->verify);
+        return -1;
+    }
+    if (!c->csv)
+        printf("verify: %llu file reads identical to %s\n", (unsigned long long)total->files,
+               c->verify);
+    return 0;
+}
+
+static int start_loader(const struct bench_cli *c, struct bench *bn, struct cfs_loader **loader)
+{
+    bn->workers = (uint32_t)c->workers;
+    bn->bufs = calloc(c->workers + 1, sizeof(*bn->bufs));
+    bn->vbufs = calloc(c->workers + 1, sizeof(*bn->vbufs));
+    if (!bn->bufs || !bn->vbufs) {
+        fprintf(stderr, "clairfs-bench: out of memory\n");
+        return -1;
+    }
+    struct cfs_loader_params lp = {.batch = c->o.batch,
+                                   .workers = (uint32_t)c->workers,
+                                   .prefetch = (uint32_t)c->prefetch,
+                                   .drop_last = c->o.drop_last_batch};
+    int rc = cfs_loader_create(&lp, fetch, NULL, bn, loader);
+    if (rc < 0) {
+        fprintf(stderr, "clairfs-bench: cannot start the workers: %s\n", strerror(-rc));
+        return -1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    struct cfs_options o;
+    struct bench_cli c = {.workers = 4, .prefetch = 2};
     struct bench bn = {.dirfd = -1, .verifyfd = -1, .read_size = 64 * 1024};
     struct order_file of = {0};
     struct cfs_sampler *sampler = NULL;
     struct cfs_loader *loader = NULL;
-    uint32_t *stream = NULL;
-    char err[512] = "";
-    uint64_t rank = 0, workers = 4, prefetch = 2, epochs = 0, v;
-    bool has_rank = false, csv = false, epochs_in_list = false;
-    double compute = 0;
-    const char *order_file = NULL, *verify = NULL, *label = NULL;
-    int rc = 1, c;
-
-    cfs_options_init(&o);
-    while ((c = getopt_long(argc, argv, "o:h", long_opts, NULL)) != -1) {
-        switch (c) {
-        case 'o':
-            if (cfs_options_parse_list(&o, optarg, err, sizeof(err)) < 0) {
-                fprintf(stderr, "clairfs-bench: %s\n", err);
-                goto out;
-            }
-            epochs_in_list |= names_epochs(optarg);
-            break;
-        case OPT_RANK:
-            if (parse_uint("--rank", optarg, UINT32_MAX - 1, &rank) < 0)
-                goto out;
-            has_rank = true;
-            break;
-        case OPT_ORDER_FILE:
-            order_file = optarg;
-            break;
-        case OPT_WORKERS:
-            if (parse_uint("--workers", optarg, 1024, &workers) < 0)
-                goto out;
-            break;
-        case OPT_PREFETCH:
-            if (parse_uint("--prefetch-factor", optarg, 1024, &prefetch) < 0)
-                goto out;
-            if (prefetch == 0) {
-                fprintf(stderr, "clairfs-bench: --prefetch-factor must be at least 1\n");
-                goto out;
-            }
-            break;
-        case OPT_COMPUTE: {
-            char *end;
-            compute = strtod(optarg, &end);
-            if (*end || end == optarg || !isfinite(compute) || compute < 0 || compute > 3600) {
-                fprintf(stderr, "clairfs-bench: --compute %s: expected seconds >= 0\n", optarg);
-                goto out;
-            }
-            break;
-        }
-        case OPT_EPOCHS:
-            if (parse_uint("--epochs", optarg, UINT32_MAX, &epochs) < 0)
-                goto out;
-            if (epochs == 0) {
-                fprintf(stderr, "clairfs-bench: --epochs must be at least 1\n");
-                goto out;
-            }
-            break;
-        case OPT_READ_SIZE:
-            if (cfs_parse_size(optarg, &v) < 0 || v == 0 || v > (1u << 30)) {
-                fprintf(stderr, "clairfs-bench: --read-size %s: expected 1 byte to 1G\n", optarg);
-                goto out;
-            }
-            bn.read_size = (size_t)v;
-            break;
-        case OPT_VERIFY:
-            verify = optarg;
-            break;
-        case OPT_CSV:
-            csv = true;
-            break;
-        case OPT_LABEL:
-            label = optarg;
-            break;
-        case 'h':
-            usage(stdout, argv[0]);
-            rc = 0;
-            goto out;
-        default:
-            fprintf(stderr, "Try '%s --help'.\n", argv[0]);
-            goto out;
-        }
-    }
-    if (optind != argc - 1) {
-        fprintf(stderr, "clairfs-bench: expected one DIR (see --help)\n");
-        goto out;
-    }
-    const char *dir = argv[optind];
-    if (!label)
-        label = dir;
-    /* epochs= is the trainer's total: replay start_epoch .. epochs-1. */
-    if (!epochs_in_list)
-        o.epochs = (uint32_t)(o.start_epoch + (epochs ? epochs : 1) > UINT32_MAX
-                                  ? UINT32_MAX
-                                  : o.start_epoch + (epochs ? epochs : 1));
-    if (cfs_options_validate(&o, err, sizeof(err)) < 0) {
-        fprintf(stderr, "clairfs-bench: %s\n", err);
-        goto out;
-    }
-    if (epochs == 0)
-        epochs = o.epochs - o.start_epoch;
-    if (!has_rank && o.has_ranks)
-        rank = o.rank_first;
-    if (!order_file && rank >= o.world) {
-        fprintf(stderr, "clairfs-bench: --rank %llu: must be below world=%u\n",
-                (unsigned long long)rank, o.world);
-        goto out;
-    }
-
-    bn.dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (bn.dirfd < 0) {
-        fprintf(stderr, "clairfs-bench: %s: %s\n", dir, strerror(errno));
-        goto out;
-    }
-    if (verify) {
-        bn.verifyfd = open(verify, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (bn.verifyfd < 0) {
-            fprintf(stderr, "clairfs-bench: --verify %s: %s\n", verify, strerror(errno));
-            goto out;
-        }
-    }
-
-    uint64_t dataset_bytes = 0;
-    double t_setup = now_sec();
-    if (order_file) {
-        if (load_order_file(order_file, &bn, &of) < 0)
-            goto out;
-    } else {
-        if (load_catalog_paths(dir, &o, &bn, &dataset_bytes) < 0)
-            goto out;
-        struct cfs_sampler_params sp;
-        cfs_options_sampler_params(&o, bn.npaths, &sp);
-        int src = cfs_sampler_create(&sp, &sampler, err, sizeof(err));
-        if (src < 0) {
-            fprintf(stderr, "clairfs-bench: %s\n", err[0] ? err : strerror(-src));
-            goto out;
-        }
-    }
-    t_setup = now_sec() - t_setup;
-
-    bn.workers = (uint32_t)workers;
-    bn.bufs = calloc(workers + 1, sizeof(*bn.bufs));
-    bn.vbufs = calloc(workers + 1, sizeof(*bn.vbufs));
-    if (!bn.bufs || !bn.vbufs) {
-        fprintf(stderr, "clairfs-bench: out of memory\n");
-        goto out;
-    }
-    struct cfs_loader_params lp = {.batch = o.batch,
-                                   .workers = (uint32_t)workers,
-                                   .prefetch = (uint32_t)prefetch,
-                                   .drop_last = o.drop_last_batch};
-    int lrc = cfs_loader_create(&lp, fetch, NULL, &bn, &loader);
-    if (lrc < 0) {
-        fprintf(stderr, "clairfs-bench: cannot start the workers: %s\n", strerror(-lrc));
-        goto out;
-    }
-
-    if (!csv) {
-        if (order_file)
-            printf("clairfs-bench: %s, %u paths in %u epoch(s) from %s\n", dir, bn.npaths,
-                   of.nepochs, order_file);
-        else
-            printf("clairfs-bench: %s, %u samples (%.1f MiB), sampler=%s seed=%llu world=%u "
-                   "rank=%llu; catalog in %.2fs\n",
-                   dir, bn.npaths, (double)dataset_bytes / (1024.0 * 1024.0),
-                   cfs_sampler_kind_name(o.sampler), (unsigned long long)o.seed, o.world,
-                   (unsigned long long)rank, t_setup);
-        printf("batch=%u workers=%llu prefetch_factor=%llu compute=%.3fs read_size=%zu%s\n",
-               o.batch, (unsigned long long)workers, (unsigned long long)prefetch, compute,
-               bn.read_size, verify ? " verify" : "");
-        printf("%5s %9s %9s %8s %9s %9s %10s %9s %9s\n", "epoch", "wall_s", "stall_s", "stall",
-               "first_s", "files", "MiB", "files/s", "MiB/s");
-    } else {
-        printf("label,rank,epoch,wall_s,stall_s,first_batch_s,batches,files,bytes,files_per_s,"
-               "mib_per_s\n");
-    }
-
     struct epoch_stats total = {0};
-    for (uint64_t i = 0; i < epochs; i++) {
-        uint32_t epoch = (uint32_t)(o.start_epoch + i);
-        uint64_t n;
-        if (order_file) {
-            uint32_t k = epoch % of.nepochs;
-            n = of.epoch_start[k + 1] - of.epoch_start[k];
-            free(stream);
-            stream = malloc(n * sizeof(*stream));
-            if (!stream)
-                goto oom;
-            for (uint64_t j = 0; j < n; j++)
-                stream[j] = (uint32_t)(of.epoch_start[k] + j);
-        } else {
-            int src = cfs_sampler_compute_epoch(sampler, epoch);
-            if (src < 0) {
-                fprintf(stderr, "clairfs-bench: epoch %u: %s\n", epoch,
-                        cfs_sampler_error(sampler));
-                goto out;
-            }
-            n = cfs_sampler_rank_len(sampler, epoch, (uint32_t)rank);
-            free(stream);
-            stream = malloc((n ? n : 1) * sizeof(*stream));
-            if (!stream)
-                goto oom;
-            for (uint64_t j = 0; j < n; j++)
-                stream[j] = cfs_sampler_rank_at(sampler, (uint32_t)rank, j);
+    uint64_t dataset_bytes = 0;
+    int rc;
+
+    cfs_options_init(&c.o);
+    rc = parse_command_line(&c, &bn, argc, argv);
+    if (rc == 1) {
+        rc = 0; /* --help */
+    } else if (rc == 0 && open_dirs(&c, &bn) == 0) {
+        double t_setup = now_sec();
+        rc = load_order(&c, &bn, &of, &sampler, &dataset_bytes);
+        t_setup = now_sec() - t_setup;
+        if (rc == 0)
+            rc = start_loader(&c, &bn, &loader);
+        if (rc == 0) {
+            print_header(&c, &bn, &of, dataset_bytes, t_setup);
+            rc = replay(&c, &bn, loader, &of, sampler, &total);
         }
-        struct epoch_stats st;
-        int erc = run_epoch(&bn, loader, stream, n, compute, &st);
-        if (erc < 0) {
-            fprintf(stderr, "clairfs-bench: epoch %u stopped: %s\n", epoch, strerror(-erc));
-            goto out;
-        }
-        print_epoch(csv, label, (uint32_t)rank, epoch, &st);
-        total.wall += st.wall;
-        total.stall += st.stall;
-        total.files += st.files;
-        total.bytes += st.bytes;
-        total.batches += st.batches;
+        if (rc == 0)
+            rc = report_verify(&c, &bn, &total);
+    } else {
+        rc = -1;
     }
-    if (!csv && epochs > 1) {
-        printf("%5s %9.3f %9.3f %7.1f%% %9s %9llu %10.1f %9.1f %9.2f\n", "all", total.wall,
-               total.stall, total.wall > 0 ? 100.0 * total.stall / total.wall : 0, "-",
-               (unsigned long long)total.files, (double)total.bytes / (1024.0 * 1024.0),
-               total.wall > 0 ? (double)total.files / total.wall : 0,
-               total.wall > 0 ? (double)total.bytes / (1024.0 * 1024.0) / total.wall : 0);
-    }
-    if (verify) {
-        uint64_t bad = atomic_load(&bn.mismatches);
-        if (bad) {
-            fprintf(stderr, "clairfs-bench: %llu file reads differed from %s\n",
-                    (unsigned long long)bad, verify);
-            goto out;
-        }
-        if (!csv)
-            printf("verify: %llu file reads identical to %s\n",
-                   (unsigned long long)total.files, verify);
-    }
-    rc = 0;
-    goto out;
-oom:
-    fprintf(stderr, "clairfs-bench: out of memory\n");
-out:
     cfs_loader_destroy(loader);
     cfs_sampler_destroy(sampler);
-    free(stream);
     for (uint32_t i = 0; bn.bufs && i <= bn.workers; i++)
         free(bn.bufs[i].data);
     for (uint32_t i = 0; bn.vbufs && i <= bn.workers; i++)
@@ -632,6 +709,6 @@ out:
         close(bn.dirfd);
     if (bn.verifyfd >= 0)
         close(bn.verifyfd);
-    cfs_options_free(&o);
-    return rc;
+    cfs_options_free(&c.o);
+    return rc < 0 ? 1 : 0;
 }

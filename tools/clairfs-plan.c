@@ -14,6 +14,7 @@
 #include "clairfs/catalog.h"
 #include "clairfs/options.h"
 #include "clairfs/plan.h"
+#include "clairfs/run_config.h"
 #include "clairfs/sampler.h"
 #include "clairfs/sim.h"
 
@@ -216,7 +217,84 @@ static void print_sim(const struct cfs_sim_result *r, bool json, const char *sim
 
 enum { OPT_NODES = 256, OPT_NODE, OPT_JSON, OPT_NOSIM, OPT_ORDER, OPT_SYNTH, OPT_MEAN };
 
-int main(int argc, char **argv)
+/* The command line. */
+struct plan_cli {
+    struct cfs_options o;
+    const char *source;
+    uint64_t nodes, node, synthetic, mean_size;
+    uint64_t order_rank, order_epoch;
+    bool has_node, json, nosim, has_order, has_synth;
+    char sep;
+};
+
+/* --print-order RANK EPOCH: EPOCH is the next argument. */
+static int parse_print_order(struct plan_cli *c, int argc, char **argv)
+{
+    if (cfs_parse_u64(optarg, UINT32_MAX, &c->order_rank) < 0) {
+        fprintf(stderr, "%s: --print-order %s: RANK must be a number below 2^32\n", prog, optarg);
+        return -1;
+    }
+    if (optind >= argc || cfs_parse_u64(argv[optind], UINT32_MAX, &c->order_epoch) < 0) {
+        fprintf(stderr, "%s: --print-order %s %s: EPOCH must be a number below 2^32\n", prog,
+                optarg, optind < argc ? argv[optind] : "(missing)");
+        return -1;
+    }
+    optind++;
+    c->has_order = true;
+    return 0;
+}
+
+/* One option of getopt_long: 0, or the exit status (-1: status 1). */
+static int parse_one(struct plan_cli *c, int opt, int argc, char **argv)
+{
+    char err[ERRLEN] = "";
+    switch (opt) {
+    case 'o':
+        if (cfs_options_parse_list(&c->o, optarg, err, sizeof(err)) < 0) {
+            die(err);
+            return -1;
+        }
+        return 0;
+    case OPT_NODES:
+        if (cfs_parse_u64(optarg, 65535, &c->nodes) < 0 || c->nodes == 0) {
+            fprintf(stderr, "%s: --nodes %s: expected 1..65535\n", prog, optarg);
+            return -1;
+        }
+        return 0;
+    case OPT_NODE:
+        if (cfs_parse_u64(optarg, 65534, &c->node) < 0) {
+            fprintf(stderr, "%s: --node %s: not a node number\n", prog, optarg);
+            return -1;
+        }
+        c->has_node = true;
+        return 0;
+    case OPT_JSON: c->json = true; return 0;
+    case OPT_NOSIM: c->nosim = true; return 0;
+    case '0': c->sep = '\0'; return 0;
+    case OPT_ORDER:
+        return parse_print_order(c, argc, argv);
+    case OPT_SYNTH:
+        if (cfs_parse_u64(optarg, UINT32_MAX - 1, &c->synthetic) < 0 || c->synthetic == 0) {
+            fprintf(stderr, "%s: --synthetic %s: expected a file count\n", prog, optarg);
+            return -1;
+        }
+        c->has_synth = true;
+        return 0;
+    case OPT_MEAN:
+        if (cfs_parse_size(optarg, &c->mean_size) < 0) {
+            fprintf(stderr, "%s: --mean-size %s: not a size\n", prog, optarg);
+            return -1;
+        }
+        return 0;
+    default:
+        getopt_error(opt, argv[optind - 1]);
+        return 2;
+    }
+}
+
+/* The command line into *c: 0 to go on, else the exit status (-1 for 1;
+ * --help prints and gives 0 through *done). */
+static int parse_command_line(struct plan_cli *c, int argc, char **argv, bool *done)
 {
     static const struct option longopts[] = {
         {"nodes", required_argument, NULL, OPT_NODES},
@@ -230,205 +308,198 @@ int main(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    struct cfs_options o;
-    struct cfs_catalog *cat = NULL;
-    struct cfs_plan *plan = NULL;
-    uint64_t *sizes = NULL;
-    struct cfs_rank_range *ranks = NULL;
-    struct cfs_sim_result res = {0};
-    char err[ERRLEN] = "";
-    uint64_t nodes = 1, node = 0, synthetic = 0, mean_size = 110 * 1024;
-    uint64_t order_rank = 0, order_epoch = 0;
-    bool has_node = false, json = false, nosim = false, has_order = false, has_synth = false;
-    char sep = '\n';
-    int ret = 1, rc, c;
-
-    cfs_options_init(&o);
+    int opt, rc;
     opterr = 0; /* one line per error, ours */
-    while ((c = getopt_long(argc, argv, ":o:h0", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'o':
-            if (cfs_options_parse_list(&o, optarg, err, sizeof(err)) < 0) {
-                die(err);
-                goto out;
-            }
-            break;
-        case OPT_NODES:
-            if (cfs_parse_u64(optarg, 65535, &nodes) < 0 || nodes == 0) {
-                fprintf(stderr, "%s: --nodes %s: expected 1..65535\n", prog, optarg);
-                goto out;
-            }
-            break;
-        case OPT_NODE:
-            if (cfs_parse_u64(optarg, 65534, &node) < 0) {
-                fprintf(stderr, "%s: --node %s: not a node number\n", prog, optarg);
-                goto out;
-            }
-            has_node = true;
-            break;
-        case OPT_JSON: json = true; break;
-        case OPT_NOSIM: nosim = true; break;
-        case '0': sep = '\0'; break;
-        case OPT_ORDER:
-            if (cfs_parse_u64(optarg, UINT32_MAX, &order_rank) < 0) {
-                fprintf(stderr, "%s: --print-order %s: RANK must be a number below 2^32\n",
-                        prog, optarg);
-                goto out;
-            }
-            if (optind >= argc ||
-                cfs_parse_u64(argv[optind], UINT32_MAX, &order_epoch) < 0) {
-                fprintf(stderr, "%s: --print-order %s %s: EPOCH must be a number below 2^32\n",
-                        prog, optarg, optind < argc ? argv[optind] : "(missing)");
-                goto out;
-            }
-            optind++;
-            has_order = true;
-            break;
-        case OPT_SYNTH:
-            if (cfs_parse_u64(optarg, UINT32_MAX - 1, &synthetic) < 0 || synthetic == 0) {
-                fprintf(stderr, "%s: --synthetic %s: expected a file count\n", prog, optarg);
-                goto out;
-            }
-            has_synth = true;
-            break;
-        case OPT_MEAN:
-            if (cfs_parse_size(optarg, &mean_size) < 0) {
-                fprintf(stderr, "%s: --mean-size %s: not a size\n", prog, optarg);
-                goto out;
-            }
-            break;
-        case 'h':
+    while ((opt = getopt_long(argc, argv, ":o:h0", longopts, NULL)) != -1) {
+        if (opt == 'h') {
             usage(stdout);
-            ret = 0;
-            goto out;
-        default:
-            getopt_error(c, argv[optind - 1]);
-            ret = 2;
-            goto out;
+            *done = true;
+            return 0;
         }
+        if ((rc = parse_one(c, opt, argc, argv)) != 0)
+            return rc;
     }
-    if (has_synth ? optind != argc : optind != argc - 1) {
+    if (c->has_synth ? optind != argc : optind != argc - 1) {
         fprintf(stderr, "%s: %s (see --help)\n", prog,
-                has_synth ? "--synthetic takes no SOURCE" : "expected one SOURCE directory");
-        ret = 2;
-        goto out;
+                c->has_synth ? "--synthetic takes no SOURCE" : "expected one SOURCE directory");
+        return 2;
     }
-    if (cfs_options_validate(&o, err, sizeof(err)) < 0) {
+    c->source = c->has_synth ? NULL : argv[optind];
+    return 0;
+}
+
+/* What the options and arguments must satisfy before any work: 0 or -1. */
+static int check_command_line(const struct plan_cli *c)
+{
+    char err[ERRLEN] = "";
+    const struct cfs_options *o = &c->o;
+    if (cfs_options_validate(o, err, sizeof(err)) < 0) {
         die(err);
-        goto out;
+        return -1;
     }
-    if (!o.has_seed) {
+    if (!o->has_seed) {
         die("option seed=N is required: the plan is a function of the trainer's seed");
-        goto out;
+        return -1;
     }
     /* DistributedSampler seeds epoch e with seed+e, and torch refuses a
      * seed >= 2^64: say so now, naming the option, not mid-plan. */
-    if (o.sampler == CFS_SAMPLER_TORCH_DDP) {
-        uint64_t last = has_order ? order_epoch : o.epochs - 1;
-        if (o.seed > UINT64_MAX - last) {
+    if (o->sampler == CFS_SAMPLER_TORCH_DDP) {
+        uint64_t last = c->has_order ? c->order_epoch : o->epochs - 1;
+        if (o->seed > UINT64_MAX - last) {
             fprintf(stderr, "%s: option seed=%" PRIu64 ": seed + epoch %" PRIu64
-                    " exceeds 2^64-1 (torch's manual_seed would fail)\n", prog, o.seed, last);
-            goto out;
+                    " exceeds 2^64-1 (torch's manual_seed would fail)\n", prog, o->seed, last);
+            return -1;
         }
     }
-    if (node >= nodes) {
+    if (c->node >= c->nodes) {
         fprintf(stderr, "%s: --node %" PRIu64 ": must be below --nodes %" PRIu64 "\n", prog,
-                node, nodes);
-        goto out;
+                c->node, c->nodes);
+        return -1;
     }
+    return 0;
+}
 
-    if (has_synth) {
-        rc = cfs_catalog_synthetic(synthetic, mean_size, &cat);
-        if (rc < 0) {
-            fprintf(stderr, "%s: --synthetic %" PRIu64 ": %s\n", prog, synthetic, strerror(-rc));
-            goto out;
-        }
-    } else {
-        struct cfs_catalog_params cp = {.source = argv[optind], .order = o.order,
-                                        .order_list = o.order_list, .index_dir = o.index_dir,
-                                        .rescan = o.rescan};
-        rc = cfs_catalog_open(&cp, &cat, err, sizeof(err));
-        if (rc < 0) {
-            die(err[0] ? err : strerror(-rc));
-            goto out;
-        }
+static int open_catalog(const struct plan_cli *c, struct cfs_catalog **cat)
+{
+    char err[ERRLEN] = "";
+    int rc;
+    if (c->has_synth) {
+        rc = cfs_catalog_synthetic(c->synthetic, c->mean_size, cat);
+        if (rc < 0)
+            fprintf(stderr, "%s: --synthetic %" PRIu64 ": %s\n", prog, c->synthetic,
+                    strerror(-rc));
+        return rc;
     }
-    uint64_t n = cfs_catalog_sample_count(cat);
-    struct cfs_sampler_params sp;
-    cfs_options_sampler_params(&o, n, &sp);
+    struct cfs_catalog_params cp = {.source = c->source, .order = c->o.order,
+                                    .order_list = c->o.order_list, .index_dir = c->o.index_dir,
+                                    .rescan = c->o.rescan};
+    rc = cfs_catalog_open(&cp, cat, err, sizeof(err));
+    if (rc < 0)
+        die(err[0] ? err : strerror(-rc));
+    return rc;
+}
 
-    if (has_order) {
-        ret = print_order(cat, &sp, order_rank, order_epoch, sep);
-        goto out;
-    }
-
-    sizes = malloc((n ? n : 1) * sizeof(*sizes));
-    ranks = calloc(nodes, sizeof(*ranks));
-    if (!sizes || !ranks) {
+/* The run configuration of the planned node, as the mount makes it: the
+ * same SSD tier (half the free space of its ssd_dir without ssd=). */
+static int configure_run(const struct plan_cli *c, uint64_t n, struct cfs_run_config *run)
+{
+    char err[ERRLEN] = "";
+    char *ssd_dir = NULL;
+    if (c->o.ssd_dir && !(ssd_dir = cfs_options_expand_rank(c->o.ssd_dir, (int)c->node))) {
         die(strerror(ENOMEM));
-        goto out;
+        return -ENOMEM;
+    }
+    struct cfs_run_inputs in = {.opts = &c->o, .nsamples = n, .nodes = (uint32_t)c->nodes,
+                                .node = (uint32_t)c->node, .ssd_dir = ssd_dir};
+    int rc = cfs_run_config_make(&in, run, err, sizeof(err));
+    if (rc < 0)
+        die(err[0] ? err : strerror(-rc));
+    free(ssd_dir);
+    return rc;
+}
+
+/* Simulates node c->node only, or every node, and prints the result. */
+static int simulate(const struct plan_cli *c, struct cfs_plan *plan, struct cfs_plan_params pp)
+{
+    char err[ERRLEN] = "";
+    struct cfs_sim_result res = {0};
+    int rc = 0;
+    if (cfs_sim_result_init(&res, plan) < 0) {
+        die(strerror(ENOMEM));
+        return -ENOMEM;
+    }
+    char what[64];
+    uint32_t lo = c->has_node ? (uint32_t)c->node : 0;
+    uint32_t hi = c->has_node ? (uint32_t)c->node : (uint32_t)c->nodes - 1;
+    if (c->has_node)
+        snprintf(what, sizeof(what), "node %u of %" PRIu64, lo, c->nodes);
+    else
+        snprintf(what, sizeof(what), "all %" PRIu64 " nodes", c->nodes);
+    for (uint32_t j = lo; j <= hi && rc == 0; j++) {
+        struct cfs_plan *pj = plan;
+        if (j != c->node) {
+            pp.node = j;
+            rc = cfs_plan_create(&pp, &pj, err, sizeof(err));
+        }
+        if (rc == 0)
+            rc = cfs_sim_run(pj, &res, err, sizeof(err));
+        if (pj != plan)
+            cfs_plan_destroy(pj);
+        if (rc < 0)
+            die(err);
+    }
+    if (rc == 0)
+        print_sim(&res, c->json, what);
+    cfs_sim_result_free(&res);
+    return rc;
+}
+
+/* The plan of the whole cluster, its summary and the simulation. */
+static int plan_and_print(const struct plan_cli *c, const struct cfs_catalog *cat,
+                          const struct cfs_run_config *run)
+{
+    char err[ERRLEN] = "";
+    uint64_t n = run->sampler.n;
+    struct cfs_plan *plan = NULL;
+    int rc = -ENOMEM;
+    uint64_t *sizes = malloc((n ? n : 1) * sizeof(*sizes));
+    if (!sizes) {
+        die(strerror(ENOMEM));
+        return rc;
     }
     for (uint64_t i = 0; i < n; i++)
         sizes[i] = cfs_catalog_entry(cat, cfs_catalog_sample_entry(cat, i))->size;
-    for (uint32_t j = 0; j < nodes; j++)
-        cfs_plan_default_ranks(o.world, (uint32_t)nodes, j, &ranks[j]);
-    if (o.has_ranks) /* ranks= speaks for the planned node; the others keep their blocks */
-        ranks[node] = (struct cfs_rank_range){o.rank_first, o.rank_last - o.rank_first + 1};
-
-    struct cfs_plan_params pp = {
-        .n = n, .sizes = sizes, .sampler = sp, .world = o.world, .start_epoch = o.start_epoch,
-        .epochs = o.epochs, .nodes = (uint32_t)nodes, .node = (uint32_t)node, .ranks = ranks,
-        .ram = o.ram, .ssd = o.has_ssd ? o.ssd : 0,
-    };
+    struct cfs_plan_params pp;
+    cfs_run_config_plan_params(run, sizes, &pp);
+    /* The summary is of every node, with no_peers too. */
+    pp.nodes = run->nodes;
+    pp.node = run->node;
+    pp.ranks = run->node_ranks;
     rc = cfs_plan_create(&pp, &plan, err, sizeof(err));
     if (rc < 0) {
         die(err[0] ? err : strerror(-rc));
         goto out;
     }
-    if (json)
+    if (c->json)
         printf("{");
-    print_summary(plan, json, has_node ? (uint32_t)node : CFS_NODE_NONE);
-    if (!nosim) {
-        if (cfs_sim_result_init(&res, plan) < 0) {
-            die(strerror(ENOMEM));
-            goto out;
-        }
-        char what[64];
-        uint32_t lo = has_node ? (uint32_t)node : 0, hi = has_node ? (uint32_t)node : (uint32_t)nodes - 1;
-        if (has_node)
-            snprintf(what, sizeof(what), "node %u of %" PRIu64, lo, nodes);
-        else
-            snprintf(what, sizeof(what), "all %" PRIu64 " nodes", nodes);
-        for (uint32_t j = lo; j <= hi; j++) {
-            struct cfs_plan *pj = plan;
-            if (j != node) {
-                pp.node = j;
-                rc = cfs_plan_create(&pp, &pj, err, sizeof(err));
-                if (rc < 0) {
-                    die(err);
-                    goto out;
-                }
-            }
-            rc = cfs_sim_run(pj, &res, err, sizeof(err));
-            if (pj != plan)
-                cfs_plan_destroy(pj);
-            if (rc < 0) {
-                die(err);
-                goto out;
-            }
-        }
-        print_sim(&res, json, what);
-    }
-    if (json)
+    print_summary(plan, c->json, c->has_node ? (uint32_t)c->node : CFS_NODE_NONE);
+    if (!c->nosim && (rc = simulate(c, plan, pp)) < 0)
+        goto out;
+    if (c->json)
         printf("}");
     printf("\n");
-    ret = fflush(stdout) == 0 ? 0 : 1;
 out:
-    cfs_sim_result_free(&res);
     cfs_plan_destroy(plan);
     free(sizes);
-    free(ranks);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    struct plan_cli c = {.nodes = 1, .mean_size = 110 * 1024, .sep = '\n'};
+    struct cfs_catalog *cat = NULL;
+    struct cfs_run_config run = {0};
+    bool done = false;
+    int ret;
+
+    cfs_options_init(&c.o);
+    ret = parse_command_line(&c, argc, argv, &done);
+    if (ret == 0 && !done && check_command_line(&c) < 0)
+        ret = -1;
+    if (ret == 0 && !done && open_catalog(&c, &cat) < 0)
+        ret = -1;
+    if (ret == 0 && !done && configure_run(&c, cfs_catalog_sample_count(cat), &run) < 0)
+        ret = -1;
+    if (ret == 0 && !done) {
+        if (c.has_order)
+            ret = print_order(cat, &run.sampler, c.order_rank, c.order_epoch, c.sep);
+        else if (plan_and_print(&c, cat, &run) < 0)
+            ret = -1;
+        else
+            ret = fflush(stdout) == 0 ? 0 : 1;
+    }
+    cfs_run_config_free(&run);
     cfs_catalog_destroy(cat);
-    cfs_options_free(&o);
-    return ret;
+    cfs_options_free(&c.o);
+    return ret < 0 ? 1 : ret;
 }

@@ -1,5 +1,5 @@
 #!/bin/bash
-# clairfs-plan's command line (its bad-input contract): every bad option,
+# clairfs-plan's command line, bad input and good paths: every bad option,
 # list file or SOURCE gives a non-zero exit, nothing on stdout and exactly
 # one line on stderr that names the option, or the file and line; and the
 # good paths give exactly the output known by construction (--print-order
@@ -254,6 +254,19 @@ fi
 n=$("$PLAN" --synthetic 1000 --print-order 0 1 -o seed=3 2>"$T/err" | sort -u | wc -l)
 [ "$n" -eq 1000 ] && [ ! -s "$T/err" ] && echo "ok: --synthetic --print-order: 1000 distinct paths" ||
     fail "--synthetic --print-order: $n distinct: $(cat "$T/err")"
+
+# ssd_dir= without ssd=: the SSD tier is half the free space of ssd_dir, as
+# the mount sizes it (ram=0, so the SSD tier holds the whole dataset), and a
+# missing ssd_dir is one line naming it.
+mkdir -p "$T/ssd"
+if "$PLAN" --synthetic 100 --mean-size 1K --json --no-sim -o seed=3,epochs=2,ram=0,ssd_dir="$T/ssd" \
+        >"$T/ssdj" 2>"$T/err" && [ ! -s "$T/err" ] &&
+    "$PYTHON" -c 'import json,sys; n=json.load(open(sys.argv[1]))["nodes"][0]; assert n["ssd_files"] == 100 and n["ram_files"] == 0, n' "$T/ssdj"; then
+    echo "ok: ssd_dir without ssd= plans an SSD tier of half the free space"
+else
+    fail "ssd_dir without ssd=: $(cat "$T/err"; head -c 300 "$T/ssdj")"
+fi
+bad "ssd_dir missing" "ssd_dir $T/nossd" --synthetic 10 -o seed=1,ssd_dir="$T/nossd"
 
 # Nothing leaked into the user's cache dir: every run above used index=.
 [ ! -e "$T/home" ] && [ ! -e "$T/cache" ] || echo "note: default index dir was used: $(ls "$T/home" "$T/cache" 2>/dev/null)"

@@ -1,0 +1,128 @@
+/* Private to the FUSE layer (fs.c, fs_ctl.c): the filesystem's state and
+ * the inode scheme both files speak.  Catalog entry id -> inode id + 1;
+ * the control namespace at the top of the 64-bit inode space. */
+#ifndef CLAIRFS_FS_I_H
+#define CLAIRFS_FS_I_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "fs.h"
+
+/* The dataset does not change during a mount, so the kernel may keep names
+ * and attributes for a day.  The control namespace changes (ready appears,
+ * metrics grow), so its entries are never cached. */
+#define CATALOG_TIMEOUT 86400.0
+#define CTL_TIMEOUT 0.0
+
+/* Control namespace inodes: the directory, then one per file. */
+#define CTL_DIR_INO ((fuse_ino_t)0xffffffffffffff00ull)
+#define CTL_FILE_INO(f) (CTL_DIR_INO + 1 + (fuse_ino_t)(f))
+
+struct cfs_fs {
+    const struct cfs_catalog *catalog;
+    uint32_t nentries;
+    char *source;
+    int source_fd;
+    struct cfs_ctl *ctl;
+    struct cfs_metrics *metrics;
+    uid_t owner_uid;
+    gid_t owner_gid;
+    bool splice_read;
+    bool source_has_ctl_name; /* SOURCE/.clairfs exists and is shadowed */
+    struct timespec start;
+    cfs_fs_state_fn state_fn;
+    void *state_arg;
+    struct cfs_prefetch *prefetch; /* the data path, set before the session serves */
+    /* One bit per entry: an open of it failed and was logged already. */
+    _Atomic uint64_t *open_err_logged;
+    /* The kernel's lookup count of each catalog inode: a page-cache store
+     * needs the inode known, and FORGET down to 0 means its pages are gone. */
+    _Atomic uint64_t *nlookup;
+    struct fuse_session *se; /* for the page-cache notifications */
+};
+
+/* An open control file: readable ones hold the text rendered at open. */
+struct ctl_handle {
+    enum cfs_ctl_file file;
+    char *text;
+    size_t len;
+};
+
+/* fi->fh of every open file.  The kernel sends RELEASE as soon as it has
+ * taken the reply of the last READ, which can be before the thread that
+ * wrote that reply has returned from writev/splice: freeing the bytes in
+ * RELEASE would race with the replying thread's last look at them (ASan
+ * reports exactly that).  So each read holds a reference, the open holds
+ * one, and whichever ends last frees the handle. */
+enum open_kind { OPEN_CTL, OPEN_DATA };
+
+struct fs_open {
+    _Atomic unsigned refs;
+    enum open_kind kind;
+    void *handle; /* struct ctl_handle or cfs_prefetch_file */
+};
+
+static inline struct fs_open *open_wrap(enum open_kind kind, void *handle)
+{
+    struct fs_open *o = malloc(sizeof(*o));
+    if (o) {
+        atomic_init(&o->refs, 1);
+        o->kind = kind;
+        o->handle = handle;
+    }
+    return o;
+}
+
+static inline struct fs_open *open_of(const struct fuse_file_info *fi)
+{
+    return (struct fs_open *)(uintptr_t)fi->fh;
+}
+
+static inline struct cfs_fs *fs_of(fuse_req_t req)
+{
+    return fuse_req_userdata(req);
+}
+
+static inline bool is_ctl_ino(fuse_ino_t ino)
+{
+    return ino >= CTL_DIR_INO && ino <= CTL_FILE_INO(CFS_CTL_NFILES - 1);
+}
+
+/* The catalog entry behind ino, or NULL for anything else. */
+static inline const struct cfs_entry *entry_of(const struct cfs_fs *fs, fuse_ino_t ino, cfs_id *id)
+{
+    if (ino == 0 || ino - 1 >= fs->nentries)
+        return NULL;
+    *id = (cfs_id)(ino - 1);
+    return cfs_catalog_entry(fs->catalog, *id);
+}
+
+/* ready appears once the plan is computed and prefetching has started. */
+static inline bool fs_ctl_file_visible(const struct cfs_fs *fs, enum cfs_ctl_file f)
+{
+    return f != CFS_CTL_READY || cfs_ctl_is_ready(fs->ctl);
+}
+
+/* --- The control namespace and the state xattr (fs_ctl.c). --- */
+
+/* Attributes of a control inode; -ENOENT for ready before it exists. */
+int fs_ctl_stat(const struct cfs_fs *fs, fuse_ino_t ino, struct stat *st);
+/* The inode of `name` in .clairfs/ ("." and ".." included), 0 when absent. */
+fuse_ino_t fs_ctl_lookup(const struct cfs_fs *fs, const char *name);
+/* OPEN and READ of a control inode; a handle is freed by fs_ctl_handle_free. */
+void fs_ctl_open(fuse_req_t req, struct cfs_fs *fs, fuse_ino_t ino, struct fuse_file_info *fi);
+void fs_ctl_read(fuse_req_t req, struct ctl_handle *h, size_t size, off_t off);
+void fs_ctl_handle_free(struct ctl_handle *h);
+/* Operations: writes and truncation reach only .clairfs/control; the
+ * user.clairfs.state xattr of regular files. */
+void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+                 struct fuse_file_info *fi);
+void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+                   struct fuse_file_info *fi);
+void fs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size);
+void fs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
+
+#endif
