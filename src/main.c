@@ -579,7 +579,7 @@ int main(int argc, char **argv)
     struct cfs_prefetch_params pp = {
         .catalog = catalog, .opts = &cl.opts, .source_fd = data_fd, .ssd_dir = ssd_dir,
         .index_dir = index_dir, .metrics = &metrics, .progress = cl.foreground,
-        .peer = peer, .node_ranks = peer ? node_ranks : NULL,
+        .peer_ops = cfs_peer_ops_of(peer), .peer = peer, .node_ranks = peer ? node_ranks : NULL,
     };
     if (cfs_prefetch_create(&pp, &pf, err, sizeof(err)) < 0)
         goto fail;
