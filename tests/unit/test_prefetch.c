@@ -1,6 +1,8 @@
 /* The data path without FUSE: position tracking under DataLoader reordering,
  * and open/read/release over a temporary source with a real plan, cache and
- * io engine (io_uring and threads), every byte compared, metrics exact. */
+ * io engine (io_uring and threads), every byte compared, metrics exact;
+ * and a two-node mount whose peer is a fake (fake_peer.h): which fetches go
+ * to the peer, what its answers count, and the fallback to the PFS. */
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
@@ -20,6 +22,7 @@
 #include "clairfs/prefetch.h"
 #include "clairfs/sampler.h"
 #include "src/prefetch_i.h"
+#include "fake_peer.h"
 
 /* ---- position tracking ---- */
 
@@ -639,6 +642,275 @@ START_TEST(path_seed_and_epoch_commands)
 }
 END_TEST
 
+
+/* ---- two nodes, the other one a fake peer */
+
+/* Node 0 runs rank 0 of world 2.  Epoch 0: rank 0 reads 0..29, rank 1
+ * 30..59; epoch 1: rank 0 reads 30..89, rank 1 reads 60..89 twice.  So node 0
+ * reads files the cluster first read in epoch 0 (30..59, read by node 1)
+ * and files first read in epoch 1, which node 1 owns as it reads them more
+ * (60..89); 90..119 are never read. */
+#define PEER_STREAM0 90
+
+static uint32_t peer_stream0(uint32_t i)
+{
+    return i; /* epoch 0: 0..29, epoch 1: 30..89 */
+}
+
+static void write_peer_list(const struct fixture *fx, char *path, size_t len)
+{
+    snprintf(path, len, "%s/list", fx->idx);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "clairfs-sampler-list world=2 epochs=2 n=%u\nepoch 0 rank 0:", NFILES);
+    for (uint32_t i = 0; i < 30; i++)
+        fprintf(f, " %u", i);
+    fprintf(f, "\nepoch 0 rank 1:");
+    for (uint32_t i = 30; i < 60; i++)
+        fprintf(f, " %u", i);
+    fprintf(f, "\nepoch 1 rank 0:");
+    for (uint32_t i = 30; i < 90; i++)
+        fprintf(f, " %u", i);
+    fprintf(f, "\nepoch 1 rank 1:");
+    for (uint32_t i = 0; i < 60; i++)
+        fprintf(f, " %u", 60 + i % 30);
+    fprintf(f, "\n");
+    fclose(f);
+}
+
+static size_t sample_size(const struct fixture *fx, uint32_t s)
+{
+    return (size_t)cfs_catalog_entry(fx->cat, cfs_catalog_sample_entry(fx->cat, s))->size;
+}
+
+/* A prefetcher for node 0 whose peers are fp; node 1 holds every file. */
+static struct cfs_prefetch *make_peer_pf(struct fixture *fx, const char *extra,
+                                         struct cfs_metrics *m, struct fake_peer *fp)
+{
+    char list[128], opts[320], err[256] = "";
+    write_peer_list(fx, list, sizeof(list));
+    snprintf(opts, sizeof(opts), "seed=5,epochs=2,world=2,ram=16M,sampler=list:%s%s", list,
+             extra);
+    unsigned char *buf = malloc(40000);
+    for (uint32_t s = 0; s < NFILES; s++) {
+        cfs_id id = cfs_catalog_sample_entry(fx->cat, s);
+        uint32_t i = (uint32_t)strtoul(cfs_catalog_name(fx->cat, id) + 1, NULL, 10);
+        fill_bytes(i, buf, file_size(i));
+        fake_peer_hold(fp, 1, id, buf, file_size(i));
+    }
+    free(buf);
+    struct cfs_options o;
+    cfs_options_init(&o);
+    ck_assert_msg(cfs_options_parse_list(&o, opts, err, sizeof(err)) == 0, "%s", err);
+    cfs_metrics_init(m);
+    struct cfs_prefetch_params p = {.catalog = fx->cat, .opts = &o, .source_fd = fx->srcfd,
+                                    .metrics = m, .peer_ops = &fake_peer_ops, .peer = fp};
+    struct cfs_prefetch *pf = NULL;
+    ck_assert_msg(cfs_prefetch_create(&p, &pf, err, sizeof(err)) == 0, "create: %s", err);
+    cfs_options_free(&o);
+    ck_assert_msg(cfs_prefetch_start(pf, err, sizeof(err)) == 0, "start: %s", err);
+    return pf;
+}
+
+/* What node 0 fetches, from the plan: `peer`, the files it asks node 1
+ * for in epoch 0 (owned there, held since epoch 0, not empty), and
+ * `needed`, every file it fetches (its stream and what it owns); counts
+ * and bytes.  Also the files of its stream that node 1 owns from epoch 1. */
+struct peer_expect {
+    bool is_peer[NFILES];
+    uint64_t peer, peer_bytes, needed, needed_bytes, later;
+};
+
+static void expect_peers(struct cfs_prefetch *pf, const struct fixture *fx,
+                         struct peer_expect *x)
+{
+    bool needed[NFILES] = {false};
+    memset(x, 0, sizeof(*x));
+    ck_assert_ptr_nonnull(pf->track);
+    for (uint32_t s = 0; s < NFILES; s++) {
+        int tier;
+        uint32_t from;
+        if (pf_track_owner(pf->track, s, &tier, &from) == 0)
+            needed[s] = true;
+    }
+    for (uint32_t i = 0; i < PEER_STREAM0; i++) {
+        uint32_t s = peer_stream0(i), from;
+        int tier;
+        needed[s] = true;
+        if (pf_track_owner(pf->track, s, &tier, &from) != 1 || sample_size(fx, s) == 0)
+            continue;
+        if (from == 0)
+            x->is_peer[s] = true;
+        else
+            x->later++;
+    }
+    for (uint32_t s = 0; s < NFILES; s++) {
+        if (needed[s]) {
+            x->needed++;
+            x->needed_bytes += sample_size(fx, s);
+        }
+        if (x->is_peer[s]) {
+            x->peer++;
+            x->peer_bytes += sample_size(fx, s);
+        }
+    }
+}
+
+static void replay_node0(struct cfs_prefetch *pf, const struct fixture *fx)
+{
+    for (uint32_t i = 0; i < PEER_STREAM0; i++)
+        read_check(pf, fx, peer_stream0(i));
+}
+
+/* Files node 1 owns go to it once it holds them (from the cluster's first
+ * read): epoch 0's files are asked for, epoch 1's are read from the PFS;
+ * each answer is the bytes, counted once as from the peer. */
+START_TEST(peer_choice_and_completion)
+{
+    struct fixture fx;
+    struct cfs_metrics m;
+    struct peer_expect x;
+    struct fake_peer_counts c;
+    struct cfs_prefetch_stats st;
+    fixture_init(&fx);
+    struct fake_peer *fp = fake_peer_create(0, 2, 1.0);
+    ck_assert_ptr_nonnull(fp);
+    struct cfs_prefetch *pf = make_peer_pf(&fx, "", &m, fp);
+    expect_peers(pf, &fx, &x);
+    ck_assert_uint_gt(x.peer, 0);
+    ck_assert_uint_gt(x.later, 0); /* the from-epoch rule has files to refuse */
+    ck_assert_int_eq(cfs_prefetch_wait_idle(pf, 30), 0);
+    for (uint32_t s = 0; s < NFILES; s++)
+        ck_assert_msg(fake_peer_asked(fp, cfs_catalog_sample_entry(fx.cat, s)) == x.is_peer[s],
+                      "sample %u: asked %d, expected %d", s,
+                      fake_peer_asked(fp, cfs_catalog_sample_entry(fx.cat, s)), x.is_peer[s]);
+    fake_peer_counts(fp, &c);
+    ck_assert_uint_eq(c.submitted, x.peer);
+    ck_assert_uint_eq(c.served, x.peer);
+    ck_assert_uint_eq(c.served_bytes, x.peer_bytes);
+    cfs_prefetch_stats(pf, &st);
+    ck_assert_uint_eq(st.peer_fetches, x.peer);
+    ck_assert_uint_eq(st.peer_fallbacks, 0);
+    ck_assert_uint_eq(mget(&m, CFS_M_PEER_FETCH_OK), x.peer);
+    ck_assert_uint_eq(mget(&m, CFS_M_PEER_FETCH_FALLBACK), 0);
+    ck_assert_uint_eq(mget(&m, CFS_M_FETCH_BYTES_PEER), x.peer_bytes);
+    ck_assert_uint_eq(mget(&m, CFS_M_FETCH_BYTES_PFS), x.needed_bytes - x.peer_bytes);
+    replay_node0(pf, &fx);
+    ck_assert_uint_eq(mget(&m, CFS_M_READS_RAM), PEER_STREAM0);
+    ck_assert_uint_eq(mget(&m, CFS_M_FETCH_BYTES_PEER), x.peer_bytes);
+    ck_assert_uint_eq(mget(&m, CFS_M_FETCH_BYTES_PFS), x.needed_bytes - x.peer_bytes);
+    cfs_prefetch_destroy(pf);
+    fake_peer_destroy(fp);
+    fixture_fini(&fx);
+}
+END_TEST
+
+/* A peer marked slow, or -o no_peers: nothing is asked of it. */
+START_TEST(peer_not_when_slow_or_no_peers)
+{
+    struct fixture fx;
+    struct cfs_metrics m;
+    struct peer_expect x;
+    struct fake_peer_counts c;
+    struct cfs_prefetch_stats st;
+    fixture_init(&fx);
+    struct fake_peer *fp = fake_peer_create(0, 2, 1.0);
+    ck_assert_ptr_nonnull(fp);
+    if (_i == 0)
+        fake_peer_set_state(fp, 1, CFS_PEER_SLOW);
+    struct cfs_prefetch *pf = make_peer_pf(&fx, _i == 0 ? "" : ",no_peers", &m, fp);
+    ck_assert_int_eq(cfs_prefetch_wait_idle(pf, 30), 0);
+    if (_i == 0) {
+        expect_peers(pf, &fx, &x);
+        ck_assert_uint_gt(x.peer, 0);
+        ck_assert_uint_eq(mget(&m, CFS_M_FETCH_BYTES_PFS), x.needed_bytes);
+    }
+    replay_node0(pf, &fx);
+    fake_peer_counts(fp, &c);
+    ck_assert_uint_eq(c.submitted + c.refused, 0);
+    cfs_prefetch_stats(pf, &st);
+    ck_assert_uint_eq(st.peer_fetches, 0);
+    ck_assert_uint_eq(st.peer_fallbacks, 0);
+    ck_assert_uint_eq(mget(&m, CFS_M_FETCH_BYTES_PEER), 0);
+    ck_assert_uint_eq(mget(&m, CFS_M_READS_PEER), 0);
+    cfs_prefetch_destroy(pf);
+    fake_peer_destroy(fp);
+    fixture_fini(&fx);
+}
+END_TEST
+
+/* Every answer but the bytes resubmits the same fetch to the PFS: the
+ * bytes are still right, each failed answer is one fallback, and all the
+ * bytes count as from the PFS. */
+static const enum fake_peer_answer bad_answers[] = {FAKE_PEER_ENOENT, FAKE_PEER_TIMEOUT,
+                                                    FAKE_PEER_CORRUPT, FAKE_PEER_SHORT};
+
+START_TEST(peer_fallback_to_pfs)
+{
+    struct fixture fx;
+    struct cfs_metrics m;
+    struct peer_expect x;
+    struct fake_peer_counts c;
+    struct cfs_prefetch_stats st;
+    fixture_init(&fx);
+    struct fake_peer *fp = fake_peer_create(0, 2, 1.0);
+    ck_assert_ptr_nonnull(fp);
+    fake_peer_answer(fp, bad_answers[_i]);
+    struct cfs_prefetch *pf = make_peer_pf(&fx, "", &m, fp);
+    expect_peers(pf, &fx, &x);
+    ck_assert_uint_gt(x.peer, 0);
+    ck_assert_int_eq(cfs_prefetch_wait_idle(pf, 30), 0);
+    fake_peer_counts(fp, &c);
+    ck_assert_uint_eq(c.submitted, x.peer);
+    cfs_prefetch_stats(pf, &st);
+    ck_assert_uint_eq(st.peer_fetches, 0);
+    ck_assert_uint_eq(st.peer_fallbacks, x.peer);
+    ck_assert_uint_eq(mget(&m, CFS_M_PEER_FETCH_OK), 0);
+    ck_assert_uint_eq(mget(&m, CFS_M_PEER_FETCH_FALLBACK), x.peer);
+    ck_assert_uint_eq(mget(&m, CFS_M_FETCH_BYTES_PEER), 0);
+    ck_assert_uint_eq(mget(&m, CFS_M_FETCH_BYTES_PFS), x.needed_bytes);
+    replay_node0(pf, &fx);
+    ck_assert_uint_eq(mget(&m, CFS_M_READS_RAM), PEER_STREAM0);
+    ck_assert_uint_eq(mget(&m, CFS_M_FETCH_BYTES_PFS), x.needed_bytes);
+    cfs_prefetch_destroy(pf);
+    fake_peer_destroy(fp);
+    fixture_fini(&fx);
+}
+END_TEST
+
+/* A stopped peer: its requests time out (each one a fallback), it is then
+ * marked slow and asked nothing more; every byte comes from the PFS. */
+START_TEST(peer_stopped_times_out)
+{
+    struct fixture fx;
+    struct cfs_metrics m;
+    struct peer_expect x;
+    struct fake_peer_counts c;
+    struct cfs_prefetch_stats st;
+    fixture_init(&fx);
+    struct fake_peer *fp = fake_peer_create(0, 2, 0.05);
+    ck_assert_ptr_nonnull(fp);
+    fake_peer_stop(fp, 1);
+    struct cfs_prefetch *pf = make_peer_pf(&fx, "", &m, fp);
+    expect_peers(pf, &fx, &x);
+    ck_assert_int_eq(cfs_prefetch_wait_idle(pf, 30), 0);
+    fake_peer_counts(fp, &c);
+    ck_assert_uint_ge(c.submitted, 1);
+    ck_assert_uint_le(c.submitted + c.refused, x.peer);
+    ck_assert_uint_eq(c.timeouts, c.submitted);
+    cfs_prefetch_stats(pf, &st);
+    ck_assert_uint_eq(st.peer_fetches, 0);
+    ck_assert_uint_eq(st.peer_fallbacks, c.timeouts);
+    ck_assert_uint_eq(mget(&m, CFS_M_FETCH_BYTES_PEER), 0);
+    ck_assert_uint_eq(mget(&m, CFS_M_FETCH_BYTES_PFS), x.needed_bytes);
+    ck_assert_int_eq(fake_peer_ops.node_state(fp, 1), CFS_PEER_SLOW);
+    replay_node0(pf, &fx);
+    cfs_prefetch_destroy(pf);
+    fake_peer_destroy(fp);
+    fixture_fini(&fx);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("prefetch");
@@ -654,6 +926,13 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, path_ssd_warm_and_corrupt, 0, 2);
     tcase_add_test(tc, path_seed_and_epoch_commands);
     tcase_add_test(tc, path_staged_into_a_fake_page_cache);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("peers");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, peer_choice_and_completion);
+    tcase_add_loop_test(tc, peer_not_when_slow_or_no_peers, 0, 2);
+    tcase_add_loop_test(tc, peer_fallback_to_pfs, 0, 4);
+    tcase_add_test(tc, peer_stopped_times_out);
     suite_add_tcase(s, tc);
     return s;
 }
