@@ -646,34 +646,26 @@ END_TEST
 /* ---- two nodes, the other one a fake peer */
 
 /* Node 0 runs rank 0 of world 2.  Epoch 0: rank 0 reads 0..29, rank 1
- * 30..59; epoch 1: rank 0 reads 30..89, rank 1 reads 60..89 twice.  So node 0
- * reads files the cluster first read in epoch 0 (30..59, read by node 1)
- * and files first read in epoch 1, which node 1 owns as it reads them more
- * (60..89); 90..119 are never read. */
+ * 30..59; epoch 1: rank 0 reads 30..89, rank 1 reads 60..89 twice.  So
+ * node 0's stream is 0..89: files the cluster first read in epoch 0
+ * (30..59, which node 1 owns) and files first read in epoch 1, which node 1
+ * owns as it reads them more (60..89); 90..119 are never read. */
 #define PEER_STREAM0 90
-
-static uint32_t peer_stream0(uint32_t i)
-{
-    return i; /* epoch 0: 0..29, epoch 1: 30..89 */
-}
 
 static void write_peer_list(const struct fixture *fx, char *path, size_t len)
 {
+    /* epoch, rank: first index, count (indices cycle through 30 from first
+     * when count > 30 and first is 60) */
+    static const uint32_t lines[4][2] = {{0, 30}, {30, 30}, {30, 60}, {60, 60}};
     snprintf(path, len, "%s/list", fx->idx);
     FILE *f = fopen(path, "w");
     ck_assert_ptr_nonnull(f);
-    fprintf(f, "clairfs-sampler-list world=2 epochs=2 n=%u\nepoch 0 rank 0:", NFILES);
-    for (uint32_t i = 0; i < 30; i++)
-        fprintf(f, " %u", i);
-    fprintf(f, "\nepoch 0 rank 1:");
-    for (uint32_t i = 30; i < 60; i++)
-        fprintf(f, " %u", i);
-    fprintf(f, "\nepoch 1 rank 0:");
-    for (uint32_t i = 30; i < 90; i++)
-        fprintf(f, " %u", i);
-    fprintf(f, "\nepoch 1 rank 1:");
-    for (uint32_t i = 0; i < 60; i++)
-        fprintf(f, " %u", 60 + i % 30);
+    fprintf(f, "clairfs-sampler-list world=2 epochs=2 n=%u", NFILES);
+    for (int l = 0; l < 4; l++) {
+        fprintf(f, "\nepoch %d rank %d:", l / 2, l % 2);
+        for (uint32_t i = 0; i < lines[l][1]; i++)
+            fprintf(f, " %u", lines[l][0] == 60 ? 60 + i % 30 : lines[l][0] + i);
+    }
     fprintf(f, "\n");
     fclose(f);
 }
@@ -683,61 +675,38 @@ static size_t sample_size(const struct fixture *fx, uint32_t s)
     return (size_t)cfs_catalog_entry(fx->cat, cfs_catalog_sample_entry(fx->cat, s))->size;
 }
 
-/* A prefetcher for node 0 whose peers are fp; node 1 holds every file. */
-static struct cfs_prefetch *make_peer_pf(struct fixture *fx, const char *extra,
-                                         struct cfs_metrics *m, struct fake_peer *fp)
-{
-    char list[128], opts[320], err[256] = "";
-    write_peer_list(fx, list, sizeof(list));
-    snprintf(opts, sizeof(opts), "seed=5,epochs=2,world=2,ram=16M,sampler=list:%s%s", list,
-             extra);
-    unsigned char *buf = malloc(40000);
-    for (uint32_t s = 0; s < NFILES; s++) {
-        cfs_id id = cfs_catalog_sample_entry(fx->cat, s);
-        uint32_t i = (uint32_t)strtoul(cfs_catalog_name(fx->cat, id) + 1, NULL, 10);
-        fill_bytes(i, buf, file_size(i));
-        fake_peer_hold(fp, 1, id, buf, file_size(i));
-    }
-    free(buf);
-    struct cfs_options o;
-    cfs_options_init(&o);
-    ck_assert_msg(cfs_options_parse_list(&o, opts, err, sizeof(err)) == 0, "%s", err);
-    cfs_metrics_init(m);
-    struct cfs_prefetch_params p = {.catalog = fx->cat, .opts = &o, .source_fd = fx->srcfd,
-                                    .metrics = m, .peer_ops = &fake_peer_ops, .peer = fp};
-    struct cfs_prefetch *pf = NULL;
-    ck_assert_msg(cfs_prefetch_create(&p, &pf, err, sizeof(err)) == 0, "create: %s", err);
-    cfs_options_free(&o);
-    ck_assert_msg(cfs_prefetch_start(pf, err, sizeof(err)) == 0, "start: %s", err);
-    return pf;
-}
-
-/* What node 0 fetches, from the plan: `peer`, the files it asks node 1
- * for in epoch 0 (owned there, held since epoch 0, not empty), and
- * `needed`, every file it fetches (its stream and what it owns); counts
- * and bytes.  Also the files of its stream that node 1 owns from epoch 1. */
+/* What node 0 fetches, from the plan: the files it asks node 1 for in
+ * epoch 0 (owned there, held since epoch 0, not empty: is_peer, peer,
+ * peer_bytes), every file it fetches (its stream and what it owns: needed,
+ * needed_bytes), and the files of its stream node 1 owns from epoch 1. */
 struct peer_expect {
     bool is_peer[NFILES];
     uint64_t peer, peer_bytes, needed, needed_bytes, later;
 };
 
-static void expect_peers(struct cfs_prefetch *pf, const struct fixture *fx,
-                         struct peer_expect *x)
+/* One run: node 0's prefetcher whose peers are a fake; node 1 holds every
+ * file. */
+struct peer_run {
+    struct fixture fx;
+    struct cfs_metrics m;
+    struct fake_peer *fp;
+    struct cfs_prefetch *pf;
+    struct peer_expect x;
+    struct fake_peer_counts c;
+    struct cfs_prefetch_stats st;
+};
+
+static void expect_peers(struct peer_run *r)
 {
+    struct peer_expect *x = &r->x;
     bool needed[NFILES] = {false};
     memset(x, 0, sizeof(*x));
-    ck_assert_ptr_nonnull(pf->track);
+    ck_assert_ptr_nonnull(r->pf->track);
     for (uint32_t s = 0; s < NFILES; s++) {
         int tier;
-        uint32_t from;
-        if (pf_track_owner(pf->track, s, &tier, &from) == 0)
-            needed[s] = true;
-    }
-    for (uint32_t i = 0; i < PEER_STREAM0; i++) {
-        uint32_t s = peer_stream0(i), from;
-        int tier;
-        needed[s] = true;
-        if (pf_track_owner(pf->track, s, &tier, &from) != 1 || sample_size(fx, s) == 0)
+        uint32_t from, owner = pf_track_owner(r->pf->track, s, &tier, &from);
+        needed[s] = owner == 0 || s < PEER_STREAM0;
+        if (s >= PEER_STREAM0 || owner != 1 || sample_size(&r->fx, s) == 0)
             continue;
         if (from == 0)
             x->is_peer[s] = true;
@@ -745,21 +714,61 @@ static void expect_peers(struct cfs_prefetch *pf, const struct fixture *fx,
             x->later++;
     }
     for (uint32_t s = 0; s < NFILES; s++) {
-        if (needed[s]) {
-            x->needed++;
-            x->needed_bytes += sample_size(fx, s);
-        }
-        if (x->is_peer[s]) {
-            x->peer++;
-            x->peer_bytes += sample_size(fx, s);
-        }
+        x->needed += needed[s];
+        x->needed_bytes += needed[s] ? sample_size(&r->fx, s) : 0;
+        x->peer += x->is_peer[s];
+        x->peer_bytes += x->is_peer[s] ? sample_size(&r->fx, s) : 0;
     }
 }
 
-static void replay_node0(struct cfs_prefetch *pf, const struct fixture *fx)
+/* The prefetcher, started and idle (r->fp configured before). */
+static void peer_run_start(struct peer_run *r, const char *extra)
 {
-    for (uint32_t i = 0; i < PEER_STREAM0; i++)
-        read_check(pf, fx, peer_stream0(i));
+    char list[128], opts[320], err[256] = "";
+    write_peer_list(&r->fx, list, sizeof(list));
+    snprintf(opts, sizeof(opts), "seed=5,epochs=2,world=2,ram=16M,sampler=list:%s%s", list,
+             extra);
+    unsigned char *buf = malloc(40000);
+    for (uint32_t s = 0; s < NFILES; s++) {
+        cfs_id id = cfs_catalog_sample_entry(r->fx.cat, s);
+        uint32_t i = (uint32_t)strtoul(cfs_catalog_name(r->fx.cat, id) + 1, NULL, 10);
+        fill_bytes(i, buf, file_size(i));
+        fake_peer_hold(r->fp, 1, id, buf, file_size(i));
+    }
+    free(buf);
+    struct cfs_options o;
+    cfs_options_init(&o);
+    ck_assert_msg(cfs_options_parse_list(&o, opts, err, sizeof(err)) == 0, "%s", err);
+    cfs_metrics_init(&r->m);
+    struct cfs_prefetch_params p = {.catalog = r->fx.cat, .opts = &o, .source_fd = r->fx.srcfd,
+                                    .metrics = &r->m, .peer_ops = &fake_peer_ops, .peer = r->fp};
+    ck_assert_msg(cfs_prefetch_create(&p, &r->pf, err, sizeof(err)) == 0, "create: %s", err);
+    cfs_options_free(&o);
+    ck_assert_msg(cfs_prefetch_start(r->pf, err, sizeof(err)) == 0, "start: %s", err);
+    expect_peers(r); /* with no_peers: no peer files, its own stream */
+    ck_assert_int_eq(cfs_prefetch_wait_idle(r->pf, 30), 0);
+    fake_peer_counts(r->fp, &r->c);
+    cfs_prefetch_stats(r->pf, &r->st);
+}
+
+static void peer_run_init(struct peer_run *r, double timeout)
+{
+    fixture_init(&r->fx);
+    r->fp = fake_peer_create(0, 2, timeout);
+    ck_assert_ptr_nonnull(r->fp);
+}
+
+/* Node 0's trainer reads its stream, every byte checked; then tear down. */
+static void peer_run_finish(struct peer_run *r)
+{
+    for (uint32_t s = 0; s < PEER_STREAM0; s++)
+        read_check(r->pf, &r->fx, s);
+    ck_assert_uint_eq(mget(&r->m, CFS_M_READS_RAM), PEER_STREAM0); /* none refetched */
+    ck_assert_uint_eq(mget(&r->m, CFS_M_FETCH_BYTES_PEER) + mget(&r->m, CFS_M_FETCH_BYTES_PFS),
+                      r->x.needed_bytes);
+    cfs_prefetch_destroy(r->pf);
+    fake_peer_destroy(r->fp);
+    fixture_fini(&r->fx);
 }
 
 /* Files node 1 owns go to it once it holds them (from the cluster's first
@@ -767,75 +776,46 @@ static void replay_node0(struct cfs_prefetch *pf, const struct fixture *fx)
  * each answer is the bytes, counted once as from the peer. */
 START_TEST(peer_choice_and_completion)
 {
-    struct fixture fx;
-    struct cfs_metrics m;
-    struct peer_expect x;
-    struct fake_peer_counts c;
-    struct cfs_prefetch_stats st;
-    fixture_init(&fx);
-    struct fake_peer *fp = fake_peer_create(0, 2, 1.0);
-    ck_assert_ptr_nonnull(fp);
-    struct cfs_prefetch *pf = make_peer_pf(&fx, "", &m, fp);
-    expect_peers(pf, &fx, &x);
-    ck_assert_uint_gt(x.peer, 0);
-    ck_assert_uint_gt(x.later, 0); /* the from-epoch rule has files to refuse */
-    ck_assert_int_eq(cfs_prefetch_wait_idle(pf, 30), 0);
+    struct peer_run r;
+    peer_run_init(&r, 1.0);
+    peer_run_start(&r, "");
+    ck_assert_uint_gt(r.x.peer, 0);
+    ck_assert_uint_gt(r.x.later, 0); /* the from-epoch rule has files to refuse */
     for (uint32_t s = 0; s < NFILES; s++)
-        ck_assert_msg(fake_peer_asked(fp, cfs_catalog_sample_entry(fx.cat, s)) == x.is_peer[s],
-                      "sample %u: asked %d, expected %d", s,
-                      fake_peer_asked(fp, cfs_catalog_sample_entry(fx.cat, s)), x.is_peer[s]);
-    fake_peer_counts(fp, &c);
-    ck_assert_uint_eq(c.submitted, x.peer);
-    ck_assert_uint_eq(c.served, x.peer);
-    ck_assert_uint_eq(c.served_bytes, x.peer_bytes);
-    cfs_prefetch_stats(pf, &st);
-    ck_assert_uint_eq(st.peer_fetches, x.peer);
-    ck_assert_uint_eq(st.peer_fallbacks, 0);
-    ck_assert_uint_eq(mget(&m, CFS_M_PEER_FETCH_OK), x.peer);
-    ck_assert_uint_eq(mget(&m, CFS_M_PEER_FETCH_FALLBACK), 0);
-    ck_assert_uint_eq(mget(&m, CFS_M_FETCH_BYTES_PEER), x.peer_bytes);
-    ck_assert_uint_eq(mget(&m, CFS_M_FETCH_BYTES_PFS), x.needed_bytes - x.peer_bytes);
-    replay_node0(pf, &fx);
-    ck_assert_uint_eq(mget(&m, CFS_M_READS_RAM), PEER_STREAM0);
-    ck_assert_uint_eq(mget(&m, CFS_M_FETCH_BYTES_PEER), x.peer_bytes);
-    ck_assert_uint_eq(mget(&m, CFS_M_FETCH_BYTES_PFS), x.needed_bytes - x.peer_bytes);
-    cfs_prefetch_destroy(pf);
-    fake_peer_destroy(fp);
-    fixture_fini(&fx);
+        ck_assert_msg(fake_peer_asked(r.fp, cfs_catalog_sample_entry(r.fx.cat, s)) ==
+                          r.x.is_peer[s],
+                      "sample %u: asked %d", s,
+                      fake_peer_asked(r.fp, cfs_catalog_sample_entry(r.fx.cat, s)));
+    ck_assert_uint_eq(r.c.submitted, r.x.peer);
+    ck_assert_uint_eq(r.c.served, r.x.peer);
+    ck_assert_uint_eq(r.c.served_bytes, r.x.peer_bytes);
+    ck_assert_uint_eq(r.st.peer_fetches, r.x.peer);
+    ck_assert_uint_eq(r.st.peer_fallbacks, 0);
+    ck_assert_uint_eq(mget(&r.m, CFS_M_PEER_FETCH_OK), r.x.peer);
+    ck_assert_uint_eq(mget(&r.m, CFS_M_PEER_FETCH_FALLBACK), 0);
+    ck_assert_uint_eq(mget(&r.m, CFS_M_FETCH_BYTES_PEER), r.x.peer_bytes);
+    ck_assert_uint_eq(mget(&r.m, CFS_M_FETCH_BYTES_PFS), r.x.needed_bytes - r.x.peer_bytes);
+    peer_run_finish(&r);
 }
 END_TEST
 
 /* A peer marked slow, or -o no_peers: nothing is asked of it. */
 START_TEST(peer_not_when_slow_or_no_peers)
 {
-    struct fixture fx;
-    struct cfs_metrics m;
-    struct peer_expect x;
-    struct fake_peer_counts c;
-    struct cfs_prefetch_stats st;
-    fixture_init(&fx);
-    struct fake_peer *fp = fake_peer_create(0, 2, 1.0);
-    ck_assert_ptr_nonnull(fp);
+    struct peer_run r;
+    peer_run_init(&r, 1.0);
     if (_i == 0)
-        fake_peer_set_state(fp, 1, CFS_PEER_SLOW);
-    struct cfs_prefetch *pf = make_peer_pf(&fx, _i == 0 ? "" : ",no_peers", &m, fp);
-    ck_assert_int_eq(cfs_prefetch_wait_idle(pf, 30), 0);
+        fake_peer_set_state(r.fp, 1, CFS_PEER_SLOW);
+    peer_run_start(&r, _i == 0 ? "" : ",no_peers");
     if (_i == 0) {
-        expect_peers(pf, &fx, &x);
-        ck_assert_uint_gt(x.peer, 0);
-        ck_assert_uint_eq(mget(&m, CFS_M_FETCH_BYTES_PFS), x.needed_bytes);
+        ck_assert_uint_gt(r.x.peer, 0);
+        ck_assert_uint_eq(mget(&r.m, CFS_M_FETCH_BYTES_PFS), r.x.needed_bytes);
     }
-    replay_node0(pf, &fx);
-    fake_peer_counts(fp, &c);
-    ck_assert_uint_eq(c.submitted + c.refused, 0);
-    cfs_prefetch_stats(pf, &st);
-    ck_assert_uint_eq(st.peer_fetches, 0);
-    ck_assert_uint_eq(st.peer_fallbacks, 0);
-    ck_assert_uint_eq(mget(&m, CFS_M_FETCH_BYTES_PEER), 0);
-    ck_assert_uint_eq(mget(&m, CFS_M_READS_PEER), 0);
-    cfs_prefetch_destroy(pf);
-    fake_peer_destroy(fp);
-    fixture_fini(&fx);
+    ck_assert_uint_eq(r.c.submitted + r.c.refused, 0);
+    ck_assert_uint_eq(r.st.peer_fetches, 0);
+    ck_assert_uint_eq(r.st.peer_fallbacks, 0);
+    ck_assert_uint_eq(mget(&r.m, CFS_M_FETCH_BYTES_PEER), 0);
+    peer_run_finish(&r);
 }
 END_TEST
 
@@ -847,34 +827,19 @@ static const enum fake_peer_answer bad_answers[] = {FAKE_PEER_ENOENT, FAKE_PEER_
 
 START_TEST(peer_fallback_to_pfs)
 {
-    struct fixture fx;
-    struct cfs_metrics m;
-    struct peer_expect x;
-    struct fake_peer_counts c;
-    struct cfs_prefetch_stats st;
-    fixture_init(&fx);
-    struct fake_peer *fp = fake_peer_create(0, 2, 1.0);
-    ck_assert_ptr_nonnull(fp);
-    fake_peer_answer(fp, bad_answers[_i]);
-    struct cfs_prefetch *pf = make_peer_pf(&fx, "", &m, fp);
-    expect_peers(pf, &fx, &x);
-    ck_assert_uint_gt(x.peer, 0);
-    ck_assert_int_eq(cfs_prefetch_wait_idle(pf, 30), 0);
-    fake_peer_counts(fp, &c);
-    ck_assert_uint_eq(c.submitted, x.peer);
-    cfs_prefetch_stats(pf, &st);
-    ck_assert_uint_eq(st.peer_fetches, 0);
-    ck_assert_uint_eq(st.peer_fallbacks, x.peer);
-    ck_assert_uint_eq(mget(&m, CFS_M_PEER_FETCH_OK), 0);
-    ck_assert_uint_eq(mget(&m, CFS_M_PEER_FETCH_FALLBACK), x.peer);
-    ck_assert_uint_eq(mget(&m, CFS_M_FETCH_BYTES_PEER), 0);
-    ck_assert_uint_eq(mget(&m, CFS_M_FETCH_BYTES_PFS), x.needed_bytes);
-    replay_node0(pf, &fx);
-    ck_assert_uint_eq(mget(&m, CFS_M_READS_RAM), PEER_STREAM0);
-    ck_assert_uint_eq(mget(&m, CFS_M_FETCH_BYTES_PFS), x.needed_bytes);
-    cfs_prefetch_destroy(pf);
-    fake_peer_destroy(fp);
-    fixture_fini(&fx);
+    struct peer_run r;
+    peer_run_init(&r, 1.0);
+    fake_peer_answer(r.fp, bad_answers[_i]);
+    peer_run_start(&r, "");
+    ck_assert_uint_gt(r.x.peer, 0);
+    ck_assert_uint_eq(r.c.submitted, r.x.peer);
+    ck_assert_uint_eq(r.st.peer_fetches, 0);
+    ck_assert_uint_eq(r.st.peer_fallbacks, r.x.peer);
+    ck_assert_uint_eq(mget(&r.m, CFS_M_PEER_FETCH_OK), 0);
+    ck_assert_uint_eq(mget(&r.m, CFS_M_PEER_FETCH_FALLBACK), r.x.peer);
+    ck_assert_uint_eq(mget(&r.m, CFS_M_FETCH_BYTES_PEER), 0);
+    ck_assert_uint_eq(mget(&r.m, CFS_M_FETCH_BYTES_PFS), r.x.needed_bytes);
+    peer_run_finish(&r);
 }
 END_TEST
 
@@ -882,32 +847,19 @@ END_TEST
  * marked slow and asked nothing more; every byte comes from the PFS. */
 START_TEST(peer_stopped_times_out)
 {
-    struct fixture fx;
-    struct cfs_metrics m;
-    struct peer_expect x;
-    struct fake_peer_counts c;
-    struct cfs_prefetch_stats st;
-    fixture_init(&fx);
-    struct fake_peer *fp = fake_peer_create(0, 2, 0.05);
-    ck_assert_ptr_nonnull(fp);
-    fake_peer_stop(fp, 1);
-    struct cfs_prefetch *pf = make_peer_pf(&fx, "", &m, fp);
-    expect_peers(pf, &fx, &x);
-    ck_assert_int_eq(cfs_prefetch_wait_idle(pf, 30), 0);
-    fake_peer_counts(fp, &c);
-    ck_assert_uint_ge(c.submitted, 1);
-    ck_assert_uint_le(c.submitted + c.refused, x.peer);
-    ck_assert_uint_eq(c.timeouts, c.submitted);
-    cfs_prefetch_stats(pf, &st);
-    ck_assert_uint_eq(st.peer_fetches, 0);
-    ck_assert_uint_eq(st.peer_fallbacks, c.timeouts);
-    ck_assert_uint_eq(mget(&m, CFS_M_FETCH_BYTES_PEER), 0);
-    ck_assert_uint_eq(mget(&m, CFS_M_FETCH_BYTES_PFS), x.needed_bytes);
-    ck_assert_int_eq(fake_peer_ops.node_state(fp, 1), CFS_PEER_SLOW);
-    replay_node0(pf, &fx);
-    cfs_prefetch_destroy(pf);
-    fake_peer_destroy(fp);
-    fixture_fini(&fx);
+    struct peer_run r;
+    peer_run_init(&r, 0.05);
+    fake_peer_stop(r.fp, 1);
+    peer_run_start(&r, "");
+    ck_assert_uint_ge(r.c.submitted, 1);
+    ck_assert_uint_le(r.c.submitted + r.c.refused, r.x.peer);
+    ck_assert_uint_eq(r.c.timeouts, r.c.submitted);
+    ck_assert_uint_eq(r.st.peer_fetches, 0);
+    ck_assert_uint_eq(r.st.peer_fallbacks, r.c.timeouts);
+    ck_assert_uint_eq(mget(&r.m, CFS_M_FETCH_BYTES_PEER), 0);
+    ck_assert_uint_eq(mget(&r.m, CFS_M_FETCH_BYTES_PFS), r.x.needed_bytes);
+    ck_assert_int_eq(fake_peer_ops.node_state(r.fp, 1), CFS_PEER_SLOW);
+    peer_run_finish(&r);
 }
 END_TEST
 
