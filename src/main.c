@@ -558,7 +558,7 @@ static int prepare_data_path(struct daemon *d)
     struct cfs_prefetch_params pp = {
         .catalog = d->catalog, .opts = &opts, .source_fd = d->data_fd, .ssd_dir = d->ssd_dir,
         .index_dir = d->index_dir, .metrics = &d->metrics, .window = d->run.window,
-        .progress = d->cl.foreground, .peer = d->peer,
+        .progress = d->cl.foreground, .peer_ops = cfs_peer_ops_of(d->peer), .peer = d->peer,
         .node_ranks = d->peer ? d->run.node_ranks : NULL,
     };
     if (cfs_prefetch_create(&pp, &d->pf, d->err, sizeof(d->err)) < 0)

@@ -1,6 +1,7 @@
-/* Peers: start-up (MPI or none), the agreement collective, the client API
- * and the lifecycle.  The protocol and the progress loop are in
- * peer_proto.c; the design is in include/clairfs/peer.h. */
+/* Peers over MPI: start-up, the agreement collective, the client API, the
+ * ops table the prefetcher uses, and the lifecycle.  The protocol and the
+ * progress loop are in peer_proto.c; one node without MPI is
+ * peer_single.c; the design is in include/clairfs/peer.h. */
 #include "peer_i.h"
 
 #include <limits.h>
@@ -210,6 +211,38 @@ enum cfs_peer_state cfs_peer_node_state(const struct cfs_peer *p, uint32_t node)
     if (node >= (uint32_t)p->size)
         return CFS_PEER_GONE;
     return (enum cfs_peer_state)atomic_load(&p->nodes[node].state);
+}
+
+static uint32_t mpi_node(const void *peer)
+{
+    return (uint32_t)cfs_peer_rank(peer);
+}
+
+static uint32_t mpi_nodes(const void *peer)
+{
+    return (uint32_t)cfs_peer_size(peer);
+}
+
+static int mpi_submit(void *peer, struct cfs_peer_req *req)
+{
+    return cfs_peer_submit(peer, req);
+}
+
+static enum cfs_peer_state mpi_node_state(const void *peer, uint32_t node)
+{
+    return cfs_peer_node_state(peer, node);
+}
+
+static const struct cfs_peer_ops mpi_ops = {
+    .node = mpi_node,
+    .nodes = mpi_nodes,
+    .submit = mpi_submit,
+    .node_state = mpi_node_state,
+};
+
+const struct cfs_peer_ops *cfs_peer_ops_of(const struct cfs_peer *p)
+{
+    return p ? &mpi_ops : &cfs_peer_single_ops;
 }
 
 void cfs_peer_get_stats(struct cfs_peer *p, struct cfs_peer_stats *out)

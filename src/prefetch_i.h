@@ -1,10 +1,69 @@
-/* Private to the prefetcher (prefetch.c, prefetch_track.c,
- * prefetch_stage.c): the position tracker, which is the only part that sees
- * the planner, and the page-cache stager.
+/* Private to the prefetcher: the state every file of the data path shares,
+ * the position tracker (the only part that sees the planner), and the
+ * page-cache stager.  The design is at the top of include/clairfs/prefetch.h.
  *
- * plan.h and cache.h both name their tiers CFS_TIER_RAM/CFS_TIER_SSD (with
- * different values), so no file can include both: prefetch_track.c includes
- * plan.h and speaks to prefetch.c in the PF_TIER_* values below. */
+ * Files.  prefetch.c: state and control (create/start/destroy, the cache's
+ * eviction key, epoch and seed commands, stats, the state xattr, serving
+ * peers).  prefetch_fetch.c: one fetch from the PFS or a peer, and the
+ * source's identity.  prefetch_loop.c: the prefetcher thread and its
+ * cursors.  prefetch_open.c: open/read/release.  prefetch_stage.c: the
+ * stager thread and its glue.  prefetch_track.c: the position tracker.
+ *
+ * Threads and locks (the one map; keep it true when the code changes).
+ *
+ *   Threads of the data path:
+ *   - prefetcher: created by cfs_prefetch_start, runs pf_prefetch_main
+ *     (prefetch_loop.c); joined by cfs_prefetch_destroy.
+ *   - finisher: created by cfs_prefetch_start, runs pf_finisher_main
+ *     (prefetch_fetch.c): publishes SSD-bound fetches, because the io
+ *     engine's completions must not block on the disk.
+ *   - stager: created by cfs_prefetch_kernel_start (pf_stager_create,
+ *     prefetch_stage.c); the only thread that calls the kernel ops.
+ *   Threads that call in:
+ *   - FUSE workers: open/read/release, state, forgot, control commands.
+ *   - io engine completions (worker threads, or the uring completion
+ *     thread): fetch_done, then fetch_finish or the finisher queue.
+ *   - the peer layer's thread (MPI: its communication thread; the test
+ *     fake: a thread of its own): peer_done, which may resubmit to the io
+ *     engine, and cfs_prefetch_provide.  Neither holds a peer-layer lock
+ *     when it calls us.
+ *
+ *   Locks, outermost first.  A thread holding one may take only locks
+ *   further down this list:
+ *   1. pf->plan_lock (rwlock): pf->track and the prefetcher's cursors
+ *      (scan, scan_gen, order_idx, owned_idx: the prefetcher thread's, reset
+ *      under the write lock by set_seed).  Read: open, release, state,
+ *      stats, set_epoch, prefetch_round, log_progress, stage_eligible.
+ *      Write: set_seed only.  Under the read lock an open may call
+ *      fetch_start (and so everything below, also fetch_finish for a
+ *      synchronous demand fetch) and wait up to ZOMBIE_WAIT_NS on
+ *      zombie_cv.
+ *   2. pf->gauge_mu: serialises update_gauges, which reads the cache's stats
+ *      under it (so gauge_mu -> cache lock).
+ *   3. the cache's lock (cache.c): with it held the cache calls
+ *      next_use_cb (-> the tracker's leaf lock) and kernel_drop_cb (-> the
+ *      stager's lock).  next_use_cb reads pf->track without plan_lock: a
+ *      tracker swap first sets the cache's policy to NULL.
+ *   4. leaves, never held while taking another lock:
+ *      - the tracker's leaf lock (pf_track's mu, prefetch_track.c);
+ *      - the stager's lock (pf_stager's mu) with its cv and exit_cv;
+ *      - pf->mu with pf->cv (wakes the prefetcher), pf->idle_cv (wakes
+ *        wait_idle) and pf->fin_cv (wakes the finisher): stop, running,
+ *        idle, wake_seq, inflight, fetched_bytes, the finisher's queue;
+ *      - pf->zombie_mu with pf->zombie_cv: zombie_gen (stage_freed bumps
+ *        it, then wakes the prefetcher after unlocking);
+ *      - the peer layer's submit lock (cfs_peer_submit) and the io
+ *        engine's lock (cfs_io_submit), taken inside fetch_start;
+ *      - a file's fd_mu: the source fd of a staged file's first fallback
+ *        read (open_source, which logs: the log lock is the only one
+ *        below it).
+ *   The threads that wait (the prefetcher, the finisher, wait_idle, an open
+ *   waiting for zombies or for a synchronous peer read) hold nothing else
+ *   but what item 1 says.  Counters are atomics and need no lock.
+ *
+ * Tiers.  plan.h and cache.h once named their tiers alike, so the tracker
+ * speaks PF_TIER_* below; the enums are to be unified (cfs_cache_tier,
+ * cfs_plan_tier, PF_TIER_*, the model's tier). */
 #ifndef CLAIRFS_PREFETCH_I_H
 #define CLAIRFS_PREFETCH_I_H
 
@@ -13,6 +72,10 @@
 #include <stdint.h>
 #include <time.h>
 
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "clairfs/options.h"
 #include "clairfs/sampler.h"
 
 #define PF_NEVER UINT64_MAX
@@ -73,13 +136,11 @@ uint32_t pf_track_window(const struct pf_track *t);
 int pf_track_tier(const struct pf_track *t, uint32_t s);
 const uint32_t *pf_track_order(const struct pf_track *t, int tier, uint64_t *count);
 uint64_t pf_track_tier_bytes(const struct pf_track *t, int tier);
-uint64_t pf_track_stream_len(const struct pf_track *t);
 /* The node that holds s for its peers (PF_NO_NODE: none, the PFS) and its
  * tier there (PF_TIER_*), and the relative epoch from which it holds it
  * (the cluster's first read of s: the owner stages it then). */
 #define PF_NO_NODE UINT32_MAX
 uint32_t pf_track_owner(const struct pf_track *t, uint32_t s, int *tier, uint32_t *from_epoch);
-uint32_t pf_track_node(const struct pf_track *t);
 uint32_t pf_track_start_epoch(const struct pf_track *t);
 
 /* The CLOCK_REALTIME instant `ns` nanoseconds from now, for
@@ -97,6 +158,7 @@ static inline struct timespec pf_deadline(uint64_t ns)
 /* ---- the page-cache stager (prefetch_stage.c; design in prefetch.h) */
 
 struct cfs_cache;
+struct cfs_cache_source;
 struct cfs_metrics;
 struct cfs_kernel_ops;
 struct pf_stager;
@@ -127,5 +189,139 @@ void pf_stager_kick(struct pf_stager *s);
 int pf_stager_stop(struct pf_stager *s, double timeout);
 /* Joins the thread if needed (it must have been stopped or be stoppable). */
 void pf_stager_destroy(struct pf_stager *s);
+
+/* ---- the shared state (defined here so that each file of the data path
+ * sees it; see the map of threads and locks at the top) */
+
+struct cfs_prefetch_file;
+struct cfs_entry;
+struct cfs_io;
+struct cfs_index;
+struct cfs_model;
+struct cfs_peer_ops;
+struct fetch;
+
+struct cfs_prefetch {
+    const struct cfs_catalog *cat;
+    struct cfs_metrics *m;
+    int source_fd;
+    struct cfs_cache *cache;
+    struct cfs_io *io;
+    struct cfs_index *index;
+    char *ssd_dir, *index_dir;
+    struct cfs_options opts; /* scalars only: the strings are not kept */
+    uint32_t window;
+    uint64_t *sizes; /* per sample, for the planner */
+    uint64_t nsamples;
+
+    /* The tracker; replaced by "seed N" under the write lock.  The cache's
+     * policy callback reads it without this lock: a swap first switches
+     * the cache to LRU. */
+    pthread_rwlock_t plan_lock;
+    struct pf_track *track;
+
+    pthread_mutex_t gauge_mu; /* update_gauges */
+    atomic_uint moves;        /* opens and releases since the prefetcher was woken */
+
+    /* The prefetcher thread and what it waits on. */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;      /* wakes the prefetcher */
+    pthread_cond_t idle_cv; /* wakes wait_idle */
+    pthread_t thread;
+    bool running, stop, idle;
+    uint64_t wake_seq;
+    uint32_t inflight, max_inflight; /* prefetches */
+    uint64_t lookahead;
+    uint64_t scan, scan_gen;
+    uint64_t order_idx[2];
+    uint64_t owned_idx[2]; /* distributed: cursor of the owned files' staging */
+    uint64_t fetched_bytes;
+
+    /* SSD completions are written by a finisher thread: the io engine's
+     * callbacks must not block on the disk. */
+    pthread_t finisher;
+    bool fin_running, fin_stop;
+    struct fetch *fin_head, *fin_tail;
+    pthread_cond_t fin_cv;
+
+    bool progress;
+    double progress_interval;
+
+    atomic_uint_fast64_t prefetches, demand_fetches, direct_opens, dropped;
+    atomic_bool ssd_error_logged;
+    /* Bitmap by entry id: the source file was found changed under the mount
+     * (its reads fail with ESTALE unless a tier holds it; logged once). */
+    _Atomic uint64_t *changed;
+
+    /* Peers, behind their ops (cfs_peer_single_ops: one node).
+     * distributed: the plan spans nodes and fetches may go to peers (not
+     * with no_peers). */
+    const struct cfs_peer_ops *peer_ops;
+    void *peer;
+    uint32_t nodes, node;
+    bool distributed;
+    struct cfs_rank_range *node_ranks; /* nodes entries, or NULL */
+    struct cfs_model *model;
+    /* Per entry id: 1 + the node the last completed fetch came from, 0 for
+     * the PFS; read by an open that waited for that fetch. */
+    _Atomic uint32_t *from_node;
+    _Atomic uint32_t *peer_inflight; /* per node: requests in flight */
+    uint32_t nentries;
+    atomic_uint_fast64_t peer_fetches, peer_fallbacks, peer_served;
+
+    /* Page-cache staging (prefetch_stage.c); NULL until kernel_start. */
+    struct pf_stager *_Atomic stager;
+    atomic_uint_fast64_t kernel_opens, kernel_fallbacks;
+    atomic_bool reclaim_warned;
+    /* Zombies invalidated (stage_freed): a demand fetch refused for their
+     * room waits for this, briefly. */
+    pthread_mutex_t zombie_mu;
+    pthread_cond_t zombie_cv;
+    uint64_t zombie_gen;
+};
+
+static inline uint64_t pf_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* prefetch.c: state shared by the threads. */
+void pf_wake(struct cfs_prefetch *pf);
+/* The trainers moved (an open, a release); now: the epoch changed. */
+void pf_nudge(struct cfs_prefetch *pf, bool now);
+void pf_update_gauges(struct cfs_prefetch *pf);
+/* This node keeps sample s for its peers (plan_lock held, or the cache's
+ * policy callback, which a tracker swap excludes). */
+bool pf_owned_for_peers(const struct cfs_prefetch *pf, uint32_t s);
+/* The eviction key of sample s: owned files count as needed now. */
+uint64_t pf_sample_next_use(struct cfs_prefetch *pf, uint32_t s);
+/* The cache's policy callback (cfs_cache_next_use_fn), arg the prefetcher. */
+uint64_t pf_next_use_cb(void *arg, uint32_t id);
+
+/* prefetch_fetch.c: fetches and the source's identity. */
+/* The cache's source callback (cfs_cache_source_fn), arg the prefetcher. */
+int pf_source_cb(void *arg, uint32_t id, struct cfs_cache_source *out);
+bool pf_fd_is_catalogs(int fd, const struct cfs_entry *e);
+bool pf_is_changed(const struct cfs_prefetch *pf, uint32_t id);
+/* Remember that id's source changed; count and log it the first time. */
+void pf_mark_changed(struct cfs_prefetch *pf, uint32_t id, const char *path);
+/* Open entry id's source for direct reads: 0 and *fd, or -errno (-ESTALE:
+ * not the catalog's file any more). */
+int pf_open_source(struct cfs_prefetch *pf, uint32_t id, int *fd);
+/* The node to ask for entry e instead of the PFS, or -1 (plan_lock held). */
+int pf_peer_choice(struct cfs_prefetch *pf, const struct cfs_entry *e);
+/* Begin the fetch of id into plan tier (PF_TIER_RAM or PF_TIER_SSD) and
+ * submit it: see prefetch_fetch.c. */
+int pf_fetch_start(struct cfs_prefetch *pf, uint32_t id, int tier, bool prefetch,
+                   unsigned cache_flags, int *sync_res);
+void *pf_finisher_main(void *arg);
+
+/* prefetch_loop.c: the prefetcher thread. */
+void *pf_prefetch_main(void *arg);
+
+/* prefetch_stage.c: the cache's kernel_drop callback (cache lock held). */
+void pf_kernel_drop_cb(void *arg);
 
 #endif

@@ -9,11 +9,17 @@
  * they must never run inside a FUSE request (libfuse's notify documentation
  * and PR #1153: a deadlock otherwise).  Invalidations go first: until the
  * kernel has dropped a zombie's pages its bytes stay charged and the
- * prefetcher waits for that room. */
+ * prefetcher waits for that room.
+ *
+ * The second half is the prefetcher's glue: the stager's callbacks (which
+ * entries may be staged, room freed, gauges) and the public
+ * cfs_prefetch_kernel_start/stop and cfs_prefetch_forgot. */
 #include "prefetch_i.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -223,4 +229,80 @@ void pf_stager_destroy(struct pf_stager *s)
     free(s->ring);
     free(s->queued);
     free(s);
+}
+
+/* ---- the prefetcher's glue */
+
+void pf_kernel_drop_cb(void *arg)
+{
+    struct cfs_prefetch *pf = arg;
+    pf_stager_kick(atomic_load(&pf->stager));
+}
+
+static bool stage_eligible(void *arg, uint32_t id)
+{
+    struct cfs_prefetch *pf = arg;
+    const struct cfs_entry *e = cfs_catalog_entry(pf->cat, id);
+    if (!e || !S_ISREG(e->mode) || e->size == 0 || pf_is_changed(pf, id))
+        return false;
+    pthread_rwlock_rdlock(&pf->plan_lock);
+    /* Without a plan too (the reactive LRU cache), unless an SSD tier is
+     * there: LRU demotes RAM victims to it, and a staged entry has no
+     * buffer to demote. */
+    bool ok = (pf->track || pf->opts.ssd == 0) &&
+              !(e->sample != CFS_NO_SAMPLE && pf_owned_for_peers(pf, e->sample));
+    pthread_rwlock_unlock(&pf->plan_lock);
+    return ok;
+}
+
+static void stage_freed(void *arg)
+{
+    struct cfs_prefetch *pf = arg;
+    pthread_mutex_lock(&pf->zombie_mu);
+    pf->zombie_gen++;
+    pthread_cond_broadcast(&pf->zombie_cv);
+    pthread_mutex_unlock(&pf->zombie_mu);
+    pf_wake(pf); /* a prefetch that waited for the zombies' room may start */
+}
+
+static void stage_gauges(void *arg)
+{
+    pf_update_gauges(arg);
+}
+
+int cfs_prefetch_kernel_start(struct cfs_prefetch *pf, const struct cfs_kernel_ops *ops,
+                              void *arg, char *err, size_t errlen)
+{
+    if (pf->opts.no_pagecache || atomic_load(&pf->stager))
+        return 0;
+    struct pf_stager_params sp = {
+        .cache = pf->cache, .metrics = pf->m, .nentries = cfs_catalog_entry_count(pf->cat),
+        .ops = ops, .ops_arg = arg, .eligible = stage_eligible, .freed = stage_freed,
+        .gauges = stage_gauges, .arg = pf,
+    };
+    struct pf_stager *st;
+    int rc = pf_stager_create(&sp, &st);
+    if (rc) {
+        snprintf(err, errlen, "page cache: cannot start the stager: %s", strerror(-rc));
+        return rc;
+    }
+    atomic_store(&pf->stager, st);
+    /* What the prefetcher fetched before the stager existed. */
+    for (uint32_t id = 0; id < sp.nentries; id++)
+        if (cfs_cache_state(pf->cache, id) == CFS_CACHE_RAM)
+            pf_stager_queue(st, id);
+    return 0;
+}
+
+int cfs_prefetch_kernel_stop(struct cfs_prefetch *pf, double timeout)
+{
+    return pf ? pf_stager_stop(atomic_load(&pf->stager), timeout) : 0;
+}
+
+void cfs_prefetch_forgot(struct cfs_prefetch *pf, cfs_id id)
+{
+    if (!pf->cache || pf->opts.no_pagecache)
+        return;
+    cfs_cache_kernel_forgot(pf->cache, id);
+    pf_update_gauges(pf);
 }

@@ -406,11 +406,6 @@ uint64_t pf_track_tier_bytes(const struct pf_track *t, int tier)
     return sum.bytes[tier == PF_TIER_SSD ? CFS_PLAN_TIER_SSD : CFS_PLAN_TIER_RAM];
 }
 
-uint64_t pf_track_stream_len(const struct pf_track *t)
-{
-    return cfs_plan_epoch_start(t->plan, t->nepochs);
-}
-
 uint32_t pf_track_owner(const struct pf_track *t, uint32_t s, int *tier, uint32_t *from_epoch)
 {
     enum cfs_plan_tier pt = CFS_PLAN_TIER_NONE;
@@ -423,11 +418,6 @@ uint32_t pf_track_owner(const struct pf_track *t, uint32_t s, int *tier, uint32_
     if (from_epoch)
         *from_epoch = cfs_plan_owner_epoch(t->plan, s);
     return owner == CFS_NODE_NONE ? PF_NO_NODE : owner;
-}
-
-uint32_t pf_track_node(const struct pf_track *t)
-{
-    return t->node;
 }
 
 uint32_t pf_track_start_epoch(const struct pf_track *t)

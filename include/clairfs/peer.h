@@ -1,4 +1,4 @@
-/* Peers: the nodes of a distributed mount, over Open MPI (issue 5).  Node
+/* Peers: the nodes of a distributed mount, over Open MPI.  Node
  * identity, the start-up agreement check, and peer fetch: whole cached
  * files requested from and served by other nodes.  What to fetch from whom
  * is the prefetcher's business; this module moves bytes.
@@ -113,7 +113,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "config.h" /* HAVE_MPI */
 
 struct cfs_options;
 
@@ -225,7 +224,35 @@ struct cfs_peer_stats {
     uint64_t notheld, timeouts, checksum_failures, batches_sent, ssd_bounces;
 };
 
-#if HAVE_MPI
+
+/* --- The prefetcher's view of its peers. ---
+ *
+ * The data path reaches the peers only through this table (as the io engine
+ * has its back ends and the stager its kernel ops), so that it needs no MPI
+ * and can be tested against a fake (tests/unit/fake_peer.h).  peer is the
+ * implementation's handle.  node/nodes: this node's index and the number of
+ * nodes, fixed for the run.  submit: as cfs_peer_submit (0: done() runs
+ * exactly once, on a thread of the implementation that holds none of its
+ * locks; else -errno and done() is never called).  node_state: as
+ * cfs_peer_node_state. */
+struct cfs_peer_ops {
+    uint32_t (*node)(const void *peer);
+    uint32_t (*nodes)(const void *peer);
+    int (*submit)(void *peer, struct cfs_peer_req *req);
+    enum cfs_peer_state (*node_state)(const void *peer, uint32_t node);
+};
+
+/* One node: node 0 of 1, itself CFS_PEER_SELF, every other node
+ * CFS_PEER_GONE, submit -ESHUTDOWN.  What a mount without peers uses (not
+ * launched by mpirun, or built without MPI). */
+extern const struct cfs_peer_ops cfs_peer_single_ops;
+/* The ops for a handle from cfs_peer_init: the MPI transport's, or
+ * cfs_peer_single_ops for NULL (one node, or no MPI in this build). */
+const struct cfs_peer_ops *cfs_peer_ops_of(const struct cfs_peer *p);
+
+/* --- The node's handle.  Built without MPI, cfs_peer_init fails under
+ * mpirun (-ENOTSUP) and gives NULL otherwise; the functions below then
+ * behave as for NULL (src/peer_single.c). --- */
 
 /* Fill *out from the options and the catalog hash (pure, no MPI). */
 void cfs_peer_agreement_fill(struct cfs_peer_agreement *out, const struct cfs_options *o,
@@ -274,79 +301,5 @@ void cfs_peer_leave(struct cfs_peer *p);
  * free.  Accepts NULL. */
 void cfs_peer_destroy(struct cfs_peer *p);
 
-#else /* !HAVE_MPI: callers need no #ifdef; under mpirun init fails clearly. */
-
-#include <stdio.h>
-#include <string.h>
-
-static inline int cfs_peer_init(int *argc, char ***argv, struct cfs_peer **out, char *err,
-                                size_t errlen)
-{
-    (void)argc;
-    (void)argv;
-    *out = NULL;
-    if (!cfs_peer_launched())
-        return 0;
-    if (err && errlen)
-        snprintf(err, errlen, "started by mpirun, but clairfs was built without MPI");
-    return -ENOTSUP;
-}
-static inline int cfs_peer_rank(const struct cfs_peer *p) { (void)p; return 0; }
-static inline int cfs_peer_size(const struct cfs_peer *p) { (void)p; return 1; }
-static inline int cfs_peer_agree(struct cfs_peer *p, const struct cfs_peer_agreement *mine,
-                                 char *err, size_t errlen)
-{
-    (void)p; (void)mine; (void)err; (void)errlen;
-    return 0;
-}
-static inline int cfs_peer_allgather(struct cfs_peer *p, const void *mine, size_t len, void *all,
-                                     char *err, size_t errlen)
-{
-    (void)p; (void)err; (void)errlen;
-    memcpy(all, mine, len);
-    return 0;
-}
-static inline int cfs_peer_start(struct cfs_peer *p, const struct cfs_peer_params *params,
-                                 char *err, size_t errlen)
-{
-    (void)p; (void)params; (void)err; (void)errlen;
-    return -ENOTSUP;
-}
-static inline int cfs_peer_submit(struct cfs_peer *p, struct cfs_peer_req *req)
-{
-    (void)p; (void)req;
-    return -ENOTSUP;
-}
-static inline enum cfs_peer_state cfs_peer_node_state(const struct cfs_peer *p, uint32_t node)
-{
-    (void)p;
-    return node == 0 ? CFS_PEER_SELF : CFS_PEER_GONE;
-}
-static inline void cfs_peer_get_stats(struct cfs_peer *p, struct cfs_peer_stats *out)
-{
-    (void)p;
-    *out = (struct cfs_peer_stats){0};
-}
-static inline void cfs_peer_leave(struct cfs_peer *p) { (void)p; }
-static inline void cfs_peer_destroy(struct cfs_peer *p) { (void)p; }
-static inline void cfs_peer_agreement_fill(struct cfs_peer_agreement *out,
-                                           const struct cfs_options *o, uint64_t catalog_hash)
-{
-    (void)o;
-    *out = (struct cfs_peer_agreement){.protocol = CFS_PEER_PROTOCOL, .catalog_hash = catalog_hash};
-}
-static inline uint64_t cfs_peer_options_hash(const struct cfs_options *o)
-{
-    (void)o;
-    return 0;
-}
-static inline int cfs_peer_agreement_compare(const struct cfs_peer_agreement *all, int n,
-                                             char *err, size_t errlen)
-{
-    (void)all; (void)n; (void)err; (void)errlen;
-    return -ENOTSUP;
-}
-
-#endif /* HAVE_MPI */
 
 #endif

@@ -43,11 +43,11 @@
  * leaf lock, so the cache may ask with its own lock held); a file read for
  * the last time is dropped at its release.
  *
- * Peers (issue 5).  Under MPI with several nodes (params.peer) the plan
- * covers every node: each file has an owner (cfs_plan_owner) that keeps it
- * in a tier for the whole run.  A fetch (prefetch or demand) of a file
- * owned by another node goes to that node (cfs_peer_submit into the cache
- * entry's buffer) when the owner has begun holding it (the relative epoch
+ * Peers.  With several nodes (params.peer_ops: the MPI transport, or a
+ * test's fake) the plan covers every node: each file has an owner
+ * (cfs_plan_owner) that keeps it in a tier for the whole run.  A fetch
+ * (prefetch or demand) of a file owned by another node goes to that node
+ * (peer_ops->submit into the cache entry's buffer) when the owner has begun holding it (the relative epoch
  * of the cluster's first read of the file, when the owner stages it), the
  * peer is not marked slow, and the performance model (model.h) estimates
  * the peer faster than this node's share of the PFS.  A peer answer other
@@ -139,7 +139,7 @@
 
 struct cfs_prefetch;
 struct cfs_prefetch_file;
-struct cfs_peer;
+struct cfs_peer_ops;
 struct cfs_peer_view;
 struct cfs_rank_range;
 
@@ -156,11 +156,14 @@ struct cfs_prefetch_params {
     uint32_t window;          /* reordering slack in files; 0: default */
     bool progress;            /* log warm-up progress (staged %, MB/s, ETA) */
     double progress_interval; /* seconds between progress lines; 0: 5 */
-    /* Distributed runs: the node's peers (NULL or one node: single-node
-     * behaviour), and every node's trainer ranks (cfs_peer_size entries;
-     * NULL: default blocks).  The peer handle must outlive the prefetcher,
-     * and cfs_peer_leave() must be called before cfs_prefetch_destroy(). */
-    struct cfs_peer *peer;
+    /* Distributed runs: the node's peers behind their ops (peer.h;
+     * cfs_peer_ops_of() for an MPI handle; NULL ops: cfs_peer_single_ops,
+     * one node) and the implementation's handle, and every node's trainer
+     * ranks (ops->nodes() entries; NULL: default blocks).  The peer handle
+     * must outlive the prefetcher, and the peers must stop calling back
+     * (cfs_peer_leave()) before cfs_prefetch_destroy(). */
+    const struct cfs_peer_ops *peer_ops;
+    void *peer;
     const struct cfs_rank_range *node_ranks;
 };
 

@@ -1,6 +1,8 @@
 /* The data path without FUSE: position tracking under DataLoader reordering,
  * and open/read/release over a temporary source with a real plan, cache and
- * io engine (io_uring and threads), every byte compared, metrics exact. */
+ * io engine (io_uring and threads), every byte compared, metrics exact;
+ * and a two-node mount whose peer is a fake (fake_peer.h): which fetches go
+ * to the peer, what its answers count, and the fallback to the PFS. */
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
@@ -20,6 +22,7 @@
 #include "clairfs/prefetch.h"
 #include "clairfs/sampler.h"
 #include "src/prefetch_i.h"
+#include "fake_peer.h"
 
 /* ---- position tracking ---- */
 
@@ -639,6 +642,227 @@ START_TEST(path_seed_and_epoch_commands)
 }
 END_TEST
 
+
+/* ---- two nodes, the other one a fake peer */
+
+/* Node 0 runs rank 0 of world 2.  Epoch 0: rank 0 reads 0..29, rank 1
+ * 30..59; epoch 1: rank 0 reads 30..89, rank 1 reads 60..89 twice.  So
+ * node 0's stream is 0..89: files the cluster first read in epoch 0
+ * (30..59, which node 1 owns) and files first read in epoch 1, which node 1
+ * owns as it reads them more (60..89); 90..119 are never read. */
+#define PEER_STREAM0 90
+
+static void write_peer_list(const struct fixture *fx, char *path, size_t len)
+{
+    /* epoch, rank: first index, count (indices cycle through 30 from first
+     * when count > 30 and first is 60) */
+    static const uint32_t lines[4][2] = {{0, 30}, {30, 30}, {30, 60}, {60, 60}};
+    snprintf(path, len, "%s/list", fx->idx);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "clairfs-sampler-list world=2 epochs=2 n=%u", NFILES);
+    for (int l = 0; l < 4; l++) {
+        fprintf(f, "\nepoch %d rank %d:", l / 2, l % 2);
+        for (uint32_t i = 0; i < lines[l][1]; i++)
+            fprintf(f, " %u", lines[l][0] == 60 ? 60 + i % 30 : lines[l][0] + i);
+    }
+    fprintf(f, "\n");
+    fclose(f);
+}
+
+static size_t sample_size(const struct fixture *fx, uint32_t s)
+{
+    return (size_t)cfs_catalog_entry(fx->cat, cfs_catalog_sample_entry(fx->cat, s))->size;
+}
+
+/* What node 0 fetches, from the plan: the files it asks node 1 for in
+ * epoch 0 (owned there, held since epoch 0, not empty: is_peer, peer,
+ * peer_bytes), every file it fetches (its stream and what it owns: needed,
+ * needed_bytes), and the files of its stream node 1 owns from epoch 1. */
+struct peer_expect {
+    bool is_peer[NFILES];
+    uint64_t peer, peer_bytes, needed, needed_bytes, later;
+};
+
+/* One run: node 0's prefetcher whose peers are a fake; node 1 holds every
+ * file. */
+struct peer_run {
+    struct fixture fx;
+    struct cfs_metrics m;
+    struct fake_peer *fp;
+    struct cfs_prefetch *pf;
+    struct peer_expect x;
+    struct fake_peer_counts c;
+    struct cfs_prefetch_stats st;
+};
+
+static void expect_peers(struct peer_run *r)
+{
+    struct peer_expect *x = &r->x;
+    bool needed[NFILES] = {false};
+    memset(x, 0, sizeof(*x));
+    ck_assert_ptr_nonnull(r->pf->track);
+    for (uint32_t s = 0; s < NFILES; s++) {
+        int tier;
+        uint32_t from, owner = pf_track_owner(r->pf->track, s, &tier, &from);
+        needed[s] = owner == 0 || s < PEER_STREAM0;
+        if (s >= PEER_STREAM0 || owner != 1 || sample_size(&r->fx, s) == 0)
+            continue;
+        if (from == 0)
+            x->is_peer[s] = true;
+        else
+            x->later++;
+    }
+    for (uint32_t s = 0; s < NFILES; s++) {
+        x->needed += needed[s];
+        x->needed_bytes += needed[s] ? sample_size(&r->fx, s) : 0;
+        x->peer += x->is_peer[s];
+        x->peer_bytes += x->is_peer[s] ? sample_size(&r->fx, s) : 0;
+    }
+}
+
+/* The prefetcher, started and idle (r->fp configured before). */
+static void peer_run_start(struct peer_run *r, const char *extra)
+{
+    char list[128], opts[320], err[256] = "";
+    write_peer_list(&r->fx, list, sizeof(list));
+    snprintf(opts, sizeof(opts), "seed=5,epochs=2,world=2,ram=16M,sampler=list:%s%s", list,
+             extra);
+    unsigned char *buf = malloc(40000);
+    for (uint32_t s = 0; s < NFILES; s++) {
+        cfs_id id = cfs_catalog_sample_entry(r->fx.cat, s);
+        uint32_t i = (uint32_t)strtoul(cfs_catalog_name(r->fx.cat, id) + 1, NULL, 10);
+        fill_bytes(i, buf, file_size(i));
+        fake_peer_hold(r->fp, 1, id, buf, file_size(i));
+    }
+    free(buf);
+    struct cfs_options o;
+    cfs_options_init(&o);
+    ck_assert_msg(cfs_options_parse_list(&o, opts, err, sizeof(err)) == 0, "%s", err);
+    cfs_metrics_init(&r->m);
+    struct cfs_prefetch_params p = {.catalog = r->fx.cat, .opts = &o, .source_fd = r->fx.srcfd,
+                                    .metrics = &r->m, .peer_ops = &fake_peer_ops, .peer = r->fp};
+    ck_assert_msg(cfs_prefetch_create(&p, &r->pf, err, sizeof(err)) == 0, "create: %s", err);
+    cfs_options_free(&o);
+    ck_assert_msg(cfs_prefetch_start(r->pf, err, sizeof(err)) == 0, "start: %s", err);
+    expect_peers(r); /* with no_peers: no peer files, its own stream */
+    ck_assert_int_eq(cfs_prefetch_wait_idle(r->pf, 30), 0);
+    fake_peer_counts(r->fp, &r->c);
+    cfs_prefetch_stats(r->pf, &r->st);
+}
+
+static void peer_run_init(struct peer_run *r, double timeout)
+{
+    fixture_init(&r->fx);
+    r->fp = fake_peer_create(0, 2, timeout);
+    ck_assert_ptr_nonnull(r->fp);
+}
+
+/* Node 0's trainer reads its stream, every byte checked; then tear down. */
+static void peer_run_finish(struct peer_run *r)
+{
+    for (uint32_t s = 0; s < PEER_STREAM0; s++)
+        read_check(r->pf, &r->fx, s);
+    ck_assert_uint_eq(mget(&r->m, CFS_M_READS_RAM), PEER_STREAM0); /* none refetched */
+    ck_assert_uint_eq(mget(&r->m, CFS_M_FETCH_BYTES_PEER) + mget(&r->m, CFS_M_FETCH_BYTES_PFS),
+                      r->x.needed_bytes);
+    cfs_prefetch_destroy(r->pf);
+    fake_peer_destroy(r->fp);
+    fixture_fini(&r->fx);
+}
+
+/* Files node 1 owns go to it once it holds them (from the cluster's first
+ * read): epoch 0's files are asked for, epoch 1's are read from the PFS;
+ * each answer is the bytes, counted once as from the peer. */
+START_TEST(peer_choice_and_completion)
+{
+    struct peer_run r;
+    peer_run_init(&r, 1.0);
+    peer_run_start(&r, "");
+    ck_assert_uint_gt(r.x.peer, 0);
+    ck_assert_uint_gt(r.x.later, 0); /* the from-epoch rule has files to refuse */
+    for (uint32_t s = 0; s < NFILES; s++)
+        ck_assert_msg(fake_peer_asked(r.fp, cfs_catalog_sample_entry(r.fx.cat, s)) ==
+                          r.x.is_peer[s],
+                      "sample %u: asked %d", s,
+                      fake_peer_asked(r.fp, cfs_catalog_sample_entry(r.fx.cat, s)));
+    ck_assert_uint_eq(r.c.submitted, r.x.peer);
+    ck_assert_uint_eq(r.c.served, r.x.peer);
+    ck_assert_uint_eq(r.c.served_bytes, r.x.peer_bytes);
+    ck_assert_uint_eq(r.st.peer_fetches, r.x.peer);
+    ck_assert_uint_eq(r.st.peer_fallbacks, 0);
+    ck_assert_uint_eq(mget(&r.m, CFS_M_PEER_FETCH_OK), r.x.peer);
+    ck_assert_uint_eq(mget(&r.m, CFS_M_PEER_FETCH_FALLBACK), 0);
+    ck_assert_uint_eq(mget(&r.m, CFS_M_FETCH_BYTES_PEER), r.x.peer_bytes);
+    ck_assert_uint_eq(mget(&r.m, CFS_M_FETCH_BYTES_PFS), r.x.needed_bytes - r.x.peer_bytes);
+    peer_run_finish(&r);
+}
+END_TEST
+
+/* A peer marked slow, or -o no_peers: nothing is asked of it. */
+START_TEST(peer_not_when_slow_or_no_peers)
+{
+    struct peer_run r;
+    peer_run_init(&r, 1.0);
+    if (_i == 0)
+        fake_peer_set_state(r.fp, 1, CFS_PEER_SLOW);
+    peer_run_start(&r, _i == 0 ? "" : ",no_peers");
+    if (_i == 0) {
+        ck_assert_uint_gt(r.x.peer, 0);
+        ck_assert_uint_eq(mget(&r.m, CFS_M_FETCH_BYTES_PFS), r.x.needed_bytes);
+    }
+    ck_assert_uint_eq(r.c.submitted + r.c.refused, 0);
+    ck_assert_uint_eq(r.st.peer_fetches, 0);
+    ck_assert_uint_eq(r.st.peer_fallbacks, 0);
+    ck_assert_uint_eq(mget(&r.m, CFS_M_FETCH_BYTES_PEER), 0);
+    peer_run_finish(&r);
+}
+END_TEST
+
+/* Every answer but the bytes resubmits the same fetch to the PFS: the
+ * bytes are still right, each failed answer is one fallback, and all the
+ * bytes count as from the PFS. */
+static const enum fake_peer_answer bad_answers[] = {FAKE_PEER_ENOENT, FAKE_PEER_TIMEOUT,
+                                                    FAKE_PEER_CORRUPT, FAKE_PEER_SHORT};
+
+START_TEST(peer_fallback_to_pfs)
+{
+    struct peer_run r;
+    peer_run_init(&r, 1.0);
+    fake_peer_answer(r.fp, bad_answers[_i]);
+    peer_run_start(&r, "");
+    ck_assert_uint_gt(r.x.peer, 0);
+    ck_assert_uint_eq(r.c.submitted, r.x.peer);
+    ck_assert_uint_eq(r.st.peer_fetches, 0);
+    ck_assert_uint_eq(r.st.peer_fallbacks, r.x.peer);
+    ck_assert_uint_eq(mget(&r.m, CFS_M_PEER_FETCH_OK), 0);
+    ck_assert_uint_eq(mget(&r.m, CFS_M_PEER_FETCH_FALLBACK), r.x.peer);
+    ck_assert_uint_eq(mget(&r.m, CFS_M_FETCH_BYTES_PEER), 0);
+    ck_assert_uint_eq(mget(&r.m, CFS_M_FETCH_BYTES_PFS), r.x.needed_bytes);
+    peer_run_finish(&r);
+}
+END_TEST
+
+/* A stopped peer: its requests time out (each one a fallback), it is then
+ * marked slow and asked nothing more; every byte comes from the PFS. */
+START_TEST(peer_stopped_times_out)
+{
+    struct peer_run r;
+    peer_run_init(&r, 0.05);
+    fake_peer_stop(r.fp, 1);
+    peer_run_start(&r, "");
+    ck_assert_uint_ge(r.c.submitted, 1);
+    ck_assert_uint_le(r.c.submitted + r.c.refused, r.x.peer);
+    ck_assert_uint_eq(r.c.timeouts, r.c.submitted);
+    ck_assert_uint_eq(r.st.peer_fetches, 0);
+    ck_assert_uint_eq(r.st.peer_fallbacks, r.c.timeouts);
+    ck_assert_uint_eq(mget(&r.m, CFS_M_FETCH_BYTES_PEER), 0);
+    ck_assert_uint_eq(mget(&r.m, CFS_M_FETCH_BYTES_PFS), r.x.needed_bytes);
+    ck_assert_int_eq(fake_peer_ops.node_state(r.fp, 1), CFS_PEER_SLOW);
+    peer_run_finish(&r);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("prefetch");
@@ -654,6 +878,13 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, path_ssd_warm_and_corrupt, 0, 2);
     tcase_add_test(tc, path_seed_and_epoch_commands);
     tcase_add_test(tc, path_staged_into_a_fake_page_cache);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("peers");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, peer_choice_and_completion);
+    tcase_add_loop_test(tc, peer_not_when_slow_or_no_peers, 0, 2);
+    tcase_add_loop_test(tc, peer_fallback_to_pfs, 0, 4);
+    tcase_add_test(tc, peer_stopped_times_out);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,0 +1,346 @@
+/* One fetch, from the PFS or from a peer, and the source's identity.
+ *
+ * A fetch lives from pf_fetch_start to fetch_finish: the cache entry is
+ * begun (its buffer reserved), the bytes are asked from the owner when the
+ * plan names another node that already holds the file and the model says
+ * it is faster, else from the io engine (or, for a demand fetch whose
+ * opener waits anyway, read in the opener's thread).  A peer answer that is
+ * not the bytes resubmits the same fetch to the io engine.  fetch_finish
+ * publishes or fails the entry, counts the bytes by origin and wakes the
+ * prefetcher; SSD-bound completions go through the finisher thread, since
+ * the io engine's callbacks must not block on the disk.
+ *
+ * Identity ("Exactness" in prefetch.h): a fetch from the source publishes
+ * its bytes only when the file's size and mtime after the last read are
+ * still the catalog's; a file found changed is remembered in a bitmap,
+ * counted and logged once. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "clairfs/cache.h"
+#include "clairfs/io.h"
+#include "clairfs/log.h"
+#include "clairfs/metrics.h"
+#include "clairfs/model.h"
+#include "clairfs/peer.h"
+#include "clairfs/prefetch.h"
+#include "prefetch_i.h"
+
+struct fetch {
+    struct cfs_io_req req;
+    struct cfs_peer_req preq; /* when asked from a peer first */
+    uint64_t t0;              /* when the peer was asked, ns */
+    bool via_peer;            /* the bytes are coming from preq.node */
+    struct cfs_prefetch *pf;
+    struct fetch *qnext;
+    uint32_t id;
+    enum cfs_cache_tier tier;
+    bool prefetch;
+    char path[];
+};
+
+static int source_of(const struct cfs_prefetch *pf, uint32_t id, struct cfs_cache_source *out)
+{
+    char path[PATH_MAX];
+    const struct cfs_entry *e = cfs_catalog_entry(pf->cat, id);
+    if (!e || !S_ISREG(e->mode))
+        return -ENOENT;
+    int len = cfs_catalog_path(pf->cat, id, path, sizeof(path));
+    if (len < 0)
+        return len;
+    out->size = e->size;
+    out->mtime_sec = e->mtime_sec;
+    out->mtime_nsec = e->mtime_nsec;
+    out->path_hash = XXH3_64bits(path, (size_t)len);
+    return 0;
+}
+
+int pf_source_cb(void *arg, uint32_t id, struct cfs_cache_source *out)
+{
+    return source_of(arg, id, out);
+}
+
+
+/* ---- the source's identity (see "Exactness" in prefetch.h) */
+
+/* The file as observed (size, mtime) is still the catalog's entry e. */
+static bool same_identity(const struct cfs_entry *e, uint64_t size, int64_t msec, uint32_t mnsec)
+{
+    return size == e->size && msec == e->mtime_sec && mnsec == e->mtime_nsec;
+}
+
+bool pf_fd_is_catalogs(int fd, const struct cfs_entry *e)
+{
+    struct stat st;
+    return fstat(fd, &st) == 0 && same_identity(e, (uint64_t)st.st_size, st.st_mtim.tv_sec,
+                                                (uint32_t)st.st_mtim.tv_nsec);
+}
+
+bool pf_is_changed(const struct cfs_prefetch *pf, uint32_t id)
+{
+    return pf->changed && id < cfs_catalog_entry_count(pf->cat) &&
+           (atomic_load(&pf->changed[id / 64]) >> (id % 64) & 1);
+}
+
+void pf_mark_changed(struct cfs_prefetch *pf, uint32_t id, const char *path)
+{
+    uint64_t bit = 1ull << (id % 64);
+    if (!pf->changed || id >= cfs_catalog_entry_count(pf->cat) ||
+        (atomic_fetch_or(&pf->changed[id / 64], bit) & bit))
+        return;
+    cfs_metrics_add(pf->m, CFS_M_SOURCE_CHANGED, 1);
+    cfs_warn("%s changed under the mount (size or mtime differ from the catalog): not served "
+             "unless cached (ESTALE); remount with -o rescan to serve the new version",
+             path);
+}
+
+/* -ESTALE matters: the kernel has the catalog's size, so a changed file
+ * would be served cut short, or padded. */
+int pf_open_source(struct cfs_prefetch *pf, uint32_t id, int *fd)
+{
+    char path[PATH_MAX];
+    const struct cfs_entry *e = cfs_catalog_entry(pf->cat, id);
+    int rc = cfs_catalog_path(pf->cat, id, path, sizeof(path));
+    if (rc < 0)
+        return rc;
+    int sfd = openat(pf->source_fd, path, O_RDONLY | O_CLOEXEC);
+    if (sfd < 0)
+        return -errno;
+    if (!pf_fd_is_catalogs(sfd, e)) {
+        close(sfd);
+        pf_mark_changed(pf, id, path);
+        return -ESTALE;
+    }
+    *fd = sfd;
+    return 0;
+}
+
+/* ---- fetches */
+
+/* Publishes (or fails) the fetch and frees f.  Returns what its waiters
+ * get: 0, or the fetch's error. */
+static int fetch_finish(struct fetch *f)
+{
+    struct cfs_prefetch *pf = f->pf;
+    struct cfs_cache_source src = {0};
+    int64_t res = f->req.res;
+    int rc = res < 0 ? (int)res : 0;
+    if (rc == 0 && source_of(pf, f->id, &src) < 0)
+        rc = -ENOENT;
+    /* Read from a file that is not the catalog's any more (or that could
+     * not be stat'ed after the read), the bytes may mix two versions: never
+     * publish them.  A peer's bytes were checked where they were fetched. */
+    if (rc == 0 && !f->via_peer &&
+        !(f->req.has_st && f->req.st.size == src.size && f->req.st.mtime_sec == src.mtime_sec &&
+          f->req.st.mtime_nsec == src.mtime_nsec)) {
+        pf_mark_changed(pf, f->id, f->path);
+        rc = -ESTALE;
+    }
+    bool peer = f->via_peer && rc == 0;
+    /* Before publishing: a waiter that wakes reads where the bytes came from. */
+    if (pf->from_node && f->id < pf->nentries)
+        atomic_store(&pf->from_node[f->id], peer ? f->preq.node + 1 : 0);
+    int crc = cfs_cache_complete_fetch(pf->cache, f->id, rc, rc ? 0 : (uint64_t)res, &src);
+    /* Staged ahead of its open (a demand fetch is read at once: staged after). */
+    if (crc == 0 && f->prefetch && f->tier == CFS_TIER_RAM)
+        pf_stager_queue(atomic_load(&pf->stager), f->id);
+    if (res > 0)
+        cfs_metrics_add(pf->m, peer ? CFS_M_FETCH_BYTES_PEER : CFS_M_FETCH_BYTES_PFS,
+                        (uint64_t)res);
+    if (crc < 0 && rc == 0 && f->tier == CFS_TIER_SSD &&
+        !atomic_exchange(&pf->ssd_error_logged, true))
+        cfs_warn("SSD tier: writing an entry failed (%s); the tier keeps what it has",
+                 strerror(-crc));
+    pf_update_gauges(pf);
+    if (f->prefetch) {
+        pthread_mutex_lock(&pf->mu);
+        pf->inflight--;
+        if (res > 0)
+            pf->fetched_bytes += (uint64_t)res;
+        pf->wake_seq++;
+        pf->idle = false;
+        pthread_cond_signal(&pf->cv);
+        pthread_mutex_unlock(&pf->mu);
+    }
+    free(f);
+    return rc;
+}
+
+static void fetch_done(struct cfs_io_req *req)
+{
+    struct fetch *f = req->arg;
+    struct cfs_prefetch *pf = f->pf;
+    if (f->tier == CFS_TIER_SSD && req->res >= 0) {
+        pthread_mutex_lock(&pf->mu);
+        f->qnext = NULL;
+        if (pf->fin_tail)
+            pf->fin_tail->qnext = f;
+        else
+            pf->fin_head = f;
+        pf->fin_tail = f;
+        pthread_cond_signal(&pf->fin_cv);
+        pthread_mutex_unlock(&pf->mu);
+        return;
+    }
+    (void)fetch_finish(f);
+}
+
+void *pf_finisher_main(void *arg)
+{
+    struct cfs_prefetch *pf = arg;
+    pthread_mutex_lock(&pf->mu);
+    for (;;) {
+        struct fetch *f = pf->fin_head;
+        if (!f) {
+            if (pf->fin_stop)
+                break;
+            pthread_cond_wait(&pf->fin_cv, &pf->mu);
+            continue;
+        }
+        pf->fin_head = f->qnext;
+        if (!pf->fin_head)
+            pf->fin_tail = NULL;
+        pthread_mutex_unlock(&pf->mu);
+        (void)fetch_finish(f);
+        pthread_mutex_lock(&pf->mu);
+    }
+    pthread_mutex_unlock(&pf->mu);
+    return NULL;
+}
+
+int pf_peer_choice(struct cfs_prefetch *pf, const struct cfs_entry *e)
+{
+    if (!pf->distributed || !pf->track || e->sample == CFS_NO_SAMPLE || e->size == 0)
+        return -1;
+    int tier;
+    uint32_t from;
+    uint32_t owner = pf_track_owner(pf->track, e->sample, &tier, &from);
+    if (owner == PF_NO_NODE || owner == pf->node || owner >= pf->nodes)
+        return -1;
+    /* Before the cluster's first read of the file its owner has not
+     * staged it: the PFS, without a round trip that would say so. */
+    uint32_t epoch;
+    pf_track_position(pf->track, NULL, &epoch, NULL);
+    if (epoch - pf_track_start_epoch(pf->track) < from)
+        return -1;
+    bool slow = pf->peer_ops->node_state(pf->peer, owner) != CFS_PEER_UP;
+    enum cfs_model_tier mt = tier == PF_TIER_SSD ? CFS_MODEL_TIER_SSD : CFS_MODEL_TIER_RAM;
+    if (cfs_model_choose(pf->model, owner, mt, e->size, slow) != CFS_MODEL_PEER)
+        return -1;
+    return (int)owner;
+}
+
+/* The peer answered (on the peer thread): the bytes, or the same fetch
+ * again from the PFS. */
+static void peer_done(struct cfs_peer_req *r)
+{
+    struct fetch *f = r->arg;
+    struct cfs_prefetch *pf = f->pf;
+    double secs = (double)(pf_now_ns() - f->t0) * 1e-9;
+    uint32_t concurrent = atomic_fetch_sub(&pf->peer_inflight[r->node], 1);
+    if (r->res >= 0 && (uint64_t)r->res == f->req.size_hint) {
+        cfs_model_observe(pf->model, r->node, (uint64_t)r->res, secs, concurrent);
+        atomic_fetch_add(&pf->peer_fetches, 1);
+        cfs_metrics_add(pf->m, CFS_M_PEER_FETCH_OK, 1);
+        f->req.res = r->res;
+        fetch_done(&f->req);
+        return;
+    }
+    if (r->res == -ETIMEDOUT)
+        cfs_model_observe(pf->model, r->node, 0, secs, 1);
+    atomic_fetch_add(&pf->peer_fallbacks, 1);
+    cfs_metrics_add(pf->m, CFS_M_PEER_FETCH_FALLBACK, 1);
+    cfs_debug("peer %u: file %u: %s; reading the PFS", r->node, r->id, strerror((int)-r->res));
+    f->via_peer = false;
+    int rc = cfs_io_submit(pf->io, &f->req);
+    if (rc) {
+        f->req.res = rc;
+        (void)fetch_finish(f);
+    }
+}
+
+/* Begin the fetch of id into the cache tier for plan_tier and submit it.
+ * 0, or the cache's
+ * begin_fetch error (-EEXIST, -ENOSPC, -EAGAIN, -EFBIG, -ENODEV, ...).
+ * With sync_res (a demand fetch whose caller waits for it anyway) a fetch
+ * from the source runs in the calling thread: 0 then means it is complete
+ * and *sync_res is what its waiters got (0 or the fetch's error); a fetch
+ * from a peer is submitted as usual and leaves *sync_res alone. */
+int pf_fetch_start(struct cfs_prefetch *pf, uint32_t id, int plan_tier, bool prefetch,
+                   unsigned cache_flags, int *sync_res)
+{
+    enum cfs_cache_tier tier = plan_tier == PF_TIER_SSD ? CFS_TIER_SSD : CFS_TIER_RAM;
+    char path[PATH_MAX];
+    const struct cfs_entry *e = cfs_catalog_entry(pf->cat, id);
+    if (!e || !S_ISREG(e->mode))
+        return -EINVAL;
+    if (pf_is_changed(pf, id))
+        return -ESTALE; /* its bytes could never be published */
+    int plen = cfs_catalog_path(pf->cat, id, path, sizeof(path));
+    if (plen < 0)
+        return plen;
+    struct fetch *f = malloc(sizeof(*f) + (size_t)plen + 1);
+    if (!f)
+        return -ENOMEM;
+    memcpy(f->path, path, (size_t)plen + 1);
+    void *buf;
+    int rc = cfs_cache_begin_fetch(pf->cache, id, e->size, tier, cache_flags, &buf);
+    if (rc) {
+        free(f);
+        return rc;
+    }
+    memset(&f->req, 0, sizeof(f->req));
+    f->pf = pf;
+    f->id = id;
+    f->tier = tier;
+    f->prefetch = prefetch;
+    f->req.path = f->path;
+    f->req.fd = -1;
+    f->req.prio = prefetch ? CFS_IO_PREFETCH : CFS_IO_DEMAND;
+    f->req.buf = buf;
+    f->req.cap = (size_t)e->size;
+    f->req.size_hint = e->size;
+    f->req.done = fetch_done;
+    f->req.arg = f;
+    if (prefetch) {
+        pthread_mutex_lock(&pf->mu);
+        pf->inflight++;
+        pthread_mutex_unlock(&pf->mu);
+        atomic_fetch_add(&pf->prefetches, 1);
+    } else {
+        atomic_fetch_add(&pf->demand_fetches, 1);
+    }
+    f->via_peer = false;
+    int owner = pf_peer_choice(pf, e);
+    if (owner >= 0) {
+        f->preq = (struct cfs_peer_req){
+            .node = (uint32_t)owner, .id = id, .buf = buf, .cap = (size_t)e->size,
+            .size_hint = e->size, .done = peer_done, .arg = f,
+        };
+        f->via_peer = true;
+        f->t0 = pf_now_ns();
+        atomic_fetch_add(&pf->peer_inflight[owner], 1);
+        if (pf->peer_ops->submit(pf->peer, &f->preq) == 0)
+            return 0;
+        atomic_fetch_sub(&pf->peer_inflight[owner], 1);
+        f->via_peer = false; /* slow, gone or not started: the PFS */
+    }
+    if (sync_res && !prefetch) {
+        /* The open waits for it anyway: read it here, as the engine would. */
+        cfs_io_run_sync(pf->source_fd, &f->req);
+        *sync_res = fetch_finish(f); /* publishes, wakes the other waiters */
+        return 0;
+    }
+    rc = cfs_io_submit(pf->io, &f->req);
+    if (rc) {
+        f->req.res = rc;
+        (void)fetch_finish(f); /* fails the cache entry, wakes its waiters */
+    }
+    return rc;
+}

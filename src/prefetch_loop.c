@@ -1,0 +1,207 @@
+/* The prefetcher thread: walks the node's stream from the trainer's
+ * position forward and keeps the tiers ahead of it.
+ *
+ * One round (prefetch_round) fetches, in this order: the window ahead of
+ * the trainer (at most `lookahead` files; evicting only for files needed
+ * within the reorder window plus the fetches in flight), then, on a
+ * distributed mount, the files this node owns for its peers, then the
+ * files the plan assigns to RAM and SSD in order of first use.  Each walk
+ * stops when the cache refuses (-ENOSPC: the room is needed sooner; wait
+ * for the trainer) or the prefetch depth is used.  The cursors (scan,
+ * order_idx, owned_idx) are this thread's, under the plan lock; a jump of
+ * the trainer's position (its generation changes) restarts the scan.  The
+ * thread sleeps when a round started nothing and nobody woke it, and tells
+ * wait_idle when nothing is in flight either.  With `progress` it logs the
+ * warm-up (staged bytes against what the plan holds) until it is done. */
+#include <errno.h>
+#include <pthread.h>
+#include <time.h>
+
+#include "clairfs/cache.h"
+#include "clairfs/log.h"
+#include "clairfs/metrics.h"
+#include "clairfs/prefetch.h"
+#include "prefetch_i.h"
+
+static double now_sec(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static bool room_for_more(struct cfs_prefetch *pf)
+{
+    pthread_mutex_lock(&pf->mu);
+    bool ok = pf->inflight < pf->max_inflight && !pf->stop;
+    pthread_mutex_unlock(&pf->mu);
+    return ok;
+}
+
+static bool skip_unowned(struct cfs_prefetch *pf, uint32_t s)
+{
+    return !pf_owned_for_peers(pf, s);
+}
+
+static bool skip_unused(struct cfs_prefetch *pf, uint32_t s)
+{
+    return pf_sample_next_use(pf, s) == PF_NEVER;
+}
+
+/* Fetch the files the plan puts in tier k (0: RAM, 1: SSD) in order of
+ * first use, from cursor[k] on, skipping those skip() names, until the cache
+ * refuses or the io depth is used.  Returns the fetches started. */
+static unsigned fetch_tier_order(struct cfs_prefetch *pf, struct pf_track *t, int k,
+                                 uint64_t cursor[2], bool (*skip)(struct cfs_prefetch *, uint32_t))
+{
+    int tier = k == 0 ? PF_TIER_RAM : PF_TIER_SSD;
+    uint64_t count;
+    const uint32_t *order = pf_track_order(t, tier, &count);
+    unsigned started = 0;
+    while (cursor[k] < count && room_for_more(pf)) {
+        uint32_t s = order[cursor[k]];
+        if (skip(pf, s)) {
+            cursor[k]++;
+            continue;
+        }
+        int rc = pf_fetch_start(pf, cfs_catalog_sample_entry(pf->cat, s), tier, true, 0, NULL);
+        if (rc == -ENODEV) {
+            cursor[k] = count; /* no SSD tier, or degraded */
+            break;
+        }
+        if (rc == -ENOSPC || rc == -EAGAIN || rc == -ENOMEM)
+            break;
+        if (rc == 0)
+            started++;
+        cursor[k]++;
+    }
+    return started;
+}
+
+/* One pass: the window ahead of the trainer, then the planned tiers.
+ * Returns the number of fetches started. */
+static unsigned prefetch_round(struct cfs_prefetch *pf)
+{
+    unsigned started = 0;
+    bool blocked = false;
+
+    pthread_rwlock_rdlock(&pf->plan_lock);
+    struct pf_track *t = pf->track;
+    if (!t)
+        goto out;
+    uint64_t pos, gen;
+    pf_track_position(t, &pos, NULL, &gen);
+    if (gen != pf->scan_gen || pf->scan < pos) {
+        pf->scan = pos;
+        pf->scan_gen = gen;
+    }
+    uint64_t limit = pf->lookahead ? pos + pf->lookahead : UINT64_MAX;
+    /* Free room is filled as far ahead as the plan goes, but an eviction
+     * is only worth it for a file the trainers will open soon: the reorder
+     * window plus the fetches in flight.  Farther ahead, evicting now what
+     * Belady would keep until after its next read costs a fetch, and buys
+     * nothing the later prefetch would not (a cache that fills itself with
+     * the soonest files fetched ~9 % more than the simulator's MIN). */
+    uint64_t evict_horizon = pos + pf_track_window(t) + pf->max_inflight;
+    while (pf->scan < limit && room_for_more(pf)) {
+        uint32_t s;
+        bool consumed;
+        if (pf_track_sample_at(t, pf->scan, &s, &consumed) <= 0)
+            break;
+        if (!consumed) {
+            cfs_id id = cfs_catalog_sample_entry(pf->cat, s);
+            int tier = pf_track_tier(t, s);
+            unsigned flags = pf->scan < evict_horizon ? 0 : CFS_CACHE_NO_EVICT;
+            int rc = pf_fetch_start(pf, id, tier, true, flags, NULL);
+            if (rc == -ENODEV && tier == PF_TIER_SSD)
+                rc = pf_fetch_start(pf, id, PF_TIER_RAM, true, flags, NULL);
+            if (rc == 0)
+                started++;
+            else if (rc == -ENOSPC || rc == -EAGAIN || rc == -ENOMEM) {
+                blocked = true; /* wait for the trainer or for completions */
+                break;
+            }
+        }
+        pf->scan++;
+    }
+    /* Distributed: the files this node owns, whatever the window: its
+     * peers read them on their own schedule (owned files evict only
+     * non-owned ones, and the plan reserved their bytes). */
+    for (int k = 0; k < 2 && pf->distributed; k++)
+        started += fetch_tier_order(pf, t, k, pf->owned_idx, skip_unowned);
+    /* Stage the planned tiers in order of first use once the window is
+     * covered (their bytes are reserved by the plan). */
+    for (int k = 0; k < 2 && !blocked; k++)
+        started += fetch_tier_order(pf, t, k, pf->order_idx, skip_unused);
+out:
+    pthread_rwlock_unlock(&pf->plan_lock);
+    return started;
+}
+
+/* Warm-up progress: resident bytes against what the plan holds.  Returns
+ * true once everything is staged (no more lines). */
+static bool log_progress(struct cfs_prefetch *pf, double *last_t, uint64_t *last_bytes)
+{
+    uint64_t target = 0;
+    pthread_rwlock_rdlock(&pf->plan_lock);
+    if (pf->track)
+        target = pf_track_tier_bytes(pf->track, PF_TIER_RAM) +
+                 pf_track_tier_bytes(pf->track, PF_TIER_SSD);
+    pthread_rwlock_unlock(&pf->plan_lock);
+    struct cfs_cache_stats st;
+    cfs_cache_stats(pf->cache, &st);
+    if (target > st.capacity[0] + st.capacity[1])
+        target = st.capacity[0] + st.capacity[1];
+    if (target == 0)
+        return true;
+    uint64_t staged = st.bytes[0] + st.bytes[1];
+    pthread_mutex_lock(&pf->mu);
+    uint64_t fetched = pf->fetched_bytes;
+    pthread_mutex_unlock(&pf->mu);
+    double t = now_sec(), dt = t - *last_t;
+    double rate = dt > 0 ? (double)(fetched - *last_bytes) / dt : 0;
+    double pct = staged >= target ? 100.0 : 100.0 * (double)staged / (double)target;
+    char a[32], b[32];
+    cfs_metrics_format_bytes(staged, a, sizeof(a));
+    cfs_metrics_format_bytes(target, b, sizeof(b));
+    if (rate > 0 && staged < target)
+        cfs_info("warm-up: staged %.1f%% (%s of %s), %.1f MB/s, ETA %.0f s", pct, a, b, rate / 1e6,
+                 (double)(target - staged) / rate);
+    else
+        cfs_info("warm-up: staged %.1f%% (%s of %s), %.1f MB/s", pct, a, b, rate / 1e6);
+    *last_t = t;
+    *last_bytes = fetched;
+    return pct >= 99.9;
+}
+
+void *pf_prefetch_main(void *arg)
+{
+    struct cfs_prefetch *pf = arg;
+    double interval = pf->progress_interval > 0 ? pf->progress_interval : 5.0;
+    double last_t = now_sec();
+    uint64_t last_bytes = 0;
+    bool warm = !pf->progress;
+
+    pthread_mutex_lock(&pf->mu);
+    while (!pf->stop) {
+        uint64_t seq = pf->wake_seq;
+        pthread_mutex_unlock(&pf->mu);
+        unsigned started = prefetch_round(pf);
+        pthread_mutex_lock(&pf->mu);
+        if (started == 0 && seq == pf->wake_seq && !pf->stop) {
+            if (pf->inflight == 0) {
+                pf->idle = true;
+                pthread_cond_broadcast(&pf->idle_cv);
+            }
+            struct timespec ts = pf_deadline(1000000000u);
+            (void)pthread_cond_timedwait(&pf->cv, &pf->mu, &ts);
+        }
+        if (!warm && now_sec() - last_t >= interval) {
+            pthread_mutex_unlock(&pf->mu);
+            warm = log_progress(pf, &last_t, &last_bytes);
+            pthread_mutex_lock(&pf->mu);
+        }
+    }
+    pthread_mutex_unlock(&pf->mu);
+    return NULL;
+}

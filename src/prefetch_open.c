@@ -1,0 +1,406 @@
+/* The open/read/release path, called from the FUSE workers.
+ *
+ * An open tells the tracker (a prediction hit or miss; an epoch change
+ * re-keys the cache), then takes a pinned cache handle: a resident entry is
+ * served as it is, a fetch in flight is waited for, an absent file is
+ * fetched on demand by the opening thread itself (a peer-owned file goes
+ * to its owner at demand priority).  A room held by zombies is waited for
+ * briefly.  When the cache will not take the file (Belady, or a tier full
+ * of fetches in flight) the open reads it directly: from the owner into a
+ * buffer of the open's own, else from the source through a file
+ * descriptor, checked against the catalog's identity after the open and
+ * after every read.  A staged file (the kernel serves its reads) opens its
+ * source only when a read still reaches us (the kernel reclaimed pages).
+ * Release drops a RAM entry read for the last time, or queues it for
+ * staging when it will be read again.  Counting is in prefetch.h
+ * ("Counting"). */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "clairfs/cache.h"
+#include "clairfs/log.h"
+#include "clairfs/metrics.h"
+#include "clairfs/model.h"
+#include "clairfs/peer.h"
+#include "clairfs/prefetch.h"
+#include "prefetch_i.h"
+
+struct cfs_prefetch_file {
+    cfs_id id;
+    uint32_t sample;
+    uint64_t size;
+    struct cfs_cache_handle h;
+    bool has_h;
+    int fd; /* direct reads from the source */
+    void *pbuf; /* the bytes of a direct read from a peer (size bytes) */
+    enum cfs_metric source;
+    bool kernel;                /* staged: the kernel serves the reads */
+    atomic_bool fell_back;      /* a read of a staged file reached us */
+    pthread_mutex_t fd_mu;      /* a staged file's source fd opens at its first read */
+};
+
+/* An open seen by the tracker (plan_lock held for reading).  True when it
+ * moved the trainers to another epoch. */
+static bool observe(struct cfs_prefetch *pf, uint32_t sample)
+{
+    if (!pf->track)
+        return false;
+    struct pf_obs o;
+    pf_track_open(pf->track, sample, &o);
+    cfs_metrics_add(pf->m, o.hit ? CFS_M_PREDICTION_HIT : CFS_M_PREDICTION_MISS, 1);
+    if (o.epoch_changed) {
+        cfs_metrics_set(pf->m, CFS_M_EPOCH, o.epoch);
+        cfs_cache_set_policy(pf->cache, pf_next_use_cb, pf); /* re-key every entry */
+    }
+    return o.epoch_changed;
+}
+
+static enum cfs_metric tier_metric(enum cfs_cache_tier t)
+{
+    return t == CFS_TIER_SSD ? CFS_M_READS_SSD : CFS_M_READS_RAM;
+}
+
+/* The room a demand fetch needs is held by staged entries whose pages the
+ * stager is dropping: wait for it, at most ZOMBIE_WAIT_NS (the stager may
+ * itself wait on the page lock of a READ that another FUSE worker answers,
+ * so the wait is bounded: never a hang, at worst a direct read).  False
+ * when no zombie holds room. */
+#define ZOMBIE_WAIT_NS 50000000ull
+
+static bool wait_for_zombies(struct cfs_prefetch *pf)
+{
+    struct cfs_cache_stats st;
+    cfs_cache_stats(pf->cache, &st);
+    if (st.zombie_bytes == 0)
+        return false;
+    struct timespec ts = pf_deadline(ZOMBIE_WAIT_NS);
+    pthread_mutex_lock(&pf->zombie_mu);
+    uint64_t gen = pf->zombie_gen;
+    int rc = 0;
+    while (pf->zombie_gen == gen && rc == 0)
+        rc = pthread_cond_timedwait(&pf->zombie_cv, &pf->zombie_mu, &ts);
+    pthread_mutex_unlock(&pf->zombie_mu);
+    return true;
+}
+
+/* A synchronous peer fetch into a buffer of the open's own. */
+struct peer_wait {
+    struct cfs_peer_req r;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+};
+
+static void peer_wait_done(struct cfs_peer_req *r)
+{
+    struct peer_wait *w = r->arg;
+    pthread_mutex_lock(&w->mu);
+    w->done = true;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* 0 and *out (size bytes, malloc'd), or -errno: the caller reads the PFS.
+ * Never hangs: the peer layer completes every request (timeouts). */
+static int peer_read_direct(struct cfs_prefetch *pf, uint32_t id, uint64_t size, uint32_t node,
+                            void **out)
+{
+    struct peer_wait w = {.done = false};
+    void *buf = malloc(size ? size : 1);
+    if (!buf)
+        return -ENOMEM;
+    w.r = (struct cfs_peer_req){
+        .node = node, .id = id, .buf = buf, .cap = (size_t)size, .size_hint = size,
+        .done = peer_wait_done, .arg = &w,
+    };
+    pthread_mutex_init(&w.mu, NULL);
+    pthread_cond_init(&w.cv, NULL);
+    uint64_t t0 = pf_now_ns();
+    atomic_fetch_add(&pf->peer_inflight[node], 1);
+    int rc = pf->peer_ops->submit(pf->peer, &w.r);
+    if (rc == 0) {
+        pthread_mutex_lock(&w.mu);
+        while (!w.done)
+            pthread_cond_wait(&w.cv, &w.mu);
+        pthread_mutex_unlock(&w.mu);
+        rc = w.r.res >= 0 && (uint64_t)w.r.res == size ? 0 : w.r.res < 0 ? (int)w.r.res : -EIO;
+    }
+    uint32_t concurrent = atomic_fetch_sub(&pf->peer_inflight[node], 1);
+    pthread_cond_destroy(&w.cv);
+    pthread_mutex_destroy(&w.mu);
+    if (rc == 0) {
+        cfs_model_observe(pf->model, node, size, (double)(pf_now_ns() - t0) * 1e-9, concurrent);
+        cfs_metrics_add(pf->m, CFS_M_PEER_FETCH_OK, 1);
+        cfs_metrics_add(pf->m, CFS_M_FETCH_BYTES_PEER, size);
+        atomic_fetch_add(&pf->peer_fetches, 1);
+        *out = buf;
+        return 0;
+    }
+    cfs_metrics_add(pf->m, CFS_M_PEER_FETCH_FALLBACK, 1);
+    atomic_fetch_add(&pf->peer_fallbacks, 1);
+    free(buf);
+    return rc;
+}
+
+int cfs_prefetch_open(struct cfs_prefetch *pf, cfs_id id, struct cfs_prefetch_file **out)
+{
+    const struct cfs_entry *e = cfs_catalog_entry(pf->cat, id);
+    *out = NULL;
+    if (!e)
+        return -ENOENT;
+    if (!S_ISREG(e->mode))
+        return -EINVAL;
+    struct cfs_prefetch_file *f = calloc(1, sizeof(*f));
+    if (!f)
+        return -ENOMEM;
+    f->id = id;
+    f->sample = e->sample;
+    f->size = e->size;
+    f->fd = -1;
+    pthread_mutex_init(&f->fd_mu, NULL);
+
+    pthread_rwlock_rdlock(&pf->plan_lock);
+    bool new_epoch = observe(pf, e->sample);
+    unsigned demand_flags = pf->track ? 0 : CFS_CACHE_DEMAND;
+    uint64_t t0 = pf_now_ns();
+    bool waited = false;
+    int rc = -ENOENT;
+    for (int tries = 0; tries < 8; tries++) {
+        rc = cfs_cache_acquire(pf->cache, id, 0, &f->h);
+        if (rc == 0) {
+            f->source = tier_metric(f->h.tier);
+            break;
+        }
+        if (rc == -ENOENT) {
+            /* Absent: fetch it, unless the policy would rather not keep it. */
+            int fetched = 1; /* 1: submitted, else done here with this result */
+            rc = pf_fetch_start(pf, id, PF_TIER_RAM, false, demand_flags, &fetched);
+            if (rc == -EEXIST)
+                continue;
+            /* -EBUSY: this very file is a zombie; -EAGAIN: its room is. */
+            if ((rc == -EBUSY || rc == -EAGAIN) && wait_for_zombies(pf))
+                continue;
+            if (rc == -EBUSY)
+                continue;
+            if (rc)
+                break;
+            waited = true;
+            if (fetched < 0) {
+                rc = fetched; /* what the wait for it would have returned */
+                if (rc != -ENOENT)
+                    break;
+                continue;
+            }
+        } else if (rc != -EAGAIN) {
+            break;
+        }
+        waited = true;
+        rc = cfs_cache_acquire(pf->cache, id, CFS_CACHE_WAIT, &f->h);
+        if (rc == 0) {
+            f->source = pf->from_node && atomic_load(&pf->from_node[id]) ? CFS_M_READS_PEER
+                                                                         : CFS_M_READS_PFS;
+            break;
+        }
+        if (rc != -ENOENT)
+            break; /* the fetch failed: try the source itself */
+    }
+    /* Not cached (the tier is full of files needed sooner, or of fetches
+     * in flight): a direct read, from the owner when there is one. */
+    int owner = rc && rc != -ESTALE ? pf_peer_choice(pf, e) : -1;
+    bool planned = pf->track != NULL;
+    pthread_rwlock_unlock(&pf->plan_lock);
+    if (owner >= 0 && peer_read_direct(pf, id, e->size, (uint32_t)owner, &f->pbuf) == 0) {
+        f->source = CFS_M_READS_PEER;
+        waited = true;
+        rc = 0;
+    } else if (rc == 0) {
+        f->has_h = true;
+        f->kernel = f->h.kernel; /* staged: the kernel serves the reads */
+        if (f->kernel)
+            atomic_fetch_add(&pf->kernel_opens, 1);
+    } else if (rc != -ESTALE) {
+        rc = pf_open_source(pf, id, &f->fd);
+        f->source = CFS_M_READS_PFS;
+        atomic_fetch_add(&pf->direct_opens, 1);
+        waited = true;
+    }
+    if (waited)
+        cfs_metrics_add(pf->m, CFS_M_STALL_NS, pf_now_ns() - t0);
+    /* The position moved.  Without a plan the prefetcher has nothing to
+     * move to (set_seed wakes it when a plan comes). */
+    if (planned)
+        pf_nudge(pf, new_epoch);
+    if (rc) {
+        pthread_mutex_destroy(&f->fd_mu);
+        free(f);
+        return rc;
+    }
+    /* Counted here, not at the first read: the reads of a staged file, or
+     * of pages the kernel kept from an earlier open, never reach us. */
+    cfs_metrics_add(pf->m, f->source, 1);
+    *out = f;
+    return 0;
+}
+
+/* A read of a staged file reached us: the kernel reclaimed some of its
+ * pages.  The source answers (the tier gave its buffer to the kernel); with
+ * keep_cache the reply refills the page cache. */
+static int open_fallback(struct cfs_prefetch *pf, struct cfs_prefetch_file *f)
+{
+    int rc = 0;
+    if (!atomic_exchange(&f->fell_back, true)) {
+        cfs_metrics_add(pf->m, CFS_M_PAGECACHE_FALLBACK, 1);
+        /* Now and then is the kernel's right; one open in ten is a host
+         * that reclaims page cache hard, and the operator should know. */
+        uint64_t n = atomic_fetch_add(&pf->kernel_fallbacks, 1) + 1;
+        if (n >= 64 && n * 10 >= atomic_load(&pf->kernel_opens) &&
+            !atomic_exchange(&pf->reclaim_warned, true))
+            cfs_warn("page cache: the kernel reclaimed staged pages of %" PRIu64 " of %" PRIu64
+                     " opens (memory pressure or proactive reclaim); their reads go to the "
+                     "source; -o no_pagecache keeps the RAM tier in clairfs",
+                     n, (uint64_t)atomic_load(&pf->kernel_opens));
+    }
+    pthread_mutex_lock(&f->fd_mu);
+    if (f->fd < 0)
+        rc = pf_open_source(pf, f->id, &f->fd);
+    pthread_mutex_unlock(&f->fd_mu);
+    return rc;
+}
+
+int cfs_prefetch_read(struct cfs_prefetch *pf, struct cfs_prefetch_file *f, uint64_t off,
+                      size_t size, void *scratch, struct cfs_prefetch_extent *x)
+{
+    memset(x, 0, sizeof(*x));
+    x->fd = -1;
+    if (f->pbuf) {
+        if (off >= f->size)
+            return 0;
+        x->data = (const char *)f->pbuf + off;
+        x->len = f->size - off < size ? (size_t)(f->size - off) : size;
+        return 0;
+    }
+    if (f->kernel) {
+        int rc = open_fallback(pf, f);
+        if (rc)
+            return rc;
+    } else if (f->has_h) {
+        if (off >= f->h.size)
+            return 0;
+        size_t n = f->h.size - off < size ? (size_t)(f->h.size - off) : size;
+        if (f->h.data) {
+            x->data = (const char *)f->h.data + off;
+        } else {
+            x->fd = f->h.fd;
+            x->pos = f->h.offset + off;
+        }
+        x->len = n;
+        return 0;
+    }
+    uint64_t t0 = pf_now_ns();
+    size_t got = 0;
+    while (got < size) {
+        ssize_t n = pread(f->fd, (char *)scratch + got, size - got, (off_t)(off + got));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            int rc = -errno;
+            cfs_metrics_add(pf->m, CFS_M_STALL_NS, pf_now_ns() - t0);
+            return rc;
+        }
+        if (n == 0)
+            break;
+        got += (size_t)n;
+    }
+    cfs_metrics_add(pf->m, CFS_M_STALL_NS, pf_now_ns() - t0);
+    cfs_metrics_add(pf->m, CFS_M_FETCH_BYTES_PFS, got);
+    /* Checked at open; a change since may have mixed versions within
+     * this open's reads (a local fstat: cheap next to the read). */
+    const struct cfs_entry *e = cfs_catalog_entry(pf->cat, f->id);
+    if (!e || !pf_fd_is_catalogs(f->fd, e)) {
+        char path[PATH_MAX];
+        if (cfs_catalog_path(pf->cat, f->id, path, sizeof(path)) >= 0)
+            pf_mark_changed(pf, f->id, path);
+        return -EIO;
+    }
+    x->data = scratch;
+    x->len = got;
+    return 0;
+}
+
+ssize_t cfs_prefetch_pread(struct cfs_prefetch *pf, struct cfs_prefetch_file *f, void *buf,
+                           size_t size, uint64_t off)
+{
+    struct cfs_prefetch_extent x;
+    int rc = cfs_prefetch_read(pf, f, off, size, buf, &x);
+    if (rc)
+        return rc;
+    if (x.data) {
+        if (x.data != buf)
+            memcpy(buf, x.data, x.len);
+        return (ssize_t)x.len;
+    }
+    size_t got = 0;
+    while (got < x.len) {
+        ssize_t n = pread(x.fd, (char *)buf + got, x.len - got, (off_t)(x.pos + got));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        if (n == 0)
+            return -EIO; /* the entry was checked: it cannot be short */
+        got += (size_t)n;
+    }
+    return (ssize_t)got;
+}
+
+bool cfs_prefetch_is_direct(const struct cfs_prefetch_file *f)
+{
+    return (!f->has_h || f->kernel) && !f->pbuf;
+}
+
+bool cfs_prefetch_keep_cache(const struct cfs_prefetch_file *f)
+{
+    return f->kernel;
+}
+
+uint64_t cfs_prefetch_file_size(const struct cfs_prefetch_file *f)
+{
+    return f->size;
+}
+
+void cfs_prefetch_release(struct cfs_prefetch *pf, struct cfs_prefetch_file *f)
+{
+    if (!f)
+        return;
+    bool ram = f->has_h && f->h.tier == CFS_TIER_RAM;
+    if (f->has_h)
+        cfs_cache_release(pf->cache, &f->h);
+    if (f->fd >= 0)
+        close(f->fd);
+    free(f->pbuf);
+    pthread_mutex_destroy(&f->fd_mu);
+    /* Read for the last time: free the RAM now.  SSD entries stay, evicted
+     * first when room is needed, for the next job that mounts the tier. */
+    bool last = false;
+    pthread_rwlock_rdlock(&pf->plan_lock);
+    bool planned = pf->track != NULL;
+    if (ram && f->sample != CFS_NO_SAMPLE)
+        last = pf->track && pf_track_next_use(pf->track, f->sample) == PF_NEVER &&
+               !pf_owned_for_peers(pf, f->sample);
+    pthread_rwlock_unlock(&pf->plan_lock);
+    if (last && cfs_cache_drop(pf->cache, f->id) == 0)
+        atomic_fetch_add(&pf->dropped, 1);
+    else if (ram && !f->kernel)
+        pf_stager_queue(atomic_load(&pf->stager), f->id); /* read again later: stage it */
+    pf_update_gauges(pf);
+    if (planned)
+        pf_nudge(pf, false); /* room freed: a refused prefetch may start */
+    free(f);
+}
