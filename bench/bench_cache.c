@@ -36,7 +36,7 @@ static int same_source(void *arg, uint32_t id, struct cfs_cache_source *out)
     return 0;
 }
 
-static int fill(struct cfs_cache *c, uint32_t n, uint64_t size, enum cfs_cache_tier tier)
+static int fill(struct cfs_cache *c, uint32_t n, uint64_t size, enum cfs_tier tier)
 {
     for (uint32_t id = 0; id < n; id++) {
         void *buf;

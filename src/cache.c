@@ -110,7 +110,7 @@ static bool resident(const struct centry *e)
 }
 
 /* Every increase of a tier's bytes goes through here, so the peak is exact. */
-static void charge_tier(struct cfs_cache *c, enum cfs_cache_tier tier, uint64_t bytes)
+static void charge_tier(struct cfs_cache *c, enum cfs_tier tier, uint64_t bytes)
 {
     c->st.bytes[tier] += bytes;
     if (c->st.bytes[tier] > c->st.peak[tier])
@@ -503,7 +503,7 @@ void cfs_cache_touch(struct cfs_cache *c, uint32_t id)
 
 static void write_demoted(struct cfs_cache *c, struct centry *list);
 
-int cfs_cache_begin_fetch(struct cfs_cache *c, uint32_t id, uint64_t size, enum cfs_cache_tier tier,
+int cfs_cache_begin_fetch(struct cfs_cache *c, uint32_t id, uint64_t size, enum cfs_tier tier,
                           unsigned flags, void **buf)
 {
     struct centry *e = NULL, *demoted = NULL;
@@ -737,7 +737,7 @@ int cfs_cache_acquire(struct cfs_cache *c, uint32_t id, unsigned flags, struct c
         goto out;
     }
     h->id = id;
-    h->tier = (enum cfs_cache_tier)e->tier;
+    h->tier = (enum cfs_tier)e->tier;
     h->data = e->state == CFS_CACHE_RAM ? e->buf : NULL;
     h->kernel = (e->flags & EF_KERNEL) != 0;
     h->fd = e->state == CFS_CACHE_SSD ? e->fd : -1;

@@ -197,14 +197,14 @@ double cfs_model_pfs_time(const struct cfs_model *m, uint64_t size)
     return m->p.pfs_latency + (double)size / share;
 }
 
-static double link_bw(const struct cfs_model *m, enum cfs_model_tier tier)
+static double link_bw(const struct cfs_model *m, enum cfs_tier tier)
 {
     double bw = m->p.net_bw;
-    double tbw = tier == CFS_MODEL_TIER_SSD ? m->p.ssd_bw : m->p.ram_bw;
+    double tbw = tier == CFS_TIER_SSD ? m->p.ssd_bw : m->p.ram_bw;
     return tbw < bw ? tbw : bw;
 }
 
-double cfs_model_peer_time(const struct cfs_model *m, uint32_t node, enum cfs_model_tier tier,
+double cfs_model_peer_time(const struct cfs_model *m, uint32_t node, enum cfs_tier tier,
                            uint64_t size)
 {
     /* The measured latency replaces the configured one once known: it is
@@ -216,7 +216,7 @@ double cfs_model_peer_time(const struct cfs_model *m, uint32_t node, enum cfs_mo
 }
 
 enum cfs_model_source cfs_model_choose(struct cfs_model *m, uint32_t node,
-                                       enum cfs_model_tier tier, uint64_t size, bool slow)
+                                       enum cfs_tier tier, uint64_t size, bool slow)
 {
     if (slow || node >= m->nodes)
         return CFS_MODEL_PFS;
@@ -242,7 +242,7 @@ void cfs_model_observe(struct cfs_model *m, uint32_t node, uint64_t bytes, doubl
      * transfer at the modelled bandwidth: a latency, comparable across file
      * sizes (a rate would not be). */
     double sample = seconds / (double)(concurrent ? concurrent : 1) -
-                    (double)bytes / link_bw(m, CFS_MODEL_TIER_RAM);
+                    (double)bytes / link_bw(m, CFS_TIER_RAM);
     if (sample < 1e-6)
         sample = 1e-6;
     double old = load_lat(m, node);

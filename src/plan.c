@@ -423,13 +423,13 @@ static uint8_t place(struct room *r, uint64_t sz)
 {
     if (sz <= r->ram) {
         r->ram -= sz;
-        return CFS_PLAN_TIER_RAM;
+        return CFS_TIER_RAM;
     }
     if (sz <= r->ssd) {
         r->ssd -= sz;
-        return CFS_PLAN_TIER_SSD;
+        return CFS_TIER_SSD;
     }
-    return CFS_PLAN_TIER_NONE;
+    return CFS_TIER_NONE;
 }
 
 /* One node's holdings: owned files, then replicas, in its order of
@@ -460,7 +460,7 @@ static int place_node(struct cfs_plan *p, struct build *b, uint32_t j)
         if (p->owner[f] != j)
             continue;
         uint8_t t = place(&room, p->sizes[f]);
-        if (t == CFS_PLAN_TIER_NONE) { /* the two tiers fragment: give the file up */
+        if (t == CFS_TIER_NONE) { /* the two tiers fragment: give the file up */
             p->owner[f] = CFS_NODE_NONE;
             continue;
         }
@@ -479,7 +479,7 @@ static int place_node(struct cfs_plan *p, struct build *b, uint32_t j)
         if (p->owner[f] == j)
             continue;
         uint8_t t = place(&room, p->sizes[f]);
-        if (t == CFS_PLAN_TIER_NONE)
+        if (t == CFS_TIER_NONE)
             continue;
         bit_set(held, f);
         if (j == p->node)
@@ -520,11 +520,11 @@ static void summarise(struct cfs_plan *p, struct build *b, uint32_t j)
             s->owned_bytes += sz;
         }
         if (bit_get(held, f)) {
-            uint8_t t = o == j ? p->owner_tier[f] : CFS_PLAN_TIER_NONE;
+            uint8_t t = o == j ? p->owner_tier[f] : CFS_TIER_NONE;
             if (j == p->node)
                 t = p->tier[f];
-            else if (t == CFS_PLAN_TIER_NONE)
-                t = CFS_PLAN_TIER_RAM; /* replicas' tier is not kept for other nodes */
+            else if (t == CFS_TIER_NONE)
+                t = CFS_TIER_RAM; /* replicas' tier is not kept for other nodes */
             s->files[t]++;
             s->bytes[t] += sz;
             /* The first fetch, then every read is local. */
@@ -535,8 +535,8 @@ static void summarise(struct cfs_plan *p, struct build *b, uint32_t j)
             if (c)
                 s->local_read_bytes += (c - 1) * sz;
         } else if (c) {
-            s->files[CFS_PLAN_TIER_NONE]++;
-            s->bytes[CFS_PLAN_TIER_NONE] += sz;
+            s->files[CFS_TIER_NONE]++;
+            s->bytes[CFS_TIER_NONE] += sz;
             if (remote)
                 s->peer_read_bytes += c * sz;
             else
@@ -611,10 +611,10 @@ int cfs_plan_create(const struct cfs_plan_params *pp, struct cfs_plan **out, cha
     p->count = calloc(n + 1, sizeof(*p->count));
     p->first_use = malloc(n * sizeof(*p->first_use) + 1);
     p->epochs_read = calloc(n * p->bm_bytes + 1, 1);
-    p->tier = calloc(n + 1, 1);
+    p->tier = malloc(n + 1);
     p->flags = calloc(n + 1, 1);
     p->owner = malloc(n * sizeof(*p->owner) + 1);
-    p->owner_tier = calloc(n + 1, 1);
+    p->owner_tier = malloc(n + 1);
     p->owner_epoch = calloc(n + 1, sizeof(*p->owner_epoch));
     p->static_pinners = calloc(n + 1, sizeof(*p->static_pinners));
     p->static_epoch = malloc(n * sizeof(*p->static_epoch) + 1);
@@ -623,6 +623,8 @@ int cfs_plan_create(const struct cfs_plan_params *pp, struct cfs_plan **out, cha
         !p->owner_tier || !p->owner_epoch || !p->static_pinners || !p->static_epoch)
         goto fail;
     memcpy(p->sizes, pp->sizes, n * sizeof(*p->sizes));
+    memset(p->tier, CFS_TIER_NONE, n + 1);
+    memset(p->owner_tier, CFS_TIER_NONE, n + 1);
     for (uint64_t f = 0; f < n; f++) {
         p->first_use[f] = CFS_POS_NEVER;
         p->owner[f] = CFS_NODE_NONE;
@@ -677,7 +679,7 @@ int cfs_plan_create(const struct cfs_plan_params *pp, struct cfs_plan **out, cha
     b.total = NULL;
 
     /* Prefetch order per tier: first use, then never-read owned by index. */
-    for (int t = CFS_PLAN_TIER_RAM; t <= CFS_PLAN_TIER_SSD; t++) {
+    for (int t = CFS_TIER_RAM; t <= CFS_TIER_SSD; t++) {
         uint64_t m = 0;
         for (uint64_t f = 0; f < n; f++)
             if (p->tier[f] == t)
@@ -739,8 +741,8 @@ void cfs_plan_destroy(struct cfs_plan *p)
     free(p->static_pinners);
     free(p->static_epoch);
     free(p->total_count);
-    free(p->order[CFS_PLAN_TIER_RAM]);
-    free(p->order[CFS_PLAN_TIER_SSD]);
+    free(p->order[CFS_TIER_RAM]);
+    free(p->order[CFS_TIER_SSD]);
     free(p);
 }
 
@@ -778,7 +780,7 @@ uint64_t cfs_plan_first_use(const struct cfs_plan *p, uint32_t f)
 {
     return p->first_use[f];
 }
-enum cfs_plan_tier cfs_plan_tier(const struct cfs_plan *p, uint32_t f)
+enum cfs_tier cfs_plan_tier(const struct cfs_plan *p, uint32_t f)
 {
     return p->tier[f];
 }
@@ -786,16 +788,16 @@ uint32_t cfs_plan_total_count(const struct cfs_plan *p, uint32_t f)
 {
     return p->total_count[f];
 }
-uint32_t cfs_plan_owner(const struct cfs_plan *p, uint32_t f, enum cfs_plan_tier *tier)
+uint32_t cfs_plan_owner(const struct cfs_plan *p, uint32_t f, enum cfs_tier *tier)
 {
     if (tier)
-        *tier = p->owner[f] == CFS_NODE_NONE ? CFS_PLAN_TIER_NONE : p->owner_tier[f];
+        *tier = p->owner[f] == CFS_NODE_NONE ? CFS_TIER_NONE : p->owner_tier[f];
     return p->owner[f];
 }
-const uint32_t *cfs_plan_prefetch_order(const struct cfs_plan *p, enum cfs_plan_tier tier,
+const uint32_t *cfs_plan_prefetch_order(const struct cfs_plan *p, enum cfs_tier tier,
                                         uint64_t *count)
 {
-    if (tier != CFS_PLAN_TIER_RAM && tier != CFS_PLAN_TIER_SSD) {
+    if (tier != CFS_TIER_RAM && tier != CFS_TIER_SSD) {
         *count = 0;
         return NULL;
     }

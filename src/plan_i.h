@@ -37,8 +37,8 @@ struct cfs_plan {
     uint16_t *static_pinners;
     uint32_t *static_epoch; /* first epoch a static pinner reads it */
 
-    uint32_t *order[3];
-    uint64_t order_len[3];
+    uint32_t *order[CFS_TIER_COUNT];
+    uint64_t order_len[CFS_TIER_COUNT];
 };
 
 const struct cfs_plan_source *plan_source(const struct cfs_plan_params *pp,

@@ -40,7 +40,7 @@ struct fetch {
     struct cfs_prefetch *pf;
     struct fetch *qnext;
     uint32_t id;
-    enum cfs_cache_tier tier;
+    enum cfs_tier tier;
     bool prefetch;
     char path[];
 };
@@ -218,7 +218,7 @@ int pf_peer_choice(struct cfs_prefetch *pf, const struct cfs_entry *e)
 {
     if (!pf->distributed || !pf->track || e->sample == CFS_NO_SAMPLE || e->size == 0)
         return -1;
-    int tier;
+    enum cfs_tier tier;
     uint32_t from;
     uint32_t owner = pf_track_owner(pf->track, e->sample, &tier, &from);
     if (owner == PF_NO_NODE || owner == pf->node || owner >= pf->nodes)
@@ -230,8 +230,7 @@ int pf_peer_choice(struct cfs_prefetch *pf, const struct cfs_entry *e)
     if (epoch - pf_track_start_epoch(pf->track) < from)
         return -1;
     bool slow = pf->peer_ops->node_state(pf->peer, owner) != CFS_PEER_UP;
-    enum cfs_model_tier mt = tier == PF_TIER_SSD ? CFS_MODEL_TIER_SSD : CFS_MODEL_TIER_RAM;
-    if (cfs_model_choose(pf->model, owner, mt, e->size, slow) != CFS_MODEL_PEER)
+    if (cfs_model_choose(pf->model, owner, tier, e->size, slow) != CFS_MODEL_PEER)
         return -1;
     return (int)owner;
 }
@@ -265,17 +264,17 @@ static void peer_done(struct cfs_peer_req *r)
     }
 }
 
-/* Begin the fetch of id into the cache tier for plan_tier and submit it.
- * 0, or the cache's
+/* Begin the fetch of id into the tier the plan gives it (a file no tier
+ * holds goes to RAM, just ahead of its use) and submit it.  0, or the cache's
  * begin_fetch error (-EEXIST, -ENOSPC, -EAGAIN, -EFBIG, -ENODEV, ...).
  * With sync_res (a demand fetch whose caller waits for it anyway) a fetch
  * from the source runs in the calling thread: 0 then means it is complete
  * and *sync_res is what its waiters got (0 or the fetch's error); a fetch
  * from a peer is submitted as usual and leaves *sync_res alone. */
-int pf_fetch_start(struct cfs_prefetch *pf, uint32_t id, int plan_tier, bool prefetch,
+int pf_fetch_start(struct cfs_prefetch *pf, uint32_t id, enum cfs_tier planned, bool prefetch,
                    unsigned cache_flags, int *sync_res)
 {
-    enum cfs_cache_tier tier = plan_tier == PF_TIER_SSD ? CFS_TIER_SSD : CFS_TIER_RAM;
+    enum cfs_tier tier = planned == CFS_TIER_NONE ? CFS_TIER_RAM : planned;
     char path[PATH_MAX];
     const struct cfs_entry *e = cfs_catalog_entry(pf->cat, id);
     if (!e || !S_ISREG(e->mode))

@@ -60,10 +60,7 @@
  *   The threads that wait (the prefetcher, the finisher, wait_idle, an open
  *   waiting for zombies or for a synchronous peer read) hold nothing else
  *   but what item 1 says.  Counters are atomics and need no lock.
- *
- * Tiers.  plan.h and cache.h once named their tiers alike, so the tracker
- * speaks PF_TIER_* below; the enums are to be unified (cfs_cache_tier,
- * cfs_plan_tier, PF_TIER_*, the model's tier). */
+ */
 #ifndef CLAIRFS_PREFETCH_I_H
 #define CLAIRFS_PREFETCH_I_H
 
@@ -77,10 +74,9 @@
 
 #include "clairfs/options.h"
 #include "clairfs/sampler.h"
+#include "clairfs/tier.h"
 
 #define PF_NEVER UINT64_MAX
-
-enum { PF_TIER_NONE = 0, PF_TIER_RAM = 1, PF_TIER_SSD = 2 };
 
 /* What the planner needs, besides the sampler: the node's ranks, epochs
  * and tier capacities. */
@@ -133,14 +129,15 @@ int pf_track_set_epoch(struct pf_track *t, uint32_t e);
 uint32_t pf_track_window(const struct pf_track *t);
 
 /* Planner facts, by sample. */
-int pf_track_tier(const struct pf_track *t, uint32_t s);
-const uint32_t *pf_track_order(const struct pf_track *t, int tier, uint64_t *count);
-uint64_t pf_track_tier_bytes(const struct pf_track *t, int tier);
+enum cfs_tier pf_track_tier(const struct pf_track *t, uint32_t s);
+const uint32_t *pf_track_order(const struct pf_track *t, enum cfs_tier tier, uint64_t *count);
+uint64_t pf_track_tier_bytes(const struct pf_track *t, enum cfs_tier tier);
 /* The node that holds s for its peers (PF_NO_NODE: none, the PFS) and its
- * tier there (PF_TIER_*), and the relative epoch from which it holds it
+ * tier there, and the relative epoch from which it holds it
  * (the cluster's first read of s: the owner stages it then). */
 #define PF_NO_NODE UINT32_MAX
-uint32_t pf_track_owner(const struct pf_track *t, uint32_t s, int *tier, uint32_t *from_epoch);
+uint32_t pf_track_owner(const struct pf_track *t, uint32_t s, enum cfs_tier *tier,
+                        uint32_t *from_epoch);
 uint32_t pf_track_start_epoch(const struct pf_track *t);
 
 /* The CLOCK_REALTIME instant `ns` nanoseconds from now, for
@@ -233,8 +230,8 @@ struct cfs_prefetch {
     uint32_t inflight, max_inflight; /* prefetches */
     uint64_t lookahead;
     uint64_t scan, scan_gen;
-    uint64_t order_idx[2];
-    uint64_t owned_idx[2]; /* distributed: cursor of the owned files' staging */
+    uint64_t order_idx[CFS_TIER_COUNT];
+    uint64_t owned_idx[CFS_TIER_COUNT]; /* distributed: cursor of the owned files' staging */
     uint64_t fetched_bytes;
 
     /* SSD completions are written by a finisher thread: the io engine's
@@ -312,9 +309,9 @@ void pf_mark_changed(struct cfs_prefetch *pf, uint32_t id, const char *path);
 int pf_open_source(struct cfs_prefetch *pf, uint32_t id, int *fd);
 /* The node to ask for entry e instead of the PFS, or -1 (plan_lock held). */
 int pf_peer_choice(struct cfs_prefetch *pf, const struct cfs_entry *e);
-/* Begin the fetch of id into plan tier (PF_TIER_RAM or PF_TIER_SSD) and
- * submit it: see prefetch_fetch.c. */
-int pf_fetch_start(struct cfs_prefetch *pf, uint32_t id, int tier, bool prefetch,
+/* Begin the fetch of id into tier (CFS_TIER_NONE: RAM, just ahead of use)
+ * and submit it: see prefetch_fetch.c. */
+int pf_fetch_start(struct cfs_prefetch *pf, uint32_t id, enum cfs_tier tier, bool prefetch,
                    unsigned cache_flags, int *sync_res);
 void *pf_finisher_main(void *arg);
 

@@ -48,13 +48,14 @@ static bool skip_unused(struct cfs_prefetch *pf, uint32_t s)
     return pf_sample_next_use(pf, s) == PF_NEVER;
 }
 
-/* Fetch the files the plan puts in tier k (0: RAM, 1: SSD) in order of
- * first use, from cursor[k] on, skipping those skip() names, until the cache
- * refuses or the io depth is used.  Returns the fetches started. */
-static unsigned fetch_tier_order(struct cfs_prefetch *pf, struct pf_track *t, int k,
-                                 uint64_t cursor[2], bool (*skip)(struct cfs_prefetch *, uint32_t))
+/* Fetch the files the plan puts in tier k in order of first use, from
+ * cursor[k] on, skipping those skip() names, until the cache refuses or the
+ * io depth is used.  Returns the fetches started. */
+static unsigned fetch_tier_order(struct cfs_prefetch *pf, struct pf_track *t, enum cfs_tier k,
+                                 uint64_t cursor[CFS_TIER_COUNT],
+                                 bool (*skip)(struct cfs_prefetch *, uint32_t))
 {
-    int tier = k == 0 ? PF_TIER_RAM : PF_TIER_SSD;
+    const enum cfs_tier tier = k;
     uint64_t count;
     const uint32_t *order = pf_track_order(t, tier, &count);
     unsigned started = 0;
@@ -110,11 +111,11 @@ static unsigned prefetch_round(struct cfs_prefetch *pf)
             break;
         if (!consumed) {
             cfs_id id = cfs_catalog_sample_entry(pf->cat, s);
-            int tier = pf_track_tier(t, s);
+            enum cfs_tier tier = pf_track_tier(t, s);
             unsigned flags = pf->scan < evict_horizon ? 0 : CFS_CACHE_NO_EVICT;
             int rc = pf_fetch_start(pf, id, tier, true, flags, NULL);
-            if (rc == -ENODEV && tier == PF_TIER_SSD)
-                rc = pf_fetch_start(pf, id, PF_TIER_RAM, true, flags, NULL);
+            if (rc == -ENODEV && tier == CFS_TIER_SSD)
+                rc = pf_fetch_start(pf, id, CFS_TIER_RAM, true, flags, NULL);
             if (rc == 0)
                 started++;
             else if (rc == -ENOSPC || rc == -EAGAIN || rc == -ENOMEM) {
@@ -127,11 +128,11 @@ static unsigned prefetch_round(struct cfs_prefetch *pf)
     /* Distributed: the files this node owns, whatever the window: its
      * peers read them on their own schedule (owned files evict only
      * non-owned ones, and the plan reserved their bytes). */
-    for (int k = 0; k < 2 && pf->distributed; k++)
+    for (enum cfs_tier k = 0; k < CFS_TIER_COUNT && pf->distributed; k++)
         started += fetch_tier_order(pf, t, k, pf->owned_idx, skip_unowned);
     /* Stage the planned tiers in order of first use once the window is
      * covered (their bytes are reserved by the plan). */
-    for (int k = 0; k < 2 && !blocked; k++)
+    for (enum cfs_tier k = 0; k < CFS_TIER_COUNT && !blocked; k++)
         started += fetch_tier_order(pf, t, k, pf->order_idx, skip_unused);
 out:
     pthread_rwlock_unlock(&pf->plan_lock);
@@ -145,8 +146,8 @@ static bool log_progress(struct cfs_prefetch *pf, double *last_t, uint64_t *last
     uint64_t target = 0;
     pthread_rwlock_rdlock(&pf->plan_lock);
     if (pf->track)
-        target = pf_track_tier_bytes(pf->track, PF_TIER_RAM) +
-                 pf_track_tier_bytes(pf->track, PF_TIER_SSD);
+        target = pf_track_tier_bytes(pf->track, CFS_TIER_RAM) +
+                 pf_track_tier_bytes(pf->track, CFS_TIER_SSD);
     pthread_rwlock_unlock(&pf->plan_lock);
     struct cfs_cache_stats st;
     cfs_cache_stats(pf->cache, &st);

@@ -62,7 +62,7 @@ static bool observe(struct cfs_prefetch *pf, uint32_t sample)
     return o.epoch_changed;
 }
 
-static enum cfs_metric tier_metric(enum cfs_cache_tier t)
+static enum cfs_metric tier_metric(enum cfs_tier t)
 {
     return t == CFS_TIER_SSD ? CFS_M_READS_SSD : CFS_M_READS_RAM;
 }
@@ -181,7 +181,7 @@ int cfs_prefetch_open(struct cfs_prefetch *pf, cfs_id id, struct cfs_prefetch_fi
         if (rc == -ENOENT) {
             /* Absent: fetch it, unless the policy would rather not keep it. */
             int fetched = 1; /* 1: submitted, else done here with this result */
-            rc = pf_fetch_start(pf, id, PF_TIER_RAM, false, demand_flags, &fetched);
+            rc = pf_fetch_start(pf, id, CFS_TIER_RAM, false, demand_flags, &fetched);
             if (rc == -EEXIST)
                 continue;
             /* -EBUSY: this very file is a zombie; -EAGAIN: its room is. */

@@ -380,41 +380,33 @@ uint32_t pf_track_window(const struct pf_track *t)
     return t->window;
 }
 
-int pf_track_tier(const struct pf_track *t, uint32_t s)
+enum cfs_tier pf_track_tier(const struct pf_track *t, uint32_t s)
 {
-    switch (cfs_plan_tier(t->plan, s)) {
-    case CFS_PLAN_TIER_RAM:
-        return PF_TIER_RAM;
-    case CFS_PLAN_TIER_SSD:
-        return PF_TIER_SSD;
-    default:
-        return PF_TIER_NONE;
-    }
+    return cfs_plan_tier(t->plan, s);
 }
 
-const uint32_t *pf_track_order(const struct pf_track *t, int tier, uint64_t *count)
+const uint32_t *pf_track_order(const struct pf_track *t, enum cfs_tier tier, uint64_t *count)
 {
-    return cfs_plan_prefetch_order(t->plan, tier == PF_TIER_SSD ? CFS_PLAN_TIER_SSD : CFS_PLAN_TIER_RAM,
-                                   count);
+    return cfs_plan_prefetch_order(t->plan, tier, count);
 }
 
-uint64_t pf_track_tier_bytes(const struct pf_track *t, int tier)
+uint64_t pf_track_tier_bytes(const struct pf_track *t, enum cfs_tier tier)
 {
     struct cfs_plan_node_summary sum;
     if (cfs_plan_node_summary(t->plan, t->node, &sum) < 0)
         return 0;
-    return sum.bytes[tier == PF_TIER_SSD ? CFS_PLAN_TIER_SSD : CFS_PLAN_TIER_RAM];
+    return sum.bytes[tier];
 }
 
-uint32_t pf_track_owner(const struct pf_track *t, uint32_t s, int *tier, uint32_t *from_epoch)
+uint32_t pf_track_owner(const struct pf_track *t, uint32_t s, enum cfs_tier *tier,
+                        uint32_t *from_epoch)
 {
-    enum cfs_plan_tier pt = CFS_PLAN_TIER_NONE;
+    enum cfs_tier pt = CFS_TIER_NONE;
     if (s >= t->n)
         return PF_NO_NODE;
     uint32_t owner = cfs_plan_owner(t->plan, s, &pt);
     if (tier)
-        *tier = pt == CFS_PLAN_TIER_SSD ? PF_TIER_SSD : pt == CFS_PLAN_TIER_RAM ? PF_TIER_RAM
-                                                                                : PF_TIER_NONE;
+        *tier = pt;
     if (from_epoch)
         *from_epoch = cfs_plan_owner_epoch(t->plan, s);
     return owner == CFS_NODE_NONE ? PF_NO_NODE : owner;

@@ -151,8 +151,8 @@ static void print_summary(const struct cfs_plan *p, bool json, uint32_t only)
         if (!json) {
             printf("%5u %11s %12" PRIu64 " %10" PRIu64 " %14" PRIu64 " %10" PRIu64 " %14" PRIu64
                    " %10" PRIu64 " %14" PRIu64 " %16" PRIu64 " %16" PRIu64 "\n",
-                   j, ranks, s.reads, s.files[CFS_PLAN_TIER_RAM], s.bytes[CFS_PLAN_TIER_RAM],
-                   s.files[CFS_PLAN_TIER_SSD], s.bytes[CFS_PLAN_TIER_SSD], s.owned_files, s.owned_bytes,
+                   j, ranks, s.reads, s.files[CFS_TIER_RAM], s.bytes[CFS_TIER_RAM],
+                   s.files[CFS_TIER_SSD], s.bytes[CFS_TIER_SSD], s.owned_files, s.owned_bytes,
                    s.pfs_read_bytes / ne, s.peer_read_bytes / ne);
         } else {
             printf("%s{\"node\":%u,\"rank_first\":%u,\"rank_count\":%u,\"reads\":%" PRIu64
@@ -163,8 +163,8 @@ static void print_summary(const struct cfs_plan *p, bool json, uint32_t only)
                    ",\"peer_read_bytes\":%" PRIu64 ",\"pfs_read_bytes\":%" PRIu64
                    ",\"pfs_bytes_per_epoch\":%" PRIu64 "}",
                    firstj ? "" : ",", j, s.ranks.first, s.ranks.count, s.reads, s.read_bytes,
-                   s.files[CFS_PLAN_TIER_RAM], s.bytes[CFS_PLAN_TIER_RAM], s.files[CFS_PLAN_TIER_SSD],
-                   s.bytes[CFS_PLAN_TIER_SSD], s.files[CFS_PLAN_TIER_NONE], s.owned_files, s.owned_bytes,
+                   s.files[CFS_TIER_RAM], s.bytes[CFS_TIER_RAM], s.files[CFS_TIER_SSD],
+                   s.bytes[CFS_TIER_SSD], s.files[CFS_TIER_NONE], s.owned_files, s.owned_bytes,
                    s.local_read_bytes, s.peer_read_bytes, s.pfs_read_bytes,
                    s.pfs_read_bytes / ne);
         }

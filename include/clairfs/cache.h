@@ -111,14 +111,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "clairfs/tier.h"
+
 struct cfs_index;
 struct cfs_cache;
 
-enum cfs_cache_tier {
-    CFS_TIER_RAM = 0,
-    CFS_TIER_SSD = 1,
-};
-#define CFS_TIER_COUNT 2
 
 enum cfs_cache_state {
     CFS_CACHE_ABSENT = 0, /* xattr "pfs" */
@@ -190,7 +187,7 @@ void cfs_cache_touch(struct cfs_cache *c, uint32_t id);
  * (being dropped), -ENOSPC (refused: the victims are needed sooner),
  * -EAGAIN (the tier is held by pinned or in-flight entries), -EFBIG (larger
  * than the tier), -ENODEV (no SSD tier, or degraded), -EINVAL, -ENOMEM. */
-int cfs_cache_begin_fetch(struct cfs_cache *c, uint32_t id, uint64_t size, enum cfs_cache_tier tier,
+int cfs_cache_begin_fetch(struct cfs_cache *c, uint32_t id, uint64_t size, enum cfs_tier tier,
                           unsigned flags, void **buf);
 /* End the fetch of id.  rc < 0: the fetch failed; the reservation is freed
  * and waiters get rc.  rc == 0: len bytes (<= size) are in the buffer, src
@@ -204,7 +201,7 @@ int cfs_cache_complete_fetch(struct cfs_cache *c, uint32_t id, int rc, uint64_t 
  * (SSD, fd is -1 for RAM).  Valid until cfs_cache_release(). */
 struct cfs_cache_handle {
     uint32_t id;
-    enum cfs_cache_tier tier;
+    enum cfs_tier tier;
     const void *data;
     int fd;
     uint64_t offset;

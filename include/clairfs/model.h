@@ -37,6 +37,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "clairfs/tier.h"
+
 struct cfs_model_params {
     double pfs_bw;        /* aggregate PFS bandwidth, bytes/s */
     double pfs_client_bw; /* one client's maximum, bytes/s */
@@ -47,7 +49,6 @@ struct cfs_model_params {
 };
 
 enum cfs_model_source { CFS_MODEL_PFS = 0, CFS_MODEL_PEER = 1 };
-enum cfs_model_tier { CFS_MODEL_TIER_RAM = 0, CFS_MODEL_TIER_SSD = 1 };
 
 struct cfs_model;
 
@@ -66,7 +67,7 @@ void cfs_model_destroy(struct cfs_model *m);
 /* Estimated seconds to fetch size bytes from the PFS, or from peer node
  * (its tier).  */
 double cfs_model_pfs_time(const struct cfs_model *m, uint64_t size);
-double cfs_model_peer_time(const struct cfs_model *m, uint32_t node, enum cfs_model_tier tier,
+double cfs_model_peer_time(const struct cfs_model *m, uint32_t node, enum cfs_tier tier,
                            uint64_t size);
 /* Where to fetch size bytes held by node in tier; slow: the peer layer
  * marked it slow.  When the estimate says PFS, every CFS_MODEL_PROBE_EVERY-th
@@ -74,7 +75,7 @@ double cfs_model_peer_time(const struct cfs_model *m, uint32_t node, enum cfs_mo
  * latency (the peer may have been busy only for a while). */
 #define CFS_MODEL_PROBE_EVERY 16
 enum cfs_model_source cfs_model_choose(struct cfs_model *m, uint32_t node,
-                                       enum cfs_model_tier tier, uint64_t size, bool slow);
+                                       enum cfs_tier tier, uint64_t size, bool slow);
 /* A completed peer fetch of bytes in seconds, with `concurrent` requests
  * to that node in flight (itself included) when it completed. */
 void cfs_model_observe(struct cfs_model *m, uint32_t node, uint64_t bytes, double seconds,

@@ -57,15 +57,11 @@
 #include <stdint.h>
 
 #include "clairfs/sampler.h"
+#include "clairfs/tier.h"
 
 #define CFS_POS_NEVER UINT64_MAX
 #define CFS_NODE_NONE UINT32_MAX
 
-enum cfs_plan_tier {
-    CFS_PLAN_TIER_NONE = 0, /* not held: fetched from a peer or the PFS */
-    CFS_PLAN_TIER_RAM,
-    CFS_PLAN_TIER_SSD,
-};
 
 struct cfs_rank_range {
     uint32_t first;
@@ -121,22 +117,23 @@ uint64_t cfs_plan_epoch_start(const struct cfs_plan *p, uint32_t rel);
 /* Per file, for the planned node. */
 uint32_t cfs_plan_count(const struct cfs_plan *p, uint32_t sample);
 uint64_t cfs_plan_first_use(const struct cfs_plan *p, uint32_t sample); /* or CFS_POS_NEVER */
-enum cfs_plan_tier cfs_plan_tier(const struct cfs_plan *p, uint32_t sample);
+enum cfs_tier cfs_plan_tier(const struct cfs_plan *p, uint32_t sample);
 /* Total reads of the file by all nodes over the run. */
 uint32_t cfs_plan_total_count(const struct cfs_plan *p, uint32_t sample);
 /* The node that holds the file for its peers, or CFS_NODE_NONE (PFS); the
  * owner's tier in *tier when tier is not NULL. */
-uint32_t cfs_plan_owner(const struct cfs_plan *p, uint32_t sample, enum cfs_plan_tier *tier);
+uint32_t cfs_plan_owner(const struct cfs_plan *p, uint32_t sample, enum cfs_tier *tier);
 /* Files the planned node holds in `tier`, in order of first use (owned
  * files it never reads last, by index): the order to stage them in. */
-const uint32_t *cfs_plan_prefetch_order(const struct cfs_plan *p, enum cfs_plan_tier tier,
+const uint32_t *cfs_plan_prefetch_order(const struct cfs_plan *p, enum cfs_tier tier,
                                         uint64_t *count);
 
 /* Every node's share, from the same sweep. */
 struct cfs_plan_node_summary {
     struct cfs_rank_range ranks;
     uint64_t reads;                /* accesses over the run */
-    uint64_t files[3], bytes[3];   /* held, by enum cfs_plan_tier (NONE: read, not held) */
+    /* held, by enum cfs_tier; [CFS_TIER_NONE]: read, not held */
+    uint64_t files[CFS_TIER_COUNT + 1], bytes[CFS_TIER_COUNT + 1];
     uint64_t owned_files, owned_bytes;
     uint64_t local_read_bytes;     /* bytes of reads served from the node's tiers */
     uint64_t peer_read_bytes;      /* from the owner on another node */

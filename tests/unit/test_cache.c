@@ -33,7 +33,7 @@ static struct cfs_cache_source src_of(uint32_t id, uint64_t size)
     return (struct cfs_cache_source){size, 1000 + id, id * 3u, 0x9e3779b97f4a7c15ull * (id + 1)};
 }
 
-static int put_flags(struct cfs_cache *c, uint32_t id, uint64_t size, enum cfs_cache_tier tier,
+static int put_flags(struct cfs_cache *c, uint32_t id, uint64_t size, enum cfs_tier tier,
                      unsigned flags)
 {
     void *buf;
@@ -46,7 +46,7 @@ static int put_flags(struct cfs_cache *c, uint32_t id, uint64_t size, enum cfs_c
     return cfs_cache_complete_fetch(c, id, 0, size, &s);
 }
 
-static int put(struct cfs_cache *c, uint32_t id, uint64_t size, enum cfs_cache_tier tier)
+static int put(struct cfs_cache *c, uint32_t id, uint64_t size, enum cfs_tier tier)
 {
     return put_flags(c, id, size, tier, 0);
 }
@@ -194,7 +194,7 @@ static void *worker_main(void *arg)
         uint64_t size = 1000 + id * 97u; /* fixed per id: readers can check */
         int op = rand_r(&w->seed) % 8;
         if (op < 3) {
-            enum cfs_cache_tier tier = op == 2 && w->ssd_cap ? CFS_TIER_SSD : CFS_TIER_RAM;
+            enum cfs_tier tier = op == 2 && w->ssd_cap ? CFS_TIER_SSD : CFS_TIER_RAM;
             int rc = put_flags(w->c, id, size, tier, CFS_CACHE_DEMAND);
             if (rc && rc != -EEXIST && rc != -EBUSY && rc != -EAGAIN)
                 atomic_fetch_add(w->violations, 1);

@@ -32,14 +32,14 @@ START_TEST(peer_time_uses_the_slower_of_link_and_tier)
 {
     struct cfs_model *m = make(4, 4);
     /* 1 ms + 110000 B at 1.25 GB/s (RAM's 10 GB/s is faster). */
-    ck_assert_double_eq_tol(cfs_model_peer_time(m, 1, CFS_MODEL_TIER_RAM, 110000), 0.001088,
+    ck_assert_double_eq_tol(cfs_model_peer_time(m, 1, CFS_TIER_RAM, 110000), 0.001088,
                             1e-12);
     /* 1 ms + 1 MB at the SSD's 1 GB/s. */
-    ck_assert_double_eq_tol(cfs_model_peer_time(m, 1, CFS_MODEL_TIER_SSD, 1000000), 0.002, 1e-12);
-    ck_assert_int_eq(cfs_model_choose(m, 1, CFS_MODEL_TIER_RAM, 110000, false), CFS_MODEL_PEER);
+    ck_assert_double_eq_tol(cfs_model_peer_time(m, 1, CFS_TIER_SSD, 1000000), 0.002, 1e-12);
+    ck_assert_int_eq(cfs_model_choose(m, 1, CFS_TIER_RAM, 110000, false), CFS_MODEL_PEER);
     /* A slow peer, or a node that does not exist: the PFS. */
-    ck_assert_int_eq(cfs_model_choose(m, 1, CFS_MODEL_TIER_RAM, 110000, true), CFS_MODEL_PFS);
-    ck_assert_int_eq(cfs_model_choose(m, 4, CFS_MODEL_TIER_RAM, 110000, false), CFS_MODEL_PFS);
+    ck_assert_int_eq(cfs_model_choose(m, 1, CFS_TIER_RAM, 110000, true), CFS_MODEL_PFS);
+    ck_assert_int_eq(cfs_model_choose(m, 4, CFS_TIER_RAM, 110000, false), CFS_MODEL_PFS);
     cfs_model_destroy(m);
 }
 END_TEST
@@ -58,18 +58,18 @@ START_TEST(measured_latency_moves_the_choice_and_probes_recover)
                             1e-12);
     for (int i = 0; i < 40; i++)
         cfs_model_observe(m, 1, 0, 0.01, 1);
-    ck_assert_double_gt(cfs_model_peer_time(m, 1, CFS_MODEL_TIER_RAM, 110000),
+    ck_assert_double_gt(cfs_model_peer_time(m, 1, CFS_TIER_RAM, 110000),
                         cfs_model_pfs_time(m, 110000));
     /* Node 0 is unaffected. */
     ck_assert_double_eq(cfs_model_measured_latency(m, 0), 0);
     int peer = 0;
     for (int i = 0; i < 2 * CFS_MODEL_PROBE_EVERY; i++)
-        peer += cfs_model_choose(m, 1, CFS_MODEL_TIER_RAM, 110000, false) == CFS_MODEL_PEER;
+        peer += cfs_model_choose(m, 1, CFS_TIER_RAM, 110000, false) == CFS_MODEL_PEER;
     ck_assert_int_eq(peer, 2); /* the probes */
     /* Fast answers bring the peer back. */
     for (int i = 0; i < 60; i++)
         cfs_model_observe(m, 1, 110000, 0.0003, 1);
-    ck_assert_int_eq(cfs_model_choose(m, 1, CFS_MODEL_TIER_RAM, 110000, false), CFS_MODEL_PEER);
+    ck_assert_int_eq(cfs_model_choose(m, 1, CFS_TIER_RAM, 110000, false), CFS_MODEL_PEER);
     cfs_model_destroy(m);
 }
 END_TEST

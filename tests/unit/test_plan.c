@@ -151,23 +151,23 @@ START_TEST(tiers_fill_ram_then_ssd_with_exact_capacities)
 {
     struct cfs_plan_source src;
     struct cfs_plan *p = make_plan(&two_ranks, &src, 4, size100, 1, 0, 200, 100);
-    ck_assert_int_eq(cfs_plan_tier(p, 3), CFS_PLAN_TIER_RAM);
-    ck_assert_int_eq(cfs_plan_tier(p, 0), CFS_PLAN_TIER_RAM); /* tie with f1, earlier first use */
-    ck_assert_int_eq(cfs_plan_tier(p, 1), CFS_PLAN_TIER_SSD);
-    ck_assert_int_eq(cfs_plan_tier(p, 2), CFS_PLAN_TIER_NONE);
+    ck_assert_int_eq(cfs_plan_tier(p, 3), CFS_TIER_RAM);
+    ck_assert_int_eq(cfs_plan_tier(p, 0), CFS_TIER_RAM); /* tie with f1, earlier first use */
+    ck_assert_int_eq(cfs_plan_tier(p, 1), CFS_TIER_SSD);
+    ck_assert_int_eq(cfs_plan_tier(p, 2), CFS_TIER_NONE);
     uint64_t k;
-    const uint32_t *o = cfs_plan_prefetch_order(p, CFS_PLAN_TIER_RAM, &k);
+    const uint32_t *o = cfs_plan_prefetch_order(p, CFS_TIER_RAM, &k);
     ck_assert_uint_eq(k, 2);
     ck_assert_uint_eq(o[0], 0); /* first use 0 */
     ck_assert_uint_eq(o[1], 3); /* first use 3 */
-    o = cfs_plan_prefetch_order(p, CFS_PLAN_TIER_SSD, &k);
+    o = cfs_plan_prefetch_order(p, CFS_TIER_SSD, &k);
     ck_assert_uint_eq(k, 1);
     ck_assert_uint_eq(o[0], 1);
     struct cfs_plan_node_summary s;
     ck_assert_int_eq(cfs_plan_node_summary(p, 0, &s), 0);
-    ck_assert_uint_eq(s.files[CFS_PLAN_TIER_RAM], 2);
-    ck_assert_uint_eq(s.bytes[CFS_PLAN_TIER_SSD], 100);
-    ck_assert_uint_eq(s.files[CFS_PLAN_TIER_NONE], 1);
+    ck_assert_uint_eq(s.files[CFS_TIER_RAM], 2);
+    ck_assert_uint_eq(s.bytes[CFS_TIER_SSD], 100);
+    ck_assert_uint_eq(s.files[CFS_TIER_NONE], 1);
     ck_assert_uint_eq(s.reads, 8);
     /* Held: f3 (3 reads) f0 (2) f1 (2): first fetch from the PFS, rest local;
      * f2 read once from the PFS. */
@@ -178,19 +178,19 @@ START_TEST(tiers_fill_ram_then_ssd_with_exact_capacities)
     /* One byte short: f0 no longer fits in RAM and goes to the SSD, f1 finds
      * no room at all. */
     p = make_plan(&two_ranks, &src, 4, size100, 1, 0, 199, 100);
-    ck_assert_int_eq(cfs_plan_tier(p, 3), CFS_PLAN_TIER_RAM);
-    ck_assert_int_eq(cfs_plan_tier(p, 0), CFS_PLAN_TIER_SSD);
-    ck_assert_int_eq(cfs_plan_tier(p, 1), CFS_PLAN_TIER_NONE);
-    ck_assert_int_eq(cfs_plan_tier(p, 2), CFS_PLAN_TIER_NONE);
+    ck_assert_int_eq(cfs_plan_tier(p, 3), CFS_TIER_RAM);
+    ck_assert_int_eq(cfs_plan_tier(p, 0), CFS_TIER_SSD);
+    ck_assert_int_eq(cfs_plan_tier(p, 1), CFS_TIER_NONE);
+    ck_assert_int_eq(cfs_plan_tier(p, 2), CFS_TIER_NONE);
     cfs_plan_destroy(p);
 
     /* A smaller later file still fits in the room a big one could not use. */
     static const uint64_t mixed[4] = {150, 100, 50, 100};
     p = make_plan(&two_ranks, &src, 4, mixed, 1, 0, 200, 0);
-    ck_assert_int_eq(cfs_plan_tier(p, 3), CFS_PLAN_TIER_RAM);  /* 100, 100 left */
-    ck_assert_int_eq(cfs_plan_tier(p, 0), CFS_PLAN_TIER_NONE); /* 150 > 100 */
-    ck_assert_int_eq(cfs_plan_tier(p, 1), CFS_PLAN_TIER_RAM);  /* 100, 0 left */
-    ck_assert_int_eq(cfs_plan_tier(p, 2), CFS_PLAN_TIER_NONE);
+    ck_assert_int_eq(cfs_plan_tier(p, 3), CFS_TIER_RAM);  /* 100, 100 left */
+    ck_assert_int_eq(cfs_plan_tier(p, 0), CFS_TIER_NONE); /* 150 > 100 */
+    ck_assert_int_eq(cfs_plan_tier(p, 1), CFS_TIER_RAM);  /* 100, 0 left */
+    ck_assert_int_eq(cfs_plan_tier(p, 2), CFS_TIER_NONE);
     cfs_plan_destroy(p);
 }
 END_TEST
@@ -208,24 +208,24 @@ static const struct fake two_nodes = {
 START_TEST(owner_map_deduplicates)
 {
     struct cfs_plan_source src;
-    enum cfs_plan_tier t;
+    enum cfs_tier t;
     struct cfs_plan *p = make_plan(&two_nodes, &src, 4, size100, 2, 0, 200, 0);
     ck_assert_uint_eq(cfs_plan_owner(p, 0, &t), 0);
-    ck_assert_int_eq(t, CFS_PLAN_TIER_RAM);
+    ck_assert_int_eq(t, CFS_TIER_RAM);
     ck_assert_uint_eq(cfs_plan_owner(p, 1, &t), 0);
     ck_assert_uint_eq(cfs_plan_owner(p, 2, &t), 1);
-    ck_assert_int_eq(t, CFS_PLAN_TIER_RAM);
+    ck_assert_int_eq(t, CFS_TIER_RAM);
     ck_assert_uint_eq(cfs_plan_owner(p, 3, &t), 1);
     ck_assert_uint_eq(cfs_plan_owned_bytes(p), 400);
-    ck_assert_int_eq(cfs_plan_tier(p, 0), CFS_PLAN_TIER_RAM);
-    ck_assert_int_eq(cfs_plan_tier(p, 1), CFS_PLAN_TIER_RAM);
-    ck_assert_int_eq(cfs_plan_tier(p, 2), CFS_PLAN_TIER_NONE); /* no room for a replica */
+    ck_assert_int_eq(cfs_plan_tier(p, 0), CFS_TIER_RAM);
+    ck_assert_int_eq(cfs_plan_tier(p, 1), CFS_TIER_RAM);
+    ck_assert_int_eq(cfs_plan_tier(p, 2), CFS_TIER_NONE); /* no room for a replica */
     ck_assert_uint_eq(cfs_plan_total_count(p, 2), 2);
     struct cfs_plan_node_summary s;
     ck_assert_int_eq(cfs_plan_node_summary(p, 1, &s), 0);
     ck_assert_uint_eq(s.ranks.first, 1);
     ck_assert_uint_eq(s.owned_files, 2);
-    ck_assert_uint_eq(s.files[CFS_PLAN_TIER_NONE], 1); /* f1, from node0 */
+    ck_assert_uint_eq(s.files[CFS_TIER_NONE], 1); /* f1, from node0 */
     ck_assert_uint_eq(s.peer_read_bytes, 100);
     cfs_plan_destroy(p);
 
@@ -235,7 +235,7 @@ START_TEST(owner_map_deduplicates)
     ck_assert_uint_eq(cfs_plan_owner(p, 1, NULL), 0);
     ck_assert_uint_eq(cfs_plan_owner(p, 2, NULL), 1);
     ck_assert_uint_eq(cfs_plan_owner(p, 3, NULL), 1);
-    ck_assert_int_eq(cfs_plan_tier(p, 3), CFS_PLAN_TIER_RAM);
+    ck_assert_int_eq(cfs_plan_tier(p, 3), CFS_TIER_RAM);
     cfs_plan_destroy(p);
 
     /* Room for one file each: f0 and f3 are owned, f2 and f1 find no room. */
@@ -250,8 +250,8 @@ START_TEST(owner_map_deduplicates)
      * read file that it does not own. */
     p = make_plan(&two_nodes, &src, 4, size100, 2, 0, 300, 0);
     ck_assert_uint_eq(cfs_plan_owner(p, 2, NULL), 1);
-    ck_assert_int_eq(cfs_plan_tier(p, 2), CFS_PLAN_TIER_RAM);
-    ck_assert_int_eq(cfs_plan_tier(p, 3), CFS_PLAN_TIER_NONE);
+    ck_assert_int_eq(cfs_plan_tier(p, 2), CFS_TIER_RAM);
+    ck_assert_int_eq(cfs_plan_tier(p, 3), CFS_TIER_NONE);
     cfs_plan_destroy(p);
 }
 END_TEST

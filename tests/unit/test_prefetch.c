@@ -703,7 +703,7 @@ static void expect_peers(struct peer_run *r)
     memset(x, 0, sizeof(*x));
     ck_assert_ptr_nonnull(r->pf->track);
     for (uint32_t s = 0; s < NFILES; s++) {
-        int tier;
+        enum cfs_tier tier;
         uint32_t from, owner = pf_track_owner(r->pf->track, s, &tier, &from);
         needed[s] = owner == 0 || s < PEER_STREAM0;
         if (s >= PEER_STREAM0 || owner != 1 || sample_size(&r->fx, s) == 0)
