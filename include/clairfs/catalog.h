@@ -5,9 +5,12 @@
  * Ids are assigned breadth first with each directory's children sorted by
  * name (bytewise), so a directory's children are the contiguous ids
  * [first_child, first_child + nchildren) and lookup is a binary search.
- * Id 0 is the root (its parent is CFS_ID_NONE, its name "").  Symbolic links are followed (as torchvision does with
- * followlinks=True): a link to a file or directory is presented as that file
- * or directory; a broken link or one that would loop is kept as a symlink. */
+ * Id 0 is the root (its parent is CFS_ID_NONE, its name "").  Symbolic
+ * links are followed (as torchvision does with followlinks=True): a link to
+ * a file or directory is presented as that file or directory; a broken link
+ * or one that would loop is kept as a symlink.  How the catalog's files
+ * layer (entry points, store, scan and order, table) is in
+ * src/catalog_i.h. */
 #ifndef CLAIRFS_CATALOG_H
 #define CLAIRFS_CATALOG_H
 

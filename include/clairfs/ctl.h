@@ -1,4 +1,5 @@
-/* The control namespace MOUNTPOINT/.clairfs/ (DESIGN.md), without FUSE:
+/* The control namespace MOUNTPOINT/.clairfs/ (docs/design.md, "The
+ * interface contract", ".clairfs/"), without FUSE:
  * which files exist, what reading them shows, and what writing `control`
  * does.  The FUSE layer (fs.c) only maps inodes and file handles onto this,
  * so everything here is unit-tested and can be fuzzed.

@@ -52,7 +52,7 @@
  * Registered buffers are not used: buffers belong to the caller (cache
  * tiers), and for buffered reads the kernel copies from the page cache
  * either way; fixed buffers only save pinning user pages, which is what
- * O_DIRECT needs, not page-cache reads.  Measured with tools/bench-io.c
+ * O_DIRECT needs, not page-cache reads.  Measured with bench/bench-io.c
  * (8000 files of ~110 KB on tmpfs, same ring, same linked open/read/close):
  * READ_FIXED ran at 0.55-0.8x the speed of plain READ into the same memory.
  *

@@ -34,7 +34,7 @@ enum cfs_metric {
     CFS_M_CACHE_BYTES_SSD,
     CFS_M_EPOCH,
     CFS_M_CHECKSUM_FAILURES, /* SSD entries found corrupt and refetched */
-    CFS_M_PEER_FETCH_OK,     /* peer fetches, by outcome (issue 5) */
+    CFS_M_PEER_FETCH_OK,     /* peer fetches that got their bytes from the owner */
     CFS_M_PEER_FETCH_FALLBACK, /* the peer did not give the bytes: read from the PFS */
     CFS_M_PEER_SERVED_FILES, /* files this node sent to its peers */
     CFS_M_SOURCE_CHANGED,    /* source files found changed under the mount (once per file) */

@@ -1,6 +1,7 @@
-/* The performance model (issue 5): for each fetch of a file this node does
- * not hold, where to get it from, the owner on another node or the PFS, as
- * the NoPFS paper does: estimate the time of both and take the smaller.
+/* The performance model of a distributed mount: for each fetch of a file
+ * this node does not hold, where to get it from, the owner on another node
+ * or the PFS, as the NoPFS paper does: estimate the time of both and take
+ * the smaller.
  *
  *   PFS:  pfs_latency + size / share, share = min(pfs_client_bw,
  *         pfs_bw / clients): the PFS's aggregate bandwidth is divided among

@@ -1,6 +1,7 @@
-/* The planner (DESIGN.md facts 3 and 4): from the sampler's order, what each
- * node will read, how often and when; which files it keeps in which tier;
- * and which node holds each file for its peers.
+/* The planner (docs/design.md, "The facts the design rests on", facts 5
+ * and 6): from the sampler's order, what each node will read, how often
+ * and when; which files it keeps in which tier; and which node holds each
+ * file for its peers.
  *
  * Files are named by their dataset index ("sample", 0..n-1); the catalog
  * maps a sample to its entry.  Everything here is pure computation: no FUSE,

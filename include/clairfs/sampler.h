@@ -1,5 +1,6 @@
 /* Access-order models: bit-exact reproductions of the index streams that
- * PyTorch samplers and DataLoaders yield (DESIGN.md fact 1).
+ * PyTorch samplers and DataLoaders yield (docs/design.md, "The facts the
+ * design rests on", fact 1).
  *
  * A sampler produces, per epoch, the *global* order of dataset indices;
  * trainer rank r of W reads the sub-stream cfs_sampler_rank_at(). Everything

@@ -3,7 +3,7 @@
  *
  *  - the catalog's copy (src/catalog_store.c: "meta", "entries", "names",
  *    "samples"), loaded by cfs_catalog_store_load() (src/catalog_i.h);
- *  - the SSD tier's entry records (src/cache_ssd.c, struct cache_rec),
+ *  - the SSD tier's entry records (struct cache_rec in src/cache_ssd.h),
  *    read back by cfs_cache_create() at a warm restart.
  *
  * The records are written into a real environment through

@@ -177,7 +177,8 @@ START_TEST(half_cache_matches_reference_lru_and_min)
          * index: files 0..N/2-1 are pinned and hit in epoch 1. */
         ck_assert_uint_eq(r.epoch[CFS_SIM_STATIC][0].local_hits, 0);
         ck_assert_uint_eq(r.epoch[CFS_SIM_STATIC][1].local_hits, N / 2);
-        /* DESIGN.md fact 4: LRU collapses, MIN keeps about half. */
+        /* docs/design.md, "The facts the design rests on", fact 5: LRU
+         * collapses, MIN keeps about half. */
         ck_assert_uint_lt(lru[1], N * 30 / 100);
         ck_assert_uint_ge(min[1], N * 45 / 100);
         cfs_sim_result_free(&r);
