@@ -20,6 +20,7 @@
 #include "clairfs/options.h"
 #include "clairfs/peer.h"
 #include "clairfs/prefetch.h"
+#include "clairfs/run_config.h"
 #include "clairfs/sampler.h"
 #include "src/prefetch_i.h"
 #include "fake_peer.h"
@@ -52,10 +53,11 @@ static struct pf_track *make_track(uint64_t n, uint32_t epochs, uint32_t batch, 
     for (uint64_t i = 0; i < n; i++)
         sizes[i] = 1000 + i;
     struct pf_track_params p = {
-        .n = n, .sizes = sizes, .world = 1, .epochs = epochs, .ram = 1u << 30,
+        .plan = {.n = n, .sizes = sizes, .world = 1, .epochs = epochs, .nodes = 1,
+                 .ram = 1u << 30,
+                 .sampler = {.kind = CFS_SAMPLER_TORCH_DDP, .seed = seed, .n = n, .world = 1,
+                             .batch = batch}},
         .window = window,
-        .sampler = {.kind = CFS_SAMPLER_TORCH_DDP, .seed = seed, .n = n, .world = 1,
-                    .batch = batch},
     };
     struct pf_track *t = NULL;
     char err[256] = "";
@@ -263,20 +265,35 @@ static void fixture_fini(struct fixture *fx)
     rm_rf(fx->idx);
 }
 
+/* The run configuration of o over the fixture's catalog, for node `node`
+ * of `nodes`, as the mount makes it. */
+static void make_run(const struct fixture *fx, const struct cfs_options *o, uint32_t nodes,
+                     uint32_t node, struct cfs_run_config *run)
+{
+    char err[256] = "";
+    struct cfs_run_inputs in = {.opts = o, .nsamples = cfs_catalog_sample_count(fx->cat),
+                                .nodes = nodes, .node = node, .ssd_dir = o->ssd_dir};
+    ck_assert_msg(cfs_run_config_make(&in, run, err, sizeof(err)) == 0,
+                  "cfs_run_config_make: %s", err);
+}
+
 static struct cfs_prefetch *make_pf(struct fixture *fx, const char *opts, struct cfs_metrics *m,
                                     const char *index_dir)
 {
     struct cfs_options o;
+    struct cfs_run_config run;
     char err[256] = "";
     cfs_options_init(&o);
     ck_assert_msg(cfs_options_parse_list(&o, opts, err, sizeof(err)) == 0, "%s", err);
+    make_run(fx, &o, 1, 0, &run);
     cfs_metrics_init(m);
-    struct cfs_prefetch_params p = {.catalog = fx->cat, .opts = &o, .source_fd = fx->srcfd,
-                                    .metrics = m, .ssd_dir = o.ssd_dir,
+    struct cfs_prefetch_params p = {.catalog = fx->cat, .run = &run, .opts = &o,
+                                    .source_fd = fx->srcfd, .metrics = m, .ssd_dir = o.ssd_dir,
                                     .index_dir = index_dir};
     struct cfs_prefetch *pf = NULL;
     int rc = cfs_prefetch_create(&p, &pf, err, sizeof(err));
     ck_assert_msg(rc == 0, "cfs_prefetch_create(%s): %s", opts, err);
+    cfs_run_config_free(&run);
     cfs_options_free(&o);
     rc = cfs_prefetch_start(pf, err, sizeof(err));
     ck_assert_msg(rc == 0, "cfs_prefetch_start(%s): %s", opts, err);
@@ -737,12 +754,16 @@ static void peer_run_start(struct peer_run *r, const char *extra)
     }
     free(buf);
     struct cfs_options o;
+    struct cfs_run_config run;
     cfs_options_init(&o);
     ck_assert_msg(cfs_options_parse_list(&o, opts, err, sizeof(err)) == 0, "%s", err);
+    make_run(&r->fx, &o, fake_peer_ops.nodes(r->fp), fake_peer_ops.node(r->fp), &run);
     cfs_metrics_init(&r->m);
-    struct cfs_prefetch_params p = {.catalog = r->fx.cat, .opts = &o, .source_fd = r->fx.srcfd,
-                                    .metrics = &r->m, .peer_ops = &fake_peer_ops, .peer = r->fp};
+    struct cfs_prefetch_params p = {.catalog = r->fx.cat, .run = &run, .opts = &o,
+                                    .source_fd = r->fx.srcfd, .metrics = &r->m,
+                                    .peer_ops = &fake_peer_ops, .peer = r->fp};
     ck_assert_msg(cfs_prefetch_create(&p, &r->pf, err, sizeof(err)) == 0, "create: %s", err);
+    cfs_run_config_free(&run);
     cfs_options_free(&o);
     ck_assert_msg(cfs_prefetch_start(r->pf, err, sizeof(err)) == 0, "start: %s", err);
     expect_peers(r); /* with no_peers: no peer files, its own stream */
