@@ -2,7 +2,8 @@
  * a plan's inputs.  The SSD tier without ssd= is half the free space of
  * ssd_dir for the mount and clairfs-plan alike; the ranks of ranks=,
  * default blocks and no_peers; the default window is the one the position
- * tracker defaulted to, and the tracker takes it as given; bad inputs are refused with a message. */
+ * tracker defaulted to, and the tracker takes it as given; bad inputs are
+ * refused with a message. */
 #include <check.h>
 #include <errno.h>
 #include <stdlib.h>
