@@ -548,18 +548,12 @@ static int prepare_data_path(struct daemon *d)
         snprintf(d->err, sizeof(d->err), "source %s: %s", d->source, strerror(errno));
         return PHASE_FAILED;
     }
-    /* The prefetcher still reads the options: hand it the configuration's
-     * SSD capacity as an ssd= so that it does not size the tier again. */
-    struct cfs_options opts = d->cl.opts;
-    opts.has_ssd = true;
-    opts.ssd = d->run.ssd;
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     struct cfs_prefetch_params pp = {
-        .catalog = d->catalog, .opts = &opts, .source_fd = d->data_fd, .ssd_dir = d->ssd_dir,
-        .index_dir = d->index_dir, .metrics = &d->metrics, .window = d->run.window,
+        .catalog = d->catalog, .run = &d->run, .opts = &d->cl.opts, .source_fd = d->data_fd,
+        .ssd_dir = d->ssd_dir, .index_dir = d->index_dir, .metrics = &d->metrics,
         .progress = d->cl.foreground, .peer_ops = cfs_peer_ops_of(d->peer), .peer = d->peer,
-        .node_ranks = d->peer ? d->run.node_ranks : NULL,
     };
     if (cfs_prefetch_create(&pp, &d->pf, d->err, sizeof(d->err)) < 0)
         return PHASE_FAILED;

@@ -10,8 +10,6 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "clairfs/options.h"
-#include "clairfs/peer_startup.h"
 #include "clairfs/run_config.h"
 
 void cfs_peer_agreement_from_config(struct cfs_peer_agreement *out,
@@ -43,29 +41,10 @@ void cfs_peer_agreement_from_config(struct cfs_peer_agreement *out,
     out->no_peers = c->no_peers;
 }
 
-/* The options alone: a single node's configuration, no statvfs (an ssd=
- * given with ssd_dir= is taken as is; without ssd=, no figure to compare). */
-void cfs_peer_agreement_fill(struct cfs_peer_agreement *out, const struct cfs_options *o,
-                             uint64_t catalog_hash)
-{
-    struct cfs_run_inputs in = {
-        .opts = o, .nodes = 1, .node = 0, .ssd_dir = o->has_ssd ? o->ssd_dir : NULL,
-    };
-    struct cfs_run_config c;
-    if (cfs_run_config_make(&in, &c, NULL, 0) < 0) {
-        /* Options that fail validation never reach a meeting. */
-        *out = (struct cfs_peer_agreement){.protocol = CFS_PEER_PROTOCOL,
-                                           .catalog_hash = catalog_hash};
-        return;
-    }
-    cfs_peer_agreement_from_config(out, &c, catalog_hash);
-    cfs_run_config_free(&c);
-}
-
-uint64_t cfs_peer_options_hash(const struct cfs_options *o)
+uint64_t cfs_peer_config_hash(const struct cfs_run_config *c)
 {
     struct cfs_peer_agreement a;
-    cfs_peer_agreement_fill(&a, o, 0);
+    cfs_peer_agreement_from_config(&a, c, 0);
     /* How this node fetches, not what the plan's data are: the agreement
      * compares it, the hash (what a plan was made from) does not. */
     a.no_peers = 0;

@@ -14,8 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/statvfs.h>
 
 #include "clairfs/cache.h"
 #include "clairfs/index.h"
@@ -24,6 +22,7 @@
 #include "clairfs/model.h"
 #include "clairfs/peer.h"
 #include "clairfs/plan.h"
+#include "clairfs/run_config.h"
 #include "prefetch_i.h"
 
 void pf_wake(struct cfs_prefetch *pf)
@@ -92,32 +91,48 @@ uint64_t pf_next_use_cb(void *arg, uint32_t id)
     return pf_sample_next_use(pf, e->sample);
 }
 
-static int track_create(const struct cfs_prefetch *pf, const struct cfs_options *o, char *err,
-                        size_t errlen, struct pf_track **out)
+/* The tracker of the run configuration `run` (the kept one, or a copy that
+ * differs in its seed): the plan of this node and the window. */
+static int track_create(const struct cfs_prefetch *pf, const struct cfs_run_config *run,
+                        char *err, size_t errlen, struct pf_track **out)
 {
-    struct pf_track_params tp = {
-        .n = pf->nsamples, .sizes = pf->sizes, .world = o->world,
-        .rank_first = o->has_ranks ? o->rank_first : 0,
-        .rank_count = o->has_ranks ? o->rank_last - o->rank_first + 1 : 0,
-        .start_epoch = o->start_epoch, .epochs = o->epochs,
-        .ram = o->ram, .ssd = o->ssd, .window = pf->window,
-    };
-    if (pf->distributed) {
-        tp.nodes = pf->nodes;
-        tp.node = pf->node;
-        tp.ranks = pf->node_ranks;
-    } else if (pf->nodes > 1) {
-        /* no_peers: this node alone, with its own block of ranks. */
-        struct cfs_rank_range rr;
-        if (pf->node_ranks)
-            rr = pf->node_ranks[pf->node];
-        else
-            cfs_plan_default_ranks(o->world, pf->nodes, pf->node, &rr);
-        tp.rank_first = rr.first;
-        tp.rank_count = rr.count;
-    }
-    cfs_options_sampler_params(o, pf->nsamples, &tp.sampler);
+    struct pf_track_params tp = {.window = run->window};
+    cfs_run_config_plan_params(run, pf->sizes, &tp.plan);
     return pf_track_create(&tp, out, err, errlen);
+}
+
+/* pf->run := a deep copy of *run (node_ranks and the sampler's list). */
+static int keep_run_config(struct cfs_prefetch *pf, const struct cfs_run_config *run)
+{
+    pf->run = *run;
+    pf->run.node_ranks = malloc(run->nodes * sizeof(*run->node_ranks));
+    pf->run.sampler.list_path = NULL;
+    if (!pf->run.node_ranks)
+        return -ENOMEM;
+    memcpy(pf->run.node_ranks, run->node_ranks, run->nodes * sizeof(*run->node_ranks));
+    if (run->sampler.list_path && !(pf->sampler_list = strdup(run->sampler.list_path)))
+        return -ENOMEM;
+    pf->run.sampler.list_path = pf->sampler_list;
+    return 0;
+}
+
+/* The configuration must be of this catalog and of the peers' node. */
+static int check_run_config(const struct cfs_prefetch *pf, char *err, size_t errlen)
+{
+    uint32_t nodes = pf->peer_ops->nodes(pf->peer), node = pf->peer_ops->node(pf->peer);
+    if (pf->run.nodes != nodes || pf->run.node != node) {
+        snprintf(err, errlen,
+                 "prefetch: a run configuration of node %u of %u, the peers say %u of %u",
+                 pf->run.node, pf->run.nodes, node, nodes);
+        return -EINVAL;
+    }
+    if (pf->run.sampler.n != pf->nsamples) {
+        snprintf(err, errlen,
+                 "prefetch: a run configuration of %" PRIu64 " samples, the catalog has %" PRIu64,
+                 pf->run.sampler.n, pf->nsamples);
+        return -EINVAL;
+    }
+    return 0;
 }
 
 int cfs_prefetch_create(const struct cfs_prefetch_params *p, struct cfs_prefetch **out, char *err,
@@ -146,15 +161,14 @@ int cfs_prefetch_create(const struct cfs_prefetch_params *p, struct cfs_prefetch
     pf->opts.sampler_list = pf->opts.model_file = NULL;
     pf->peer_ops = p->peer_ops ? p->peer_ops : &cfs_peer_single_ops;
     pf->peer = p->peer;
-    pf->nodes = pf->peer_ops->nodes(pf->peer);
-    pf->node = pf->peer_ops->node(pf->peer);
-    pf->distributed = pf->nodes > 1 && !p->opts->no_peers;
-    if (pf->nodes > 1 && p->node_ranks) {
-        pf->node_ranks = malloc(pf->nodes * sizeof(*pf->node_ranks));
-        if (!pf->node_ranks)
-            goto nomem;
-        memcpy(pf->node_ranks, p->node_ranks, pf->nodes * sizeof(*pf->node_ranks));
-    }
+    if (keep_run_config(pf, p->run) < 0)
+        goto nomem;
+    pf->nsamples = cfs_catalog_sample_count(pf->cat);
+    if ((rc = check_run_config(pf, err, errlen)) < 0)
+        goto fail;
+    pf->nodes = pf->run.nodes;
+    pf->node = pf->run.node;
+    pf->distributed = pf->run.distributed;
     struct cfs_model_params mp;
     cfs_model_defaults(&mp);
     if (p->opts->model_file && (rc = cfs_model_load(p->opts->model_file, &mp, err, errlen)) < 0)
@@ -162,42 +176,23 @@ int cfs_prefetch_create(const struct cfs_prefetch_params *p, struct cfs_prefetch
     if (cfs_model_create(&mp, pf->nodes, pf->nodes, &pf->model) < 0 ||
         !(pf->peer_inflight = calloc(pf->nodes, sizeof(*pf->peer_inflight))))
         goto nomem;
-    if (p->opts->sampler_list && !(pf->opts.sampler_list = strdup(p->opts->sampler_list)))
-        goto nomem;
-    pf->window = p->window;
     pf->progress = p->progress;
     pf->progress_interval = p->progress_interval;
-
-    /* The SSD tier: ssd= bytes, by default half the free space of ssd_dir. */
-    const char *ssd_dir = p->ssd_dir;
-    if ((ssd_dir && !(pf->ssd_dir = strdup(ssd_dir))) ||
+    if ((p->ssd_dir && !(pf->ssd_dir = strdup(p->ssd_dir))) ||
         (p->index_dir && !(pf->index_dir = strdup(p->index_dir))))
         goto nomem;
-    if (!ssd_dir) {
-        pf->opts.ssd = 0;
-    } else if (!p->opts->has_ssd) {
-        struct statvfs sv;
-        (void)mkdir(ssd_dir, 0700);
-        if (statvfs(ssd_dir, &sv) < 0) {
-            rc = -errno;
-            snprintf(err, errlen, "ssd_dir %s: %s", ssd_dir, strerror(errno));
-            goto fail;
-        }
-        pf->opts.ssd = (uint64_t)sv.f_bavail * sv.f_frsize / 2;
-    }
 
-    pf->nsamples = cfs_catalog_sample_count(pf->cat);
     pf->sizes = malloc((pf->nsamples ? pf->nsamples : 1) * sizeof(*pf->sizes));
     if (!pf->sizes)
         goto nomem;
     for (uint64_t i = 0; i < pf->nsamples; i++)
         pf->sizes[i] = cfs_catalog_entry(pf->cat, cfs_catalog_sample_entry(pf->cat, i))->size;
 
-    if (pf->opts.has_seed && pf->nsamples > 0) {
-        rc = track_create(pf, &pf->opts, err, errlen, &pf->track);
+    if (pf->run.seeded && pf->nsamples > 0) {
+        rc = track_create(pf, &pf->run, err, errlen, &pf->track);
         if (rc)
             goto fail;
-        cfs_metrics_set(pf->m, CFS_M_EPOCH, pf->opts.start_epoch);
+        cfs_metrics_set(pf->m, CFS_M_EPOCH, pf->run.start_epoch);
     }
     if (pf->opts.io == CFS_IO_URING) {
         /* io=uring must fail before the mount when the kernel refuses it. */
@@ -221,14 +216,14 @@ fail:
 int cfs_prefetch_start(struct cfs_prefetch *pf, char *err, size_t errlen)
 {
     int rc;
-    if (pf->opts.ssd && pf->index_dir) {
+    if (pf->run.ssd && pf->index_dir) {
         rc = cfs_index_open(pf->index_dir, &pf->index, err, errlen);
         if (rc)
             return rc;
     }
     struct cfs_cache_params cp = {
-        .nfiles = cfs_catalog_entry_count(pf->cat), .ram_bytes = pf->opts.ram,
-        .ssd_bytes = pf->opts.ssd, .ssd_dir = pf->ssd_dir, .index = pf->index,
+        .nfiles = cfs_catalog_entry_count(pf->cat), .ram_bytes = pf->run.ram,
+        .ssd_bytes = pf->run.ssd, .ssd_dir = pf->ssd_dir, .index = pf->index,
         .source = pf_source_cb, .source_arg = pf,
         .next_use = pf->track ? pf_next_use_cb : NULL, .next_use_arg = pf,
         .kernel_drop = pf->opts.no_pagecache ? NULL : pf_kernel_drop_cb, .kernel_drop_arg = pf,
@@ -302,11 +297,11 @@ void cfs_prefetch_destroy(struct cfs_prefetch *pf)
     free(pf->from_node);
     free((void *)pf->changed);
     free(pf->peer_inflight);
-    free(pf->node_ranks);
+    cfs_run_config_free(&pf->run);
+    free(pf->sampler_list);
     free(pf->ssd_dir);
     free(pf->index_dir);
     free(pf->sizes);
-    free(pf->opts.sampler_list);
     pthread_cond_destroy(&pf->fin_cv);
     pthread_cond_destroy(&pf->idle_cv);
     pthread_cond_destroy(&pf->cv);
@@ -388,7 +383,8 @@ int cfs_prefetch_provide(void *arg, uint32_t id, struct cfs_peer_view *v)
     return 0;
 }
 
-int cfs_prefetch_set_epoch(struct cfs_prefetch *pf, uint32_t epoch)
+/* "epoch N": the trainer starts epoch N. */
+static int set_epoch(struct cfs_prefetch *pf, uint32_t epoch)
 {
     int rc = 0;
     pthread_rwlock_rdlock(&pf->plan_lock);
@@ -404,7 +400,8 @@ int cfs_prefetch_set_epoch(struct cfs_prefetch *pf, uint32_t epoch)
     return 0;
 }
 
-int cfs_prefetch_set_seed(struct cfs_prefetch *pf, uint64_t seed, char *err, size_t errlen)
+/* "seed N": re-plan this node's run with seed N. */
+static int set_seed(struct cfs_prefetch *pf, uint64_t seed, char *err, size_t errlen)
 {
     struct pf_track *t = NULL, *old;
     if (pf->nsamples == 0)
@@ -415,26 +412,27 @@ int cfs_prefetch_set_seed(struct cfs_prefetch *pf, uint64_t seed, char *err, siz
         snprintf(err, errlen, "a distributed mount cannot change its seed; remount every node");
         return -EOPNOTSUPP;
     }
-    /* Plan outside every lock: the mount keeps serving meanwhile (opts
-     * changes only here, and the ctl serialises commands). */
-    struct cfs_options o = pf->opts;
-    o.seed = seed;
-    o.has_seed = true;
-    int rc = track_create(pf, &o, err, errlen, &t);
+    /* Plan outside every lock: the mount keeps serving meanwhile (run
+     * changes only here, and the ctl serialises commands).  The copy
+     * shares run's node_ranks and sampler list for the planner's call. */
+    struct cfs_run_config run = pf->run;
+    run.sampler.seed = seed;
+    run.seeded = true;
+    int rc = track_create(pf, &run, err, errlen, &t);
     if (rc)
         return rc;
     pthread_rwlock_wrlock(&pf->plan_lock);
     cfs_cache_set_policy(pf->cache, NULL, NULL); /* no callback sees the swap */
     old = pf->track;
     pf->track = t;
-    pf->opts.seed = seed;
-    pf->opts.has_seed = true;
+    pf->run.sampler.seed = seed;
+    pf->run.seeded = true;
     pf->scan = 0;
     pf->scan_gen = UINT64_MAX;
     pf->order_idx[0] = pf->order_idx[1] = 0;
     cfs_cache_set_policy(pf->cache, pf_next_use_cb, pf);
     pthread_rwlock_unlock(&pf->plan_lock);
-    cfs_metrics_set(pf->m, CFS_M_EPOCH, pf->opts.start_epoch);
+    cfs_metrics_set(pf->m, CFS_M_EPOCH, pf->run.start_epoch);
     pf_track_destroy(old);
     pf_wake(pf);
     return 0;
@@ -446,9 +444,9 @@ int cfs_prefetch_command(void *arg, const struct cfs_ctl_cmd *cmd)
     char err[256];
     switch (cmd->kind) {
     case CFS_CTL_CMD_EPOCH:
-        return cfs_prefetch_set_epoch(pf, (uint32_t)cmd->value);
+        return set_epoch(pf, (uint32_t)cmd->value);
     case CFS_CTL_CMD_SEED: {
-        int rc = cfs_prefetch_set_seed(pf, cmd->value, err, sizeof(err));
+        int rc = set_seed(pf, cmd->value, err, sizeof(err));
         if (rc)
             cfs_err("seed %" PRIu64 ": %s", cmd->value, err);
         return rc;
@@ -473,11 +471,7 @@ void cfs_prefetch_stats(struct cfs_prefetch *pf, struct cfs_prefetch_stats *out)
     struct cfs_cache_stats st;
     memset(out, 0, sizeof(*out));
     pthread_rwlock_rdlock(&pf->plan_lock);
-    if (pf->track) {
-        out->planned = true;
-        pf_track_position(pf->track, &out->position, &out->epoch, NULL);
-        out->window = pf_track_window(pf->track);
-    }
+    out->planned = pf->track != NULL;
     pthread_rwlock_unlock(&pf->plan_lock);
     if (!pf->cache)
         return;
@@ -489,12 +483,9 @@ void cfs_prefetch_stats(struct cfs_prefetch *pf, struct cfs_prefetch_stats *out)
     for (int t = 0; t < 2; t++) {
         out->cache_bytes[t] = st.bytes[t];
         out->cache_capacity[t] = st.capacity[t];
-        out->evictions[t] = st.evictions[t];
     }
     out->checksum_failures = st.checksum_failures;
-    out->refetches = st.refetches;
     out->loaded = st.loaded;
-    out->refused = st.refused;
     out->peer_fetches = atomic_load(&pf->peer_fetches);
     out->peer_fallbacks = atomic_load(&pf->peer_fallbacks);
     out->peer_served = atomic_load(&pf->peer_served);

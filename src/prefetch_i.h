@@ -30,7 +30,7 @@
  *
  *   Locks, outermost first.  A thread holding one may take only locks
  *   further down this list:
- *   1. pf->plan_lock (rwlock): pf->track and the prefetcher's cursors
+ *   1. pf->plan_lock (rwlock): pf->track, run's seed and the prefetcher's cursors
  *      (scan, scan_gen, order_idx, owned_idx: the prefetcher thread's, reset
  *      under the write lock by set_seed).  Read: open, release, state,
  *      stats, set_epoch, prefetch_round, log_progress, stage_eligible.
@@ -73,29 +73,19 @@
 #include <stdatomic.h>
 
 #include "clairfs/options.h"
-#include "clairfs/sampler.h"
+#include "clairfs/plan.h"
+#include "clairfs/run_config.h"
 #include "clairfs/tier.h"
 
 #define PF_NEVER UINT64_MAX
 
-/* What the planner needs, besides the sampler: the node's ranks, epochs
- * and tier capacities. */
-struct cfs_rank_range;
-
+/* The plan of this node (cfs_run_config_plan_params(): the whole cluster
+ * when distributed, else this node alone with its ranks; the planner copies
+ * sizes and ranks) and the reordering slack in files, never 0 (the run
+ * configuration's window). */
 struct pf_track_params {
-    uint64_t n;                  /* samples */
-    const uint64_t *sizes;       /* n sizes (copied by the planner) */
-    struct cfs_sampler_params sampler;
-    uint32_t world;
-    uint32_t rank_first, rank_count; /* count 0: all ranks (one node) */
-    /* Distributed (nodes > 1): every node's ranks (NULL: default blocks),
-     * the plan assigns owners over all nodes and details `node`; the
-     * rank_* fields are then ignored. */
-    uint32_t nodes, node;
-    const struct cfs_rank_range *ranks;
-    uint32_t start_epoch, epochs;
-    uint64_t ram, ssd;
-    uint32_t window; /* reordering slack in files; 0: a default from batch and ranks */
+    struct cfs_plan_params plan;
+    uint32_t window;
 };
 
 struct pf_track;
@@ -206,8 +196,15 @@ struct cfs_prefetch {
     struct cfs_io *io;
     struct cfs_index *index;
     char *ssd_dir, *index_dir;
-    struct cfs_options opts; /* scalars only: the strings are not kept */
-    uint32_t window;
+    /* The data path's settings (io, io_depth, lookahead, no_pagecache):
+     * scalars only, the strings are not kept.  What the plan depends on is
+     * in run, not here. */
+    struct cfs_options opts;
+    /* The run configuration, the prefetcher's own copy: node_ranks and the
+     * sampler's list_path (sampler_list) are owned.  "seed N" changes its
+     * sampler seed and seeded flag under the plan lock's write side. */
+    struct cfs_run_config run;
+    char *sampler_list;
     uint64_t *sizes; /* per sample, for the planner */
     uint64_t nsamples;
 
@@ -250,14 +247,13 @@ struct cfs_prefetch {
      * (its reads fail with ESTALE unless a tier holds it; logged once). */
     _Atomic uint64_t *changed;
 
-    /* Peers, behind their ops (cfs_peer_single_ops: one node).
-     * distributed: the plan spans nodes and fetches may go to peers (not
-     * with no_peers). */
+    /* Peers, behind their ops (cfs_peer_single_ops: one node).  nodes,
+     * node and distributed are run's (the plan spans nodes and fetches may
+     * go to peers: not with no_peers), kept here for the fetch paths. */
     const struct cfs_peer_ops *peer_ops;
     void *peer;
     uint32_t nodes, node;
     bool distributed;
-    struct cfs_rank_range *node_ranks; /* nodes entries, or NULL */
     struct cfs_model *model;
     /* Per entry id: 1 + the node the last completed fetch came from, 0 for
      * the PFS; read by an open that waited for that fetch. */

@@ -249,7 +249,7 @@ static bool stage_eligible(void *arg, uint32_t id)
     /* Without a plan too (the reactive LRU cache), unless an SSD tier is
      * there: LRU demotes RAM victims to it, and a staged entry has no
      * buffer to demote. */
-    bool ok = (pf->track || pf->opts.ssd == 0) &&
+    bool ok = (pf->track || pf->run.ssd == 0) &&
               !(e->sample != CFS_NO_SAMPLE && pf_owned_for_peers(pf, e->sample));
     pthread_rwlock_unlock(&pf->plan_lock);
     return ok;

@@ -26,6 +26,7 @@
  * the plan walker's answer, whose cursor stands at the end of the next
  * epoch.  All of it sits behind one mutex that is a leaf: the cache calls
  * next_use with its own lock held, and nothing here calls out. */
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -164,39 +165,21 @@ int pf_track_create(const struct pf_track_params *p, struct pf_track **out, char
     *out = NULL;
     if (!t)
         goto nomem;
+    assert(p->window > 0); /* the run configuration's, never 0 */
     pthread_mutex_init(&t->mu, NULL);
-    t->n = p->n;
-    t->start_epoch = p->start_epoch;
+    t->n = p->plan.n;
+    t->start_epoch = p->plan.start_epoch;
     t->prev = 0;
     t->cur = 1;
     t->next = 2;
-    struct cfs_rank_range rr = {p->rank_first, p->rank_count};
-    struct cfs_plan_params pp = {
-        .n = p->n, .sizes = p->sizes, .sampler = p->sampler, .world = p->world,
-        .start_epoch = p->start_epoch, .epochs = p->epochs, .nodes = 1, .node = 0,
-        .ranks = p->rank_count ? &rr : NULL, .ram = p->ram, .ssd = p->ssd,
-    };
-    if (p->nodes > 1) {
-        pp.nodes = p->nodes;
-        pp.node = p->node;
-        pp.ranks = p->ranks;
-    }
-    t->node = pp.node;
-    rc = cfs_plan_create(&pp, &t->plan, err, errlen);
+    t->node = p->plan.node;
+    rc = cfs_plan_create(&p->plan, &t->plan, err, errlen);
     if (rc)
         goto fail;
     t->nepochs = cfs_plan_epoch_count(t->plan);
-    struct cfs_rank_range mine = cfs_plan_node_ranks(t->plan, t->node);
     t->window = p->window;
-    if (!t->window) {
-        /* T workers x P batches of B per rank are commonly 4 x 2 x B; allow
-         * twice that per local rank, and never less than 1024 files. */
-        uint64_t w = (uint64_t)16 * (p->sampler.batch ? p->sampler.batch : 1) *
-                     (mine.count ? mine.count : 1);
-        t->window = w < 1024 ? 1024 : w > (1u << 24) ? (1u << 24) : (uint32_t)w;
-    }
     for (int i = 0; i < 3; i++)
-        if ((rc = epoch_alloc(&t->ep[i], p->n)) < 0)
+        if ((rc = epoch_alloc(&t->ep[i], p->plan.n)) < 0)
             goto nomem;
     rc = walk_restart(t);
     if (rc == 0)

@@ -1,8 +1,8 @@
 /* The run's configuration from the options (run_config.h): the single place
  * where options become a plan's inputs and where their defaults that depend
  * on the catalog, the nodes or the SSD directory are decided.  The mount,
- * clairfs-plan, clairfs-bench and the agreement check call it; the
- * prefetcher is meant to take its result instead of the options. */
+ * clairfs-plan, clairfs-bench and the agreement check call it, and the
+ * prefetcher keeps its result instead of reading the options. */
 #include "clairfs/run_config.h"
 
 #include <errno.h>

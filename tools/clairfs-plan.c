@@ -121,28 +121,48 @@ static double pct(uint64_t a, uint64_t b)
     return b ? 100.0 * (double)a / (double)b : 0.0;
 }
 
-static void print_summary(const struct cfs_plan *p, bool json, uint32_t only)
+/* The plans of the nodes: the cluster's (one plan of every node), or with
+ * no_peers each node's own (nodes plans of one node each). */
+struct node_plans {
+    struct cfs_plan *cluster;
+    struct cfs_plan **alone; /* nodes entries, or NULL */
+    uint32_t nodes;
+    uint64_t held_bytes; /* distinct bytes held cluster-wide */
+};
+
+/* Node j's plan and its index in it. */
+static const struct cfs_plan *plan_of(const struct node_plans *np, uint32_t j, uint32_t *pj)
 {
-    uint32_t nodes = cfs_plan_nodes(p), ne = cfs_plan_epoch_count(p);
+    *pj = np->alone ? 0 : j;
+    return np->alone ? np->alone[j] : np->cluster;
+}
+
+static void print_summary(const struct node_plans *np, bool json, uint32_t only)
+{
+    uint32_t pj, nodes = np->nodes;
+    const struct cfs_plan *p = plan_of(np, 0, &pj);
+    uint32_t ne = cfs_plan_epoch_count(p);
+    uint64_t held = np->held_bytes;
     if (!json) {
         printf("dataset: %" PRIu64 " files, %" PRIu64 " bytes; %u epochs planned; distinct bytes "
                "held cluster-wide: %" PRIu64 " (%.1f%%)\n",
-               cfs_plan_sample_count(p), cfs_plan_dataset_bytes(p), ne, cfs_plan_owned_bytes(p),
-               pct(cfs_plan_owned_bytes(p), cfs_plan_dataset_bytes(p)));
+               cfs_plan_sample_count(p), cfs_plan_dataset_bytes(p), ne, held,
+               pct(held, cfs_plan_dataset_bytes(p)));
         printf("%5s %11s %12s %10s %14s %10s %14s %10s %14s %16s %16s\n", "node", "ranks", "reads",
                "ram_files", "ram_bytes", "ssd_files", "ssd_bytes", "owned", "owned_bytes",
                "pfs_bytes/epoch", "peer_bytes/epoch");
     } else {
         printf("\"dataset\":{\"files\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"epochs\":%u,"
                "\"owned_bytes\":%" PRIu64 "},\"nodes\":[",
-               cfs_plan_sample_count(p), cfs_plan_dataset_bytes(p), ne, cfs_plan_owned_bytes(p));
+               cfs_plan_sample_count(p), cfs_plan_dataset_bytes(p), ne, held);
     }
     bool firstj = true;
     for (uint32_t j = 0; j < nodes; j++) {
         if (only != CFS_NODE_NONE && j != only)
             continue;
         struct cfs_plan_node_summary s;
-        cfs_plan_node_summary(p, j, &s);
+        const struct cfs_plan *pn = plan_of(np, j, &pj);
+        cfs_plan_node_summary(pn, pj, &s);
         char ranks[32];
         if (s.ranks.count)
             snprintf(ranks, sizeof(ranks), "%u-%u", s.ranks.first, s.ranks.first + s.ranks.count - 1);
@@ -398,13 +418,16 @@ static int configure_run(const struct plan_cli *c, uint64_t n, struct cfs_run_co
     return rc;
 }
 
-/* Simulates node c->node only, or every node, and prints the result. */
-static int simulate(const struct plan_cli *c, struct cfs_plan *plan, struct cfs_plan_params pp)
+/* Simulates node c->node only, or every node, and prints the result.  pp:
+ * the cluster's plan parameters, to plan the other nodes. */
+static int simulate(const struct plan_cli *c, const struct node_plans *np,
+                    struct cfs_plan_params pp)
 {
     char err[ERRLEN] = "";
     struct cfs_sim_result res = {0};
+    uint32_t pj;
     int rc = 0;
-    if (cfs_sim_result_init(&res, plan) < 0) {
+    if (cfs_sim_result_init(&res, plan_of(np, 0, &pj)) < 0) {
         die(strerror(ENOMEM));
         return -ENOMEM;
     }
@@ -416,15 +439,16 @@ static int simulate(const struct plan_cli *c, struct cfs_plan *plan, struct cfs_
     else
         snprintf(what, sizeof(what), "all %" PRIu64 " nodes", c->nodes);
     for (uint32_t j = lo; j <= hi && rc == 0; j++) {
-        struct cfs_plan *pj = plan;
-        if (j != c->node) {
+        const struct cfs_plan *pn = plan_of(np, j, &pj);
+        struct cfs_plan *other = NULL;
+        if (!np->alone && j != c->node) {
             pp.node = j;
-            rc = cfs_plan_create(&pp, &pj, err, sizeof(err));
+            rc = cfs_plan_create(&pp, &other, err, sizeof(err));
+            pn = other;
         }
         if (rc == 0)
-            rc = cfs_sim_run(pj, &res, err, sizeof(err));
-        if (pj != plan)
-            cfs_plan_destroy(pj);
+            rc = cfs_sim_run(pn, &res, err, sizeof(err));
+        cfs_plan_destroy(other);
         if (rc < 0)
             die(err);
     }
@@ -434,13 +458,53 @@ static int simulate(const struct plan_cli *c, struct cfs_plan *plan, struct cfs_
     return rc;
 }
 
-/* The plan of the whole cluster, its summary and the simulation. */
+/* no_peers: every node plans alone, for its own ranks, as its mount does;
+ * held_bytes counts a file held by several nodes once. */
+static int plan_each_alone(const struct cfs_run_config *run, const uint64_t *sizes,
+                           struct node_plans *np, char *err, size_t errlen)
+{
+    uint64_t n = run->sampler.n;
+    bool *held = calloc(n ? n : 1, sizeof(*held));
+    int rc = 0;
+    np->alone = calloc(run->nodes, sizeof(*np->alone));
+    if (!held || !np->alone) {
+        snprintf(err, errlen, "%s", strerror(ENOMEM));
+        rc = -ENOMEM;
+    }
+    for (uint32_t j = 0; rc == 0 && j < run->nodes; j++) {
+        struct cfs_run_config node_run = *run;
+        node_run.node = j;
+        node_run.ranks = run->node_ranks[j];
+        struct cfs_plan_params pp;
+        cfs_run_config_plan_params(&node_run, sizes, &pp);
+        rc = cfs_plan_create(&pp, &np->alone[j], err, errlen);
+        for (uint64_t f = 0; rc == 0 && f < n; f++) {
+            if (held[f] || cfs_plan_owner(np->alone[j], (uint32_t)f, NULL) == CFS_NODE_NONE)
+                continue;
+            held[f] = true;
+            np->held_bytes += sizes[f];
+        }
+    }
+    free(held);
+    return rc;
+}
+
+static void node_plans_free(struct node_plans *np)
+{
+    cfs_plan_destroy(np->cluster);
+    for (uint32_t j = 0; np->alone && j < np->nodes; j++)
+        cfs_plan_destroy(np->alone[j]);
+    free(np->alone);
+}
+
+/* The plans of the run (the cluster's, or each node's own under no_peers,
+ * as the mounts plan), their summary and the simulation. */
 static int plan_and_print(const struct plan_cli *c, const struct cfs_catalog *cat,
                           const struct cfs_run_config *run)
 {
     char err[ERRLEN] = "";
     uint64_t n = run->sampler.n;
-    struct cfs_plan *plan = NULL;
+    struct node_plans np = {.nodes = run->nodes};
     int rc = -ENOMEM;
     uint64_t *sizes = malloc((n ? n : 1) * sizeof(*sizes));
     if (!sizes) {
@@ -451,25 +515,27 @@ static int plan_and_print(const struct plan_cli *c, const struct cfs_catalog *ca
         sizes[i] = cfs_catalog_entry(cat, cfs_catalog_sample_entry(cat, i))->size;
     struct cfs_plan_params pp;
     cfs_run_config_plan_params(run, sizes, &pp);
-    /* The summary is of every node, with no_peers too. */
-    pp.nodes = run->nodes;
-    pp.node = run->node;
-    pp.ranks = run->node_ranks;
-    rc = cfs_plan_create(&pp, &plan, err, sizeof(err));
+    if (run->nodes > 1 && !run->distributed) {
+        rc = plan_each_alone(run, sizes, &np, err, sizeof(err));
+    } else {
+        rc = cfs_plan_create(&pp, &np.cluster, err, sizeof(err));
+        if (rc == 0)
+            np.held_bytes = cfs_plan_owned_bytes(np.cluster);
+    }
     if (rc < 0) {
         die(err[0] ? err : strerror(-rc));
         goto out;
     }
     if (c->json)
         printf("{");
-    print_summary(plan, c->json, c->has_node ? (uint32_t)c->node : CFS_NODE_NONE);
-    if (!c->nosim && (rc = simulate(c, plan, pp)) < 0)
+    print_summary(&np, c->json, c->has_node ? (uint32_t)c->node : CFS_NODE_NONE);
+    if (!c->nosim && (rc = simulate(c, &np, pp)) < 0)
         goto out;
     if (c->json)
         printf("}");
     printf("\n");
 out:
-    cfs_plan_destroy(plan);
+    node_plans_free(&np);
     free(sizes);
     return rc;
 }

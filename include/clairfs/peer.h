@@ -114,7 +114,7 @@
 #include <stdlib.h>
 
 
-struct cfs_options;
+struct cfs_run_config;
 
 #define CFS_PEER_BATCH 64 /* file ids per request message */
 #define CFS_PEER_WINDOW 4 /* request batches in flight per destination */
@@ -151,7 +151,7 @@ struct cfs_peer_agreement {
 };
 #define CFS_PEER_PROTOCOL 1
 
-/* The helpers (cfs_peer_agreement_fill, _compare, cfs_peer_options_hash)
+/* The helpers (cfs_peer_agreement_from_config, _compare, cfs_peer_config_hash)
  * are declared with the rest of the API below. */
 
 /* --- Serving: the provider gives a pinned view of a held file. --- */
@@ -254,13 +254,14 @@ const struct cfs_peer_ops *cfs_peer_ops_of(const struct cfs_peer *p);
  * mpirun (-ENOTSUP) and gives NULL otherwise; the functions below then
  * behave as for NULL (src/peer_single.c). --- */
 
-/* Fill *out from the options and the catalog hash (pure, no MPI). */
-void cfs_peer_agreement_fill(struct cfs_peer_agreement *out, const struct cfs_options *o,
-                             uint64_t catalog_hash);
-/* xxh3-64 of the plan-relevant options (the agreement without the catalog
- * and without no_peers, which the agreement compares but which says how a
- * node fetches, not what a plan is made from). */
-uint64_t cfs_peer_options_hash(const struct cfs_options *o);
+/* The agreement of a run configuration and a catalog (pure, no MPI): what
+ * every node must share for the global plan to be the same everywhere. */
+void cfs_peer_agreement_from_config(struct cfs_peer_agreement *out,
+                                    const struct cfs_run_config *c, uint64_t catalog_hash);
+/* xxh3-64 of the plan-relevant configuration (the agreement without the
+ * catalog and without no_peers, which the agreement compares but which says
+ * how a node fetches, not what a plan is made from). */
+uint64_t cfs_peer_config_hash(const struct cfs_run_config *c);
 /* Compare the agreements of n ranks (all[r] is rank r's): 0 when equal,
  * else -EINVAL with every differing setting in err ("seed differs: rank 0
  * has 42, rank 1 has 43; ..."; ranks of one value as "0,2,3" or "1-3,5"). */

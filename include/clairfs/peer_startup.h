@@ -44,11 +44,6 @@ int cfs_peer_startup_meet_planned(struct cfs_peer_startup *s, char *err, size_t 
 /* Attends the meetings not yet held, as failed, and frees.  Accepts NULL. */
 void cfs_peer_startup_destroy(struct cfs_peer_startup *s);
 
-/* The agreement of a run configuration and a catalog (pure, no MPI): what
- * every node must share for the global plan to be the same everywhere. */
-void cfs_peer_agreement_from_config(struct cfs_peer_agreement *out,
-                                    const struct cfs_run_config *c, uint64_t catalog_hash);
-
 #else /* !HAVE_MPI: one node, nothing to meet. */
 
 static inline int cfs_peer_startup_create(struct cfs_peer *peer, struct cfs_peer_startup **out,
@@ -72,13 +67,6 @@ static inline int cfs_peer_startup_meet_planned(struct cfs_peer_startup *s, char
     return 0;
 }
 static inline void cfs_peer_startup_destroy(struct cfs_peer_startup *s) { (void)s; }
-static inline void cfs_peer_agreement_from_config(struct cfs_peer_agreement *out,
-                                                  const struct cfs_run_config *c,
-                                                  uint64_t catalog_hash)
-{
-    (void)c;
-    *out = (struct cfs_peer_agreement){.protocol = CFS_PEER_PROTOCOL, .catalog_hash = catalog_hash};
-}
 
 #endif /* HAVE_MPI */
 

@@ -141,34 +141,36 @@ struct cfs_prefetch;
 struct cfs_prefetch_file;
 struct cfs_peer_ops;
 struct cfs_peer_view;
-struct cfs_rank_range;
+struct cfs_run_config;
 
 struct cfs_prefetch_params {
     const struct cfs_catalog *catalog;
-    /* seed (has_seed: plan and prefetch, else reactive LRU), sampler,
-     * world, ranks, batch, epochs, start_epoch, ram, ssd, ssd_dir, io,
-     * io_depth, lookahead; copied, the caller may free it after create. */
+    /* What the run plans (run_config.h: seeded, sampler, epochs, every
+     * node's ranks, tier capacities, window, distributed), made for this
+     * catalog and for the peer ops' node; copied, the caller may free it
+     * after create. */
+    const struct cfs_run_config *run;
+    /* The data path's settings (io, io_depth, lookahead, no_pagecache,
+     * model_file); copied, the caller may free it after create. */
     const struct cfs_options *opts;
     int source_fd;            /* directory SOURCE; not closed */
     const char *ssd_dir;      /* the SSD tier's directory ({rank} expanded), or NULL */
     const char *index_dir;    /* LMDB environment that persists the SSD tier, or NULL */
     struct cfs_metrics *metrics;
-    uint32_t window;          /* reordering slack in files; 0: default */
     bool progress;            /* log warm-up progress (staged %, MB/s, ETA) */
     double progress_interval; /* seconds between progress lines; 0: 5 */
     /* Distributed runs: the node's peers behind their ops (peer.h;
      * cfs_peer_ops_of() for an MPI handle; NULL ops: cfs_peer_single_ops,
-     * one node) and the implementation's handle, and every node's trainer
-     * ranks (ops->nodes() entries; NULL: default blocks).  The peer handle
-     * must outlive the prefetcher, and the peers must stop calling back
+     * one node) and the implementation's handle.  The peer handle must
+     * outlive the prefetcher, and the peers must stop calling back
      * (cfs_peer_leave()) before cfs_prefetch_destroy(). */
     const struct cfs_peer_ops *peer_ops;
     void *peer;
-    const struct cfs_rank_range *node_ranks;
 };
 
-/* Checks the options and, with a seed, computes the plan: everything that
- * can fail because of what the user asked, before the mount exists.  Starts
+/* Loads the performance model, probes io=uring and, when the run is
+ * seeded, computes the plan: everything that can fail because of what the
+ * user asked, before the mount exists.  Starts
  * no thread and opens no LMDB environment, so that the daemon may fork
  * (fuse_daemonize) after it.  Returns 0 or -errno with a one-line message
  * in err. */
@@ -246,8 +248,6 @@ int cfs_prefetch_provide(void *arg, uint32_t id, struct cfs_peer_view *v);
 /* The `control` handler (cfs_ctl_handler_fn): "epoch N" resynchronises the
  * tracker, "seed N" re-plans.  arg is the prefetcher. */
 int cfs_prefetch_command(void *arg, const struct cfs_ctl_cmd *cmd);
-int cfs_prefetch_set_epoch(struct cfs_prefetch *pf, uint32_t epoch);
-int cfs_prefetch_set_seed(struct cfs_prefetch *pf, uint64_t seed, char *err, size_t errlen);
 
 /* Wait until the prefetcher has nothing to do (no fetch in flight, nothing
  * it may start), at most timeout seconds: 0 or -ETIMEDOUT.  For tests and
@@ -256,15 +256,12 @@ int cfs_prefetch_wait_idle(struct cfs_prefetch *pf, double timeout);
 
 struct cfs_prefetch_stats {
     bool planned;           /* a seed is known */
-    uint32_t epoch;         /* the tracker's epoch */
-    uint64_t position;      /* the tracker's absolute stream position */
-    uint32_t window;
     uint64_t prefetches;    /* fetches started by the prefetcher */
     uint64_t demand_fetches;
     uint64_t direct_opens;  /* opens served from the source directly */
     uint64_t dropped;       /* entries dropped after their last read */
     uint64_t cache_bytes[2], cache_capacity[2]; /* ram, ssd */
-    uint64_t checksum_failures, refetches, loaded, evictions[2], refused;
+    uint64_t checksum_failures, loaded;
     uint64_t peer_fetches;  /* fetches answered by a peer */
     uint64_t peer_fallbacks; /* peer fetches that went to the PFS after all */
     uint64_t peer_served;   /* files this node served to its peers */

@@ -4,7 +4,8 @@
 # one line on stderr that names the option, or the file and line; and the
 # good paths give exactly the output known by construction (--print-order
 # through a list sampler on a hand-built ImageFolder tree, --json keys and
-# figures, --synthetic).  No FUSE, no torch needed.
+# figures, --synthetic, no_peers planning each node alone).  No FUSE, no
+# torch needed.
 #
 # usage: test_plan_cli.sh PATH/TO/clairfs-plan
 set -u
@@ -267,6 +268,27 @@ else
     fail "ssd_dir without ssd=: $(cat "$T/err"; head -c 300 "$T/ssdj")"
 fi
 bad "ssd_dir missing" "ssd_dir $T/nossd" --synthetic 10 -o seed=1,ssd_dir="$T/nossd"
+
+# no_peers: each node plans alone, for its block of ranks, as its mount
+# does: node 1 of 2 (world=4) is the one-node plan of ranks=2-3, row and
+# simulation alike, and nothing is read from a peer.
+A='seed=3,epochs=3,world=4,ram=2M'
+if "$PLAN" --synthetic 500 --json --nodes 2 --node 1 -o "$A,no_peers" >"$T/np" 2>"$T/err" &&
+    "$PLAN" --synthetic 500 --json -o "$A,ranks=2-3" >"$T/np1" 2>>"$T/err" && [ ! -s "$T/err" ] &&
+    "$PYTHON" - "$T/np" "$T/np1" <<'PY'
+import json, sys
+alone, one = (json.load(open(f)) for f in sys.argv[1:3])
+a, o = alone["nodes"], one["nodes"]
+assert len(a) == 1 and a[0]["node"] == 1 and a[0]["peer_read_bytes"] == 0, a
+a[0]["node"] = 0
+assert a == o, (a, o)
+assert alone["simulation"]["policies"] == one["simulation"]["policies"], "simulation differs"
+PY
+then
+    echo "ok: no_peers plans each node alone with its block of ranks"
+else
+    fail "no_peers per node: $(cat "$T/err"; head -c 300 "$T/np")"
+fi
 
 # Nothing leaked into the user's cache dir: every run above used index=.
 [ ! -e "$T/home" ] && [ ! -e "$T/cache" ] || echo "note: default index dir was used: $(ls "$T/home" "$T/cache" 2>/dev/null)"

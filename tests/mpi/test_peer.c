@@ -32,6 +32,7 @@
 #include "clairfs/log.h"
 #include "clairfs/options.h"
 #include "clairfs/peer.h"
+#include "clairfs/run_config.h"
 
 static int failures;
 static int my_rank;
@@ -424,6 +425,36 @@ static int mode_basic(struct cfs_peer *p, uint32_t nfiles)
     return failures ? 1 : 0;
 }
 
+/* The run configuration of options o for one node without an SSD tier
+ * (no statvfs): what the agreement and the hash are made from. */
+static void config_of(const struct cfs_options *o, struct cfs_run_config *c)
+{
+    struct cfs_run_inputs in = {.opts = o, .nodes = 1, .node = 0};
+    char err[256] = "";
+    if (cfs_run_config_make(&in, c, err, sizeof(err)) < 0) {
+        fprintf(stderr, "run configuration: %s\n", err);
+        exit(1);
+    }
+}
+
+static void agreement_of(const struct cfs_options *o, uint64_t catalog_hash,
+                         struct cfs_peer_agreement *out)
+{
+    struct cfs_run_config c;
+    config_of(o, &c);
+    cfs_peer_agreement_from_config(out, &c, catalog_hash);
+    cfs_run_config_free(&c);
+}
+
+static uint64_t config_hash_of(const struct cfs_options *o)
+{
+    struct cfs_run_config c;
+    config_of(o, &c);
+    uint64_t h = cfs_peer_config_hash(&c);
+    cfs_run_config_free(&c);
+    return h;
+}
+
 static int mode_agree(struct cfs_peer *p, const char *what, int bad)
 {
     struct cfs_options o;
@@ -437,7 +468,7 @@ static int mode_agree(struct cfs_peer *p, const char *what, int bad)
     if (cfs_peer_rank(p) == bad && strcmp(what, "dataset") == 0)
         cat ^= 0xff;
     struct cfs_peer_agreement a;
-    cfs_peer_agreement_fill(&a, &o, cat);
+    agreement_of(&o, cat, &a);
     char err[512] = "";
     int rc = cfs_peer_agree(p, &a, err, sizeof(err));
     cfs_options_free(&o);
@@ -771,9 +802,9 @@ static int mode_local(void)
     o.has_seed = true;
     o.seed = 42;
     for (int r = 0; r < 4; r++)
-        cfs_peer_agreement_fill(&a[r], &o, 0xabcdef);
+        agreement_of(&o, 0xabcdef, &a[r]);
     CHECK(cfs_peer_agreement_compare(a, 4, err, sizeof(err)) == 0, "equal: %s", err);
-    uint64_t h0 = cfs_peer_options_hash(&o);
+    uint64_t h0 = config_hash_of(&o);
     a[1].seed = 43;
     CHECK(cfs_peer_agreement_compare(a, 2, err, sizeof(err)) == -EINVAL, "seed");
     CHECK(strcmp(err, "seed differs: rank 0 has 42, rank 1 has 43") == 0, "got '%s'", err);
@@ -781,7 +812,7 @@ static int mode_local(void)
     CHECK(strcmp(err, "seed differs: ranks 0,2,3 have 42, rank 1 has 43") == 0, "got '%s'", err);
     struct cfs_peer_agreement b[6];
     for (int r = 0; r < 6; r++)
-        cfs_peer_agreement_fill(&b[r], &o, 1);
+        agreement_of(&o, 1, &b[r]);
     b[0].world = b[4].world = 8;
     CHECK(cfs_peer_agreement_compare(b, 6, err, sizeof(err)) == -EINVAL, "world");
     CHECK(strcmp(err, "world differs: ranks 0,4 have 8, ranks 1-3,5 have 1") == 0, "got '%s'",
@@ -797,13 +828,13 @@ static int mode_local(void)
                       "have off") == 0,
           "got '%s'", err);
     o.seed = 43;
-    CHECK(cfs_peer_options_hash(&o) != h0, "options hash ignores the seed");
+    CHECK(config_hash_of(&o) != h0, "configuration hash ignores the seed");
     o.seed = 42;
     o.no_peers = true; /* not plan-relevant */
-    CHECK(cfs_peer_options_hash(&o) == h0, "options hash depends on no_peers");
+    CHECK(config_hash_of(&o) == h0, "configuration hash depends on no_peers");
     o.sampler = CFS_SAMPLER_TORCH;
-    cfs_peer_agreement_fill(&a[0], &o, 1);
-    cfs_peer_agreement_fill(&a[1], &o, 1);
+    agreement_of(&o, 1, &a[0]);
+    agreement_of(&o, 1, &a[1]);
     a[1].sampler = CFS_SAMPLER_TORCH_DDP;
     a[1].ram = 1 << 20;
     cfs_peer_agreement_compare(a, 2, err, sizeof(err));

@@ -1,6 +1,6 @@
-/* The data path without FUSE: position tracking under DataLoader reordering,
- * and open/read/release over a temporary source with a real plan, cache and
- * io engine (io_uring and threads), every byte compared, metrics exact;
+/* The data path without FUSE (the position tracker has its own test,
+ * test_prefetch_track.c): open/read/release over a temporary source with a
+ * real plan, cache and io engine (io_uring and threads), every byte compared, metrics exact;
  * and a two-node mount whose peer is a fake (fake_peer.h): which fetches go
  * to the peer, what its answers count, and the fallback to the PFS. */
 #include <check.h>
@@ -14,56 +14,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "check_run.h"
 #include "clairfs/catalog.h"
-#include "clairfs/loader.h"
 #include "clairfs/metrics.h"
 #include "clairfs/options.h"
 #include "clairfs/peer.h"
 #include "clairfs/prefetch.h"
+#include "clairfs/run_config.h"
 #include "clairfs/sampler.h"
 #include "src/prefetch_i.h"
 #include "fake_peer.h"
-
-/* ---- position tracking ---- */
-
-struct replay {
-    struct pf_track *t;
-    _Atomic uint64_t hits, misses;
-};
-
-static int replay_fetch(void *arg, uint32_t worker, uint64_t batch, uint32_t index)
-{
-    struct replay *r = arg;
-    struct pf_obs o;
-    (void)worker;
-    (void)batch;
-    pf_track_open(r->t, index, &o);
-    if (o.hit)
-        r->hits++;
-    else
-        r->misses++;
-    return 0;
-}
-
-static struct pf_track *make_track(uint64_t n, uint32_t epochs, uint32_t batch, uint32_t window,
-                                   uint64_t seed)
-{
-    uint64_t *sizes = malloc(n * sizeof(*sizes));
-    for (uint64_t i = 0; i < n; i++)
-        sizes[i] = 1000 + i;
-    struct pf_track_params p = {
-        .n = n, .sizes = sizes, .world = 1, .epochs = epochs, .ram = 1u << 30,
-        .window = window,
-        .sampler = {.kind = CFS_SAMPLER_TORCH_DDP, .seed = seed, .n = n, .world = 1,
-                    .batch = batch},
-    };
-    struct pf_track *t = NULL;
-    char err[256] = "";
-    int rc = pf_track_create(&p, &t, err, sizeof(err));
-    ck_assert_msg(rc == 0, "pf_track_create: %s", err);
-    free(sizes);
-    return t;
-}
 
 static uint32_t *epoch_stream(uint64_t n, uint64_t seed, uint32_t epoch)
 {
@@ -81,116 +41,6 @@ static uint32_t *epoch_stream(uint64_t n, uint64_t seed, uint32_t epoch)
 }
 
 /* 4 workers x prefetch 2 x batch 8: opens up to 64 files out of order. */
-START_TEST(track_loader_reordering)
-{
-    const uint64_t n = 500;
-    const uint32_t epochs = 4;
-    struct replay r = {.t = make_track(n, epochs, 8, 64, 7)};
-    struct cfs_loader_params lp = {.batch = 8, .workers = 4, .prefetch = 2};
-    struct cfs_loader *l = NULL;
-    ck_assert_int_eq(cfs_loader_create(&lp, replay_fetch, NULL, &r, &l), 0);
-    for (uint32_t e = 0; e < epochs; e++) {
-        uint64_t pos;
-        uint32_t ep;
-        pf_track_position(r.t, &pos, &ep, NULL);
-        ck_assert_uint_eq(ep, e);
-        ck_assert_uint_eq(pos, e * n);
-        uint32_t *stream = epoch_stream(n, 7, e);
-        /* the tracker's view of the stream is the sampler's */
-        for (uint64_t i = 0; i < n; i++) {
-            uint32_t s;
-            bool consumed;
-            ck_assert_int_eq(pf_track_sample_at(r.t, e * n + i, &s, &consumed), 1);
-            ck_assert_uint_eq(s, stream[i]);
-            ck_assert(!consumed);
-        }
-        ck_assert_int_eq(cfs_loader_start_epoch(l, stream, n), 0);
-        uint64_t b;
-        while (cfs_loader_next(l, &b) == 1)
-            ;
-        free(stream);
-        ck_assert_uint_eq(r.hits, (e + 1) * n);
-        ck_assert_uint_eq(r.misses, 0);
-    }
-    /* past the plan: everything is a miss */
-    struct pf_obs o;
-    pf_track_open(r.t, 3, &o);
-    ck_assert(!o.hit);
-    cfs_loader_destroy(l);
-    pf_track_destroy(r.t);
-}
-END_TEST
-
-/* Opens that are not expected change nothing; the epoch advances on its own
- * when the trainer is clearly in the next one; `epoch N` resynchronises. */
-START_TEST(track_misses_and_resync)
-{
-    const uint64_t n = 300;
-    struct pf_track *t = make_track(n, 5, 1, 20, 11);
-    uint32_t *s0 = epoch_stream(n, 11, 0), *s1 = epoch_stream(n, 11, 1);
-    struct pf_obs o;
-    uint64_t pos, gen0, gen;
-    uint32_t ep;
-
-    for (int i = 0; i < 100; i++) {
-        pf_track_open(t, s0[i], &o);
-        ck_assert(o.hit);
-    }
-    /* a second open of a consumed file, and a file far ahead */
-    pf_track_open(t, s0[5], &o);
-    ck_assert(!o.hit);
-    pf_track_position(t, &pos, &ep, &gen0);
-    /* s0[5] may also sit early in epoch 1; it is only taken there near the
-     * end of epoch 0, so the position must not move either way */
-    ck_assert_uint_eq(pos, 100);
-    pf_track_open(t, s0[250], &o); /* expected this epoch, outside the window */
-    ck_assert(!o.hit);
-    pf_track_position(t, &pos, &ep, NULL);
-    ck_assert_uint_eq(pos, 101);
-    /* next use: s0[101] is read at 101 (unless it is s0[250] itself) */
-    ck_assert_uint_eq(pf_track_next_use(t, s0[101]), 101);
-    /* s0[250] was consumed: its next use is in epoch 1 or later */
-    ck_assert_uint_ge(pf_track_next_use(t, s0[250]), n);
-
-    /* The trainer skips the rest of epoch 0 and starts epoch 1: after a
-     * window's worth of its files the tracker follows. */
-    uint32_t moved = 0;
-    for (int i = 0; i < 40; i++) {
-        pf_track_open(t, s1[i], &o);
-        if (o.epoch_changed)
-            moved++;
-    }
-    ck_assert_uint_eq(moved, 1);
-    pf_track_position(t, &pos, &ep, NULL);
-    ck_assert_uint_eq(ep, 1);
-    ck_assert_uint_ge(pos, n + 21);
-
-    /* epoch 3, then back to 0 */
-    ck_assert_int_eq(pf_track_set_epoch(t, 3), 0);
-    pf_track_position(t, &pos, &ep, &gen);
-    ck_assert_uint_eq(ep, 3);
-    ck_assert_uint_eq(pos, 3 * n);
-    ck_assert_uint_ne(gen, gen0);
-    uint32_t *s3 = epoch_stream(n, 11, 3);
-    for (uint64_t i = 0; i < n; i++) {
-        pf_track_open(t, s3[i], &o);
-        ck_assert(o.hit);
-    }
-    pf_track_position(t, &pos, &ep, NULL);
-    ck_assert_uint_eq(ep, 4);
-    ck_assert_int_eq(pf_track_set_epoch(t, 0), 0);
-    pf_track_position(t, &pos, &ep, NULL);
-    ck_assert_uint_eq(ep, 0);
-    ck_assert_uint_eq(pos, 0);
-    ck_assert_uint_eq(pf_track_next_use(t, s0[0]), 0);
-    ck_assert_int_eq(pf_track_set_epoch(t, 5), -ERANGE);
-    free(s0);
-    free(s1);
-    free(s3);
-    pf_track_destroy(t);
-}
-END_TEST
-
 /* ---- the data path over a temporary source ---- */
 
 #define NFILES 120
@@ -263,22 +113,37 @@ static void fixture_fini(struct fixture *fx)
     rm_rf(fx->idx);
 }
 
-static struct cfs_prefetch *make_pf(struct fixture *fx, const char *opts, struct cfs_metrics *m,
-                                    const char *index_dir)
+/* The prefetcher of options `opts` over the fixture for node `node` of
+ * `nodes`, its run configuration made as the mount makes it; p gives the
+ * rest (metrics, index, peers).  Not started. */
+static struct cfs_prefetch *create_pf(struct fixture *fx, const char *opts, uint32_t nodes,
+                                      uint32_t node, struct cfs_prefetch_params p)
 {
     struct cfs_options o;
+    struct cfs_run_config run;
     char err[256] = "";
     cfs_options_init(&o);
     ck_assert_msg(cfs_options_parse_list(&o, opts, err, sizeof(err)) == 0, "%s", err);
-    cfs_metrics_init(m);
-    struct cfs_prefetch_params p = {.catalog = fx->cat, .opts = &o, .source_fd = fx->srcfd,
-                                    .metrics = m, .ssd_dir = o.ssd_dir,
-                                    .index_dir = index_dir};
+    struct cfs_run_inputs in = {.opts = &o, .nsamples = cfs_catalog_sample_count(fx->cat),
+                                .nodes = nodes, .node = node, .ssd_dir = o.ssd_dir};
+    ck_assert_msg(cfs_run_config_make(&in, &run, err, sizeof(err)) == 0, "run: %s", err);
+    p.catalog = fx->cat, p.run = &run, p.opts = &o, p.source_fd = fx->srcfd, p.ssd_dir = o.ssd_dir;
     struct cfs_prefetch *pf = NULL;
-    int rc = cfs_prefetch_create(&p, &pf, err, sizeof(err));
-    ck_assert_msg(rc == 0, "cfs_prefetch_create(%s): %s", opts, err);
+    ck_assert_msg(cfs_prefetch_create(&p, &pf, err, sizeof(err)) == 0,
+                  "cfs_prefetch_create(%s): %s", opts, err);
+    cfs_run_config_free(&run);
     cfs_options_free(&o);
-    rc = cfs_prefetch_start(pf, err, sizeof(err));
+    return pf;
+}
+
+static struct cfs_prefetch *make_pf(struct fixture *fx, const char *opts, struct cfs_metrics *m,
+                                    const char *index_dir)
+{
+    char err[256] = "";
+    cfs_metrics_init(m);
+    struct cfs_prefetch_params p = {.metrics = m, .index_dir = index_dir};
+    struct cfs_prefetch *pf = create_pf(fx, opts, 1, 0, p);
+    int rc = cfs_prefetch_start(pf, err, sizeof(err));
     ck_assert_msg(rc == 0, "cfs_prefetch_start(%s): %s", opts, err);
     return pf;
 }
@@ -736,14 +601,10 @@ static void peer_run_start(struct peer_run *r, const char *extra)
         fake_peer_hold(r->fp, 1, id, buf, file_size(i));
     }
     free(buf);
-    struct cfs_options o;
-    cfs_options_init(&o);
-    ck_assert_msg(cfs_options_parse_list(&o, opts, err, sizeof(err)) == 0, "%s", err);
     cfs_metrics_init(&r->m);
-    struct cfs_prefetch_params p = {.catalog = r->fx.cat, .opts = &o, .source_fd = r->fx.srcfd,
-                                    .metrics = &r->m, .peer_ops = &fake_peer_ops, .peer = r->fp};
-    ck_assert_msg(cfs_prefetch_create(&p, &r->pf, err, sizeof(err)) == 0, "create: %s", err);
-    cfs_options_free(&o);
+    r->pf = create_pf(&r->fx, opts, fake_peer_ops.nodes(r->fp), fake_peer_ops.node(r->fp),
+                      (struct cfs_prefetch_params){.metrics = &r->m, .peer_ops = &fake_peer_ops,
+                                                   .peer = r->fp});
     ck_assert_msg(cfs_prefetch_start(r->pf, err, sizeof(err)) == 0, "start: %s", err);
     expect_peers(r); /* with no_peers: no peer files, its own stream */
     ck_assert_int_eq(cfs_prefetch_wait_idle(r->pf, 30), 0);
@@ -866,11 +727,7 @@ END_TEST
 static Suite *suite(void)
 {
     Suite *s = suite_create("prefetch");
-    TCase *tc = tcase_create("track");
-    tcase_add_test(tc, track_loader_reordering);
-    tcase_add_test(tc, track_misses_and_resync);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("path");
+    TCase *tc = tcase_create("path");
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, path_planned_all_in_ram, 0, 2);
     tcase_add_loop_test(tc, path_lru_without_seed, 0, 2);
@@ -891,9 +748,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return cfs_check_run(suite());
 }

@@ -1,8 +1,9 @@
 /* The run configuration (run_config.h): the one place where options become
  * a plan's inputs.  The SSD tier without ssd= is half the free space of
  * ssd_dir for the mount and clairfs-plan alike; the ranks of ranks=,
- * default blocks and no_peers; the default window is the position
- * tracker's; bad inputs are refused with a message. */
+ * default blocks and no_peers; the default window is the one the position
+ * tracker defaulted to, and the tracker takes it as given; bad inputs are
+ * refused with a message. */
 #include <check.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -136,30 +137,50 @@ START_TEST(ranks_from_option_default_blocks_and_no_peers)
 }
 END_TEST
 
-/* The tracker's parameters as the prefetcher builds them from the options
- * (track_create in prefetch.c), to compare its window with ours. */
-static uint32_t tracker_window(const struct cfs_options *o, uint64_t n, uint32_t nodes,
-                               uint32_t node)
+/* The trainer ranks of the planned node, derived from the options apart
+ * from the run configuration (as the prefetcher once did), and the window
+ * the position tracker once defaulted to for them: 16 x batch x ranks,
+ * clamped to [1024, 2^24]. */
+static uint32_t trackers_default_window(const struct cfs_options *o, uint64_t n, uint32_t nodes,
+                                        uint32_t node)
 {
     uint64_t *sizes = malloc(n * sizeof(*sizes));
     for (uint64_t i = 0; i < n; i++)
         sizes[i] = 100 + i;
-    struct pf_track_params tp = {
-        .n = n, .sizes = sizes, .world = o->world,
-        .rank_first = o->has_ranks ? o->rank_first : 0,
-        .rank_count = o->has_ranks ? o->rank_last - o->rank_first + 1 : 0,
-        .start_epoch = o->start_epoch, .epochs = o->epochs, .ram = o->ram,
+    struct cfs_rank_range rr = {o->has_ranks ? o->rank_first : 0,
+                                o->has_ranks ? o->rank_last - o->rank_first + 1 : 0};
+    struct cfs_plan_params pp = {
+        .n = n, .sizes = sizes, .world = o->world, .start_epoch = o->start_epoch,
+        .epochs = o->epochs, .nodes = 1, .node = 0, .ranks = rr.count ? &rr : NULL,
+        .ram = o->ram,
     };
     if (nodes > 1 && !o->no_peers) {
-        tp.nodes = nodes;
-        tp.node = node;
+        pp.nodes = nodes;
+        pp.node = node;
+        pp.ranks = NULL;
     } else if (nodes > 1) {
-        struct cfs_rank_range rr;
         cfs_plan_default_ranks(o->world, nodes, node, &rr);
-        tp.rank_first = rr.first;
-        tp.rank_count = rr.count;
+        pp.ranks = &rr;
     }
-    cfs_options_sampler_params(o, n, &tp.sampler);
+    cfs_options_sampler_params(o, n, &pp.sampler);
+    struct cfs_plan *plan = NULL;
+    char err[256] = "";
+    ck_assert_msg(cfs_plan_create(&pp, &plan, err, sizeof(err)) == 0, "plan: %s", err);
+    uint32_t count = cfs_plan_node_ranks(plan, pp.node).count;
+    cfs_plan_destroy(plan);
+    free(sizes);
+    uint64_t w = (uint64_t)16 * (o->batch ? o->batch : 1) * (count ? count : 1);
+    return w < 1024 ? 1024 : w > (1u << 24) ? (1u << 24) : (uint32_t)w;
+}
+
+/* The window the tracker built from the configuration works with. */
+static uint32_t tracker_window(const struct cfs_run_config *c)
+{
+    uint64_t *sizes = malloc(c->sampler.n * sizeof(*sizes));
+    for (uint64_t i = 0; i < c->sampler.n; i++)
+        sizes[i] = 100 + i;
+    struct pf_track_params tp = {.window = c->window};
+    cfs_run_config_plan_params(c, sizes, &tp.plan);
     struct pf_track *t = NULL;
     char err[256] = "";
     ck_assert_msg(pf_track_create(&tp, &t, err, sizeof(err)) == 0, "tracker: %s", err);
@@ -187,9 +208,10 @@ START_TEST(default_window_is_the_trackers)
         struct cfs_run_config c;
         parse(&o, cases[i].opts);
         make(&o, 200, cases[i].nodes, cases[i].node, NULL, &c);
-        uint32_t want = tracker_window(&o, 200, cases[i].nodes, cases[i].node);
+        uint32_t want = trackers_default_window(&o, 200, cases[i].nodes, cases[i].node);
         ck_assert_msg(c.window == want, "%s: window %u, tracker %u", cases[i].opts, c.window,
                       want);
+        ck_assert_uint_eq(tracker_window(&c), c.window);
         cfs_run_config_free(&c);
         cfs_options_free(&o);
     }
