@@ -7,7 +7,8 @@ packages=(build-essential meson ninja-build pkg-config
           libfuse3-dev fuse3 liblmdb-dev lmdb-utils liburing-dev libxxhash-dev check
           libopenmpi-dev openmpi-bin
           python3-torch python3-torchvision
-          bindfs attr man-db procps psmisc)
+          bindfs attr man-db procps psmisc
+          libmicrohttpd-dev)
 packages+=("$@")
 
 missing=()
