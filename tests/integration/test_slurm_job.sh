@@ -7,7 +7,8 @@
 #     train_ddp.py, 2 ranks, one per node, srun) reads exactly the files,
 #     order and bytes it reads from the source;
 #   - every mount is unmounted and every daemon gone when the job ends, also
-#     when the trainer fails (the job's exit status is the trainer's).
+#     when the trainer fails (the job's exit status is the trainer's) and
+#     when the job is cancelled while it trains.
 # Slurm's daemons are stopped by PID at exit.  SKIP (77) only where Slurm or
 # munge is not installed or does not start.
 #
@@ -144,4 +145,15 @@ echo "--- job output"; cat "$TMP/job-fail.out"; echo "---"
 check "a failing trainer fails the job" test "$status" -ne 0
 check "the trainer ran against a ready mount" grep -q "trainer exit status 3" "$TMP/job-fail.out"
 check "every mount unmounted after the failure, every daemon gone" no_mounts_left fail
+
+# A job cancelled while it trains (scancel: SIGTERM to the batch script).
+printf 'touch "%s"\nexec sleep 120\n' "$TMP/training" >"$TMP/slow-trainer.sh"
+submit cancel TRAINER="$TMP/slow-trainer.sh" PYTHON=/bin/bash &
+job_pid=$!
+for _ in $(seq 600); do [ -e "$TMP/training" ] && break; sleep 0.1; done
+check "the cancelled job was training" test -e "$TMP/training"
+scancel --name=clairfs-cancel
+wait "$job_pid"
+echo "--- job output"; cat "$TMP/job-cancel.out"; echo "---"
+check "every mount unmounted after scancel, every daemon gone" no_mounts_left cancel
 cfs_finish
