@@ -47,6 +47,7 @@
 #include "clairfs/ctl.h"
 #include "clairfs/log.h"
 #include "clairfs/metrics.h"
+#include "clairfs/metrics_http.h"
 #include "clairfs/options.h"
 #include "clairfs/peer.h"
 #include "clairfs/peer_startup.h"
@@ -381,6 +382,7 @@ struct daemon {
     int rank, nodes;
     char *source, *mountpoint, *ssd_dir, *index_dir;
     struct cfs_metrics metrics;
+    struct cfs_metrics_http *http; /* metrics_listen=: bound before the mount */
     struct cfs_catalog *catalog;
     double catalog_secs;
     struct cfs_ctl *ctl;
@@ -477,6 +479,10 @@ static int check_paths(struct daemon *d)
     d->index_dir = index_dir_for(o, d->source, d->rank, d->err, sizeof(d->err));
     if (!d->index_dir)
         return d->err[0] ? PHASE_FAILED : nomem(d);
+    /* The metrics port too: one in use must fail before anything is mounted. */
+    if (o->metrics_listen &&
+        cfs_metrics_http_bind(o->metrics_listen, d->rank, &d->http, d->err, sizeof(d->err)) < 0)
+        return PHASE_FAILED;
     return PHASE_OK;
 }
 
@@ -630,6 +636,9 @@ static void log_started(const struct daemon *d)
         cfs_info("no seed: reactive LRU caching; io %s; ram %llu, ssd %llu bytes", pst.io_engine,
                  (unsigned long long)pst.cache_capacity[0],
                  (unsigned long long)pst.cache_capacity[1]);
+    if (d->http)
+        cfs_info("metrics: http://%s/metrics (port %u)", d->cl.opts.metrics_listen,
+                 cfs_metrics_http_port(d->http));
     if (d->peer)
         cfs_info("mounted %s at %s: node %d of %d, trainer ranks %u-%u%s", d->source,
                  d->mountpoint, d->rank, d->nodes, run->ranks.first,
@@ -639,11 +648,13 @@ static void log_started(const struct daemon *d)
         cfs_info("mounted %s at %s", d->source, d->mountpoint);
 }
 
-/* The data path's threads, the peer thread, the page-cache stager; then
- * .clairfs/ready. */
+/* The data path's threads, the peer thread, the page-cache stager, the
+ * metrics server; then .clairfs/ready. */
 static int start_serving(struct daemon *d)
 {
     if (cfs_prefetch_start(d->pf, d->err, sizeof(d->err)) < 0)
+        return PHASE_FAILED;
+    if (d->http && cfs_metrics_http_start(d->http, &d->metrics, d->err, sizeof(d->err)) < 0)
         return PHASE_FAILED;
     if (d->peer && d->run.distributed) {
         struct cfs_peer_params peerp = {
@@ -681,6 +692,7 @@ static void teardown(struct daemon *d)
 {
     /* A node that stops before a start-up meeting still attends it. */
     cfs_peer_startup_destroy(d->startup);
+    cfs_metrics_http_destroy(d->http); /* no scrape reads a half-torn daemon */
     /* The stager talks to the session: stop it first.  Blocked on the page
      * lock of a READ that no worker will answer any more, it is freed by
      * aborting the connection. */

@@ -186,6 +186,8 @@ static const struct opt_def options_table[] = {
      "answer every read from the tiers: never stage files into the kernel page cache"},
     {"model", OPT_STRING, OFF(model_file), NO_PRESENT, 0, 0, NULL,
      "FILE of key = value lines: the performance model that picks peer or PFS per fetch"},
+    {"metrics_listen", OPT_STRING, OFF(metrics_listen), NO_PRESENT, 0, 0, NULL,
+     "HOST:PORT: serve GET /metrics for Prometheus; {rank} may appear in PORT (9400+{rank})"},
     {"allow_other", OPT_FLAG, OFF(allow_other), NO_PRESENT, 0, 0, NULL,
      "let users other than the mounter read the mount"},
 };
@@ -213,7 +215,9 @@ void cfs_options_free(struct cfs_options *o)
     free(o->ssd_dir);
     free(o->index_dir);
     free(o->model_file);
+    free(o->metrics_listen);
     o->sampler_list = o->order_list = o->ssd_dir = o->index_dir = o->model_file = NULL;
+    o->metrics_listen = NULL;
 }
 
 int cfs_parse_u64(const char *s, uint64_t max, uint64_t *out)

@@ -48,6 +48,7 @@ struct cfs_options {
     bool no_peers;
     bool no_pagecache;   /* never stage files into the kernel page cache */
     char *model_file;    /* model=FILE: performance model parameters (model.h) */
+    char *metrics_listen; /* metrics_listen=HOST:PORT: GET /metrics (metrics_http.h) */
     bool allow_other;
 };
 
