@@ -18,19 +18,14 @@
 #include <xxhash.h>
 
 #include "catalog_i.h"
+#include "clairfs/log.h"
 
 void cfs_catalog_errf(char *err, size_t errlen, const char *fmt, ...)
 {
-    if (!err || errlen == 0)
-        return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
+    cfs_verror_msg(err, errlen, fmt, ap);
     va_end(ap);
-    /* One line, whatever a name in the message contains. */
-    for (char *p = err; *p; p++)
-        if (*p == '\n' || *p == '\r')
-            *p = '?';
 }
 
 struct cfs_catalog *cfs_catalog_alloc(void)

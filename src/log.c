@@ -61,3 +61,22 @@ void cfs_log(int level, const char *fmt, ...)
     cfs_vlog(level, fmt, ap);
     va_end(ap);
 }
+
+void cfs_verror_msg(char *err, size_t errlen, const char *fmt, va_list ap)
+{
+    if (!err || errlen == 0)
+        return;
+    vsnprintf(err, errlen, fmt, ap);
+    for (char *p = err; *p; p++)
+        if (*p == '\n' || *p == '\r')
+            *p = '?';
+}
+
+int cfs_error_msg(char *err, size_t errlen, int rc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    cfs_verror_msg(err, errlen, fmt, ap);
+    va_end(ap);
+    return rc;
+}

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clairfs/log.h"
+
 /* How an option's value is read.  Every option is one row of options_table
  * below; parsing, --help and the man page's option list come from it. */
 enum opt_type {
@@ -32,20 +34,6 @@ struct opt_def {
 #define NO_PRESENT ((size_t)-1)
 #define OFF(f) offsetof(struct cfs_options, f)
 
-static int set_error(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int set_error(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -EINVAL;
-}
-
 static int replace_string(char **slot, const char *value)
 {
     char *copy = strdup(value);
@@ -68,9 +56,9 @@ static int parse_sampler(struct cfs_options *o, const char *v, char *err, size_t
         o->sampler = CFS_SAMPLER_LIST;
         return replace_string(&o->sampler_list, v + 5);
     } else
-        return set_error(err, errlen,
-                         "option sampler=%s: expected torch-ddp, torch, torch-sampler or list:FILE",
-                         v);
+        return cfs_error_msg(
+            err, errlen, -EINVAL,
+            "option sampler=%s: expected torch-ddp, torch, torch-sampler or list:FILE", v);
     return 0;
 }
 
@@ -84,8 +72,8 @@ static int parse_order(struct cfs_options *o, const char *v, char *err, size_t e
         o->order = CFS_ORDER_LIST;
         return replace_string(&o->order_list, v + 5);
     } else
-        return set_error(err, errlen, "option order=%s: expected imagefolder, sorted or list:FILE",
-                         v);
+        return cfs_error_msg(err, errlen, -EINVAL,
+                             "option order=%s: expected imagefolder, sorted or list:FILE", v);
     return 0;
 }
 
@@ -99,11 +87,12 @@ static int parse_ranks(struct cfs_options *o, const char *v, char *err, size_t e
         *dash = '\0';
     if (cfs_parse_u64(buf, UINT32_MAX - 1, &first) < 0 ||
         (dash && cfs_parse_u64(dash + 1, UINT32_MAX - 1, &last) < 0))
-        return set_error(err, errlen, "option ranks=%s: expected A or A-B (trainer ranks)", v);
+        return cfs_error_msg(err, errlen, -EINVAL,
+                             "option ranks=%s: expected A or A-B (trainer ranks)", v);
     if (!dash)
         last = first;
     if (last < first)
-        return set_error(err, errlen, "option ranks=%s: the range is empty", v);
+        return cfs_error_msg(err, errlen, -EINVAL, "option ranks=%s: the range is empty", v);
     o->has_ranks = true;
     o->rank_first = (uint32_t)first;
     o->rank_last = (uint32_t)last;
@@ -119,8 +108,8 @@ static int parse_torch(struct cfs_options *o, const char *v, char *err, size_t e
     else if (strcmp(v, "legacy") == 0 || strcmp(v, "1.13") == 0)
         o->randperm = CFS_RANDPERM_LEGACY;
     else
-        return set_error(err, errlen, "option torch=%s: expected current (torch >= 2.6) or legacy",
-                         v);
+        return cfs_error_msg(err, errlen, -EINVAL,
+                             "option torch=%s: expected current (torch >= 2.6) or legacy", v);
     return 0;
 }
 
@@ -133,7 +122,8 @@ static int parse_io(struct cfs_options *o, const char *v, char *err, size_t errl
     else if (strcmp(v, "threads") == 0)
         o->io = CFS_IO_THREADS;
     else
-        return set_error(err, errlen, "option io=%s: expected auto, uring or threads", v);
+        return cfs_error_msg(err, errlen, -EINVAL, "option io=%s: expected auto, uring or threads",
+                             v);
     return 0;
 }
 
@@ -297,24 +287,25 @@ static int apply_option(struct cfs_options *o, const struct opt_def *d, const ch
 
     if (d->type == OPT_FLAG) {
         if (value)
-            return set_error(err, errlen, "option %s takes no value", d->name);
+            return cfs_error_msg(err, errlen, -EINVAL, "option %s takes no value", d->name);
         *(bool *)(base + d->offset) = true;
         return 0;
     }
     if (!value || !*value)
-        return set_error(err, errlen, "option %s needs a value (%s=...)", d->name, d->name);
+        return cfs_error_msg(err, errlen, -EINVAL, "option %s needs a value (%s=...)", d->name,
+                             d->name);
 
     switch (d->type) {
     case OPT_U32:
     case OPT_U64:
         rc = cfs_parse_u64(value, d->type == OPT_U32 ? UINT32_MAX : UINT64_MAX, &u);
         if (rc < 0)
-            return set_error(err, errlen, "option %s=%s: %s", d->name, value,
-                             rc == -ERANGE ? "number out of range" : "not a number");
+            return cfs_error_msg(err, errlen, -EINVAL, "option %s=%s: %s", d->name, value,
+                                 rc == -ERANGE ? "number out of range" : "not a number");
         if (u < d->min || u > d->max)
-            return set_error(err, errlen, "option %s=%s: must be between %llu and %llu",
-                             d->name, value, (unsigned long long)d->min,
-                             (unsigned long long)d->max);
+            return cfs_error_msg(err, errlen, -EINVAL,
+                                 "option %s=%s: must be between %llu and %llu", d->name, value,
+                                 (unsigned long long)d->min, (unsigned long long)d->max);
         if (d->type == OPT_U32)
             *(uint32_t *)(base + d->offset) = (uint32_t)u;
         else
@@ -322,16 +313,17 @@ static int apply_option(struct cfs_options *o, const struct opt_def *d, const ch
         break;
     case OPT_SIZE:
         if (cfs_parse_size(value, &u) < 0)
-            return set_error(err, errlen,
-                             "option %s=%s: not a size (use a number with K, M, G or T)",
-                             d->name, value);
+            return cfs_error_msg(err, errlen, -EINVAL,
+                                 "option %s=%s: not a size (use a number with K, M, G or T)",
+                                 d->name, value);
         *(uint64_t *)(base + d->offset) = u;
         break;
     case OPT_SECONDS: {
         char *end;
         double v = strtod(value, &end);
         if (*end || end == value || !isfinite(v) || v <= 0 || v > 86400)
-            return set_error(err, errlen, "option %s=%s: expected seconds > 0", d->name, value);
+            return cfs_error_msg(err, errlen, -EINVAL, "option %s=%s: expected seconds > 0",
+                                 d->name, value);
         *(double *)(base + d->offset) = v;
         break;
     }
@@ -373,7 +365,7 @@ int cfs_options_parse_list(struct cfs_options *o, const char *list, char *err, s
     for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         rc = cfs_options_set(o, tok, err, errlen);
         if (rc == -ENOENT) {
-            set_error(err, errlen, "unknown option '%s' (see --help)", tok);
+            cfs_error_msg(err, errlen, -EINVAL, "unknown option '%s' (see --help)", tok);
             rc = -EINVAL;
         }
         if (rc < 0)
@@ -386,19 +378,20 @@ int cfs_options_parse_list(struct cfs_options *o, const char *list, char *err, s
 int cfs_options_validate(const struct cfs_options *o, char *err, size_t errlen)
 {
     if (o->has_ranks && o->rank_last >= o->world)
-        return set_error(err, errlen, "option ranks=%u-%u: ranks must be within 0..%u (world=%u)",
-                         o->rank_first, o->rank_last, o->world - 1, o->world);
+        return cfs_error_msg(err, errlen, -EINVAL,
+                             "option ranks=%u-%u: ranks must be within 0..%u (world=%u)",
+                             o->rank_first, o->rank_last, o->world - 1, o->world);
     if (o->start_epoch >= o->epochs)
-        return set_error(err, errlen, "option start_epoch=%u: must be below epochs=%u",
-                         o->start_epoch, o->epochs);
+        return cfs_error_msg(err, errlen, -EINVAL, "option start_epoch=%u: must be below epochs=%u",
+                             o->start_epoch, o->epochs);
     /* DistributedSampler seeds epoch e with seed + e, which torch refuses
      * past 2^64-1: say so now rather than at the first epoch that overflows. */
     if (o->has_seed && o->sampler == CFS_SAMPLER_TORCH_DDP && o->seed > UINT64_MAX - (o->epochs - 1))
-        return set_error(err, errlen,
-                         "option seed=%llu: seed + epoch exceeds 2^64-1 within epochs=%u",
-                         (unsigned long long)o->seed, o->epochs);
+        return cfs_error_msg(err, errlen, -EINVAL,
+                             "option seed=%llu: seed + epoch exceeds 2^64-1 within epochs=%u",
+                             (unsigned long long)o->seed, o->epochs);
     if (o->has_ssd && o->ssd > 0 && !o->ssd_dir)
-        return set_error(err, errlen, "option ssd=SIZE needs ssd_dir=DIR");
+        return cfs_error_msg(err, errlen, -EINVAL, "option ssd=SIZE needs ssd_dir=DIR");
     return 0;
 }
 

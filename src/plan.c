@@ -11,6 +11,8 @@
  * file for the planned node plus the owner map. */
 #include "clairfs/plan.h"
 
+#include "clairfs/log.h"
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -140,19 +142,6 @@ static inline uint16_t rv(const struct build *b, size_t at)
     return b->cnt[at] ? (uint16_t)(b->fep[at] << 8 | b->cnt[at]) : 0;
 }
 
-static int plan_error(char *err, size_t errlen, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int plan_error(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
-
 #define SWEEP_BLOCK 256
 
 /* rank r's s-th read is order[(r * rank_step + s * stride) % len]. */
@@ -190,8 +179,8 @@ static int count_run(struct cfs_plan *p, struct build *b, uint32_t j, uint32_t e
         }
         uint32_t f = fs[i];
         if (f >= n)
-            return plan_error(err, errlen, -ERANGE, "planner: epoch %u reads index %u of %llu",
-                              e, f, (unsigned long long)n);
+            return cfs_error_msg(err, errlen, -ERANGE, "planner: epoch %u reads index %u of %llu",
+                                 e, f, (unsigned long long)n);
         uint8_t c = cnt[f];
         if (c == 0)
             fep[f] = ep8;
@@ -251,8 +240,8 @@ static int sweep(struct cfs_plan *p, struct build *b, void *st, char *err, size_
         uint32_t e = p->start_epoch + rel;
         rc = p->src->compute_epoch(st, e);
         if (rc < 0) {
-            plan_error(err, errlen, rc, "planner: cannot compute epoch %u: %s", e,
-                       strerror(-rc));
+            cfs_error_msg(err, errlen, rc, "planner: cannot compute epoch %u: %s", e,
+                          strerror(-rc));
             goto out;
         }
         for (uint32_t r = 0; r < p->world; r++)
@@ -281,7 +270,7 @@ static int sweep(struct cfs_plan *p, struct build *b, void *st, char *err, size_
             if (total > streams_cap) {
                 uint32_t *ns = realloc(streams, total * sizeof(*streams));
                 if (!ns) {
-                    rc = plan_error(err, errlen, -ENOMEM, "planner: %s", strerror(ENOMEM));
+                    rc = cfs_error_msg(err, errlen, -ENOMEM, "planner: %s", strerror(ENOMEM));
                     goto out;
                 }
                 streams = ns;
@@ -550,24 +539,23 @@ static void summarise(struct cfs_plan *p, struct build *b, uint32_t j)
 static int validate(const struct cfs_plan_params *pp, char *err, size_t errlen)
 {
     if (pp->world == 0)
-        return plan_error(err, errlen, -EINVAL, "option world=0: must be at least 1");
+        return cfs_error_msg(err, errlen, -EINVAL, "option world=0: must be at least 1");
     if (pp->nodes == 0 || pp->node >= pp->nodes)
-        return plan_error(err, errlen, -EINVAL, "node %u of %u: must be below the node count",
-                          pp->node, pp->nodes);
+        return cfs_error_msg(err, errlen, -EINVAL, "node %u of %u: must be below the node count",
+                             pp->node, pp->nodes);
     if (pp->epochs <= pp->start_epoch)
-        return plan_error(err, errlen, -EINVAL, "option start_epoch=%u: must be below epochs=%u",
-                          pp->start_epoch, pp->epochs);
+        return cfs_error_msg(err, errlen, -EINVAL, "option start_epoch=%u: must be below epochs=%u",
+                             pp->start_epoch, pp->epochs);
     if (pp->n > UINT32_MAX - 1)
-        return plan_error(err, errlen, -EOVERFLOW, "planner: %llu samples is too many",
-                          (unsigned long long)pp->n);
+        return cfs_error_msg(err, errlen, -EOVERFLOW, "planner: %llu samples is too many",
+                             (unsigned long long)pp->n);
     if (pp->ranks)
         for (uint32_t j = 0; j < pp->nodes; j++)
             if ((uint64_t)pp->ranks[j].first + pp->ranks[j].count > pp->world)
-                return plan_error(err, errlen, -EINVAL,
-                                  "option ranks=%u-%u: ranks must be within 0..%u (world=%u)",
-                                  pp->ranks[j].first,
-                                  pp->ranks[j].first + pp->ranks[j].count - 1, pp->world - 1,
-                                  pp->world);
+                return cfs_error_msg(
+                    err, errlen, -EINVAL,
+                    "option ranks=%u-%u: ranks must be within 0..%u (world=%u)", pp->ranks[j].first,
+                    pp->ranks[j].first + pp->ranks[j].count - 1, pp->world - 1, pp->world);
     return 0;
 }
 
@@ -705,7 +693,7 @@ int cfs_plan_create(const struct cfs_plan_params *pp, struct cfs_plan **out, cha
     goto done;
 
 fail:
-    plan_error(err, errlen, rc, "planner: %s", strerror(-rc));
+    cfs_error_msg(err, errlen, rc, "planner: %s", strerror(-rc));
 fail_reported:
 done:
     if (st)

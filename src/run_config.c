@@ -12,20 +12,8 @@
 #include <string.h>
 #include <sys/statvfs.h>
 
+#include "clairfs/log.h"
 #include "clairfs/options.h"
-
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
 
 uint32_t cfs_run_default_window(uint32_t batch, uint32_t rank_count)
 {
@@ -37,19 +25,20 @@ uint32_t cfs_run_default_window(uint32_t batch, uint32_t rank_count)
 static int check_inputs(const struct cfs_run_inputs *in, char *err, size_t errlen)
 {
     if (!in || !in->opts)
-        return fail(err, errlen, -EINVAL, "run configuration: no options");
+        return cfs_error_msg(err, errlen, -EINVAL, "run configuration: no options");
     if (in->nodes == 0 || in->node >= in->nodes)
-        return fail(err, errlen, -EINVAL, "run configuration: node %u of %u nodes", in->node,
-                    in->nodes);
+        return cfs_error_msg(err, errlen, -EINVAL, "run configuration: node %u of %u nodes",
+                             in->node, in->nodes);
     const struct cfs_options *o = in->opts;
     if (o->has_ranks && o->rank_first > o->rank_last)
-        return fail(err, errlen, -EINVAL, "option ranks=%u-%u: first rank above the last",
-                    o->rank_first, o->rank_last);
+        return cfs_error_msg(err, errlen, -EINVAL, "option ranks=%u-%u: first rank above the last",
+                             o->rank_first, o->rank_last);
     for (uint32_t j = 0; in->node_ranks && j < in->nodes; j++) {
         const struct cfs_rank_range *r = &in->node_ranks[j];
         if ((uint64_t)r->first + r->count > o->world)
-            return fail(err, errlen, -EINVAL,
-                        "run configuration: node %u serves ranks beyond world=%u", j, o->world);
+            return cfs_error_msg(err, errlen, -EINVAL,
+                                 "run configuration: node %u serves ranks beyond world=%u", j,
+                                 o->world);
     }
     return 0;
 }
@@ -70,7 +59,7 @@ static int ssd_capacity(const struct cfs_run_inputs *in, struct cfs_run_config *
     struct statvfs sv;
     if (statvfs(in->ssd_dir, &sv) < 0) {
         int rc = -errno;
-        return fail(err, errlen, rc, "ssd_dir %s: %s", in->ssd_dir, strerror(-rc));
+        return cfs_error_msg(err, errlen, rc, "ssd_dir %s: %s", in->ssd_dir, strerror(-rc));
     }
     c->ssd = (uint64_t)sv.f_bavail * sv.f_frsize / 2;
     c->ssd_from_free_space = true;
@@ -106,7 +95,7 @@ int cfs_run_config_make(const struct cfs_run_inputs *in, struct cfs_run_config *
 
     c.node_ranks = calloc(c.nodes, sizeof(*c.node_ranks));
     if (!c.node_ranks)
-        return fail(err, errlen, -ENOMEM, "run configuration: out of memory");
+        return cfs_error_msg(err, errlen, -ENOMEM, "run configuration: out of memory");
     if (in->node_ranks) {
         memcpy(c.node_ranks, in->node_ranks, c.nodes * sizeof(*c.node_ranks));
     } else {

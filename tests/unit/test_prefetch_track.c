@@ -12,6 +12,7 @@
 #include "clairfs/loader.h"
 #include "clairfs/sampler.h"
 #include "src/prefetch_i.h"
+#include "epoch_stream.h"
 
 struct replay {
     struct pf_track *t;
@@ -52,20 +53,6 @@ static struct pf_track *make_track(uint64_t n, uint32_t epochs, uint32_t batch, 
     return t;
 }
 
-static uint32_t *epoch_stream(uint64_t n, uint64_t seed, uint32_t epoch)
-{
-    struct cfs_sampler_params sp = {.kind = CFS_SAMPLER_TORCH_DDP, .seed = seed, .n = n,
-                                    .world = 1, .batch = 1};
-    struct cfs_sampler *s = NULL;
-    char err[128];
-    ck_assert_int_eq(cfs_sampler_create(&sp, &s, err, sizeof(err)), 0);
-    ck_assert_int_eq(cfs_sampler_compute_epoch(s, epoch), 0);
-    uint32_t *out = malloc(n * sizeof(*out));
-    for (uint64_t i = 0; i < n; i++)
-        out[i] = cfs_sampler_rank_at(s, 0, i);
-    cfs_sampler_destroy(s);
-    return out;
-}
 
 /* 4 workers x prefetch 2 x batch 8: opens up to 64 files out of order. */
 START_TEST(track_loader_reordering)
