@@ -85,6 +85,48 @@ scraped() {
 check "Prometheus scrapes the mount: sum(clairfs_reads_total) = $opens" scraped "$opens"
 check "Prometheus sees the target up" test "$(query 'up{job="clairfs"}')" = 1
 
+# Every expression of the Grafana dashboard is valid PromQL on these
+# metrics, names only families the daemon serves, and the graphs of reads,
+# stall and cache bytes have data.
+dashboard=$(dirname "$0")/../../examples/grafana-clairfs.json
+check_dashboard() {
+    # rate() needs two scrapes in its window.
+    for _ in $(seq 100); do
+        [ "$(query 'count_over_time(up{job="clairfs"}[1m])')" -ge 3 ] 2>/dev/null && break
+        sleep 0.1
+    done
+    "$PYTHON" - "$dashboard" "$pport" "$TMP/http.txt" <<'EOF'
+import json, re, sys, urllib.parse, urllib.request
+dash, port, served = json.load(open(sys.argv[1])), sys.argv[2], open(sys.argv[3]).read()
+families = set(re.findall(r"^# TYPE (\S+) ", served, re.M))
+bad = 0
+for panel in dash["panels"]:
+    for t in panel["targets"]:
+        expr = (t["expr"].replace("$__rate_interval", "1m")
+                .replace('"$job"', '".*"').replace('"$instance"', '".*"'))
+        for name in re.findall(r"\b(clairfs_[a-z_]+)", expr):
+            if name not in families:
+                print("dashboard %r: %s is not a metric the daemon serves" % (panel["title"], name))
+                bad += 1
+        url = "http://127.0.0.1:%s/api/v1/query?%s" % (port, urllib.parse.urlencode({"query": expr}))
+        try:
+            r = json.load(urllib.request.urlopen(url, timeout=10))
+        except Exception as e:
+            print("dashboard %r: %s: %s" % (panel["title"], expr, e))
+            bad += 1
+            continue
+        if r.get("status") != "success":
+            print("dashboard %r: %s: %s" % (panel["title"], expr, r))
+            bad += 1
+        elif panel["title"] in ("Reads by source per second", "Cache bytes per tier", "Epoch") \
+                and not r["data"]["result"]:
+            print("dashboard %r: no data for %s" % (panel["title"], expr))
+            bad += 1
+sys.exit(1 if bad else 0)
+EOF
+}
+check "the Grafana dashboard's queries run on Prometheus" check_dashboard
+
 # A port in use: one line, non-zero, nothing mounted.
 mkdir -p "$TMP/mnt2"
 "$CLAIRFS" -o "metrics_listen=127.0.0.1:$mport" "$src" "$TMP/mnt2" 2>"$TMP/inuse.err"
