@@ -33,9 +33,15 @@ bench() { # bench MNT [args]: replay the trainer with verification
     "$CLAIRFS_BENCH" -o "$TRAINER" --workers 4 --verify "$src" "$@" "$mnt" >>"$TMP/bench.log" 2>&1
 }
 m() { cfs_metric "$1" "$2"; }
-wait_ssd() { # wait_ssd MNT BYTES
+wait_ssd() { # wait_ssd MNT BYTES: the bytes charged, and every file's entry complete
+    # (a fetch in flight is charged before it lands: an open then waits for
+    # it and counts a read from the source)
     for _ in $(seq 400); do
-        [ "$(m "$1" 'clairfs_cache_bytes{tier="ssd"}')" -ge "$2" ] && return 0
+        if [ "$(m "$1" 'clairfs_cache_bytes{tier="ssd"}')" -ge "$2" ] &&
+            [ -z "$(find "$1" -type f -exec getfattr --absolute-names -n user.clairfs.state {} + \
+                2>/dev/null | grep '^user.clairfs.state=' | grep -v '="ssd"$')" ]; then
+            return 0
+        fi
         sleep 0.05
     done
     return 1
