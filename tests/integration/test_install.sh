@@ -26,10 +26,11 @@ want_bin=$(printf '%s\n' "${programs[@]}" | sort)
 want_man=$(printf '%s.1\n' "${programs[@]}" | sort)
 got_bin=$(ls "$dest$bindir" 2>/dev/null | sort)
 got_man=$(ls "$dest$mandir/man1" 2>/dev/null | sort)
+words() { tr '\n' ' ' <<<"$1"; }
 [ "$got_bin" = "$want_bin" ] ||
-    fail "$bindir holds [$(echo $got_bin)], expected [$(echo $want_bin)]"
+    fail "$bindir holds [$(words "$got_bin")], expected [$(words "$want_bin")]"
 [ "$got_man" = "$want_man" ] ||
-    fail "$mandir/man1 holds [$(echo $got_man)], expected [$(echo $want_man)]"
+    fail "$mandir/man1 holds [$(words "$got_man")], expected [$(words "$want_man")]"
 
 for p in "${programs[@]}"; do
     exe="$dest$bindir/$p"

@@ -69,9 +69,10 @@ fstab_stage() {
     fi
     for _ in $(seq 300); do [ -e "$mnt/.clairfs/ready" ] && break; sleep 0.1; done
     pid=$(daemon_of "$mnt")
-    grep -qF " $mnt ro," /proc/self/mountinfo &&
-        grep -F " $mnt " /proc/self/mountinfo | grep -q ' - fuse\.clairfs ' ||
-        { echo "FAIL: $mnt is not a read-only fuse.clairfs mount"; failures=$((failures + 1)); }
+    if ! grep -F " $mnt ro," /proc/self/mountinfo | grep -q ' - fuse\.clairfs '; then
+        echo "FAIL: $mnt is not a read-only fuse.clairfs mount"
+        failures=$((failures + 1))
+    fi
     if [ -n "$pid" ] && [ "$(stat -L -c %d:%i "/proc/$pid/exe")" = \
                           "$(stat -L -c %d:%i "$usr_bin/clairfs")" ]; then
         echo "ok: mount.fuse3 ran the package's clairfs (pid $pid) from the standard path"
