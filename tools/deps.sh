@@ -8,6 +8,7 @@ packages=(build-essential meson ninja-build pkg-config
           libopenmpi-dev openmpi-bin
           python3-torch python3-torchvision
           bindfs attr man-db procps psmisc
+          debhelper dpkg-dev
           libmicrohttpd-dev curl iproute2
           prometheus munge slurmctld slurmd slurm-client)
 packages+=("$@")

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The option table is the one source of truth: every -o option that
 # `clairfs --help` lists must be documented in the man page and README, and
-# the man page must render without warnings.  docs/design.md's interface
-# contract must list the same options and metric families.
+# docs/design.md's interface contract must list the same options and metric
+# families.  Every user program has a man page that renders without warnings.
 set -u
 clairfs=${CLAIRFS:?CLAIRFS must name the clairfs binary}
 root=${CLAIRFS_SOURCE_ROOT:?}
@@ -30,9 +30,19 @@ for name in $metrics; do
 done
 echo "checked $(echo "$metrics" | wc -l) metric families"
 
+# Every user program (the daemon and tools/clairfs-*) has a man page, and
+# every page renders without warnings.
+for prog in clairfs $(cd "$root/tools" && ls clairfs-* | sed 's/\.c$//'); do
+    [ -f "$root/man/$prog.1" ] ||
+        { echo "FAIL: $prog has no man page man/$prog.1"; failures=$((failures + 1)); }
+done
 if command -v man >/dev/null; then
-    warnings=$(MANWIDTH=80 man --warnings -l "$root/man/clairfs.1" 2>&1 >/dev/null)
-    [ -z "$warnings" ] || { echo "FAIL: man page warnings: $warnings"; failures=$((failures + 1)); }
+    for page in "$root"/man/*.1; do
+        warnings=$(MANWIDTH=80 man --warnings -l "$page" 2>&1 >/dev/null)
+        [ -z "$warnings" ] ||
+            { echo "FAIL: ${page#$root/} warnings: $warnings"; failures=$((failures + 1)); }
+    done
+    echo "checked $(ls "$root"/man/*.1 | wc -l) man pages"
 fi
 [ "$failures" -eq 0 ] && echo "ok: docs match the option table"
 exit $((failures > 0))
