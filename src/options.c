@@ -177,7 +177,7 @@ static const struct opt_def options_table[] = {
     {"model", OPT_STRING, OFF(model_file), NO_PRESENT, 0, 0, NULL,
      "FILE of key = value lines: the performance model that picks peer or PFS per fetch"},
     {"metrics_listen", OPT_STRING, OFF(metrics_listen), NO_PRESENT, 0, 0, NULL,
-     "HOST:PORT: serve GET /metrics for Prometheus; {rank} may appear in PORT (9400+{rank})"},
+     "serve GET /metrics for Prometheus; {rank} may appear in PORT (9400+{rank})"},
     {"allow_other", OPT_FLAG, OFF(allow_other), NO_PRESENT, 0, 0, NULL,
      "let users other than the mounter read the mount"},
 };
@@ -426,9 +426,14 @@ void cfs_options_print_help(FILE *f)
     for (size_t i = 0; i < N_OPTIONS; i++) {
         const struct opt_def *d = &options_table[i];
         char lhs[40];
+        /* A string names a directory, but for the two that name a file and an
+         * address. */
+        const char *string_arg = strcmp(d->name, "model") == 0            ? "=FILE"
+                                 : strcmp(d->name, "metrics_listen") == 0 ? "=HOST:PORT"
+                                                                          : "=DIR";
         const char *arg = d->type == OPT_FLAG      ? ""
                           : d->type == OPT_SIZE    ? "=SIZE"
-                          : d->type == OPT_STRING  ? "=DIR"
+                          : d->type == OPT_STRING  ? string_arg
                           : d->type == OPT_SECONDS ? "=SEC"
                           : d->type == OPT_SPECIAL ? "=..."
                                                    : "=N";
