@@ -13,8 +13,21 @@
 # munge is not installed or does not start.
 #
 # Environment: CLAIRFS, CLAIRFS_GENDATA (lib.sh), CLAIRFS_TRAINER.
+# Slurm's daemons listen on every interface: run the whole test in a network
+# namespace of its own, with loopback and a private veth pair only, so
+# nothing it starts is reachable from outside this machine.
+if [ -z "${CLAIRFS_SLURM_NETNS:-}" ] && command -v unshare >/dev/null &&
+    unshare --net true 2>/dev/null; then
+    # A veth pair inside it, one end with a private address:
+    # getaddrinfo(AI_ADDRCONFIG), which Slurm binds with, finds nothing on
+    # loopback alone.
+    exec env CLAIRFS_SLURM_NETNS=1 unshare --net bash -c 'ip link set lo up &&
+        ip link add cfs0 type veth peer name cfs1 && ip addr add 10.254.0.1/24 dev cfs0 &&
+        ip link set cfs0 up && ip link set cfs1 up && exec "$@"' _ "$0" "$@"
+fi
 . "$(dirname "$0")/lib.sh"
 : "${CLAIRFS_TRAINER:?CLAIRFS_TRAINER must name examples/train_ddp.py}"
+[ -n "${CLAIRFS_SLURM_NETNS:-}" ] || echo "note: no network namespace here: Slurm's ports are open on every interface"
 JOB_SCRIPT=$(cd "$(dirname "$CLAIRFS_TRAINER")" && pwd)/slurm-clairfs.sh
 
 for p in munged slurmctld slurmd sbatch srun mpirun; do
