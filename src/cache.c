@@ -81,22 +81,44 @@ static void queue_record(struct cfs_cache *c, enum cfs_ssd_op_kind kind, const s
     }
 }
 
+/* mu held.  The index refused a write (disk full, I/O error, a map it
+ * cannot grow): the tier goes on serving what it holds and stops
+ * persisting; the records already committed are judged again, like any,
+ * at the next create, and files without one are orphans then. */
+static void index_failed(struct cfs_cache *c, int rc)
+{
+    if (c->st.index_write_errors++ == 0)
+        c->st.index_error = rc;
+    c->persist = false;
+    free(c->ops);
+    c->ops = NULL;
+    c->nops = c->ops_cap = 0;
+}
+
 int cfs_cache_sync(struct cfs_cache *c)
 {
     struct cfs_ssd_op *ops;
     size_t nops;
     int rc;
 
-    if (!c->persist)
-        return 0;
     pthread_mutex_lock(&c->ix_mu); /* batches commit in queue order */
     pthread_mutex_lock(&c->mu);
+    if (!c->persist) {
+        pthread_mutex_unlock(&c->mu);
+        pthread_mutex_unlock(&c->ix_mu);
+        return 0;
+    }
     ops = c->ops;
     nops = c->nops;
     c->ops = NULL;
     c->nops = c->ops_cap = 0;
     pthread_mutex_unlock(&c->mu);
     rc = cfs_ssd_commit(c->ssd, ops, nops);
+    if (rc < 0) {
+        pthread_mutex_lock(&c->mu);
+        index_failed(c, rc);
+        pthread_mutex_unlock(&c->mu);
+    }
     pthread_mutex_unlock(&c->ix_mu);
     free(ops);
     return rc;
@@ -376,6 +398,12 @@ static int ssd_tier_open(struct cfs_cache *c, const struct cfs_cache_params *p, 
      * the entry functions expect it held. */
     pthread_mutex_lock(&c->mu);
     rc = load_stored(c, p, keep);
+    /* An index that cannot be read or written costs persistence, not the
+     * mount: what was taken back is served, the rest of the files go. */
+    if (rc < 0 && rc != -ENOMEM) {
+        index_failed(c, rc);
+        rc = 0;
+    }
     if (rc == 0)
         rc = cfs_ssd_remove_orphans(c->ssd, keep, c->nfiles, &c->st.orphans);
     if (rc == 0)
@@ -383,7 +411,7 @@ static int ssd_tier_open(struct cfs_cache *c, const struct cfs_cache_params *p, 
     pthread_mutex_unlock(&c->mu);
     free(keep);
     if (rc == 0)
-        rc = cfs_cache_sync(c); /* deletions of trimmed entries */
+        (void)cfs_cache_sync(c); /* deletions of trimmed entries; a failure is counted */
     if (rc)
         snprintf(err, errlen, "cache index in %s: %s", p->ssd_dir, strerror(-rc));
     return rc;

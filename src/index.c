@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 
 #include "clairfs/index.h"
+#include "clairfs/index_check.h"
 
 #define MAX_DBS 32
 #define INITIAL_MAP (64ull << 20)
@@ -164,6 +165,18 @@ void cfs_index_close(struct cfs_index *ix)
     free(ix);
 }
 
+/* The environment's format (index_check.h), recorded once; an environment
+ * that holds another is left as it is (cfs_index_recover() judges it). */
+static int put_format(MDB_txn *txn, MDB_dbi meta)
+{
+    MDB_val k = {6, "format"}, v;
+    int rc = mdb_get(txn, meta, &k, &v);
+    if (rc != MDB_NOTFOUND)
+        return rc;
+    v = (MDB_val){strlen(CFS_INDEX_FORMAT), CFS_INDEX_FORMAT};
+    return mdb_put(txn, meta, &k, &v, 0);
+}
+
 int cfs_index_open(const char *dir, struct cfs_index **out, char *err, size_t errlen)
 {
     struct cfs_index *ix = calloc(1, sizeof(*ix));
@@ -207,6 +220,8 @@ int cfs_index_open(const char *dir, struct cfs_index **out, char *err, size_t er
             ix->dbs[ix->ndbs++].dbi = dbi;
         }
     }
+    if (rc == 0)
+        rc = put_format(txn, ix->dbs[2].dbi); /* preopened[2]: "meta" */
     if (rc == 0) {
         rc = mdb_txn_commit(txn);
         txn = NULL;

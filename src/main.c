@@ -45,6 +45,7 @@
 
 #include "clairfs/catalog.h"
 #include "clairfs/ctl.h"
+#include "clairfs/index_check.h"
 #include "clairfs/log.h"
 #include "clairfs/metrics.h"
 #include "clairfs/metrics_http.h"
@@ -499,6 +500,11 @@ static int load_catalog(struct daemon *d)
         .index_dir = d->index_dir,
         .rescan = o->rescan,
     };
+    /* The index is only a cache: damage costs a rebuild, never the mount.
+     * Checked here, before the first open and before any thread of ours. */
+    char note[1024];
+    if (cfs_index_recover(d->index_dir, note, sizeof(note)) != 0)
+        cfs_warn("%s", note);
     int rc = cfs_catalog_open(&cp, &d->catalog, d->err, sizeof(d->err));
     if (rc < 0) {
         if (!d->err[0])

@@ -97,6 +97,10 @@ static const struct metric_def metric_table[CFS_M_COUNT] = {
     [CFS_M_READ_REQUESTS] = {"clairfs_read_requests_total", "", COUNTER, U_COUNT,
                              "FUSE read requests on dataset files (page-cache hits send none).",
                              "requests", ""},
+    [CFS_M_INDEX_WRITE_ERRORS] = {"clairfs_index_write_errors_total", "", COUNTER, U_COUNT,
+                                  "Writes of the SSD tier's records that the index refused (disk "
+                                  "full, I/O error): the tier then serves without persisting.",
+                                  "index", "write_errors"},
 };
 
 void cfs_metrics_init(struct cfs_metrics *m)

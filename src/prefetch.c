@@ -63,6 +63,11 @@ void pf_update_gauges(struct cfs_prefetch *pf)
     cfs_metrics_set(pf->m, CFS_M_CACHE_PEAK_SSD, st.peak[CFS_TIER_SSD]);
     cfs_metrics_set(pf->m, CFS_M_CHECKSUM_FAILURES, st.checksum_failures);
     cfs_metrics_set(pf->m, CFS_M_PAGECACHE_BYTES, st.kernel_bytes);
+    cfs_metrics_set(pf->m, CFS_M_INDEX_WRITE_ERRORS, st.index_write_errors);
+    if (st.index_write_errors && !atomic_exchange(&pf->index_error_logged, true))
+        cfs_warn("index %s: writing the SSD tier's records failed (%s); serving without "
+                 "persisting them", pf->index_dir ? pf->index_dir : "(none)",
+                 strerror(-st.index_error));
     pthread_mutex_unlock(&pf->gauge_mu);
 }
 

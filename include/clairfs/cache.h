@@ -82,7 +82,11 @@
  * index the SSD tier starts empty.  A write error that means the SSD is
  * full or broken (ENOSPC, EDQUOT, EIO, EROFS) degrades the tier: no more SSD
  * fetches (-ENODEV), existing entries still served, the error returned once
- * from complete_fetch for the caller to log.
+ * from complete_fetch for the caller to log.  A record read or commit the
+ * index refuses (disk full, I/O error) stops persistence for the rest of
+ * the cache's life (counted in index_write_errors, the first error kept):
+ * nothing else changes, reads never fail for it, and at the next create the
+ * records are judged as always (files without one are orphans).
  *
  * Kernel page cache (with a kernel_drop callback).  A RAM entry whose bytes
  * were stored into the kernel's page cache (fuse_lowlevel_notify_store, by
@@ -259,6 +263,8 @@ struct cfs_cache_stats {
     uint64_t incomplete;        /* stored entries dropped by recovery */
     uint64_t orphans;           /* unreferenced files removed at create */
     uint64_t ssd_write_errors;
+    uint64_t index_write_errors; /* record reads/commits the index refused */
+    int index_error;             /* the first of them, -errno */
     uint64_t kernel_bytes;   /* RAM bytes held as kernel page cache, zombies included */
     uint64_t kernel_entries; /* kernel-backed entries (not zombies) */
     uint64_t zombie_bytes;   /* evicted kernel entries not yet invalidated */

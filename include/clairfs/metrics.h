@@ -45,6 +45,7 @@ enum cfs_metric {
     CFS_M_PAGECACHE_INVALIDATED, /* staged files whose pages were dropped */
     CFS_M_PAGECACHE_FALLBACK, /* opens of a staged file whose reads reached us */
     CFS_M_READ_REQUESTS,      /* FUSE READ requests on dataset files */
+    CFS_M_INDEX_WRITE_ERRORS, /* index writes refused: the SSD tier stopped persisting */
     CFS_M_COUNT
 };
 

@@ -2,6 +2,7 @@
  * growth on MDB_MAP_FULL with concurrent readers. */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "clairfs/index.h"
+#include "clairfs/index_check.h"
 
 static char tmp[256];
 static char ixdir[512];
@@ -281,6 +283,157 @@ START_TEST(garbage_file_is_an_error_not_a_crash)
 }
 END_TEST
 
+/* ---- the health check at mount (index_check.h) */
+
+/* An environment with a structure to damage: 600 small records over many
+ * leaf pages, and a blob on overflow pages. */
+static void fill_env(void)
+{
+    struct cfs_index *ix = open_ok();
+    struct cfs_index_txn *t;
+    ck_assert_int_eq(cfs_index_begin(ix, true, &t), 0);
+    for (int i = 0; i < 600; i++) {
+        char k[16], v[64];
+        snprintf(k, sizeof(k), "%08d", i);
+        memset(v, 'a' + i % 26, sizeof(v));
+        ck_assert_int_eq(cfs_index_put(t, "cache", k, strlen(k), v, sizeof(v)), 0);
+    }
+    static char blob[40000];
+    memset(blob, 'b', sizeof(blob));
+    ck_assert_int_eq(cfs_index_put(t, "catalog", "entries", 7, blob, sizeof(blob)), 0);
+    ck_assert_int_eq(cfs_index_commit(t), 0);
+    cfs_index_close(ix);
+}
+
+static off_t data_size(void)
+{
+    char path[600];
+    struct stat st;
+    snprintf(path, sizeof(path), "%s/data.mdb", ixdir);
+    ck_assert_int_eq(stat(path, &st), 0);
+    return st.st_size;
+}
+
+/* 4 KiB of pseudo-random bytes (xorshift from seed) at off in data.mdb. */
+static void scribble(off_t off, uint64_t seed)
+{
+    char path[600];
+    unsigned char buf[4096];
+    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+    for (size_t i = 0; i < sizeof(buf); i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        buf[i] = (unsigned char)x;
+    }
+    snprintf(path, sizeof(path), "%s/data.mdb", ixdir);
+    int fd = open(path, O_WRONLY);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(pwrite(fd, buf, sizeof(buf), off), (ssize_t)sizeof(buf));
+    close(fd);
+}
+
+START_TEST(check_passes_a_sound_environment)
+{
+    char why[256];
+    ck_assert_int_eq(cfs_index_check(ixdir, why, sizeof(why)), 0); /* none yet */
+    fill_env();
+    ck_assert_msg(cfs_index_check(ixdir, why, sizeof(why)) == 0, "sound env: %s", why);
+    ck_assert_int_eq(cfs_index_recover(ixdir, why, sizeof(why)), 0);
+}
+END_TEST
+
+/* Every page of the file damaged in turn: the verdict is sound (a free
+ * page, or bytes only a record's own check can see) or -EBADMSG, never an
+ * abort of this process; the structural pages are caught. */
+START_TEST(check_catches_damage_without_dying)
+{
+    char why[256], cmd[2000];
+    fill_env();
+    snprintf(cmd, sizeof(cmd), "cp -a '%s' '%s.good'", ixdir, ixdir);
+    ck_assert_int_eq(system(cmd), 0);
+    off_t size = data_size();
+    int caught = 0, pages = 0;
+    for (off_t off = 0; off < size; off += 4096, pages++) {
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s' && cp -a '%s.good' '%s'", ixdir, ixdir, ixdir);
+        ck_assert_int_eq(system(cmd), 0);
+        scribble(off, (uint64_t)off + 1);
+        int rc = cfs_index_check(ixdir, why, sizeof(why));
+        ck_assert_msg(rc == 0 || rc == -EBADMSG, "page %lld: %d %s", (long long)off / 4096, rc,
+                      why);
+        if (off == 0 || off == 8192 || off == size - 4096 || off == size / 2 / 4096 * 4096)
+            fprintf(stderr, "page %lld: %d %s\n", (long long)off / 4096, rc, why);
+        caught += rc == -EBADMSG;
+    }
+    /* The meta pages, the roots and the leaves of 600 records. */
+    ck_assert_msg(caught >= 4, "%d of %d damaged pages caught", caught, pages);
+}
+END_TEST
+
+START_TEST(check_catches_a_truncated_file)
+{
+    char path[600], why[256];
+    fill_env();
+    snprintf(path, sizeof(path), "%s/data.mdb", ixdir);
+    ck_assert_int_eq(truncate(path, data_size() / 2), 0);
+    ck_assert_int_eq(cfs_index_check(ixdir, why, sizeof(why)), -EBADMSG);
+    ck_assert_ptr_nonnull(strstr(why, "truncated"));
+    ck_assert_int_eq(truncate(path, 100), 0);
+    ck_assert_int_eq(cfs_index_check(ixdir, why, sizeof(why)), -EBADMSG);
+}
+END_TEST
+
+START_TEST(check_refuses_another_format)
+{
+    char why[256];
+    struct cfs_index *ix = open_ok();
+    struct cfs_index_txn *t;
+    const void *v;
+    size_t len;
+    ck_assert_int_eq(cfs_index_begin(ix, false, &t), 0);
+    ck_assert_int_eq(cfs_index_get(t, "meta", "format", 6, &v, &len), 0);
+    ck_assert_uint_eq(len, strlen(CFS_INDEX_FORMAT));
+    cfs_index_abort(t);
+    ck_assert_int_eq(cfs_index_begin(ix, true, &t), 0);
+    put_str(t, "meta", "format", "clairfs-index 99");
+    ck_assert_int_eq(cfs_index_commit(t), 0);
+    cfs_index_close(ix);
+    ck_assert_int_eq(cfs_index_check(ixdir, why, sizeof(why)), -EPROTO);
+    ck_assert_ptr_nonnull(strstr(why, "clairfs-index 99"));
+}
+END_TEST
+
+/* Damage moved aside to DIR.damaged, one copy however often; the directory
+ * then opens as a new, empty environment. */
+START_TEST(recover_moves_damage_aside_once)
+{
+    char note[1024], path[700];
+    struct stat st;
+    for (int round = 0; round < 2; round++) {
+        fill_env();
+        scribble(8192, 7); /* the first page after the meta pages: a root */
+        scribble(data_size() / 2 / 4096 * 4096, 8);
+        ck_assert_int_eq(cfs_index_recover(ixdir, note, sizeof(note)), 1);
+        ck_assert_msg(strstr(note, "is damaged (") && strstr(note, ".damaged, rebuilding"),
+                      "%s", note);
+        snprintf(path, sizeof(path), "%s.damaged/data.mdb", ixdir);
+        ck_assert_int_eq(stat(path, &st), 0);
+        snprintf(path, sizeof(path), "%s/data.mdb", ixdir);
+        ck_assert_int_eq(stat(path, &st), -1);
+    }
+    char cmd[1200];
+    snprintf(cmd, sizeof(cmd), "test $(ls '%s.damaged' | wc -l) -le 2", ixdir);
+    ck_assert_int_eq(system(cmd), 0);
+    struct cfs_index *ix = open_ok();
+    struct cfs_index_txn *t;
+    ck_assert_int_eq(cfs_index_begin(ix, false, &t), 0);
+    assert_get(t, "cache", "00000001", NULL);
+    cfs_index_abort(t);
+    cfs_index_close(ix);
+    ck_assert_int_eq(cfs_index_check(ixdir, note, sizeof(note)), 0);
+}
+END_TEST
+
 static Suite *index_suite(void)
 {
     Suite *s = suite_create("index");
@@ -291,6 +444,11 @@ static Suite *index_suite(void)
     tcase_add_test(t, records_put_get_del_foreach_drop);
     tcase_add_test(t, map_grows_when_full);
     tcase_add_test(t, garbage_file_is_an_error_not_a_crash);
+    tcase_add_test(t, check_passes_a_sound_environment);
+    tcase_add_test(t, check_catches_damage_without_dying);
+    tcase_add_test(t, check_catches_a_truncated_file);
+    tcase_add_test(t, check_refuses_another_format);
+    tcase_add_test(t, recover_moves_damage_aside_once);
     suite_add_tcase(s, t);
     return s;
 }

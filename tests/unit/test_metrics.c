@@ -83,7 +83,11 @@ static const char expected_prometheus[] =
     "# HELP clairfs_read_requests_total FUSE read requests on dataset files (page-cache hits send "
     "none).\n"
     "# TYPE clairfs_read_requests_total counter\n"
-    "clairfs_read_requests_total 44\n";
+    "clairfs_read_requests_total 44\n"
+    "# HELP clairfs_index_write_errors_total Writes of the SSD tier's records that the index "
+    "refused (disk full, I/O error): the tier then serves without persisting.\n"
+    "# TYPE clairfs_index_write_errors_total counter\n"
+    "clairfs_index_write_errors_total 3\n";
 
 static const char expected_stats[] =
     "catalog   files 1281167  dirs 1001  bytes 137 GiB  from_index yes\n"
@@ -98,7 +102,8 @@ static const char expected_stats[] =
     "changed   5\n"
     "peak      ram 2.00 GiB  ssd 0 B\n"
     "pagecache bytes 768 KiB  staged 9  dropped 6  fallback 1\n"
-    "requests  44\n";
+    "requests  44\n"
+    "index     write_errors 3\n";
 
 static void fill(struct cfs_metrics *m)
 {
@@ -128,6 +133,7 @@ static void fill(struct cfs_metrics *m)
     cfs_metrics_add(m, CFS_M_PAGECACHE_INVALIDATED, 6);
     cfs_metrics_add(m, CFS_M_PAGECACHE_FALLBACK, 1);
     cfs_metrics_add(m, CFS_M_READ_REQUESTS, 44);
+    cfs_metrics_add(m, CFS_M_INDEX_WRITE_ERRORS, 3);
 }
 
 START_TEST(prometheus_text_is_exact)
