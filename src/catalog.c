@@ -3,7 +3,9 @@
  * cfs_catalog_open() is the only place that knows the whole sequence:
  * reuse the stored copy when it is still valid for the source
  * (catalog_store.c), else scan SOURCE (catalog_scan.c), put it in index
- * order (catalog_order.c), count the totals and store the result.  The
+ * order (catalog_order.c; where the order is optional and does not fit
+ * the tree, the catalog keeps no samples and the reason), count the
+ * totals and store the result.  The
  * synthetic catalogs, for planning at scale without a dataset, are built
  * here too, straight into the structure.
  *
@@ -55,6 +57,13 @@ int cfs_catalog_open(const struct cfs_catalog_params *p, struct cfs_catalog **ou
     if (rc < 0)
         goto out;
     rc = cfs_catalog_build_order(c, p, &aux, err, errlen);
+    if (rc < 0 && rc != -ENOMEM && p->order_optional) {
+        /* Not an ImageFolder (or the list does not fit): every file is
+         * still served, none is a sample. */
+        rc = cfs_catalog_drop_order(c, err);
+        if (err && errlen)
+            err[0] = '\0';
+    }
     if (rc < 0)
         goto out;
     cfs_catalog_totals(c);

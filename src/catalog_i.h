@@ -34,10 +34,14 @@ struct cfs_catalog {
     uint64_t nfiles, ndirs, bytes;
     uint64_t skipped;
     bool from_index;
+    char *order_unavailable; /* why the index order could not be built (order_optional) */
 };
 
 struct cfs_catalog *cfs_catalog_alloc(void);
 int cfs_catalog_reserve(struct cfs_catalog *c, uint32_t entries, size_t name_bytes);
+/* No index order: no samples, and why (a message, or NULL for a generic
+ * one) kept for cfs_catalog_order_unavailable().  0 or -ENOMEM. */
+int cfs_catalog_drop_order(struct cfs_catalog *c, const char *why);
 /* Append an entry from a stat, with its name; returns the id or -errno. */
 int64_t cfs_catalog_append(struct cfs_catalog *c, const char *name, size_t len, const struct stat *st,
                            cfs_id parent);

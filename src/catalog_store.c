@@ -31,7 +31,8 @@
 #include "clairfs/index.h"
 
 #define STORE_MAGIC 0x43465343u /* "CSFC" */
-#define STORE_VERSION 1u
+#define STORE_VERSION 2u
+#define STORE_NO_ORDER 1u /* flags: made without an index order (order_optional) */
 #define DB "catalog"
 
 struct store_meta {
@@ -43,7 +44,9 @@ struct store_meta {
     int64_t list_sec;
     uint64_t list_size;
     uint64_t checksum;
-    /* followed by the source's real path, then the list file's */
+    uint32_t flags, why_len;
+    /* followed by the source's real path, the list file's, and with
+     * STORE_NO_ORDER the reason the order could not be built */
 };
 
 static uint64_t blob_sum(const void *e, size_t elen, const void *nm, size_t nlen, const void *s,
@@ -67,17 +70,25 @@ struct want {
     char list[PATH_MAX];
     struct stat list_st;
     uint32_t order;
+    bool order_optional;
 };
 
 static int want_init(const struct cfs_catalog_params *p, struct want *w)
 {
     memset(w, 0, sizeof(*w));
     w->order = (uint32_t)p->order;
+    w->order_optional = p->order_optional;
     if (!realpath(p->source, w->source))
         return -errno;
     if (p->order == CFS_ORDER_LIST) {
-        if (!realpath(p->order_list, w->list) || stat(w->list, &w->list_st) < 0)
-            return -errno;
+        if (!realpath(p->order_list, w->list) || stat(w->list, &w->list_st) < 0) {
+            if (!p->order_optional)
+                return -errno;
+            /* An optional order from a list that is not there: the copy is
+             * made without an order, keyed on no list. */
+            memset(w->list, 0, sizeof(w->list));
+            memset(&w->list_st, 0, sizeof(w->list_st));
+        }
     }
     return 0;
 }
@@ -170,8 +181,13 @@ static int load_records(struct cfs_index_txn *t, const struct want *w, struct cf
     const char *paths = (const char *)mv + sizeof(m);
     if (m.magic != STORE_MAGIC || m.version != STORE_VERSION ||
         m.entry_size != sizeof(struct cfs_entry) || m.order != w->order ||
-        ml != sizeof(m) + m.source_len + m.list_len || m.source_len != strlen(w->source) ||
-        memcmp(paths, w->source, m.source_len) != 0)
+        ml != sizeof(m) + m.source_len + m.list_len + m.why_len ||
+        m.source_len != strlen(w->source) || memcmp(paths, w->source, m.source_len) != 0)
+        return 1;
+    /* A copy without an order serves a mount that needs none; one that
+     * needs it scans again, and the scan says why it fails. */
+    bool no_order = m.flags & STORE_NO_ORDER;
+    if (no_order && (!w->order_optional || m.nsamples != 0))
         return 1;
     if (w->order == CFS_ORDER_LIST &&
         (m.list_len != strlen(w->list) || memcmp(paths + m.source_len, w->list, m.list_len) != 0 ||
@@ -205,6 +221,14 @@ static int load_records(struct cfs_index_txn *t, const struct want *w, struct cf
     c->names_len = nl;
     c->nsamples = m.nsamples;
     c->skipped = m.skipped;
+    if (no_order) {
+        char why[512];
+        size_t len = m.why_len < sizeof(why) ? m.why_len : sizeof(why) - 1;
+        memcpy(why, paths + m.source_len + m.list_len, len);
+        why[len] = '\0';
+        if (cfs_catalog_drop_order(c, why) < 0)
+            return -ENOMEM;
+    }
     return structure_ok(c) ? 0 : 1;
 }
 
@@ -296,8 +320,10 @@ int cfs_catalog_store_save(const struct cfs_catalog_params *p, const struct cfs_
         .list_sec = w->list_st.st_mtim.tv_sec,
         .list_size = (uint64_t)w->list_st.st_size,
         .checksum = blob_sum(c->e, el, c->names, c->names_len, c->samples, sl),
+        .flags = c->order_unavailable ? STORE_NO_ORDER : 0,
+        .why_len = c->order_unavailable ? (uint32_t)strlen(c->order_unavailable) : 0,
     };
-    size_t ml = sizeof(m) + m.source_len + m.list_len;
+    size_t ml = sizeof(m) + m.source_len + m.list_len + m.why_len;
     meta = malloc(ml);
     if (!meta) {
         rc = -ENOMEM;
@@ -306,6 +332,8 @@ int cfs_catalog_store_save(const struct cfs_catalog_params *p, const struct cfs_
     memcpy(meta, &m, sizeof(m));
     memcpy(meta + sizeof(m), w->source, m.source_len);
     memcpy(meta + sizeof(m) + m.source_len, w->list, m.list_len);
+    if (m.why_len)
+        memcpy(meta + sizeof(m) + m.source_len + m.list_len, c->order_unavailable, m.why_len);
 
     rc = cfs_index_reserve(ix, ml + el + c->names_len + sl);
     if (rc == 0)

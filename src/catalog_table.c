@@ -51,6 +51,7 @@ void cfs_catalog_destroy(struct cfs_catalog *c)
     free(c->e);
     free(c->names);
     free(c->samples);
+    free(c->order_unavailable);
     free(c);
 }
 
@@ -133,6 +134,23 @@ void cfs_catalog_totals(struct cfs_catalog *c)
 bool cfs_catalog_loaded_from_index(const struct cfs_catalog *c)
 {
     return c->from_index;
+}
+
+int cfs_catalog_drop_order(struct cfs_catalog *c, const char *why)
+{
+    free(c->order_unavailable);
+    c->order_unavailable = strdup(why && *why ? why : "the index order does not fit the tree");
+    if (!c->order_unavailable)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < c->n; i++)
+        c->e[i].sample = CFS_NO_SAMPLE;
+    c->nsamples = 0;
+    return 0;
+}
+
+const char *cfs_catalog_order_unavailable(const struct cfs_catalog *c)
+{
+    return c->order_unavailable;
 }
 
 uint64_t cfs_catalog_skipped(const struct cfs_catalog *c)

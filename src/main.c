@@ -499,6 +499,8 @@ static int load_catalog(struct daemon *d)
         .order_list = o->order_list,
         .index_dir = d->index_dir,
         .rescan = o->rescan,
+        /* Without a seed nothing is predicted: any readable tree mounts. */
+        .order_optional = !o->has_seed,
     };
     /* The index is only a cache: damage costs a rebuild, never the mount.
      * Checked here, before the first open and before any thread of ours. */
@@ -624,6 +626,10 @@ static int mount_session(struct daemon *d)
              (unsigned long long)cfs_catalog_dir_count(d->catalog),
              (unsigned long long)cfs_catalog_total_bytes(d->catalog), d->catalog_secs,
              d->index_dir);
+    if (cfs_catalog_order_unavailable(d->catalog))
+        cfs_info("no index order (%s): every file is served and cached as it is read; "
+                 "a seed needs the order",
+                 cfs_catalog_order_unavailable(d->catalog));
     return PHASE_OK;
 }
 

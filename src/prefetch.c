@@ -409,6 +409,11 @@ static int set_epoch(struct cfs_prefetch *pf, uint32_t epoch)
 static int set_seed(struct cfs_prefetch *pf, uint64_t seed, char *err, size_t errlen)
 {
     struct pf_track *t = NULL, *old;
+    if (cfs_catalog_order_unavailable(pf->cat)) {
+        snprintf(err, errlen, "no index order to plan with (%s)",
+                 cfs_catalog_order_unavailable(pf->cat));
+        return -ENOEXEC;
+    }
     if (pf->nsamples == 0)
         return 0;
     if (pf->distributed) {

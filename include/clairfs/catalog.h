@@ -65,6 +65,12 @@ struct cfs_catalog_params {
     const char *order_list; /* CFS_ORDER_LIST */
     const char *index_dir;  /* LMDB environment; NULL: no persistence */
     bool rescan;            /* ignore a stored catalog */
+    /* The index order is only wanted, not needed (a mount without a seed
+     * predicts nothing): a tree the order does not fit still opens, with no
+     * samples, and cfs_catalog_order_unavailable() says why.  Without it
+     * such a tree is an error.  A stored copy made without an order is
+     * reused only when the order is optional again. */
+    bool order_optional;
     /* An environment the caller already opened, used instead of opening
      * index_dir (LMDB forbids opening one environment twice in a process).
      * index_dir must still be set (it enables persistence and names the
@@ -99,6 +105,9 @@ void cfs_catalog_destroy(struct cfs_catalog *c);
 
 /* True when cfs_catalog_open() reused a stored catalog instead of scanning. */
 bool cfs_catalog_loaded_from_index(const struct cfs_catalog *c);
+/* NULL when the index order was built; else the one-line reason it could
+ * not be (the catalog then has no samples: every file is cached as read). */
+const char *cfs_catalog_order_unavailable(const struct cfs_catalog *c);
 
 /* Entries left out of a scan: directories that could not be opened or read
  * (kept, empty) and entries that vanished or could not be stat'ed. */

@@ -340,6 +340,68 @@ START_TEST(imagefolder_without_classes_is_empty)
 }
 END_TEST
 
+/* A mount without a seed needs no order: a tree that is no ImageFolder
+ * still opens, every file an entry and none a sample, with the reason; its
+ * stored copy serves the next such open and never one that needs the
+ * order. */
+START_TEST(optional_order_opens_any_tree)
+{
+    mkd("src");
+    mkd("src/cls");
+    mkd("src/deep");
+    mkf("src/cls/1.jpg", "a");
+    mkf("src/deep/notes.txt", "bb");
+    char ix[PATH_MAX], err[512] = "";
+    strcpy(ix, at("ix"));
+    struct cfs_catalog_params p = {.source = at("src"), .order = CFS_ORDER_IMAGEFOLDER,
+                                   .index_dir = ix, .order_optional = true};
+    struct cfs_catalog *c = NULL;
+    ck_assert_int_eq(cfs_catalog_open(&p, &c, err, sizeof(err)), 0);
+    ck_assert_str_eq(err, "");
+    ck_assert_uint_eq(cfs_catalog_sample_count(c), 0);
+    ck_assert_uint_eq(cfs_catalog_file_count(c), 2);
+    ck_assert_ptr_nonnull(cfs_catalog_order_unavailable(c));
+    ck_assert_ptr_nonnull(strstr(cfs_catalog_order_unavailable(c), "class folder 'deep'"));
+    for (cfs_id id = 0; id < cfs_catalog_entry_count(c); id++)
+        ck_assert_uint_eq(cfs_catalog_entry(c, id)->sample, CFS_NO_SAMPLE);
+    ck_assert(!cfs_catalog_loaded_from_index(c));
+    uint64_t hash = cfs_catalog_hash(c);
+    cfs_catalog_destroy(c);
+
+    /* Stored, and reused as it is, reason included. */
+    ck_assert_int_eq(cfs_catalog_open(&p, &c, err, sizeof(err)), 0);
+    ck_assert(cfs_catalog_loaded_from_index(c));
+    ck_assert_uint_eq(cfs_catalog_sample_count(c), 0);
+    ck_assert_uint_eq(cfs_catalog_hash(c), hash);
+    ck_assert_ptr_nonnull(strstr(cfs_catalog_order_unavailable(c), "class folder 'deep'"));
+    cfs_catalog_destroy(c);
+
+    /* An open that needs the order does not take the stored copy: it scans
+     * and fails with the order's own message. */
+    p.order_optional = false;
+    c = NULL;
+    ck_assert_int_eq(cfs_catalog_open(&p, &c, err, sizeof(err)), -ENOENT);
+    ck_assert_ptr_null(c);
+    ck_assert_ptr_nonnull(strstr(err, "class folder 'deep' holds no image file"));
+
+    /* An order that fits keeps its samples and has no reason. */
+    p.order = CFS_ORDER_SORTED;
+    p.order_optional = true;
+    ck_assert_int_eq(cfs_catalog_open(&p, &c, err, sizeof(err)), 0);
+    ck_assert_uint_eq(cfs_catalog_sample_count(c), 2);
+    ck_assert_ptr_null(cfs_catalog_order_unavailable(c));
+    cfs_catalog_destroy(c);
+
+    /* A list that is not there, optional: no order either. */
+    p.order = CFS_ORDER_LIST;
+    p.order_list = at("missing.txt");
+    ck_assert_int_eq(cfs_catalog_open(&p, &c, err, sizeof(err)), 0);
+    ck_assert_uint_eq(cfs_catalog_sample_count(c), 0);
+    ck_assert_ptr_nonnull(cfs_catalog_order_unavailable(c));
+    cfs_catalog_destroy(c);
+}
+END_TEST
+
 /* ---- order=list ---- */
 
 START_TEST(list_order_follows_the_file)
@@ -826,6 +888,7 @@ static Suite *catalog_suite(void)
     tcase_add_test(t, imagefolder_matches_torchvision_symlinks);
     tcase_add_test(t, imagefolder_class_without_images_is_an_error);
     tcase_add_test(t, imagefolder_without_classes_is_empty);
+    tcase_add_test(t, optional_order_opens_any_tree);
     tcase_add_test(t, list_order_follows_the_file);
     tcase_add_test(t, list_order_rejects_paths_not_in_source);
     tcase_add_test(t, symlink_loops_stay_links);
