@@ -4,8 +4,9 @@
 # The next clairfs on it names it in one line with the fix, exits non-zero
 # and leaves it as it is; with -o reclaim it detaches it and mounts in its
 # place, so that a job script's retry works.  Only a dead FUSE mount is
-# reclaimed: a live mount stays an error, and reclaim on a plain directory
-# is an ordinary mount.
+# reclaimed: a live mount stays an error (also one whose daemon is stopped
+# and answers nothing), and reclaim on a plain directory is an ordinary
+# mount.
 . "$(dirname "$0")/lib.sh"
 cfs_setup
 
@@ -86,6 +87,12 @@ if cfs_mount "$src" "$mnt" "$TMP/reclaim.log" -o reclaim,index="$TMP/index"; the
     refuse "a live clairfs mount with -o reclaim: refused" "already a mount point" \
         -f -o reclaim,index="$TMP/index2" "$src" "$mnt"
     check "... the live mount still serves" every_byte_right
+    # A live daemon that does not answer (stopped) is not dead: refused, and
+    # the refusal does not wait for it.
+    kill -STOP "$CFS_PID"
+    refuse "a stopped live clairfs with -o reclaim: refused, no hang" "already a mount point" \
+        -f -o reclaim,index="$TMP/index2" "$src" "$mnt"
+    kill -CONT "$CFS_PID"
     check "reclaim mount unmounts cleanly" cfs_umount "$mnt"
 else
     fail "mount with -o reclaim over a dead mount"
