@@ -187,7 +187,7 @@ EOF
 
 # --- counters.
 declare -A faults=([kill9]=0 [ssd_damage]=0 [index_damage]=0 [ssd_full]=0 [source_vanish]=0 [remount]=0)
-mounts=0 jobs=0 mount_failures=0 index_resets=0 crashes=0 rounds=0
+mounts=0 jobs=0 mount_failures=0 start_crashes=0 index_resets=0 crashes=0 rounds=0
 files=0 bytes=0 read_errors=0 wrong_files=0 wrong_bytes=0 hung=0
 epoch=0 filled=0
 
@@ -205,6 +205,10 @@ mount_clairfs() {
     done
     kill -KILL "$cfs_pid" 2>/dev/null
     wait "$cfs_pid" 2>/dev/null
+    # Killed by a signal of its own (SIGSEGV, SIGABRT), not by the wait's
+    # SIGKILL above.
+    local rc=$?
+    [ "$rc" -gt 128 ] && [ "$rc" -ne 137 ] && start_crashes=$((start_crashes + 1))
     cfs_pid=
     return 1
 }
@@ -321,8 +325,9 @@ summary() {
         "remounts" "$((mounts - 1))" \
         "  of which new jobs" "$jobs" \
         "mount failures" "$mount_failures" \
+        "  of which crashes (signal)" "$start_crashes" \
         "index resets (after two)" "$index_resets" \
-        "daemon crashes" "$crashes" \
+        "daemon crashes (serving)" "$crashes" \
         "rebuilds (log: rebuil)" "$(grep -ci rebuil "$log")" \
         "files verified" "$files" \
         "bytes verified" "$bytes" \
