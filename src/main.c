@@ -55,6 +55,7 @@
 #include "clairfs/prefetch.h"
 #include "clairfs/run_config.h"
 #include "fs.h"
+#include "mountpoint.h"
 
 #define USAGE "usage: clairfs [-f] [-d] [-o OPT[,OPT...]] SOURCE MOUNTPOINT"
 
@@ -204,45 +205,6 @@ static void print_help(void)
            "    comment=*              fstab options, ignored\n");
 }
 
-/* The mount point of `path` (absolute, resolved) per /proc/self/mountinfo:
- * 1 mounted, 0 not, -errno when the table cannot be read. */
-static int mountinfo_has(const char *path)
-{
-    FILE *f = fopen("/proc/self/mountinfo", "re");
-    if (!f)
-        return -errno;
-    char *line = NULL;
-    size_t cap = 0;
-    int found = 0;
-    while (!found && getline(&line, &cap, f) > 0) {
-        /* id parent major:minor root MOUNTPOINT ...; octal escapes for
-         * space, tab, newline and backslash. */
-        char *p = line;
-        for (int field = 0; field < 4 && p; field++) {
-            p = strchr(p, ' ');
-            if (p)
-                p++;
-        }
-        if (!p)
-            continue;
-        char mp[PATH_MAX];
-        size_t n = 0;
-        for (; *p && *p != ' ' && n + 1 < sizeof(mp); p++) {
-            if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] && p[3]) {
-                mp[n++] = (char)((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0'));
-                p += 3;
-            } else {
-                mp[n++] = *p;
-            }
-        }
-        mp[n] = '\0';
-        found = strcmp(mp, path) == 0;
-    }
-    free(line);
-    fclose(f);
-    return found;
-}
-
 /* Checks that a path names an existing directory; resolves it. */
 static int check_dir(const char *what, const char *path, char **resolved, char *err,
                      size_t errlen)
@@ -259,29 +221,6 @@ static int check_dir(const char *what, const char *path, char **resolved, char *
     *resolved = realpath(path, NULL);
     if (!*resolved) {
         snprintf(err, errlen, "%s %s: %s", what, path, strerror(errno));
-        return -1;
-    }
-    return 0;
-}
-
-static int check_mountpoint(const char *mp, const char *source, char *err, size_t errlen)
-{
-    int mounted = mountinfo_has(mp);
-    if (mounted < 0) {
-        /* No /proc: a mount point differs in device from its parent. */
-        char parent[PATH_MAX + 4];
-        struct stat a, b;
-        snprintf(parent, sizeof(parent), "%s/..", mp);
-        mounted = stat(mp, &a) == 0 && stat(parent, &b) == 0 &&
-                  (a.st_dev != b.st_dev || a.st_ino == b.st_ino);
-    }
-    if (mounted) {
-        snprintf(err, errlen, "mountpoint %s: already a mount point", mp);
-        return -1;
-    }
-    size_t sl = strlen(source);
-    if (strncmp(mp, source, sl) == 0 && (mp[sl] == '/' || mp[sl] == '\0' || sl == 1)) {
-        snprintf(err, errlen, "mountpoint %s: inside the source %s", mp, source);
         return -1;
     }
     return 0;
@@ -464,9 +403,12 @@ static int check_paths(struct daemon *d)
     char *mp_expanded = cfs_options_expand_rank(d->cl.mountpoint, d->rank);
     if (!mp_expanded)
         return nomem(d);
-    rc = check_dir("mountpoint", mp_expanded, &d->mountpoint, d->err, sizeof(d->err));
+    /* A dead FUSE mount left by a crashed daemon is named, or with -o
+     * reclaim detached here (mountpoint.h). */
+    rc = cfs_mountpoint_check(mp_expanded, d->source, o->reclaim, &d->mountpoint, d->err,
+                              sizeof(d->err));
     free(mp_expanded);
-    if (rc < 0 || check_mountpoint(d->mountpoint, d->source, d->err, sizeof(d->err)) < 0)
+    if (rc < 0)
         return PHASE_FAILED;
     /* The SSD tier's directory first: the default index lives inside it. */
     if (o->ssd_dir) {

@@ -180,6 +180,8 @@ static const struct opt_def options_table[] = {
      "serve GET /metrics for Prometheus; {rank} may appear in PORT (9400+{rank})"},
     {"allow_other", OPT_FLAG, OFF(allow_other), NO_PRESENT, 0, 0, NULL,
      "let users other than the mounter read the mount"},
+    {"reclaim", OPT_FLAG, OFF(reclaim), NO_PRESENT, 0, 0, NULL,
+     "a dead FUSE mount on MOUNTPOINT (its daemon is gone) is detached and mounted over"},
 };
 
 #define N_OPTIONS (sizeof(options_table) / sizeof(options_table[0]))

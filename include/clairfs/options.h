@@ -50,6 +50,7 @@ struct cfs_options {
     char *model_file;    /* model=FILE: performance model parameters (model.h) */
     char *metrics_listen; /* metrics_listen=HOST:PORT: GET /metrics (metrics_http.h) */
     bool allow_other;
+    bool reclaim; /* detach a dead FUSE mount left on MOUNTPOINT, then mount */
 };
 
 /* Defaults for every option. */
