@@ -38,6 +38,7 @@
  * (cfs_seed_inside_out_at). Correct, but ~10^8 words per seed: sub-ranges
  * only. */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -638,22 +639,26 @@ struct cfs_seed_search {
     atomic_bool cancel;
     atomic_bool finished;
     _Atomic uint64_t done;
+    const char *_Atomic priority;
     struct cfs_seed_result res;
 };
 
 /* The trainer's CPUs come first: SCHED_IDLE runs only when nothing else
  * wants the core; where it is refused, the lowest nice value. */
-static void lower_priority(void)
+static const char *lower_priority(void)
 {
     struct sched_param sp = {.sched_priority = 0};
-    if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp) != 0)
-        (void)setpriority(PRIO_PROCESS, (id_t)gettid(), 19);
+    if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp) == 0)
+        return "idle";
+    if (setpriority(PRIO_PROCESS, (id_t)gettid(), 19) == 0)
+        return "nice 19";
+    return "normal";
 }
 
 static void *search_thread(void *arg)
 {
     struct cfs_seed_search *s = arg;
-    lower_priority();
+    atomic_store(&s->priority, lower_priority());
     struct run run = {.cancel = &s->cancel, .done = &s->done, .res = &s->res};
     run_search(&s->ctx, s->first, s->count, &run);
     atomic_store(&s->finished, true);
@@ -677,6 +682,7 @@ int cfs_seed_search_start(const struct cfs_seed_problem *p, uint32_t first, uint
     atomic_init(&s->cancel, false);
     atomic_init(&s->done, rc > 0 ? count : 0);
     atomic_init(&s->finished, rc > 0);
+    atomic_init(&s->priority, NULL);
     if (rc == 0) {
         s->have_ctx = true;
         rc = -pthread_create(&s->thread, NULL, search_thread, s);
@@ -700,6 +706,12 @@ double cfs_seed_search_progress(const struct cfs_seed_search *s)
 bool cfs_seed_search_done(const struct cfs_seed_search *s)
 {
     return atomic_load(&s->finished);
+}
+
+const char *cfs_seed_search_priority(const struct cfs_seed_search *s)
+{
+    const char *p = atomic_load(&s->priority);
+    return p ? p : "not started";
 }
 
 void cfs_seed_search_cancel(struct cfs_seed_search *s)
@@ -729,23 +741,19 @@ int cfs_seed_constraints_ddp(uint64_t n, uint32_t world, uint32_t rank, bool dro
     uint64_t num_samples = drop_last ? n / world : (n + world - 1) / world;
     if (count > num_samples)
         return -EINVAL;
-    size_t k = 0;
+    if (count > INT_MAX)
+        return -E2BIG;
     for (size_t i = 0; i < count; i++) {
         if (indices[i] >= n)
             return -EINVAL;
-        uint32_t pos = (uint32_t)((rank + (uint64_t)i * world) % n);
-        bool seen = false;
-        for (size_t j = 0; j < k && !seen; j++)
-            seen = out[j].pos == pos && out[j].value == indices[i];
-        if (seen)
-            continue;
-        if (k == max)
+        if (i == max)
             return -E2BIG;
-        out[k].pos = pos;
-        out[k].value = indices[i];
-        k++;
+        /* Within one rank the positions never meet modulo n: the padding
+         * is shorter than world. */
+        out[i].pos = (uint32_t)((rank + (uint64_t)i * world) % n);
+        out[i].value = indices[i];
     }
-    return (int)k;
+    return (int)count;
 }
 
 int cfs_seed_reconstruct(uint32_t low32, uint64_t epoch, bool high_known, uint32_t high,

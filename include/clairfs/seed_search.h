@@ -87,6 +87,10 @@ int cfs_seed_search_start(const struct cfs_seed_problem *p, uint32_t first, uint
 /* Fraction of the range examined, 0..1. */
 double cfs_seed_search_progress(const struct cfs_seed_search *s);
 bool cfs_seed_search_done(const struct cfs_seed_search *s);
+/* How the thread yields to the trainer: "idle" (SCHED_IDLE), "nice 19"
+ * where SCHED_IDLE was refused, "normal" where both were, or "not
+ * started" (before the thread ran, or when no search was needed). */
+const char *cfs_seed_search_priority(const struct cfs_seed_search *s);
 /* Ask the thread to stop; the result then covers what was examined. */
 void cfs_seed_search_cancel(struct cfs_seed_search *s);
 /* Wait for the thread, fill res, free everything. Returns the search's
@@ -97,10 +101,9 @@ int cfs_seed_search_finish(struct cfs_seed_search *s, struct cfs_seed_result *re
  * rank `rank` of `world` reads padded positions rank, rank + world, ...;
  * the padding repeats the permutation's head (cyclically when world > n),
  * so padded position j is randperm position j % n; with drop_last the list
- * is cut instead. Writes up to `max` constraints, duplicates of one
- * position merged, and returns how many, or -EINVAL (an index beyond the
- * rank's stream or >= n) or -E2BIG (max too small). A position seen twice
- * with two values is kept twice: the search then answers NONE. */
+ * is cut instead. Writes `count` constraints and returns count, or -EINVAL
+ * (more indices than the rank reads in an epoch, an index >= n) or -E2BIG
+ * (max too small). */
 int cfs_seed_constraints_ddp(uint64_t n, uint32_t world, uint32_t rank, bool drop_last,
                              const uint32_t *indices, size_t count,
                              struct cfs_seed_constraint *out, size_t max);

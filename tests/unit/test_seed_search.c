@@ -128,10 +128,12 @@ START_TEST(ddp_positions_follow_the_padding)
     ck_assert_int_eq(cfs_seed_constraints_ddp(10, 4, 2, false, idx, 3, c, 2), -E2BIG);
     const uint32_t bad[1] = {10};
     ck_assert_int_eq(cfs_seed_constraints_ddp(10, 4, 2, false, bad, 1, c, 3), -EINVAL);
-    /* world > n: the padding cycles, one position seen twice, merged. */
-    const uint32_t two[2] = {1, 1};
-    ck_assert_int_eq(cfs_seed_constraints_ddp(3, 4, 1, false, two, 1, c, 3), 1);
+    /* world > n: the padding cycles; rank 4 of 5 over n = 3 reads padded
+     * position 4, randperm position 1. */
+    const uint32_t one[1] = {2};
+    ck_assert_int_eq(cfs_seed_constraints_ddp(3, 5, 4, false, one, 1, c, 3), 1);
     ck_assert_uint_eq(c[0].pos, 1);
+    ck_assert_int_eq(cfs_seed_constraints_ddp(3, 5, 5, false, one, 1, c, 3), -EINVAL);
 }
 END_TEST
 
@@ -289,6 +291,8 @@ START_TEST(the_background_search_matches_and_cancels)
     while (!cfs_seed_search_done(s))
         usleep(1000);
     ck_assert(cfs_seed_search_progress(s) == 1.0);
+    const char *prio = cfs_seed_search_priority(s);
+    ck_assert_msg(!strcmp(prio, "idle") || !strcmp(prio, "nice 19"), "priority %s", prio);
     struct cfs_seed_result r;
     ck_assert_int_eq(cfs_seed_search_finish(s, &r), 0);
     ck_assert_int_eq(r.verdict, CFS_SEED_UNIQUE);
