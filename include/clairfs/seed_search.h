@@ -19,10 +19,11 @@
  * (every n below 214748364, and any n with CFS_RANDPERM_LEGACY) a candidate
  * costs one tempered MT word for the cheapest constraint; the full 2^32
  * range takes minutes on one core. For torch >= 2.6's inside-out shuffle
- * (n >= 214748364) the value at a position is decided by a late draw, and a
- * candidate costs about 2 * v MT words for the smallest observed index v:
- * correct, but an exhaustive range is out of reach (years); use it on
- * sub-ranges (a known seed's neighbourhood, small seeds first).
+ * (n >= 214748364) the value at a small position is decided by a late draw
+ * (word 2v for an observed index v); a candidate costs about 3 us through
+ * precomputed jump tables (built in ~1.5 s when the range is long enough
+ * to pay for them), so the full range takes hours on one core: search
+ * sub-ranges first (small seeds, a known seed's neighbourhood).
  *
  * The search runs in one background thread at idle priority (SCHED_IDLE,
  * else nice 19) so the trainer keeps its CPUs, or synchronously. */

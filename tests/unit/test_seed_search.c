@@ -13,6 +13,7 @@
 #include "check_run.h"
 #include "clairfs/sampler.h"
 #include "clairfs/seed_search.h"
+#include "src/seed_jump.h" /* the far draw as a table lookup */
 
 #define LARGE_N 214748365u /* just above the inside-out threshold */
 
@@ -363,6 +364,40 @@ START_TEST(inside_out_search_above_the_threshold)
 }
 END_TEST
 
+/* The jump tables give the draw a walk along the stream gives. */
+START_TEST(a_far_draw_by_table_equals_the_stream)
+{
+    const uint64_t words[3] = {0, 19937, 2ull * LARGE_N - 2};
+    uint32_t st[CFS_JUMP_LANES][CFS_JUMP_STATE_WORDS];
+    cfs_seed_jump_states(4294967292u, st); /* the lanes wrap past 2^32 - 1 */
+    for (int w = 0; w < 3; w++) {
+        struct cfs_seed_jump *jt;
+        ck_assert_int_eq(cfs_seed_jump_create(words[w], &jt), 0);
+        for (uint32_t l = 0; l < CFS_JUMP_LANES; l += w == 2 ? 5 : 1) {
+            struct cfs_mt19937 mt;
+            cfs_mt19937_seed(&mt, (uint32_t)(4294967292u + l));
+            ck_assert(memcmp(mt.state, st[l], sizeof(st[l])) == 0);
+            cfs_mt19937_discard(&mt, words[w]);
+            ck_assert_uint_eq(cfs_seed_jump_draw(jt, st[l]), cfs_mt19937_next64(&mt));
+        }
+        cfs_seed_jump_destroy(jt);
+    }
+}
+END_TEST
+
+/* A range long enough for the jump tables: 4096 seeds, the true one in. */
+START_TEST(inside_out_search_through_the_tables)
+{
+    const uint32_t seed = 77777;
+    uint32_t pos[2] = {0, 1}, val[2];
+    ck_assert_int_eq(cfs_seed_inside_out_at(seed, 0, LARGE_N, pos, 2, val), 0);
+    struct cfs_seed_constraint c[2] = {{pos[0], val[0]}, {pos[1], val[1]}};
+    struct cfs_seed_result r = search(LARGE_N, c, 2, seed - 2000, 4096);
+    ck_assert_int_eq(r.verdict, CFS_SEED_UNIQUE);
+    ck_assert_uint_eq(r.low32[0], seed);
+}
+END_TEST
+
 static Suite *seed_suite(void)
 {
     Suite *s = suite_create("seed_search");
@@ -382,6 +417,8 @@ static Suite *seed_suite(void)
     TCase *io = tcase_create("inside_out");
     tcase_add_test(io, inside_out_values_without_the_array);
     tcase_add_test(io, inside_out_search_above_the_threshold);
+    tcase_add_test(io, a_far_draw_by_table_equals_the_stream);
+    tcase_add_test(io, inside_out_search_through_the_tables);
     suite_add_tcase(s, io);
     return s;
 }
