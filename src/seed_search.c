@@ -55,6 +55,7 @@
 enum {
     MT_M = 397,
     MT_DIRECT = 227, /* words r_k with k < 227 need no twisted word */
+    MT_FILTER_MAX = 623, /* the first twist's words the filter can compute */
     LANES = 8,
     NV = 8,
     BLOCK = LANES * NV,
@@ -99,39 +100,72 @@ static inline void copy_lanes(v8u dst[NV], const v8u src[NV])
 
 /* By pointer: a vector passed by value would change the ABI between the
  * AVX2 clone and the default one. */
+static inline void twist_into(v8u *acc, const v8u *u, const v8u *w)
+{
+    *acc ^= (((*u & 0x80000000u) | (*w & 0x7fffffffu)) >> 1) ^ (-(*w & 1u) & 0x9908b0dfu);
+}
+
+static inline void temper_lanes(v8u *y)
+{
+    *y ^= *y >> 11;
+    *y ^= (*y << 7) & 0x9d2c5680u;
+    *y ^= (*y << 15) & 0xefc60000u;
+    *y ^= *y >> 18;
+}
+
 static inline void twist_temper(v8u *out, const v8u *hi, const v8u *u, const v8u *w)
 {
-    v8u y = *hi ^ (((*u & 0x80000000u) | (*w & 0x7fffffffu)) >> 1) ^
-            (-(*w & 1u) & 0x9908b0dfu);
-    y ^= y >> 11;
-    y ^= (y << 7) & 0x9d2c5680u;
-    y ^= (y << 15) & 0xefc60000u;
-    y ^= y >> 18;
+    v8u y = *hi;
+    twist_into(&y, u, w);
+    temper_lanes(&y);
     *out = y;
 }
 
 /* "r_w - c is a non-negative multiple of m" for each lane, as a bit mask;
- * m = d * 2^shift, dinv = d^-1 mod 2^32, lim = (2^32 - 1) / m. */
+ * m = d * 2^shift, dinv = d^-1 mod 2^32, lim = (2^32 - 1) / m.
+ *
+ * Word w < 623 of the first twist, from seeding words only: w' = s[w + 397]
+ * ^ T(s[w], s[w+1]) below 227; above, w' = (w - 227)' ^ T(s[w], s[w+1]),
+ * unrolled down to a word below 227. The events say where the recurrence
+ * must stop: a T pair ends at j = k + 1, the base word at j = k + 397. */
 struct divtest {
     uint32_t word, c, dinv, shift, lim;
+    uint32_t nev;
+    uint32_t ev_at[4];
+    bool ev_pair[4];
 };
+
+static inline void advance(v8u x[NV], uint32_t *j, uint32_t to)
+{
+    while (*j < to)
+        init_step(x, ++*j);
+}
 
 SEED_KERNEL static uint64_t block_filter(uint32_t seed0, const struct divtest *t)
 {
-    v8u x[NV], lo0[NV], lo1[NV];
+    v8u x[NV], prev[NV], acc[NV];
     seed_lanes(x, seed0);
-    for (uint32_t j = 1; j <= t->word; j++)
-        init_step(x, j);
-    copy_lanes(lo0, x);
-    init_step(x, t->word + 1);
-    copy_lanes(lo1, x);
-    for (uint32_t j = t->word + 2; j <= t->word + MT_M; j++)
-        init_step(x, j);
+    for (int v = 0; v < NV; v++)
+        acc[v] = (v8u){0};
+    uint32_t j = 0;
+    for (uint32_t e = 0; e < t->nev; e++) {
+        if (t->ev_pair[e]) {
+            advance(x, &j, t->ev_at[e] - 1);
+            copy_lanes(prev, x);
+            advance(x, &j, t->ev_at[e]);
+            for (int v = 0; v < NV; v++)
+                twist_into(&acc[v], &prev[v], &x[v]);
+        } else {
+            advance(x, &j, t->ev_at[e]);
+            for (int v = 0; v < NV; v++)
+                acc[v] ^= x[v];
+        }
+    }
     v8u any = {0};
     v8u pass[NV];
     for (int v = 0; v < NV; v++) {
-        v8u r;
-        twist_temper(&r, &x[v], &lo0[v], &lo1[v]);
+        v8u r = acc[v];
+        temper_lanes(&r);
         v8u q = (r - t->c) * t->dinv;
         q = (q >> t->shift) | (q << ((32u - t->shift) & 31u));
         pass[v] = (v8u)((r >= t->c) & (q <= t->lim));
@@ -232,6 +266,31 @@ static void make_divtest(struct divtest *t, uint32_t word, uint32_t m, uint32_t 
     t->shift = shift;
     t->dinv = inverse_odd(m >> shift);
     t->lim = UINT32_MAX / m;
+    t->nev = 0;
+    uint32_t k = word;
+    for (;; k -= MT_DIRECT) {
+        t->ev_at[t->nev] = k + 1;
+        t->ev_pair[t->nev++] = true;
+        if (k < MT_DIRECT)
+            break;
+    }
+    t->ev_at[t->nev] = k + MT_M;
+    t->ev_pair[t->nev++] = false;
+    /* by stopping point (insertion sort of at most 4) */
+    for (uint32_t a = 1; a < t->nev; a++)
+        for (uint32_t b = a; b > 0 && t->ev_at[b - 1] > t->ev_at[b]; b--) {
+            uint32_t at = t->ev_at[b];
+            bool pair = t->ev_pair[b];
+            t->ev_at[b] = t->ev_at[b - 1], t->ev_pair[b] = t->ev_pair[b - 1];
+            t->ev_at[b - 1] = at, t->ev_pair[b - 1] = pair;
+        }
+}
+
+/* Seeding steps the filter on word w runs. */
+static uint32_t filter_cost(uint32_t w)
+{
+    uint32_t base = w % MT_DIRECT + MT_M;
+    return base > w + 1 ? base : w + 1;
 }
 
 static int map_init(struct sparse_map *m, uint64_t steps)
@@ -564,7 +623,7 @@ static bool contradictory(const struct cfs_seed_constraint *c, size_t nc)
 
 static int prepare_forward(struct search_ctx *x)
 {
-    uint32_t best = UINT32_MAX;
+    uint32_t best = UINT32_MAX; /* the filter's cost */
     uint32_t win_max = 0;
     bool any_win = false;
     for (size_t i = 0; i < x->nc; i++) {
@@ -576,8 +635,9 @@ static int prepare_forward(struct search_ctx *x)
         } else {
             x->need_full = true;
         }
-        if (v >= p && p + 1 < x->n && x->skip + p < MT_DIRECT && p < best) {
-            best = p;
+        if (v >= p && p + 1 < x->n && x->skip + p < MT_FILTER_MAX &&
+            filter_cost(x->skip + p) < best) {
+            best = filter_cost(x->skip + p);
             make_divtest(&x->filter, x->skip + p, (uint32_t)(x->n - p), v - p);
             x->has_filter = true;
         }

@@ -113,6 +113,24 @@ START_TEST(a_ddp_rank_gives_the_epoch_seed)
 }
 END_TEST
 
+/* A rank beyond 227 filters on a word of the first twist. */
+START_TEST(a_far_rank_is_found_too)
+{
+    const uint32_t n = 1281167, world = 512, rank = 300;
+    struct cfs_mt19937 mt;
+    uint32_t *perm = malloc(n * sizeof(*perm));
+    cfs_mt19937_seed(&mt, 2718281828u);
+    cfs_torch_randperm(&mt, perm, n, CFS_RANDPERM_CURRENT);
+    uint32_t opened[2] = {perm[rank], perm[rank + world]};
+    free(perm);
+    struct cfs_seed_constraint c[2];
+    ck_assert_int_eq(cfs_seed_constraints_ddp(n, world, rank, false, opened, 2, c, 2), 2);
+    struct cfs_seed_result r = search(n, c, 2, 2718281828u - 4000, 1u << 20);
+    ck_assert_int_eq(r.verdict, CFS_SEED_UNIQUE);
+    ck_assert_uint_eq(r.low32[0], 2718281828u);
+}
+END_TEST
+
 START_TEST(ddp_positions_follow_the_padding)
 {
     /* n = 10, world 4: 3 samples a rank, padded list of 12; rank 2 reads
@@ -213,6 +231,21 @@ START_TEST(engine_agrees_with_brute_force)
     expect_brute_force_count(200, late, 1, 0, 4096);
     struct cfs_seed_constraint after[2] = {{3, 900}, {11, 17}};
     expect_brute_force_count(1000, after, 2, 0, 8192);
+    /* filters on words of the first twist beyond 227 and 454: a chain of
+     * two and three twisted terms */
+    uint32_t *perm = malloc(1000 * sizeof(*perm));
+    struct cfs_mt19937 mt;
+    cfs_mt19937_seed(&mt, 77);
+    cfs_torch_randperm(&mt, perm, 1000, CFS_RANDPERM_CURRENT);
+    const uint32_t from[3] = {300, 460, 600};
+    for (int k = 0; k < 3; k++) {
+        uint32_t p = from[k];
+        while (perm[p] < p)
+            p++;
+        struct cfs_seed_constraint far[1] = {{p, perm[p]}};
+        expect_brute_force_count(1000, far, 1, 0, 4096);
+    }
+    free(perm);
     /* one constraint at a DDP rank's position */
     size_t nc = torch_prefix(77, 1000, 8, c);
     expect_brute_force_count(1000, &c[3], 1, 0, 8192);
@@ -405,6 +438,7 @@ static Suite *seed_suite(void)
     tcase_add_test(t, known_seeds_are_found_alone);
     tcase_add_test(t, a_seed_beyond_32_bits_recovers_its_low_half);
     tcase_add_test(t, a_ddp_rank_gives_the_epoch_seed);
+    tcase_add_test(t, a_far_rank_is_found_too);
     tcase_add_test(t, ddp_positions_follow_the_padding);
     tcase_add_test(t, one_sample_is_unidentifiable);
     tcase_add_test(t, small_n_is_ambiguous_with_a_count);
