@@ -17,9 +17,12 @@
  * Delight 10-17) that vectorises, unlike a modulo. So the search runs in
  * two stages over blocks of 64 consecutive seeds:
  *
- *   filter    the cheapest such constraint (smallest p), one tempered word
- *             per seed, in GCC vector extensions (8 x 8 lanes, an AVX2
- *             clone where the CPU has it); about 1 seed in n - p survives;
+ *   filter    the cheapest such constraint (fewest seeding steps), one
+ *             tempered word per seed, in GCC vector extensions (8 x 8
+ *             lanes, an AVX2 clone where the CPU has it); words up to 622
+ *             come from the first twist's formula unrolled onto seeding
+ *             words, so a DistributedSampler rank up to ~600 filters too;
+ *             about 1 seed in n - p survives;
  *   verify    for a block with a survivor, the first draws of all 64 lanes
  *             (same vector code), then per surviving lane an exact sparse
  *             replay of the swaps (only the positions touched) against the

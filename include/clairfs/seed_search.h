@@ -18,7 +18,10 @@
  * Cost (see src/seed_search.c for why): for the forward Fisher-Yates
  * (every n below 214748364, and any n with CFS_RANDPERM_LEGACY) a candidate
  * costs one tempered MT word for the cheapest constraint; the full 2^32
- * range takes minutes on one core. For torch >= 2.6's inside-out shuffle
+ * range takes about two minutes on one core. That needs one constraint
+ * with value >= pos and pos + skip_words < 623 (a RandomSampler's first
+ * open, any DistributedSampler rank below ~600); without one, every seed
+ * is replayed on its own (microseconds each: hours for the range). For torch >= 2.6's inside-out shuffle
  * (n >= 214748364) the value at a small position is decided by a late draw
  * (word 2v for an observed index v); a candidate costs about 3 us through
  * precomputed jump tables (built in ~1.5 s when the range is long enough
