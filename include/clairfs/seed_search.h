@@ -1,0 +1,133 @@
+/* Seed recovery: which generator seeds make torch's randperm put the
+ * observed dataset indices where a trainer read them.
+ *
+ * clairfs predicts a trainer's shuffle (clairfs/sampler.h) only when it
+ * knows the seed. The order in which a trainer opens its first files is a
+ * handful of entries of the epoch's permutation: "position p of randperm(n)
+ * holds index v". This module finds every 32-bit MT19937 seed (the
+ * generator keeps only the low 32 bits of the 64-bit seed it is given, so
+ * 2^32 candidates are all there are) whose randperm agrees with all of
+ * them, by exhaustive search over a range of seeds.
+ *
+ * What the answer means: a seed here is the generator's seed modulo 2^32.
+ * For torch-ddp the generator of epoch e is seeded S + e, so a search over
+ * epoch e's order yields (S + e) mod 2^32; cfs_seed_reconstruct() turns it
+ * back into S when the caller knows S's high 32 bits, and says so when it
+ * does not.
+ *
+ * Cost (see src/seed_search.c for why): for the forward Fisher-Yates
+ * (every n below 214748364, and any n with CFS_RANDPERM_LEGACY) a candidate
+ * costs one tempered MT word for the cheapest constraint; the full 2^32
+ * range takes about two minutes on one core. That needs one constraint
+ * with value >= pos and pos + skip_words < 623 (a RandomSampler's first
+ * open, any DistributedSampler rank below ~600); without one, every seed
+ * is replayed on its own (microseconds each: hours for the range). For torch >= 2.6's inside-out shuffle
+ * (n >= 214748364) the value at a small position is decided by a late draw
+ * (word 2v for an observed index v); a candidate costs about 3 us through
+ * precomputed jump tables (built in ~1.5 s when the range is long enough
+ * to pay for them), so the full range takes hours on one core: search
+ * sub-ranges first (small seeds, a known seed's neighbourhood).
+ *
+ * The search runs in one background thread at idle priority (SCHED_IDLE,
+ * else nice 19) so the trainer keeps its CPUs, or synchronously. */
+#ifndef CLAIRFS_SEED_SEARCH_H
+#define CLAIRFS_SEED_SEARCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "clairfs/sampler.h"
+
+/* "randperm(n)[pos] == value" as torch returned it, before any padding. */
+struct cfs_seed_constraint {
+    uint32_t pos;
+    uint32_t value;
+};
+
+struct cfs_seed_problem {
+    uint64_t n; /* dataset length, 1..2^32-1 */
+    enum cfs_randperm_algo algo;
+    /* 32-bit words the generator drew before the randperm: 0 for torch-ddp
+     * (fresh generator each epoch), 2 for epoch 0 of the torch model (the
+     * loader's _base_seed); at most CFS_SEED_MAX_SKIP. */
+    uint32_t skip_words;
+    const struct cfs_seed_constraint *c;
+    size_t nc;
+};
+
+#define CFS_SEED_MAX_SKIP 64u
+#define CFS_SEED_MAX_CANDIDATES 8u
+
+enum cfs_seed_verdict {
+    CFS_SEED_NONE = 0,         /* no seed in the range agrees */
+    CFS_SEED_UNIQUE,           /* exactly one seed in the range agrees */
+    CFS_SEED_AMBIGUOUS,        /* several agree (matches says how many) */
+    CFS_SEED_UNIDENTIFIABLE,   /* every seed agrees: n = 1 or no constraint */
+};
+
+struct cfs_seed_result {
+    enum cfs_seed_verdict verdict;
+    uint64_t searched;   /* seeds examined (less than asked if cancelled) */
+    uint64_t matches;    /* seeds in the examined range that agree */
+    bool cancelled;
+    /* The first matches (at most CFS_SEED_MAX_CANDIDATES), ascending from
+     * the range's start: generator seeds modulo 2^32. */
+    uint32_t n_low32;
+    uint32_t low32[CFS_SEED_MAX_CANDIDATES];
+};
+
+/* Search seeds first, first+1, ..., first+count-1 (mod 2^32; count <=
+ * 2^32). Returns 0 or -EINVAL (n out of range, a constraint outside
+ * 0..n-1, skip_words too large). Contradictory constraints (one position,
+ * two values; one value, two positions) are answered CFS_SEED_NONE. */
+int cfs_seed_search(const struct cfs_seed_problem *p, uint32_t first, uint64_t count,
+                    struct cfs_seed_result *res);
+
+/* The same in a background thread. The problem is copied. */
+struct cfs_seed_search;
+int cfs_seed_search_start(const struct cfs_seed_problem *p, uint32_t first, uint64_t count,
+                          struct cfs_seed_search **out);
+/* Fraction of the range examined, 0..1. */
+double cfs_seed_search_progress(const struct cfs_seed_search *s);
+bool cfs_seed_search_done(const struct cfs_seed_search *s);
+/* How the thread yields to the trainer: "idle" (SCHED_IDLE), "nice 19"
+ * where SCHED_IDLE was refused, "normal" where both were, or "not
+ * started" (before the thread ran, or when no search was needed). */
+const char *cfs_seed_search_priority(const struct cfs_seed_search *s);
+/* Ask the thread to stop; the result then covers what was examined. */
+void cfs_seed_search_cancel(struct cfs_seed_search *s);
+/* Wait for the thread, fill res, free everything. Returns the search's
+ * return code. */
+int cfs_seed_search_finish(struct cfs_seed_search *s, struct cfs_seed_result *res);
+
+/* A DistributedSampler rank's first opened indices as randperm constraints:
+ * rank `rank` of `world` reads padded positions rank, rank + world, ...;
+ * the padding repeats the permutation's head (cyclically when world > n),
+ * so padded position j is randperm position j % n; with drop_last the list
+ * is cut instead. Writes `count` constraints and returns count, or -EINVAL
+ * (more indices than the rank reads in an epoch, an index >= n) or -E2BIG
+ * (max too small). */
+int cfs_seed_constraints_ddp(uint64_t n, uint32_t world, uint32_t rank, bool drop_last,
+                             const uint32_t *indices, size_t count,
+                             struct cfs_seed_constraint *out, size_t max);
+
+/* A 64-bit seed from a recovered low32 (the generator seed modulo 2^32 of
+ * epoch `epoch`, i.e. (S + epoch) mod 2^32 for torch-ddp, pass epoch 0 for
+ * a generator seeded once): with high_known, *seed = S exactly (S's high 32
+ * bits are `high`) and the return is 0; without, *seed gets the smallest S
+ * consistent with low32 (high bits 0) and the return is -ENODATA: only
+ * the low 32 bits are known. */
+int cfs_seed_reconstruct(uint32_t low32, uint64_t epoch, bool high_known, uint32_t high,
+                         uint64_t *seed);
+
+/* torch >= 2.6's inside-out randperm(n) (n >= 214748364), final values at
+ * `npos` positions, without the n-entry array: O(n) time (2n words),
+ * O(max position) memory. For tests and verification. Returns 0,
+ * -EINVAL or -ENOMEM. */
+int cfs_seed_inside_out_at(uint32_t seed, uint32_t skip_words, uint64_t n,
+                           const uint32_t *pos, size_t npos, uint32_t *values);
+
+const char *cfs_seed_verdict_name(enum cfs_seed_verdict v);
+
+#endif

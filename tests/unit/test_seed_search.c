@@ -1,0 +1,463 @@
+/* Seed recovery: known seeds are found, alone, over sub-ranges around them
+ * (the full 2^32 range is the benchmark's job); the vector filter and the
+ * sparse replay agree with a brute-force count made with the real
+ * randperm; degenerate sizes say what they can and cannot identify; a
+ * permutation torch did not make names no seed; the inside-out shuffle of
+ * torch >= 2.6 at a size just above its threshold. */
+#include <check.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check_run.h"
+#include "clairfs/sampler.h"
+#include "clairfs/seed_search.h"
+#include "src/seed_jump.h" /* the far draw as a table lookup */
+
+#define LARGE_N 214748365u /* just above the inside-out threshold */
+
+/* randperm(n) of manual_seed(seed), first `count` positions as constraints. */
+static size_t torch_prefix(uint64_t seed, uint32_t n, size_t count,
+                           struct cfs_seed_constraint *out)
+{
+    struct cfs_mt19937 mt;
+    uint32_t *perm = malloc((size_t)n * sizeof(*perm));
+    ck_assert_ptr_nonnull(perm);
+    cfs_mt19937_seed(&mt, seed);
+    cfs_torch_randperm(&mt, perm, n, CFS_RANDPERM_CURRENT);
+    if (count > n)
+        count = n;
+    for (size_t i = 0; i < count; i++)
+        out[i] = (struct cfs_seed_constraint){.pos = (uint32_t)i, .value = perm[i]};
+    free(perm);
+    return count;
+}
+
+static struct cfs_seed_result search(uint64_t n, const struct cfs_seed_constraint *c, size_t nc,
+                                     uint32_t first, uint64_t count)
+{
+    struct cfs_seed_problem p = {.n = n, .algo = CFS_RANDPERM_CURRENT, .c = c, .nc = nc};
+    struct cfs_seed_result r;
+    ck_assert_int_eq(cfs_seed_search(&p, first, count, &r), 0);
+    ck_assert_uint_eq(r.searched, count);
+    return r;
+}
+
+/* The true seed's low 32 bits, found over 2^20 seeds around it, alone. */
+static void expect_unique(uint64_t seed, uint32_t n, size_t npos)
+{
+    struct cfs_seed_constraint c[16];
+    size_t nc = torch_prefix(seed, n, npos, c);
+    uint32_t low = (uint32_t)seed;
+    struct cfs_seed_result r = search(n, c, nc, low - (1u << 19), 1u << 20);
+    ck_assert_msg(r.verdict == CFS_SEED_UNIQUE, "seed %llu n %u: %s, %llu matches",
+                  (unsigned long long)seed, n, cfs_seed_verdict_name(r.verdict),
+                  (unsigned long long)r.matches);
+    ck_assert_uint_eq(r.n_low32, 1);
+    ck_assert_uint_eq(r.low32[0], low);
+}
+
+START_TEST(known_seeds_are_found_alone)
+{
+    expect_unique(0, 10000, 4);
+    expect_unique(1, 100000, 3);
+    expect_unique(2147483647u, 1281167, 2);
+    expect_unique(42, 1281167, 1);
+    expect_unique(4294967295u, 10000, 8);
+}
+END_TEST
+
+START_TEST(a_seed_beyond_32_bits_recovers_its_low_half)
+{
+    uint64_t seed = (1ull << 32) + 5;
+    expect_unique(seed, 100000, 3);
+    uint64_t back;
+    ck_assert_int_eq(cfs_seed_reconstruct(5, 0, true, 1, &back), 0);
+    ck_assert_uint_eq(back, seed);
+    ck_assert_int_eq(cfs_seed_reconstruct(5, 0, false, 0, &back), -ENODATA);
+    ck_assert_uint_eq(back, 5);
+}
+END_TEST
+
+/* torch-ddp, seed S large, epoch 3: the rank's first opened files give
+ * (S + 3) mod 2^32, and S back from its known high half. */
+START_TEST(a_ddp_rank_gives_the_epoch_seed)
+{
+    const uint64_t seed = 0x9e3779b97f4a7c15ull;
+    const uint32_t n = 1281167, world = 8, rank = 5, epoch = 3;
+    struct cfs_sampler_params sp = {.kind = CFS_SAMPLER_TORCH_DDP, .seed = seed, .n = n,
+                                    .world = world, .batch = 1};
+    struct cfs_sampler *s;
+    char err[128];
+    ck_assert_int_eq(cfs_sampler_create(&sp, &s, err, sizeof(err)), 0);
+    ck_assert_int_eq(cfs_sampler_compute_epoch(s, epoch), 0);
+    uint32_t opened[4];
+    for (int i = 0; i < 4; i++)
+        opened[i] = cfs_sampler_rank_at(s, rank, (uint64_t)i);
+    cfs_sampler_destroy(s);
+
+    struct cfs_seed_constraint c[4];
+    int nc = cfs_seed_constraints_ddp(n, world, rank, false, opened, 4, c, 4);
+    ck_assert_int_eq(nc, 4);
+    ck_assert_uint_eq(c[0].pos, rank);
+    ck_assert_uint_eq(c[3].pos, rank + 3 * world);
+    uint32_t low = (uint32_t)(seed + epoch);
+    struct cfs_seed_result r = search(n, c, (size_t)nc, low - 1000, 1u << 20);
+    ck_assert_int_eq(r.verdict, CFS_SEED_UNIQUE);
+    ck_assert_uint_eq(r.low32[0], low);
+    uint64_t back;
+    ck_assert_int_eq(cfs_seed_reconstruct(r.low32[0], epoch, true, (uint32_t)(seed >> 32), &back),
+                     0);
+    ck_assert_uint_eq(back, seed);
+}
+END_TEST
+
+/* A rank beyond 227 filters on a word of the first twist. */
+START_TEST(a_far_rank_is_found_too)
+{
+    const uint32_t n = 1281167, world = 512, rank = 300;
+    struct cfs_mt19937 mt;
+    uint32_t *perm = malloc(n * sizeof(*perm));
+    cfs_mt19937_seed(&mt, 2718281828u);
+    cfs_torch_randperm(&mt, perm, n, CFS_RANDPERM_CURRENT);
+    uint32_t opened[2] = {perm[rank], perm[rank + world]};
+    free(perm);
+    struct cfs_seed_constraint c[2];
+    ck_assert_int_eq(cfs_seed_constraints_ddp(n, world, rank, false, opened, 2, c, 2), 2);
+    struct cfs_seed_result r = search(n, c, 2, 2718281828u - 4000, 1u << 20);
+    ck_assert_int_eq(r.verdict, CFS_SEED_UNIQUE);
+    ck_assert_uint_eq(r.low32[0], 2718281828u);
+}
+END_TEST
+
+START_TEST(ddp_positions_follow_the_padding)
+{
+    /* n = 10, world 4: 3 samples a rank, padded list of 12; rank 2 reads
+     * padded positions 2, 6, 10, and 10 is randperm position 0. */
+    const uint32_t idx[3] = {7, 1, 4};
+    struct cfs_seed_constraint c[3];
+    ck_assert_int_eq(cfs_seed_constraints_ddp(10, 4, 2, false, idx, 3, c, 3), 3);
+    ck_assert_uint_eq(c[0].pos, 2);
+    ck_assert_uint_eq(c[1].pos, 6);
+    ck_assert_uint_eq(c[2].pos, 0);
+    /* drop_last: 2 samples a rank, no padding; a third index is beyond. */
+    ck_assert_int_eq(cfs_seed_constraints_ddp(10, 4, 2, true, idx, 3, c, 3), -EINVAL);
+    ck_assert_int_eq(cfs_seed_constraints_ddp(10, 4, 2, true, idx, 2, c, 3), 2);
+    ck_assert_int_eq(cfs_seed_constraints_ddp(10, 4, 2, false, idx, 3, c, 2), -E2BIG);
+    const uint32_t bad[1] = {10};
+    ck_assert_int_eq(cfs_seed_constraints_ddp(10, 4, 2, false, bad, 1, c, 3), -EINVAL);
+    /* world > n: the padding cycles; rank 4 of 5 over n = 3 reads padded
+     * position 4, randperm position 1. */
+    const uint32_t one[1] = {2};
+    ck_assert_int_eq(cfs_seed_constraints_ddp(3, 5, 4, false, one, 1, c, 3), 1);
+    ck_assert_uint_eq(c[0].pos, 1);
+    ck_assert_int_eq(cfs_seed_constraints_ddp(3, 5, 5, false, one, 1, c, 3), -EINVAL);
+}
+END_TEST
+
+START_TEST(one_sample_is_unidentifiable)
+{
+    struct cfs_seed_constraint c[1] = {{0, 0}};
+    struct cfs_seed_result r = search(1, c, 1, 0, 1u << 20);
+    ck_assert_int_eq(r.verdict, CFS_SEED_UNIDENTIFIABLE);
+    ck_assert_uint_eq(r.matches, 1u << 20);
+    r = search(1000, c, 0, 0, 1000);
+    ck_assert_int_eq(r.verdict, CFS_SEED_UNIDENTIFIABLE);
+}
+END_TEST
+
+/* The engine's count equals a brute-force count with the real randperm. */
+static void expect_brute_force_count(uint32_t n, const struct cfs_seed_constraint *c, size_t nc,
+                                     uint32_t first, uint32_t count)
+{
+    uint32_t *perm = malloc((size_t)n * sizeof(*perm));
+    uint64_t matches = 0;
+    uint32_t firsts[CFS_SEED_MAX_CANDIDATES];
+    for (uint32_t i = 0; i < count; i++) {
+        struct cfs_mt19937 mt;
+        cfs_mt19937_seed(&mt, first + i);
+        cfs_torch_randperm(&mt, perm, n, CFS_RANDPERM_CURRENT);
+        bool ok = true;
+        for (size_t k = 0; k < nc && ok; k++)
+            ok = perm[c[k].pos] == c[k].value;
+        if (ok && matches < CFS_SEED_MAX_CANDIDATES)
+            firsts[matches] = first + i;
+        matches += ok;
+    }
+    free(perm);
+    struct cfs_seed_result r = search(n, c, nc, first, count);
+    ck_assert_msg(r.matches == matches, "n %u: engine %llu, brute force %llu", n,
+                  (unsigned long long)r.matches, (unsigned long long)matches);
+    ck_assert_uint_eq(r.n_low32, matches < CFS_SEED_MAX_CANDIDATES ? matches
+                                                                   : CFS_SEED_MAX_CANDIDATES);
+    for (uint32_t k = 0; k < r.n_low32; k++)
+        ck_assert_uint_eq(r.low32[k], firsts[k]);
+    ck_assert_int_eq(r.verdict, matches == 0   ? CFS_SEED_NONE
+                                : matches == 1 ? CFS_SEED_UNIQUE
+                                               : CFS_SEED_AMBIGUOUS);
+}
+
+START_TEST(small_n_is_ambiguous_with_a_count)
+{
+    struct cfs_seed_constraint c[40];
+    size_t nc = torch_prefix(1234, 2, 2, c);
+    struct cfs_seed_result r = search(2, c, nc, 1234, 1u << 16);
+    ck_assert_int_eq(r.verdict, CFS_SEED_AMBIGUOUS);
+    ck_assert_uint_eq(r.low32[0], 1234);
+    ck_assert_uint_gt(r.matches, (1u << 16) * 0.45);
+    ck_assert_uint_lt(r.matches, (1u << 16) * 0.55);
+    nc = torch_prefix(99, 3, 3, c);
+    r = search(3, c, nc, 99, 1u << 16);
+    ck_assert_int_eq(r.verdict, CFS_SEED_AMBIGUOUS);
+    ck_assert_uint_eq(r.low32[0], 99);
+    ck_assert_uint_gt(r.matches, (1u << 16) / 6 * 0.9);
+    ck_assert_uint_lt(r.matches, (1u << 16) / 6 * 1.1);
+    expect_brute_force_count(2, c, torch_prefix(5, 2, 1, c), 0, 4096);
+    expect_brute_force_count(3, c, torch_prefix(5, 3, 3, c), 7, 4096);
+    expect_brute_force_count(5, c, torch_prefix(5, 5, 5, c), 100, 8192);
+}
+END_TEST
+
+START_TEST(engine_agrees_with_brute_force)
+{
+    struct cfs_seed_constraint c[40];
+    /* positions beyond the vector window (32): the scalar replay */
+    expect_brute_force_count(40, c, torch_prefix(11, 40, 40, c), 0, 8192);
+    /* a value below its position cannot filter; a late position can */
+    struct cfs_seed_constraint odd[2] = {{5, 1}, {3, 6}};
+    expect_brute_force_count(7, odd, 2, 1000, 8192);
+    struct cfs_seed_constraint late[1] = {{100, 0}};
+    expect_brute_force_count(200, late, 1, 0, 4096);
+    struct cfs_seed_constraint after[2] = {{3, 900}, {11, 17}};
+    expect_brute_force_count(1000, after, 2, 0, 8192);
+    /* filters on words of the first twist beyond 227 and 454: a chain of
+     * two and three twisted terms */
+    uint32_t *perm = malloc(1000 * sizeof(*perm));
+    struct cfs_mt19937 mt;
+    cfs_mt19937_seed(&mt, 77);
+    cfs_torch_randperm(&mt, perm, 1000, CFS_RANDPERM_CURRENT);
+    const uint32_t from[3] = {300, 460, 600};
+    for (int k = 0; k < 3; k++) {
+        uint32_t p = from[k];
+        while (perm[p] < p)
+            p++;
+        struct cfs_seed_constraint far[1] = {{p, perm[p]}};
+        expect_brute_force_count(1000, far, 1, 0, 4096);
+    }
+    free(perm);
+    /* one constraint at a DDP rank's position */
+    size_t nc = torch_prefix(77, 1000, 8, c);
+    expect_brute_force_count(1000, &c[3], 1, 0, 8192);
+    expect_brute_force_count(1000, c, nc, 70, 64);
+}
+END_TEST
+
+START_TEST(contradictions_and_bad_input)
+{
+    struct cfs_seed_constraint twice[2] = {{0, 3}, {0, 4}};
+    ck_assert_int_eq(search(10, twice, 2, 0, 100).verdict, CFS_SEED_NONE);
+    struct cfs_seed_constraint same[2] = {{0, 3}, {1, 3}};
+    ck_assert_int_eq(search(10, same, 2, 0, 100).verdict, CFS_SEED_NONE);
+    struct cfs_seed_constraint out[1] = {{10, 3}};
+    struct cfs_seed_problem p = {.n = 10, .c = out, .nc = 1};
+    struct cfs_seed_result r;
+    ck_assert_int_eq(cfs_seed_search(&p, 0, 10, &r), -EINVAL);
+    p.n = 0;
+    ck_assert_int_eq(cfs_seed_search(&p, 0, 10, &r), -EINVAL);
+    p.n = 100;
+    p.skip_words = CFS_SEED_MAX_SKIP + 1;
+    ck_assert_int_eq(cfs_seed_search(&p, 0, 10, &r), -EINVAL);
+}
+END_TEST
+
+/* The torch model's epoch 0 draws the loader's base seed (2 words) first. */
+START_TEST(words_drawn_before_the_randperm)
+{
+    const uint32_t n = 100000, seed = 31337;
+    struct cfs_mt19937 mt;
+    uint32_t *perm = malloc(n * sizeof(*perm));
+    cfs_mt19937_seed(&mt, seed);
+    cfs_mt19937_discard(&mt, 2);
+    cfs_torch_randperm(&mt, perm, n, CFS_RANDPERM_CURRENT);
+    struct cfs_seed_constraint c[3] = {{0, perm[0]}, {1, perm[1]}, {2, perm[2]}};
+    free(perm);
+    struct cfs_seed_problem p = {.n = n, .skip_words = 2, .c = c, .nc = 3};
+    struct cfs_seed_result r;
+    ck_assert_int_eq(cfs_seed_search(&p, seed - 5000, 1u << 18, &r), 0);
+    ck_assert_int_eq(r.verdict, CFS_SEED_UNIQUE);
+    ck_assert_uint_eq(r.low32[0], seed);
+}
+END_TEST
+
+/* xorshift Fisher-Yates: a permutation no torch seed drew. */
+START_TEST(a_foreign_permutation_names_no_seed)
+{
+    const uint32_t n = 100000;
+    uint32_t *perm = malloc(n * sizeof(*perm));
+    uint64_t x = 0x2545f4914f6cdd1dull;
+    for (uint32_t i = 0; i < n; i++)
+        perm[i] = i;
+    for (uint32_t i = n - 1; i > 0; i--) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        uint32_t j = (uint32_t)(x % (i + 1));
+        uint32_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    struct cfs_seed_constraint c[4];
+    for (uint32_t i = 0; i < 4; i++)
+        c[i] = (struct cfs_seed_constraint){i, perm[i]};
+    free(perm);
+    struct cfs_seed_result r = search(n, c, 4, 0, 1u << 22);
+    ck_assert_int_eq(r.verdict, CFS_SEED_NONE);
+    ck_assert_uint_eq(r.n_low32, 0);
+}
+END_TEST
+
+START_TEST(the_background_search_matches_and_cancels)
+{
+    struct cfs_seed_constraint c[3];
+    size_t nc = torch_prefix(123456, 100000, 3, c);
+    struct cfs_seed_problem p = {.n = 100000, .c = c, .nc = nc};
+    struct cfs_seed_search *s;
+    ck_assert_int_eq(cfs_seed_search_start(&p, 0, 1u << 21, &s), 0);
+    while (!cfs_seed_search_done(s))
+        usleep(1000);
+    ck_assert(cfs_seed_search_progress(s) == 1.0);
+    const char *prio = cfs_seed_search_priority(s);
+    ck_assert_msg(!strcmp(prio, "idle") || !strcmp(prio, "nice 19"), "priority %s", prio);
+    struct cfs_seed_result r;
+    ck_assert_int_eq(cfs_seed_search_finish(s, &r), 0);
+    ck_assert_int_eq(r.verdict, CFS_SEED_UNIQUE);
+    ck_assert_uint_eq(r.low32[0], 123456);
+    ck_assert(!r.cancelled);
+
+    ck_assert_int_eq(cfs_seed_search_start(&p, 0, 1ull << 32, &s), 0);
+    usleep(20000);
+    double f = cfs_seed_search_progress(s);
+    ck_assert(f >= 0.0 && f < 1.0);
+    cfs_seed_search_cancel(s);
+    ck_assert_int_eq(cfs_seed_search_finish(s, &r), 0);
+    ck_assert(r.cancelled);
+    ck_assert_uint_lt(r.searched, 1ull << 32);
+}
+END_TEST
+
+/* The inside-out reference, as torch >= 2.6 writes it, for small n. */
+static void inside_out_ref(uint32_t seed, uint32_t *perm, uint32_t n)
+{
+    struct cfs_mt19937 mt;
+    cfs_mt19937_seed(&mt, seed);
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t z = cfs_mt19937_next64(&mt) % (i + 1);
+        perm[i] = perm[z];
+        perm[z] = (uint32_t)i;
+    }
+}
+
+START_TEST(inside_out_values_without_the_array)
+{
+    uint32_t perm[300], pos[300], val[300];
+    for (uint32_t seed = 0; seed < 50; seed++) {
+        inside_out_ref(seed, perm, 300);
+        for (uint32_t i = 0; i < 300; i++)
+            pos[i] = 299 - i;
+        ck_assert_int_eq(cfs_seed_inside_out_at(seed, 0, 300, pos, 300, val), 0);
+        for (uint32_t i = 0; i < 300; i++)
+            ck_assert_uint_eq(val[i], perm[pos[i]]);
+    }
+}
+END_TEST
+
+/* n just above 214748364: the first opened positions, 8 seeds around. */
+START_TEST(inside_out_search_above_the_threshold)
+{
+    const uint32_t seed = 2024;
+    uint32_t pos[3] = {0, 1, 2}, val[3];
+    ck_assert_int_eq(cfs_seed_inside_out_at(seed, 0, LARGE_N, pos, 3, val), 0);
+    struct cfs_seed_constraint c[3];
+    for (int i = 0; i < 3; i++)
+        c[i] = (struct cfs_seed_constraint){pos[i], val[i]};
+    struct cfs_seed_result r = search(LARGE_N, c, 3, seed - 3, 6);
+    ck_assert_int_eq(r.verdict, CFS_SEED_UNIQUE);
+    ck_assert_uint_eq(r.low32[0], seed);
+    /* The legacy algorithm at the same n is the forward one: cheap. */
+    struct cfs_mt19937 mt;
+    cfs_mt19937_seed(&mt, seed);
+    uint32_t z0 = cfs_mt19937_next32(&mt) % LARGE_N;
+    struct cfs_seed_constraint f[1] = {{0, z0}};
+    struct cfs_seed_problem p = {.n = LARGE_N, .algo = CFS_RANDPERM_LEGACY, .c = f, .nc = 1};
+    ck_assert_int_eq(cfs_seed_search(&p, seed - 100, 1u << 20, &r), 0);
+    ck_assert_uint_ge(r.matches, 1);
+    bool found = false;
+    for (uint32_t k = 0; k < r.n_low32; k++)
+        found |= r.low32[k] == seed;
+    ck_assert(found);
+}
+END_TEST
+
+/* The jump tables give the draw a walk along the stream gives. */
+START_TEST(a_far_draw_by_table_equals_the_stream)
+{
+    const uint64_t words[3] = {0, 19937, 2ull * LARGE_N - 2};
+    uint32_t st[CFS_JUMP_LANES][CFS_JUMP_STATE_WORDS];
+    cfs_seed_jump_states(4294967292u, st); /* the lanes wrap past 2^32 - 1 */
+    for (int w = 0; w < 3; w++) {
+        struct cfs_seed_jump *jt;
+        ck_assert_int_eq(cfs_seed_jump_create(words[w], &jt), 0);
+        for (uint32_t l = 0; l < CFS_JUMP_LANES; l += w == 2 ? 5 : 1) {
+            struct cfs_mt19937 mt;
+            cfs_mt19937_seed(&mt, (uint32_t)(4294967292u + l));
+            ck_assert(memcmp(mt.state, st[l], sizeof(st[l])) == 0);
+            cfs_mt19937_discard(&mt, words[w]);
+            ck_assert_uint_eq(cfs_seed_jump_draw(jt, st[l]), cfs_mt19937_next64(&mt));
+        }
+        cfs_seed_jump_destroy(jt);
+    }
+}
+END_TEST
+
+/* A range long enough for the jump tables: 4096 seeds, the true one in. */
+START_TEST(inside_out_search_through_the_tables)
+{
+    const uint32_t seed = 77777;
+    uint32_t pos[2] = {0, 1}, val[2];
+    ck_assert_int_eq(cfs_seed_inside_out_at(seed, 0, LARGE_N, pos, 2, val), 0);
+    struct cfs_seed_constraint c[2] = {{pos[0], val[0]}, {pos[1], val[1]}};
+    struct cfs_seed_result r = search(LARGE_N, c, 2, seed - 2000, 4096);
+    ck_assert_int_eq(r.verdict, CFS_SEED_UNIQUE);
+    ck_assert_uint_eq(r.low32[0], seed);
+}
+END_TEST
+
+static Suite *seed_suite(void)
+{
+    Suite *s = suite_create("seed_search");
+    TCase *t = tcase_create("forward");
+    tcase_add_test(t, known_seeds_are_found_alone);
+    tcase_add_test(t, a_seed_beyond_32_bits_recovers_its_low_half);
+    tcase_add_test(t, a_ddp_rank_gives_the_epoch_seed);
+    tcase_add_test(t, a_far_rank_is_found_too);
+    tcase_add_test(t, ddp_positions_follow_the_padding);
+    tcase_add_test(t, one_sample_is_unidentifiable);
+    tcase_add_test(t, small_n_is_ambiguous_with_a_count);
+    tcase_add_test(t, engine_agrees_with_brute_force);
+    tcase_add_test(t, contradictions_and_bad_input);
+    tcase_add_test(t, words_drawn_before_the_randperm);
+    tcase_add_test(t, a_foreign_permutation_names_no_seed);
+    tcase_add_test(t, the_background_search_matches_and_cancels);
+    suite_add_tcase(s, t);
+    TCase *io = tcase_create("inside_out");
+    tcase_add_test(io, inside_out_values_without_the_array);
+    tcase_add_test(io, inside_out_search_above_the_threshold);
+    tcase_add_test(io, a_far_draw_by_table_equals_the_stream);
+    tcase_add_test(io, inside_out_search_through_the_tables);
+    suite_add_tcase(s, io);
+    return s;
+}
+
+int main(void)
+{
+    return cfs_check_run(seed_suite());
+}
