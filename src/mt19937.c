@@ -48,15 +48,28 @@ static inline uint32_t twist(uint32_t u, uint32_t v)
     return (((u & 0x80000000u) | (v & 0x7fffffffu)) >> 1) ^ ((v & 1u) ? 0x9908b0dfu : 0u);
 }
 
-static void next_state(struct cfs_mt19937 *mt)
+void cfs_mt19937_twist_state(uint32_t s[MT_N])
 {
-    uint32_t *s = mt->state;
     int j;
     for (j = 0; j < MT_N - MT_M; j++)
         s[j] = s[j + MT_M] ^ twist(s[j], s[j + 1]);
     for (; j < MT_N - 1; j++)
         s[j] = s[j + MT_M - MT_N] ^ twist(s[j], s[j + 1]);
     s[MT_N - 1] = s[MT_M - 1] ^ twist(s[MT_N - 1], s[0]);
+}
+
+uint32_t cfs_mt19937_temper(uint32_t y)
+{
+    y ^= (y >> 11);
+    y ^= (y << 7) & 0x9d2c5680u;
+    y ^= (y << 15) & 0xefc60000u;
+    y ^= (y >> 18);
+    return y;
+}
+
+static void next_state(struct cfs_mt19937 *mt)
+{
+    cfs_mt19937_twist_state(mt->state);
     mt->next = 0;
 }
 
@@ -64,12 +77,7 @@ uint32_t cfs_mt19937_next32(struct cfs_mt19937 *mt)
 {
     if (mt->next >= MT_N)
         next_state(mt);
-    uint32_t y = mt->state[mt->next++];
-    y ^= (y >> 11);
-    y ^= (y << 7) & 0x9d2c5680u;
-    y ^= (y << 15) & 0xefc60000u;
-    y ^= (y >> 18);
-    return y;
+    return cfs_mt19937_temper(mt->state[mt->next++]);
 }
 
 uint64_t cfs_mt19937_next64(struct cfs_mt19937 *mt)

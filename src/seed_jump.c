@@ -23,7 +23,6 @@
 
 enum {
     MT_N = CFS_JUMP_STATE_WORDS,
-    MT_M = 397,
     DEG = 19937,                 /* degree of phi */
     PW = (DEG + 63) / 64 + 1,    /* words of a polynomial of degree <= DEG */
     CB = 8,                      /* state bits per table: 5 MB in all */
@@ -35,30 +34,6 @@ enum {
 struct cfs_seed_jump {
     uint64_t table[CHUNKS][ENTRIES]; /* draw = XOR over chunks of table[chunk][value] */
 };
-
-static inline uint32_t twist(uint32_t u, uint32_t v)
-{
-    return (((u & 0x80000000u) | (v & 0x7fffffffu)) >> 1) ^ ((v & 1u) ? 0x9908b0dfu : 0u);
-}
-
-static void next_state(uint32_t *s)
-{
-    int j;
-    for (j = 0; j < MT_N - MT_M; j++)
-        s[j] = s[j + MT_M] ^ twist(s[j], s[j + 1]);
-    for (; j < MT_N - 1; j++)
-        s[j] = s[j + MT_M - MT_N] ^ twist(s[j], s[j + 1]);
-    s[MT_N - 1] = s[MT_M - 1] ^ twist(s[MT_N - 1], s[0]);
-}
-
-static uint32_t temper(uint32_t y)
-{
-    y ^= (y >> 11);
-    y ^= (y << 7) & 0x9d2c5680u;
-    y ^= (y << 15) & 0xefc60000u;
-    y ^= (y >> 18);
-    return y;
-}
 
 static inline bool bit(const uint64_t *p, uint64_t i)
 {
@@ -192,12 +167,12 @@ static uint64_t column(uint32_t j, uint32_t t, const uint64_t *g, const uint64_t
     uint32_t hi = 0, lo = 0;
     for (uint32_t k = 0; k < DEG; k++) {
         if (k % MT_N == 0)
-            next_state(s);
+            cfs_mt19937_twist_state(s);
         uint32_t y = s[k % MT_N];
         hi ^= y & -(uint32_t)bit(g, k);
         lo ^= y & -(uint32_t)bit(gx, k);
     }
-    return ((uint64_t)temper(hi) << 32) | temper(lo);
+    return ((uint64_t)cfs_mt19937_temper(hi) << 32) | cfs_mt19937_temper(lo);
 }
 
 static void fill_tables(struct cfs_seed_jump *jt, const uint64_t *g, const uint64_t *gx,

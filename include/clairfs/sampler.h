@@ -99,6 +99,11 @@ uint32_t cfs_mt19937_next32(struct cfs_mt19937 *mt);
 uint64_t cfs_mt19937_next64(struct cfs_mt19937 *mt);
 /* Skip `words` 32-bit draws. */
 void cfs_mt19937_discard(struct cfs_mt19937 *mt, uint64_t words);
+/* The generator's two steps on a bare state, for code that works on
+ * states, not draws (the seed search's jump tables): the twist that makes
+ * the next 624 words, and the tempering of one word. */
+void cfs_mt19937_twist_state(uint32_t state[624]);
+uint32_t cfs_mt19937_temper(uint32_t y);
 
 /* torch's CPU randperm changed for large n in torch 2.6 (PR 143682): from
  * n >= UINT32_MAX/20 = 214748364 it uses random64 and another shuffle. Below

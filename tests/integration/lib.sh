@@ -145,6 +145,21 @@ cfs_metric() {
     awk -v k="$2" '$1 == k { print $2 }' "$1/.clairfs/metrics"
 }
 
+# cfs_wait_ssd MNT BYTES: wait up to 20 s until the SSD tier holds BYTES
+# and every file's entry is complete (a fetch in flight is charged before it
+# lands: an open would wait for it and count a read from the source).
+cfs_wait_ssd() {
+    for _ in $(seq 400); do
+        if [ "$(cfs_metric "$1" 'clairfs_cache_bytes{tier="ssd"}')" -ge "$2" ] &&
+            [ -z "$(find "$1" -type f -exec getfattr --absolute-names -n user.clairfs.state {} + \
+                2>/dev/null | grep '^user.clairfs.state=' | grep -v '="ssd"$')" ]; then
+            return 0
+        fi
+        sleep 0.05
+    done
+    return 1
+}
+
 # cfs_pid_of_mount MNT: the PID of the clairfs daemon whose argv ends in MNT
 # (for a daemon that detached itself).
 cfs_pid_of_mount() {

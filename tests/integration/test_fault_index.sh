@@ -32,13 +32,6 @@ bench() { # bench MNT [args]: replay the trainer with verification
     "$CLAIRFS_BENCH" -o "$TRAINER" --workers 4 --verify "$src" "$@" "$mnt" >>"$TMP/bench.log" 2>&1
 }
 m() { cfs_metric "$1" "$2"; }
-wait_ssd() { # wait_ssd MNT BYTES
-    for _ in $(seq 400); do
-        [ "$(m "$1" 'clairfs_cache_bytes{tier="ssd"}')" -ge "$2" ] && return 0
-        sleep 0.05
-    done
-    return 1
-}
 no_crash() { # no_crash LOG
     ! grep -qiE "assert|abort|segmentation|sanitizer" "$1" && [ -z "$(find "$TMP" -maxdepth 2 -name 'core*' -type f)" ]
 }
@@ -53,7 +46,7 @@ ssd=$TMP/ssd
 mnt=$TMP/mnt
 OPTS="$TRAINER,ram=0,ssd=64M,ssd_dir=$ssd"
 if cfs_mount "$src" "$mnt" "$TMP/d0.log" -o "$OPTS"; then
-    check "staged on SSD" wait_ssd "$mnt" "$TOTAL"
+    check "staged on SSD" cfs_wait_ssd "$mnt" "$TOTAL"
     check "first mount: epoch 0 verified" bench "$mnt" --epochs 1
     check "first mount: unmount" cfs_umount "$mnt"
 else
@@ -92,7 +85,7 @@ damaged "data.mdb truncated" truncate -s $((SIZE / 2)) "$ssd/index/data.mdb"
 
 # After the rebuild: a sound index again, the SSD tier warm at the next mount.
 if cfs_mount "$src" "$mnt" "$TMP/after.log" -o "$OPTS"; then
-    check "after the rebuild: staged" wait_ssd "$mnt" "$TOTAL"
+    check "after the rebuild: staged" cfs_wait_ssd "$mnt" "$TOTAL"
     check "after the rebuild: epoch 0 verified" bench "$mnt" --epochs 1
     check "after the rebuild: unmount" cfs_umount "$mnt"
     check "after the rebuild: remount" cfs_mount "$src" "$mnt" "$TMP/after2.log" -o "$OPTS"
@@ -112,7 +105,7 @@ if mount -t tmpfs -o size=4M,mode=0700 clairfs-test "$small" 2>"$TMP/tmpfs.err";
     OPTS="$TRAINER,ram=0,ssd=64M,ssd_dir=$ssd,index=$small/index"
     if cfs_mount "$src" "$mnt" "$TMP/full.log" -o "$OPTS"; then
         dd if=/dev/zero of="$small/fill" bs=64k 2>/dev/null
-        check "full index: staged" wait_ssd "$mnt" "$TOTAL"
+        check "full index: staged" cfs_wait_ssd "$mnt" "$TOTAL"
         check "full index: 2 epochs verified" bench "$mnt"
         check "full index: record writes counted" \
             test "$(m "$mnt" clairfs_index_write_errors_total)" -ge 1

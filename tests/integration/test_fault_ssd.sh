@@ -33,26 +33,13 @@ bench() { # bench MNT [args]: replay the trainer with verification
     "$CLAIRFS_BENCH" -o "$TRAINER" --workers 4 --verify "$src" "$@" "$mnt" >>"$TMP/bench.log" 2>&1
 }
 m() { cfs_metric "$1" "$2"; }
-wait_ssd() { # wait_ssd MNT BYTES: the bytes charged, and every file's entry complete
-    # (a fetch in flight is charged before it lands: an open then waits for
-    # it and counts a read from the source)
-    for _ in $(seq 400); do
-        if [ "$(m "$1" 'clairfs_cache_bytes{tier="ssd"}')" -ge "$2" ] &&
-            [ -z "$(find "$1" -type f -exec getfattr --absolute-names -n user.clairfs.state {} + \
-                2>/dev/null | grep '^user.clairfs.state=' | grep -v '="ssd"$')" ]; then
-            return 0
-        fi
-        sleep 0.05
-    done
-    return 1
-}
 
 # --- damaged entries during a mount.
 ssd=$TMP/ssd
 mnt=$TMP/mnt
 OPTS="$TRAINER,ram=0,ssd=64M,ssd_dir=$ssd"
 if cfs_mount "$src" "$mnt" "$TMP/d1.log" -o "$OPTS"; then
-    check "staged on SSD" wait_ssd "$mnt" "$TOTAL"
+    check "staged on SSD" cfs_wait_ssd "$mnt" "$TOTAL"
     mapfile -t ents < <(find "$ssd/cache" -type f | sort | head -3)
     truncate -s 100 "${ents[0]}"
     "$PYTHON" -c 'import sys
@@ -111,7 +98,7 @@ mnt=$TMP/mnt-map
 OPTS="$TRAINER,ram=0,ssd=64M,ssd_dir=$ssd"
 export CLAIRFS_INDEX_MAPSIZE=65536
 if cfs_mount "$src" "$mnt" "$TMP/d4.log" -o "$OPTS"; then
-    check "tiny map: staged" wait_ssd "$mnt" "$TOTAL"
+    check "tiny map: staged" cfs_wait_ssd "$mnt" "$TOTAL"
     check "tiny map: epoch 0 verified" bench "$mnt" --epochs 1
     check "tiny map: unmount" cfs_umount "$mnt"
     size=$(stat -c %s "$ssd/index/data.mdb")
