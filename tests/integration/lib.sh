@@ -145,6 +145,26 @@ cfs_metric() {
     awk -v k="$2" '$1 == k { print $2 }' "$1/.clairfs/metrics"
 }
 
+# cfs_refuse WHAT TEXT WATCH CLAIRFS-ARGS...: clairfs with those arguments
+# must fail (not time out) with exactly one stderr line holding TEXT, and
+# leave the mounts on WATCH as they were.
+cfs_refuse() {
+    local what=$1 want=$2 watch=$3
+    shift 3
+    local before after rc lines
+    before=$(cfs_mount_count "$watch")
+    timeout 20 "$CLAIRFS" "$@" >"$TMP/out" 2>"$TMP/err"
+    rc=$?
+    after=$(cfs_mount_count "$watch")
+    lines=$(wc -l <"$TMP/err")
+    if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$lines" -eq 1 ] && [ "$before" = "$after" ] &&
+        grep -qF -- "$want" "$TMP/err"; then
+        echo "ok: $what: $(cat "$TMP/err")"
+    else
+        fail "$what: exit $rc, $lines stderr line(s), mounts $before -> $after: $(cat "$TMP/err")"
+    fi
+}
+
 # cfs_wait_ssd MNT BYTES: wait up to 20 s until the SSD tier holds BYTES
 # and every file's entry is complete (a fetch in flight is charged before it
 # lands: an open would wait for it and count a read from the source).

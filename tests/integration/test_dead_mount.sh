@@ -29,18 +29,7 @@ trap dead_cleanup EXIT
 refuse() {
     local what=$1 want=$2
     shift 2
-    local before after rc lines
-    before=$(cfs_mount_count "$mnt")
-    timeout 20 "$CLAIRFS" "$@" >"$TMP/out" 2>"$TMP/err"
-    rc=$?
-    after=$(cfs_mount_count "$mnt")
-    lines=$(wc -l <"$TMP/err")
-    if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$lines" -eq 1 ] && [ "$before" = "$after" ] &&
-        grep -qF -- "$want" "$TMP/err"; then
-        echo "ok: $what: $(cat "$TMP/err")"
-    else
-        fail "$what: exit $rc, $lines stderr line(s), mounts $before -> $after: $(cat "$TMP/err")"
-    fi
+    cfs_refuse "$what" "$want" "$mnt" "$@"
 }
 
 # stat_error PATH: the error stat reports (empty when it succeeds).

@@ -11,44 +11,28 @@ mnt=$TMP/mnt
 mkdir -p "$mnt"
 "$PYTHON" "$CLAIRFS_GENDATA" --quiet --classes 3 --files 10 --size 2K "$src" || fail "gendata"
 
-# refuse DESCRIPTION EXPECTED-TEXT MOUNTPOINT-TO-WATCH clairfs-args...
-refuse() {
-    local what=$1 want=$2 watch=$3
-    shift 3
-    local before after rc lines
-    before=$(cfs_mount_count "$watch")
-    timeout 20 "$CLAIRFS" "$@" >"$TMP/out" 2>"$TMP/err"
-    rc=$?
-    after=$(cfs_mount_count "$watch")
-    lines=$(wc -l <"$TMP/err")
-    if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$lines" -eq 1 ] && [ "$before" = "$after" ] &&
-        grep -q -- "$want" "$TMP/err"; then
-        echo "ok: $what: $(cat "$TMP/err")"
-    else
-        fail "$what: exit $rc, $lines stderr line(s), mounts $before -> $after: $(cat "$TMP/err")"
-    fi
-}
+# cfs_refuse DESCRIPTION EXPECTED-TEXT MOUNTPOINT-TO-WATCH clairfs-args... (lib.sh)
 
-refuse "nonexistent source" "No such file or directory" "$mnt" -f "$TMP/nope" "$mnt"
-refuse "source is a file" "not a directory" "$mnt" -f "$src/n0000/img_000000.JPEG" "$mnt"
-refuse "missing mountpoint" "No such file or directory" "$TMP/nomnt" -f "$src" "$TMP/nomnt"
+cfs_refuse "nonexistent source" "No such file or directory" "$mnt" -f "$TMP/nope" "$mnt"
+cfs_refuse "source is a file" "not a directory" "$mnt" -f "$src/n0000/img_000000.JPEG" "$mnt"
+cfs_refuse "missing mountpoint" "No such file or directory" "$TMP/nomnt" -f "$src" "$TMP/nomnt"
 touch "$TMP/file"
-refuse "mountpoint is a file" "not a directory" "$TMP/file" -f "$src" "$TMP/file"
-refuse "unknown -o option" "unknown option 'bogus'" "$mnt" -f -o bogus "$src" "$mnt"
-refuse "unknown option among good ones" "unknown option 'frobnicate=1'" "$mnt" -f -o seed=1,frobnicate=1,ro "$src" "$mnt"
-refuse "bad size suffix" "ram=12Q" "$mnt" -f -o ram=12Q "$src" "$mnt"
-refuse "bad option value" "world=0" "$mnt" -f -o world=0 "$src" "$mnt"
-refuse "options that contradict" "start_epoch" "$mnt" -f -o epochs=2,start_epoch=2 "$src" "$mnt"
-refuse "unknown command-line flag" "unknown argument '-x'" "$mnt" -x "$src" "$mnt"
-refuse "no arguments" "usage" "$mnt"
-refuse "one argument" "missing MOUNTPOINT" "$mnt" "$src"
-refuse "three arguments" "unexpected argument" "$mnt" -f "$src" "$mnt" extra
-refuse "mountpoint inside the source" "inside the source" "$src/n0000" -f "$src" "$src/n0000"
-refuse "daemon mode fails the same way" "No such file or directory" "$mnt" "$TMP/nope" "$mnt"
+cfs_refuse "mountpoint is a file" "not a directory" "$TMP/file" -f "$src" "$TMP/file"
+cfs_refuse "unknown -o option" "unknown option 'bogus'" "$mnt" -f -o bogus "$src" "$mnt"
+cfs_refuse "unknown option among good ones" "unknown option 'frobnicate=1'" "$mnt" -f -o seed=1,frobnicate=1,ro "$src" "$mnt"
+cfs_refuse "bad size suffix" "ram=12Q" "$mnt" -f -o ram=12Q "$src" "$mnt"
+cfs_refuse "bad option value" "world=0" "$mnt" -f -o world=0 "$src" "$mnt"
+cfs_refuse "options that contradict" "start_epoch" "$mnt" -f -o epochs=2,start_epoch=2 "$src" "$mnt"
+cfs_refuse "unknown command-line flag" "unknown argument '-x'" "$mnt" -x "$src" "$mnt"
+cfs_refuse "no arguments" "usage" "$mnt"
+cfs_refuse "one argument" "missing MOUNTPOINT" "$mnt" "$src"
+cfs_refuse "three arguments" "unexpected argument" "$mnt" -f "$src" "$mnt" extra
+cfs_refuse "mountpoint inside the source" "inside the source" "$src/n0000" -f "$src" "$src/n0000"
+cfs_refuse "daemon mode fails the same way" "No such file or directory" "$mnt" "$TMP/nope" "$mnt"
 
 # A mount point that is already mounted (by clairfs itself).
 if cfs_mount "$src" "$mnt" "$TMP/first.log" -o index="$TMP/index"; then
-    refuse "mountpoint already mounted" "already a mount point" "$mnt" -f -o index="$TMP/index2" "$src" "$mnt"
+    cfs_refuse "mountpoint already mounted" "already a mount point" "$mnt" -f -o index="$TMP/index2" "$src" "$mnt"
     check "the first mount still serves" cmp -s "$src/n0001/img_000010.JPEG" "$mnt/n0001/img_000010.JPEG"
     check "first mount unmounts cleanly" cfs_umount "$mnt"
 else
