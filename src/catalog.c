@@ -69,6 +69,15 @@ int cfs_catalog_open(const struct cfs_catalog_params *p, struct cfs_catalog **ou
     cfs_catalog_totals(c);
     if (p->index_dir) {
         rc = cfs_catalog_store_save(p, c, err, errlen);
+        /* The copy only makes the next mount warm: a full disk or a
+         * failing index costs that, never this mount. */
+        if (rc < 0 && rc != -ENOMEM) {
+            free(c->not_stored);
+            c->not_stored = strdup(err && *err ? err : "the catalog could not be stored");
+            if (err && errlen)
+                err[0] = '\0';
+            rc = c->not_stored ? 0 : -ENOMEM;
+        }
         if (rc < 0)
             goto out;
     }

@@ -35,6 +35,7 @@ struct cfs_catalog {
     uint64_t skipped;
     bool from_index;
     char *order_unavailable; /* why the index order could not be built (order_optional) */
+    char *not_stored;        /* why the scan could not be stored in the index */
 };
 
 struct cfs_catalog *cfs_catalog_alloc(void);

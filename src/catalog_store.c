@@ -248,8 +248,12 @@ int cfs_catalog_store_load(const struct cfs_catalog_params *p, struct cfs_catalo
     if (rc)
         goto out;
     rc = open_index(p, &ix, &own, err, errlen);
-    if (rc == -EIO) {
-        rc = 1; /* unreadable: the save after the scan replaces it */
+    if (rc < 0 && rc != -ENOMEM) {
+        /* Unreadable (the save after the scan replaces it) or unopenable
+         * (a full disk: the scan is served unstored): scan either way. */
+        rc = 1;
+        if (err && errlen)
+            err[0] = '\0';
         goto out;
     }
     if (rc < 0)

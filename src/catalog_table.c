@@ -52,6 +52,7 @@ void cfs_catalog_destroy(struct cfs_catalog *c)
     free(c->names);
     free(c->samples);
     free(c->order_unavailable);
+    free(c->not_stored);
     free(c);
 }
 
@@ -151,6 +152,11 @@ int cfs_catalog_drop_order(struct cfs_catalog *c, const char *why)
 const char *cfs_catalog_order_unavailable(const struct cfs_catalog *c)
 {
     return c->order_unavailable;
+}
+
+const char *cfs_catalog_not_stored(const struct cfs_catalog *c)
+{
+    return c->not_stored;
 }
 
 uint64_t cfs_catalog_skipped(const struct cfs_catalog *c)

@@ -18,6 +18,8 @@
  * the right to open names (`dbi_owner`) until it ends, and its handles are
  * kept for everyone only when it commits (LMDB closes them on abort). */
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <lmdb.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -25,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "clairfs/index.h"
 #include "clairfs/index_check.h"
@@ -177,6 +180,25 @@ static int put_format(MDB_txn *txn, MDB_dbi meta)
     return mdb_put(txn, meta, &k, &v, 0);
 }
 
+/* LMDB maps its lock file and writes it through the mapping: on a full
+ * filesystem that write is a SIGBUS, not an error.  Its blocks are taken
+ * first (the default 126 reader slots need about 8 KiB; LMDB only ever grows
+ * the file), so a full disk is -ENOSPC here instead. */
+#define LOCK_FILE_ROOM (64 * 1024)
+static int reserve_lock_file(const char *dir)
+{
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof(path), "%s/lock.mdb", dir) >= (int)sizeof(path))
+        return -ENAMETOOLONG;
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -errno;
+    int rc = posix_fallocate(fd, 0, LOCK_FILE_ROOM);
+    close(fd);
+    /* A filesystem without fallocate: LMDB's own ftruncate is all there is. */
+    return rc == EOPNOTSUPP || rc == EINVAL ? 0 : -rc;
+}
+
 int cfs_index_open(const char *dir, struct cfs_index **out, char *err, size_t errlen)
 {
     struct cfs_index *ix = calloc(1, sizeof(*ix));
@@ -193,6 +215,11 @@ int cfs_index_open(const char *dir, struct cfs_index **out, char *err, size_t er
     if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
         rc = -errno;
         snprintf(err, errlen, "index '%s': cannot create directory: %s", dir, strerror(-rc));
+        goto fail;
+    }
+    rc = reserve_lock_file(dir);
+    if (rc < 0) {
+        snprintf(err, errlen, "index '%s': no room for its lock file: %s", dir, strerror(-rc));
         goto fail;
     }
     rc = mdb_env_create(&ix->env);

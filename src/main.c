@@ -568,6 +568,9 @@ static int mount_session(struct daemon *d)
              (unsigned long long)cfs_catalog_dir_count(d->catalog),
              (unsigned long long)cfs_catalog_total_bytes(d->catalog), d->catalog_secs,
              d->index_dir);
+    if (cfs_catalog_not_stored(d->catalog))
+        cfs_warn("%s; serving without it (the next mount scans again)",
+                 cfs_catalog_not_stored(d->catalog));
     if (cfs_catalog_order_unavailable(d->catalog))
         cfs_info("no index order (%s): every file is served and cached as it is read; "
                  "a seed needs the order",

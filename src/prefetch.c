@@ -63,7 +63,8 @@ void pf_update_gauges(struct cfs_prefetch *pf)
     cfs_metrics_set(pf->m, CFS_M_CACHE_PEAK_SSD, st.peak[CFS_TIER_SSD]);
     cfs_metrics_set(pf->m, CFS_M_CHECKSUM_FAILURES, st.checksum_failures);
     cfs_metrics_set(pf->m, CFS_M_PAGECACHE_BYTES, st.kernel_bytes);
-    cfs_metrics_set(pf->m, CFS_M_INDEX_WRITE_ERRORS, st.index_write_errors);
+    cfs_metrics_set(pf->m, CFS_M_INDEX_WRITE_ERRORS,
+                    st.index_write_errors + (pf->index_unopened ? 1 : 0));
     if (st.index_write_errors && !atomic_exchange(&pf->index_error_logged, true))
         cfs_warn("index %s: writing the SSD tier's records failed (%s); serving without "
                  "persisting them", pf->index_dir ? pf->index_dir : "(none)",
@@ -222,9 +223,17 @@ int cfs_prefetch_start(struct cfs_prefetch *pf, char *err, size_t errlen)
 {
     int rc;
     if (pf->run.ssd && pf->index_dir) {
+        /* The index only makes the SSD tier survive a remount: one that
+         * cannot open (a full disk) costs that, not the mount. */
         rc = cfs_index_open(pf->index_dir, &pf->index, err, errlen);
-        if (rc)
+        if (rc == -ENOMEM)
             return rc;
+        if (rc) {
+            cfs_warn("%s; the SSD tier serves without persisting its entries", err);
+            err[0] = '\0';
+            pf->index = NULL;
+            pf->index_unopened = true; /* counted as a refused write */
+        }
     }
     struct cfs_cache_params cp = {
         .nfiles = cfs_catalog_entry_count(pf->cat), .ram_bytes = pf->run.ram,

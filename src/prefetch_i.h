@@ -244,6 +244,7 @@ struct cfs_prefetch {
     atomic_uint_fast64_t prefetches, demand_fetches, direct_opens, dropped;
     atomic_bool ssd_error_logged;
     atomic_bool index_error_logged; /* the first refused index write is logged */
+    bool index_unopened;            /* the SSD tier's index could not open: not persisting */
     /* Bitmap by entry id: the source file was found changed under the mount
      * (its reads fail with ESTALE unless a tier holds it; logged once). */
     _Atomic uint64_t *changed;

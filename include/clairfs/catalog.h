@@ -88,7 +88,8 @@ struct cfs_catalog;
  * rules of each order).  The stored copy is reused when it was made for
  * the same source (real path), order and list file (real path, mtime,
  * size) and every directory's mtime is unchanged; a damaged or older-format
- * copy is replaced by a scan. */
+ * copy is replaced by a scan.  A scan that cannot be stored (disk full, a
+ * failing index) still opens: cfs_catalog_not_stored() says why. */
 int cfs_catalog_open(const struct cfs_catalog_params *p, struct cfs_catalog **out, char *err,
                      size_t errlen);
 /* A catalog of n synthetic files (no source), sizes drawn around mean_size;
@@ -108,6 +109,10 @@ bool cfs_catalog_loaded_from_index(const struct cfs_catalog *c);
 /* NULL when the index order was built; else the one-line reason it could
  * not be (the catalog then has no samples: every file is cached as read). */
 const char *cfs_catalog_order_unavailable(const struct cfs_catalog *c);
+/* NULL when a scanned catalog was stored in the index (or none was asked
+ * for); else why it could not be (disk full, index failing): the catalog is
+ * whole, only the next open scans again. */
+const char *cfs_catalog_not_stored(const struct cfs_catalog *c);
 
 /* Entries left out of a scan: directories that could not be opened or read
  * (kept, empty) and entries that vanished or could not be stat'ed. */
