@@ -313,8 +313,8 @@ during_vanish() {
 summary() {
     local total=0 k
     for k in "${!faults[@]}"; do total=$((total + faults[$k])); done
-    printf '\n== soak: %s min, seed %s, %s rounds, %s epochs read per rank\n' \
-        "$minutes" "$seed" "$rounds" "$rounds"
+    printf '\n== soak: %s min asked, %s s run, seed %s, %s rounds, %s epochs read per rank\n' \
+        "$minutes" "$((SECONDS - soak_start))" "$seed" "$rounds" "$rounds"
     printf '%-28s %s\n' "faults injected" "$total" \
         "  kill -9 + remount" "${faults[kill9]}" \
         "  SSD entries damaged" "${faults[ssd_damage]}" \
@@ -338,6 +338,7 @@ summary() {
 }
 
 # --- the soak.
+soak_start=$SECONDS
 deadline=$((SECONDS + minutes * 60))
 ensure_mounted || { echo "soak: the first mount failed:" >&2; tail -n 5 "$log" >&2; exit 2; }
 while [ "$SECONDS" -lt "$deadline" ]; do
@@ -370,7 +371,7 @@ while [ "$SECONDS" -lt "$deadline" ]; do
     6) unmount_clairfs; faults[remount]=$((faults[remount] + 1)) ;;
     *) ;;
     esac
-    ensure_mounted || { echo "soak: no mount after three tries; giving up" >&2; break; }
+    ensure_mounted || { echo "soak: no mount after three tries; giving up" >&2; gave_up=1; break; }
     read_epoch "$during"
     epoch=$((epoch + 1))
     if [ "$epoch" -eq "$EPOCHS" ]; then
@@ -383,4 +384,5 @@ done
 echo >&2
 unmount_clairfs
 summary
-[ "$wrong_bytes" -eq 0 ] && [ "$hung" -eq 0 ]
+# A soak that stopped early (three mounts in a row failed) did not soak.
+[ "${gave_up:-0}" -eq 0 ] && [ "$wrong_bytes" -eq 0 ] && [ "$hung" -eq 0 ]
