@@ -167,6 +167,24 @@ cfs_refuse() {
     fi
 }
 
+# cfs_ssd_fault_setup: what the SSD-tier fault scripts share: a 300-file
+# dataset in $src (sizes around 16 KiB, $TOTAL bytes, N=300), the trainer
+# TRAINER; cfs_ssd_fault_bench MNT [args] replays it with clairfs-bench
+# --verify (every byte compared).  Needs CLAIRFS_BENCH.
+cfs_ssd_fault_setup() {
+    src=$TMP/src
+    "$PYTHON" "$CLAIRFS_GENDATA" --quiet --classes 10 --files 30 --size lognormal:16K:0.5 \
+        --seed 11 "$src" || { fail "gendata"; return 1; }
+    N=300
+    TOTAL=$(find "$src" -type f -printf '%s\n' | awk '{s += $1} END {print s}')
+    TRAINER="seed=4,epochs=2,batch=8"
+}
+cfs_ssd_fault_bench() {
+    local mnt=$1
+    shift
+    "$CLAIRFS_BENCH" -o "$TRAINER" --workers 4 --verify "$src" "$@" "$mnt" >>"$TMP/bench.log" 2>&1
+}
+
 # cfs_wait_ssd MNT BYTES: wait up to 20 s until the SSD tier holds BYTES
 # and every file's entry is complete (a fetch in flight is charged before it
 # lands: an open would wait for it and count a read from the source).

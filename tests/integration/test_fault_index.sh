@@ -20,17 +20,8 @@ trap 'mountpoint -q "$small" && umount -l "$small"; cfs_cleanup' EXIT
 ulimit -c unlimited 2>/dev/null # a core, were one dumped, would be seen
 cd "$TMP" || exit 1
 
-src=$TMP/src
-"$PYTHON" "$CLAIRFS_GENDATA" --quiet --classes 10 --files 30 --size lognormal:16K:0.5 --seed 11 \
-    "$src" || { fail "gendata"; cfs_finish; }
-N=300
-TOTAL=$(find "$src" -type f -printf '%s\n' | awk '{s += $1} END {print s}')
-TRAINER="seed=4,epochs=2,batch=8"
-bench() { # bench MNT [args]: replay the trainer with verification
-    local mnt=$1
-    shift
-    "$CLAIRFS_BENCH" -o "$TRAINER" --workers 4 --verify "$src" "$@" "$mnt" >>"$TMP/bench.log" 2>&1
-}
+cfs_ssd_fault_setup || cfs_finish
+bench() { cfs_ssd_fault_bench "$@"; } # bench MNT [args]
 m() { cfs_metric "$1" "$2"; }
 no_crash() { # no_crash LOG
     ! grep -qiE "assert|abort|segmentation|sanitizer" "$1" && [ -z "$(find "$TMP" -maxdepth 2 -name 'core*' -type f)" ]

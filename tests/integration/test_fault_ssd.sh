@@ -21,17 +21,8 @@ cfs_setup
 small=$TMP/small # a tmpfs: lib.sh's cleanup only knows FUSE mounts
 trap 'mountpoint -q "$small" && umount -l "$small"; cfs_cleanup' EXIT
 
-src=$TMP/src
-"$PYTHON" "$CLAIRFS_GENDATA" --quiet --classes 10 --files 30 --size lognormal:16K:0.5 --seed 11 \
-    "$src" || { fail "gendata"; cfs_finish; }
-N=300
-TOTAL=$(find "$src" -type f -printf '%s\n' | awk '{s += $1} END {print s}')
-TRAINER="seed=4,epochs=2,batch=8"
-bench() { # bench MNT [args]: replay the trainer with verification
-    local mnt=$1
-    shift
-    "$CLAIRFS_BENCH" -o "$TRAINER" --workers 4 --verify "$src" "$@" "$mnt" >>"$TMP/bench.log" 2>&1
-}
+cfs_ssd_fault_setup || cfs_finish
+bench() { cfs_ssd_fault_bench "$@"; } # bench MNT [args]
 m() { cfs_metric "$1" "$2"; }
 
 # --- damaged entries during a mount.
