@@ -695,22 +695,16 @@ int main(int argc, char **argv)
     cfs_log_init(argv[0], LOG_INFO);
     cfs_options_init(&d.cl.opts);
     cfs_metrics_init(&d.metrics);
-    rc = start_peers(&d, &argc, &argv);
+    /* The mount's life in order; the first phase that does not answer
+     * PHASE_OK ends it, and teardown undoes whatever ran. */
+    static int (*const phases[])(struct daemon *) = {
+        parse_command_line, check_paths,  load_catalog,  configure_run,
+        prepare_data_path,  mount_session, start_serving,
+    };
+    rc = start_peers(&d, &argc, &argv); /* MPI_Init may take its own arguments */
     d.args = (struct fuse_args)FUSE_ARGS_INIT(argc, argv);
-    if (rc == PHASE_OK)
-        rc = parse_command_line(&d);
-    if (rc == PHASE_OK)
-        rc = check_paths(&d);
-    if (rc == PHASE_OK)
-        rc = load_catalog(&d);
-    if (rc == PHASE_OK)
-        rc = configure_run(&d);
-    if (rc == PHASE_OK)
-        rc = prepare_data_path(&d);
-    if (rc == PHASE_OK)
-        rc = mount_session(&d);
-    if (rc == PHASE_OK)
-        rc = start_serving(&d);
+    for (size_t i = 0; rc == PHASE_OK && i < sizeof(phases) / sizeof(phases[0]); i++)
+        rc = phases[i](&d);
     if (rc == PHASE_OK)
         status = serve(&d);
     else if (rc == PHASE_DONE)
