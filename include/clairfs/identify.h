@@ -1,0 +1,93 @@
+/* Order identification: learn a trainer's sampling pattern and seed from
+ * the files it opens, so that nothing has to be registered.
+ *
+ * The mount tells this module every open of an indexed sample with the
+ * opener's pid and parent pid (FUSE gives the caller's pid; DataLoader
+ * workers are children of their trainer rank's process, and a loader
+ * without workers opens from the rank's process itself).  A background
+ * thread, at idle priority, groups the opens by process, forms hypotheses
+ * (sampling pattern, world size, batch size, drop_last, epoch) and
+ * searches the seed space (clairfs/seed_search.h) against the first opens;
+ * it verifies every candidate against all opens observed so far and
+ * demands enough consistent evidence that a false identification is
+ * negligible (an order that is not a torch shuffle is never identified).
+ *
+ * Registered options are hints: identification checks them, never trusts
+ * them; a contradiction is logged once with what was observed.
+ *
+ * When an order is identified the module calls params.on_identified from
+ * its own thread (the callback may take long: it plans); the mount then
+ * predicts as if the order had been registered.  cfs_identify_restart()
+ * sends it back to learning (the mount saw a run of mispredicted opens:
+ * a restarted trainer, a second job): observations start afresh.
+ *
+ * Thread safety: cfs_identify_observe() may be called from any thread and
+ * is cheap (an append under a leaf mutex); the rest from one thread. */
+#ifndef CLAIRFS_IDENTIFY_H
+#define CLAIRFS_IDENTIFY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "clairfs/sampler.h"
+
+/* What was identified: a sampler configuration that reproduces the opens,
+ * the ranks of it that this node's processes are, and where in the run the
+ * trainer stood when it was identified. */
+struct cfs_identified {
+    struct cfs_sampler_params sampler; /* kind, seed, n, world, batch, drop_last, ... */
+    uint32_t rank_first, rank_count;   /* this node's trainer ranks [first, first+count) */
+    uint32_t epoch;                    /* the epoch the trainer was in (sampler epoch numbering) */
+    uint64_t opens;                    /* opens observed when identified */
+    double seconds;                    /* from the first observed open to identification */
+    bool seed_high_known;              /* false: only seed's low 32 bits were recoverable */
+    char text[256];                    /* "torch-ddp seed=7 world=2 epoch 0 after 212 opens in 41 s" */
+};
+
+typedef void (*cfs_identify_cb)(void *arg, const struct cfs_identified *id);
+
+struct cfs_identify_params {
+    uint64_t n;                       /* samples in the index order */
+    enum cfs_randperm_algo algo;
+    /* Hints from the options (checked, never trusted).  NULL: none. */
+    const struct cfs_sampler_params *hint;
+    bool hint_has_seed;
+    uint32_t node, nodes;             /* this node of the MPI run (0, 1 alone) */
+    cfs_identify_cb on_identified;    /* called from the module's thread */
+    void *cb_arg;
+};
+
+struct cfs_identify;
+
+/* Starts the module's thread.  0 or -errno with a one-line message. */
+int cfs_identify_create(const struct cfs_identify_params *p, struct cfs_identify **out,
+                        char *err, size_t errlen);
+/* Stops the thread (cancels a search in flight).  Accepts NULL. */
+void cfs_identify_destroy(struct cfs_identify *id);
+
+/* An open of sample `sample` by process pid whose parent is ppid. */
+void cfs_identify_observe(struct cfs_identify *id, uint32_t sample, pid_t pid, pid_t ppid);
+
+/* Back to learning: forget what was observed and identified. */
+void cfs_identify_restart(struct cfs_identify *id);
+
+enum cfs_identify_state {
+    CFS_IDENTIFY_LEARNING = 0, /* collecting opens, or searching */
+    CFS_IDENTIFY_IDENTIFIED,   /* on_identified was called for the current observations */
+    CFS_IDENTIFY_NOT_A_SHUFFLE,/* the opens fit no known pattern (still observing) */
+};
+
+/* The state and, when identified, what (out may be NULL).  For stats. */
+enum cfs_identify_state cfs_identify_state(struct cfs_identify *id, struct cfs_identified *out);
+
+/* Offline identification of a recorded open order (clairfs-plan
+ * --identify): samples[i] opened by pids[i] (child of ppids[i]); pids and
+ * ppids may be NULL (one reader).  Synchronous, full priority.  Returns 0
+ * with *out filled, -ENOENT (no pattern fits), or -errno with err. */
+int cfs_identify_offline(const struct cfs_identify_params *p, const uint32_t *samples,
+                         const pid_t *pids, const pid_t *ppids, size_t count,
+                         struct cfs_identified *out, char *err, size_t errlen);
+
+#endif
