@@ -44,22 +44,38 @@ static int replace_string(char **slot, const char *value)
     return 0;
 }
 
+/* The sampler= names. lightning is torch-ddp under the name its users know:
+ * Lightning injects exactly that DistributedSampler (clairfs/sampler.h). */
+static const struct {
+    const char *name;
+    enum cfs_sampler_kind kind;
+} sampler_names[] = {
+    {"torch-ddp", CFS_SAMPLER_TORCH_DDP},
+    {"torch", CFS_SAMPLER_TORCH},
+    {"torch-sampler", CFS_SAMPLER_TORCH_SAMPLER},
+    {"lightning", CFS_SAMPLER_TORCH_DDP},
+    {"hf-accelerate", CFS_SAMPLER_HF_ACCELERATE},
+    {"torchvision-ra", CFS_SAMPLER_TORCHVISION_RA},
+    {"timm-ra", CFS_SAMPLER_TIMM_RA},
+};
+
 static int parse_sampler(struct cfs_options *o, const char *v, char *err, size_t errlen)
 {
-    if (strcmp(v, "torch-ddp") == 0)
-        o->sampler = CFS_SAMPLER_TORCH_DDP;
-    else if (strcmp(v, "torch") == 0)
-        o->sampler = CFS_SAMPLER_TORCH;
-    else if (strcmp(v, "torch-sampler") == 0)
-        o->sampler = CFS_SAMPLER_TORCH_SAMPLER;
-    else if (strncmp(v, "list:", 5) == 0 && v[5]) {
+    if (strncmp(v, "list:", 5) == 0 && v[5]) {
         o->sampler = CFS_SAMPLER_LIST;
+        o->sampler_lightning = false;
         return replace_string(&o->sampler_list, v + 5);
-    } else
-        return cfs_error_msg(
-            err, errlen, -EINVAL,
-            "option sampler=%s: expected torch-ddp, torch, torch-sampler or list:FILE", v);
-    return 0;
+    }
+    for (size_t i = 0; i < sizeof(sampler_names) / sizeof(sampler_names[0]); i++)
+        if (strcmp(v, sampler_names[i].name) == 0) {
+            o->sampler = sampler_names[i].kind;
+            o->sampler_lightning = strcmp(v, "lightning") == 0;
+            return 0;
+        }
+    return cfs_error_msg(err, errlen, -EINVAL,
+                         "option sampler=%s: expected torch-ddp, torch, torch-sampler, lightning, "
+                         "hf-accelerate, torchvision-ra, timm-ra or list:FILE",
+                         v);
 }
 
 static int parse_order(struct cfs_options *o, const char *v, char *err, size_t errlen)
@@ -131,7 +147,8 @@ static const struct opt_def options_table[] = {
     {"seed", OPT_U64, OFF(seed), OFF(has_seed), 0, UINT64_MAX, NULL,
      "the trainer's sampler seed; without it clairfs serves and caches but predicts nothing"},
     {"sampler", OPT_SPECIAL, 0, NO_PRESENT, 0, 0, parse_sampler,
-     "torch-ddp (default), torch, torch-sampler or list:FILE: the trainer's sampling pattern"},
+     "torch-ddp (default), torch, torch-sampler, lightning, hf-accelerate, torchvision-ra, "
+     "timm-ra or list:FILE: the trainer's sampling pattern"},
     {"torch", OPT_SPECIAL, 0, NO_PRESENT, 0, 0, parse_torch,
      "current (torch >= 2.6, default) or legacy: the trainer's randperm for n >= 214748364"},
     {"world", OPT_U32, OFF(world), NO_PRESENT, 1, UINT32_MAX, NULL,
@@ -146,6 +163,8 @@ static const struct opt_def options_table[] = {
      "DataLoader(drop_last=True): the last incomplete batch is not read"},
     {"persistent_workers", OPT_FLAG, OFF(persistent_workers), NO_PRESENT, 0, 0, NULL,
      "DataLoader(persistent_workers=True) (sampler=torch)"},
+    {"repetitions", OPT_U32, OFF(repetitions), NO_PRESENT, 1, 1024, NULL,
+     "repeats of each index (sampler=torchvision-ra, timm-ra), default 3"},
     {"epochs", OPT_U32, OFF(epochs), NO_PRESENT, 1, UINT32_MAX, NULL,
      "epochs the trainer runs, default 100"},
     {"start_epoch", OPT_U32, OFF(start_epoch), NO_PRESENT, 0, UINT32_MAX, NULL,
@@ -192,6 +211,7 @@ void cfs_options_init(struct cfs_options *o)
     o->sampler = CFS_SAMPLER_TORCH_DDP;
     o->world = 1;
     o->batch = 1;
+    o->repetitions = 3;
     o->epochs = 100;
     o->order = CFS_ORDER_IMAGEFOLDER;
     o->ram = 1ull << 30;
@@ -386,12 +406,28 @@ int cfs_options_validate(const struct cfs_options *o, char *err, size_t errlen)
     if (o->start_epoch >= o->epochs)
         return cfs_error_msg(err, errlen, -EINVAL, "option start_epoch=%u: must be below epochs=%u",
                              o->start_epoch, o->epochs);
-    /* DistributedSampler seeds epoch e with seed + e, which torch refuses
-     * past 2^64-1: say so now rather than at the first epoch that overflows. */
-    if (o->has_seed && o->sampler == CFS_SAMPLER_TORCH_DDP && o->seed > UINT64_MAX - (o->epochs - 1))
+    /* DistributedSampler (and accelerate's and torchvision's samplers) seed
+     * epoch e with seed + e, which torch refuses past 2^64-1: say so now
+     * rather than at the first epoch that overflows. */
+    bool seeds_per_epoch = o->sampler == CFS_SAMPLER_TORCH_DDP ||
+                           o->sampler == CFS_SAMPLER_HF_ACCELERATE ||
+                           o->sampler == CFS_SAMPLER_TORCHVISION_RA;
+    if (o->has_seed && seeds_per_epoch && o->seed > UINT64_MAX - (o->epochs - 1))
         return cfs_error_msg(err, errlen, -EINVAL,
                              "option seed=%llu: seed + epoch exceeds 2^64-1 within epochs=%u",
                              (unsigned long long)o->seed, o->epochs);
+    /* Lightning injects its DistributedSampler with drop_last=False; a
+     * trainer that sets drop_last passes a sampler of its own (torch-ddp). */
+    if (o->sampler_lightning && o->drop_last)
+        return cfs_error_msg(err, errlen, -EINVAL,
+                             "option drop_last: Lightning's injected DistributedSampler never "
+                             "drops; with a sampler of your own use sampler=torch-ddp");
+    /* Lightning's seed_everything refuses a seed outside numpy's range. */
+    if (o->has_seed && o->sampler_lightning && o->seed > UINT32_MAX)
+        return cfs_error_msg(err, errlen, -EINVAL,
+                             "option seed=%llu: sampler=lightning takes seed_everything's seed, "
+                             "0..4294967295",
+                             (unsigned long long)o->seed);
     if (o->has_ssd && o->ssd > 0 && !o->ssd_dir)
         return cfs_error_msg(err, errlen, -EINVAL, "option ssd=SIZE needs ssd_dir=DIR");
     return 0;
@@ -458,4 +494,5 @@ void cfs_options_sampler_params(const struct cfs_options *o, uint64_t n,
     p->persistent_workers = o->persistent_workers;
     p->list_path = o->sampler_list;
     p->randperm = o->randperm;
+    p->repetitions = o->repetitions;
 }

@@ -6,7 +6,9 @@
  * for the whole run, so the generator is kept just past the last computed
  * epoch; a later epoch skips the epochs in between by discarding exactly the
  * words they would draw (no permutation needed), an earlier one replays
- * from a fresh seed. Either way memory stays O(n). */
+ * from a fresh seed. Either way memory stays O(n). The frameworks' samplers
+ * (src/sampler_framework.c) are stateless too and keep their epoch laid out
+ * rank by rank in `view`. */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -22,6 +24,8 @@ struct cfs_sampler {
     uint64_t num_samples; /* per rank, before drop_last_batch */
     uint64_t rank_len;    /* per rank, after drop_last_batch */
     uint32_t *buf;        /* the epoch's permutation of n, or list epoch */
+    uint32_t *view;       /* framework kinds: the ranks' streams interleaved */
+    struct cfs_framework_layout layout; /* framework kinds */
     uint64_t *list_start; /* list: where each rank starts in buf */
     struct cfs_sampler_list *list;
     struct cfs_mt19937 mt; /* torch, torch-sampler: at the start of epoch gen_epoch */
@@ -43,6 +47,9 @@ const char *cfs_sampler_kind_name(enum cfs_sampler_kind kind)
     case CFS_SAMPLER_TORCH: return "torch";
     case CFS_SAMPLER_TORCH_SAMPLER: return "torch-sampler";
     case CFS_SAMPLER_LIST: return "list";
+    case CFS_SAMPLER_HF_ACCELERATE: return "hf-accelerate";
+    case CFS_SAMPLER_TORCHVISION_RA: return "torchvision-ra";
+    case CFS_SAMPLER_TIMM_RA: return "timm-ra";
     }
     return "?";
 }
@@ -71,7 +78,7 @@ int cfs_sampler_create(const struct cfs_sampler_params *p, struct cfs_sampler **
         snprintf(err, errlen, "sampler: unknown randperm algorithm %d", (int)p->randperm);
         goto fail;
     }
-    if (p->kind > CFS_SAMPLER_LIST || (p->kind == CFS_SAMPLER_LIST && !p->list_path)) {
+    if (p->kind > CFS_SAMPLER_TIMM_RA || (p->kind == CFS_SAMPLER_LIST && !p->list_path)) {
         snprintf(err, errlen, "option sampler: unknown kind or list without a file");
         goto fail;
     }
@@ -94,6 +101,18 @@ int cfs_sampler_create(const struct cfs_sampler_params *p, struct cfs_sampler **
         s->buf = malloc((total ? total : 1) * sizeof(*s->buf));
         s->list_start = malloc(p->world * sizeof(*s->list_start));
         if (!s->buf || !s->list_start)
+            goto oom;
+    } else if (cfs_framework_kind(p->kind)) {
+        rc = cfs_framework_layout(p, &s->layout, err, errlen);
+        if (rc < 0)
+            goto fail;
+        rc = -ENOMEM;
+        s->rank_len = s->layout.rank_len;
+        s->buf = malloc(p->n * sizeof(*s->buf));
+        s->view = s->layout.separate_view
+                      ? malloc((s->layout.view_len ? s->layout.view_len : 1) * sizeof(*s->view))
+                      : s->buf;
+        if (!s->buf || !s->view)
             goto oom;
     } else {
         if (p->kind == CFS_SAMPLER_TORCH_DDP)
@@ -121,6 +140,8 @@ void cfs_sampler_destroy(struct cfs_sampler *s)
     if (!s)
         return;
     cfs_sampler_list_close(s->list);
+    if (s->view != s->buf)
+        free(s->view);
     free(s->buf);
     free(s->list_start);
     free(s->list_path);
@@ -202,6 +223,12 @@ int cfs_sampler_compute_epoch(struct cfs_sampler *s, uint32_t epoch)
         rc = cfs_sampler_list_load(s->list, le, s->buf, s->err, sizeof(s->err));
         break;
     }
+    case CFS_SAMPLER_HF_ACCELERATE:
+    case CFS_SAMPLER_TORCHVISION_RA:
+    case CFS_SAMPLER_TIMM_RA:
+        rc = cfs_framework_epoch(&s->p, &s->layout, epoch, s->buf, s->view, s->err,
+                                 sizeof(s->err));
+        break;
     }
     if (rc == 0)
         s->cur_epoch = epoch;
@@ -216,6 +243,10 @@ uint32_t cfs_sampler_rank_at(const struct cfs_sampler *s, uint32_t rank, uint64_
         return s->buf[(rank + i * s->p.world) % s->p.n];
     case CFS_SAMPLER_LIST:
         return s->buf[s->list_start[rank] + i];
+    case CFS_SAMPLER_HF_ACCELERATE:
+    case CFS_SAMPLER_TORCHVISION_RA:
+    case CFS_SAMPLER_TIMM_RA:
+        return s->view[rank + i * s->p.world];
     default:
         return s->buf[i];
     }
@@ -228,6 +259,13 @@ int cfs_sampler_epoch_order(const struct cfs_sampler *s, const uint32_t **order,
         return -ENOTSUP;
     if (s->cur_epoch < 0)
         return -ENODATA;
+    if (cfs_framework_kind(s->p.kind)) {
+        *order = s->view;
+        *len = s->layout.view_len;
+        *rank_step = 1;
+        *stride = s->p.world;
+        return 0;
+    }
     *order = s->buf;
     *len = s->p.n;
     *rank_step = s->p.kind == CFS_SAMPLER_TORCH_DDP ? 1 : 0;

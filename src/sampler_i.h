@@ -1,9 +1,13 @@
-/* Private to the sampler module: the list:FILE reader (src/sampler_list.c). */
+/* Private to the sampler module: the list:FILE reader (src/sampler_list.c)
+ * and the frameworks' samplers (src/sampler_framework.c). */
 #ifndef CLAIRFS_SAMPLER_I_H
 #define CLAIRFS_SAMPLER_I_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "clairfs/sampler.h"
 
 struct cfs_sampler_list;
 
@@ -21,5 +25,29 @@ uint64_t cfs_sampler_list_max_epoch_total(const struct cfs_sampler_list *l);
  * the lengths of ranks < r). */
 int cfs_sampler_list_load(struct cfs_sampler_list *l, uint32_t epoch, uint32_t *buf, char *err,
                           size_t errlen);
+
+/* hf-accelerate, torchvision-ra, timm-ra. */
+bool cfs_framework_kind(enum cfs_sampler_kind kind);
+
+/* How a framework kind's epoch is laid out: every rank reads rank_len
+ * indices; the epoch array holds view_len = W * rank_len of them,
+ * interleaved (view[i * W + r] is rank r's i-th), in an array of its own
+ * when separate_view, else over the n-entry permutation. */
+struct cfs_framework_layout {
+    uint64_t rank_len;
+    uint64_t view_len;
+    bool separate_view;
+};
+
+/* Checks p (world, batch, n already valid) for what the framework itself
+ * refuses; 0 or -EINVAL with a one-line message. */
+int cfs_framework_layout(const struct cfs_sampler_params *p, struct cfs_framework_layout *out,
+                         char *err, size_t errlen);
+
+/* Epoch `epoch` into view; perm is n entries of room for the permutation
+ * (the same array as view when !separate_view). 0, or -ERANGE when seed +
+ * epoch does not fit torch's manual_seed. */
+int cfs_framework_epoch(const struct cfs_sampler_params *p, const struct cfs_framework_layout *l,
+                        uint32_t epoch, uint32_t *perm, uint32_t *view, char *err, size_t errlen);
 
 #endif

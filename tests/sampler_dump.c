@@ -5,7 +5,9 @@
  *
  *   sampler_dump --kind K --n N --seed S [--world W] [--batch B] [--drop-last]
  *                [--drop-last-batch] [--persistent-workers] [--epochs E]
- *                [--start-epoch E0] [--list FILE] [--legacy-randperm]
+ *                [--start-epoch E0] [--list FILE] [--legacy-randperm] [--repetitions R]
+ *   (K: torch-ddp, torch, torch-sampler, lightning = torch-ddp, hf-accelerate,
+ *    torchvision-ra, timm-ra)
  *   sampler_dump --bench N [REPEAT] */
 #include <errno.h>
 #include <getopt.h>
@@ -77,7 +79,7 @@ int main(int argc, char **argv)
         {"drop-last-batch", no_argument, 0, 'D'},  {"persistent-workers", no_argument, 0, 'p'},
         {"epochs", required_argument, 0, 'e'},     {"start-epoch", required_argument, 0, 'S'},
         {"list", required_argument, 0, 'l'},       {"bench", required_argument, 0, 'B'},
-        {"legacy-randperm", no_argument, 0, 'L'},
+        {"legacy-randperm", no_argument, 0, 'L'}, {"repetitions", required_argument, 0, 'R'},
         {0, 0, 0, 0}};
     struct cfs_sampler_params p = {.kind = CFS_SAMPLER_TORCH_DDP, .world = 1, .batch = 1};
     uint64_t epochs = 1, start = 0, v, bench_n = 0;
@@ -91,6 +93,10 @@ int main(int argc, char **argv)
             if (!strcmp(a, "torch-ddp")) p.kind = CFS_SAMPLER_TORCH_DDP;
             else if (!strcmp(a, "torch")) p.kind = CFS_SAMPLER_TORCH;
             else if (!strcmp(a, "torch-sampler")) p.kind = CFS_SAMPLER_TORCH_SAMPLER;
+            else if (!strcmp(a, "lightning")) p.kind = CFS_SAMPLER_TORCH_DDP;
+            else if (!strcmp(a, "hf-accelerate")) p.kind = CFS_SAMPLER_HF_ACCELERATE;
+            else if (!strcmp(a, "torchvision-ra")) p.kind = CFS_SAMPLER_TORCHVISION_RA;
+            else if (!strcmp(a, "timm-ra")) p.kind = CFS_SAMPLER_TIMM_RA;
             else { fprintf(stderr, "sampler_dump: bad --kind %s\n", a); return 2; }
             break;
         case 'l': p.kind = CFS_SAMPLER_LIST; p.list_path = a; break;
@@ -110,6 +116,7 @@ int main(int argc, char **argv)
             else if (c == 'e') epochs = v;
             else if (c == 'S') start = v;
             else if (c == 'B') bench_n = v;
+            else if (c == 'R') p.repetitions = (uint32_t)v;
         }
     }
     if (bench_n) {

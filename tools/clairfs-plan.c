@@ -361,9 +361,11 @@ static int check_command_line(const struct plan_cli *c)
         die("option seed=N is required: the plan is a function of the trainer's seed");
         return -1;
     }
-    /* DistributedSampler seeds epoch e with seed+e, and torch refuses a
-     * seed >= 2^64: say so now, naming the option, not mid-plan. */
-    if (o->sampler == CFS_SAMPLER_TORCH_DDP) {
+    /* DistributedSampler (and accelerate's and torchvision's samplers)
+     * seed epoch e with seed+e, and torch refuses a seed >= 2^64: say so
+     * now, naming the option, not mid-plan. */
+    if (o->sampler == CFS_SAMPLER_TORCH_DDP || o->sampler == CFS_SAMPLER_HF_ACCELERATE ||
+        o->sampler == CFS_SAMPLER_TORCHVISION_RA) {
         uint64_t last = c->has_order ? c->order_epoch : o->epochs - 1;
         if (o->seed > UINT64_MAX - last) {
             fprintf(stderr, "%s: option seed=%" PRIu64 ": seed + epoch %" PRIu64

@@ -23,6 +23,8 @@ struct cfs_options {
     uint64_t seed;
     enum cfs_sampler_kind sampler;
     char *sampler_list; /* sampler=list:FILE */
+    bool sampler_lightning; /* sampler=lightning: torch-ddp, seed within 0..2^32-1 */
+    uint32_t repetitions; /* sampler=torchvision-ra, timm-ra */
     enum cfs_randperm_algo randperm; /* torch=2.6 (default) or torch=legacy */
     uint32_t world;
     bool has_ranks;

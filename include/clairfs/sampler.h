@@ -42,6 +42,45 @@
  *                 changes nothing).
  *  list:FILE      explicit streams, format below. batch and drop_last_batch
  *                 are not applied: a list says exactly what each rank reads.
+ *  lightning      not a kind but a name of torch-ddp (options.c): Lightning
+ *                 (Lightning-AI/pytorch-lightning 7f0c3436, 2026-07-20,
+ *                 trainer/connectors/data_connector.py) injects exactly
+ *                 DistributedSampler(shuffle=True, seed=PL_GLOBAL_SEED, i.e.
+ *                 seed_everything's seed, 0 without it) and its fit loop calls
+ *                 set_epoch(e); seed_everything accepts only 0..2^32-1.
+ *
+ * The frameworks' samplers (src/sampler_framework.c says how each is laid
+ * out; every one re-seeds a fresh generator per epoch, so they are
+ * stateless like torch-ddp):
+ *
+ *  hf-accelerate  Hugging Face accelerate (16cb6eb8, 2026-07-24,
+ *                 data_loader.py) with use_seedable_sampler=True, as
+ *                 transformers' Trainer uses it: SeedableRandomSampler
+ *                 re-seeds its generator with S+e (S = data_seed, or the
+ *                 seed given to set_seed) and yields randperm(n); the
+ *                 loader's BatchSampler cuts batches of B (drop_last =
+ *                 drop_last_batch); BatchSamplerShard (split_batches=False,
+ *                 even_batches=True) gives process r the batches k with
+ *                 k % W == r. Without drop_last_batch the last partial batch
+ *                 is completed, and the missing batches of the last round
+ *                 made, from the first min(W*B, n) indices of the epoch
+ *                 (repeated as needed), so every rank reads
+ *                 ceil(ceil(n/B)/W)*B indices; with it, floor(floor(n/B)/W)*B.
+ *  torchvision-ra torchvision references/classification/sampler.py RASampler
+ *                 (pytorch/vision 775e7604): randperm(n) of a generator
+ *                 seeded S+e, each index repeated R = repetitions times in
+ *                 a row, padded from its head to ceil(n*R/W)*W, rank r takes
+ *                 positions r, r+W, ... and keeps the first
+ *                 floor(floor(n/256)*256/W) of them.
+ *  timm-ra        timm's RepeatAugSampler (huggingface/pytorch-image-models
+ *                 aa4b5850, 2026-08-08, timm/data/distributed_sampler.py,
+ *                 defaults selected_round=256, selected_ratio=0, an integer
+ *                 num_repeats): as torchvision-ra, but the generator is
+ *                 seeded with the epoch alone - seed= does not change the
+ *                 order (it still has to be given, as for every model).
+ * The two RA samplers fail their own assertion when the padding exceeds the
+ * repeated list (W > 2*n*R roughly); creation refuses that case. They have
+ * no drop_last of their own; sampler drop_last only concerns torch-ddp.
  *
  * Versions: every rule above was read in torch 1.13's Python sources and
  * checked live against Debian's torch 1.13; RandomSampler's trailing
@@ -84,6 +123,9 @@ enum cfs_sampler_kind {
     CFS_SAMPLER_TORCH,         /* DataLoader(shuffle=True, generator=g), g seeded once */
     CFS_SAMPLER_TORCH_SAMPLER, /* DataLoader(sampler=RandomSampler(generator=g)) */
     CFS_SAMPLER_LIST,          /* explicit per-epoch, per-rank index lists */
+    CFS_SAMPLER_HF_ACCELERATE, /* accelerate's SeedableRandomSampler + BatchSamplerShard */
+    CFS_SAMPLER_TORCHVISION_RA, /* torchvision references' RASampler, seeded S + e */
+    CFS_SAMPLER_TIMM_RA,       /* timm's RepeatAugSampler, seeded e */
 };
 
 /* MT19937 as torch's CPUGeneratorImpl uses it. */
@@ -130,6 +172,9 @@ struct cfs_sampler_params {
     bool persistent_workers;
     const char *list_path; /* CFS_SAMPLER_LIST only */
     enum cfs_randperm_algo randperm; /* matters only for n >= 214748364 */
+    /* torchvision-ra, timm-ra: how many times each index is repeated in a
+     * row; 0 is the frameworks' default, 3. */
+    uint32_t repetitions;
 };
 
 struct cfs_sampler;
@@ -161,7 +206,8 @@ uint32_t cfs_sampler_rank_at(const struct cfs_sampler *s, uint32_t rank, uint64_
  * (*order)[(r * *rank_step + i * *stride) % *len], so a rank's stream is a
  * strided walk of one array and neighbouring ranks read neighbouring
  * entries (torch-ddp: rank_step 1, stride W; torch, torch-sampler: rank_step
- * 0, stride 1). Returns 0, or -ENOTSUP for list:FILE (use rank_at) and
+ * 0, stride 1; the framework kinds: rank_step 1, stride W over an array of
+ * W * rank_len entries that holds the ranks' streams interleaved). Returns 0, or -ENOTSUP for list:FILE (use rank_at) and
  * -ENODATA before any epoch was computed. */
 int cfs_sampler_epoch_order(const struct cfs_sampler *s, const uint32_t **order, uint64_t *len,
                             uint64_t *rank_step, uint64_t *stride);
@@ -169,7 +215,8 @@ int cfs_sampler_epoch_order(const struct cfs_sampler *s, const uint32_t **order,
 /* The message of the last failed cfs_sampler_compute_epoch(), or "". */
 const char *cfs_sampler_error(const struct cfs_sampler *s);
 
-/* "torch-ddp", "torch", "torch-sampler" or "list". */
+/* "torch-ddp", "torch", "torch-sampler", "list", "hf-accelerate",
+ * "torchvision-ra" or "timm-ra". */
 const char *cfs_sampler_kind_name(enum cfs_sampler_kind kind);
 
 #endif
