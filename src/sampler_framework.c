@@ -92,29 +92,21 @@ int cfs_framework_layout(const struct cfs_sampler_params *p, struct cfs_framewor
     return 0;
 }
 
-/* Entry `pos` of the batches accelerate hands out: the permutation, then
- * its first min(W*B, n) entries over again (the loop-around tail; they are
- * doubled until there are W*B of them, which is the same as taking them
- * cyclically). */
-static inline uint32_t accelerate_at(const uint32_t *perm, uint64_t n, uint64_t head,
-                                     uint64_t pos)
-{
-    return pos < n ? perm[pos] : perm[(pos - n) % head];
-}
-
 static void accelerate_view(const struct cfs_sampler_params *p, const uint32_t *perm,
                             uint64_t rank_len, uint32_t *view)
 {
     uint64_t w = p->world, b = p->batch;
-    uint64_t head = w * b < p->n ? w * b : p->n;
     /* Round j gives rank r batch j*W + r; rank r's i-th index (i = j*B + t)
-     * is entry (j*W + r)*B + t. Walk the entries in order, scatter into the
-     * interleaved layout. */
+     * is entry (j*W + r)*B + t of the batches handed out. Past n, those are
+     * the loop-around tail: the first min(W*B, n) indices doubled until
+     * there are W*B of them, of which fewer than W*B are taken - the same
+     * as reading the permutation cyclically, entry pos % n. Walk the entries
+     * in order, scatter into the interleaved layout. */
     for (uint64_t j = 0; j < rank_len / b; j++)
         for (uint64_t r = 0; r < w; r++) {
             uint64_t pos = (j * w + r) * b;
             for (uint64_t t = 0; t < b; t++)
-                view[(j * b + t) * w + r] = accelerate_at(perm, p->n, head, pos + t);
+                view[(j * b + t) * w + r] = perm[(pos + t) % p->n];
         }
 }
 

@@ -4,8 +4,10 @@
 For fresh random cases (every sampler kind, world sizes, batch sizes, both
 drop_lasts, small and large seeds, several epochs) on a random ImageFolder
 tree, the paths clairfs-plan prints for each rank and epoch must equal the
-indices that a real DataLoader yields (tests/golden/torch_orders.py) mapped
-through torchvision's ImageFolder(root).samples.  Names avoid newlines
+indices that a real DataLoader yields (tests/golden/torch_orders.py, and for
+hf-accelerate the transcription of accelerate's sampler onto real torch in
+tests/golden/framework_orders.py) mapped through torchvision's
+ImageFolder(root).samples.  Names avoid newlines
 (the tool's -0 output is used all the same).  Exit 77 only when torch or
 torchvision does not import.
 
@@ -25,6 +27,7 @@ except Exception as e:  # the machine lacks PyTorch: skip
     sys.exit(77)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "golden"))
+import framework_orders  # noqa: E402
 import torch_orders  # noqa: E402
 
 PIECES = ["a", "b", "B", "z", "0", "9", "_", "-", " ", "x y", "\u00e9", "\u65e5", "~", "#"]
@@ -73,7 +76,7 @@ def main():
     rng = random.Random(seed)
     print("oracle seed %d, %d cases" % (seed, cases))
     failures = 0
-    kinds = list(torch_orders.KINDS)
+    kinds = list(torch_orders.KINDS) + ["hf-accelerate"]
     for case in range(cases):
         with tempfile.TemporaryDirectory(prefix="clairfs-oracle-") as root:
             build(rng, root)
@@ -87,9 +90,13 @@ def main():
             persistent = kind == "torch" and case % 6 == 1
             s = rng.choice([0, 1, 2**31 - 1, 2**32 + 5, rng.randrange(1 << 63)])
             epochs = 3
-            streams = torch_orders.orders(kind, n, world, s, batch=batch, drop_last=drop_last,
-                                          drop_last_batch=drop_last_batch,
-                                          persistent_workers=persistent, epochs=epochs)
+            if kind in framework_orders.KINDS:
+                streams = framework_orders.orders(kind, n, world, s, batch=batch,
+                                                  drop_last_batch=drop_last_batch, epochs=epochs)
+            else:
+                streams = torch_orders.orders(kind, n, world, s, batch=batch, drop_last=drop_last,
+                                              drop_last_batch=drop_last_batch,
+                                              persistent_workers=persistent, epochs=epochs)
             opts = "seed=%d,sampler=%s,world=%d,batch=%d" % (s, kind, world, batch)
             if drop_last:
                 opts += ",drop_last"

@@ -95,6 +95,43 @@ START_TEST(bad_values_name_the_option)
 }
 END_TEST
 
+START_TEST(framework_samplers_and_their_limits)
+{
+    static const struct {
+        const char *list;
+        enum cfs_sampler_kind kind;
+        bool lightning;
+        uint32_t repetitions;
+    } ok[] = {
+        {"sampler=hf-accelerate", CFS_SAMPLER_HF_ACCELERATE, false, 3},
+        {"sampler=torchvision-ra,repetitions=2", CFS_SAMPLER_TORCHVISION_RA, false, 2},
+        {"sampler=timm-ra,seed=18446744073709551615,epochs=9", CFS_SAMPLER_TIMM_RA, false, 3},
+        {"sampler=lightning,seed=4294967295", CFS_SAMPLER_TORCH_DDP, true, 3},
+        {"sampler=lightning,sampler=torch-ddp,seed=4294967296", CFS_SAMPLER_TORCH_DDP, false, 3},
+    };
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        struct cfs_options o;
+        char err[256] = "";
+        cfs_options_init(&o);
+        ck_assert_msg(cfs_options_parse_list(&o, ok[i].list, err, sizeof(err)) == 0 &&
+                          cfs_options_validate(&o, err, sizeof(err)) == 0,
+                      "'%s': %s", ok[i].list, err);
+        ck_assert_int_eq(o.sampler, ok[i].kind);
+        ck_assert_int_eq(o.sampler_lightning, ok[i].lightning);
+        struct cfs_sampler_params p;
+        cfs_options_sampler_params(&o, 10, &p);
+        ck_assert_uint_eq(p.repetitions, ok[i].repetitions);
+        cfs_options_free(&o);
+    }
+    assert_rejected("sampler=lightning,seed=4294967296", "seed_everything");
+    assert_rejected("sampler=lightning,drop_last", "drop_last");
+    assert_rejected("repetitions=0", "repetitions=0");
+    assert_rejected("repetitions=1025", "repetitions=1025");
+    assert_rejected("sampler=hf-accelerate,seed=18446744073709551615,epochs=2", "seed=");
+    assert_rejected("sampler=torchvision-ra,seed=18446744073709551614,epochs=3", "seed=");
+}
+END_TEST
+
 START_TEST(rank_placeholder_expands_everywhere)
 {
     char *s = cfs_options_expand_rank("/mnt/n{rank}/x{rank}", 12);
@@ -113,6 +150,7 @@ int main(void)
     tcase_add_test(tc, sizes_parse_with_binary_suffixes);
     tcase_add_test(tc, list_sets_every_kind_of_option);
     tcase_add_test(tc, bad_values_name_the_option);
+    tcase_add_test(tc, framework_samplers_and_their_limits);
     tcase_add_test(tc, rank_placeholder_expands_everywhere);
     suite_add_tcase(s, tc);
     return cfs_check_run(s);
