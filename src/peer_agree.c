@@ -31,6 +31,10 @@ void cfs_peer_agreement_from_config(struct cfs_peer_agreement *out,
     out->drop_last = sp->drop_last;
     out->drop_last_batch = sp->drop_last_batch;
     out->persistent_workers = sp->persistent_workers;
+    /* Only the RA samplers repeat; elsewhere the option means nothing and
+     * must not make two nodes disagree. */
+    if (sp->kind == CFS_SAMPLER_TORCHVISION_RA || sp->kind == CFS_SAMPLER_TIMM_RA)
+        out->repetitions = sp->repetitions ? sp->repetitions : 3;
     out->epochs = c->epochs;
     out->start_epoch = c->start_epoch;
     out->order = (uint64_t)c->order;
@@ -72,6 +76,7 @@ static const struct agree_field agree_fields[] = {
     {"drop_last", AOFF(drop_last), F_BOOL},
     {"drop_last_batch", AOFF(drop_last_batch), F_BOOL},
     {"persistent_workers", AOFF(persistent_workers), F_BOOL},
+    {"repetitions", AOFF(repetitions), F_NUM},
     {"epochs", AOFF(epochs), F_NUM},
     {"start_epoch", AOFF(start_epoch), F_NUM},
     {"order", AOFF(order), F_ORDER},
@@ -90,7 +95,8 @@ static uint64_t field_val(const struct cfs_peer_agreement *a, size_t off)
 static void format_value(const struct cfs_peer_agreement *a, const struct agree_field *f,
                          char *buf, size_t len)
 {
-    static const char *const samplers[] = {"torch-ddp", "torch", "torch-sampler", "list"};
+    static const char *const samplers[] = {"torch-ddp", "torch", "torch-sampler", "list",
+                                           "hf-accelerate", "torchvision-ra", "timm-ra"};
     static const char *const orders[] = {"imagefolder", "sorted", "list"};
     uint64_t v = field_val(a, f->off);
     switch (f->fmt) {

@@ -144,12 +144,13 @@ struct cfs_peer_agreement {
     uint64_t sampler_list;  /* hash of the sampler=list: path, 0 */
     uint64_t world, batch;
     uint64_t drop_last, drop_last_batch, persistent_workers;
+    uint64_t repetitions;   /* sampler=torchvision-ra, timm-ra; 0 for the other kinds */
     uint64_t epochs, start_epoch;
     uint64_t order;         /* enum cfs_order (the list itself is in the catalog hash) */
     uint64_t ram, ssd;
     uint64_t no_peers;      /* a node without peers would never answer the others */
 };
-#define CFS_PEER_PROTOCOL 1
+#define CFS_PEER_PROTOCOL 2 /* 2: the agreement has repetitions */
 
 /* The helpers (cfs_peer_agreement_from_config, _compare, cfs_peer_config_hash)
  * are declared with the rest of the API below. */

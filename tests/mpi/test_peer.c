@@ -841,6 +841,17 @@ static int mode_local(void)
     CHECK(strcmp(err, "sampler differs: rank 0 has torch, rank 1 has torch-ddp; ram differs: "
                       "rank 0 has 1073741824, rank 1 has 1048576") == 0,
           "got '%s'", err);
+    /* repetitions= is plan-relevant for the RA samplers only. */
+    o.sampler = CFS_SAMPLER_TIMM_RA;
+    agreement_of(&o, 1, &a[0]);
+    o.repetitions = 2;
+    agreement_of(&o, 1, &a[1]);
+    cfs_peer_agreement_compare(a, 2, err, sizeof(err));
+    CHECK(strcmp(err, "repetitions differs: rank 0 has 3, rank 1 has 2") == 0, "got '%s'", err);
+    o.sampler = CFS_SAMPLER_HF_ACCELERATE;
+    uint64_t h2 = config_hash_of(&o);
+    o.repetitions = 3;
+    CHECK(config_hash_of(&o) == h2, "hf-accelerate's configuration hash counts repetitions");
     cfs_options_free(&o);
     if (!failures)
         printf("local: single node without MPI, agreement messages OK\n");
