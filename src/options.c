@@ -115,6 +115,18 @@ static int parse_ranks(struct cfs_options *o, const char *v, char *err, size_t e
     return 0;
 }
 
+static int parse_repetitions(struct cfs_options *o, const char *v, char *err, size_t errlen)
+{
+    uint64_t r;
+    if (cfs_parse_u64(v, 1024, &r) < 0 || r == 0)
+        return cfs_error_msg(err, errlen, -EINVAL,
+                             "option repetitions=%s: expected an integer 1..1024 (timm's "
+                             "non-integer num_repeats resamples, which clairfs does not model)",
+                             v);
+    o->repetitions = (uint32_t)r;
+    return 0;
+}
+
 static int parse_torch(struct cfs_options *o, const char *v, char *err, size_t errlen)
 {
     /* Only randperm for n >= 214748364 differs between the torch versions
@@ -163,7 +175,7 @@ static const struct opt_def options_table[] = {
      "DataLoader(drop_last=True): the last incomplete batch is not read"},
     {"persistent_workers", OPT_FLAG, OFF(persistent_workers), NO_PRESENT, 0, 0, NULL,
      "DataLoader(persistent_workers=True) (sampler=torch)"},
-    {"repetitions", OPT_U32, OFF(repetitions), NO_PRESENT, 1, 1024, NULL,
+    {"repetitions", OPT_SPECIAL, 0, NO_PRESENT, 0, 0, parse_repetitions,
      "repeats of each index (sampler=torchvision-ra, timm-ra), default 3"},
     {"epochs", OPT_U32, OFF(epochs), NO_PRESENT, 1, UINT32_MAX, NULL,
      "epochs the trainer runs, default 100"},

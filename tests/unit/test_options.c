@@ -127,6 +127,7 @@ START_TEST(framework_samplers_and_their_limits)
     assert_rejected("sampler=lightning,drop_last", "drop_last");
     assert_rejected("repetitions=0", "repetitions=0");
     assert_rejected("repetitions=1025", "repetitions=1025");
+    assert_rejected("repetitions=1.5", "non-integer num_repeats");
     assert_rejected("sampler=hf-accelerate,seed=18446744073709551615,epochs=2", "seed=");
     assert_rejected("sampler=torchvision-ra,seed=18446744073709551614,epochs=3", "seed=");
 }
