@@ -15,6 +15,14 @@
 #define IDLE_MIN_NS 10000u
 #define IDLE_MAX_NS 200000u
 #define IDLE_BUSY_MAX_NS 20000u /* with transfers in flight */
+/* Nothing done for DEEP_IDLE_AFTER_NS: the sleeps grow on to
+ * IDLE_DEEP_MAX_NS.  Each wake-up costs some 20 us of CPU (a timed wait, an
+ * Open MPI progress pass), so 200 us sleeps alone kept an unread node at 10 %
+ * of a core; 5 ms ones cost well under 1 %.  A busy exchange never gets
+ * there, and a local client wakes the thread at once: only the first request
+ * from a peer after a quiet spell waits, at most IDLE_DEEP_MAX_NS. */
+#define DEEP_IDLE_AFTER_NS 50000000u
+#define IDLE_DEEP_MAX_NS 5000000u
 #define BURST_NS 100000u        /* polling without sleep, transfers in flight */
 #define BACKOFF_MAX_FACTOR 8
 
@@ -779,7 +787,7 @@ static void teardown(struct cfs_peer *p)
 void *cfs_peer_comm_main(void *arg)
 {
     struct cfs_peer *p = arg;
-    uint64_t idle_ns = 0, burst_ns = 0;
+    uint64_t idle_ns = 0, burst_ns = 0, worked_ns = cfs_peer_now_ns();
     /* Our sleeps are tens of microseconds: the default 50 us timer slack
      * of this thread would double them. */
     prctl(PR_SET_TIMERSLACK, 2000UL, 0, 0, 0);
@@ -809,7 +817,7 @@ void *cfs_peer_comm_main(void *arg)
             break;
         if (work) {
             idle_ns = 0;
-            burst_ns = cfs_peer_now_ns();
+            burst_ns = worked_ns = cfs_peer_now_ns();
             continue;
         }
         if (p->used && cfs_peer_now_ns() - burst_ns < BURST_NS) {
@@ -821,9 +829,12 @@ void *cfs_peer_comm_main(void *arg)
              * not keep us spinning. */
             continue;
         }
+        uint64_t max_ns = p->used ? IDLE_BUSY_MAX_NS : IDLE_MAX_NS;
+        if (!p->used && !p->leaving && cfs_peer_now_ns() - worked_ns > DEEP_IDLE_AFTER_NS)
+            max_ns = IDLE_DEEP_MAX_NS;
         idle_ns = idle_ns ? idle_ns * 2 : IDLE_MIN_NS;
-        if (idle_ns > (p->used ? IDLE_BUSY_MAX_NS : IDLE_MAX_NS))
-            idle_ns = p->used ? IDLE_BUSY_MAX_NS : IDLE_MAX_NS;
+        if (idle_ns > max_ns)
+            idle_ns = max_ns;
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += (long)idle_ns;

@@ -12,6 +12,9 @@
 #           come from the peer again.
 #   agree   mismatched seed or dataset: every rank names the difference,
 #           exits non-zero, nothing mounted.
+#   idle    -np 2 (shared memory, then TCP), mounted and unread: each
+#           daemon uses < 5 % of a core over 10 s (utime + stime from
+#           /proc/PID/stat).
 # Environment: CLAIRFS, CLAIRFS_GENDATA, CLAIRFS_BENCH (tests/meson.build).
 # Exit 77 when mpirun or FUSE is missing.
 set -u
@@ -273,7 +276,43 @@ scenario_agree() {
     echo "ok: a node that cannot start stops every node: $(grep -m1 'could not start' "$TMP/agree.log")"
 }
 
+# cpu_ticks PID: the process's user + system clock ticks so far.
+cpu_ticks() {
+    # The command name (field 2) may hold spaces: cut after its ')'.
+    sed 's/^.*) //' "/proc/$1/stat" | awk '{ print $12 + $13 }'
+}
+
+scenario_idle() {
+    local transport r hz pid t0 t1 pct
+    hz=$(getconf CLK_TCK)
+    for transport in "$VADER" "$TCP"; do
+        start 2 "$transport" "seed=7,world=2,epochs=$EPOCHS,ram=1M,index=$TMP/idx{rank}" ||
+            { fail "$transport: start"; continue; }
+        sleep 2 # past start-up
+        local pids=() before=()
+        for r in 0 1; do
+            pid=$(rank_pid $r) || { fail "$transport: no PID for rank $r"; continue 2; }
+            pids+=("$pid")
+            before+=("$(cpu_ticks "$pid")")
+        done
+        t0=$(date +%s%N)
+        sleep 10
+        t1=$(date +%s%N)
+        for r in 0 1; do
+            local used=$(($(cpu_ticks "${pids[$r]}") - before[$r]))
+            # percent of one core = ticks / hz / seconds * 100, in tenths
+            pct=$((used * 1000000000000 / hz / (t1 - t0)))
+            echo "   idle ($transport) rank $r: $used ticks in $(((t1 - t0) / 1000000)) ms =" \
+                 "$((pct / 10)).$((pct % 10)) % of a core"
+            [ "$pct" -lt 50 ] || fail "idle ($transport) rank $r: $((pct / 10)).$((pct % 10)) % of a core >= 5 %"
+        done
+        check "idle ($transport): every node unmounts and mpirun exits 0" stop 2
+        rm -rf "$TMP"/idx*
+    done
+}
+
 case $SCENARIO in
+idle) scenario_idle ;;
 files) scenario_files ;;
 epochs) scenario_epochs ;;
 stop) scenario_stop ;;
