@@ -12,6 +12,14 @@
 #           come from the peer again.
 #   agree   mismatched seed or dataset: every rank names the difference,
 #           exits non-zero, nothing mounted.
+#   placement  aggregate RAM >= the dataset: -np 2 (ram = 60 % of it each)
+#           and -np 4 (30 % each), TCP: every file has an owner that holds
+#           it from its first use, so after epoch 0 the cluster reads at most
+#           5 % of the dataset per epoch from the PFS (sum of the nodes'
+#           clairfs_fetch_bytes_total{from="pfs"} deltas), every read
+#           verified against the source, and clairfs-plan --nodes N
+#           (clairvoyant) predicts the PFS bytes of every epoch within 5 %
+#           of the dataset.
 #   idle    -np 2 (shared memory, then TCP), mounted and unread: each
 #           daemon uses < 5 % of a core over 10 s (utime + stime from
 #           /proc/PID/stat).
@@ -21,6 +29,7 @@ set -u
 SCENARIO=${1:?scenario}
 . "$(dirname "$0")/lib.sh"
 : "${CLAIRFS_BENCH:?CLAIRFS_BENCH must name clairfs-bench}"
+: "${CLAIRFS_PLAN:?CLAIRFS_PLAN must name clairfs-plan}"
 command -v mpirun >/dev/null 2>&1 || { echo "SKIP: no mpirun"; exit 77; }
 cfs_setup
 
@@ -181,6 +190,60 @@ scenario_epochs() {
     done
 }
 
+# sim_pfs_bytes NP RAM: the simulator's PFS bytes of each epoch (clairvoyant,
+# all nodes), one per line.
+sim_pfs_bytes() {
+    "$CLAIRFS_PLAN" -o "seed=7,world=$1,epochs=$EPOCHS,ram=$2,ssd=0" --nodes "$1" --json \
+        "$TMP/src" | "$PYTHON" -c '
+import json, sys
+for e in json.load(sys.stdin)["simulation"]["policies"]["clairvoyant"]["epochs"]:
+    print(e["pfs_bytes"])'
+}
+
+scenario_placement() {
+    local np e r
+    for np in 2 4; do
+        local ram=$((DATASET * 6 / 10 / (np / 2)))
+        local sim
+        mapfile -t sim < <(sim_pfs_bytes "$np" "$ram")
+        [ "${#sim[@]}" -eq "$EPOCHS" ] || { fail "-np $np: clairfs-plan gave ${#sim[@]} epochs"; continue; }
+        start "$np" "$TCP" \
+            "seed=7,world=$np,epochs=$EPOCHS,ram=$ram,ssd=0,index=$TMP/idx{rank},model=$TMP/model.conf" ||
+            { fail "-np $np: start"; continue; }
+        declare -A prev_pfs
+        for r in $(seq 0 $((np - 1))); do prev_pfs[$r]=0; done
+        for e in $(seq 0 $((EPOCHS - 1))); do
+            local pids=()
+            for r in $(seq 0 $((np - 1))); do
+                bench "$r" "$e" "$np" "$TMP/m$r" &
+                pids+=($!)
+            done
+            for r in $(seq 0 $((np - 1))); do
+                wait "${pids[$r]}" || fail "-np $np epoch $e rank $r: $(tail -2 "$TMP/bench.$r.$e")"
+            done
+            local total=0 pfsb per=""
+            for r in $(seq 0 $((np - 1))); do
+                pfsb=$(metric "$TMP/m$r" 'clairfs_fetch_bytes_total{from="pfs"}')
+                per="$per $((pfsb - prev_pfs[$r]))"
+                total=$((total + pfsb - prev_pfs[$r]))
+                prev_pfs[$r]=$pfsb
+            done
+            local diff=$((total - sim[e]))
+            diff=${diff#-}
+            echo "   -np $np epoch $e: PFS bytes mount $total ($((1000 * total / DATASET / 10)).$((1000 * total / DATASET % 10)) %" \
+                 "of the dataset; per node:$per), simulator ${sim[e]}"
+            [ "$e" -eq 0 ] || [ $((20 * total)) -le "$DATASET" ] ||
+                fail "-np $np epoch $e: $total PFS bytes > 5 % of the dataset ($DATASET)"
+            [ $((20 * diff)) -le "$DATASET" ] ||
+                fail "-np $np epoch $e: mount $total and simulator ${sim[e]} PFS bytes differ by more than 5 % of the dataset"
+        done
+        check "-np $np: every file on every mount equals the source" compare_all "$np"
+        check "-np $np: every node unmounts and mpirun exits 0" stop "$np"
+        rm -rf "$TMP"/idx*
+        unset prev_pfs
+    done
+}
+
 # The PID of the daemon that is MPI rank R.
 rank_pid() {
     local p
@@ -313,6 +376,7 @@ scenario_idle() {
 
 case $SCENARIO in
 idle) scenario_idle ;;
+placement) scenario_placement ;;
 files) scenario_files ;;
 epochs) scenario_epochs ;;
 stop) scenario_stop ;;
