@@ -62,11 +62,14 @@ mountpoint -q "$W/pfs" || { echo "pfsemu did not mount"; cat "$W/pfsemu.log"; ex
 WORLD=$NODES SEED=3 BATCH=16
 TRAINER="seed=$SEED,world=$WORLD,batch=$BATCH,epochs=$EPOCHS"
 RAM=$((BYTES / NODES * 11 / 10))
-# The model told what the emulated PFS costs per file (open + a read) and
-# its shared bandwidth: clairfs-pfsemu's defaults, or MODEL_PFS_LATENCY and
-# MODEL_PFS_BW when PFS_OPTS changes them.
-printf 'pfs_latency = %s\npfs_bw = %s\npfs_client_bw = %s\n' "${MODEL_PFS_LATENCY:-0.0025}" \
-    "${MODEL_PFS_BW:-200M}" "${MODEL_PFS_BW:-200M}" >"$W/model.conf"
+# The model told the emulated PFS's shared bandwidth (clairfs-pfsemu's
+# default, or MODEL_PFS_BW when PFS_OPTS changes it); the latencies of the
+# PFS and of the peers are measured by the fetches (MODEL_PFS_LATENCY fixes
+# the PFS's instead).
+{
+    printf 'pfs_bw = %s\npfs_client_bw = %s\n' "${MODEL_PFS_BW:-200M}" "${MODEL_PFS_BW:-200M}"
+    [ -n "${MODEL_PFS_LATENCY:-}" ] && printf 'pfs_latency = %s\n' "$MODEL_PFS_LATENCY"
+} >"$W/model.conf"
 
 # epoch CONFIG E DIR...: every rank's epoch E at once, rank r on DIR r;
 # prints the slowest rank's wall time.

@@ -307,6 +307,12 @@ void pf_mark_changed(struct cfs_prefetch *pf, uint32_t id, const char *path);
 int pf_open_source(struct cfs_prefetch *pf, uint32_t id, int *fd);
 /* The node to ask for entry e instead of the PFS, or -1 (plan_lock held). */
 int pf_peer_choice(struct cfs_prefetch *pf, const struct cfs_entry *e);
+/* The owner of e has held it since before the current epoch: a peer fetch
+ * of it measures the peer.  In the epoch of the cluster's first read the
+ * owner may still be fetching it from the PFS and holds the answer back
+ * (peer_defer.c): that wait is the PFS's, and measured as the peer's it made
+ * every peer look tens of milliseconds slow for the rest of the run. */
+bool pf_peer_settled(struct cfs_prefetch *pf, const struct cfs_entry *e);
 /* Begin the fetch of id into tier (CFS_TIER_NONE: RAM, just ahead of use)
  * and submit it: see prefetch_fetch.c. */
 int pf_fetch_start(struct cfs_prefetch *pf, uint32_t id, enum cfs_tier tier, bool prefetch,
