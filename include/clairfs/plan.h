@@ -33,8 +33,8 @@
  *     plus the largest file, at most ram+ssd), then the rest of ram+ssd for
  *     what is left: a node whose tiers are all owned files has no room for
  *     its own reads of the others' files, evicts owned ones to make it, and
- *     its peers then find them gone (measured: 13.7 % of the dataset from
- *     the PFS per epoch with two nodes of 55 %).
+ *     its peers then find them gone, to be read from the PFS again
+ *     (test_mpi_mount.sh placement checks the PFS bytes per epoch).
  *  3. Each node then places, in its order of preference (owned files it
  *     never reads last, by index), its
  *     owned files and, in the room the owned ones leave, replicas of the
