@@ -367,8 +367,8 @@ static void provide_release(void *arg, struct cfs_peer_view *v)
 }
 
 /* A peer asks for a file this node owns but has not fetched yet (its
- * prefetcher had not reached it): fetch it now, for the peer.  -EAGAIN when
- * the fetch is under way, else -ENOENT.  Never waits for the plan lock (this
+ * prefetcher had not reached it): fetch it now, for the peer, if there is
+ * free room.  -EAGAIN when the fetch is under way, else -ENOENT.  Never waits for the plan lock (this
  * runs on the peer thread). */
 static int provide_fetch_owned(struct cfs_prefetch *pf, uint32_t id)
 {
@@ -378,7 +378,9 @@ static int provide_fetch_owned(struct cfs_prefetch *pf, uint32_t id)
     int rc = -ENOENT;
     if (pf->track && pf_owned_for_peers(pf, e->sample)) {
         enum cfs_tier tier = pf_track_tier(pf->track, e->sample);
-        rc = pf_fetch_start(pf, id, tier, true, 0, NULL);
+        /* Into free room only: an eviction may demote to the SSD tier,
+         * a disk write this thread must not wait for. */
+        rc = pf_fetch_start(pf, id, tier, true, CFS_CACHE_NO_EVICT, NULL);
         rc = rc == 0 || rc == -EEXIST ? -EAGAIN : -ENOENT;
     }
     pthread_rwlock_unlock(&pf->plan_lock);
