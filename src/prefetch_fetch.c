@@ -154,8 +154,13 @@ static int fetch_finish(struct fetch *f)
     if (res > 0)
         cfs_metrics_add(pf->m, peer ? CFS_M_FETCH_BYTES_PEER : CFS_M_FETCH_BYTES_PFS,
                         (uint64_t)res);
-    if (res > 0 && !f->via_peer)
-        cfs_model_pfs_done(pf->model, (uint64_t)res, f->t0, pf_now_ns());
+    if (res > 0) {
+        uint64_t now = pf_now_ns();
+        cfs_metrics_add(pf->m, peer ? CFS_M_FETCHES_PEER : CFS_M_FETCHES_PFS, 1);
+        cfs_metrics_add(pf->m, peer ? CFS_M_FETCH_NS_PEER : CFS_M_FETCH_NS_PFS, now - f->t0);
+        if (!f->via_peer)
+            cfs_model_pfs_done(pf->model, (uint64_t)res, f->t0, now);
+    }
     if (crc < 0 && rc == 0 && f->tier == CFS_TIER_SSD &&
         !atomic_exchange(&pf->ssd_error_logged, true))
         cfs_warn("SSD tier: writing an entry failed (%s); the tier keeps what it has",

@@ -136,8 +136,11 @@ static int peer_read_direct(struct cfs_prefetch *pf, uint32_t id, uint64_t size,
     pthread_cond_destroy(&w.cv);
     pthread_mutex_destroy(&w.mu);
     if (rc == 0) {
+        uint64_t now = pf_now_ns();
         if (settled)
-            cfs_model_peer_done(pf->model, node, size, t0, pf_now_ns());
+            cfs_model_peer_done(pf->model, node, size, t0, now);
+        cfs_metrics_add(pf->m, CFS_M_FETCHES_PEER, 1);
+        cfs_metrics_add(pf->m, CFS_M_FETCH_NS_PEER, now - t0);
         cfs_metrics_add(pf->m, CFS_M_PEER_FETCH_OK, 1);
         cfs_metrics_add(pf->m, CFS_M_FETCH_BYTES_PEER, size);
         atomic_fetch_add(&pf->peer_fetches, 1);
