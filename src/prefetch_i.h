@@ -25,15 +25,18 @@
  *     thread): fetch_done, then fetch_finish or the finisher queue.
  *   - the peer layer's thread (MPI: its communication thread; the test
  *     fake: a thread of its own): peer_done, which may resubmit to the io
- *     engine, and cfs_prefetch_provide.  Neither holds a peer-layer lock
- *     when it calls us.
+ *     engine, and cfs_prefetch_provide, which for an owned file not yet
+ *     fetched takes plan_lock for reading only if it is free (tryrdlock,
+ *     never waiting) and calls fetch_start into free room.  Neither holds a
+ *     peer-layer lock when it calls us.
  *
  *   Locks, outermost first.  A thread holding one may take only locks
  *   further down this list:
  *   1. pf->plan_lock (rwlock): pf->track, run's seed and the prefetcher's cursors
  *      (scan, scan_gen, order_idx, owned_idx: the prefetcher thread's, reset
  *      under the write lock by set_seed).  Read: open, release, state,
- *      stats, set_epoch, prefetch_round, log_progress, stage_eligible.
+ *      stats, set_epoch, prefetch_round, log_progress, stage_eligible,
+ *      cfs_prefetch_provide (tryrdlock).
  *      Write: set_seed only.  Under the read lock an open may call
  *      fetch_start (and so everything below, also fetch_finish for a
  *      synchronous demand fetch) and wait up to ZOMBIE_WAIT_NS on
