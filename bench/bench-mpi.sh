@@ -11,6 +11,11 @@
 #
 #   bench/bench-mpi.sh [BUILD_DIR] [--nodes N] [--epochs E] [--files F]
 #
+# Also printed: the per-file cost of a fetch from the PFS and from a peer
+# (clairfs_fetch_seconds_total / clairfs_fetches_total), and the start-up
+# time (mpirun to every mount's ready file) of NODES nodes and, mounted
+# alone, of 2, 4 and 8 nodes (STARTUP_NODES).
+#
 # Environment: PFS_OPTS (clairfs-pfsemu -o options; default its own: 2 ms per
 # open, 0.5 ms per read, 200 MiB/s shared), OMPI_* as usual.  As root the
 # Open MPI run-as-root variables are set.
@@ -62,11 +67,14 @@ mountpoint -q "$W/pfs" || { echo "pfsemu did not mount"; cat "$W/pfsemu.log"; ex
 WORLD=$NODES SEED=3 BATCH=16
 TRAINER="seed=$SEED,world=$WORLD,batch=$BATCH,epochs=$EPOCHS"
 RAM=$((BYTES / NODES * 11 / 10))
-# The model told what the emulated PFS costs per file (open + a read) and
-# its shared bandwidth: clairfs-pfsemu's defaults, or MODEL_PFS_LATENCY and
-# MODEL_PFS_BW when PFS_OPTS changes them.
-printf 'pfs_latency = %s\npfs_bw = %s\npfs_client_bw = %s\n' "${MODEL_PFS_LATENCY:-0.0025}" \
-    "${MODEL_PFS_BW:-200M}" "${MODEL_PFS_BW:-200M}" >"$W/model.conf"
+# The model told the emulated PFS's shared bandwidth (clairfs-pfsemu's
+# default, or MODEL_PFS_BW when PFS_OPTS changes it); the latencies of the
+# PFS and of the peers are measured by the fetches (MODEL_PFS_LATENCY fixes
+# the PFS's instead).
+{
+    printf 'pfs_bw = %s\npfs_client_bw = %s\n' "${MODEL_PFS_BW:-200M}" "${MODEL_PFS_BW:-200M}"
+    [ -n "${MODEL_PFS_LATENCY:-}" ] && printf 'pfs_latency = %s\n' "$MODEL_PFS_LATENCY"
+} >"$W/model.conf"
 
 # epoch CONFIG E DIR...: every rank's epoch E at once, rank r on DIR r;
 # prints the slowest rank's wall time.
@@ -104,22 +112,51 @@ run_pfs() {
     for e in $(seq 0 $((EPOCHS - 1))); do T[pfs,$e]=$(epoch pfs "$e" "${dirs[@]}"); done
 }
 
-run_clairfs() {
-    local cfg=$1 extra=$2 e r dirs=()
+sum_metric_f() { # the same for a fractional metric (seconds)
+    local k=$1 r
+    for r in $(seq 0 $((NODES - 1))); do cat "$W/mnt$r/.clairfs/metrics"; done |
+        awk -v k="$k" '$1 == k { s += $2 } END { printf "%.6f", s }'
+}
+
+# launch NP CFG OPTS: NP daemons under mpirun over TCP, each on its mount
+# (ram and trainer options of OPTS); waits until every mount is ready and
+# sets STARTUP to the seconds from mpirun to the last ready file.
+launch() {
+    local np=$1 cfg=$2 opts=$3 r t0
     rm -rf "$W"/idx*
-    for r in $(seq 0 $((NODES - 1))); do mkdir -p "$W/mnt$r"; dirs+=("$W/mnt$r"); done
-    mpirun -np "$NODES" --oversubscribe --mca pml ob1 --mca btl self,tcp \
+    for r in $(seq 0 $((np - 1))); do mkdir -p "$W/mnt$r"; done
+    t0=$(date +%s%N)
+    mpirun -np "$np" --oversubscribe --mca pml ob1 --mca btl self,tcp \
         --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
-        "$CLAIRFS" -f -o "$TRAINER,ram=$RAM,index=$W/idx{rank},model=$W/model.conf$extra" \
+        "$CLAIRFS" -f -o "$opts,index=$W/idx{rank},model=$W/model.conf" \
         "$W/pfs" "$W/mnt{rank}" >"$W/clairfs.$cfg.log" 2>&1 &
     MPIPID=$!
-    for _ in $(seq 600); do
-        local ready=1
-        for r in $(seq 0 $((NODES - 1))); do [ -e "$W/mnt$r/.clairfs/ready" ] || ready=0; done
+    local ready=0
+    for _ in $(seq 1200); do
+        ready=1
+        for r in $(seq 0 $((np - 1))); do [ -e "$W/mnt$r/.clairfs/ready" ] || ready=0; done
         [ $ready = 1 ] && break
-        sleep 0.1
+        kill -0 "$MPIPID" 2>/dev/null || break
+        sleep 0.05
     done
+    STARTUP=$(awk -v a="$t0" -v b="$(date +%s%N)" 'BEGIN { printf "%.2f", (b - a) / 1e9 }')
     [ $ready = 1 ] || { echo "$cfg: mounts not ready"; cat "$W/clairfs.$cfg.log"; return 1; }
+}
+
+# unmount NP: every node's mount, then wait for mpirun.
+unmount() {
+    local r
+    for r in $(seq 0 $(($1 - 1))); do fusermount3 -u "$W/mnt$r"; done
+    wait "$MPIPID"
+    MPIPID=
+}
+
+declare -A START COST
+run_clairfs() {
+    local cfg=$1 extra=$2 e r dirs=()
+    for r in $(seq 0 $((NODES - 1))); do dirs+=("$W/mnt$r"); done
+    launch "$NODES" "$cfg" "$TRAINER,ram=$RAM$extra" || return 1
+    START[$cfg]=$STARTUP
     local pb=0 qb=0
     for e in $(seq 0 $((EPOCHS - 1))); do
         T[$cfg,$e]=$(epoch "$cfg" "$e" "${dirs[@]}")
@@ -131,9 +168,14 @@ run_clairfs() {
     done
     OK[$cfg]=$(sum_metric 'clairfs_peer_fetches_total{result="ok"}')
     FB[$cfg]=$(sum_metric 'clairfs_peer_fetches_total{result="fallback"}')
-    for r in $(seq 0 $((NODES - 1))); do fusermount3 -u "$W/mnt$r"; done
-    wait "$MPIPID"
-    MPIPID=
+    local src n t
+    for src in pfs peer; do
+        n=$(sum_metric "clairfs_fetches_total{from=\"$src\"}")
+        t=$(sum_metric_f "clairfs_fetch_seconds_total{from=\"$src\"}")
+        COST[$cfg,$src]=$(awk -v n="$n" -v t="$t" 'BEGIN {
+            if (n > 0) printf "%.2f ms (%d fetches)", 1000 * t / n, n; else printf "- (0 fetches)" }')
+    done
+    unmount "$NODES"
 }
 
 echo "dataset: $NFILES files, $((BYTES / 1048576)) MiB; $NODES nodes (MPI ranks over TCP), one"
@@ -154,6 +196,19 @@ for e in $(seq 0 $((EPOCHS - 1))); do
         "$(awk -v b="${PEERB[clairfs,$e]}" 'BEGIN { print b / 1048576 }')"
 done
 echo "peer fetches (all nodes, all epochs): ${OK[clairfs]} answered, ${FB[clairfs]} fell back to the PFS"
+echo "per-file fetch cost (submission to completion, queueing included, all nodes and epochs):"
+echo "  clairfs: PFS ${COST[clairfs,pfs]}, peer ${COST[clairfs,peer]}; no_peers: PFS ${COST[no_peers,pfs]}"
+echo "start-up (mpirun to every mount ready): clairfs ${START[clairfs]} s, no_peers ${START[no_peers]} s ($NODES nodes)"
+# Start-up alone for other node counts: the same dataset and options (world
+# = nodes), mounted and unmounted, nothing read.
+line="start-up by node count:"
+for np in ${STARTUP_NODES:-2 4 8}; do
+    launch "$np" "startup$np" "seed=$SEED,world=$np,batch=$BATCH,epochs=$EPOCHS,ram=$((BYTES / np * 11 / 10))" ||
+        continue
+    unmount "$np"
+    line="$line $np nodes ${STARTUP} s;"
+done
+echo "${line%;}"
 last=$((EPOCHS - 1))
 awk -v p="${T[pfs,$last]}" -v c="${T[clairfs,$last]}" -v n="${T[no_peers,$last]}" 'BEGIN {
     printf "last epoch: clairfs %.1fx faster than the PFS directly, %.1fx faster than no_peers\n",

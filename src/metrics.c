@@ -101,6 +101,19 @@ static const struct metric_def metric_table[CFS_M_COUNT] = {
                                   "Writes of the SSD tier's records that the index refused (disk "
                                   "full, I/O error): the tier then serves without persisting.",
                                   "index", "write_errors"},
+    [CFS_M_FETCHES_PFS] = {"clairfs_fetches_total", "from=\"pfs\"", COUNTER, U_COUNT,
+                           "Completed fetches, by source (a peer's answer that was not the "
+                           "bytes counts as the PFS fetch that follows).",
+                           "fetches", "pfs"},
+    [CFS_M_FETCHES_PEER] = {"clairfs_fetches_total", "from=\"peer\"", COUNTER, U_COUNT, NULL,
+                            "fetches", "peer"},
+    [CFS_M_FETCH_NS_PFS] = {"clairfs_fetch_seconds_total", "from=\"pfs\"", COUNTER, U_NS,
+                            "Time of the completed fetches from submission to completion, "
+                            "queueing included, by source: divided by clairfs_fetches_total, "
+                            "the cost of one file from each.",
+                            "fetchtime", "pfs"},
+    [CFS_M_FETCH_NS_PEER] = {"clairfs_fetch_seconds_total", "from=\"peer\"", COUNTER, U_NS,
+                             NULL, "fetchtime", "peer"},
 };
 
 void cfs_metrics_init(struct cfs_metrics *m)

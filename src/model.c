@@ -17,6 +17,7 @@ struct cfs_model {
      * sample. */
     _Atomic uint64_t *lat;
     _Atomic uint32_t *passed; /* per node: PFS choices since the last probe */
+    _Atomic uint64_t pfs_lat; /* bits of a double, 0: none */
 };
 
 void cfs_model_defaults(struct cfs_model_params *out)
@@ -131,6 +132,7 @@ int cfs_model_load(const char *path, struct cfs_model_params *p, char *err, size
             break;
         }
         *(double *)((char *)&np + keys[i].off) = d;
+        np.fixed |= 1u << i;
     }
     if (rc == 0 && ferror(f)) {
         rc = -EIO;
@@ -189,12 +191,35 @@ double cfs_model_measured_latency(const struct cfs_model *m, uint32_t node)
     return load_lat(m, node);
 }
 
-double cfs_model_pfs_time(const struct cfs_model *m, uint64_t size)
+static double bits_double(uint64_t bits)
+{
+    double d;
+    memcpy(&d, &bits, sizeof(d));
+    return d;
+}
+
+static uint64_t double_bits(double d)
+{
+    uint64_t bits;
+    memcpy(&bits, &d, sizeof(bits));
+    return bits;
+}
+
+static double pfs_share(const struct cfs_model *m)
 {
     double share = m->p.pfs_bw / (double)m->clients;
-    if (share > m->p.pfs_client_bw)
-        share = m->p.pfs_client_bw;
-    return m->p.pfs_latency + (double)size / share;
+    return share > m->p.pfs_client_bw ? m->p.pfs_client_bw : share;
+}
+
+double cfs_model_pfs_latency(const struct cfs_model *m)
+{
+    double lat = bits_double(atomic_load_explicit(&m->pfs_lat, memory_order_relaxed));
+    return lat > 0 ? lat : m->p.pfs_latency;
+}
+
+double cfs_model_pfs_time(const struct cfs_model *m, uint64_t size)
+{
+    return cfs_model_pfs_latency(m) + (double)size / pfs_share(m);
 }
 
 static double link_bw(const struct cfs_model *m, enum cfs_tier tier)
@@ -231,25 +256,39 @@ enum cfs_model_source cfs_model_choose(struct cfs_model *m, uint32_t node,
     return CFS_MODEL_PFS;
 }
 
-void cfs_model_observe(struct cfs_model *m, uint32_t node, uint64_t bytes, double seconds,
-                       uint32_t concurrent)
+void cfs_model_observe(struct cfs_model *m, uint32_t node, uint64_t bytes, double seconds)
 {
-    if (node >= m->nodes || !(seconds > 0))
+    if (node >= m->nodes || !(seconds > 0) || m->p.fixed & CFS_MODEL_FIXED_NET_LATENCY)
         return;
-    /* With k requests in flight to the node, each took about 1/k of the
-     * elapsed time of the link (Little's law): the service time, which is
-     * what a single fetch from the PFS is compared with.  Minus the
-     * transfer at the modelled bandwidth: a latency, comparable across file
-     * sizes (a rate would not be). */
-    double sample = seconds / (double)(concurrent ? concurrent : 1) -
-                    (double)bytes / link_bw(m, CFS_TIER_RAM);
+    /* Minus the transfer at the modelled bandwidth: a latency, comparable
+     * across file sizes (a rate would not be). */
+    double sample = seconds - (double)bytes / link_bw(m, CFS_TIER_RAM);
     if (sample < 1e-6)
         sample = 1e-6;
     double old = load_lat(m, node);
     if (!(old > 0))
         old = m->p.net_latency; /* the prior: one odd first answer moves it by 1/8 */
-    double v = old + (sample - old) / 8.0;
-    uint64_t bits;
-    memcpy(&bits, &v, sizeof(bits));
-    atomic_store_explicit(&m->lat[node], bits, memory_order_relaxed);
+    atomic_store_explicit(&m->lat[node], double_bits(old + (sample - old) / 8.0),
+                          memory_order_relaxed);
+}
+
+void cfs_model_peer_done(struct cfs_model *m, uint32_t node, uint64_t bytes, uint64_t t0_ns,
+                         uint64_t now_ns)
+{
+    if (node >= m->nodes)
+        return;
+    cfs_model_observe(m, node, bytes, now_ns > t0_ns ? (double)(now_ns - t0_ns) * 1e-9 : 0);
+}
+
+void cfs_model_pfs_done(struct cfs_model *m, uint64_t bytes, uint64_t t0_ns, uint64_t now_ns)
+{
+    double secs = now_ns > t0_ns ? (double)(now_ns - t0_ns) * 1e-9 : 0;
+    if (m->p.fixed & CFS_MODEL_FIXED_PFS_LATENCY || !(secs > 0))
+        return;
+    double sample = secs - (double)bytes / pfs_share(m);
+    if (sample < 1e-6)
+        sample = 1e-6;
+    double old = cfs_model_pfs_latency(m);
+    atomic_store_explicit(&m->pfs_lat, double_bits(old + (sample - old) / 8.0),
+                          memory_order_relaxed);
 }

@@ -96,6 +96,17 @@ struct peer_send {
     void *bounce;
 };
 
+/* A REPLY held back until files in flight at this node are published
+ * (peer_defer.c): r[i].status is -EAGAIN for those still awaited. */
+struct peer_pending {
+    struct peer_pending *next;
+    int src;
+    uint64_t deadline_ns;
+    struct peer_msg_hdr *rh; /* the REPLY, its entries after it */
+    size_t rlen;
+    struct peer_req_ent q[]; /* the request's entries, rh->count of them */
+};
+
 struct cfs_peer {
     MPI_Comm comm;
     int rank, size;
@@ -127,6 +138,7 @@ struct cfs_peer {
     uint32_t next_tag;
     bool leaving;
     uint64_t leave_deadline_ns;
+    struct peer_pending *pending; /* replies held back, oldest first */
 
     struct {
         _Atomic uint64_t fetched, fetched_bytes, served, served_bytes, notheld, timeouts,
@@ -135,6 +147,17 @@ struct cfs_peer {
 };
 
 void *cfs_peer_comm_main(void *arg);
+int peer_send_ctrl(struct cfs_peer *p, int dest, void *msg, size_t len);
+void peer_serve_one(struct cfs_peer *p, int src, const struct peer_req_ent *q,
+                    struct peer_rep_ent *r);
+/* peer_defer.c: hold a REPLY whose entries include -EAGAIN ones; retry them
+ * (returns the replies sent); flush (every node's when src < 0) answering
+ * the awaited ones "not held"; free everything at teardown. */
+void peer_defer_reply(struct cfs_peer *p, int src, const struct peer_req_ent *q,
+                      struct peer_msg_hdr *rh, size_t rlen, uint64_t now);
+int peer_defer_poll(struct cfs_peer *p, uint64_t now);
+void peer_defer_flush(struct cfs_peer *p, int src);
+void peer_defer_free(struct cfs_peer *p);
 uint64_t cfs_peer_now_ns(void);
 
 #endif

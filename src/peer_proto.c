@@ -15,6 +15,14 @@
 #define IDLE_MIN_NS 10000u
 #define IDLE_MAX_NS 200000u
 #define IDLE_BUSY_MAX_NS 20000u /* with transfers in flight */
+/* Nothing done for DEEP_IDLE_AFTER_NS: the sleeps grow on to
+ * IDLE_DEEP_MAX_NS.  Each wake-up costs some 20 us of CPU (a timed wait, an
+ * Open MPI progress pass), so 200 us sleeps alone kept an unread node at 10 %
+ * of a core; 5 ms ones cost well under 1 %.  A busy exchange never gets
+ * there, and a local client wakes the thread at once: only the first request
+ * from a peer after a quiet spell waits, at most IDLE_DEEP_MAX_NS. */
+#define DEEP_IDLE_AFTER_NS 200000000u
+#define IDLE_DEEP_MAX_NS 5000000u
 #define BURST_NS 100000u        /* polling without sleep, transfers in flight */
 #define BACKOFF_MAX_FACTOR 8
 
@@ -78,7 +86,7 @@ static void slot_set(struct cfs_peer *p, int s, enum peer_slot_kind k, void *obj
 
 /* --- Control messages out. --- */
 
-static int send_ctrl(struct cfs_peer *p, int dest, void *msg, size_t len)
+int peer_send_ctrl(struct cfs_peer *p, int dest, void *msg, size_t len)
 {
     int s = slot_get(p);
     if (s < 0) {
@@ -102,7 +110,7 @@ static int send_simple(struct cfs_peer *p, int dest, enum peer_msg_type type)
     if (!h)
         return -ENOMEM;
     h->type = type;
-    return send_ctrl(p, dest, h, sizeof(*h));
+    return peer_send_ctrl(p, dest, h, sizeof(*h));
 }
 
 /* --- Client side. --- */
@@ -261,7 +269,7 @@ static int send_batch(struct cfs_peer *p, uint32_t dest, uint64_t now)
     for (uint32_t i = 0; i < n; i++)
         if (b->x[i].slot < 0)
             complete_user(p, &b->x[i], b->x[i].status);
-    if (send_ctrl(p, (int)dest, h, mlen) < 0) {
+    if (peer_send_ctrl(p, (int)dest, h, mlen) < 0) {
         for (uint32_t i = 0; i < n; i++)
             complete_user(p, &b->x[i], -EIO);
         for (uint32_t i = 0; i < n; i++)
@@ -403,8 +411,8 @@ static int read_full(int fd, void *buf, uint64_t len, uint64_t off)
 }
 
 /* One requested file: post its data send, fill its reply entry. */
-static void serve_one(struct cfs_peer *p, int src, const struct peer_req_ent *q,
-                      struct peer_rep_ent *r)
+void peer_serve_one(struct cfs_peer *p, int src, const struct peer_req_ent *q,
+                    struct peer_rep_ent *r)
 {
     r->tag = q->tag;
     r->len = 0;
@@ -419,6 +427,11 @@ static void serve_one(struct cfs_peer *p, int src, const struct peer_req_ent *q,
         return;
     }
     int rc = p->params.provide(p->params.provide_arg, q->id, &s->view);
+    if (rc == -EAGAIN) {
+        free(s);
+        r->status = rc; /* in flight here: the reply waits for it */
+        return;
+    }
     if (rc < 0) {
         free(s);
         r->status = rc;
@@ -486,9 +499,15 @@ static void on_req(struct cfs_peer *p, int src, const struct peer_msg_hdr *h, si
     rh->batch = h->batch;
     const struct peer_req_ent *q = (const struct peer_req_ent *)(h + 1);
     struct peer_rep_ent *r = (struct peer_rep_ent *)(rh + 1);
-    for (uint32_t i = 0; i < n; i++)
-        serve_one(p, src, &q[i], &r[i]);
-    send_ctrl(p, src, rh, rlen);
+    bool awaited = false;
+    for (uint32_t i = 0; i < n; i++) {
+        peer_serve_one(p, src, &q[i], &r[i]);
+        awaited |= r[i].status == -EAGAIN;
+    }
+    if (awaited)
+        peer_defer_reply(p, src, q, rh, rlen, cfs_peer_now_ns());
+    else
+        peer_send_ctrl(p, src, rh, rlen);
 }
 
 static void on_reply(struct cfs_peer *p, int src, const struct peer_msg_hdr *h, size_t len)
@@ -531,6 +550,7 @@ static void on_goodbye(struct cfs_peer *p, int src, const struct peer_msg_hdr *h
     /* Requests already sent will be answered (it serves until acked);
      * those not yet sent never will be. */
     fail_queue(p, nd, -EHOSTDOWN);
+    peer_defer_flush(p, src); /* our replies to it come before the ack */
     send_simple(p, src, PEER_MSG_GOODBYE_ACK);
     cfs_info("peers: rank %d left", src);
 }
@@ -668,6 +688,7 @@ static int poll_slots(struct cfs_peer *p)
 static void begin_leaving(struct cfs_peer *p, uint64_t now)
 {
     p->leaving = true;
+    peer_defer_flush(p, -1);
     uint64_t wait = 2 * p->timeout_ns;
     if (wait < 1000000000u)
         wait = 1000000000u;
@@ -746,6 +767,7 @@ static void teardown(struct cfs_peer *p)
         slot_put(p, s);
     }
     p->used = 0;
+    peer_defer_free(p);
     for (int d = 0; d < p->size; d++) {
         struct peer_node *nd = &p->nodes[d];
         fail_queue(p, nd, -ECANCELED);
@@ -779,7 +801,7 @@ static void teardown(struct cfs_peer *p)
 void *cfs_peer_comm_main(void *arg)
 {
     struct cfs_peer *p = arg;
-    uint64_t idle_ns = 0, burst_ns = 0;
+    uint64_t idle_ns = 0, burst_ns = 0, worked_ns = cfs_peer_now_ns();
     /* Our sleeps are tens of microseconds: the default 50 us timer slack
      * of this thread would double them. */
     prctl(PR_SET_TIMERSLACK, 2000UL, 0, 0, 0);
@@ -802,6 +824,8 @@ void *cfs_peer_comm_main(void *arg)
             begin_leaving(p, now);
         work += poll_ctrl(p);
         work += poll_slots(p);
+        if (p->pending)
+            work += peer_defer_poll(p, cfs_peer_now_ns());
         if (!p->leaving)
             work += flush_batches(p, now);
         check_timeouts(p, cfs_peer_now_ns());
@@ -809,7 +833,7 @@ void *cfs_peer_comm_main(void *arg)
             break;
         if (work) {
             idle_ns = 0;
-            burst_ns = cfs_peer_now_ns();
+            burst_ns = worked_ns = cfs_peer_now_ns();
             continue;
         }
         if (p->used && cfs_peer_now_ns() - burst_ns < BURST_NS) {
@@ -821,9 +845,13 @@ void *cfs_peer_comm_main(void *arg)
              * not keep us spinning. */
             continue;
         }
+        uint64_t max_ns = p->used ? IDLE_BUSY_MAX_NS : IDLE_MAX_NS;
+        if (!p->used && !p->pending && !p->leaving &&
+            cfs_peer_now_ns() - worked_ns > DEEP_IDLE_AFTER_NS)
+            max_ns = IDLE_DEEP_MAX_NS;
         idle_ns = idle_ns ? idle_ns * 2 : IDLE_MIN_NS;
-        if (idle_ns > (p->used ? IDLE_BUSY_MAX_NS : IDLE_MAX_NS))
-            idle_ns = p->used ? IDLE_BUSY_MAX_NS : IDLE_MAX_NS;
+        if (idle_ns > max_ns)
+            idle_ns = max_ns;
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += (long)idle_ns;

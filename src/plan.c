@@ -125,6 +125,7 @@ struct build {
     uint64_t *free_room; /* per node, for owners */
     uint64_t *held;      /* per node bitset of held files */
     uint64_t min_size;   /* the smallest file: room below it is full */
+    uint64_t max_size;   /* the largest file: the slack of a fair share */
     size_t held_words;
 };
 
@@ -331,6 +332,41 @@ static inline uint32_t pref(uint16_t v)
     return ((255 - RCOUNT(v)) << 8) | REPOCH(v);
 }
 
+/* The owner of f: its best reader when that node has room, else the reader
+ * with room that prefers it most, else the node with the most room; none
+ * when no node has room (the PFS). */
+static void owner_of(struct cfs_plan *p, struct build *b, uint32_t f)
+{
+    const uint64_t n = p->n;
+    uint64_t sz = p->sizes[f];
+    uint32_t best = b->best[f];
+    if (b->free_room[best] < sz) {
+        uint64_t most = 0;
+        uint32_t roomiest = CFS_NODE_NONE;
+        for (uint32_t j = 0; j < p->nodes; j++)
+            if (b->free_room[j] >= sz && b->free_room[j] >= most &&
+                (roomiest == CFS_NODE_NONE || b->free_room[j] > most)) {
+                most = b->free_room[j];
+                roomiest = j;
+            }
+        if (roomiest == CFS_NODE_NONE)
+            return;
+        best = CFS_NODE_NONE;
+        uint32_t bp = UINT32_MAX;
+        for (uint32_t j = 0; j < p->nodes; j++) {
+            uint16_t v = rv(b, (size_t)j * n + f);
+            if (v && b->free_room[j] >= sz && pref(v) < bp) {
+                best = j;
+                bp = pref(v);
+            }
+        }
+        if (best == CFS_NODE_NONE)
+            best = roomiest;
+    }
+    p->owner[f] = best;
+    b->free_room[best] -= sz;
+}
+
 /* Owners: de-duplicated, in order of total reads. */
 static int assign_owners(struct cfs_plan *p, struct build *b)
 {
@@ -367,39 +403,23 @@ static int assign_owners(struct cfs_plan *p, struct build *b)
     int rc = radix_sort(b->key, b->ids, m, 32);
     if (rc < 0)
         return rc;
+    /* Two passes.  The first gives each node at most its fair share of the
+     * dataset (the rest of its room is for its own reads of the others'
+     * files: an owner whose tiers are all owned files makes room for what
+     * it streams by evicting them, and its peers then find them gone).  The
+     * second places what the shares left over, up to each node's room. */
+    uint64_t share = p->dataset_bytes / p->nodes + b->max_size;
+    if (share > cap)
+        share = cap;
     for (uint32_t j = 0; j < p->nodes; j++)
-        b->free_room[j] = cap;
-    for (uint64_t i = 0; i < m; i++) {
-        uint32_t f = b->ids[i];
-        uint64_t sz = p->sizes[f];
-        uint32_t best = b->best[f];
-        if (b->free_room[best] < sz) {
-            /* The best reader is full: the next reader with room, else the
-             * node with the most room. */
-            uint64_t most = 0;
-            uint32_t roomiest = CFS_NODE_NONE;
+        b->free_room[j] = share;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1)
             for (uint32_t j = 0; j < p->nodes; j++)
-                if (b->free_room[j] >= sz && b->free_room[j] >= most &&
-                    (roomiest == CFS_NODE_NONE || b->free_room[j] > most)) {
-                    most = b->free_room[j];
-                    roomiest = j;
-                }
-            if (roomiest == CFS_NODE_NONE)
-                continue; /* no node has room: read from the PFS */
-            best = CFS_NODE_NONE;
-            uint32_t bp = UINT32_MAX;
-            for (uint32_t j = 0; j < p->nodes; j++) {
-                uint16_t v = rv(b, (size_t)j * n + f);
-                if (v && b->free_room[j] >= sz && pref(v) < bp) {
-                    best = j;
-                    bp = pref(v);
-                }
-            }
-            if (best == CFS_NODE_NONE)
-                best = roomiest;
-        }
-        p->owner[f] = best;
-        b->free_room[best] -= sz;
+                b->free_room[j] += cap - share;
+        for (uint64_t i = 0; i < m; i++)
+            if (p->owner[b->ids[i]] == CFS_NODE_NONE)
+                owner_of(p, b, b->ids[i]);
     }
     return 0;
 }
@@ -644,8 +664,10 @@ int cfs_plan_create(const struct cfs_plan_params *pp, struct cfs_plan **out, cha
         goto fail;
 
     b.min_size = UINT64_MAX;
-    for (uint64_t f = 0; f < n; f++)
+    for (uint64_t f = 0; f < n; f++) {
         b.min_size = p->sizes[f] < b.min_size ? p->sizes[f] : b.min_size;
+        b.max_size = p->sizes[f] > b.max_size ? p->sizes[f] : b.max_size;
+    }
     rc = sweep(p, &b, st, err, errlen);
     if (rc < 0)
         goto fail_reported;

@@ -366,6 +366,27 @@ static void provide_release(void *arg, struct cfs_peer_view *v)
     free(pv);
 }
 
+/* A peer asks for a file this node owns but has not fetched yet (its
+ * prefetcher had not reached it): fetch it now, for the peer, if there is
+ * free room.  -EAGAIN when the fetch is under way, else -ENOENT.  Never waits for the plan lock (this
+ * runs on the peer thread). */
+static int provide_fetch_owned(struct cfs_prefetch *pf, uint32_t id)
+{
+    const struct cfs_entry *e = cfs_catalog_entry(pf->cat, id);
+    if (!e || e->sample == CFS_NO_SAMPLE || pthread_rwlock_tryrdlock(&pf->plan_lock) != 0)
+        return -ENOENT;
+    int rc = -ENOENT;
+    if (pf->track && pf_owned_for_peers(pf, e->sample)) {
+        enum cfs_tier tier = pf_track_tier(pf->track, e->sample);
+        /* Into free room only: an eviction may demote to the SSD tier,
+         * a disk write this thread must not wait for. */
+        rc = pf_fetch_start(pf, id, tier, true, CFS_CACHE_NO_EVICT, NULL);
+        rc = rc == 0 || rc == -EEXIST ? -EAGAIN : -ENOENT;
+    }
+    pthread_rwlock_unlock(&pf->plan_lock);
+    return rc;
+}
+
 int cfs_prefetch_provide(void *arg, uint32_t id, struct cfs_peer_view *v)
 {
     struct cfs_prefetch *pf = arg;
@@ -375,11 +396,15 @@ int cfs_prefetch_provide(void *arg, uint32_t id, struct cfs_peer_view *v)
     if (!pv)
         return -ENOMEM;
     pv->pf = pf;
-    /* Never waits: a file in flight here is "not held" for the peer, which
-     * then reads the PFS rather than stall the peer thread. */
-    if (cfs_cache_acquire(pf->cache, id, 0, &pv->h) != 0) {
+    /* Never waits: a file in flight here is -EAGAIN, and the peer layer
+     * holds the reply back until it is published (peer_defer.c), so that
+     * the asker does not read the same bytes from the PFS. */
+    int rc = cfs_cache_acquire(pf->cache, id, 0, &pv->h);
+    if (rc == -ENOENT)
+        rc = provide_fetch_owned(pf, id);
+    if (rc != 0) {
         free(pv);
-        return -ENOENT;
+        return rc == -EAGAIN ? -EAGAIN : -ENOENT;
     }
     if (pv->h.kernel) {
         /* Staged: the bytes are the kernel's (owned files never are). */

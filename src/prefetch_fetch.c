@@ -35,8 +35,9 @@
 struct fetch {
     struct cfs_io_req req;
     struct cfs_peer_req preq; /* when asked from a peer first */
-    uint64_t t0;              /* when the peer was asked, ns */
+    uint64_t t0;              /* when the peer or the PFS was asked, ns */
     bool via_peer;            /* the bytes are coming from preq.node */
+    bool settled;             /* pf_peer_settled when the peer was asked */
     struct cfs_prefetch *pf;
     struct fetch *qnext;
     uint32_t id;
@@ -153,6 +154,13 @@ static int fetch_finish(struct fetch *f)
     if (res > 0)
         cfs_metrics_add(pf->m, peer ? CFS_M_FETCH_BYTES_PEER : CFS_M_FETCH_BYTES_PFS,
                         (uint64_t)res);
+    if (res > 0) {
+        uint64_t now = pf_now_ns();
+        cfs_metrics_add(pf->m, peer ? CFS_M_FETCHES_PEER : CFS_M_FETCHES_PFS, 1);
+        cfs_metrics_add(pf->m, peer ? CFS_M_FETCH_NS_PEER : CFS_M_FETCH_NS_PFS, now - f->t0);
+        if (!f->via_peer)
+            cfs_model_pfs_done(pf->model, (uint64_t)res, f->t0, now);
+    }
     if (crc < 0 && rc == 0 && f->tier == CFS_TIER_SSD &&
         !atomic_exchange(&pf->ssd_error_logged, true))
         cfs_warn("SSD tier: writing an entry failed (%s); the tier keeps what it has",
@@ -214,6 +222,16 @@ void *pf_finisher_main(void *arg)
     return NULL;
 }
 
+bool pf_peer_settled(struct cfs_prefetch *pf, const struct cfs_entry *e)
+{
+    if (!pf->track || e->sample == CFS_NO_SAMPLE)
+        return false;
+    uint32_t epoch, from;
+    pf_track_position(pf->track, NULL, &epoch, NULL);
+    (void)pf_track_owner(pf->track, e->sample, NULL, &from);
+    return epoch - pf_track_start_epoch(pf->track) > from;
+}
+
 int pf_peer_choice(struct cfs_prefetch *pf, const struct cfs_entry *e)
 {
     if (!pf->distributed || !pf->track || e->sample == CFS_NO_SAMPLE || e->size == 0)
@@ -241,10 +259,12 @@ static void peer_done(struct cfs_peer_req *r)
 {
     struct fetch *f = r->arg;
     struct cfs_prefetch *pf = f->pf;
-    double secs = (double)(pf_now_ns() - f->t0) * 1e-9;
-    uint32_t concurrent = atomic_fetch_sub(&pf->peer_inflight[r->node], 1);
+    uint64_t now = pf_now_ns();
+    double secs = (double)(now - f->t0) * 1e-9;
+    atomic_fetch_sub(&pf->peer_inflight[r->node], 1);
     if (r->res >= 0 && (uint64_t)r->res == f->req.size_hint) {
-        cfs_model_observe(pf->model, r->node, (uint64_t)r->res, secs, concurrent);
+        if (f->settled)
+            cfs_model_peer_done(pf->model, r->node, (uint64_t)r->res, f->t0, now);
         atomic_fetch_add(&pf->peer_fetches, 1);
         cfs_metrics_add(pf->m, CFS_M_PEER_FETCH_OK, 1);
         f->req.res = r->res;
@@ -252,11 +272,12 @@ static void peer_done(struct cfs_peer_req *r)
         return;
     }
     if (r->res == -ETIMEDOUT)
-        cfs_model_observe(pf->model, r->node, 0, secs, 1);
+        cfs_model_observe(pf->model, r->node, 0, secs);
     atomic_fetch_add(&pf->peer_fallbacks, 1);
     cfs_metrics_add(pf->m, CFS_M_PEER_FETCH_FALLBACK, 1);
     cfs_debug("peer %u: file %u: %s; reading the PFS", r->node, r->id, strerror((int)-r->res));
     f->via_peer = false;
+    f->t0 = now;
     int rc = cfs_io_submit(pf->io, &f->req);
     if (rc) {
         f->req.res = rc;
@@ -316,6 +337,7 @@ int pf_fetch_start(struct cfs_prefetch *pf, uint32_t id, enum cfs_tier planned, 
         atomic_fetch_add(&pf->demand_fetches, 1);
     }
     f->via_peer = false;
+    f->t0 = pf_now_ns();
     int owner = pf_peer_choice(pf, e);
     if (owner >= 0) {
         f->preq = (struct cfs_peer_req){
@@ -323,12 +345,14 @@ int pf_fetch_start(struct cfs_prefetch *pf, uint32_t id, enum cfs_tier planned, 
             .size_hint = e->size, .done = peer_done, .arg = f,
         };
         f->via_peer = true;
+        f->settled = pf_peer_settled(pf, e);
         f->t0 = pf_now_ns();
         atomic_fetch_add(&pf->peer_inflight[owner], 1);
         if (pf->peer_ops->submit(pf->peer, &f->preq) == 0)
             return 0;
         atomic_fetch_sub(&pf->peer_inflight[owner], 1);
         f->via_peer = false; /* slow, gone or not started: the PFS */
+        f->t0 = pf_now_ns();
     }
     if (sync_res && !prefetch) {
         /* The open waits for it anyway: read it here, as the engine would. */

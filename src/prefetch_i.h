@@ -25,15 +25,18 @@
  *     thread): fetch_done, then fetch_finish or the finisher queue.
  *   - the peer layer's thread (MPI: its communication thread; the test
  *     fake: a thread of its own): peer_done, which may resubmit to the io
- *     engine, and cfs_prefetch_provide.  Neither holds a peer-layer lock
- *     when it calls us.
+ *     engine, and cfs_prefetch_provide, which for an owned file not yet
+ *     fetched takes plan_lock for reading only if it is free (tryrdlock,
+ *     never waiting) and calls fetch_start into free room.  Neither holds a
+ *     peer-layer lock when it calls us.
  *
  *   Locks, outermost first.  A thread holding one may take only locks
  *   further down this list:
  *   1. pf->plan_lock (rwlock): pf->track, run's seed and the prefetcher's cursors
  *      (scan, scan_gen, order_idx, owned_idx: the prefetcher thread's, reset
  *      under the write lock by set_seed).  Read: open, release, state,
- *      stats, set_epoch, prefetch_round, log_progress, stage_eligible.
+ *      stats, set_epoch, prefetch_round, log_progress, stage_eligible,
+ *      cfs_prefetch_provide (tryrdlock).
  *      Write: set_seed only.  Under the read lock an open may call
  *      fetch_start (and so everything below, also fetch_finish for a
  *      synchronous demand fetch) and wait up to ZOMBIE_WAIT_NS on
@@ -307,6 +310,12 @@ void pf_mark_changed(struct cfs_prefetch *pf, uint32_t id, const char *path);
 int pf_open_source(struct cfs_prefetch *pf, uint32_t id, int *fd);
 /* The node to ask for entry e instead of the PFS, or -1 (plan_lock held). */
 int pf_peer_choice(struct cfs_prefetch *pf, const struct cfs_entry *e);
+/* The owner of e has held it since before the current epoch: a peer fetch
+ * of it measures the peer.  In the epoch of the cluster's first read the
+ * owner may still be fetching it from the PFS and holds the answer back
+ * (peer_defer.c): that wait is the PFS's, and measured as the peer's it made
+ * every peer look tens of milliseconds slow for the rest of the run. */
+bool pf_peer_settled(struct cfs_prefetch *pf, const struct cfs_entry *e);
 /* Begin the fetch of id into tier (CFS_TIER_NONE: RAM, just ahead of use)
  * and submit it: see prefetch_fetch.c. */
 int pf_fetch_start(struct cfs_prefetch *pf, uint32_t id, enum cfs_tier tier, bool prefetch,

@@ -1,11 +1,11 @@
 /* The prefetcher thread: walks the node's stream from the trainer's
  * position forward and keeps the tiers ahead of it.
  *
- * One round (prefetch_round) fetches, in this order: the window ahead of
- * the trainer (at most `lookahead` files; evicting only for files needed
- * within the reorder window plus the fetches in flight), then, on a
- * distributed mount, the files this node owns for its peers, then the
- * files the plan assigns to RAM and SSD in order of first use.  Each walk
+ * One round (prefetch_round) fetches, in this order: on a distributed
+ * mount, the files this node owns for its peers; the window ahead of the
+ * trainer (at most `lookahead` files; evicting only for files needed
+ * within the reorder window plus the fetches in flight); then the files
+ * the plan assigns to RAM and SSD in order of first use.  Each walk
  * stops when the cache refuses (-ENOSPC: the room is needed sooner; wait
  * for the trainer) or the prefetch depth is used.  The cursors (scan,
  * order_idx, owned_idx) are this thread's, under the plan lock; a jump of
@@ -104,6 +104,12 @@ static unsigned prefetch_round(struct cfs_prefetch *pf)
      * nothing the later prefetch would not (a cache that fills itself with
      * the soonest files fetched ~9 % more than the simulator's MIN). */
     uint64_t evict_horizon = pos + pf_track_window(t) + pf->max_inflight;
+    /* Distributed: first the files this node owns, whatever the window: its
+     * peers read them on their own schedule, from their first use on.
+     * Before the window, whose fetches would otherwise take the room the
+     * plan reserved for them (owned files evict only non-owned ones). */
+    for (enum cfs_tier k = 0; k < CFS_TIER_COUNT && pf->distributed; k++)
+        started += fetch_tier_order(pf, t, k, pf->owned_idx, skip_unowned);
     while (pf->scan < limit && room_for_more(pf)) {
         uint32_t s;
         bool consumed;
@@ -125,11 +131,6 @@ static unsigned prefetch_round(struct cfs_prefetch *pf)
         }
         pf->scan++;
     }
-    /* Distributed: the files this node owns, whatever the window: its
-     * peers read them on their own schedule (owned files evict only
-     * non-owned ones, and the plan reserved their bytes). */
-    for (enum cfs_tier k = 0; k < CFS_TIER_COUNT && pf->distributed; k++)
-        started += fetch_tier_order(pf, t, k, pf->owned_idx, skip_unowned);
     /* Stage the planned tiers in order of first use once the window is
      * covered (their bytes are reserved by the plan). */
     for (enum cfs_tier k = 0; k < CFS_TIER_COUNT && !blocked; k++)

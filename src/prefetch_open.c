@@ -110,7 +110,7 @@ static void peer_wait_done(struct cfs_peer_req *r)
 /* 0 and *out (size bytes, malloc'd), or -errno: the caller reads the PFS.
  * Never hangs: the peer layer completes every request (timeouts). */
 static int peer_read_direct(struct cfs_prefetch *pf, uint32_t id, uint64_t size, uint32_t node,
-                            void **out)
+                            bool settled, void **out)
 {
     struct peer_wait w = {.done = false};
     void *buf = malloc(size ? size : 1);
@@ -132,11 +132,15 @@ static int peer_read_direct(struct cfs_prefetch *pf, uint32_t id, uint64_t size,
         pthread_mutex_unlock(&w.mu);
         rc = w.r.res >= 0 && (uint64_t)w.r.res == size ? 0 : w.r.res < 0 ? (int)w.r.res : -EIO;
     }
-    uint32_t concurrent = atomic_fetch_sub(&pf->peer_inflight[node], 1);
+    atomic_fetch_sub(&pf->peer_inflight[node], 1);
     pthread_cond_destroy(&w.cv);
     pthread_mutex_destroy(&w.mu);
     if (rc == 0) {
-        cfs_model_observe(pf->model, node, size, (double)(pf_now_ns() - t0) * 1e-9, concurrent);
+        uint64_t now = pf_now_ns();
+        if (settled)
+            cfs_model_peer_done(pf->model, node, size, t0, now);
+        cfs_metrics_add(pf->m, CFS_M_FETCHES_PEER, 1);
+        cfs_metrics_add(pf->m, CFS_M_FETCH_NS_PEER, now - t0);
         cfs_metrics_add(pf->m, CFS_M_PEER_FETCH_OK, 1);
         cfs_metrics_add(pf->m, CFS_M_FETCH_BYTES_PEER, size);
         atomic_fetch_add(&pf->peer_fetches, 1);
@@ -214,9 +218,10 @@ int cfs_prefetch_open(struct cfs_prefetch *pf, cfs_id id, struct cfs_prefetch_fi
     /* Not cached (the tier is full of files needed sooner, or of fetches
      * in flight): a direct read, from the owner when there is one. */
     int owner = rc && rc != -ESTALE ? pf_peer_choice(pf, e) : -1;
+    bool settled = owner >= 0 && pf_peer_settled(pf, e);
     bool planned = pf->track != NULL;
     pthread_rwlock_unlock(&pf->plan_lock);
-    if (owner >= 0 && peer_read_direct(pf, id, e->size, (uint32_t)owner, &f->pbuf) == 0) {
+    if (owner >= 0 && peer_read_direct(pf, id, e->size, (uint32_t)owner, settled, &f->pbuf) == 0) {
         f->source = CFS_M_READS_PEER;
         waited = true;
         rc = 0;

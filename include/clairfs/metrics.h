@@ -46,6 +46,10 @@ enum cfs_metric {
     CFS_M_PAGECACHE_FALLBACK, /* opens of a staged file whose reads reached us */
     CFS_M_READ_REQUESTS,      /* FUSE READ requests on dataset files */
     CFS_M_INDEX_WRITE_ERRORS, /* index writes refused: the SSD tier stopped persisting */
+    CFS_M_FETCHES_PFS,        /* completed fetches, by source */
+    CFS_M_FETCHES_PEER,
+    CFS_M_FETCH_NS_PFS,       /* their time from submission to completion, summed */
+    CFS_M_FETCH_NS_PEER,
     CFS_M_COUNT
 };
 

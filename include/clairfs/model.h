@@ -20,14 +20,13 @@
  * suffixes allowed), pfs_latency, net_latency (seconds).  Unknown keys and
  * bad values are errors naming FILE:LINE.
  *
- * Measured latency: the data path feeds cfs_model_observe() with the bytes
- * and elapsed time of each completed peer fetch and the number of requests
- * to that peer in flight; the service time (elapsed / in flight) beyond the
- * transfer at the modelled bandwidth, as an exponentially weighted mean
- * (alpha 1/8, starting from net_latency) per peer, is the peer's latency.  A latency, not a rate, so
- * that small and large files measure the same thing.  The elapsed time of
- * a batched request includes queueing, so the latency grows when the peer
- * is busy: exactly when the PFS should take some of the load.
+ * Measured latency: the data path reports every completed fetch
+ * (cfs_model_peer_done, cfs_model_pfs_done, below); the service time beyond
+ * the transfer at the modelled bandwidth, as an exponentially weighted mean
+ * (alpha 1/8, starting from net_latency or pfs_latency), is the peer's or
+ * the PFS's latency.  A latency, not a rate, so that small and large files
+ * measure the same thing.  A busy source's service time grows: exactly when
+ * the other should take some of the load.
  *
  * Pure computation apart from the measurements' atomics: no I/O but
  * cfs_model_load(), no MPI. */
@@ -47,7 +46,12 @@ struct cfs_model_params {
     double net_bw;        /* one peer link, bytes/s */
     double net_latency;   /* one request round trip, s */
     double ram_bw, ssd_bw; /* reading the owner's tier, bytes/s */
+    unsigned fixed;        /* CFS_MODEL_FIXED_*: keys set by a model file */
 };
+/* A latency given in the model file is used as it is, never replaced by the
+ * measured one. */
+#define CFS_MODEL_FIXED_PFS_LATENCY (1u << 2)
+#define CFS_MODEL_FIXED_NET_LATENCY (1u << 4)
 
 enum cfs_model_source { CFS_MODEL_PFS = 0, CFS_MODEL_PEER = 1 };
 
@@ -77,11 +81,28 @@ double cfs_model_peer_time(const struct cfs_model *m, uint32_t node, enum cfs_ti
 #define CFS_MODEL_PROBE_EVERY 16
 enum cfs_model_source cfs_model_choose(struct cfs_model *m, uint32_t node,
                                        enum cfs_tier tier, uint64_t size, bool slow);
-/* A completed peer fetch of bytes in seconds, with `concurrent` requests
- * to that node in flight (itself included) when it completed. */
-void cfs_model_observe(struct cfs_model *m, uint32_t node, uint64_t bytes, double seconds,
-                       uint32_t concurrent);
+/* A peer fetch of bytes took seconds (its latency sample, timeouts
+ * included; nothing when the model file gives net_latency);
+ * cfs_model_peer_done() is the data path's way in. */
+void cfs_model_observe(struct cfs_model *m, uint32_t node, uint64_t bytes, double seconds);
 /* The measured latency of node, seconds, 0 before any observation. */
 double cfs_model_measured_latency(const struct cfs_model *m, uint32_t node);
+
+/* Completions as the data path sees them: a fetch of bytes submitted at t0
+ * and complete at now (ns).  The sample is what the fetch took, queueing
+ * included, beyond its transfer at the modelled bandwidth, on both sides
+ * alike: a source that is loaded (a peer's queue of batches, the io
+ * engine's queue of PFS reads) answers later, and the other one takes the
+ * next files.  (Dividing a peer request's time by the requests in flight at
+ * its completion, as before, over-weighted the last ones of every batch,
+ * which see few in flight after a long wait, and was compared with a PFS
+ * latency nobody measured.)  Peer fetches measure that node's latency, PFS
+ * fetches the PFS's (an EWMA, alpha 1/8, from pfs_latency); a latency given
+ * in the model file stays as given. */
+void cfs_model_peer_done(struct cfs_model *m, uint32_t node, uint64_t bytes, uint64_t t0_ns,
+                         uint64_t now_ns);
+void cfs_model_pfs_done(struct cfs_model *m, uint64_t bytes, uint64_t t0_ns, uint64_t now_ns);
+/* The PFS latency the model uses now (measured, else configured), s. */
+double cfs_model_pfs_latency(const struct cfs_model *m);
 
 #endif

@@ -29,8 +29,13 @@
  * thread also makes the message order (below) easy to reason about.  When
  * there is nothing to do the thread sleeps in steps growing from 10 us to
  * 200 us, 20 us while transfers are in flight (MPI offers no way to block on
- * "a message or a local wake-up"), so an idle node costs a few thousand
- * cheap MPI_Test calls a second and an idle server answers within 200 us.
+ * "a message or a local wake-up", and Open MPI's blocking calls spin), so a
+ * server that worked in the last 200 ms answers within 200 us.  After
+ * 200 ms without work the steps grow on to 5 ms: each wake-up costs some
+ * 20 us of CPU, and an unread node (measured: test_mpi_mount.sh idle) drops
+ * from 10 % of a core to about 1 %; a local client wakes the thread at once,
+ * so only a peer's first request after a quiet spell waits up to 5 ms (a
+ * measured latency the model would hold against that peer).
  * Spinning instead was tried and is far worse on a host with fewer cores
  * than busy threads (several ranks per host): the spinners starve the
  * threads that submit and consume.  Callbacks (done(), the provider) run on
@@ -56,7 +61,12 @@
  * each held file as one message with that tag straight from tier memory
  * (MPI_Isend from the RAM pointer; an SSD entry is pread into a bounce
  * buffer first, because mmap + munmap per file costs more than the copy,
- * and the pin is released at once), then the REPLY.  The pin of a RAM entry
+ * and the pin is released at once), then the REPLY.  A file the server is
+ * fetching itself (the provider says -EAGAIN: in flight, or an owned file it
+ * starts fetching for the asker) holds the batch's REPLY back until the file
+ * is published, at most peer_timeout / 2, then answers it "not held"
+ * (peer_defer.c): in the first epoch the owner thus reads each file from the
+ * PFS once for the whole cluster.  The pin of a RAM entry
  * is held until its send completes.  The receiver checks length and xxh3
  * of every file on arrival; a mismatch fails the request with -EIO (the
  * caller refetches from the PFS).
@@ -171,8 +181,10 @@ struct cfs_peer_view {
     void *priv;       /* for the provider, e.g. a struct cfs_cache_handle * */
 };
 
-/* Runs on the communication thread: 0 with *v filled (pinned), or -ENOENT
- * when the file is not held here (the requester falls back to the PFS). */
+/* Runs on the communication thread: 0 with *v filled (pinned), -ENOENT
+ * when the file is not held here (the requester falls back to the PFS), or
+ * -EAGAIN when it is being fetched here (asked again until it is 0 or
+ * -ENOENT, or the reply's wait ends).  Must not block. */
 typedef int (*cfs_peer_provide_fn)(void *arg, uint32_t id, struct cfs_peer_view *v);
 
 struct cfs_peer_params {

@@ -25,10 +25,16 @@
  *  2. Owners (de-duplication, so the aggregate cache holds as much distinct
  *     data as it can): files in order of total reads over all nodes (desc),
  *     then the best reader's preference, then index.  Each file goes to the
- *     node that prefers it most (ties: the lower node) if that node has room
- *     (ram+ssd), else to the reader with room that prefers it most, else to
- *     the node with the most free room; when no node has room the file has
- *     no owner and is read from the PFS.  An owner keeps it for the run.
+ *     node that prefers it most (ties: the lower node) if that node has room,
+ *     else to the reader with room that prefers it most, else to the node
+ *     with the most free room; when no node has room the file has no owner
+ *     and is read from the PFS.  An owner keeps it for the run.  The room is
+ *     given in two passes: first each node's fair share (the dataset / nodes
+ *     plus the largest file, at most ram+ssd), then the rest of ram+ssd for
+ *     what is left: a node whose tiers are all owned files has no room for
+ *     its own reads of the others' files, evicts owned ones to make it, and
+ *     its peers then find them gone, to be read from the PFS again
+ *     (test_mpi_mount.sh placement checks the PFS bytes per epoch).
  *  3. Each node then places, in its order of preference (owned files it
  *     never reads last, by index), its
  *     owned files and, in the room the owned ones leave, replicas of the

@@ -12,12 +12,24 @@
 #           come from the peer again.
 #   agree   mismatched seed or dataset: every rank names the difference,
 #           exits non-zero, nothing mounted.
+#   placement  aggregate RAM >= the dataset: -np 2 (ram = 60 % of it each)
+#           and -np 4 (30 % each), TCP: every file has an owner that holds
+#           it from its first use, so after epoch 0 the cluster reads at most
+#           5 % of the dataset per epoch from the PFS (sum of the nodes'
+#           clairfs_fetch_bytes_total{from="pfs"} deltas), every read
+#           verified against the source, and clairfs-plan --nodes N
+#           (clairvoyant) predicts the PFS bytes of every epoch within 5 %
+#           of the dataset.
+#   idle    -np 2 (shared memory, then TCP), mounted and unread: each
+#           daemon uses < 5 % of a core over 10 s (utime + stime from
+#           /proc/PID/stat).
 # Environment: CLAIRFS, CLAIRFS_GENDATA, CLAIRFS_BENCH (tests/meson.build).
 # Exit 77 when mpirun or FUSE is missing.
 set -u
 SCENARIO=${1:?scenario}
 . "$(dirname "$0")/lib.sh"
 : "${CLAIRFS_BENCH:?CLAIRFS_BENCH must name clairfs-bench}"
+: "${CLAIRFS_PLAN:?CLAIRFS_PLAN must name clairfs-plan}"
 command -v mpirun >/dev/null 2>&1 || { echo "SKIP: no mpirun"; exit 77; }
 cfs_setup
 
@@ -178,6 +190,60 @@ scenario_epochs() {
     done
 }
 
+# sim_pfs_bytes NP RAM: the simulator's PFS bytes of each epoch (clairvoyant,
+# all nodes), one per line.
+sim_pfs_bytes() {
+    "$CLAIRFS_PLAN" -o "seed=7,world=$1,epochs=$EPOCHS,ram=$2,ssd=0" --nodes "$1" --json \
+        "$TMP/src" | "$PYTHON" -c '
+import json, sys
+for e in json.load(sys.stdin)["simulation"]["policies"]["clairvoyant"]["epochs"]:
+    print(e["pfs_bytes"])'
+}
+
+scenario_placement() {
+    local np e r
+    for np in 2 4; do
+        local ram=$((DATASET * 6 / 10 / (np / 2)))
+        local sim
+        mapfile -t sim < <(sim_pfs_bytes "$np" "$ram")
+        [ "${#sim[@]}" -eq "$EPOCHS" ] || { fail "-np $np: clairfs-plan gave ${#sim[@]} epochs"; continue; }
+        start "$np" "$TCP" \
+            "seed=7,world=$np,epochs=$EPOCHS,ram=$ram,ssd=0,index=$TMP/idx{rank},model=$TMP/model.conf" ||
+            { fail "-np $np: start"; continue; }
+        declare -A prev_pfs
+        for r in $(seq 0 $((np - 1))); do prev_pfs[$r]=0; done
+        for e in $(seq 0 $((EPOCHS - 1))); do
+            local pids=()
+            for r in $(seq 0 $((np - 1))); do
+                bench "$r" "$e" "$np" "$TMP/m$r" &
+                pids+=($!)
+            done
+            for r in $(seq 0 $((np - 1))); do
+                wait "${pids[$r]}" || fail "-np $np epoch $e rank $r: $(tail -2 "$TMP/bench.$r.$e")"
+            done
+            local total=0 pfsb per=""
+            for r in $(seq 0 $((np - 1))); do
+                pfsb=$(metric "$TMP/m$r" 'clairfs_fetch_bytes_total{from="pfs"}')
+                per="$per $((pfsb - prev_pfs[$r]))"
+                total=$((total + pfsb - prev_pfs[$r]))
+                prev_pfs[$r]=$pfsb
+            done
+            local diff=$((total - sim[e]))
+            diff=${diff#-}
+            echo "   -np $np epoch $e: PFS bytes mount $total ($((1000 * total / DATASET / 10)).$((1000 * total / DATASET % 10)) %" \
+                 "of the dataset; per node:$per), simulator ${sim[e]}"
+            [ "$e" -eq 0 ] || [ $((20 * total)) -le "$DATASET" ] ||
+                fail "-np $np epoch $e: $total PFS bytes > 5 % of the dataset ($DATASET)"
+            [ $((20 * diff)) -le "$DATASET" ] ||
+                fail "-np $np epoch $e: mount $total and simulator ${sim[e]} PFS bytes differ by more than 5 % of the dataset"
+        done
+        check "-np $np: every file on every mount equals the source" compare_all "$np"
+        check "-np $np: every node unmounts and mpirun exits 0" stop "$np"
+        rm -rf "$TMP"/idx*
+        unset prev_pfs
+    done
+}
+
 # The PID of the daemon that is MPI rank R.
 rank_pid() {
     local p
@@ -273,7 +339,44 @@ scenario_agree() {
     echo "ok: a node that cannot start stops every node: $(grep -m1 'could not start' "$TMP/agree.log")"
 }
 
+# cpu_ticks PID: the process's user + system clock ticks so far.
+cpu_ticks() {
+    # The command name (field 2) may hold spaces: cut after its ')'.
+    sed 's/^.*) //' "/proc/$1/stat" | awk '{ print $12 + $13 }'
+}
+
+scenario_idle() {
+    local transport r hz pid t0 t1 pct
+    hz=$(getconf CLK_TCK)
+    for transport in "$VADER" "$TCP"; do
+        start 2 "$transport" "seed=7,world=2,epochs=$EPOCHS,ram=1M,index=$TMP/idx{rank}" ||
+            { fail "$transport: start"; continue; }
+        sleep 2 # past start-up
+        local pids=() before=()
+        for r in 0 1; do
+            pid=$(rank_pid $r) || { fail "$transport: no PID for rank $r"; continue 2; }
+            pids+=("$pid")
+            before+=("$(cpu_ticks "$pid")")
+        done
+        t0=$(date +%s%N)
+        sleep 10
+        t1=$(date +%s%N)
+        for r in 0 1; do
+            local used=$(($(cpu_ticks "${pids[$r]}") - before[$r]))
+            # percent of one core = ticks / hz / seconds * 100, in tenths
+            pct=$((used * 1000000000000 / hz / (t1 - t0)))
+            echo "   idle ($transport) rank $r: $used ticks in $(((t1 - t0) / 1000000)) ms =" \
+                 "$((pct / 10)).$((pct % 10)) % of a core"
+            [ "$pct" -lt 50 ] || fail "idle ($transport) rank $r: $((pct / 10)).$((pct % 10)) % of a core >= 5 %"
+        done
+        check "idle ($transport): every node unmounts and mpirun exits 0" stop 2
+        rm -rf "$TMP"/idx*
+    done
+}
+
 case $SCENARIO in
+idle) scenario_idle ;;
+placement) scenario_placement ;;
 files) scenario_files ;;
 epochs) scenario_epochs ;;
 stop) scenario_stop ;;

@@ -87,7 +87,18 @@ static const char expected_prometheus[] =
     "# HELP clairfs_index_write_errors_total Writes of the SSD tier's records that the index "
     "refused (disk full, I/O error): the tier then serves without persisting.\n"
     "# TYPE clairfs_index_write_errors_total counter\n"
-    "clairfs_index_write_errors_total 3\n";
+    "clairfs_index_write_errors_total 3\n"
+    "# HELP clairfs_fetches_total Completed fetches, by source (a peer's answer that was not the "
+    "bytes counts as the PFS fetch that follows).\n"
+    "# TYPE clairfs_fetches_total counter\n"
+    "clairfs_fetches_total{from=\"pfs\"} 8\n"
+    "clairfs_fetches_total{from=\"peer\"} 2\n"
+    "# HELP clairfs_fetch_seconds_total Time of the completed fetches from submission to "
+    "completion, queueing included, by source: divided by clairfs_fetches_total, the cost of one "
+    "file from each.\n"
+    "# TYPE clairfs_fetch_seconds_total counter\n"
+    "clairfs_fetch_seconds_total{from=\"pfs\"} 1.500000000\n"
+    "clairfs_fetch_seconds_total{from=\"peer\"} 0.250000000\n";
 
 static const char expected_stats[] =
     "catalog   files 1281167  dirs 1001  bytes 137 GiB  from_index yes\n"
@@ -103,7 +114,9 @@ static const char expected_stats[] =
     "peak      ram 2.00 GiB  ssd 0 B\n"
     "pagecache bytes 768 KiB  staged 9  dropped 6  fallback 1\n"
     "requests  44\n"
-    "index     write_errors 3\n";
+    "index     write_errors 3\n"
+    "fetches   pfs 8  peer 2\n"
+    "fetchtime pfs 1.500 s  peer 0.250 s\n";
 
 static void fill(struct cfs_metrics *m)
 {
@@ -134,6 +147,10 @@ static void fill(struct cfs_metrics *m)
     cfs_metrics_add(m, CFS_M_PAGECACHE_FALLBACK, 1);
     cfs_metrics_add(m, CFS_M_READ_REQUESTS, 44);
     cfs_metrics_add(m, CFS_M_INDEX_WRITE_ERRORS, 3);
+    cfs_metrics_add(m, CFS_M_FETCHES_PFS, 8);
+    cfs_metrics_add(m, CFS_M_FETCHES_PEER, 2);
+    cfs_metrics_add(m, CFS_M_FETCH_NS_PFS, 1500000000ull);
+    cfs_metrics_add(m, CFS_M_FETCH_NS_PEER, 250000000ull);
 }
 
 START_TEST(prometheus_text_is_exact)

@@ -50,14 +50,13 @@ START_TEST(measured_latency_moves_the_choice_and_probes_recover)
     ck_assert_double_eq(cfs_model_measured_latency(m, 1), 0);
     /* 10.1 ms for 125000 B: 10 ms beyond the transfer; the mean moves 1/8
      * of the way from the 1 ms prior. */
-    cfs_model_observe(m, 1, 125000, 0.0101, 1);
+    cfs_model_observe(m, 1, 125000, 0.0101);
     ck_assert_double_eq_tol(cfs_model_measured_latency(m, 1), 0.002125, 1e-12);
-    /* Eight requests in flight over 80 ms: 10 ms each, the same sample. */
-    cfs_model_observe(m, 1, 0, 0.08, 8);
+    cfs_model_observe(m, 1, 0, 0.01);
     ck_assert_double_eq_tol(cfs_model_measured_latency(m, 1), 0.002125 + (0.01 - 0.002125) / 8,
                             1e-12);
     for (int i = 0; i < 40; i++)
-        cfs_model_observe(m, 1, 0, 0.01, 1);
+        cfs_model_observe(m, 1, 0, 0.01);
     ck_assert_double_gt(cfs_model_peer_time(m, 1, CFS_TIER_RAM, 110000),
                         cfs_model_pfs_time(m, 110000));
     /* Node 0 is unaffected. */
@@ -68,9 +67,60 @@ START_TEST(measured_latency_moves_the_choice_and_probes_recover)
     ck_assert_int_eq(peer, 2); /* the probes */
     /* Fast answers bring the peer back. */
     for (int i = 0; i < 60; i++)
-        cfs_model_observe(m, 1, 110000, 0.0003, 1);
+        cfs_model_observe(m, 1, 110000, 0.0003);
     ck_assert_int_eq(cfs_model_choose(m, 1, CFS_TIER_RAM, 110000, false), CFS_MODEL_PEER);
     cfs_model_destroy(m);
+}
+END_TEST
+
+#define MS 1000000ull /* ns */
+
+START_TEST(completions_measure_what_each_fetch_took)
+{
+    struct cfs_model *m = make(2, 1);
+    /* A peer fetch of 125000 B submitted at 1 s, done 10.1 ms later: 10 ms
+     * beyond the transfer at 1.25 GB/s, 1/8 of the way from the 1 ms prior. */
+    cfs_model_peer_done(m, 1, 125000, 1000 * MS, 1000 * MS + 10100000);
+    ck_assert_double_eq_tol(cfs_model_measured_latency(m, 1), 0.002125, 1e-12);
+    /* A batch of eight answered together after 2 ms: each took 2 ms, the
+     * last one included (no in-flight count to divide by). */
+    struct cfs_model *b = make(2, 1);
+    for (int i = 0; i < 8; i++)
+        cfs_model_peer_done(b, 1, 0, 0, 2 * MS);
+    double want = 0.001;
+    for (int i = 0; i < 8; i++)
+        want += (0.002 - want) / 8;
+    ck_assert_double_eq_tol(cfs_model_measured_latency(b, 1), want, 1e-12);
+    /* A node that does not exist, or a completion before its submission:
+     * nothing. */
+    cfs_model_peer_done(b, 7, 0, 0, 2 * MS);
+    cfs_model_peer_done(b, 0, 0, 5 * MS, 5 * MS);
+    ck_assert_double_eq(cfs_model_measured_latency(b, 0), 0);
+
+    /* The PFS: 1 MB in 12 ms at a 1 GB/s share is 11 ms of latency; the
+     * mean moves 1/8 of the way from the configured 2 ms. */
+    ck_assert_double_eq(cfs_model_pfs_latency(m), 0.002);
+    cfs_model_pfs_done(m, 1000000, 0, 12 * MS);
+    ck_assert_double_eq_tol(cfs_model_pfs_latency(m), 0.003125, 1e-12);
+    ck_assert_double_eq_tol(cfs_model_pfs_time(m, 110000), 0.003125 + 0.00011, 1e-12);
+    /* A fast PFS (0.3 ms per open) against a peer measured at 10 ms: the
+     * PFS wins, but for the probes. */
+    for (int i = 0; i < 100; i++) {
+        cfs_model_pfs_done(m, 0, 0, 300000);
+        cfs_model_peer_done(m, 1, 0, 0, 10 * MS);
+    }
+    ck_assert_double_eq_tol(cfs_model_pfs_latency(m), 0.0003, 1e-6);
+    ck_assert_double_eq_tol(cfs_model_measured_latency(m, 1), 0.01, 1e-6);
+    int peer = 0;
+    for (int i = 0; i < CFS_MODEL_PROBE_EVERY; i++)
+        peer += cfs_model_choose(m, 1, CFS_TIER_RAM, 110000, false) == CFS_MODEL_PEER;
+    ck_assert_int_eq(peer, 1);
+    /* The PFS loaded (its queue makes every fetch 30 ms): the peer again. */
+    for (int i = 0; i < 60; i++)
+        cfs_model_pfs_done(m, 110000, 0, 30 * MS);
+    ck_assert_int_eq(cfs_model_choose(m, 1, CFS_TIER_RAM, 110000, false), CFS_MODEL_PEER);
+    cfs_model_destroy(m);
+    cfs_model_destroy(b);
 }
 END_TEST
 
@@ -94,6 +144,30 @@ START_TEST(config_file_overrides_and_errors_name_the_line)
     ck_assert_double_eq(p.pfs_latency, 0.05);
     ck_assert_double_eq(p.net_bw, 10.0 * 1024 * 1024 * 1024);
     ck_assert_double_eq(p.pfs_bw, 2e9); /* untouched */
+    ck_assert_uint_eq(p.fixed & CFS_MODEL_FIXED_PFS_LATENCY, CFS_MODEL_FIXED_PFS_LATENCY);
+    ck_assert_uint_eq(p.fixed & CFS_MODEL_FIXED_NET_LATENCY, 0);
+    /* The file's PFS latency stays as given; the peers' is measured. */
+    struct cfs_model *m = NULL;
+    ck_assert_int_eq(cfs_model_create(&p, 2, 1, &m), 0);
+    cfs_model_pfs_done(m, 0, 0, 1000 * MS);
+    ck_assert_double_eq(cfs_model_pfs_latency(m), 0.05);
+    cfs_model_peer_done(m, 1, 0, 0, 9 * MS);
+    ck_assert_double_eq_tol(cfs_model_measured_latency(m, 1), 0.002, 1e-12);
+    cfs_model_destroy(m);
+    unlink(path);
+    free(path);
+
+    /* A net_latency in the file: the peers are not measured either. */
+    struct cfs_model_params q;
+    cfs_model_defaults(&q);
+    path = write_file("net_latency = 0.0001\n");
+    ck_assert_int_eq(cfs_model_load(path, &q, err, sizeof(err)), 0);
+    ck_assert_uint_eq(q.fixed, CFS_MODEL_FIXED_NET_LATENCY);
+    ck_assert_int_eq(cfs_model_create(&q, 2, 1, &m), 0);
+    cfs_model_peer_done(m, 1, 0, 0, 9 * MS);
+    ck_assert_double_eq(cfs_model_measured_latency(m, 1), 0);
+    ck_assert_double_eq_tol(cfs_model_peer_time(m, 1, CFS_TIER_RAM, 0), 0.0001, 1e-15);
+    cfs_model_destroy(m);
     unlink(path);
     free(path);
 
@@ -132,6 +206,7 @@ int main(void)
     tcase_add_test(tc, pfs_share_shrinks_with_clients);
     tcase_add_test(tc, peer_time_uses_the_slower_of_link_and_tier);
     tcase_add_test(tc, measured_latency_moves_the_choice_and_probes_recover);
+    tcase_add_test(tc, completions_measure_what_each_fetch_took);
     tcase_add_test(tc, config_file_overrides_and_errors_name_the_line);
     suite_add_tcase(s, tc);
     return cfs_check_run(s);

@@ -576,10 +576,18 @@ static void expect_peers(struct peer_run *r)
 /* The prefetcher, started and idle (r->fp configured before). */
 static void peer_run_start(struct peer_run *r, const char *extra)
 {
-    char list[128], opts[320], err[256] = "";
+    char list[128], model[96], opts[448], err[256] = "";
     write_peer_list(&r->fx, list, sizeof(list));
-    snprintf(opts, sizeof(opts), "seed=5,epochs=2,world=2,ram=16M,sampler=list:%s%s", list,
-             extra);
+    /* The fixture's source is a local directory, faster than the fake
+     * peer: measured, the model would send the peer's files there.  These
+     * tests are about the routing, so the latencies are fixed. */
+    snprintf(model, sizeof(model), "%s/model", r->fx.idx);
+    FILE *mf = fopen(model, "w");
+    ck_assert_ptr_nonnull(mf);
+    fputs("pfs_latency = 0.05\nnet_latency = 0.001\n", mf);
+    fclose(mf);
+    snprintf(opts, sizeof(opts), "seed=5,epochs=2,world=2,ram=16M,sampler=list:%s,model=%s%s",
+             list, model, extra);
     unsigned char *buf = malloc(40000);
     for (uint32_t s = 0; s < NFILES; s++) {
         cfs_id id = cfs_catalog_sample_entry(r->fx.cat, s);
