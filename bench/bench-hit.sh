@@ -8,9 +8,9 @@
 # usage: bench/bench-hit.sh [--build DIR] [--epochs K] [--reps R] [--trace]
 #                           [--opts OPTS]...
 #   --build DIR   meson build directory (default $CLAIRFS_BUILD or build)
-#   --epochs K    cached epochs per reader run (default 3)
+#   --epochs K    cached epochs per reader run (default 4)
 #   --reps R      rounds; each round runs the reader on tmpfs, then on every
-#                 configuration's mount, K epochs each (default 10)
+#                 configuration's mount, K epochs each (default 8)
 #   --opts OPTS   extra clairfs -o options of one clairfs configuration; give
 #                 it several times to compare configurations in the same run
 #                 (default: one configuration, the defaults)
@@ -31,7 +31,7 @@
 # the median epoch per system and its ratio to tmpfs's median in the run.
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-build=${CLAIRFS_BUILD:-build} epochs=12 reps=3 trace=0 configs=()
+build=${CLAIRFS_BUILD:-build} epochs=4 reps=8 trace=0 configs=()
 while [ $# -gt 0 ]; do
     case $1 in
     --build) build=${2:?}; shift 2 ;;
