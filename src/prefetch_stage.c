@@ -286,15 +286,17 @@ int cfs_prefetch_kernel_start(struct cfs_prefetch *pf, const struct cfs_kernel_o
         snprintf(err, errlen, "page cache: cannot start the stager: %s", strerror(-rc));
         return rc;
     }
-    /* What the prefetcher fetched before the stager existed. */
+    pf->stageable = 0;
     for (uint32_t id = 0; id < sp.nentries; id++) {
         const struct cfs_entry *e = cfs_catalog_entry(pf->cat, id);
         if (e && S_ISREG(e->mode) && e->size > 0)
             pf->stageable++;
-        if (cfs_cache_state(pf->cache, id) == CFS_CACHE_RAM)
-            pf_stager_queue(st, id);
     }
     atomic_store(&pf->stager, st);
+    /* What the prefetcher fetched before the stager existed. */
+    for (uint32_t id = 0; id < sp.nentries; id++)
+        if (cfs_cache_state(pf->cache, id) == CFS_CACHE_RAM)
+            pf_stager_queue(st, id);
     return 0;
 }
 
