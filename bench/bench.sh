@@ -39,7 +39,9 @@
 # BENCH_TMP (a tmpfs directory for the dataset, mounts and caches, default
 # /dev/shm), BENCH_TIMEOUT (seconds per configuration, default from the
 # calibration), BENCH_MPIRUN_ARGS (extra mpirun arguments), STAGEIN_JOBS
-# (parallel cp processes per node of the stage-in row, default 16).
+# (parallel cp processes per node of the stage-in row, default 16),
+# BENCH_CLAIRFS_OPTS (extra clairfs -o options of the clairfs rows, e.g.
+# kernel_open).
 #
 # A configuration that fails (a tool missing, a mount that never comes, a
 # reader that errs or times out) gets "n/a (reason)" in its row; the table
@@ -287,6 +289,7 @@ run_config() {
     clairfs | clairfs-seed)
         [ -x "$CLAIRFS" ] || { na "clairfs is not built"; return; }
         opts=("world=$nodes" "batch=$BATCH" "epochs=$EPOCHS" "ram=${ram_kib}K" "ssd=0" "index=$dir/index{rank}")
+        [ -n "${BENCH_CLAIRFS_OPTS:-}" ] && opts+=("$BENCH_CLAIRFS_OPTS")
         [ "$sys" = clairfs-seed ] && opts=("seed=$SEED" "${opts[@]}")
         local o
         o=$(IFS=,; echo "${opts[*]}")

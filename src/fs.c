@@ -129,6 +129,12 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
      * drop cached pages when it sees a new mtime. */
     conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
     conn->time_gran = 1;
+    /* Before no_open (Linux 4.20) ENOSYS would fail the open itself. */
+    if (fs->kernel_open && !(conn->capable & FUSE_CAP_NO_OPEN_SUPPORT)) {
+        fs->kernel_open = false;
+        cfs_warn("kernel_open: this kernel cannot open files without asking the file "
+                 "system (no FUSE no_open); every open reaches clairfs");
+    }
     if (fs->source_has_ctl_name)
         cfs_warn("%s/" CFS_CTL_DIRNAME " is hidden by the control namespace of the same name",
                  fs->source);
@@ -364,6 +370,25 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 
 /* ---- files ------------------------------------------------------------------ */
 
+/* -o kernel_open: true once every file is in the page cache.  The first
+ * ENOSYS makes the kernel stop sending OPEN (and with it RELEASE; FLUSH
+ * stops at the first close, which libfuse answers ENOSYS): from then on a
+ * cached epoch costs no round trip, and clairfs no longer sees opens, so
+ * neither the trainer's position nor the per-open counts move and no file
+ * is dropped after its last read (unmount or the kernel's reclaim frees
+ * them).  Opens already in flight are still answered ENOSYS. */
+static bool switch_opens_off(struct cfs_fs *fs)
+{
+    if (atomic_load_explicit(&fs->opens_off, memory_order_relaxed))
+        return true;
+    if (!cfs_prefetch_all_staged(fs->prefetch))
+        return false;
+    if (!atomic_exchange(&fs->opens_off, true))
+        cfs_info("kernel_open: every file is in the page cache; the kernel opens files "
+                 "without asking clairfs from now on (reads are no longer counted per open)");
+    return true;
+}
+
 /* A regular file through the data path. */
 static void prefetch_open(fuse_req_t req, struct cfs_fs *fs, cfs_id id, struct fuse_file_info *fi)
 {
@@ -446,16 +471,54 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         fuse_reply_err(req, EINVAL);
         return;
     }
+    if (fs->kernel_open && switch_opens_off(fs)) {
+        fuse_reply_err(req, ENOSYS);
+        return;
+    }
     prefetch_open(req, fs, id, fi);
 }
 
 static void open_put(struct cfs_fs *fs, struct fs_open *o);
+
+/* A READ without a handle: the kernel opened the file itself (opens are
+ * off) and did not find the pages.  Control files render a snapshot per
+ * READ; a dataset file's reclaimed pages come from the source. */
+static void unopened_read(fuse_req_t req, struct cfs_fs *fs, fuse_ino_t ino, size_t size,
+                          off_t off)
+{
+    if (is_ctl_ino(ino)) {
+        struct ctl_handle h = {.file = (enum cfs_ctl_file)(ino - CTL_FILE_INO(0))};
+        int rc = ino == CTL_DIR_INO || h.file == CFS_CTL_CONTROL
+                     ? -EBADF
+                     : cfs_ctl_render(fs->ctl, h.file, &h.text, &h.len);
+        if (rc < 0)
+            fuse_reply_err(req, -rc);
+        else
+            fs_ctl_read(req, &h, size, off);
+        free(h.text);
+        return;
+    }
+    cfs_id id;
+    struct cfs_prefetch_file *f = NULL;
+    int rc = entry_of(fs, ino, &id) ? cfs_prefetch_open_unseen(fs->prefetch, id, &f) : -ESTALE;
+    if (rc < 0) {
+        fuse_reply_err(req, -rc);
+        return;
+    }
+    cfs_metrics_add(fs->metrics, CFS_M_READ_REQUESTS, 1);
+    prefetch_read(req, fs, f, size, off);
+    cfs_prefetch_release(fs->prefetch, f);
+}
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
     (void)ino;
     struct cfs_fs *fs = fs_of(req);
+    if (!fi->fh) {
+        unopened_read(req, fs, ino, size, off);
+        return;
+    }
     struct fs_open *o = open_of(fi);
     atomic_fetch_add_explicit(&o->refs, 1, memory_order_relaxed);
     switch (o->kind) {
@@ -634,6 +697,7 @@ int cfs_fs_create(const struct cfs_fs_config *cfg, struct cfs_fs **out, char *er
     fs->owner_uid = cfg->owner_uid;
     fs->owner_gid = cfg->owner_gid;
     fs->splice_read = cfg->splice_read;
+    fs->kernel_open = cfg->kernel_open;
     clock_gettime(CLOCK_REALTIME, &fs->start);
 
     fs->source = strdup(cfg->source);

@@ -37,6 +37,10 @@ struct cfs_fs_config {
      * file (an fd in the reply buffer) is spliced into /dev/fuse instead of
      * copied through a user buffer. */
     bool splice_read;
+    /* -o kernel_open: once the data path has every file in the page cache,
+     * answer the next open with ENOSYS, so that the kernel opens files
+     * itself from then on (no OPEN, RELEASE or FLUSH round trips). */
+    bool kernel_open;
 };
 
 /* The state shown by the user.clairfs.state xattr of a regular file ("ram",

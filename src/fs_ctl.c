@@ -35,6 +35,13 @@ int fs_ctl_stat(const struct cfs_fs *fs, fuse_ino_t ino, struct stat *st)
      * is reported as 0 and readers read to EOF. */
     st->st_mode = cfs_ctl_file_mode(f);
     st->st_nlink = 1;
+    /* Once the kernel opens files itself (no direct_io), it reads no
+     * further than the size: a bound the text never reaches.  The short
+     * reply of the READ sets the kernel's size to the text's; the next
+     * lookup (never cached) sets it back and drops the pages, so every
+     * open reads a fresh snapshot. */
+    if (f != CFS_CTL_CONTROL && atomic_load_explicit(&fs->opens_off, memory_order_relaxed))
+        st->st_size = CTL_UNOPENED_SIZE;
     return 0;
 }
 

@@ -16,6 +16,8 @@
  * metrics grow), so its entries are never cached. */
 #define CATALOG_TIMEOUT 86400.0
 #define CTL_TIMEOUT 0.0
+/* The size of a readable control file once opens are off (fs_ctl_stat). */
+#define CTL_UNOPENED_SIZE (1 << 20)
 
 /* Control namespace inodes: the directory, then one per file. */
 #define CTL_DIR_INO ((fuse_ino_t)0xffffffffffffff00ull)
@@ -31,6 +33,8 @@ struct cfs_fs {
     uid_t owner_uid;
     gid_t owner_gid;
     bool splice_read;
+    bool kernel_open;       /* -o kernel_open */
+    atomic_bool opens_off;  /* an open was answered ENOSYS: the kernel opens files itself */
     bool source_has_ctl_name; /* SOURCE/.clairfs exists and is shadowed */
     struct timespec start;
     cfs_fs_state_fn state_fn;

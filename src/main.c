@@ -472,6 +472,7 @@ static int load_catalog(struct daemon *d)
         .owner_uid = getuid(),
         .owner_gid = getgid(),
         .splice_read = getenv("CLAIRFS_NO_SPLICE") == NULL,
+        .kernel_open = d->cl.opts.kernel_open,
     };
     return cfs_fs_create(&fc, &d->fs, d->err, sizeof(d->err)) < 0 ? PHASE_FAILED : PHASE_OK;
 }

@@ -205,6 +205,8 @@ static const struct opt_def options_table[] = {
      "under MPI, never fetch from other nodes"},
     {"no_pagecache", OPT_FLAG, OFF(no_pagecache), NO_PRESENT, 0, 0, NULL,
      "answer every read from the tiers: never stage files into the kernel page cache"},
+    {"kernel_open", OPT_FLAG, OFF(kernel_open), NO_PRESENT, 0, 0, NULL,
+     "once every file is staged, let the kernel open files without asking clairfs"},
     {"model", OPT_STRING, OFF(model_file), NO_PRESENT, 0, 0, NULL,
      "FILE of key = value lines: the performance model that picks peer or PFS per fetch"},
     {"metrics_listen", OPT_STRING, OFF(metrics_listen), NO_PRESENT, 0, 0, NULL,

@@ -270,6 +270,7 @@ struct cfs_prefetch {
     /* Page-cache staging (prefetch_stage.c); NULL until kernel_start. */
     struct pf_stager *_Atomic stager;
     atomic_uint_fast64_t kernel_opens, kernel_fallbacks;
+    uint64_t stageable; /* regular files of non-zero size: all staged = all of these */
     atomic_bool reclaim_warned;
     /* Zombies invalidated (stage_freed): a demand fetch refused for their
      * room waits for this, briefly. */

@@ -254,6 +254,34 @@ int cfs_prefetch_open(struct cfs_prefetch *pf, cfs_id id, struct cfs_prefetch_fi
     return 0;
 }
 
+int cfs_prefetch_open_unseen(struct cfs_prefetch *pf, cfs_id id, struct cfs_prefetch_file **out)
+{
+    const struct cfs_entry *e = cfs_catalog_entry(pf->cat, id);
+    *out = NULL;
+    if (!e)
+        return -ENOENT;
+    if (!S_ISREG(e->mode))
+        return -EINVAL;
+    struct cfs_prefetch_file *f = calloc(1, sizeof(*f));
+    if (!f)
+        return -ENOMEM;
+    f->id = id;
+    /* No sample: its release must not take it for the trainer's last read. */
+    f->sample = CFS_NO_SAMPLE;
+    f->size = e->size;
+    f->source = CFS_M_READS_PFS;
+    pthread_mutex_init(&f->fd_mu, NULL);
+    int rc = pf_open_source(pf, id, &f->fd);
+    if (rc) {
+        pthread_mutex_destroy(&f->fd_mu);
+        free(f);
+        return rc;
+    }
+    cfs_metrics_add(pf->m, CFS_M_PAGECACHE_FALLBACK, 1);
+    *out = f;
+    return 0;
+}
+
 /* A read of a staged file reached us: the kernel reclaimed some of its
  * pages.  The source answers (the tier gave its buffer to the kernel); with
  * keep_cache the reply refills the page cache. */

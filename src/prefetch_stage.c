@@ -286,12 +286,29 @@ int cfs_prefetch_kernel_start(struct cfs_prefetch *pf, const struct cfs_kernel_o
         snprintf(err, errlen, "page cache: cannot start the stager: %s", strerror(-rc));
         return rc;
     }
+    pf->stageable = 0;
+    for (uint32_t id = 0; id < sp.nentries; id++) {
+        const struct cfs_entry *e = cfs_catalog_entry(pf->cat, id);
+        if (e && S_ISREG(e->mode) && e->size > 0)
+            pf->stageable++;
+    }
     atomic_store(&pf->stager, st);
     /* What the prefetcher fetched before the stager existed. */
     for (uint32_t id = 0; id < sp.nentries; id++)
         if (cfs_cache_state(pf->cache, id) == CFS_CACHE_RAM)
             pf_stager_queue(st, id);
     return 0;
+}
+
+bool cfs_prefetch_all_staged(struct cfs_prefetch *pf)
+{
+    if (!pf || !atomic_load(&pf->stager))
+        return false;
+    struct cfs_cache_stats st;
+    cfs_cache_stats(pf->cache, &st);
+    /* Files kept for peers, changed files and a stager that gave up are
+     * never staged, so any of them keeps this false for good. */
+    return st.kernel_entries >= pf->stageable && st.zombie_bytes == 0;
 }
 
 int cfs_prefetch_kernel_stop(struct cfs_prefetch *pf, double timeout)

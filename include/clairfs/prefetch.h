@@ -238,6 +238,17 @@ int cfs_prefetch_kernel_stop(struct cfs_prefetch *pf, double timeout);
 void cfs_prefetch_forgot(struct cfs_prefetch *pf, cfs_id id);
 /* Open with keep_cache: the file's bytes are staged in the page cache. */
 bool cfs_prefetch_keep_cache(const struct cfs_prefetch_file *f);
+/* Every regular file of non-zero size is staged in the page cache and no
+ * staged page waits for its invalidation: the tiers have nothing left to
+ * do for the reads of this node (-o kernel_open switches opens off then). */
+bool cfs_prefetch_all_staged(struct cfs_prefetch *pf);
+/* For a READ that arrived without an open (the kernel opens files itself
+ * after -o kernel_open switched opens off, and had reclaimed the pages):
+ * a handle on the source file that neither moves the trainer's position
+ * nor counts a read; it counts a page-cache fallback.  Released with
+ * cfs_prefetch_release. */
+int cfs_prefetch_open_unseen(struct cfs_prefetch *pf, cfs_id id,
+                             struct cfs_prefetch_file **out);
 
 /* user.clairfs.state of a file ("ram", "ssd", "pfs", "inflight"),
  * NUL-terminated; matches cfs_fs_state_fn.  arg is the prefetcher. */

@@ -348,6 +348,64 @@ START_TEST(path_staged_into_a_fake_page_cache)
 }
 END_TEST
 
+/* -o kernel_open's two hooks: all_staged turns true only once every
+ * non-empty file is staged (not before the stager, not with a file the
+ * kernel has not looked up); a handle opened without an open reads the
+ * source byte for byte, counts one fallback and no read, and moves
+ * nothing (still all staged afterwards). */
+START_TEST(path_all_staged_and_unseen_reads)
+{
+    struct fixture fx;
+    struct cfs_metrics m;
+    struct fake_kernel k = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    char err[256] = "";
+    fixture_init(&fx);
+    struct cfs_prefetch *pf = make_pf(&fx, "seed=5,epochs=100,ram=16M", &m, NULL);
+    ck_assert_int_eq(cfs_prefetch_wait_idle(pf, 30), 0);
+    ck_assert(!cfs_prefetch_all_staged(pf)); /* no stager yet */
+    cfs_id hidden = cfs_catalog_sample_entry(fx.cat, 11);
+    k.unknown[hidden] = true;
+    ck_assert_int_eq(cfs_prefetch_kernel_start(pf, &fake_ops, &k, err, sizeof(err)), 0);
+    ck_assert(wait_metric(&m, CFS_M_PAGECACHE_STAGED, NFILES - 2));
+    ck_assert(!cfs_prefetch_all_staged(pf)); /* one file the kernel does not know */
+    /* Its first read makes it known; its release stages it. */
+    pthread_mutex_lock(&k.mu);
+    k.unknown[hidden] = false;
+    pthread_mutex_unlock(&k.mu);
+    struct cfs_prefetch_file *f = NULL;
+    ck_assert_int_eq(cfs_prefetch_open(pf, hidden, &f), 0);
+    cfs_prefetch_release(pf, f);
+    ck_assert(wait_metric(&m, CFS_M_PAGECACHE_STAGED, NFILES - 1));
+    for (int i = 0; i < 300 && !cfs_prefetch_all_staged(pf); i++)
+        usleep(10000);
+    ck_assert(cfs_prefetch_all_staged(pf));
+
+    uint64_t reads = mget(&m, CFS_M_READS_RAM) + mget(&m, CFS_M_READS_PFS);
+    uint64_t fallbacks = mget(&m, CFS_M_PAGECACHE_FALLBACK);
+    cfs_id id0 = cfs_catalog_sample_entry(fx.cat, 0);
+    uint32_t i0 = (uint32_t)strtoul(cfs_catalog_name(fx.cat, id0) + 1, NULL, 10);
+    size_t size = file_size(i0);
+    unsigned char *want = malloc(size + 1), *got = malloc(size + 1);
+    fill_bytes(i0, want, size);
+    ck_assert_int_eq(cfs_prefetch_open_unseen(pf, id0, &f), 0);
+    ck_assert(cfs_prefetch_is_direct(f));
+    ck_assert(!cfs_prefetch_keep_cache(f));
+    ck_assert_int_eq(cfs_prefetch_pread(pf, f, got, size + 1, 0), (ssize_t)size);
+    ck_assert(memcmp(got, want, size) == 0);
+    cfs_prefetch_release(pf, f);
+    free(want);
+    free(got);
+    ck_assert_uint_eq(mget(&m, CFS_M_READS_RAM) + mget(&m, CFS_M_READS_PFS), reads);
+    ck_assert_uint_eq(mget(&m, CFS_M_PAGECACHE_FALLBACK), fallbacks + 1);
+    ck_assert(cfs_prefetch_all_staged(pf));
+    ck_assert_int_eq(cfs_prefetch_open_unseen(pf, (cfs_id)cfs_catalog_entry_count(fx.cat), &f),
+                     -ENOENT);
+    ck_assert_int_eq(cfs_prefetch_kernel_stop(pf, 5), 0);
+    cfs_prefetch_destroy(pf);
+    fixture_fini(&fx);
+}
+END_TEST
+
 /* Without a seed: reactive LRU, nothing predicted. */
 START_TEST(path_lru_without_seed)
 {
@@ -730,6 +788,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, path_ssd_warm_and_corrupt, 0, 2);
     tcase_add_test(tc, path_seed_and_epoch_commands);
     tcase_add_test(tc, path_staged_into_a_fake_page_cache);
+    tcase_add_test(tc, path_all_staged_and_unseen_reads);
     suite_add_tcase(s, tc);
     tc = tcase_create("peers");
     tcase_set_timeout(tc, 60);

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# A real PyTorch DDP trainer (examples/train_ddp.py: ImageFolder,
+# DistributedSampler, DataLoader worker processes, gloo, a one-layer model)
+# over the dataset in local memory (tmpfs) and over clairfs mounts of that
+# same directory, in one run: what the hit path costs a trainer whose data
+# is all cached.  Epoch 1 is the cold one; the figure is the median of
+# epochs 2..E per system and its ratio to tmpfs's.  Figures, no assertions.
+#
+# usage: bench/bench-ddp.sh [--build DIR] [--epochs E] [--reps R] [--opts OPTS]...
+#   --build DIR   meson build directory (default $CLAIRFS_BUILD or build)
+#   --epochs E    epochs per training run (default 4)
+#   --reps R      rounds, each one run on tmpfs then on every mount (default 2)
+#   --opts OPTS   extra clairfs -o options of one configuration (repeatable;
+#                 default one configuration, the defaults)
+# Dataset: 2000 files of ~110 KB in 20 classes (clairfs-gendata, as
+# bench.sh --quick) in BENCH_TMP (default /dev/shm); trainer: --world 2
+# --workers 2 --batch 32 --seed 0; every clairfs run a fresh mount with the
+# trainer's seed, ram= twice the dataset, ssd=0.
+set -uo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=${CLAIRFS_BUILD:-build} epochs=4 reps=2 configs=()
+while [ $# -gt 0 ]; do
+    case $1 in
+    --build) build=${2:?}; shift 2 ;;
+    --epochs) epochs=${2:?}; shift 2 ;;
+    --reps) reps=${2:?}; shift 2 ;;
+    --opts) configs+=("$2"); shift 2 ;;
+    -h | --help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "bench-ddp: unknown argument $1 (see --help)" >&2; exit 2 ;;
+    esac
+done
+[ ${#configs[@]} -eq 0 ] && configs=("")
+case $build in /*) ;; *) build=$top/$build ;; esac
+CLAIRFS=$build/clairfs
+[ -x "$CLAIRFS" ] || { echo "bench-ddp: $CLAIRFS is not built" >&2; exit 1; }
+PYTHON=/usr/bin/python3
+"$PYTHON" -c 'import torch, torchvision' 2>/dev/null || { echo "bench-ddp: needs torch and torchvision in $PYTHON" >&2; exit 1; }
+
+work= mnt= dpid=
+cleanup() {
+    local rc=$?
+    trap - EXIT INT TERM
+    if [ -n "$mnt" ] && grep -qF " $mnt " /proc/self/mountinfo; then
+        fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -u -z "$mnt"
+    fi
+    [ -n "$dpid" ] && kill "$dpid" 2>/dev/null && wait "$dpid" 2>/dev/null
+    [ -n "$work" ] && rm -rf --one-file-system "$work"
+    exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+work=$(mktemp -d "${BENCH_TMP:-/dev/shm}/clairfs-benchddp.XXXXXX") || exit 1
+src=$work/dataset
+timeout 600 "$PYTHON" "$top/tools/clairfs-gendata" --classes 20 --files 100 --size lognormal:92K:0.6 \
+    --max-size 2M --seed 1 --quiet "$src" || { echo "bench-ddp: clairfs-gendata failed" >&2; exit 1; }
+kib=$(du -sk "$src" | cut -f1)
+SEED=0 WORLD=2 BATCH=32 WORKERS=2
+
+# train LABEL DIR: one training run; its epoch times go to $work/samples.LABEL.
+train() {
+    timeout 900 "$PYTHON" "$top/examples/train_ddp.py" --data "$2" --epochs "$epochs" --seed $SEED \
+        --batch $BATCH --workers $WORKERS --world $WORLD >"$work/train.log" 2>&1 ||
+        { echo "bench-ddp: trainer failed on $1: $(tail -n 1 "$work/train.log")" >&2; exit 1; }
+    awk '$1 == "epoch" { print $2, $4 }' "$work/train.log" >>"$work/samples.$1"
+}
+
+echo "== $(find "$src" -type f | wc -l) files, $((kib / 1024)) MiB; train_ddp.py --world $WORLD --workers $WORKERS, $epochs epochs x $reps rounds; load $(cut -d' ' -f1-3 /proc/loadavg)"
+for ((r = 1; r <= reps; r++)); do
+    train tmpfs "$src"
+    for ((c = 0; c < ${#configs[@]}; c++)); do
+        mnt=$work/mnt
+        mkdir -p "$mnt"
+        rm -rf "$work/index"
+        "$CLAIRFS" -f -o "seed=$SEED,world=$WORLD,batch=$BATCH,epochs=$epochs,ram=$((kib * 2))K,ssd=0,index=$work/index${configs[$c]:+,${configs[$c]}}" \
+            "$src" "$mnt" >"$work/clairfs.log" 2>&1 &
+        dpid=$!
+        for _ in $(seq 600); do [ -e "$mnt/.clairfs/ready" ] && break; sleep 0.05; done
+        [ -e "$mnt/.clairfs/ready" ] || { echo "bench-ddp: clairfs did not mount: $(tail -n 1 "$work/clairfs.log")" >&2; exit 1; }
+        train "$c" "$mnt"
+        fusermount3 -u "$mnt" || exit 1
+        wait "$dpid"
+        dpid= mnt=
+    done
+done
+# stats LABEL: "median-of-epochs-2.. median-epoch-1"
+stats() {
+    awk -v first="$(awk 'NR == 1 { print $1 }' "$work/samples.$1")" '
+        $1 == first { c[++nc] = $2; next } { w[++nw] = $2 }
+        function med(a, n,   i, j, x) { for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { x = a[i]; a[i] = a[j]; a[j] = x }
+            return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
+        END { printf "%.3f %.3f %d", med(w, nw), med(c, nc), nw }' "$work/samples.$1"
+}
+read -r base cbase _ < <(stats tmpfs)
+echo "== median epoch seconds (epochs 2..$epochs; epoch 1 apart), ratio to tmpfs; load $(cut -d' ' -f1-3 /proc/loadavg)"
+for l in tmpfs $(seq 0 $((${#configs[@]} - 1))); do
+    read -r w c n < <(stats "$l")
+    name=tmpfs
+    [ "$l" = tmpfs ] || name="clairfs${configs[$l]:+ -o ${configs[$l]}}"
+    awk -v l="$name" -v w="$w" -v c="$c" -v b="$base" -v cb="$cbase" -v n="$n" \
+        'BEGIN { printf "  %-32s epochs 2+: %7.3f s x%.2f (%d)   epoch 1: %7.3f s x%.2f\n", l, w, w / b, n, c, c / cb }'
+done

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# -o kernel_open through a real mount: once every file is staged in the
+# page cache, clairfs answers an open with ENOSYS and the kernel opens files
+# itself from then on (FUSE no_open).  Checked, every byte compared with the
+# source (clairfs-bench --verify, cmp):
+#  - before every file is staged, opens reach clairfs and are counted as
+#    usual (epoch 0: one RAM or PFS read per file);
+#  - after the switch (one logged line) two verified epochs add at most the
+#    opens that were in flight at the switch to clairfs_reads_total, and
+#    send no read request but those of pages the kernel reclaimed;
+#  - the control files still work without opens: metrics is a fresh
+#    snapshot at every open (it shows a count that moved in between), and a
+#    write to control is applied;
+#  - pages dropped behind clairfs's back (posix_fadvise DONTNEED) come in as
+#    READs without a handle, are answered from the source byte for byte and
+#    counted as page-cache fallbacks;
+#  - without the option, the same epochs are counted per open (the default
+#    is unchanged), and a mount with the option whose files cannot all be
+#    staged (ram= below the dataset) never switches.
+. "$(dirname "$0")/lib.sh"
+: "${CLAIRFS_BENCH:?}"
+cfs_setup
+
+src=$TMP/src
+cfs_small_dataset "$src" || { fail "gendata"; cfs_finish; }
+TRAINER="batch=8"
+bench() { cfs_replay "$src" "$@"; } # bench MNT OPTS [args]
+m() { cfs_metric "$1" "$2"; }
+reads() { # every open counted, whatever the source
+    local s t=0
+    for s in ram ssd peer pfs; do t=$((t + $(m "$1" "clairfs_reads_total{source=\"$s\"}"))); done
+    echo $t
+}
+wait_staged() { # wait_staged MNT COUNT: until COUNT files were staged
+    for _ in $(seq 300); do
+        [ "$(m "$1" clairfs_pagecache_staged_total)" -ge "$2" ] && return 0
+        sleep 0.05
+    done
+    return 1
+}
+
+# --- ram >= dataset: the switch, and everything after it.
+mnt=$TMP/mnt-ko
+log=$TMP/d-ko.log
+if cfs_mount "$src" "$mnt" "$log" -o seed=5,epochs=100,$TRAINER,ram=64M,kernel_open,index="$TMP/ix-ko"; then
+    check "ko: epoch 0 verified" bench "$mnt" "seed=5,epochs=100,$TRAINER" --epochs 1
+    check "ko: epoch 0 counted per open" test "$(reads "$mnt")" -eq "$N"
+    check "ko: no switch while files were still being staged" bash -c '! grep -q "kernel_open:" "$1"' _ "$log"
+    check "ko: all $N files staged" wait_staged "$mnt" "$N"
+    req0=$(m "$mnt" clairfs_read_requests_total)
+    fb0=$(m "$mnt" clairfs_pagecache_fallback_reads_total)
+    check "ko: epochs 1-2 verified" bench "$mnt" "seed=5,start_epoch=1,epochs=100,$TRAINER" --epochs 2
+    check "ko: the switch is logged once" test "$(grep -c "kernel_open: every file" "$log")" -eq 1
+    r=$(($(reads "$mnt") - N))
+    echo "ko: epochs 1-2 counted $r opens of $((2 * N))"
+    # Opens in flight at the switch (4 workers) are still answered.
+    check "ko: epochs 1-2 reached clairfs for at most the opens in flight ($r)" test "$r" -le 8
+    req=$(($(m "$mnt" clairfs_read_requests_total) - req0))
+    fb=$(($(m "$mnt" clairfs_pagecache_fallback_reads_total) - fb0))
+    check "ko: epochs 1-2 sent read requests only for reclaimed pages ($req requests, $fb fallbacks)" \
+        test "$req" -le $((fb * MAXPAGES))
+
+    # The control namespace without opens.
+    check "ko: control write applied, metrics fresh" bash -c '
+        echo "epoch 7" >"$1/.clairfs/control" &&
+        [ "$(awk "\$1==\"clairfs_epoch\"{print \$2}" "$1/.clairfs/metrics")" = 7 ] &&
+        echo "epoch 9" >"$1/.clairfs/control" &&
+        [ "$(awk "\$1==\"clairfs_epoch\"{print \$2}" "$1/.clairfs/metrics")" = 9 ]' _ "$mnt"
+    # The size it shows is a bound; reads must stop at the text's end.
+    check "ko: metrics reads as its text, no padding" "$PYTHON" -c '
+import sys; t = open(sys.argv[1], "rb").read()
+sys.exit(not (t.endswith(b"\n") and b"\0" not in t and b"clairfs_epoch 9" in t))' "$mnt/.clairfs/metrics"
+
+    # Pages dropped behind clairfs's back: READs without a handle.
+    (cd "$src" && find . -type f | sort | head -10) >"$TMP/dropped"
+    "$PYTHON" - "$mnt" "$TMP/dropped" <<'EOF'
+import os, sys
+for rel in open(sys.argv[2]).read().split():
+    fd = os.open(os.path.join(sys.argv[1], rel), os.O_RDONLY)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)
+EOF
+    req0=$(m "$mnt" clairfs_read_requests_total)
+    fb0=$(m "$mnt" clairfs_pagecache_fallback_reads_total)
+    same() { while read -r f; do cmp -s "$src/$f" "$mnt/$f" || return 1; done <"$TMP/dropped"; }
+    check "ko: dropped pages read back byte for byte" same
+    req1=$(m "$mnt" clairfs_read_requests_total)
+    fb1=$(m "$mnt" clairfs_pagecache_fallback_reads_total)
+    check "ko: they reached clairfs ($((req1 - req0)) requests)" test "$req1" -ge $((req0 + 10))
+    check "ko: each counted as a fallback ($((fb1 - fb0)))" test $((fb1 - fb0)) -eq $((req1 - req0))
+    check "ko: read again, byte for byte" same
+    check "ko: epoch 3 verified" bench "$mnt" "seed=5,start_epoch=3,epochs=100,$TRAINER" --epochs 1
+    check "ko: clean unmount" cfs_umount "$mnt"
+else
+    fail "mount ko"
+fi
+
+# --- without the option: the same epochs counted per open.
+mnt=$TMP/mnt-def
+if cfs_mount "$src" "$mnt" "$TMP/d-def.log" -o seed=5,epochs=100,$TRAINER,ram=64M,index="$TMP/ix-def"; then
+    check "default: epoch 0 verified" bench "$mnt" "seed=5,epochs=100,$TRAINER" --epochs 1
+    check "default: all staged" wait_staged "$mnt" "$N"
+    check "default: epochs 1-2 verified" bench "$mnt" "seed=5,start_epoch=1,epochs=100,$TRAINER" --epochs 2
+    check "default: every open counted" test "$(reads "$mnt")" -eq $((3 * N))
+    check "default: no switch" bash -c '! grep -q "kernel_open:" "$1"' _ "$TMP/d-def.log"
+    check "default: clean unmount" cfs_umount "$mnt"
+else
+    fail "mount default"
+fi
+
+# --- ram= below the dataset: never all staged, never switched.
+mnt=$TMP/mnt-part
+ram=$((TOTAL / 2 / 1024))K
+if cfs_mount "$src" "$mnt" "$TMP/d-part.log" -o seed=5,epochs=100,$TRAINER,ram=$ram,kernel_open,index="$TMP/ix-part"; then
+    check "part: epochs 0-2 verified" bench "$mnt" "seed=5,epochs=100,$TRAINER" --epochs 3
+    check "part: every open counted" test "$(reads "$mnt")" -eq $((3 * N))
+    check "part: no switch" bash -c '! grep -q "kernel_open:" "$1"' _ "$TMP/d-part.log"
+    check "part: clean unmount" cfs_umount "$mnt"
+else
+    fail "mount part"
+fi
+cfs_finish
