@@ -40,6 +40,8 @@ struct cfs_identified {
     struct cfs_sampler_params sampler; /* kind, seed, n, world, batch, drop_last, ... */
     uint32_t rank_first, rank_count;   /* this node's trainer ranks [first, first+count) */
     uint32_t epoch;                    /* the epoch the trainer was in (sampler epoch numbering) */
+    uint32_t workers;                  /* DataLoader num_workers per rank (0: none seen) */
+    double evidence_bits;              /* how improbable a chance fit is: -log2 (see identify_verify.c) */
     uint64_t opens;                    /* opens observed when identified */
     double seconds;                    /* from the first observed open to identification */
     bool seed_high_known;              /* false: only seed's low 32 bits were recoverable */
@@ -55,6 +57,12 @@ struct cfs_identify_params {
     const struct cfs_sampler_params *hint;
     bool hint_has_seed;
     uint32_t node, nodes;             /* this node of the MPI run (0, 1 alone) */
+    /* The generator seeds (mod 2^32) searched: seed_first, seed_first + 1,
+     * ... seed_count of them, 0 meaning all 2^32 (about 2 CPU minutes;
+     * tests and benchmarks search sub-ranges).  A hinted seed is tried
+     * first, whatever the range. */
+    uint32_t seed_first;
+    uint64_t seed_count;
     cfs_identify_cb on_identified;    /* called from the module's thread */
     void *cb_arg;
 };
@@ -85,7 +93,9 @@ enum cfs_identify_state cfs_identify_state(struct cfs_identify *id, struct cfs_i
 /* Offline identification of a recorded open order (clairfs-plan
  * --identify): samples[i] opened by pids[i] (child of ppids[i]); pids and
  * ppids may be NULL (one reader).  Synchronous, full priority.  Returns 0
- * with *out filled, -ENOENT (no pattern fits), or -errno with err. */
+ * with *out filled, -ENOENT (no pattern fits, or a fit with too little
+ * evidence: out->text says which, out->opens how many opens were seen), or
+ * -errno with err. */
 int cfs_identify_offline(const struct cfs_identify_params *p, const uint32_t *samples,
                          const pid_t *pids, const pid_t *ppids, size_t count,
                          struct cfs_identified *out, char *err, size_t errlen);
