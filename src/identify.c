@@ -171,6 +171,16 @@ static void trivial(const struct cfs_identify_params *p, const struct ident_read
     out->opens = rd->opens;
 }
 
+double cfs_identify_evidence_needed(const struct cfs_identify_params *p)
+{
+    uint64_t count = p->seed_count ? p->seed_count : 1ull << 32;
+    size_t nh = head_positions(p, (uint32_t[2]){0});
+    /* every seed of the range with both skips, per head position, plus a
+     * hinted seed's span and the candidates kept from an earlier attempt */
+    double tried = (double)count * 2.0 * (double)nh + 2.0 * HINT_SPAN + MAX_KEEP;
+    return log2(tried) + IDENT_HYPOTHESIS_BITS + IDENT_SAFETY_BITS;
+}
+
 /* Fills out (or a "why not" text in out) from observations.  1 identified,
  * 0 not (out->text says why), -errno. */
 static int attempt_all(const struct cfs_identify_params *p, const struct ident_readers *rd,
@@ -184,9 +194,7 @@ static int attempt_all(const struct cfs_identify_params *p, const struct ident_r
         return 1;
     }
     uint64_t count = p->seed_count ? p->seed_count : 1ull << 32;
-    size_t nh = head_positions(p, (uint32_t[2]){0});
-    double tried = (double)count * 2.0 * (double)nh + 2.0 * HINT_SPAN + MAX_KEEP;
-    a->need_bits = log2(tried) + IDENT_HYPOTHESIS_BITS + IDENT_SAFETY_BITS;
+    a->need_bits = cfs_identify_evidence_needed(p);
     for (size_t i = 0; i < nkeep && a->rc == 0; i++) {
         a->p0 = keep[i].p0;
         on_candidate(a, keep[i].seed, keep[i].skip);

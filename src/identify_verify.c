@@ -460,6 +460,47 @@ struct search {
     struct hyp best;
 };
 
+/* Before the head reader's first batch is done: its rank's other workers
+ * (readers with its parent) start at w * B, w = 1 .. T-1, so their starts,
+ * when they are exactly B, 2B, ..., (T-1)B, say B and T.  (A worker that
+ * has opened nothing yet would make T too small: the walk of the head's
+ * next batch then refutes it.) */
+static void schedule_from_siblings(struct search *s, struct hyp *h, int *err)
+{
+    const struct ident_readers *rd = s->rd;
+    const struct ident_reader *a = &rd->r[s->head];
+    uint64_t starts[MAX_WORLDS];
+    size_t k = 0;
+    uint64_t min = UINT64_MAX;
+    for (size_t i = 0; i < rd->nr; i++) {
+        if (i == s->head || rd->r[i].ppid != a->ppid)
+            continue;
+        uint32_t q = pos_of(s->v, 0, rd->r[i].s[0], err);
+        if (q == NONE || k == MAX_WORLDS)
+            return;
+        if (h->kind == CFS_SAMPLER_TORCH_DDP && q % h->world != h->p0 % h->world)
+            continue; /* another rank (siblings without workers) */
+        uint64_t j = h->kind == CFS_SAMPLER_TORCH_DDP ? q / h->world : q;
+        if (j == 0)
+            return; /* ranks reading one stream: no workers */
+        starts[k++] = j;
+        if (j < min)
+            min = j;
+    }
+    if (k == 0 || min > UINT32_MAX)
+        return;
+    for (size_t i = 0; i < k; i++) {
+        uint64_t w = starts[i] / min;
+        if (starts[i] % min != 0 || w > k)
+            return;
+        for (size_t j = 0; j < i; j++)
+            if (starts[j] == starts[i])
+                return;
+    }
+    h->batch = (uint32_t)min;
+    h->workers = (uint32_t)k + 1;
+}
+
 /* Batch and workers from the head reader's opens, for world W. */
 static void schedule_from_head(struct search *s, struct hyp *h, int *err)
 {
@@ -485,6 +526,7 @@ static void schedule_from_head(struct search *s, struct hyp *h, int *err)
         h->workers = (uint32_t)((j - i) / i + 1);
         return;
     }
+    schedule_from_siblings(s, h, err);
 }
 
 /* Tries the drop_last / persistent variants of h; true when one fits. */

@@ -178,6 +178,19 @@ START_TEST(ddp_worlds_and_workers)
 }
 END_TEST
 
+/* 64 opens of 8 readers: no worker has finished a batch of 32 yet; the
+ * batch and the workers come from where the workers started. */
+START_TEST(before_the_first_batch_is_done)
+{
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP, .seed = seeds[_i], .n = 100000,
+                        .world = 2, .batch = 32, .workers = 4, .ranks = 2, .epochs = 1};
+    expect_identified(&t, 64, NULL, false);
+    t.kind = CFS_SAMPLER_TORCH;
+    t.world = 1, t.ranks = 1;
+    expect_identified(&t, 40, NULL, false);
+}
+END_TEST
+
 START_TEST(a_registered_seed_completes_the_high_bits)
 {
     struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP, .seed = seeds[_i], .n = 10000,
@@ -473,6 +486,7 @@ static Suite *identify_suite(void)
     Suite *s = suite_create("identify");
     TCase *t = tcase_create("patterns");
     tcase_add_loop_test(t, ddp_worlds_and_workers, 0, 5);
+    tcase_add_loop_test(t, before_the_first_batch_is_done, 0, 5);
     tcase_add_loop_test(t, a_registered_seed_completes_the_high_bits, 0, 5);
     tcase_add_loop_test(t, torch_loader_with_and_without_persistent_workers, 0, 5);
     tcase_add_loop_test(t, torch_sampler_is_told_from_ddp_by_its_second_epoch, 0, 5);
