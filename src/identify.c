@@ -76,6 +76,7 @@ struct attempt {
     uint32_t p0;
     int rc; /* 1 identified, -errno */
     struct cfs_identified *out;
+    struct cand win; /* what identified */
     struct cfs_identified near; /* the best fit short of evidence */
     double near_bits;
     struct cand keep[MAX_KEEP];
@@ -91,6 +92,7 @@ static bool on_candidate(void *arg, uint32_t seed, uint32_t skip)
     int rc = ident_verify(a->p, a->rd, seed, skip, a->p0, a->need_bits, &id, &bits);
     if (rc == 1) {
         *a->out = id;
+        a->win = (struct cand){seed, skip, a->p0};
         a->rc = 1;
         return true;
     }
@@ -347,7 +349,13 @@ static int attempt_snapshot(struct cfs_identify *id, const uint32_t *s, const pi
 static void record_outcome(struct cfs_identify *id, int rc, const struct attempt *a, size_t len)
 {
     if (rc == 1) {
+        /* Keep checking as opens come: a later epoch can tell apart what
+         * epoch 0 could not (torch-ddp at world 1 and torch-sampler,
+         * persistent workers or not), from the same seed, cheaply. */
         id->state = CFS_IDENTIFY_IDENTIFIED;
+        id->keep[0] = a->win;
+        id->nkeep = 1;
+        id->next_attempt = len + len / 4 + IDENT_MIN_OPENS;
         return;
     }
     if (rc < 0 && rc != -ECANCELED)
@@ -360,6 +368,16 @@ static void record_outcome(struct cfs_identify *id, int rc, const struct attempt
     id->next_attempt = fits ? len + IDENT_MIN_OPENS : 2 * len;
 }
 
+/* Would the planner read the same from a and b? */
+static bool same_order(const struct cfs_identified *a, const struct cfs_identified *b)
+{
+    const struct cfs_sampler_params *x = &a->sampler, *y = &b->sampler;
+    return x->kind == y->kind && x->seed == y->seed &&
+           x->world == y->world && x->batch == y->batch && x->drop_last == y->drop_last &&
+           x->drop_last_batch == y->drop_last_batch &&
+           x->persistent_workers == y->persistent_workers && a->workers == b->workers;
+}
+
 static void *identify_thread(void *arg)
 {
     struct cfs_identify *id = arg;
@@ -367,7 +385,7 @@ static void *identify_thread(void *arg)
     struct attempt *a = malloc(sizeof(*a));
     pthread_mutex_lock(&id->lock);
     while (!id->stop) {
-        if (id->state == CFS_IDENTIFY_IDENTIFIED || id->len < id->next_attempt || !a) {
+        if (id->len < id->next_attempt || !a) {
             pthread_cond_wait(&id->wake, &id->lock);
             continue;
         }
@@ -397,9 +415,14 @@ static void *identify_thread(void *arg)
         if (gen != id->generation || id->stop)
             continue; /* restarted meanwhile: the observations are gone */
         seconds = since(&id->first_open);
+        bool was = id->state == CFS_IDENTIFY_IDENTIFIED;
         record_outcome(id, rc, a, len);
         if (rc != 1)
             continue;
+        struct cfs_identified quiet = out;
+        finish(&id->p, &quiet, seconds, false);
+        if (was && same_order(&id->result, &quiet))
+            continue; /* confirmed by the new opens */
         finish(&id->p, &out, seconds, true);
         id->result = out;
         pthread_mutex_unlock(&id->lock);

@@ -17,7 +17,12 @@
  *
  * When an order is identified the module calls params.on_identified from
  * its own thread (the callback may take long: it plans); the mount then
- * predicts as if the order had been registered.  cfs_identify_restart()
+ * predicts as if the order had been registered.  It keeps checking the
+ * identification against later opens, cheaply, and calls on_identified
+ * again with the new answer when they refine it: epoch 0 alone cannot tell
+ * torch-ddp at world 1 from torch-sampler, nor persistent workers from
+ * fresh ones; epoch 1 can.  (Opens that no longer fit send it back to
+ * learning, as cfs_identify_restart() does, but keeping the opens.)  cfs_identify_restart()
  * sends it back to learning (the mount saw a run of mispredicted opens:
  * a restarted trainer, a second job): observations start afresh.
  *

@@ -464,6 +464,51 @@ START_TEST(the_thread_learns_and_restarts)
 }
 END_TEST
 
+static int calls_of(struct seen *s)
+{
+    return __atomic_load_n(&s->calls, __ATOMIC_SEQ_CST);
+}
+
+/* Epoch 0 of torch-sampler reads as torch-ddp at world 1 (the likelier);
+ * its epoch 1 tells them apart and the module says so again. */
+START_TEST(the_thread_refines_with_the_next_epoch)
+{
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH_SAMPLER, .seed = 2024, .n = 200, .world = 1,
+                        .batch = 4, .workers = 2, .ranks = 1, .persistent = true,
+                        .epochs = 2};
+    struct opens o = simulate(&t, 100000);
+    ck_assert_uint_eq(o.len, 400);
+    struct seen seen = {0};
+    struct cfs_identify_params p = params(t.n, t.seed, 4096);
+    p.on_identified = on_identified;
+    p.cb_arg = &seen;
+    struct cfs_identify *id;
+    char err[256];
+    ck_assert_int_eq(cfs_identify_create(&p, &id, err, sizeof(err)), 0);
+    for (size_t i = 0; i < 200; i++)
+        cfs_identify_observe(id, o.s[i], o.pid[i], o.ppid[i]);
+    ck_assert_int_eq(wait_state(id, CFS_IDENTIFY_IDENTIFIED), CFS_IDENTIFY_IDENTIFIED);
+    for (int i = 0; i < 3000 && calls_of(&seen) < 1; i++)
+        usleep(10000);
+    ck_assert_int_eq(calls_of(&seen), 1);
+    ck_assert_int_eq(seen.id.sampler.kind, CFS_SAMPLER_TORCH_DDP);
+    for (size_t i = 200; i < o.len; i++)
+        cfs_identify_observe(id, o.s[i], o.pid[i], o.ppid[i]);
+    for (int i = 0; i < 3000 && calls_of(&seen) < 2; i++)
+        usleep(10000);
+    ck_assert_int_eq(calls_of(&seen), 2);
+    struct cfs_identified got;
+    ck_assert_int_eq(cfs_identify_state(id, &got), CFS_IDENTIFY_IDENTIFIED);
+    ck_assert_int_eq(got.sampler.kind, CFS_SAMPLER_TORCH_SAMPLER);
+    ck_assert_int_eq(seen.id.sampler.kind, CFS_SAMPLER_TORCH_SAMPLER);
+    ck_assert(got.sampler.persistent_workers);
+    ck_assert_uint_eq(got.sampler.seed, 2024);
+    ck_assert_uint_eq(got.epoch, 1);
+    cfs_identify_destroy(id);
+    opens_free(&o);
+}
+END_TEST
+
 START_TEST(bad_input)
 {
     struct cfs_identify_params p = params(0, 0, 16);
@@ -503,6 +548,7 @@ static Suite *identify_suite(void)
     tcase_set_timeout(big, 600);
     tcase_add_test(big, torch_2_6_large_n_for_a_small_seed);
     tcase_add_test(big, the_thread_learns_and_restarts);
+    tcase_add_test(big, the_thread_refines_with_the_next_epoch);
     if (!getenv("CFS_IDENTIFY_SKIP_FULL"))
         tcase_add_test(big, the_full_seed_range);
     suite_add_tcase(s, big);
