@@ -45,9 +45,12 @@
  * union over at most 2^12 hypotheses per seed and the S seeds x skips tried
  * bounds the chance of any false fit by S * 2^12 * 2^-E; identification
  * demands E >= log2 S + 12 + 40, so a false identification has probability
- * below 2^-40, and at least IDENT_MIN_OPENS opens.  (An order with
- * structure, e.g. sequential, is rejected outright: no seed's randperm
- * puts 0, 1 at its head often enough to pass.)
+ * below 2^-40, and at least IDENT_MIN_OPENS opens.  The same bound holds
+ * the other way round for any fixed order the generator did not make,
+ * structured ones included (sequential, strided, reversed): taking each
+ * seed's randperm as a uniformly random permutation - what torch relies on
+ * - the chance that one seed reproduces k of its positions is the same
+ * (n-k)!/n!.
  *
  * Large n (above DENSE_MAX) keeps no n-entry arrays: the values at the
  * first SPARSE_WINDOW positions of each epoch come from a sparse replay

@@ -13,7 +13,21 @@
  * negligible (an order that is not a torch shuffle is never identified).
  *
  * Registered options are hints: identification checks them, never trusts
- * them; a contradiction is logged once with what was observed.
+ * them; a contradiction is logged once with what was observed.  One hint
+ * is needed on node k > 0 of a torch-ddp run: the world (so that k * world
+ * / nodes, this node's first rank, is where its readers' stream starts);
+ * without it only the torch models, whose every rank reads the whole
+ * stream, are found there.
+ *
+ * What is found: the generator seed modulo 2^32 (all torch keeps; the
+ * hint's high bits complete it when its low bits agree), the sampler kind,
+ * world, batch size, DataLoader workers and drop_last flags.  A torch-ddp
+ * run resumed at epoch k reads as seed S + k at epoch 0 (the same order;
+ * with seed S registered, as S at epoch k).  The torch models are found
+ * from their epoch 0 (a resumed torch run re-seeds its generator: epoch 0
+ * again).  Every observed open must be explained: a process opening files
+ * off the schedule (a second job, a validation loop) keeps the module
+ * learning.
  *
  * When an order is identified the module calls params.on_identified from
  * its own thread (the callback may take long: it plans); the mount then

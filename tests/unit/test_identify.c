@@ -276,6 +276,31 @@ START_TEST(a_resumed_ddp_run)
 }
 END_TEST
 
+/* Node 1 of two, ranks 2 and 3 of 4: the head of its ranks' streams is
+ * randperm position 2, which the registered world says. */
+START_TEST(the_second_node_of_a_ddp_run)
+{
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP, .seed = 555, .n = 10000, .world = 4,
+                        .batch = 8, .workers = 2, .rank_first = 2, .ranks = 2, .epochs = 1};
+    struct opens o = simulate(&t, 200);
+    struct cfs_sampler_params hint = {.kind = CFS_SAMPLER_TORCH_DDP, .world = 4, .batch = 8};
+    struct cfs_identify_params p = params(t.n, t.seed, 4096);
+    p.hint = &hint;
+    p.node = 1, p.nodes = 2;
+    struct cfs_identified id;
+    ck_assert_msg(identify(&p, &o, &id) == 0, "%s", id.text);
+    ck_assert_uint_eq(id.sampler.seed, 555);
+    ck_assert_uint_eq(id.sampler.world, 4);
+    ck_assert_uint_eq(id.rank_first, 2);
+    ck_assert_uint_eq(id.rank_count, 2);
+    ck_assert_uint_eq(id.workers, 2);
+    /* without the world, the head is not among this node's readers */
+    p.hint = NULL;
+    ck_assert_int_eq(identify(&p, &o, &id), -ENOENT);
+    opens_free(&o);
+}
+END_TEST
+
 START_TEST(a_contradicted_hint_is_reported)
 {
     struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP, .seed = 4242, .n = 10000, .world = 2,
@@ -537,6 +562,7 @@ static Suite *identify_suite(void)
     tcase_add_loop_test(t, torch_sampler_is_told_from_ddp_by_its_second_epoch, 0, 5);
     tcase_add_test(t, small_datasets);
     tcase_add_test(t, a_resumed_ddp_run);
+    tcase_add_test(t, the_second_node_of_a_ddp_run);
     tcase_add_test(t, a_contradicted_hint_is_reported);
     tcase_add_test(t, bad_input);
     suite_add_tcase(s, t);
