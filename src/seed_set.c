@@ -64,10 +64,19 @@ static bool values_match(const struct cfs_seed_set_problem *p, const uint32_t v[
     return in_set(p->first, v[0]) && (p->pos + 1 >= p->n || in_set(p->second, v[1]));
 }
 
-static bool lane_matches(const struct cfs_seed_set_problem *p, const uint32_t *r, uint32_t skip)
+/* r % n by a multiplication (Lemire, "Faster remainder by direct
+ * computation", 2019), m = 2^64 / n rounded up: the division would cost
+ * as much as the seeding it follows. */
+static inline uint32_t fast_mod(uint32_t r, uint64_t m, uint32_t n)
+{
+    return (uint32_t)(((unsigned __int128)(m * r) * n) >> 64);
+}
+
+static bool lane_matches(const struct cfs_seed_set_problem *p, uint64_t m, const uint32_t *r,
+                         uint32_t skip)
 {
     /* pos 0: randperm[0] = z_0, decided before any replay */
-    if (p->pos == 0 && !in_set(p->first, r[skip] % (uint32_t)p->n))
+    if (p->pos == 0 && !in_set(p->first, fast_mod(r[skip], m, (uint32_t)p->n)))
         return false;
     uint32_t v[2];
     window_values(r + skip, p->n, p->pos, v);
@@ -83,6 +92,7 @@ static int forward_set(const struct cfs_seed_set_problem *p, uint32_t first, uin
         if (p->skips[i] > maxskip)
             maxskip = p->skips[i];
     uint32_t nw = maxskip + p->pos + 2;
+    uint64_t m = UINT64_MAX / p->n + 1;
     v8u out[CFS_WINDOW][NV];
     uint64_t done = 0;
     bool stop = false;
@@ -97,7 +107,7 @@ static int forward_set(const struct cfs_seed_set_problem *p, uint32_t first, uin
             for (uint32_t k = 0; k < nw; k++)
                 r[k] = out[k][l / LANES][l % LANES];
             for (size_t i = 0; i < p->nskips && !stop; i++)
-                if (lane_matches(p, r, p->skips[i]))
+                if (lane_matches(p, m, r, p->skips[i]))
                     stop = found(arg, seed0 + l, p->skips[i]);
         }
         done += lanes;
