@@ -38,8 +38,8 @@ static double now(void)
 /* The node's opens in epoch 0, `max` of them, workers round robin. */
 static size_t simulate(uint32_t n, size_t max, uint32_t *s, pid_t *pid, pid_t *ppid)
 {
-    struct cfs_sampler_params sp = {.kind = CFS_SAMPLER_TORCH_DDP, .seed = SEED, .n = n,
-                                    .world = RANKS, .batch = BATCH};
+    struct cfs_sampler_params sp = {
+        .kind = CFS_SAMPLER_TORCH_DDP, .seed = SEED, .n = n, .world = RANKS, .batch = BATCH};
     struct cfs_sampler *smp;
     char err[256];
     if (cfs_sampler_create(&sp, &smp, err, sizeof(err)) < 0 ||
@@ -68,8 +68,8 @@ static size_t simulate(uint32_t n, size_t max, uint32_t *s, pid_t *pid, pid_t *p
     return k;
 }
 
-static int identify(uint32_t n, uint32_t first, uint64_t count, const uint32_t *s,
-                    const pid_t *pid, const pid_t *ppid, size_t k, struct cfs_identified *id)
+static int identify(uint32_t n, uint32_t first, uint64_t count, const uint32_t *s, const pid_t *pid,
+                    const pid_t *ppid, size_t k, struct cfs_identified *id)
 {
     struct cfs_identify_params p = {.n = n, .nodes = 1, .seed_first = first, .seed_count = count};
     char err[256];
@@ -93,8 +93,8 @@ static void bench_size(uint32_t n, bool full)
         printf("n=%u: not identified within %zu opens\n", n, total);
         return;
     }
-    printf("n=%-8u opens needed %zu (%u readers; evidence %.0f bits, %.0f needed)\n", n, k,
-           READERS, id.evidence_bits, need);
+    printf("n=%-8u opens needed %zu (%u readers; evidence %.0f bits, %.0f needed)\n", n, k, READERS,
+           id.evidence_bits, need);
     const uint64_t range = 1ull << 26;
     double t0 = now();
     int rc = identify(n, SEED - (uint32_t)range + 1, range, s, pid, ppid, k, &id);
@@ -106,8 +106,8 @@ static void bench_size(uint32_t n, bool full)
     cfs_seed_search(&sp, SEED - (uint32_t)range + 1, range, &res);
     double t_exact = now() - t0;
     printf("           2^26 seeds: identify %.2f s (%s), exact one-constraint search %.2f s: "
-           "ratio %.2f; full range ~%.0f s\n", t_set, rc == 0 ? "identified" : "NOT identified",
-           t_exact, t_set / t_exact, t_set * 64);
+           "ratio %.2f; full range ~%.0f s\n",
+           t_set, rc == 0 ? "identified" : "NOT identified", t_exact, t_set / t_exact, t_set * 64);
     if (full) {
         t0 = now();
         rc = identify(n, 0, 0, s, pid, ppid, k, &id);

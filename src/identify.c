@@ -76,7 +76,7 @@ struct attempt {
     uint32_t p0;
     int rc; /* 1 identified, -errno */
     struct cfs_identified *out;
-    struct cand win; /* what identified */
+    struct cand win;            /* what identified */
     struct cfs_identified near; /* the best fit short of evidence */
     double near_bits;
     struct cand keep[MAX_KEEP];
@@ -146,9 +146,12 @@ static int scan(struct attempt *a, const uint64_t *fs, const uint64_t *ss, uint3
     size_t nh = head_positions(a->p, heads);
     for (size_t h = 0; h < nh && a->rc == 0; h++) {
         static const uint32_t both[] = {0, 2}, ddp_only[] = {0};
-        struct cfs_seed_set_problem sp = {.n = a->p->n, .algo = a->p->algo, .pos = heads[h],
+        struct cfs_seed_set_problem sp = {.n = a->p->n,
+                                          .algo = a->p->algo,
+                                          .pos = heads[h],
                                           .skips = heads[h] ? ddp_only : both,
-                                          .nskips = heads[h] ? 1 : 2, .first = fs,
+                                          .nskips = heads[h] ? 1 : 2,
+                                          .first = fs,
                                           .second = ss};
         a->p0 = heads[h];
         uint64_t searched;
@@ -166,9 +169,12 @@ static void trivial(const struct cfs_identify_params *p, const struct ident_read
                     struct cfs_identified *out)
 {
     memset(out, 0, sizeof(*out));
-    out->sampler = (struct cfs_sampler_params){
-        .kind = CFS_SAMPLER_TORCH_SAMPLER, .n = 1, .batch = 1, .randperm = p->algo,
-        .world = p->hint && p->hint->world ? p->hint->world : 1};
+    out->sampler =
+        (struct cfs_sampler_params){.kind = CFS_SAMPLER_TORCH_SAMPLER,
+                                    .n = 1,
+                                    .batch = 1,
+                                    .randperm = p->algo,
+                                    .world = p->hint && p->hint->world ? p->hint->world : 1};
     out->rank_count = 1;
     out->opens = rd->opens;
 }
@@ -268,8 +274,8 @@ static void not_identified(const struct attempt *a, uint64_t opens, struct cfs_i
     if (a->fits)
         snprintf(out->text, sizeof(out->text),
                  "%llu opens fit %s seed=%llu (low 32 bits) but give %.0f of the %.0f bits of "
-                 "evidence needed", (unsigned long long)opens,
-                 cfs_sampler_kind_name(a->near.sampler.kind),
+                 "evidence needed",
+                 (unsigned long long)opens, cfs_sampler_kind_name(a->near.sampler.kind),
                  (unsigned long long)a->near.sampler.seed, a->near_bits, a->need_bits);
     else
         snprintf(out->text, sizeof(out->text), "no known torch order fits these %llu opens",
@@ -333,8 +339,8 @@ static void lower_priority(void)
 
 /* One attempt on a snapshot of the observations; called without the lock. */
 static int attempt_snapshot(struct cfs_identify *id, const uint32_t *s, const pid_t *pids,
-                            const pid_t *ppids, size_t len, const struct cand *keep,
-                            size_t nkeep, struct cfs_identified *out, struct attempt *a)
+                            const pid_t *ppids, size_t len, const struct cand *keep, size_t nkeep,
+                            struct cfs_identified *out, struct attempt *a)
 {
     struct ident_readers rd;
     int rc = ident_group(s, pids, ppids, len, &rd);
@@ -372,8 +378,8 @@ static void record_outcome(struct cfs_identify *id, int rc, const struct attempt
 static bool same_order(const struct cfs_identified *a, const struct cfs_identified *b)
 {
     const struct cfs_sampler_params *x = &a->sampler, *y = &b->sampler;
-    return x->kind == y->kind && x->seed == y->seed &&
-           x->world == y->world && x->batch == y->batch && x->drop_last == y->drop_last &&
+    return x->kind == y->kind && x->seed == y->seed && x->world == y->world &&
+           x->batch == y->batch && x->drop_last == y->drop_last &&
            x->drop_last_batch == y->drop_last_batch &&
            x->persistent_workers == y->persistent_workers && a->workers == b->workers;
 }
@@ -436,8 +442,8 @@ static void *identify_thread(void *arg)
     return NULL;
 }
 
-int cfs_identify_create(const struct cfs_identify_params *p, struct cfs_identify **out,
-                        char *err, size_t errlen)
+int cfs_identify_create(const struct cfs_identify_params *p, struct cfs_identify **out, char *err,
+                        size_t errlen)
 {
     *out = NULL;
     if (p->n == 0 || p->n > UINT32_MAX) {

@@ -83,7 +83,7 @@ struct view {
     enum cfs_randperm_algo algo;
     bool sparse;
     struct cfs_sampler *s;
-    uint32_t **inv; /* dense: inv[e][v]; sparse: hash, keys then positions */
+    uint32_t **inv;  /* dense: inv[e][v]; sparse: hash, keys then positions */
     uint64_t **seen; /* bitsets of explained positions, per epoch */
     uint32_t nep, maxep, hbits, width;
 };
@@ -159,8 +159,8 @@ static int forward_window(uint32_t seed, uint32_t skip, uint64_t n, uint32_t w, 
     return 0;
 }
 
-static int view_init(struct view *v, const struct cfs_identify_params *p, enum cfs_sampler_kind kind,
-                     bool persistent, uint32_t seed32, uint32_t skip)
+static int view_init(struct view *v, const struct cfs_identify_params *p,
+                     enum cfs_sampler_kind kind, bool persistent, uint32_t seed32, uint32_t skip)
 {
     memset(v, 0, sizeof(*v));
     v->kind = kind, v->persistent = persistent, v->seed32 = seed32, v->skip = skip;
@@ -182,8 +182,12 @@ static int view_init(struct view *v, const struct cfs_identify_params *p, enum c
         return -ENOMEM;
     if (v->sparse)
         return 0;
-    struct cfs_sampler_params sp = {.kind = kind, .seed = seed32, .n = p->n, .world = 1,
-                                    .batch = 1, .persistent_workers = persistent,
+    struct cfs_sampler_params sp = {.kind = kind,
+                                    .seed = seed32,
+                                    .n = p->n,
+                                    .world = 1,
+                                    .batch = 1,
+                                    .persistent_workers = persistent,
                                     .randperm = p->algo};
     char err[256];
     return cfs_sampler_create(&sp, &v->s, err, sizeof(err));
@@ -289,8 +293,8 @@ struct walk {
     const struct ident_readers *rd;
     struct cfs_sampler *model; /* confirming: compare with rank_at */
     uint32_t model_epoch;
-    uint32_t *rank;     /* per reader: DDP rank (torch kinds: 0) */
-    uint32_t *epoch0;   /* per reader: the epoch of its first open */
+    uint32_t *rank;   /* per reader: DDP rank (torch kinds: 0) */
+    uint32_t *epoch0; /* per reader: the epoch of its first open */
     uint32_t max_epoch;
     int err;
 };
@@ -373,9 +377,9 @@ static bool place_reader(struct walk *w, size_t i, bool mark)
             continue;
         uint32_t r = h->kind == CFS_SAMPLER_TORCH_DDP ? q % h->world : 0;
         uint64_t j = h->kind == CFS_SAMPLER_TORCH_DDP ? q / h->world : q;
-        bool start = h->workers == 0 ? j == 0
-                                     : j % h->batch == 0 && j / h->batch < h->workers &&
-                                           j < h->rank_len;
+        bool start = h->workers == 0
+                         ? j == 0
+                         : j % h->batch == 0 && j / h->batch < h->workers && j < h->rank_len;
         if (!start)
             continue;
         uint32_t saved = w->max_epoch;
@@ -548,15 +552,16 @@ static bool try_variants(struct search *s, struct hyp h)
                 if (h.kind == CFS_SAMPLER_TORCH && h.persistent != s->v->persistent)
                     continue;
                 h.rank_len = rank_len_of(&h, s->p->n);
-                if (b && rank_len_of(&(struct hyp){.kind = h.kind, .world = h.world,
-                                                    .batch = h.batch,
-                                                    .drop_last = h.drop_last},
+                if (b && rank_len_of(&(struct hyp){.kind = h.kind,
+                                                   .world = h.world,
+                                                   .batch = h.batch,
+                                                   .drop_last = h.drop_last},
                                      s->p->n) == h.rank_len)
                     continue; /* drop_last_batch changes nothing here */
                 if (h.rank_len == 0)
                     continue;
-                struct walk w = {.v = s->v, .h = &h, .rd = s->rd, .rank = s->rank,
-                                 .epoch0 = s->epoch0};
+                struct walk w = {
+                    .v = s->v, .h = &h, .rd = s->rd, .rank = s->rank, .epoch0 = s->epoch0};
                 if (!walk_all(&w, false))
                     continue;
                 s->best_bits = evidence_bits(&w);
@@ -624,11 +629,15 @@ static int confirm(struct search *s, const struct hyp *h)
 {
     if (s->v->sparse)
         return 0; /* the model would need the n-entry arrays avoided here */
-    struct cfs_sampler_params sp = {.kind = h->kind, .seed = s->v->seed32, .n = s->p->n,
-                                    .world = h->world, .batch = h->batch,
+    struct cfs_sampler_params sp = {.kind = h->kind,
+                                    .seed = s->v->seed32,
+                                    .n = s->p->n,
+                                    .world = h->world,
+                                    .batch = h->batch,
                                     .drop_last = h->drop_last,
                                     .drop_last_batch = h->drop_last_batch,
-                                    .persistent_workers = h->persistent, .randperm = s->p->algo};
+                                    .persistent_workers = h->persistent,
+                                    .randperm = s->p->algo};
     char err[256];
     struct cfs_sampler *m;
     int rc = cfs_sampler_create(&sp, &m, err, sizeof(err));
@@ -636,8 +645,13 @@ static int confirm(struct search *s, const struct hyp *h)
         return rc;
     rc = -ENOENT;
     if (cfs_sampler_rank_len(m, 0, 0) == h->rank_len && cfs_sampler_compute_epoch(m, 0) == 0) {
-        struct walk w = {.v = s->v, .h = h, .rd = s->rd, .rank = s->rank, .epoch0 = s->epoch0,
-                         .model = m, .model_epoch = 0};
+        struct walk w = {.v = s->v,
+                         .h = h,
+                         .rd = s->rd,
+                         .rank = s->rank,
+                         .epoch0 = s->epoch0,
+                         .model = m,
+                         .model_epoch = 0};
         rc = walk_all(&w, false) ? 0 : w.err ? w.err : -ENOENT;
     }
     cfs_sampler_destroy(m);
@@ -648,10 +662,15 @@ static void fill(const struct search *s, const struct hyp *h, struct cfs_identif
 {
     const struct ident_readers *rd = s->rd;
     memset(out, 0, sizeof(*out));
-    out->sampler = (struct cfs_sampler_params){
-        .kind = h->kind, .seed = s->v->seed32, .n = s->p->n, .world = h->world,
-        .batch = h->batch, .drop_last = h->drop_last, .drop_last_batch = h->drop_last_batch,
-        .persistent_workers = h->persistent, .randperm = s->p->algo};
+    out->sampler = (struct cfs_sampler_params){.kind = h->kind,
+                                               .seed = s->v->seed32,
+                                               .n = s->p->n,
+                                               .world = h->world,
+                                               .batch = h->batch,
+                                               .drop_last = h->drop_last,
+                                               .drop_last_batch = h->drop_last_batch,
+                                               .persistent_workers = h->persistent,
+                                               .randperm = s->p->algo};
     out->workers = h->workers;
     out->opens = rd->opens;
     out->evidence_bits = s->best_bits;
@@ -678,8 +697,9 @@ static void fill(const struct search *s, const struct hyp *h, struct cfs_identif
          * on every node, or the registered world */
         out->rank_count = ranks;
         out->rank_first = s->p->node * ranks;
-        out->sampler.world = s->p->hint && s->p->hint->world ? s->p->hint->world
-                                                              : ranks * (s->p->nodes ? s->p->nodes : 1);
+        out->sampler.world = s->p->hint && s->p->hint->world
+                                 ? s->p->hint->world
+                                 : ranks * (s->p->nodes ? s->p->nodes : 1);
     }
 }
 

@@ -98,8 +98,8 @@ static int read_opens(const char *prog, const char *file, const struct cfs_catal
         if (form < 0)
             form = pids;
         if (form == 1 && !pids) {
-            fprintf(stderr, "%s: %s:%zu: expected \"PID PPID PATH\" as on line 1\n", prog,
-                    file, lineno);
+            fprintf(stderr, "%s: %s:%zu: expected \"PID PPID PATH\" as on line 1\n", prog, file,
+                    lineno);
             rc = -1;
             break;
         }
@@ -109,8 +109,8 @@ static int read_opens(const char *prog, const char *file, const struct cfs_catal
         uint32_t sample = copy ? resolve(cat, copy) : CFS_NO_SAMPLE;
         free(copy);
         if (sample == CFS_NO_SAMPLE) {
-            fprintf(stderr, "%s: %s:%zu: %s: not a sample of the index order\n", prog, file,
-                    lineno, path);
+            fprintf(stderr, "%s: %s:%zu: %s: not a sample of the index order\n", prog, file, lineno,
+                    path);
             rc = -1;
         } else if (r->len == r->cap && grow(r) < 0) {
             fprintf(stderr, "%s: %s: out of memory\n", prog, file);

@@ -60,11 +60,14 @@ struct cfs_identified {
     uint32_t rank_first, rank_count;   /* this node's trainer ranks [first, first+count) */
     uint32_t epoch;                    /* the epoch the trainer was in (sampler epoch numbering) */
     uint32_t workers;                  /* DataLoader num_workers per rank (0: none seen) */
-    double evidence_bits;              /* how improbable a chance fit is: -log2 (see identify_verify.c) */
+    double evidence_bits;              /* -log2 of a chance fit's probability (identify_verify.c) */
     uint64_t opens;                    /* opens observed when identified */
     double seconds;                    /* from the first observed open to identification */
     bool seed_high_known;              /* false: only seed's low 32 bits were recoverable */
-    char text[256];                    /* "torch-ddp seed=7 world=2 epoch 0 after 212 opens in 41 s" */
+    /* "torch-ddp seed=7 (low 32 bits) world=2 batch=32 workers=4 epoch 0
+     * after 212 opens in 41 s", then "; registered world=8 contradicted"
+     * for each hint the opens refute */
+    char text[256];
 };
 
 typedef void (*cfs_identify_cb)(void *arg, const struct cfs_identified *id);

@@ -65,8 +65,11 @@ static void opens_free(struct opens *o)
  * readers' opens are interleaved one at a time (round robin), up to max. */
 static struct opens simulate(const struct trainer *t, size_t max)
 {
-    struct cfs_sampler_params sp = {.kind = t->kind, .seed = t->seed, .n = t->n,
-                                    .world = t->world, .batch = t->batch,
+    struct cfs_sampler_params sp = {.kind = t->kind,
+                                    .seed = t->seed,
+                                    .n = t->n,
+                                    .world = t->world,
+                                    .batch = t->batch,
                                     .drop_last = t->drop_last,
                                     .drop_last_batch = t->drop_last_batch,
                                     .persistent_workers = t->persistent};
@@ -97,9 +100,9 @@ static struct opens simulate(const struct trainer *t, size_t max)
                 any = true;
                 uint32_t r = t->rank_first + k / (t->workers ? t->workers : 1);
                 uint32_t w = t->workers ? k % t->workers : 0;
-                pid_t pid = t->workers ? (pid_t)(2000 + 100 * r + w +
-                                                 (t->persistent ? 0 : 10000 * e))
-                                       : (pid_t)(1000 + r);
+                pid_t pid = t->workers
+                                ? (pid_t)(2000 + 100 * r + w + (t->persistent ? 0 : 10000 * e))
+                                : (pid_t)(1000 + r);
                 pid_t ppid = t->workers ? (pid_t)(1000 + r) : 999;
                 push(&o, stream[k][at[k]++], pid, ppid);
             }
@@ -116,7 +119,8 @@ static struct opens simulate(const struct trainer *t, size_t max)
 
 static struct cfs_identify_params params(uint32_t n, uint64_t seed, uint64_t range)
 {
-    return (struct cfs_identify_params){.n = n, .nodes = 1,
+    return (struct cfs_identify_params){.n = n,
+                                        .nodes = 1,
                                         .seed_first = (uint32_t)seed - (uint32_t)(range / 2),
                                         .seed_count = range};
 }
@@ -131,8 +135,8 @@ static int identify(const struct cfs_identify_params *p, const struct opens *o,
 }
 
 /* The trainer is identified exactly as simulated. */
-static void expect_identified(const struct trainer *t, size_t max, const struct cfs_sampler_params *hint,
-                              bool hint_seed)
+static void expect_identified(const struct trainer *t, size_t max,
+                              const struct cfs_sampler_params *hint, bool hint_seed)
 {
     struct opens o = simulate(t, max);
     struct cfs_identify_params p = params(t->n, t->seed + t->first_epoch, 4096);
@@ -170,9 +174,14 @@ START_TEST(ddp_worlds_and_workers)
     static const uint32_t worlds[] = {1, 2, 4};
     for (int w = 0; w < 3; w++)
         for (uint32_t workers = 0; workers <= 2; workers += 2) {
-            struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP, .seed = seed, .n = 10000,
-                                .world = worlds[w], .batch = 8, .workers = workers,
-                                .ranks = worlds[w], .epochs = 1};
+            struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP,
+                                .seed = seed,
+                                .n = 10000,
+                                .world = worlds[w],
+                                .batch = 8,
+                                .workers = workers,
+                                .ranks = worlds[w],
+                                .epochs = 1};
             expect_identified(&t, 600, NULL, false);
         }
 }
@@ -182,8 +191,14 @@ END_TEST
  * batch and the workers come from where the workers started. */
 START_TEST(before_the_first_batch_is_done)
 {
-    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP, .seed = seeds[_i], .n = 100000,
-                        .world = 2, .batch = 32, .workers = 4, .ranks = 2, .epochs = 1};
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP,
+                        .seed = seeds[_i],
+                        .n = 100000,
+                        .world = 2,
+                        .batch = 32,
+                        .workers = 4,
+                        .ranks = 2,
+                        .epochs = 1};
     expect_identified(&t, 64, NULL, false);
     t.kind = CFS_SAMPLER_TORCH;
     t.world = 1, t.ranks = 1;
@@ -193,10 +208,16 @@ END_TEST
 
 START_TEST(a_registered_seed_completes_the_high_bits)
 {
-    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP, .seed = seeds[_i], .n = 10000,
-                        .world = 2, .batch = 4, .workers = 2, .ranks = 2, .epochs = 1};
-    struct cfs_sampler_params hint = {.kind = CFS_SAMPLER_TORCH_DDP, .seed = seeds[_i],
-                                      .world = 2, .batch = 4};
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP,
+                        .seed = seeds[_i],
+                        .n = 10000,
+                        .world = 2,
+                        .batch = 4,
+                        .workers = 2,
+                        .ranks = 2,
+                        .epochs = 1};
+    struct cfs_sampler_params hint = {
+        .kind = CFS_SAMPLER_TORCH_DDP, .seed = seeds[_i], .world = 2, .batch = 4};
     expect_identified(&t, 600, &hint, true);
 }
 END_TEST
@@ -205,9 +226,15 @@ START_TEST(torch_loader_with_and_without_persistent_workers)
 {
     /* two epochs: they differ only from the second on (the _base_seed) */
     for (int pw = 0; pw < 2; pw++) {
-        struct trainer t = {.kind = CFS_SAMPLER_TORCH, .seed = seeds[_i], .n = 300,
-                            .world = 1, .batch = 5, .workers = 3, .ranks = 1,
-                            .persistent = pw, .epochs = 2};
+        struct trainer t = {.kind = CFS_SAMPLER_TORCH,
+                            .seed = seeds[_i],
+                            .n = 300,
+                            .world = 1,
+                            .batch = 5,
+                            .workers = 3,
+                            .ranks = 1,
+                            .persistent = pw,
+                            .epochs = 2};
         struct opens o = simulate(&t, 100000);
         struct cfs_identify_params p = params(t.n, t.seed, 4096);
         struct cfs_identified id;
@@ -221,16 +248,27 @@ START_TEST(torch_loader_with_and_without_persistent_workers)
         opens_free(&o);
     }
     /* epoch 0 alone, two ranks reading the whole stream each, no workers */
-    struct trainer t = {.kind = CFS_SAMPLER_TORCH, .seed = seeds[_i], .n = 10000, .world = 2,
-                        .batch = 16, .ranks = 2, .epochs = 1};
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH,
+                        .seed = seeds[_i],
+                        .n = 10000,
+                        .world = 2,
+                        .batch = 16,
+                        .ranks = 2,
+                        .epochs = 1};
     expect_identified(&t, 400, NULL, false);
 }
 END_TEST
 
 START_TEST(torch_sampler_is_told_from_ddp_by_its_second_epoch)
 {
-    struct trainer t = {.kind = CFS_SAMPLER_TORCH_SAMPLER, .seed = seeds[_i], .n = 200,
-                        .world = 1, .batch = 4, .workers = 2, .ranks = 1, .persistent = true,
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH_SAMPLER,
+                        .seed = seeds[_i],
+                        .n = 200,
+                        .world = 1,
+                        .batch = 4,
+                        .workers = 2,
+                        .ranks = 1,
+                        .persistent = true,
                         .epochs = 2};
     expect_identified(&t, 100000, NULL, false);
 }
@@ -248,8 +286,13 @@ START_TEST(small_datasets)
     ck_assert_uint_eq(id.sampler.n, 1);
     opens_free(&o);
     /* n = 2: one bit an epoch, so many epochs are needed... */
-    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP, .seed = 12345, .n = 2, .world = 1,
-                        .batch = 1, .ranks = 1, .epochs = 20};
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP,
+                        .seed = 12345,
+                        .n = 2,
+                        .world = 1,
+                        .batch = 1,
+                        .ranks = 1,
+                        .epochs = 20};
     o = simulate(&t, 100000);
     p = params(2, t.seed, 4096);
     ck_assert_int_eq(identify(&p, &o, &id), -ENOENT);
@@ -258,20 +301,32 @@ START_TEST(small_datasets)
     t.epochs = 90;
     expect_identified(&t, 100000, NULL, false);
     /* n = 10: a handful of epochs */
-    t = (struct trainer){.kind = CFS_SAMPLER_TORCH_DDP, .seed = 7, .n = 10, .world = 2,
-                         .batch = 2, .ranks = 2, .epochs = 6};
+    t = (struct trainer){.kind = CFS_SAMPLER_TORCH_DDP,
+                         .seed = 7,
+                         .n = 10,
+                         .world = 2,
+                         .batch = 2,
+                         .ranks = 2,
+                         .epochs = 6};
     expect_identified(&t, 100000, NULL, false);
 }
 END_TEST
 
 START_TEST(a_resumed_ddp_run)
 {
-    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP, .seed = 77, .n = 5000, .world = 2,
-                        .batch = 8, .workers = 2, .ranks = 2, .first_epoch = 3, .epochs = 1};
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP,
+                        .seed = 77,
+                        .n = 5000,
+                        .world = 2,
+                        .batch = 8,
+                        .workers = 2,
+                        .ranks = 2,
+                        .first_epoch = 3,
+                        .epochs = 1};
     /* no hint: seed 80 at epoch 0, the same order */
     expect_identified(&t, 300, NULL, false);
-    struct cfs_sampler_params hint = {.kind = CFS_SAMPLER_TORCH_DDP, .seed = 77, .world = 2,
-                                      .batch = 8};
+    struct cfs_sampler_params hint = {
+        .kind = CFS_SAMPLER_TORCH_DDP, .seed = 77, .world = 2, .batch = 8};
     expect_identified(&t, 300, &hint, true);
 }
 END_TEST
@@ -280,8 +335,15 @@ END_TEST
  * randperm position 2, which the registered world says. */
 START_TEST(the_second_node_of_a_ddp_run)
 {
-    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP, .seed = 555, .n = 10000, .world = 4,
-                        .batch = 8, .workers = 2, .rank_first = 2, .ranks = 2, .epochs = 1};
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP,
+                        .seed = 555,
+                        .n = 10000,
+                        .world = 4,
+                        .batch = 8,
+                        .workers = 2,
+                        .rank_first = 2,
+                        .ranks = 2,
+                        .epochs = 1};
     struct opens o = simulate(&t, 200);
     struct cfs_sampler_params hint = {.kind = CFS_SAMPLER_TORCH_DDP, .world = 4, .batch = 8};
     struct cfs_identify_params p = params(t.n, t.seed, 4096);
@@ -303,8 +365,14 @@ END_TEST
 
 START_TEST(a_contradicted_hint_is_reported)
 {
-    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP, .seed = 4242, .n = 10000, .world = 2,
-                        .batch = 8, .workers = 2, .ranks = 2, .epochs = 1};
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP,
+                        .seed = 4242,
+                        .n = 10000,
+                        .world = 2,
+                        .batch = 8,
+                        .workers = 2,
+                        .ranks = 2,
+                        .epochs = 1};
     struct opens o = simulate(&t, 300);
     struct cfs_sampler_params hint = {.kind = CFS_SAMPLER_TORCH_DDP, .world = 8, .batch = 8};
     struct cfs_identify_params p = params(t.n, t.seed, 4096);
@@ -383,8 +451,13 @@ END_TEST
  * another seed. */
 START_TEST(a_shuffle_seen_from_its_middle_is_not_misnamed)
 {
-    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP, .seed = 99, .n = 1000, .world = 1,
-                        .batch = 1, .ranks = 1, .epochs = 1};
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP,
+                        .seed = 99,
+                        .n = 1000,
+                        .world = 1,
+                        .batch = 1,
+                        .ranks = 1,
+                        .epochs = 1};
     struct opens o = simulate(&t, 1000);
     struct opens cut = {0};
     for (size_t i = 10; i < o.len; i++)
@@ -421,8 +494,14 @@ END_TEST
 
 START_TEST(the_full_seed_range)
 {
-    struct trainer t = {.kind = CFS_SAMPLER_TORCH, .seed = 0xdeadbeefu, .n = 100000,
-                        .world = 1, .batch = 4, .workers = 2, .ranks = 1, .epochs = 1};
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH,
+                        .seed = 0xdeadbeefu,
+                        .n = 100000,
+                        .world = 1,
+                        .batch = 4,
+                        .workers = 2,
+                        .ranks = 1,
+                        .epochs = 1};
     struct opens o = simulate(&t, 64);
     struct cfs_identify_params p = {.n = t.n, .nodes = 1}; /* all 2^32 seeds */
     struct cfs_identified id;
@@ -458,8 +537,14 @@ static enum cfs_identify_state wait_state(struct cfs_identify *id, enum cfs_iden
 
 START_TEST(the_thread_learns_and_restarts)
 {
-    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP, .seed = 31337, .n = 10000, .world = 2,
-                        .batch = 8, .workers = 2, .ranks = 2, .epochs = 1};
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP,
+                        .seed = 31337,
+                        .n = 10000,
+                        .world = 2,
+                        .batch = 8,
+                        .workers = 2,
+                        .ranks = 2,
+                        .epochs = 1};
     struct opens o = simulate(&t, 200);
     struct seen seen = {0};
     struct cfs_identify_params p = params(t.n, t.seed, 4096);
@@ -498,8 +583,14 @@ static int calls_of(struct seen *s)
  * its epoch 1 tells them apart and the module says so again. */
 START_TEST(the_thread_refines_with_the_next_epoch)
 {
-    struct trainer t = {.kind = CFS_SAMPLER_TORCH_SAMPLER, .seed = 2024, .n = 200, .world = 1,
-                        .batch = 4, .workers = 2, .ranks = 1, .persistent = true,
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH_SAMPLER,
+                        .seed = 2024,
+                        .n = 200,
+                        .world = 1,
+                        .batch = 4,
+                        .workers = 2,
+                        .ranks = 1,
+                        .persistent = true,
                         .epochs = 2};
     struct opens o = simulate(&t, 100000);
     ck_assert_uint_eq(o.len, 400);
