@@ -446,6 +446,17 @@ START_TEST(orders_that_are_not_shuffles_are_refused)
     }
     refused(order, LEN, N, 1000);
     free(order);
+    /* a small dataset read in order, epoch after epoch, by one process */
+    uint32_t small[100];
+    for (uint32_t i = 0; i < 100; i++)
+        small[i] = i % 10;
+    struct opens o = {0};
+    for (uint32_t i = 0; i < 100; i++)
+        push(&o, small[i], 1000, 999);
+    struct cfs_identify_params p = params(10, 0, 1u << 16);
+    struct cfs_identified id;
+    ck_assert_msg(identify(&p, &o, &id) == -ENOENT, "misidentified: %s", id.text);
+    opens_free(&o);
 }
 END_TEST
 
