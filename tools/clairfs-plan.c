@@ -17,6 +17,7 @@
 #include "clairfs/run_config.h"
 #include "clairfs/sampler.h"
 #include "clairfs/sim.h"
+#include "plan_identify.h"
 
 #define ERRLEN 512
 
@@ -27,7 +28,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: %s [-o OPT[,OPT...]] [--nodes N] [--node I] [--json] [--no-sim]\n"
             "       %*s [--print-order RANK EPOCH [-0]] [--synthetic N [--mean-size BYTES]]\n"
-            "       %*s SOURCE\n"
+            "       %*s [--identify FILE [--seeds FIRST:COUNT]] SOURCE\n"
             "\n"
             "Plans the reads of a trainer from its sampler seed, as the mount does, and\n"
             "simulates no cache, LRU, static frequency pinning (NoPFS) and the clairvoyant\n"
@@ -43,9 +44,14 @@ static void usage(FILE *f)
             "    -0, --null                with --print-order: end each path with NUL\n"
             "    --synthetic N             N synthetic files instead of SOURCE\n"
             "    --mean-size BYTES         their mean size (K/M/G suffixes), default 110K\n"
+            "    --identify FILE           which torch order the opens recorded in FILE are\n"
+            "                              (one PATH, or PID PPID PATH, a line); exit 1: none\n"
+            "    --seeds FIRST:COUNT       with --identify: search these generator seeds only\n"
+            "                              (default all 2^32, about two CPU minutes)\n"
             "    -h, --help                this text\n"
             "\n"
-            "Options (-o), as for the mount; seed= is required:\n",
+            "Options (-o), as for the mount; seed= is required (with --identify, options\n"
+            "are hints, checked against the opens):\n",
             prog, (int)strlen(prog), "", (int)strlen(prog), "");
     cfs_options_print_help(f);
 }
@@ -235,7 +241,10 @@ static void print_sim(const struct cfs_sim_result *r, bool json, const char *sim
         printf("}}");
 }
 
-enum { OPT_NODES = 256, OPT_NODE, OPT_JSON, OPT_NOSIM, OPT_ORDER, OPT_SYNTH, OPT_MEAN };
+enum {
+    OPT_NODES = 256, OPT_NODE, OPT_JSON, OPT_NOSIM, OPT_ORDER, OPT_SYNTH, OPT_MEAN, OPT_IDENTIFY,
+    OPT_SEEDS
+};
 
 /* The command line. */
 struct plan_cli {
@@ -243,7 +252,9 @@ struct plan_cli {
     const char *source;
     uint64_t nodes, node, synthetic, mean_size;
     uint64_t order_rank, order_epoch;
-    bool has_node, json, nosim, has_order, has_synth;
+    const char *identify;
+    uint64_t seed_first, seed_count;
+    bool has_node, json, nosim, has_order, has_synth, has_opts;
     char sep;
 };
 
@@ -264,6 +275,23 @@ static int parse_print_order(struct plan_cli *c, int argc, char **argv)
     return 0;
 }
 
+/* --seeds FIRST:COUNT, FIRST below 2^32, COUNT 1..2^32. */
+static int parse_seeds(struct plan_cli *c, const char *arg)
+{
+    const char *colon = strchr(arg, ':');
+    char first[32];
+    if (colon && (size_t)(colon - arg) < sizeof(first)) {
+        memcpy(first, arg, (size_t)(colon - arg));
+        first[colon - arg] = '\0';
+        if (cfs_parse_u64(first, UINT32_MAX, &c->seed_first) == 0 &&
+            cfs_parse_u64(colon + 1, 1ull << 32, &c->seed_count) == 0 && c->seed_count > 0)
+            return 0;
+    }
+    fprintf(stderr, "%s: --seeds %s: expected FIRST:COUNT (FIRST < 2^32, COUNT 1..2^32)\n",
+            prog, arg);
+    return -1;
+}
+
 /* One option of getopt_long: 0, or the exit status (-1: status 1). */
 static int parse_one(struct plan_cli *c, int opt, int argc, char **argv)
 {
@@ -274,7 +302,10 @@ static int parse_one(struct plan_cli *c, int opt, int argc, char **argv)
             die(err);
             return -1;
         }
+        c->has_opts = true;
         return 0;
+    case OPT_IDENTIFY: c->identify = optarg; return 0;
+    case OPT_SEEDS: return parse_seeds(c, optarg);
     case OPT_NODES:
         if (cfs_parse_u64(optarg, 65535, &c->nodes) < 0 || c->nodes == 0) {
             fprintf(stderr, "%s: --nodes %s: expected 1..65535\n", prog, optarg);
@@ -325,6 +356,8 @@ static int parse_command_line(struct plan_cli *c, int argc, char **argv, bool *d
         {"null", no_argument, NULL, '0'},
         {"synthetic", required_argument, NULL, OPT_SYNTH},
         {"mean-size", required_argument, NULL, OPT_MEAN},
+        {"identify", required_argument, NULL, OPT_IDENTIFY},
+        {"seeds", required_argument, NULL, OPT_SEEDS},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -357,7 +390,15 @@ static int check_command_line(const struct plan_cli *c)
         die(err);
         return -1;
     }
-    if (!o->has_seed) {
+    if (c->seed_count && !c->identify) {
+        die("--seeds is for --identify");
+        return -1;
+    }
+    if (c->identify && (c->has_order || c->json)) {
+        die("--identify prints one line: not with --print-order or --json");
+        return -1;
+    }
+    if (!o->has_seed && !c->identify) {
         die("option seed=N is required: the plan is a function of the trainer's seed");
         return -1;
     }
@@ -542,6 +583,23 @@ out:
     return rc;
 }
 
+/* --identify: the options, when given, are the hints the mount would have. */
+static int identify(const struct plan_cli *c, const struct cfs_catalog *cat)
+{
+    const struct cfs_options *o = &c->o;
+    struct cfs_sampler_params hint = {.kind = o->sampler, .seed = o->seed, .world = o->world,
+                                      .batch = o->batch, .drop_last = o->drop_last,
+                                      .drop_last_batch = o->drop_last_batch,
+                                      .persistent_workers = o->persistent_workers,
+                                      .randperm = o->randperm};
+    struct cfs_identify_params p = {.algo = o->randperm, .hint = c->has_opts ? &hint : NULL,
+                                    .hint_has_seed = o->has_seed, .node = (uint32_t)c->node,
+                                    .nodes = (uint32_t)c->nodes,
+                                    .seed_first = (uint32_t)c->seed_first,
+                                    .seed_count = c->seed_count};
+    return plan_identify(prog, c->identify, cat, &p);
+}
+
 int main(int argc, char **argv)
 {
     struct plan_cli c = {.nodes = 1, .mean_size = 110 * 1024, .sep = '\n'};
@@ -556,6 +614,10 @@ int main(int argc, char **argv)
         ret = -1;
     if (ret == 0 && !done && open_catalog(&c, &cat) < 0)
         ret = -1;
+    if (ret == 0 && !done && c.identify) {
+        ret = identify(&c, cat);
+        done = true;
+    }
     if (ret == 0 && !done && configure_run(&c, cfs_catalog_sample_count(cat), &run) < 0)
         ret = -1;
     if (ret == 0 && !done) {

@@ -13,11 +13,30 @@
  * negligible (an order that is not a torch shuffle is never identified).
  *
  * Registered options are hints: identification checks them, never trusts
- * them; a contradiction is logged once with what was observed.
+ * them; a contradiction is logged once with what was observed.  One hint
+ * is needed on node k > 0 of a torch-ddp run: the world (so that k * world
+ * / nodes, this node's first rank, is where its readers' stream starts);
+ * without it only the torch models, whose every rank reads the whole
+ * stream, are found there.
+ *
+ * What is found: the generator seed modulo 2^32 (all torch keeps; the
+ * hint's high bits complete it when its low bits agree), the sampler kind,
+ * world, batch size, DataLoader workers and drop_last flags.  A torch-ddp
+ * run resumed at epoch k reads as seed S + k at epoch 0 (the same order;
+ * with seed S registered, as S at epoch k).  The torch models are found
+ * from their epoch 0 (a resumed torch run re-seeds its generator: epoch 0
+ * again).  Every observed open must be explained: a process opening files
+ * off the schedule (a second job, a validation loop) keeps the module
+ * learning.
  *
  * When an order is identified the module calls params.on_identified from
  * its own thread (the callback may take long: it plans); the mount then
- * predicts as if the order had been registered.  cfs_identify_restart()
+ * predicts as if the order had been registered.  It keeps checking the
+ * identification against later opens, cheaply, and calls on_identified
+ * again with the new answer when they refine it: epoch 0 alone cannot tell
+ * torch-ddp at world 1 from torch-sampler, nor persistent workers from
+ * fresh ones; epoch 1 can.  (Opens that no longer fit send it back to
+ * learning, as cfs_identify_restart() does, but keeping the opens.)  cfs_identify_restart()
  * sends it back to learning (the mount saw a run of mispredicted opens:
  * a restarted trainer, a second job): observations start afresh.
  *
@@ -40,10 +59,15 @@ struct cfs_identified {
     struct cfs_sampler_params sampler; /* kind, seed, n, world, batch, drop_last, ... */
     uint32_t rank_first, rank_count;   /* this node's trainer ranks [first, first+count) */
     uint32_t epoch;                    /* the epoch the trainer was in (sampler epoch numbering) */
+    uint32_t workers;                  /* DataLoader num_workers per rank (0: none seen) */
+    double evidence_bits;              /* -log2 of a chance fit's probability (identify_verify.c) */
     uint64_t opens;                    /* opens observed when identified */
     double seconds;                    /* from the first observed open to identification */
     bool seed_high_known;              /* false: only seed's low 32 bits were recoverable */
-    char text[256];                    /* "torch-ddp seed=7 world=2 epoch 0 after 212 opens in 41 s" */
+    /* "torch-ddp seed=7 (low 32 bits) world=2 batch=32 workers=4 epoch 0
+     * after 212 opens in 41 s", then "; registered world=8 contradicted"
+     * for each hint the opens refute */
+    char text[256];
 };
 
 typedef void (*cfs_identify_cb)(void *arg, const struct cfs_identified *id);
@@ -55,6 +79,12 @@ struct cfs_identify_params {
     const struct cfs_sampler_params *hint;
     bool hint_has_seed;
     uint32_t node, nodes;             /* this node of the MPI run (0, 1 alone) */
+    /* The generator seeds (mod 2^32) searched: seed_first, seed_first + 1,
+     * ... seed_count of them, 0 meaning all 2^32 (about 2 CPU minutes;
+     * tests and benchmarks search sub-ranges).  A hinted seed is tried
+     * first, whatever the range. */
+    uint32_t seed_first;
+    uint64_t seed_count;
     cfs_identify_cb on_identified;    /* called from the module's thread */
     void *cb_arg;
 };
@@ -85,9 +115,17 @@ enum cfs_identify_state cfs_identify_state(struct cfs_identify *id, struct cfs_i
 /* Offline identification of a recorded open order (clairfs-plan
  * --identify): samples[i] opened by pids[i] (child of ppids[i]); pids and
  * ppids may be NULL (one reader).  Synchronous, full priority.  Returns 0
- * with *out filled, -ENOENT (no pattern fits), or -errno with err. */
+ * with *out filled, -ENOENT (no pattern fits, or a fit with too little
+ * evidence: out->text says which, out->opens how many opens were seen), or
+ * -errno with err. */
 int cfs_identify_offline(const struct cfs_identify_params *p, const uint32_t *samples,
                          const pid_t *pids, const pid_t *ppids, size_t count,
                          struct cfs_identified *out, char *err, size_t errlen);
+
+/* The evidence, in bits, an identification over p's seed range demands
+ * (cfs_identified.evidence_bits must reach it): log2 of the candidates the
+ * range offers, plus 12 for the hypotheses per seed, plus 40 so that a false
+ * identification stays below 2^-40.  About 85 for the full range. */
+double cfs_identify_evidence_needed(const struct cfs_identify_params *p);
 
 #endif

@@ -128,6 +128,37 @@ int cfs_seed_reconstruct(uint32_t low32, uint64_t epoch, bool high_known, uint32
 int cfs_seed_inside_out_at(uint32_t seed, uint32_t skip_words, uint64_t n,
                            const uint32_t *pos, size_t npos, uint32_t *values);
 
+/* The set search of order identification (clairfs/identify.h): which
+ * seeds put, at randperm(n) positions pos and pos + 1, values of two given
+ * sets.  An identifier does not know which of the processes it saw opening
+ * files reads the stream's head, nor the world size, but the head's first
+ * two entries are among the first (and second) opens of some reader; one
+ * pass over the seeds tests that for every reader at once.  The filter is
+ * one tempered word per seed for pos 0 (a replay of pos + 2 draws else),
+ * then a bit test; the caller verifies each seed found (about 2^32 |first|
+ * |second| / n^2 of them). */
+struct cfs_seed_set_problem {
+    uint64_t n; /* 2..2^32-1 */
+    enum cfs_randperm_algo algo;
+    uint32_t pos;             /* pos + 2 + every skip <= 32 */
+    const uint32_t *skips;    /* skip_words tried for every seed (1..4 of them) */
+    size_t nskips;
+    const uint64_t *first;    /* bitset over 0..n-1: allowed randperm[pos] */
+    const uint64_t *second;   /* allowed randperm[pos + 1] */
+};
+
+/* A seed (modulo 2^32) and the skip it matched with; true stops the search. */
+typedef bool (*cfs_seed_set_found)(void *arg, uint32_t seed, uint32_t skip_words);
+
+/* Seeds first .. first + count - 1 (count <= 2^32), in order; stops early
+ * when found() says so or *cancel becomes true (cancel may be NULL).
+ * *searched gets the seeds examined.  Returns 0 or -EINVAL.  For torch >=
+ * 2.6's inside-out shuffle (n >= 214748364) every seed costs a replay of 2n
+ * words: small ranges only. */
+int cfs_seed_search_set(const struct cfs_seed_set_problem *p, uint32_t first, uint64_t count,
+                        const _Atomic bool *cancel, cfs_seed_set_found found, void *arg,
+                        uint64_t *searched);
+
 const char *cfs_seed_verdict_name(enum cfs_seed_verdict v);
 
 #endif

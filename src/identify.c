@@ -1,0 +1,549 @@
+/* Order identification (clairfs/identify.h): the observations, the
+ * background thread, and the seed scans that find candidates for
+ * identify_verify.c to judge.
+ *
+ * Why a scan over sets.  The identifier does not know which process reads
+ * the head of the stream, nor the world or batch size.  But the head's
+ * first entry, randperm position p0 (0; on node k of a torch-ddp run with
+ * L ranks a node, k * L), is the first open of some reader: worker 0 of
+ * rank p0, or the rank itself without workers.  Position p0 + 1 is that
+ * reader's second open (stride 1: the torch models, a world of one, a
+ * batch of one sample per worker...) or the first open of another reader
+ * (rank p0 + 1, or worker 1 of a batch-1 loader).  So one pass over the
+ * seeds with the set constraint of clairfs/seed_search.h - randperm[p0] in
+ * {first opens}, randperm[p0 + 1] in {first and second opens} - covers
+ * every hypothesis at once; about 2^32 R 2R / n^2 seeds pass for R readers
+ * (ImageNet: none or one besides the real one), each verified against all
+ * opens.  Skips 0 and 2 share the pass (the filter computes the first four
+ * words of every seed).
+ *
+ * The thread tries when IDENT_MIN_OPENS opens are in, keeps the
+ * candidates that fit with too little evidence and re-verifies them as
+ * opens arrive (cheap), and scans again only when none still fits or the
+ * opens fit nothing (then after they doubled: a scan costs minutes of idle
+ * CPU).  It runs at SCHED_IDLE, as the seed search does. */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clairfs/identify.h"
+#include "clairfs/log.h"
+#include "clairfs/seed_search.h"
+#include "identify_i.h"
+
+#define MAX_OBS (1u << 20) /* opens kept for verification */
+#define MAX_KEEP 16
+#define HINT_SPAN 1024u /* seeds tried from a registered one: a resumed run's epochs */
+
+struct cand {
+    uint32_t seed, skip, p0;
+};
+
+struct cfs_identify {
+    struct cfs_identify_params p;
+    struct cfs_sampler_params hint;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    uint32_t *samples; /* under lock */
+    pid_t *pids, *ppids;
+    size_t len, next_attempt;
+    uint64_t generation;
+    bool stop;
+    struct timespec first_open;
+    enum cfs_identify_state state;
+    struct cfs_identified result;
+    atomic_bool cancel;
+    pthread_t thread;
+    struct cand keep[MAX_KEEP]; /* under lock: fits short of evidence */
+    size_t nkeep;
+};
+
+/* --- One attempt over a set of observations. ----------------------------- */
+
+struct attempt {
+    const struct cfs_identify_params *p;
+    const struct ident_readers *rd;
+    const atomic_bool *cancel;
+    double need_bits;
+    uint32_t p0;
+    int rc; /* 1 identified, -errno */
+    struct cfs_identified *out;
+    struct cand win;            /* what identified */
+    struct cfs_identified near; /* the best fit short of evidence */
+    double near_bits;
+    struct cand keep[MAX_KEEP];
+    size_t nkeep;
+    uint64_t fits;
+};
+
+static bool on_candidate(void *arg, uint32_t seed, uint32_t skip)
+{
+    struct attempt *a = arg;
+    struct cfs_identified id;
+    double bits;
+    int rc = ident_verify(a->p, a->rd, seed, skip, a->p0, a->need_bits, &id, &bits);
+    if (rc == 1) {
+        *a->out = id;
+        a->win = (struct cand){seed, skip, a->p0};
+        a->rc = 1;
+        return true;
+    }
+    if (rc == 0) {
+        if (a->fits++ == 0 || bits > a->near_bits)
+            a->near = id, a->near_bits = bits;
+        if (a->nkeep < MAX_KEEP)
+            a->keep[a->nkeep++] = (struct cand){seed, skip, a->p0};
+    } else if (rc != -ENOENT) {
+        a->rc = rc;
+        return true;
+    }
+    return false;
+}
+
+static int set_bits(uint64_t **first, uint64_t **second, const struct ident_readers *rd, uint64_t n)
+{
+    *first = calloc((n + 63) / 64, sizeof(uint64_t));
+    *second = calloc((n + 63) / 64, sizeof(uint64_t));
+    if (!*first || !*second)
+        return -ENOMEM;
+    for (size_t i = 0; i < rd->nr; i++)
+        for (size_t k = 0; k < 2 && k < rd->r[i].len; k++) {
+            uint32_t v = rd->r[i].s[k];
+            if (k == 0)
+                (*first)[v / 64] |= 1ull << (v % 64);
+            (*second)[v / 64] |= 1ull << (v % 64);
+        }
+    return 0;
+}
+
+/* The head positions to scan: 0 (every torch model, node 0 of torch-ddp)
+ * and node * L when the registered world says how many ranks a node has. */
+static size_t head_positions(const struct cfs_identify_params *p, uint32_t *pos)
+{
+    size_t k = 0;
+    pos[k++] = 0;
+    if (p->nodes > 1 && p->node > 0 && p->hint && p->hint->world >= p->nodes) {
+        uint64_t at = (uint64_t)p->node * (p->hint->world / p->nodes);
+        if (at + 2 <= 30 && at + 1 < p->n)
+            pos[k++] = (uint32_t)at;
+    }
+    return k;
+}
+
+/* Scans [first, first + count) for every head position. */
+static int scan(struct attempt *a, const uint64_t *fs, const uint64_t *ss, uint32_t first,
+                uint64_t count)
+{
+    uint32_t heads[2];
+    size_t nh = head_positions(a->p, heads);
+    for (size_t h = 0; h < nh && a->rc == 0; h++) {
+        static const uint32_t both[] = {0, 2}, ddp_only[] = {0};
+        struct cfs_seed_set_problem sp = {.n = a->p->n,
+                                          .algo = a->p->algo,
+                                          .pos = heads[h],
+                                          .skips = heads[h] ? ddp_only : both,
+                                          .nskips = heads[h] ? 1 : 2,
+                                          .first = fs,
+                                          .second = ss};
+        a->p0 = heads[h];
+        uint64_t searched;
+        int rc = cfs_seed_search_set(&sp, first, count, a->cancel, on_candidate, a, &searched);
+        if (rc < 0)
+            return rc;
+        if (a->cancel && atomic_load(a->cancel))
+            return -ECANCELED;
+    }
+    return a->rc < 0 ? a->rc : 0;
+}
+
+/* n = 1: every order reads sample 0; nothing to learn, nothing to get wrong. */
+static void trivial(const struct cfs_identify_params *p, const struct ident_readers *rd,
+                    struct cfs_identified *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->sampler =
+        (struct cfs_sampler_params){.kind = CFS_SAMPLER_TORCH_SAMPLER,
+                                    .n = 1,
+                                    .batch = 1,
+                                    .randperm = p->algo,
+                                    .world = p->hint && p->hint->world ? p->hint->world : 1};
+    out->rank_count = 1;
+    out->opens = rd->opens;
+}
+
+double cfs_identify_evidence_needed(const struct cfs_identify_params *p)
+{
+    uint64_t count = p->seed_count ? p->seed_count : 1ull << 32;
+    size_t nh = head_positions(p, (uint32_t[2]){0});
+    /* every seed of the range with both skips, per head position, plus a
+     * hinted seed's span and the candidates kept from an earlier attempt */
+    double tried = (double)count * 2.0 * (double)nh + 2.0 * HINT_SPAN + MAX_KEEP;
+    return log2(tried) + IDENT_HYPOTHESIS_BITS + IDENT_SAFETY_BITS;
+}
+
+/* Fills out (or a "why not" text in out) from observations.  1 identified,
+ * 0 not (out->text says why), -errno. */
+static int attempt_all(const struct cfs_identify_params *p, const struct ident_readers *rd,
+                       const atomic_bool *cancel, const struct cand *keep, size_t nkeep,
+                       struct attempt *a, struct cfs_identified *out)
+{
+    memset(a, 0, sizeof(*a));
+    a->p = p, a->rd = rd, a->cancel = cancel, a->out = out;
+    if (p->n == 1 && rd->opens > 0) {
+        trivial(p, rd, out);
+        return 1;
+    }
+    uint64_t count = p->seed_count ? p->seed_count : 1ull << 32;
+    a->need_bits = cfs_identify_evidence_needed(p);
+    for (size_t i = 0; i < nkeep && a->rc == 0; i++) {
+        a->p0 = keep[i].p0;
+        on_candidate(a, keep[i].seed, keep[i].skip);
+    }
+    if (a->rc != 0 || (nkeep && a->fits))
+        return a->rc;
+    a->fits = 0, a->nkeep = 0;
+    uint64_t *fs = NULL, *ss = NULL;
+    int rc = p->n >= 2 && rd->nr > 0 ? set_bits(&fs, &ss, rd, p->n) : -ENOENT;
+    if (rc == 0 && p->hint && p->hint_has_seed)
+        rc = scan(a, fs, ss, (uint32_t)p->hint->seed, HINT_SPAN);
+    if (rc == 0 && a->rc == 0)
+        rc = scan(a, fs, ss, p->seed_first, count);
+    free(fs);
+    free(ss);
+    if (rc == -ENOENT)
+        rc = 0;
+    return rc < 0 ? rc : a->rc;
+}
+
+/* --- What was identified, in words. ----------------------------------------- */
+
+/* Seeds from the generator's low 32 bits, the registered seed's high bits
+ * when its low bits agree; the registered values the opens contradict. */
+static void finish(const struct cfs_identify_params *p, struct cfs_identified *id, double seconds,
+                   bool log_contradiction)
+{
+    const struct cfs_sampler_params *h = p->hint;
+    char note[160] = "";
+    id->seconds = seconds;
+    id->seed_high_known = false;
+    uint32_t low = (uint32_t)id->sampler.seed;
+    if (h && p->hint_has_seed && p->n > 1) {
+        uint32_t k = low - (uint32_t)h->seed;
+        bool ddp = id->sampler.kind == CFS_SAMPLER_TORCH_DDP;
+        if (k == 0 || (ddp && k < HINT_SPAN)) {
+            /* torch-ddp resumed at epoch k: seed S + k epoch 0 is S epoch k */
+            id->sampler.seed = h->seed;
+            id->epoch += k;
+            id->seed_high_known = true;
+        } else {
+            snprintf(note + strlen(note), sizeof(note) - strlen(note),
+                     "; registered seed=%llu contradicted", (unsigned long long)h->seed);
+        }
+    }
+    if (h && h->kind != id->sampler.kind && h->kind != CFS_SAMPLER_LIST)
+        snprintf(note + strlen(note), sizeof(note) - strlen(note),
+                 "; registered sampler=%s contradicted", cfs_sampler_kind_name(h->kind));
+    if (h && h->world && h->world != id->sampler.world)
+        snprintf(note + strlen(note), sizeof(note) - strlen(note),
+                 "; registered world=%u contradicted", h->world);
+    if (h && id->workers && h->batch && h->batch != id->sampler.batch)
+        snprintf(note + strlen(note), sizeof(note) - strlen(note),
+                 "; registered batch=%u contradicted", h->batch);
+    snprintf(id->text, sizeof(id->text),
+             "%s seed=%llu%s world=%u batch=%u workers=%u epoch %u after %llu opens in %.0f s%s",
+             cfs_sampler_kind_name(id->sampler.kind), (unsigned long long)id->sampler.seed,
+             id->seed_high_known || p->n == 1 ? "" : " (low 32 bits)", id->sampler.world,
+             id->sampler.batch, id->workers, id->epoch, (unsigned long long)id->opens, seconds,
+             note);
+    if (note[0] && log_contradiction)
+        cfs_warn("identify: the opens fit %s", id->text);
+}
+
+static void not_identified(const struct attempt *a, uint64_t opens, struct cfs_identified *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->opens = opens;
+    if (a->fits)
+        snprintf(out->text, sizeof(out->text),
+                 "%llu opens fit %s seed=%llu (low 32 bits) but give %.0f of the %.0f bits of "
+                 "evidence needed",
+                 (unsigned long long)opens, cfs_sampler_kind_name(a->near.sampler.kind),
+                 (unsigned long long)a->near.sampler.seed, a->near_bits, a->need_bits);
+    else
+        snprintf(out->text, sizeof(out->text), "no known torch order fits these %llu opens",
+                 (unsigned long long)opens);
+}
+
+int cfs_identify_offline(const struct cfs_identify_params *p, const uint32_t *samples,
+                         const pid_t *pids, const pid_t *ppids, size_t count,
+                         struct cfs_identified *out, char *err, size_t errlen)
+{
+    if (p->n == 0 || p->n > UINT32_MAX) {
+        snprintf(err, errlen, "identify: a dataset of %llu samples: must be 1..%u",
+                 (unsigned long long)p->n, UINT32_MAX);
+        return -EINVAL;
+    }
+    for (size_t i = 0; i < count; i++)
+        if (samples[i] >= p->n) {
+            snprintf(err, errlen, "identify: open %zu is sample %u, beyond the %llu samples", i,
+                     samples[i], (unsigned long long)p->n);
+            return -EINVAL;
+        }
+    struct ident_readers rd;
+    int rc = ident_group(samples, pids, ppids, count, &rd);
+    struct attempt *a = rc == 0 ? malloc(sizeof(*a)) : NULL;
+    if (!a) {
+        ident_readers_free(&rd);
+        snprintf(err, errlen, "identify: out of memory for %zu opens", count);
+        return -ENOMEM;
+    }
+    rc = attempt_all(p, &rd, NULL, NULL, 0, a, out);
+    if (rc == 1) {
+        finish(p, out, 0, false);
+        rc = 0;
+    } else if (rc == 0) {
+        not_identified(a, rd.opens, out);
+        rc = -ENOENT;
+    } else {
+        snprintf(err, errlen, "identify: %s", strerror(-rc));
+    }
+    free(a);
+    ident_readers_free(&rd);
+    return rc;
+}
+
+/* --- The module and its thread. -------------------------------------------- */
+
+static double since(const struct timespec *t0)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)(now.tv_sec - t0->tv_sec) + (double)(now.tv_nsec - t0->tv_nsec) * 1e-9;
+}
+
+/* The trainer's CPUs come first (as for the seed search). */
+static void lower_priority(void)
+{
+    struct sched_param sp = {.sched_priority = 0};
+    if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp) != 0)
+        (void)setpriority(PRIO_PROCESS, (id_t)gettid(), 19);
+}
+
+/* One attempt on a snapshot of the observations; called without the lock. */
+static int attempt_snapshot(struct cfs_identify *id, const uint32_t *s, const pid_t *pids,
+                            const pid_t *ppids, size_t len, const struct cand *keep, size_t nkeep,
+                            struct cfs_identified *out, struct attempt *a)
+{
+    struct ident_readers rd;
+    int rc = ident_group(s, pids, ppids, len, &rd);
+    if (rc < 0)
+        return rc;
+    rc = attempt_all(&id->p, &rd, &id->cancel, keep, nkeep, a, out);
+    ident_readers_free(&rd);
+    return rc;
+}
+
+/* Under the lock: the outcome of an attempt over `len` opens. */
+static void record_outcome(struct cfs_identify *id, int rc, const struct attempt *a, size_t len)
+{
+    if (rc == 1) {
+        /* Keep checking as opens come: a later epoch can tell apart what
+         * epoch 0 could not (torch-ddp at world 1 and torch-sampler,
+         * persistent workers or not), from the same seed, cheaply. */
+        id->state = CFS_IDENTIFY_IDENTIFIED;
+        id->keep[0] = a->win;
+        id->nkeep = 1;
+        id->next_attempt = len + len / 4 + IDENT_MIN_OPENS;
+        return;
+    }
+    if (rc < 0 && rc != -ECANCELED)
+        cfs_warn("identify: %s; trying again when the opens have doubled", strerror(-rc));
+    id->nkeep = a->nkeep;
+    memcpy(id->keep, a->keep, a->nkeep * sizeof(*a->keep));
+    bool fits = rc == 0 && a->fits;
+    id->state = fits || rc < 0 ? CFS_IDENTIFY_LEARNING : CFS_IDENTIFY_NOT_A_SHUFFLE;
+    /* a fit short of evidence is re-verified cheaply; a scan costs minutes */
+    id->next_attempt = fits ? len + IDENT_MIN_OPENS : 2 * len;
+}
+
+/* Would the planner read the same from a and b? */
+static bool same_order(const struct cfs_identified *a, const struct cfs_identified *b)
+{
+    const struct cfs_sampler_params *x = &a->sampler, *y = &b->sampler;
+    return x->kind == y->kind && x->seed == y->seed && x->world == y->world &&
+           x->batch == y->batch && x->drop_last == y->drop_last &&
+           x->drop_last_batch == y->drop_last_batch &&
+           x->persistent_workers == y->persistent_workers && a->workers == b->workers;
+}
+
+static void *identify_thread(void *arg)
+{
+    struct cfs_identify *id = arg;
+    lower_priority();
+    struct attempt *a = malloc(sizeof(*a));
+    pthread_mutex_lock(&id->lock);
+    while (!id->stop) {
+        if (id->len < id->next_attempt || !a) {
+            pthread_cond_wait(&id->wake, &id->lock);
+            continue;
+        }
+        uint64_t gen = id->generation;
+        size_t len = id->len;
+        atomic_store(&id->cancel, false);
+        uint32_t *s = malloc(len * sizeof(*s));
+        pid_t *pids = malloc(len * sizeof(*pids)), *ppids = malloc(len * sizeof(*ppids));
+        if (s && pids && ppids) {
+            memcpy(s, id->samples, len * sizeof(*s));
+            memcpy(pids, id->pids, len * sizeof(*pids));
+            memcpy(ppids, id->ppids, len * sizeof(*ppids));
+        }
+        struct cand keep[MAX_KEEP];
+        size_t nkeep = id->nkeep;
+        memcpy(keep, id->keep, nkeep * sizeof(*keep));
+        double seconds = 0;
+        pthread_mutex_unlock(&id->lock);
+        struct cfs_identified out;
+        int rc = s && pids && ppids
+                     ? attempt_snapshot(id, s, pids, ppids, len, keep, nkeep, &out, a)
+                     : -ENOMEM;
+        free(s);
+        free(pids);
+        free(ppids);
+        pthread_mutex_lock(&id->lock);
+        if (gen != id->generation || id->stop)
+            continue; /* restarted meanwhile: the observations are gone */
+        seconds = since(&id->first_open);
+        bool was = id->state == CFS_IDENTIFY_IDENTIFIED;
+        record_outcome(id, rc, a, len);
+        if (rc != 1)
+            continue;
+        struct cfs_identified quiet = out;
+        finish(&id->p, &quiet, seconds, false);
+        if (was && same_order(&id->result, &quiet))
+            continue; /* confirmed by the new opens */
+        finish(&id->p, &out, seconds, true);
+        id->result = out;
+        pthread_mutex_unlock(&id->lock);
+        cfs_info("identify: %s", out.text);
+        if (id->p.on_identified)
+            id->p.on_identified(id->p.cb_arg, &out);
+        pthread_mutex_lock(&id->lock);
+    }
+    pthread_mutex_unlock(&id->lock);
+    free(a);
+    return NULL;
+}
+
+int cfs_identify_create(const struct cfs_identify_params *p, struct cfs_identify **out, char *err,
+                        size_t errlen)
+{
+    *out = NULL;
+    if (p->n == 0 || p->n > UINT32_MAX) {
+        snprintf(err, errlen, "identify: a dataset of %llu samples: must be 1..%u",
+                 (unsigned long long)p->n, UINT32_MAX);
+        return -EINVAL;
+    }
+    struct cfs_identify *id = calloc(1, sizeof(*id));
+    if (!id)
+        goto oom;
+    id->p = *p;
+    if (p->hint) {
+        id->hint = *p->hint;
+        id->hint.list_path = NULL;
+        id->p.hint = &id->hint;
+    }
+    id->next_attempt = IDENT_MIN_OPENS;
+    atomic_init(&id->cancel, false);
+    id->samples = malloc(MAX_OBS * sizeof(*id->samples));
+    id->pids = malloc(MAX_OBS * sizeof(*id->pids));
+    id->ppids = malloc(MAX_OBS * sizeof(*id->ppids));
+    if (!id->samples || !id->pids || !id->ppids)
+        goto oom;
+    pthread_mutex_init(&id->lock, NULL);
+    pthread_cond_init(&id->wake, NULL);
+    int rc = -pthread_create(&id->thread, NULL, identify_thread, id);
+    if (rc < 0) {
+        snprintf(err, errlen, "identify: cannot start its thread: %s", strerror(-rc));
+        pthread_cond_destroy(&id->wake);
+        pthread_mutex_destroy(&id->lock);
+        goto fail;
+    }
+    *out = id;
+    return 0;
+oom:
+    snprintf(err, errlen, "identify: out of memory for %u observations", MAX_OBS);
+fail:
+    if (id) {
+        free(id->samples);
+        free(id->pids);
+        free(id->ppids);
+    }
+    free(id);
+    return -ENOMEM;
+}
+
+void cfs_identify_destroy(struct cfs_identify *id)
+{
+    if (!id)
+        return;
+    pthread_mutex_lock(&id->lock);
+    id->stop = true;
+    atomic_store(&id->cancel, true);
+    pthread_cond_signal(&id->wake);
+    pthread_mutex_unlock(&id->lock);
+    pthread_join(id->thread, NULL);
+    pthread_cond_destroy(&id->wake);
+    pthread_mutex_destroy(&id->lock);
+    free(id->samples);
+    free(id->pids);
+    free(id->ppids);
+    free(id);
+}
+
+void cfs_identify_observe(struct cfs_identify *id, uint32_t sample, pid_t pid, pid_t ppid)
+{
+    if (sample >= id->p.n)
+        return; /* not an indexed sample of this order */
+    pthread_mutex_lock(&id->lock);
+    if (id->len < MAX_OBS) {
+        if (id->len == 0)
+            clock_gettime(CLOCK_MONOTONIC, &id->first_open);
+        id->samples[id->len] = sample;
+        id->pids[id->len] = pid;
+        id->ppids[id->len] = ppid;
+        if (++id->len == id->next_attempt)
+            pthread_cond_signal(&id->wake);
+    }
+    pthread_mutex_unlock(&id->lock);
+}
+
+void cfs_identify_restart(struct cfs_identify *id)
+{
+    pthread_mutex_lock(&id->lock);
+    id->len = 0;
+    id->generation++;
+    id->state = CFS_IDENTIFY_LEARNING;
+    id->next_attempt = IDENT_MIN_OPENS;
+    id->nkeep = 0;
+    memset(&id->result, 0, sizeof(id->result));
+    atomic_store(&id->cancel, true);
+    pthread_mutex_unlock(&id->lock);
+}
+
+enum cfs_identify_state cfs_identify_state(struct cfs_identify *id, struct cfs_identified *out)
+{
+    pthread_mutex_lock(&id->lock);
+    enum cfs_identify_state st = id->state;
+    if (out && st == CFS_IDENTIFY_IDENTIFIED)
+        *out = id->result;
+    pthread_mutex_unlock(&id->lock);
+    return st;
+}

@@ -1,0 +1,49 @@
+/* Private to order identification: the split between the module
+ * (identify.c: observations, the thread, the seed scans) and the
+ * verification of one candidate seed against every observed open
+ * (identify_verify.c). */
+#ifndef CLAIRFS_IDENTIFY_I_H
+#define CLAIRFS_IDENTIFY_I_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "clairfs/identify.h"
+
+/* Opens of one process, in order. */
+struct ident_reader {
+    pid_t pid, ppid;
+    uint32_t *s;
+    size_t len, cap;
+};
+
+/* The observations grouped by process, readers in order of first open. */
+struct ident_readers {
+    struct ident_reader *r;
+    size_t nr;
+    uint64_t opens;
+};
+
+/* Groups samples[i] by pids[i] (NULL: one reader).  0 or -ENOMEM. */
+int ident_group(const uint32_t *samples, const pid_t *pids, const pid_t *ppids, size_t count,
+                struct ident_readers *out);
+void ident_readers_free(struct ident_readers *rd);
+
+/* A false identification stays below 2^-40 when the evidence of a fit, in
+ * bits, reaches this much plus log2 of the candidate seeds tried (see
+ * identify_verify.c for the argument). */
+#define IDENT_SAFETY_BITS 40.0
+#define IDENT_HYPOTHESIS_BITS 12.0 /* at most 4096 hypotheses a seed */
+#define IDENT_MIN_OPENS 32
+
+/* Verdict on one candidate: generator seed seed32 (mod 2^32) drawing
+ * skip_words before the first randperm, the head of the stream at randperm
+ * position p0.  Returns 1 when a hypothesis explains every open with at
+ * least need_bits of evidence (*out filled), 0 when one explains every
+ * open with less (*bits says how much), -ENOENT when none does, -ENOMEM. */
+int ident_verify(const struct cfs_identify_params *p, const struct ident_readers *rd,
+                 uint32_t seed32, uint32_t skip_words, uint32_t p0, double need_bits,
+                 struct cfs_identified *out, double *bits);
+
+#endif

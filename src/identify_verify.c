@@ -1,0 +1,827 @@
+/* Does a candidate seed explain the opens?  (Order identification, the
+ * verification half; identify.c finds the candidates.)
+ *
+ * A candidate is a generator seed (mod 2^32) and the words drawn before
+ * its first randperm: 2 is the torch model's epoch 0 (the loader's
+ * _base_seed), 0 is torch-ddp's every epoch (a fresh generator seeded S +
+ * e) and torch-sampler's epoch 0.  For each sampler kind that fits the skip
+ * this file takes the model's epoch permutations (clairfs/sampler.h: the
+ * exact torch orders, not a re-derivation) and asks, for each observed
+ * open, where in the epoch it sits.  The rest is the DataLoader's
+ * schedule, which the opens themselves reveal:
+ *
+ *   - the reader whose first open is the head of the stream (position p0:
+ *     rank p0's first sample) is worker 0 of its rank; its second open is
+ *     at position p0 + W (batch >= 2) or p0 + W * T (batch 1), so the world
+ *     W is a divisor of that distance (or the registered world);
+ *   - that reader reads stream indices 0 .. B-1, then jumps to T * B:
+ *     batch B and workers T (no jump seen: no workers, T = 0);
+ *   - every other reader must then start at a worker's first batch w * B
+ *     (w < T; index 0 without workers) of some epoch, and every later open
+ *     must be exactly the next index of the schedule: batches w, w + T,
+ *     ... of the rank's stream, rank r = position mod W for torch-ddp; at
+ *     the end of the rank's stream (drop_last, drop_last_batch applied)
+ *     a process without workers, or a persistent worker, goes on with the
+ *     next epoch; a non-persistent worker's process ends;
+ *   - processes are consistent with the launch: without workers the
+ *     readers are the rank processes themselves (siblings: one parent);
+ *     with workers, readers with one parent are one rank's workers (one r).
+ *
+ * The first hypothesis that explains every open wins (registered values
+ * are tried first; then world ascending, drop_last false first, persistent
+ * workers false first, torch-ddp before torch-sampler: the two read the
+ * same epoch 0 at world 1 and differ from epoch 1 on).  The winner is then
+ * replayed once more through cfs_sampler_rank_at() with its full
+ * parameters, so the answer is what the model, as the planner will run
+ * it, reads.
+ *
+ * Why a fit is not luck.  Take an order that is not one of these shuffles,
+ * as random as any: each epoch a permutation of n unrelated to MT19937.
+ * A fixed seed and hypothesis predicts one exact sequence; the chance that
+ * k distinct positions of an epoch agree is (n-k)!/n!.  The fit chose, per
+ * reader, where it starts (at most n positions times the epochs tried) and
+ * B, T from one more open: subtracting log2 of those choices from the
+ * log2(n!/(n-k)!) summed over epochs leaves the evidence E in bits.  The
+ * union over at most 2^12 hypotheses per seed and the S seeds x skips tried
+ * bounds the chance of any false fit by S * 2^12 * 2^-E; identification
+ * demands E >= log2 S + 12 + 40, so a false identification has probability
+ * below 2^-40, and at least IDENT_MIN_OPENS opens.  The same bound holds
+ * the other way round for any fixed order the generator did not make,
+ * structured ones included (sequential, strided, reversed): taking each
+ * seed's randperm as a uniformly random permutation - what torch relies on
+ * - the chance that one seed reproduces k of its positions is the same
+ * (n-k)!/n!.
+ *
+ * Large n (above DENSE_MAX) keeps no n-entry arrays: the values at the
+ * first SPARSE_WINDOW positions of each epoch come from a sparse replay
+ * (forward Fisher-Yates) or cfs_seed_inside_out_at (torch >= 2.6's large-n
+ * shuffle), opens outside that window end a reader's verification, and
+ * the stateful torch models are verified in their epoch 0 only. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clairfs/sampler.h"
+#include "clairfs/seed_search.h"
+#include "identify_i.h"
+
+#define DENSE_MAX (1u << 22)
+#define SPARSE_WINDOW (1u << 18)
+#define VIEW_BYTES (256ull << 20) /* epoch inverses kept per candidate */
+#define MAX_EPOCHS 4096u
+#define MAX_WORLDS 64
+#define NONE UINT32_MAX
+
+/* Where each value sits in each epoch of one generator family. */
+struct view {
+    enum cfs_sampler_kind kind;
+    bool persistent;
+    uint32_t seed32, skip;
+    uint64_t n;
+    enum cfs_randperm_algo algo;
+    bool sparse;
+    struct cfs_sampler *s;
+    uint32_t **inv;  /* dense: inv[e][v]; sparse: hash, keys then positions */
+    uint64_t **seen; /* bitsets of explained positions, per epoch */
+    uint32_t nep, maxep, hbits, width;
+};
+
+struct hyp {
+    enum cfs_sampler_kind kind;
+    bool persistent, drop_last, drop_last_batch;
+    uint32_t world, batch, workers, p0;
+    uint64_t rank_len;
+};
+
+static uint32_t hash_slot(uint32_t v, uint32_t bits)
+{
+    return (v * 0x9e3779b1u) >> (32 - bits);
+}
+
+static void sparse_put(uint32_t *tab, uint32_t bits, uint32_t v, uint32_t pos)
+{
+    uint32_t cap = 1u << bits, i = hash_slot(v, bits);
+    while (tab[i] != NONE)
+        i = (i + 1) & (cap - 1);
+    tab[i] = v;
+    tab[cap + i] = pos;
+}
+
+static uint32_t sparse_get(const uint32_t *tab, uint32_t bits, uint32_t v)
+{
+    uint32_t cap = 1u << bits, i = hash_slot(v, bits);
+    while (tab[i] != NONE) {
+        if (tab[i] == v)
+            return tab[cap + i];
+        i = (i + 1) & (cap - 1);
+    }
+    return NONE;
+}
+
+/* Forward Fisher-Yates, values at positions 0 .. w-1 only: steps 0 .. w-1
+ * touch at most 2w positions, kept in a small table. */
+static int forward_window(uint32_t seed, uint32_t skip, uint64_t n, uint32_t w, uint32_t *vals)
+{
+    uint32_t bits = 4;
+    while ((1u << bits) < 4 * w)
+        bits++;
+    uint32_t *tab = malloc(sizeof(*tab) * 2 * ((size_t)1 << bits));
+    if (!tab)
+        return -ENOMEM;
+    memset(tab, 0xff, sizeof(*tab) * ((size_t)1 << bits));
+    uint32_t cap = 1u << bits;
+    struct cfs_mt19937 mt;
+    cfs_mt19937_seed(&mt, seed);
+    cfs_mt19937_discard(&mt, skip);
+    for (uint32_t k = 0; k < w && k + 1 < n; k++) {
+        uint32_t b = k + cfs_mt19937_next32(&mt) % (uint32_t)(n - k);
+        uint32_t ia = hash_slot(k, bits), ib;
+        while (tab[ia] != NONE && tab[ia] != k)
+            ia = (ia + 1) & (cap - 1);
+        if (tab[ia] == NONE)
+            tab[ia] = k, tab[cap + ia] = k;
+        ib = hash_slot(b, bits);
+        while (tab[ib] != NONE && tab[ib] != b)
+            ib = (ib + 1) & (cap - 1);
+        if (tab[ib] == NONE)
+            tab[ib] = b, tab[cap + ib] = b;
+        uint32_t t = tab[cap + ia];
+        tab[cap + ia] = tab[cap + ib];
+        tab[cap + ib] = t;
+    }
+    for (uint32_t q = 0; q < w; q++) {
+        uint32_t got = sparse_get(tab, bits, q);
+        vals[q] = got == NONE ? q : got;
+    }
+    free(tab);
+    return 0;
+}
+
+static int view_init(struct view *v, const struct cfs_identify_params *p,
+                     enum cfs_sampler_kind kind, bool persistent, uint32_t seed32, uint32_t skip)
+{
+    memset(v, 0, sizeof(*v));
+    v->kind = kind, v->persistent = persistent, v->seed32 = seed32, v->skip = skip;
+    v->n = p->n, v->algo = p->algo;
+    v->sparse = p->n > DENSE_MAX;
+    v->width = v->sparse ? SPARSE_WINDOW : (uint32_t)p->n;
+    v->hbits = 4;
+    while ((1u << v->hbits) < 2 * v->width)
+        v->hbits++;
+    uint64_t per = v->sparse ? 8ull << v->hbits : 4ull * p->n;
+    v->maxep = (uint32_t)(VIEW_BYTES / per < MAX_EPOCHS ? VIEW_BYTES / per : MAX_EPOCHS);
+    if (v->maxep == 0)
+        v->maxep = 1;
+    if (v->sparse && kind != CFS_SAMPLER_TORCH_DDP)
+        v->maxep = 1; /* the stateful models' later epochs need the whole stream */
+    v->inv = calloc(v->maxep, sizeof(*v->inv));
+    v->seen = calloc(v->maxep, sizeof(*v->seen));
+    if (!v->inv || !v->seen)
+        return -ENOMEM;
+    if (v->sparse)
+        return 0;
+    struct cfs_sampler_params sp = {.kind = kind,
+                                    .seed = seed32,
+                                    .n = p->n,
+                                    .world = 1,
+                                    .batch = 1,
+                                    .persistent_workers = persistent,
+                                    .randperm = p->algo};
+    char err[256];
+    return cfs_sampler_create(&sp, &v->s, err, sizeof(err));
+}
+
+static void view_free(struct view *v)
+{
+    for (uint32_t e = 0; v->inv && e < v->nep; e++) {
+        free(v->inv[e]);
+        free(v->seen[e]);
+    }
+    free(v->inv);
+    free(v->seen);
+    cfs_sampler_destroy(v->s);
+}
+
+static int sparse_epoch(struct view *v, uint32_t e, uint32_t *tab)
+{
+    uint32_t w = v->width < v->n ? v->width : (uint32_t)v->n;
+    uint32_t *vals = malloc(sizeof(*vals) * w);
+    int rc = -ENOMEM;
+    if (!vals)
+        return rc;
+    uint32_t seed = v->kind == CFS_SAMPLER_TORCH_DDP ? v->seed32 + e : v->seed32;
+    if (v->algo == CFS_RANDPERM_CURRENT && v->n >= UINT32_MAX / 20u) {
+        uint32_t *pos = malloc(sizeof(*pos) * w);
+        rc = -ENOMEM;
+        if (pos) {
+            for (uint32_t q = 0; q < w; q++)
+                pos[q] = q;
+            rc = cfs_seed_inside_out_at(seed, v->skip, v->n, pos, w, vals);
+            free(pos);
+        }
+    } else {
+        rc = forward_window(seed, v->skip, v->n, w, vals);
+    }
+    if (rc == 0) {
+        memset(tab, 0xff, sizeof(*tab) << v->hbits);
+        for (uint32_t q = 0; q < w; q++)
+            sparse_put(tab, v->hbits, vals[q], q);
+    }
+    free(vals);
+    return rc;
+}
+
+/* Computes epochs up to e (the models are iterated upwards). */
+static int view_epoch(struct view *v, uint32_t e)
+{
+    for (; v->nep <= e; v->nep++) {
+        uint32_t ep = v->nep;
+        size_t entries = v->sparse ? (size_t)2 << v->hbits : (size_t)v->n;
+        size_t width = v->sparse ? v->width : (size_t)v->n;
+        v->inv[ep] = malloc(entries * sizeof(uint32_t));
+        v->seen[ep] = calloc((width + 63) / 64, sizeof(uint64_t));
+        if (!v->inv[ep] || !v->seen[ep]) {
+            v->nep++;
+            return -ENOMEM;
+        }
+        if (v->sparse) {
+            int rc = sparse_epoch(v, ep, v->inv[ep]);
+            if (rc < 0) {
+                v->nep++;
+                return rc;
+            }
+            continue;
+        }
+        const uint32_t *order;
+        uint64_t len, step, stride;
+        int rc = cfs_sampler_compute_epoch(v->s, ep);
+        if (rc == 0)
+            rc = cfs_sampler_epoch_order(v->s, &order, &len, &step, &stride);
+        if (rc < 0) {
+            v->nep++;
+            return rc;
+        }
+        for (uint32_t q = 0; q < len; q++)
+            v->inv[ep][order[q]] = q;
+    }
+    return 0;
+}
+
+/* Position of value x in epoch e, NONE when unknown (beyond the epochs
+ * kept, outside the sparse window) or on error (*err set). */
+static uint32_t pos_of(struct view *v, uint32_t e, uint32_t x, int *err)
+{
+    if (e >= v->maxep || x >= v->n)
+        return NONE;
+    if (e >= v->nep) {
+        int rc = view_epoch(v, e);
+        if (rc < 0) {
+            *err = rc;
+            return NONE;
+        }
+    }
+    return v->sparse ? sparse_get(v->inv[e], v->hbits, x) : v->inv[e][x];
+}
+
+/* --- Walking the schedule. ----------------------------------------------- */
+
+struct walk {
+    struct view *v;
+    const struct hyp *h;
+    const struct ident_readers *rd;
+    struct cfs_sampler *model; /* confirming: compare with rank_at */
+    uint32_t model_epoch;
+    uint32_t *rank;   /* per reader: DDP rank (torch kinds: 0) */
+    uint32_t *epoch0; /* per reader: the epoch of its first open */
+    uint32_t max_epoch;
+    int err;
+};
+
+static uint64_t next_index(const struct hyp *h, uint64_t j)
+{
+    if (h->workers == 0 || (j + 1) % h->batch != 0)
+        return j + 1;
+    return j + (uint64_t)(h->workers - 1) * h->batch + 1;
+}
+
+static uint32_t position(const struct hyp *h, uint64_t n, uint32_t r, uint64_t j)
+{
+    return h->kind == CFS_SAMPLER_TORCH_DDP ? (uint32_t)((r + j * h->world) % n) : (uint32_t)j;
+}
+
+/* Is x what the schedule puts at (epoch e, rank r, index j)?  1 yes, 0 no,
+ * -1 unknown (not kept: verification of the reader stops there). */
+static int agrees(struct walk *w, uint32_t e, uint32_t r, uint64_t j, uint32_t x, bool mark)
+{
+    if (w->model) {
+        if (e != w->model_epoch && cfs_sampler_compute_epoch(w->model, e) < 0) {
+            w->err = -EIO;
+            return 0;
+        }
+        w->model_epoch = e;
+        return cfs_sampler_rank_at(w->model, r, j) == x;
+    }
+    uint32_t q = pos_of(w->v, e, x, &w->err);
+    if (q == NONE)
+        return e < w->v->maxep && !w->err ? (w->v->sparse ? -1 : 0) : -1;
+    uint32_t want = position(w->h, w->v->n, r, j);
+    if (q != want)
+        return 0;
+    if (mark)
+        w->v->seen[e][q / 64] |= 1ull << (q % 64);
+    return 1;
+}
+
+/* Follows reader i from (e, r, j); false at the first open off schedule. */
+static bool follow(struct walk *w, size_t i, uint32_t e, uint32_t r, uint64_t j, bool mark)
+{
+    const struct hyp *h = w->h;
+    const struct ident_reader *rd = &w->rd->r[i];
+    uint64_t start = j;
+    if (agrees(w, e, r, j, rd->s[0], mark) != 1)
+        return false;
+    for (size_t k = 1; k < rd->len; k++) {
+        j = next_index(h, j);
+        if (j >= h->rank_len) {
+            if (h->workers > 0 && !h->persistent)
+                return false; /* that worker's process ended with its epoch */
+            e++, j = start;
+            if (e >= w->v->maxep)
+                break;
+        }
+        int a = agrees(w, e, r, j, rd->s[k], mark);
+        if (a < 0)
+            break;
+        if (a == 0)
+            return false;
+    }
+    if (e > w->max_epoch && e < w->v->maxep)
+        w->max_epoch = e;
+    return true;
+}
+
+/* Reader i's first open must be a worker's first index in some epoch up to
+ * one past the latest seen; the first such start whose schedule holds. */
+static bool place_reader(struct walk *w, size_t i, bool mark)
+{
+    const struct hyp *h = w->h;
+    uint32_t first = w->rd->r[i].s[0];
+    uint32_t last = w->max_epoch + 1 < w->v->maxep ? w->max_epoch + 1 : w->v->maxep - 1;
+    for (uint32_t e = 0; e <= last; e++) {
+        uint32_t q = pos_of(w->v, e, first, &w->err);
+        if (w->err)
+            return false;
+        if (q == NONE)
+            continue;
+        uint32_t r = h->kind == CFS_SAMPLER_TORCH_DDP ? q % h->world : 0;
+        uint64_t j = h->kind == CFS_SAMPLER_TORCH_DDP ? q / h->world : q;
+        bool start = h->workers == 0
+                         ? j == 0
+                         : j % h->batch == 0 && j / h->batch < h->workers && j < h->rank_len;
+        if (!start)
+            continue;
+        uint32_t saved = w->max_epoch;
+        if (follow(w, i, e, r, j, mark)) {
+            w->rank[i] = r;
+            w->epoch0[i] = e;
+            return true;
+        }
+        w->max_epoch = saved;
+    }
+    return false;
+}
+
+/* Processes against the launch (see the top). */
+static bool processes_consistent(const struct walk *w)
+{
+    const struct ident_readers *rd = w->rd;
+    for (size_t a = 0; a < rd->nr; a++)
+        for (size_t b = a + 1; b < rd->nr; b++) {
+            if (w->h->workers == 0) {
+                if (rd->r[a].ppid != rd->r[b].ppid)
+                    return false;
+                continue;
+            }
+            if (w->h->kind != CFS_SAMPLER_TORCH_DDP)
+                continue;
+            bool same_rank = rd->r[a].ppid == rd->r[b].ppid;
+            if (same_rank != (w->rank[a] == w->rank[b]))
+                return false;
+        }
+    return true;
+}
+
+static bool walk_all(struct walk *w, bool mark)
+{
+    w->max_epoch = 0;
+    for (size_t i = 0; i < w->rd->nr; i++)
+        if (!place_reader(w, i, mark))
+            return false;
+    return !w->err && processes_consistent(w);
+}
+
+/* --- Hypotheses. ------------------------------------------------------ */
+
+static double log2_falling(uint64_t n, uint64_t k)
+{
+    return (lgamma((double)n + 1.0) - lgamma((double)(n - k) + 1.0)) / log(2.0);
+}
+
+static double evidence_bits(struct walk *w)
+{
+    struct view *v = w->v;
+    for (uint32_t e = 0; e < v->nep; e++)
+        memset(v->seen[e], 0, ((v->sparse ? v->width : v->n) + 63) / 64 * sizeof(uint64_t));
+    if (!walk_all(w, true))
+        return -1;
+    double bits = 0;
+    for (uint32_t e = 0; e < v->nep; e++) {
+        uint64_t k = 0, words = ((v->sparse ? v->width : v->n) + 63) / 64;
+        for (uint64_t i = 0; i < words; i++)
+            k += (uint64_t)__builtin_popcountll(v->seen[e][i]);
+        bits += log2_falling(v->n, k);
+    }
+    double per_reader = log2((double)v->n) + log2((double)w->max_epoch + 2.0);
+    return bits - per_reader * (double)w->rd->nr - log2((double)v->n);
+}
+
+static uint64_t rank_len_of(const struct hyp *h, uint64_t n)
+{
+    uint64_t len = n;
+    if (h->kind == CFS_SAMPLER_TORCH_DDP)
+        len = h->drop_last ? n / h->world : (n + h->world - 1) / h->world;
+    return h->drop_last_batch ? len / h->batch * h->batch : len;
+}
+
+struct search {
+    const struct cfs_identify_params *p;
+    const struct ident_readers *rd;
+    struct view *v;
+    uint32_t *rank, *epoch0;
+    size_t head; /* the reader at the head of the stream */
+    double need_bits, best_bits;
+    uint32_t max_epoch; /* the latest epoch the fit reached */
+    bool fits;
+    struct hyp best;
+};
+
+/* Before the head reader's first batch is done: its rank's other workers
+ * (readers with its parent) start at w * B, w = 1 .. T-1, so their starts,
+ * when they are exactly B, 2B, ..., (T-1)B, say B and T.  (A worker that
+ * has opened nothing yet would make T too small: the walk of the head's
+ * next batch then refutes it.) */
+static void schedule_from_siblings(struct search *s, struct hyp *h, int *err)
+{
+    const struct ident_readers *rd = s->rd;
+    const struct ident_reader *a = &rd->r[s->head];
+    uint64_t starts[MAX_WORLDS];
+    size_t k = 0;
+    uint64_t min = UINT64_MAX;
+    for (size_t i = 0; i < rd->nr; i++) {
+        if (i == s->head || rd->r[i].ppid != a->ppid)
+            continue;
+        uint32_t q = pos_of(s->v, 0, rd->r[i].s[0], err);
+        if (q == NONE || k == MAX_WORLDS)
+            return;
+        if (h->kind == CFS_SAMPLER_TORCH_DDP && q % h->world != h->p0 % h->world)
+            continue; /* another rank (siblings without workers) */
+        uint64_t j = h->kind == CFS_SAMPLER_TORCH_DDP ? q / h->world : q;
+        if (j == 0)
+            return; /* ranks reading one stream: no workers */
+        starts[k++] = j;
+        if (j < min)
+            min = j;
+    }
+    if (k == 0 || min > UINT32_MAX)
+        return;
+    for (size_t i = 0; i < k; i++) {
+        uint64_t w = starts[i] / min;
+        if (starts[i] % min != 0 || w > k)
+            return;
+        for (size_t j = 0; j < i; j++)
+            if (starts[j] == starts[i])
+                return;
+    }
+    h->batch = (uint32_t)min;
+    h->workers = (uint32_t)k + 1;
+}
+
+/* Batch and workers from the head reader's opens, for world W. */
+static void schedule_from_head(struct search *s, struct hyp *h, int *err)
+{
+    const struct ident_reader *a = &s->rd->r[s->head];
+    const struct cfs_sampler_params *hint = s->p->hint;
+    h->batch = hint && hint->batch ? hint->batch : 1;
+    h->workers = 0;
+    for (size_t i = 1; i < a->len; i++) {
+        uint32_t q = pos_of(s->v, 0, a->s[i], err);
+        if (q == NONE)
+            return;
+        uint64_t j = q;
+        if (h->kind == CFS_SAMPLER_TORCH_DDP) {
+            if (q % h->world != h->p0 % h->world)
+                return;
+            j = q / h->world;
+        }
+        if (j == i)
+            continue;
+        if (j < i || (j - i) % i != 0)
+            return; /* not a worker's jump: the walk decides */
+        h->batch = (uint32_t)i;
+        h->workers = (uint32_t)((j - i) / i + 1);
+        return;
+    }
+    schedule_from_siblings(s, h, err);
+}
+
+/* Tries the drop_last / persistent variants of h; true when one fits. */
+static bool try_variants(struct search *s, struct hyp h)
+{
+    const struct cfs_sampler_params *hint = s->p->hint;
+    bool dl_pref = hint ? hint->drop_last : false, dlb_pref = hint ? hint->drop_last_batch : false;
+    bool pw_pref = hint ? hint->persistent_workers : false;
+    bool dl_matters = h.kind == CFS_SAMPLER_TORCH_DDP && s->p->n % h.world != 0;
+    for (int a = 0; a < (dl_matters ? 2 : 1); a++)
+        for (int b = 0; b < 2; b++)
+            for (int c = 0; c < (h.workers ? 2 : 1); c++) {
+                h.drop_last = dl_matters ? (a ? !dl_pref : dl_pref) : false;
+                h.drop_last_batch = b ? !dlb_pref : dlb_pref;
+                h.persistent = h.workers ? (c ? !pw_pref : pw_pref) : false;
+                if (h.kind == CFS_SAMPLER_TORCH && h.persistent != s->v->persistent)
+                    continue;
+                h.rank_len = rank_len_of(&h, s->p->n);
+                if (b && rank_len_of(&(struct hyp){.kind = h.kind,
+                                                   .world = h.world,
+                                                   .batch = h.batch,
+                                                   .drop_last = h.drop_last},
+                                     s->p->n) == h.rank_len)
+                    continue; /* drop_last_batch changes nothing here */
+                if (h.rank_len == 0)
+                    continue;
+                struct walk w = {
+                    .v = s->v, .h = &h, .rd = s->rd, .rank = s->rank, .epoch0 = s->epoch0};
+                if (!walk_all(&w, false))
+                    continue;
+                s->best_bits = evidence_bits(&w);
+                s->max_epoch = w.max_epoch;
+                s->best = h;
+                s->fits = true;
+                return true;
+            }
+    return false;
+}
+
+/* The worlds to try for torch-ddp: the registered one, then the divisors
+ * of the head reader's first step (above p0: the head is rank p0). */
+static size_t worlds(struct search *s, uint32_t p0, uint32_t *out, int *err)
+{
+    size_t k = 0;
+    const struct cfs_sampler_params *hint = s->p->hint;
+    if (hint && hint->world > p0)
+        out[k++] = hint->world;
+    const struct ident_reader *a = &s->rd->r[s->head];
+    uint32_t q = a->len > 1 ? pos_of(s->v, 0, a->s[1], err) : NONE;
+    if (q == NONE || q <= p0)
+        return k;
+    uint32_t d = q - p0;
+    for (uint32_t w = p0 + 1; w <= d && k < MAX_WORLDS; w++)
+        if (d % w == 0 && !(hint && w == hint->world))
+            out[k++] = w;
+    return k;
+}
+
+static bool try_view(struct search *s, uint32_t p0, int *err)
+{
+    s->head = s->rd->nr;
+    for (size_t i = 0; i < s->rd->nr; i++)
+        if (pos_of(s->v, 0, s->rd->r[i].s[0], err) == p0) {
+            s->head = i;
+            break;
+        }
+    if (s->head == s->rd->nr || *err)
+        return false;
+    bool ddp = s->v->kind == CFS_SAMPLER_TORCH_DDP;
+    if (!ddp && p0 != 0)
+        return false;
+    uint32_t w[MAX_WORLDS + 1] = {1};
+    size_t nw = ddp ? worlds(s, p0, w, err) : 1;
+    /* Batches of one sample spread over workers read exactly what a wider
+     * world without workers reads (W = 1, 2 workers, batch 1 is W = 2
+     * without workers, rank for worker): the same streams, told apart by
+     * nothing observable.  The common setup, batches of several samples,
+     * is preferred. */
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < nw && !*err; i++) {
+            struct hyp h = {.kind = s->v->kind, .world = w[i], .p0 = p0};
+            schedule_from_head(s, &h, err);
+            bool single = h.batch == 1 && h.workers > 1;
+            if (!*err && single == (pass == 1) && try_variants(s, h))
+                return true;
+        }
+    return false;
+}
+
+/* The winner once more through the model with its full parameters: what
+ * the planner will read is what was observed. */
+static int confirm(struct search *s, const struct hyp *h)
+{
+    if (s->v->sparse)
+        return 0; /* the model would need the n-entry arrays avoided here */
+    struct cfs_sampler_params sp = {.kind = h->kind,
+                                    .seed = s->v->seed32,
+                                    .n = s->p->n,
+                                    .world = h->world,
+                                    .batch = h->batch,
+                                    .drop_last = h->drop_last,
+                                    .drop_last_batch = h->drop_last_batch,
+                                    .persistent_workers = h->persistent,
+                                    .randperm = s->p->algo};
+    char err[256];
+    struct cfs_sampler *m;
+    int rc = cfs_sampler_create(&sp, &m, err, sizeof(err));
+    if (rc < 0)
+        return rc;
+    rc = -ENOENT;
+    if (cfs_sampler_rank_len(m, 0, 0) == h->rank_len && cfs_sampler_compute_epoch(m, 0) == 0) {
+        struct walk w = {.v = s->v,
+                         .h = h,
+                         .rd = s->rd,
+                         .rank = s->rank,
+                         .epoch0 = s->epoch0,
+                         .model = m,
+                         .model_epoch = 0};
+        rc = walk_all(&w, false) ? 0 : w.err ? w.err : -ENOENT;
+    }
+    cfs_sampler_destroy(m);
+    return rc;
+}
+
+static void fill(const struct search *s, const struct hyp *h, struct cfs_identified *out)
+{
+    const struct ident_readers *rd = s->rd;
+    memset(out, 0, sizeof(*out));
+    out->sampler = (struct cfs_sampler_params){.kind = h->kind,
+                                               .seed = s->v->seed32,
+                                               .n = s->p->n,
+                                               .world = h->world,
+                                               .batch = h->batch,
+                                               .drop_last = h->drop_last,
+                                               .drop_last_batch = h->drop_last_batch,
+                                               .persistent_workers = h->persistent,
+                                               .randperm = s->p->algo};
+    out->workers = h->workers;
+    out->opens = rd->opens;
+    out->evidence_bits = s->best_bits;
+    uint32_t lo = UINT32_MAX, hi = 0, ranks = 0;
+    for (size_t i = 0; i < rd->nr; i++) {
+        /* a rank process: the reader itself without workers, else its parent */
+        bool new_rank = true;
+        for (size_t j = 0; j < i && new_rank; j++)
+            new_rank = h->workers ? rd->r[j].ppid != rd->r[i].ppid : false;
+        if (h->workers == 0)
+            new_rank = true;
+        ranks += new_rank;
+        if (s->rank[i] < lo)
+            lo = s->rank[i];
+        if (s->rank[i] > hi)
+            hi = s->rank[i];
+    }
+    out->epoch = s->max_epoch;
+    if (h->kind == CFS_SAMPLER_TORCH_DDP) {
+        out->rank_first = lo;
+        out->rank_count = hi - lo + 1;
+    } else {
+        /* every rank reads the whole stream: the world is the ranks seen
+         * on every node, or the registered world */
+        out->rank_count = ranks;
+        out->rank_first = s->p->node * ranks;
+        out->sampler.world = s->p->hint && s->p->hint->world
+                                 ? s->p->hint->world
+                                 : ranks * (s->p->nodes ? s->p->nodes : 1);
+    }
+}
+
+int ident_verify(const struct cfs_identify_params *p, const struct ident_readers *rd,
+                 uint32_t seed32, uint32_t skip_words, uint32_t p0, double need_bits,
+                 struct cfs_identified *out, double *bits)
+{
+    /* skip 2 is the torch model's epoch 0 (persistent workers or not: they
+     * differ from epoch 1 on); skip 0 is torch-ddp's and torch-sampler's */
+    static const struct {
+        enum cfs_sampler_kind kind;
+        bool persistent;
+    } skip0[] = {{CFS_SAMPLER_TORCH_DDP, false}, {CFS_SAMPLER_TORCH_SAMPLER, false}},
+      skip2[] = {{CFS_SAMPLER_TORCH, false}, {CFS_SAMPLER_TORCH, true}};
+    struct search s = {.p = p, .rd = rd, .need_bits = need_bits};
+    s.rank = calloc(rd->nr, sizeof(*s.rank));
+    s.epoch0 = calloc(rd->nr, sizeof(*s.epoch0));
+    int rc = -ENOMEM;
+    if (!s.rank || !s.epoch0)
+        goto out;
+    rc = -ENOENT;
+    *bits = 0;
+    for (int k = 0; k < 2 && rc == -ENOENT; k++) {
+        enum cfs_sampler_kind kind = skip_words == 2 ? skip2[k].kind : skip0[k].kind;
+        bool pers = skip_words == 2 ? skip2[k].persistent : skip0[k].persistent;
+        if (skip_words != 0 && skip_words != 2)
+            break;
+        struct view v;
+        int err = view_init(&v, p, kind, pers, seed32, skip_words);
+        s.v = &v;
+        s.fits = false;
+        if (err == 0 && try_view(&s, p0, &err) && s.fits) {
+            err = confirm(&s, &s.best);
+            if (err == 0) {
+                *bits = s.best_bits;
+                fill(&s, &s.best, out);
+                rc = s.best_bits >= need_bits && rd->opens >= IDENT_MIN_OPENS ? 1 : 0;
+            }
+        }
+        view_free(&v);
+        if (err < 0 && err != -ENOENT)
+            rc = err;
+    }
+out:
+    free(s.rank);
+    free(s.epoch0);
+    return rc;
+}
+
+/* --- Grouping the observations. ------------------------------------------ */
+
+static int reader_push(struct ident_reader *r, uint32_t sample)
+{
+    if (r->len == r->cap) {
+        size_t cap = r->cap ? 2 * r->cap : 16;
+        uint32_t *s = realloc(r->s, cap * sizeof(*s));
+        if (!s)
+            return -ENOMEM;
+        r->s = s, r->cap = cap;
+    }
+    r->s[r->len++] = sample;
+    return 0;
+}
+
+int ident_group(const uint32_t *samples, const pid_t *pids, const pid_t *ppids, size_t count,
+                struct ident_readers *out)
+{
+    memset(out, 0, sizeof(*out));
+    size_t cap = 0, hcap = 64;
+    size_t *slot = NULL; /* pid hash -> reader index + 1 */
+    int rc = -ENOMEM;
+    if (!(slot = calloc(hcap, sizeof(*slot))))
+        goto fail;
+    for (size_t i = 0; i < count; i++) {
+        pid_t pid = pids ? pids[i] : 0;
+        size_t h = ((uint32_t)pid * 0x9e3779b1u) & (hcap - 1);
+        while (slot[h] && out->r[slot[h] - 1].pid != pid)
+            h = (h + 1) & (hcap - 1);
+        if (!slot[h]) {
+            if (out->nr == cap) {
+                size_t nc = cap ? 2 * cap : 8;
+                struct ident_reader *r = realloc(out->r, nc * sizeof(*r));
+                if (!r)
+                    goto fail;
+                out->r = r, cap = nc;
+            }
+            out->r[out->nr] = (struct ident_reader){.pid = pid, .ppid = ppids ? ppids[i] : 0};
+            slot[h] = ++out->nr;
+            if (2 * out->nr > hcap) { /* rehash */
+                size_t nh = 2 * hcap;
+                size_t *ns = calloc(nh, sizeof(*ns));
+                if (!ns)
+                    goto fail;
+                for (size_t k = 0; k < out->nr; k++) {
+                    size_t g = ((uint32_t)out->r[k].pid * 0x9e3779b1u) & (nh - 1);
+                    while (ns[g])
+                        g = (g + 1) & (nh - 1);
+                    ns[g] = k + 1;
+                }
+                free(slot);
+                slot = ns, hcap = nh;
+                h = ((uint32_t)pid * 0x9e3779b1u) & (hcap - 1);
+                while (out->r[slot[h] - 1].pid != pid)
+                    h = (h + 1) & (hcap - 1);
+            }
+        }
+        if (reader_push(&out->r[slot[h] - 1], samples[i]) < 0)
+            goto fail;
+        out->opens++;
+    }
+    free(slot);
+    return 0;
+fail:
+    free(slot);
+    ident_readers_free(out);
+    return rc;
+}
+
+void ident_readers_free(struct ident_readers *rd)
+{
+    for (size_t i = 0; rd->r && i < rd->nr; i++)
+        free(rd->r[i].s);
+    free(rd->r);
+    memset(rd, 0, sizeof(*rd));
+}

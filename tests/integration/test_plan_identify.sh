@@ -1,0 +1,132 @@
+#!/bin/bash
+# clairfs-plan --identify against real PyTorch: the index streams real
+# DataLoaders yield (tests/golden/torch_orders.py) become recorded opens -
+# each rank's batches dealt to its workers as torch deals them (batch b to
+# worker b mod num_workers), the workers' opens interleaved, as "PID PPID
+# PATH" lines - and must be identified with the exact seed, world, batch
+# and workers; a sequential list, a real order with its head cut off, and
+# a path the catalog lacks are refused with exit 1 / exit 2.  The searched
+# seeds are a window around the true one (--seeds; the full 2^32 range is
+# the unit test's and the benchmark's).  Exits 77 without torch.
+#
+# usage: test_plan_identify.sh PATH/TO/clairfs-plan
+set -u
+PLAN=${1:-${CLAIRFS_PLAN:-}}
+[ -n "$PLAN" ] || { echo "usage: test_plan_identify.sh clairfs-plan" >&2; exit 2; }
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+PYTHON=/usr/bin/python3
+"$PYTHON" -c 'import torch' 2>/dev/null || { echo "SKIP: no torch in $PYTHON"; exit 77; }
+T=$(mktemp -d /tmp/clairfs-plan-identify.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+export HOME=$T/home XDG_CACHE_HOME=$T/cache
+failures=0
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+N=3000
+
+# The synthetic catalog's paths in index order, through an identity list.
+{ echo "clairfs-sampler-list world=1 epochs=1 n=$N"
+  printf 'epoch 0 rank 0:'; seq 0 $((N - 1)) | tr '\n' ' '; echo; } >"$T/identity.list"
+"$PLAN" --synthetic $N -o seed=0,sampler=list:"$T/identity.list" --print-order 0 0 \
+    >"$T/paths" || { echo "FAIL: cannot list the synthetic paths" >&2; exit 1; }
+
+# record KIND SEED WORLD BATCH WORKERS EPOCHS [torch_orders args]: opens as
+# PID PPID PATH.  Ranks are pids 1000 + r (parent 999); worker w of rank r
+# is 2000 + 100 r + w (+ 10000 per epoch unless persistent), parent 1000 + r.
+record() {
+    local kind=$1 seed=$2 world=$3 batch=$4 workers=$5 epochs=$6
+    shift 6
+    local nw=()
+    [ "$workers" -gt 0 ] && nw=(--num-workers "$workers")
+    "$PYTHON" "$ROOT/tests/golden/torch_orders.py" --kind "$kind" --n $N --world "$world" \
+        --seed "$seed" --batch "$batch" --epochs "$epochs" "${nw[@]}" "$@" >"$T/orders" ||
+        return 1
+    "$PYTHON" - "$T/orders" "$T/paths" "$batch" "$workers" "$*" <<'PY'
+import sys
+orders, paths, batch, workers, extra = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+persistent = "--persistent-workers" in extra
+path = open(paths).read().split("\n")
+streams = {}
+for line in open(orders):
+    if not line.startswith("epoch"):
+        continue
+    head, _, rest = line.partition(":")
+    _, e, _, r = head.split()
+    streams[(int(e), int(r))] = [int(x) for x in rest.split()]
+out = []
+for e in sorted({e for e, _ in streams}):
+    readers = []
+    for (ee, r), s in sorted(streams.items()):
+        if ee != e:
+            continue
+        if workers == 0:
+            readers.append((1000 + r, 999, s))
+            continue
+        for w in range(workers):
+            mine = [x for b in range(w, (len(s) + batch - 1) // batch, workers)
+                    for x in s[b * batch:(b + 1) * batch]]
+            pid = 2000 + 100 * r + w + (0 if persistent else 10000 * e)
+            readers.append((pid, 1000 + r, mine))
+    at = [0] * len(readers)
+    while any(at[i] < len(rd[2]) for i, rd in enumerate(readers)):
+        for i, (pid, ppid, s) in enumerate(readers):
+            if at[i] < len(s):
+                out.append("%d %d %s" % (pid, ppid, path[s[at[i]]]))
+                at[i] += 1
+print("\n".join(out))
+PY
+}
+
+# expect DESCRIPTION WANTED-LINE FILE SEED: identified with exactly that line.
+expect() {
+    local what=$1 want=$2 file=$3 seed=$4 got rc
+    got=$("$PLAN" --synthetic $N --identify "$file" --seeds $((seed - 2000)):4096 2>"$T/err")
+    rc=$?
+    if [ $rc -eq 0 ] && [ "$got" = "$want" ] && [ ! -s "$T/err" ]; then
+        echo "ok: $what: $got"
+    else
+        fail "$what: exit $rc, got '$got', wanted '$want' $(cat "$T/err")"
+    fi
+}
+
+record torch-ddp 123456 2 4 2 1 >"$T/ddp" || { fail "torch_orders.py torch-ddp"; }
+head -400 "$T/ddp" >"$T/ddp400"
+expect "torch-ddp, 2 ranks x 2 workers" \
+    "torch-ddp seed=123456 (low 32 bits) world=2 batch=4 workers=2 epoch 0 after 400 opens in 0 s" \
+    "$T/ddp400" 123456
+
+record torch 987654 1 8 3 2 --persistent-workers >"$T/torch" || fail "torch_orders.py torch"
+expect "torch, persistent workers, 2 epochs" \
+    "torch seed=987654 (low 32 bits) world=1 batch=8 workers=3 epoch 1 after $((2 * N)) opens in 0 s" \
+    "$T/torch" 987654
+# Paths alone (one reader): a loader without workers.
+record torch-sampler 4242 1 16 0 1 >"$T/ts" || fail "torch_orders.py torch-sampler"
+cut -d' ' -f3- "$T/ts" | head -100 >"$T/ts_paths"
+expect "paths only, torch-sampler's epoch 0 (reads as torch-ddp world 1)" \
+    "torch-ddp seed=4242 (low 32 bits) world=1 batch=1 workers=0 epoch 0 after 100 opens in 0 s" \
+    "$T/ts_paths" 4242
+
+# refused DESCRIPTION FILE STATUS SUBSTRING
+refused() {
+    local what=$1 file=$2 status=$3 want=$4 rc
+    "$PLAN" --synthetic $N --identify "$file" --seeds 0:65536 >"$T/out" 2>"$T/err"
+    rc=$?
+    if [ $rc -eq "$status" ] && grep -qF -- "$want" "$T/out" "$T/err" &&
+        [ "$(cat "$T/out" "$T/err" | wc -l)" -eq 1 ]; then
+        echo "ok: $what refused (exit $rc)"
+    else
+        fail "$what: exit $rc, $(cat "$T/out" "$T/err")"
+    fi
+}
+head -300 "$T/paths" >"$T/seq"
+refused "a sequential list" "$T/seq" 1 "no known torch order fits these 300 opens"
+cut -d' ' -f3- "$T/ts" | sed -n '20,400p' >"$T/cut"
+refused "a real order without its head" "$T/cut" 1 "no known torch order fits"
+{ head -3 "$T/seq"; echo "no/such/file.jpg"; } >"$T/missing"
+refused "a path outside the catalog" "$T/missing" 2 "missing:4: no/such/file.jpg: not a sample"
+refused "an unreadable file" "$T/nonexistent" 2 "--identify $T/nonexistent"
+
+if [ "$failures" -ne 0 ]; then
+    echo "$failures check(s) failed" >&2
+    exit 1
+fi
+echo "all checks passed"

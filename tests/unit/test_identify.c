@@ -1,0 +1,691 @@
+/* Order identification: opens simulated from the exact sampler models
+ * (clairfs/sampler.h) - every rank's DataLoader workers reading their
+ * batches, the readers' opens interleaved one by one as processes race -
+ * are identified with their kind, seed, world, batch and workers; orders
+ * that are not torch shuffles (sequential, reversed, strided, a xorshift
+ * permutation, a Python-style shuffle drawn from the same MT19937) are
+ * refused, never misnamed.
+ *
+ * Cost (one core here, 150 s in all): most cases search 4096 seeds around
+ * the true one (milliseconds; the evidence demanded shrinks with the
+ * range, see identify_verify.c); the false-identification cases search
+ * 2^16 seeds each; the large-n case replays torch >= 2.6's 2n-word shuffle
+ * for 4 seeds (seconds); the full 2^32 range is searched once, for
+ * n = 100000: about 135 s of the total (CFS_IDENTIFY_SKIP_FULL=1 leaves it
+ * out while developing). */
+#include <check.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check_run.h"
+#include "clairfs/identify.h"
+#include "clairfs/sampler.h"
+#include "clairfs/seed_search.h"
+
+/* A simulated trainer on one node. */
+struct trainer {
+    enum cfs_sampler_kind kind;
+    uint64_t seed;
+    uint32_t n, world, batch, workers;
+    uint32_t rank_first, ranks; /* this node's ranks */
+    bool persistent, drop_last, drop_last_batch;
+    uint32_t first_epoch, epochs;
+};
+
+struct opens {
+    uint32_t *s;
+    pid_t *pid, *ppid;
+    size_t len, cap;
+};
+
+static void push(struct opens *o, uint32_t s, pid_t pid, pid_t ppid)
+{
+    if (o->len == o->cap) {
+        o->cap = o->cap ? 2 * o->cap : 1024;
+        o->s = realloc(o->s, o->cap * sizeof(*o->s));
+        o->pid = realloc(o->pid, o->cap * sizeof(*o->pid));
+        o->ppid = realloc(o->ppid, o->cap * sizeof(*o->ppid));
+        ck_assert(o->s && o->pid && o->ppid);
+    }
+    o->s[o->len] = s, o->pid[o->len] = pid, o->ppid[o->len] = ppid;
+    o->len++;
+}
+
+static void opens_free(struct opens *o)
+{
+    free(o->s);
+    free(o->pid);
+    free(o->ppid);
+}
+
+/* Rank processes are 1000 + r (children of the launcher, 999); worker w
+ * of rank r is 2000 + 100 r + w, plus 10000 per epoch when workers are not
+ * persistent.  Per epoch, every reader's stream is produced, then the
+ * readers' opens are interleaved one at a time (round robin), up to max. */
+static struct opens simulate(const struct trainer *t, size_t max)
+{
+    struct cfs_sampler_params sp = {.kind = t->kind,
+                                    .seed = t->seed,
+                                    .n = t->n,
+                                    .world = t->world,
+                                    .batch = t->batch,
+                                    .drop_last = t->drop_last,
+                                    .drop_last_batch = t->drop_last_batch,
+                                    .persistent_workers = t->persistent};
+    struct cfs_sampler *s;
+    char err[256];
+    ck_assert_int_eq(cfs_sampler_create(&sp, &s, err, sizeof(err)), 0);
+    struct opens o = {0};
+    uint32_t readers = t->ranks * (t->workers ? t->workers : 1);
+    uint32_t **stream = calloc(readers, sizeof(*stream));
+    size_t *len = calloc(readers, sizeof(*len)), *at = calloc(readers, sizeof(*at));
+    for (uint32_t e = t->first_epoch; e < t->first_epoch + t->epochs && o.len < max; e++) {
+        ck_assert_int_eq(cfs_sampler_compute_epoch(s, e), 0);
+        for (uint32_t k = 0; k < readers; k++) {
+            uint32_t r = t->rank_first + k / (t->workers ? t->workers : 1);
+            uint32_t w = t->workers ? k % t->workers : 0;
+            uint64_t rl = cfs_sampler_rank_len(s, e, r);
+            stream[k] = realloc(stream[k], (rl + 1) * sizeof(**stream));
+            len[k] = 0, at[k] = 0;
+            for (uint64_t j = 0; j < rl; j++)
+                if (t->workers == 0 || (j / t->batch) % t->workers == w)
+                    stream[k][len[k]++] = cfs_sampler_rank_at(s, r, j);
+        }
+        for (bool any = true; any && o.len < max;) {
+            any = false;
+            for (uint32_t k = 0; k < readers && o.len < max; k++) {
+                if (at[k] == len[k])
+                    continue;
+                any = true;
+                uint32_t r = t->rank_first + k / (t->workers ? t->workers : 1);
+                uint32_t w = t->workers ? k % t->workers : 0;
+                pid_t pid = t->workers
+                                ? (pid_t)(2000 + 100 * r + w + (t->persistent ? 0 : 10000 * e))
+                                : (pid_t)(1000 + r);
+                pid_t ppid = t->workers ? (pid_t)(1000 + r) : 999;
+                push(&o, stream[k][at[k]++], pid, ppid);
+            }
+        }
+    }
+    for (uint32_t k = 0; k < readers; k++)
+        free(stream[k]);
+    free(stream);
+    free(len);
+    free(at);
+    cfs_sampler_destroy(s);
+    return o;
+}
+
+static struct cfs_identify_params params(uint32_t n, uint64_t seed, uint64_t range)
+{
+    return (struct cfs_identify_params){.n = n,
+                                        .nodes = 1,
+                                        .seed_first = (uint32_t)seed - (uint32_t)(range / 2),
+                                        .seed_count = range};
+}
+
+static int identify(const struct cfs_identify_params *p, const struct opens *o,
+                    struct cfs_identified *id)
+{
+    char err[256] = "";
+    int rc = cfs_identify_offline(p, o->s, o->pid, o->ppid, o->len, id, err, sizeof(err));
+    ck_assert_msg(rc == 0 || rc == -ENOENT, "identify: %d %s", rc, err);
+    return rc;
+}
+
+/* The trainer is identified exactly as simulated. */
+static void expect_identified(const struct trainer *t, size_t max,
+                              const struct cfs_sampler_params *hint, bool hint_seed)
+{
+    struct opens o = simulate(t, max);
+    struct cfs_identify_params p = params(t->n, t->seed + t->first_epoch, 4096);
+    p.hint = hint;
+    p.hint_has_seed = hint_seed;
+    struct cfs_identified id;
+    ck_assert_msg(identify(&p, &o, &id) == 0, "%s: %s", cfs_sampler_kind_name(t->kind), id.text);
+    ck_assert_msg(id.sampler.kind == t->kind, "%s", id.text);
+    if (hint_seed) {
+        ck_assert(id.seed_high_known);
+        ck_assert_uint_eq(id.sampler.seed, t->seed);
+        ck_assert_uint_eq(id.epoch, t->first_epoch + t->epochs - 1);
+    } else {
+        /* torch-ddp resumed at epoch k: seed S + k at epoch 0 */
+        ck_assert(!id.seed_high_known);
+        ck_assert_uint_eq(id.sampler.seed, (uint32_t)(t->seed + t->first_epoch));
+        ck_assert_uint_eq(id.epoch, t->epochs - 1);
+    }
+    ck_assert_uint_eq(id.sampler.world, t->world);
+    ck_assert_uint_eq(id.workers, t->workers);
+    if (t->workers)
+        ck_assert_uint_eq(id.sampler.batch, t->batch);
+    ck_assert_uint_eq(id.rank_first, t->rank_first);
+    ck_assert_uint_eq(id.rank_count, t->ranks);
+    ck_assert_uint_eq(id.opens, o.len);
+    ck_assert_ptr_nonnull(strstr(id.text, cfs_sampler_kind_name(t->kind)));
+    opens_free(&o);
+}
+
+static const uint64_t seeds[] = {0, 1, 2147483647u, (1ull << 32) + 5, 0x123456789abcdef0ull};
+
+START_TEST(ddp_worlds_and_workers)
+{
+    uint64_t seed = seeds[_i];
+    static const uint32_t worlds[] = {1, 2, 4};
+    for (int w = 0; w < 3; w++)
+        for (uint32_t workers = 0; workers <= 2; workers += 2) {
+            struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP,
+                                .seed = seed,
+                                .n = 10000,
+                                .world = worlds[w],
+                                .batch = 8,
+                                .workers = workers,
+                                .ranks = worlds[w],
+                                .epochs = 1};
+            expect_identified(&t, 600, NULL, false);
+        }
+}
+END_TEST
+
+/* 64 opens of 8 readers: no worker has finished a batch of 32 yet; the
+ * batch and the workers come from where the workers started. */
+START_TEST(before_the_first_batch_is_done)
+{
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP,
+                        .seed = seeds[_i],
+                        .n = 100000,
+                        .world = 2,
+                        .batch = 32,
+                        .workers = 4,
+                        .ranks = 2,
+                        .epochs = 1};
+    expect_identified(&t, 64, NULL, false);
+    t.kind = CFS_SAMPLER_TORCH;
+    t.world = 1, t.ranks = 1;
+    expect_identified(&t, 40, NULL, false);
+}
+END_TEST
+
+START_TEST(a_registered_seed_completes_the_high_bits)
+{
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP,
+                        .seed = seeds[_i],
+                        .n = 10000,
+                        .world = 2,
+                        .batch = 4,
+                        .workers = 2,
+                        .ranks = 2,
+                        .epochs = 1};
+    struct cfs_sampler_params hint = {
+        .kind = CFS_SAMPLER_TORCH_DDP, .seed = seeds[_i], .world = 2, .batch = 4};
+    expect_identified(&t, 600, &hint, true);
+}
+END_TEST
+
+START_TEST(torch_loader_with_and_without_persistent_workers)
+{
+    /* two epochs: they differ only from the second on (the _base_seed) */
+    for (int pw = 0; pw < 2; pw++) {
+        struct trainer t = {.kind = CFS_SAMPLER_TORCH,
+                            .seed = seeds[_i],
+                            .n = 300,
+                            .world = 1,
+                            .batch = 5,
+                            .workers = 3,
+                            .ranks = 1,
+                            .persistent = pw,
+                            .epochs = 2};
+        struct opens o = simulate(&t, 100000);
+        struct cfs_identify_params p = params(t.n, t.seed, 4096);
+        struct cfs_identified id;
+        ck_assert_msg(identify(&p, &o, &id) == 0, "%s", id.text);
+        ck_assert_int_eq(id.sampler.kind, CFS_SAMPLER_TORCH);
+        ck_assert_int_eq(id.sampler.persistent_workers, pw);
+        ck_assert_uint_eq(id.sampler.seed, (uint32_t)t.seed);
+        ck_assert_uint_eq(id.sampler.batch, 5);
+        ck_assert_uint_eq(id.workers, 3);
+        ck_assert_uint_eq(id.epoch, 1);
+        opens_free(&o);
+    }
+    /* epoch 0 alone, two ranks reading the whole stream each, no workers */
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH,
+                        .seed = seeds[_i],
+                        .n = 10000,
+                        .world = 2,
+                        .batch = 16,
+                        .ranks = 2,
+                        .epochs = 1};
+    expect_identified(&t, 400, NULL, false);
+}
+END_TEST
+
+START_TEST(torch_sampler_is_told_from_ddp_by_its_second_epoch)
+{
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH_SAMPLER,
+                        .seed = seeds[_i],
+                        .n = 200,
+                        .world = 1,
+                        .batch = 4,
+                        .workers = 2,
+                        .ranks = 1,
+                        .persistent = true,
+                        .epochs = 2};
+    expect_identified(&t, 100000, NULL, false);
+}
+END_TEST
+
+START_TEST(small_datasets)
+{
+    /* n = 1: nothing to learn */
+    struct opens o = {0};
+    for (int i = 0; i < 5; i++)
+        push(&o, 0, 1000, 999);
+    struct cfs_identify_params p = params(1, 0, 4096);
+    struct cfs_identified id;
+    ck_assert_int_eq(identify(&p, &o, &id), 0);
+    ck_assert_uint_eq(id.sampler.n, 1);
+    opens_free(&o);
+    /* n = 2: one bit an epoch, so many epochs are needed... */
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP,
+                        .seed = 12345,
+                        .n = 2,
+                        .world = 1,
+                        .batch = 1,
+                        .ranks = 1,
+                        .epochs = 20};
+    o = simulate(&t, 100000);
+    p = params(2, t.seed, 4096);
+    ck_assert_int_eq(identify(&p, &o, &id), -ENOENT);
+    ck_assert_ptr_nonnull(strstr(id.text, "bits of evidence"));
+    opens_free(&o);
+    t.epochs = 90;
+    expect_identified(&t, 100000, NULL, false);
+    /* n = 10: a handful of epochs */
+    t = (struct trainer){.kind = CFS_SAMPLER_TORCH_DDP,
+                         .seed = 7,
+                         .n = 10,
+                         .world = 2,
+                         .batch = 2,
+                         .ranks = 2,
+                         .epochs = 6};
+    expect_identified(&t, 100000, NULL, false);
+}
+END_TEST
+
+START_TEST(a_resumed_ddp_run)
+{
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP,
+                        .seed = 77,
+                        .n = 5000,
+                        .world = 2,
+                        .batch = 8,
+                        .workers = 2,
+                        .ranks = 2,
+                        .first_epoch = 3,
+                        .epochs = 1};
+    /* no hint: seed 80 at epoch 0, the same order */
+    expect_identified(&t, 300, NULL, false);
+    struct cfs_sampler_params hint = {
+        .kind = CFS_SAMPLER_TORCH_DDP, .seed = 77, .world = 2, .batch = 8};
+    expect_identified(&t, 300, &hint, true);
+}
+END_TEST
+
+/* Node 1 of two, ranks 2 and 3 of 4: the head of its ranks' streams is
+ * randperm position 2, which the registered world says. */
+START_TEST(the_second_node_of_a_ddp_run)
+{
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP,
+                        .seed = 555,
+                        .n = 10000,
+                        .world = 4,
+                        .batch = 8,
+                        .workers = 2,
+                        .rank_first = 2,
+                        .ranks = 2,
+                        .epochs = 1};
+    struct opens o = simulate(&t, 200);
+    struct cfs_sampler_params hint = {.kind = CFS_SAMPLER_TORCH_DDP, .world = 4, .batch = 8};
+    struct cfs_identify_params p = params(t.n, t.seed, 4096);
+    p.hint = &hint;
+    p.node = 1, p.nodes = 2;
+    struct cfs_identified id;
+    ck_assert_msg(identify(&p, &o, &id) == 0, "%s", id.text);
+    ck_assert_uint_eq(id.sampler.seed, 555);
+    ck_assert_uint_eq(id.sampler.world, 4);
+    ck_assert_uint_eq(id.rank_first, 2);
+    ck_assert_uint_eq(id.rank_count, 2);
+    ck_assert_uint_eq(id.workers, 2);
+    /* without the world, the head is not among this node's readers */
+    p.hint = NULL;
+    ck_assert_int_eq(identify(&p, &o, &id), -ENOENT);
+    opens_free(&o);
+}
+END_TEST
+
+START_TEST(a_contradicted_hint_is_reported)
+{
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP,
+                        .seed = 4242,
+                        .n = 10000,
+                        .world = 2,
+                        .batch = 8,
+                        .workers = 2,
+                        .ranks = 2,
+                        .epochs = 1};
+    struct opens o = simulate(&t, 300);
+    struct cfs_sampler_params hint = {.kind = CFS_SAMPLER_TORCH_DDP, .world = 8, .batch = 8};
+    struct cfs_identify_params p = params(t.n, t.seed, 4096);
+    p.hint = &hint;
+    struct cfs_identified id;
+    ck_assert_int_eq(identify(&p, &o, &id), 0);
+    ck_assert_uint_eq(id.sampler.world, 2);
+    ck_assert_ptr_nonnull(strstr(id.text, "registered world=8 contradicted"));
+    opens_free(&o);
+}
+END_TEST
+
+/* --- Orders that are not torch shuffles. ------------------------------------ */
+
+static uint64_t xorshift(uint64_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return *x;
+}
+
+static void refused(const uint32_t *order, size_t len, uint32_t n, pid_t pid)
+{
+    struct opens o = {0};
+    for (size_t i = 0; i < len; i++)
+        push(&o, order[i], pid + (pid_t)((i / 4) % 2), 999);
+    struct cfs_identify_params p = params(n, 0, 1u << 16);
+    struct cfs_identified id;
+    ck_assert_msg(identify(&p, &o, &id) == -ENOENT, "misidentified: %s", id.text);
+    opens_free(&o);
+}
+
+START_TEST(orders_that_are_not_shuffles_are_refused)
+{
+    enum { N = 1000, LEN = 400 };
+    uint32_t *order = malloc(N * sizeof(*order));
+    for (uint32_t i = 0; i < N; i++)
+        order[i] = i;
+    refused(order, LEN, N, 1000); /* sequential */
+    for (uint32_t i = 0; i < N; i++)
+        order[i] = N - 1 - i;
+    refused(order, LEN, N, 1000); /* reversed */
+    for (uint32_t i = 0; i < N; i++)
+        order[i] = (uint32_t)((uint64_t)i * 7 % N);
+    refused(order, LEN, N, 1000); /* strided */
+    uint64_t x = 88172645463325252ull;
+    for (uint32_t i = 0; i < N; i++)
+        order[i] = i;
+    for (uint32_t i = N - 1; i > 0; i--) {
+        uint32_t j = (uint32_t)(xorshift(&x) % (i + 1));
+        uint32_t t = order[i];
+        order[i] = order[j], order[j] = t;
+    }
+    refused(order, LEN, N, 1000);
+    /* Python's random.shuffle: from the end, rejection-sampled draws of
+     * the same generator torch uses, seeded like torch (seed 3) */
+    struct cfs_mt19937 mt;
+    cfs_mt19937_seed(&mt, 3);
+    for (uint32_t i = 0; i < N; i++)
+        order[i] = i;
+    for (uint32_t i = N - 1; i > 0; i--) {
+        uint32_t bits = 32 - (uint32_t)__builtin_clz(i + 1), j;
+        do
+            j = cfs_mt19937_next32(&mt) >> (32 - bits);
+        while (j > i);
+        uint32_t t = order[i];
+        order[i] = order[j], order[j] = t;
+    }
+    refused(order, LEN, N, 1000);
+    free(order);
+    /* a small dataset read in order, epoch after epoch, by one process */
+    uint32_t small[100];
+    for (uint32_t i = 0; i < 100; i++)
+        small[i] = i % 10;
+    struct opens o = {0};
+    for (uint32_t i = 0; i < 100; i++)
+        push(&o, small[i], 1000, 999);
+    struct cfs_identify_params p = params(10, 0, 1u << 16);
+    struct cfs_identified id;
+    ck_assert_msg(identify(&p, &o, &id) == -ENOENT, "misidentified: %s", id.text);
+    opens_free(&o);
+}
+END_TEST
+
+/* A prefix of a real shuffle with its head cut off is not identified as
+ * another seed. */
+START_TEST(a_shuffle_seen_from_its_middle_is_not_misnamed)
+{
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP,
+                        .seed = 99,
+                        .n = 1000,
+                        .world = 1,
+                        .batch = 1,
+                        .ranks = 1,
+                        .epochs = 1};
+    struct opens o = simulate(&t, 1000);
+    struct opens cut = {0};
+    for (size_t i = 10; i < o.len; i++)
+        push(&cut, o.s[i], o.pid[i], o.ppid[i]);
+    struct cfs_identify_params p = params(t.n, t.seed, 1u << 16);
+    struct cfs_identified id;
+    ck_assert_msg(identify(&p, &cut, &id) == -ENOENT, "%s", id.text);
+    opens_free(&o);
+    opens_free(&cut);
+}
+END_TEST
+
+/* --- Large n, the full range, the thread. -------------------------------- */
+
+START_TEST(torch_2_6_large_n_for_a_small_seed)
+{
+    const uint32_t n = 214748365u; /* torch >= 2.6's inside-out shuffle */
+    uint32_t pos[48], val[48];
+    for (int i = 0; i < 48; i++)
+        pos[i] = (uint32_t)i;
+    ck_assert_int_eq(cfs_seed_inside_out_at(2, 0, n, pos, 48, val), 0);
+    struct opens o = {0};
+    for (int i = 0; i < 48; i++)
+        push(&o, val[i], 1000, 999);
+    struct cfs_identify_params p = {.n = n, .nodes = 1, .seed_first = 0, .seed_count = 4};
+    struct cfs_identified id;
+    ck_assert_msg(identify(&p, &o, &id) == 0, "%s", id.text);
+    ck_assert_int_eq(id.sampler.kind, CFS_SAMPLER_TORCH_DDP);
+    ck_assert_uint_eq(id.sampler.seed, 2);
+    ck_assert_uint_eq(id.sampler.world, 1);
+    opens_free(&o);
+}
+END_TEST
+
+START_TEST(the_full_seed_range)
+{
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH,
+                        .seed = 0xdeadbeefu,
+                        .n = 100000,
+                        .world = 1,
+                        .batch = 4,
+                        .workers = 2,
+                        .ranks = 1,
+                        .epochs = 1};
+    struct opens o = simulate(&t, 64);
+    struct cfs_identify_params p = {.n = t.n, .nodes = 1}; /* all 2^32 seeds */
+    struct cfs_identified id;
+    ck_assert_msg(identify(&p, &o, &id) == 0, "%s", id.text);
+    ck_assert_int_eq(id.sampler.kind, CFS_SAMPLER_TORCH);
+    ck_assert_uint_eq(id.sampler.seed, 0xdeadbeefu);
+    ck_assert_uint_eq(id.workers, 2);
+    opens_free(&o);
+}
+END_TEST
+
+struct seen {
+    int calls;
+    struct cfs_identified id;
+};
+
+static void on_identified(void *arg, const struct cfs_identified *id)
+{
+    struct seen *s = arg;
+    s->id = *id;
+    __atomic_add_fetch(&s->calls, 1, __ATOMIC_SEQ_CST);
+}
+
+static enum cfs_identify_state wait_state(struct cfs_identify *id, enum cfs_identify_state want)
+{
+    enum cfs_identify_state st = cfs_identify_state(id, NULL);
+    for (int i = 0; i < 3000 && st != want; i++) {
+        usleep(10000);
+        st = cfs_identify_state(id, NULL);
+    }
+    return st;
+}
+
+START_TEST(the_thread_learns_and_restarts)
+{
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP,
+                        .seed = 31337,
+                        .n = 10000,
+                        .world = 2,
+                        .batch = 8,
+                        .workers = 2,
+                        .ranks = 2,
+                        .epochs = 1};
+    struct opens o = simulate(&t, 200);
+    struct seen seen = {0};
+    struct cfs_identify_params p = params(t.n, t.seed, 4096);
+    p.on_identified = on_identified;
+    p.cb_arg = &seen;
+    struct cfs_identify *id;
+    char err[256];
+    ck_assert_int_eq(cfs_identify_create(&p, &id, err, sizeof(err)), 0);
+    ck_assert_int_eq(cfs_identify_state(id, NULL), CFS_IDENTIFY_LEARNING);
+    for (size_t i = 0; i < o.len; i++)
+        cfs_identify_observe(id, o.s[i], o.pid[i], o.ppid[i]);
+    ck_assert_int_eq(wait_state(id, CFS_IDENTIFY_IDENTIFIED), CFS_IDENTIFY_IDENTIFIED);
+    struct cfs_identified got;
+    ck_assert_int_eq(cfs_identify_state(id, &got), CFS_IDENTIFY_IDENTIFIED);
+    ck_assert_int_eq(__atomic_load_n(&seen.calls, __ATOMIC_SEQ_CST), 1);
+    ck_assert_uint_eq(got.sampler.seed, 31337);
+    ck_assert_uint_eq(seen.id.sampler.world, 2);
+    cfs_identify_restart(id);
+    ck_assert_int_eq(cfs_identify_state(id, NULL), CFS_IDENTIFY_LEARNING);
+    /* a sequential reader afterwards: not a shuffle */
+    for (uint32_t i = 0; i < 64; i++)
+        cfs_identify_observe(id, i, 5000, 999);
+    ck_assert_int_eq(wait_state(id, CFS_IDENTIFY_NOT_A_SHUFFLE), CFS_IDENTIFY_NOT_A_SHUFFLE);
+    ck_assert_int_eq(__atomic_load_n(&seen.calls, __ATOMIC_SEQ_CST), 1);
+    cfs_identify_destroy(id);
+    opens_free(&o);
+}
+END_TEST
+
+static int calls_of(struct seen *s)
+{
+    return __atomic_load_n(&s->calls, __ATOMIC_SEQ_CST);
+}
+
+/* Epoch 0 of torch-sampler reads as torch-ddp at world 1 (the likelier);
+ * its epoch 1 tells them apart and the module says so again. */
+START_TEST(the_thread_refines_with_the_next_epoch)
+{
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH_SAMPLER,
+                        .seed = 2024,
+                        .n = 200,
+                        .world = 1,
+                        .batch = 4,
+                        .workers = 2,
+                        .ranks = 1,
+                        .persistent = true,
+                        .epochs = 2};
+    struct opens o = simulate(&t, 100000);
+    ck_assert_uint_eq(o.len, 400);
+    struct seen seen = {0};
+    struct cfs_identify_params p = params(t.n, t.seed, 4096);
+    p.on_identified = on_identified;
+    p.cb_arg = &seen;
+    struct cfs_identify *id;
+    char err[256];
+    ck_assert_int_eq(cfs_identify_create(&p, &id, err, sizeof(err)), 0);
+    for (size_t i = 0; i < 200; i++)
+        cfs_identify_observe(id, o.s[i], o.pid[i], o.ppid[i]);
+    ck_assert_int_eq(wait_state(id, CFS_IDENTIFY_IDENTIFIED), CFS_IDENTIFY_IDENTIFIED);
+    for (int i = 0; i < 3000 && calls_of(&seen) < 1; i++)
+        usleep(10000);
+    ck_assert_int_eq(calls_of(&seen), 1);
+    ck_assert_int_eq(seen.id.sampler.kind, CFS_SAMPLER_TORCH_DDP);
+    for (size_t i = 200; i < o.len; i++)
+        cfs_identify_observe(id, o.s[i], o.pid[i], o.ppid[i]);
+    for (int i = 0; i < 3000 && calls_of(&seen) < 2; i++)
+        usleep(10000);
+    ck_assert_int_eq(calls_of(&seen), 2);
+    struct cfs_identified got;
+    ck_assert_int_eq(cfs_identify_state(id, &got), CFS_IDENTIFY_IDENTIFIED);
+    ck_assert_int_eq(got.sampler.kind, CFS_SAMPLER_TORCH_SAMPLER);
+    ck_assert_int_eq(seen.id.sampler.kind, CFS_SAMPLER_TORCH_SAMPLER);
+    ck_assert(got.sampler.persistent_workers);
+    ck_assert_uint_eq(got.sampler.seed, 2024);
+    ck_assert_uint_eq(got.epoch, 1);
+    cfs_identify_destroy(id);
+    opens_free(&o);
+}
+END_TEST
+
+START_TEST(bad_input)
+{
+    struct cfs_identify_params p = params(0, 0, 16);
+    uint32_t s[1] = {5};
+    struct cfs_identified id;
+    char err[256] = "";
+    ck_assert_int_eq(cfs_identify_offline(&p, s, NULL, NULL, 1, &id, err, sizeof(err)), -EINVAL);
+    ck_assert(err[0]);
+    p.n = 5;
+    err[0] = '\0';
+    ck_assert_int_eq(cfs_identify_offline(&p, s, NULL, NULL, 1, &id, err, sizeof(err)), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "sample 5"));
+    ck_assert_int_eq(cfs_identify_offline(&p, s, NULL, NULL, 0, &id, err, sizeof(err)), -ENOENT);
+    cfs_identify_destroy(NULL);
+}
+END_TEST
+
+static Suite *identify_suite(void)
+{
+    Suite *s = suite_create("identify");
+    TCase *t = tcase_create("patterns");
+    tcase_add_loop_test(t, ddp_worlds_and_workers, 0, 5);
+    tcase_add_loop_test(t, before_the_first_batch_is_done, 0, 5);
+    tcase_add_loop_test(t, a_registered_seed_completes_the_high_bits, 0, 5);
+    tcase_add_loop_test(t, torch_loader_with_and_without_persistent_workers, 0, 5);
+    tcase_add_loop_test(t, torch_sampler_is_told_from_ddp_by_its_second_epoch, 0, 5);
+    tcase_add_test(t, small_datasets);
+    tcase_add_test(t, a_resumed_ddp_run);
+    tcase_add_test(t, the_second_node_of_a_ddp_run);
+    tcase_add_test(t, a_contradicted_hint_is_reported);
+    tcase_add_test(t, bad_input);
+    suite_add_tcase(s, t);
+    TCase *f = tcase_create("refusals");
+    tcase_add_test(f, orders_that_are_not_shuffles_are_refused);
+    tcase_add_test(f, a_shuffle_seen_from_its_middle_is_not_misnamed);
+    suite_add_tcase(s, f);
+    TCase *big = tcase_create("large");
+    tcase_set_timeout(big, 600);
+    tcase_add_test(big, torch_2_6_large_n_for_a_small_seed);
+    tcase_add_test(big, the_thread_learns_and_restarts);
+    tcase_add_test(big, the_thread_refines_with_the_next_epoch);
+    if (!getenv("CFS_IDENTIFY_SKIP_FULL"))
+        tcase_add_test(big, the_full_seed_range);
+    suite_add_tcase(s, big);
+    return s;
+}
+
+int main(void)
+{
+    return cfs_check_run(identify_suite());
+}

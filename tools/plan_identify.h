@@ -1,0 +1,15 @@
+/* clairfs-plan --identify FILE: a recorded open order, identified offline
+ * (tools/plan_identify.c). */
+#ifndef CLAIRFS_PLAN_IDENTIFY_H
+#define CLAIRFS_PLAN_IDENTIFY_H
+
+#include "clairfs/catalog.h"
+#include "clairfs/identify.h"
+
+/* Reads FILE (format in plan_identify.c), resolves its paths through cat,
+ * identifies (p->n is set from cat) and prints the identification line.
+ * Returns the exit status: 0 identified, 1 not, 2 bad input. */
+int plan_identify(const char *prog, const char *file, const struct cfs_catalog *cat,
+                  struct cfs_identify_params *p);
+
+#endif
