@@ -17,8 +17,13 @@
  * (a dense array for the positions up to it, a small hash table for the
  * far positions its swaps touch, at most one per step). */
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "clairfs/rng_offset.h"
 
@@ -183,8 +188,18 @@ static void walk_free(struct walk *w)
     free(w->sp.vals);
 }
 
-int cfs_rng_draw_search(const struct cfs_rng_problem *p, uint64_t first, uint64_t step,
-                        uint64_t count, struct cfs_rng_result *res)
+/* How often (in batches of LANES candidates) the walk looks at its cancel
+ * flag and publishes its progress. */
+#define CHECK_EVERY_BATCHES 1024u
+
+/* A background walk's shared state; NULL for a synchronous one. */
+struct walk_control {
+    atomic_bool cancel;
+    _Atomic uint64_t done;
+};
+
+static int run_walk(const struct cfs_rng_problem *p, uint64_t first, uint64_t step,
+                    uint64_t count, struct cfs_rng_result *res, struct walk_control *ctl)
 {
     struct walk w;
     struct cfs_mt19937 mt;
@@ -217,7 +232,15 @@ int cfs_rng_draw_search(const struct cfs_rng_problem *p, uint64_t first, uint64_
      * word D + 1. */
     cfs_mt19937_seed(&mt, p->seed);
     cfs_mt19937_discard(&mt, first + 1);
-    for (uint64_t j0 = 0; j0 < count; j0 += LANES) {
+    for (uint64_t j0 = 0, batch = 0; j0 < count; j0 += LANES, batch++) {
+        if (ctl && batch % CHECK_EVERY_BATCHES == 0) {
+            atomic_store(&ctl->done, j0);
+            if (atomic_load(&ctl->cancel)) {
+                res->searched = j0;
+                res->cancelled = true;
+                break;
+            }
+        }
         int lanes = count - j0 < LANES ? (int)(count - j0) : LANES;
         for (int l = 0; l < LANES; l++) {
             if (l < lanes) {
@@ -235,6 +258,106 @@ int cfs_rng_draw_search(const struct cfs_rng_problem *p, uint64_t first, uint64_
                                        : CFS_SEED_AMBIGUOUS;
 out:
     walk_free(&w);
+    return rc;
+}
+
+int cfs_rng_draw_search(const struct cfs_rng_problem *p, uint64_t first, uint64_t step,
+                        uint64_t count, struct cfs_rng_result *res)
+{
+    return run_walk(p, first, step, count, res, NULL);
+}
+
+struct cfs_rng_search {
+    struct cfs_rng_problem p; /* c points at the copy below */
+    struct cfs_seed_constraint *c;
+    uint64_t first, step, count;
+    struct walk_control ctl;
+    _Atomic(const char *) priority;
+    atomic_bool finished;
+    int rc;
+    struct cfs_rng_result res;
+    pthread_t thread;
+};
+
+/* The trainer's CPUs come first: SCHED_IDLE runs only when nothing else
+ * wants the core; where it is refused, the lowest nice value. */
+static const char *lower_priority(void)
+{
+    struct sched_param sp = {.sched_priority = 0};
+    if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp) == 0)
+        return "idle";
+    if (setpriority(PRIO_PROCESS, (id_t)gettid(), 19) == 0)
+        return "nice 19";
+    return "normal";
+}
+
+static void *search_thread(void *arg)
+{
+    struct cfs_rng_search *s = arg;
+    atomic_store(&s->priority, lower_priority());
+    s->rc = run_walk(&s->p, s->first, s->step, s->count, &s->res, &s->ctl);
+    atomic_store(&s->ctl.done, s->count);
+    atomic_store(&s->finished, true);
+    return NULL;
+}
+
+int cfs_rng_search_start(const struct cfs_rng_problem *p, uint64_t first, uint64_t step,
+                         uint64_t count, struct cfs_rng_search **out)
+{
+    struct cfs_rng_search *s = calloc(1, sizeof(*s));
+    *out = NULL;
+    if (!s)
+        return -ENOMEM;
+    s->c = malloc((p->nc ? p->nc : 1) * sizeof(*s->c));
+    if (!s->c) {
+        free(s);
+        return -ENOMEM;
+    }
+    memcpy(s->c, p->c, p->nc * sizeof(*s->c));
+    s->p = *p;
+    s->p.c = s->c;
+    s->first = first;
+    s->step = step;
+    s->count = count;
+    atomic_init(&s->priority, "not started");
+    int rc = -pthread_create(&s->thread, NULL, search_thread, s);
+    if (rc < 0) {
+        free(s->c);
+        free(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+double cfs_rng_search_progress(const struct cfs_rng_search *s)
+{
+    uint64_t done = atomic_load(&((struct cfs_rng_search *)s)->ctl.done);
+    return s->count ? (double)done / (double)s->count : 1.0;
+}
+
+bool cfs_rng_search_done(const struct cfs_rng_search *s)
+{
+    return atomic_load(&((struct cfs_rng_search *)s)->finished);
+}
+
+const char *cfs_rng_search_priority(const struct cfs_rng_search *s)
+{
+    return atomic_load(&((struct cfs_rng_search *)s)->priority);
+}
+
+void cfs_rng_search_cancel(struct cfs_rng_search *s)
+{
+    atomic_store(&s->ctl.cancel, true);
+}
+
+int cfs_rng_search_finish(struct cfs_rng_search *s, struct cfs_rng_result *res)
+{
+    pthread_join(s->thread, NULL);
+    int rc = s->rc;
+    *res = s->res;
+    free(s->c);
+    free(s);
     return rc;
 }
 

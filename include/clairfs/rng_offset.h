@@ -36,8 +36,9 @@
  * that one epoch, not the next ones (the next private seed is far down an
  * unknown stream). Finding S from there is not attempted.
  *
- * Pure computation, synchronous; callers that must not steal the trainer's
- * CPU run it in a thread of their own at idle priority. */
+ * Pure computation: synchronous, or the general walk in one background
+ * thread at idle priority (SCHED_IDLE, else nice 19), the seed search's
+ * pattern, so a mount can run it beside the trainer. */
 #ifndef CLAIRFS_RNG_OFFSET_H
 #define CLAIRFS_RNG_OFFSET_H
 
@@ -67,6 +68,7 @@ struct cfs_rng_result {
     enum cfs_seed_verdict verdict;
     uint64_t searched; /* candidates examined */
     uint64_t matches;  /* candidates that agree */
+    bool cancelled;    /* a background walk stopped early: searched < count */
     uint32_t n_found;  /* the first matches, ascending, at most CFS_RNG_MAX_CANDIDATES */
     uint64_t found[CFS_RNG_MAX_CANDIDATES];
 };
@@ -89,6 +91,21 @@ int cfs_rng_offset_find(const struct cfs_rng_problem *p, uint64_t max_offset,
 int cfs_rng_epoch_words_find(const struct cfs_rng_problem *p, uint64_t offset,
                              bool persistent_workers, uint32_t epoch, uint64_t max_words,
                              struct cfs_rng_result *res);
+
+/* cfs_rng_draw_search() in a background thread (the problem is copied).
+ * Progress is the fraction of the candidates examined; cancel makes the
+ * result cover what was examined (cancelled set); finish waits for the
+ * thread, fills res, frees everything and returns the walk's return code.
+ * priority says how the thread yields: "idle", "nice 19", "normal" or
+ * "not started". */
+struct cfs_rng_search;
+int cfs_rng_search_start(const struct cfs_rng_problem *p, uint64_t first, uint64_t step,
+                         uint64_t count, struct cfs_rng_search **out);
+double cfs_rng_search_progress(const struct cfs_rng_search *s);
+bool cfs_rng_search_done(const struct cfs_rng_search *s);
+const char *cfs_rng_search_priority(const struct cfs_rng_search *s);
+void cfs_rng_search_cancel(struct cfs_rng_search *s);
+int cfs_rng_search_finish(struct cfs_rng_search *s, struct cfs_rng_result *res);
 
 /* Word D_e of the formula above: where epoch e's private seed is drawn. */
 uint64_t cfs_rng_epoch_draw(uint64_t offset, uint64_t epoch_words, bool persistent_workers,

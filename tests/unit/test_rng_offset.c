@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check_run.h"
 #include "clairfs/rng_offset.h"
@@ -249,6 +250,43 @@ START_TEST(without_the_seed_the_seed_search_finds_the_epoch)
 }
 END_TEST
 
+/* The background walk gives the synchronous answer, and stops when asked. */
+START_TEST(the_background_walk_matches_and_cancels)
+{
+    struct cfs_seed_constraint c[8];
+    prefix_at(123457 + 2, N, 8, c);
+    struct cfs_rng_problem p = problem(N, c, 8);
+    struct cfs_rng_search *bg;
+    struct cfs_rng_result r;
+    ck_assert_int_eq(cfs_rng_search_start(&p, 2, 1, 200000, &bg), 0);
+    c[0].value ^= 1; /* the problem was copied */
+    int rc = cfs_rng_search_finish(bg, &r);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_int_eq(r.verdict, CFS_SEED_UNIQUE);
+    ck_assert_uint_eq(r.found[0], 123457);
+    ck_assert_uint_eq(r.searched, 200000);
+    ck_assert(!r.cancelled);
+
+    prefix_at(123457 + 2, N, 8, c);
+    ck_assert_int_eq(cfs_rng_search_start(&p, 2, 1, 1ull << 40, &bg), 0);
+    while (cfs_rng_search_progress(bg) == 0.0)
+        usleep(1000);
+    const char *prio = cfs_rng_search_priority(bg);
+    ck_assert(!strcmp(prio, "idle") || !strcmp(prio, "nice 19") || !strcmp(prio, "normal"));
+    ck_assert(!cfs_rng_search_done(bg));
+    cfs_rng_search_cancel(bg);
+    ck_assert_int_eq(cfs_rng_search_finish(bg, &r), 0);
+    ck_assert(r.cancelled);
+    ck_assert_uint_gt(r.searched, 0);
+    ck_assert_uint_lt(r.searched, 1ull << 40);
+    /* What was examined was examined whole: K = 123457 lies within it. */
+    if (r.searched > 123457) {
+        ck_assert_int_eq(r.verdict, CFS_SEED_UNIQUE);
+        ck_assert_uint_eq(r.found[0], 123457);
+    }
+}
+END_TEST
+
 static Suite *rng_offset_suite(void)
 {
     Suite *s = suite_create("rng_offset");
@@ -260,6 +298,7 @@ static Suite *rng_offset_suite(void)
     tcase_add_test(t, without_a_cheap_constraint_every_candidate_is_replayed);
     tcase_add_test(t, contradictions_foreign_orders_and_bad_input);
     tcase_add_test(t, without_the_seed_the_seed_search_finds_the_epoch);
+    tcase_add_test(t, the_background_walk_matches_and_cancels);
     suite_add_tcase(s, t);
     return s;
 }
