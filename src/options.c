@@ -57,6 +57,7 @@ static const struct {
     {"hf-accelerate", CFS_SAMPLER_HF_ACCELERATE},
     {"torchvision-ra", CFS_SAMPLER_TORCHVISION_RA},
     {"timm-ra", CFS_SAMPLER_TIMM_RA},
+    {"torch-global", CFS_SAMPLER_TORCH_GLOBAL},
 };
 
 static int parse_sampler(struct cfs_options *o, const char *v, char *err, size_t errlen)
@@ -74,7 +75,7 @@ static int parse_sampler(struct cfs_options *o, const char *v, char *err, size_t
         }
     return cfs_error_msg(err, errlen, -EINVAL,
                          "option sampler=%s: expected torch-ddp, torch, torch-sampler, lightning, "
-                         "hf-accelerate, torchvision-ra, timm-ra or list:FILE",
+                         "hf-accelerate, torchvision-ra, timm-ra, torch-global or list:FILE",
                          v);
 }
 
@@ -160,7 +161,7 @@ static const struct opt_def options_table[] = {
      "the trainer's sampler seed; without it clairfs serves and caches but predicts nothing"},
     {"sampler", OPT_SPECIAL, 0, NO_PRESENT, 0, 0, parse_sampler,
      "torch-ddp (default), torch, torch-sampler, lightning, hf-accelerate, torchvision-ra, "
-     "timm-ra or list:FILE: the trainer's sampling pattern"},
+     "timm-ra, torch-global or list:FILE: the trainer's sampling pattern"},
     {"torch", OPT_SPECIAL, 0, NO_PRESENT, 0, 0, parse_torch,
      "current (torch >= 2.6, default) or legacy: the trainer's randperm for n >= 214748364"},
     {"world", OPT_U32, OFF(world), NO_PRESENT, 1, UINT32_MAX, NULL,
@@ -174,9 +175,15 @@ static const struct opt_def options_table[] = {
     {"drop_last_batch", OPT_FLAG, OFF(drop_last_batch), NO_PRESENT, 0, 0, NULL,
      "DataLoader(drop_last=True): the last incomplete batch is not read"},
     {"persistent_workers", OPT_FLAG, OFF(persistent_workers), NO_PRESENT, 0, 0, NULL,
-     "DataLoader(persistent_workers=True) (sampler=torch)"},
+     "DataLoader(persistent_workers=True) (sampler=torch, torch-global)"},
     {"repetitions", OPT_SPECIAL, 0, NO_PRESENT, 0, 0, parse_repetitions,
      "repeats of each index (sampler=torchvision-ra, timm-ra), default 3"},
+    {"rng_offset", OPT_U64, OFF(rng_offset), NO_PRESENT, 0, UINT64_MAX, NULL,
+     "global-generator words drawn before the loader's first epoch (sampler=torch-global), "
+     "default 0"},
+    {"rng_epoch_words", OPT_U64, OFF(rng_epoch_words), NO_PRESENT, 0, UINT64_MAX, NULL,
+     "global-generator words each epoch draws outside the loader (sampler=torch-global), "
+     "default 0"},
     {"epochs", OPT_U32, OFF(epochs), NO_PRESENT, 1, UINT32_MAX, NULL,
      "epochs the trainer runs, default 100"},
     {"start_epoch", OPT_U32, OFF(start_epoch), NO_PRESENT, 0, UINT32_MAX, NULL,
@@ -509,4 +516,6 @@ void cfs_options_sampler_params(const struct cfs_options *o, uint64_t n,
     p->list_path = o->sampler_list;
     p->randperm = o->randperm;
     p->repetitions = o->repetitions;
+    p->rng_offset = o->rng_offset;
+    p->rng_epoch_words = o->rng_epoch_words;
 }

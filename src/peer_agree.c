@@ -96,7 +96,8 @@ static void format_value(const struct cfs_peer_agreement *a, const struct agree_
                          char *buf, size_t len)
 {
     static const char *const samplers[] = {"torch-ddp", "torch", "torch-sampler", "list",
-                                           "hf-accelerate", "torchvision-ra", "timm-ra"};
+                                           "hf-accelerate", "torchvision-ra", "timm-ra",
+                                           "torch-global"};
     static const char *const orders[] = {"imagefolder", "sorted", "list"};
     uint64_t v = field_val(a, f->off);
     switch (f->fmt) {

@@ -2,7 +2,7 @@
  *
  * One epoch at a time: the sampler holds one permutation of n (or one
  * epoch of a list), never all epochs. torch-ddp is stateless - epoch e is a
- * pure function of seed + e. torch and torch-sampler draw from one generator
+ * pure function of seed + e. torch, torch-sampler and torch-global draw from one generator
  * for the whole run, so the generator is kept just past the last computed
  * epoch; a later epoch skips the epochs in between by discarding exactly the
  * words they would draw (no permutation needed), an earlier one replays
@@ -50,8 +50,19 @@ const char *cfs_sampler_kind_name(enum cfs_sampler_kind kind)
     case CFS_SAMPLER_HF_ACCELERATE: return "hf-accelerate";
     case CFS_SAMPLER_TORCHVISION_RA: return "torchvision-ra";
     case CFS_SAMPLER_TIMM_RA: return "timm-ra";
+    case CFS_SAMPLER_TORCH_GLOBAL: return "torch-global";
     }
     return "?";
+}
+
+/* The generator at the start of epoch 0: torch-global's trainer has drawn
+ * rng_offset words of the global generator (model construction) first. */
+static void stateful_start(struct cfs_sampler *s)
+{
+    cfs_mt19937_seed(&s->mt, s->p.seed);
+    if (s->p.kind == CFS_SAMPLER_TORCH_GLOBAL)
+        cfs_mt19937_discard(&s->mt, s->p.rng_offset);
+    s->gen_epoch = 0;
 }
 
 int cfs_sampler_create(const struct cfs_sampler_params *p, struct cfs_sampler **out, char *err,
@@ -78,7 +89,7 @@ int cfs_sampler_create(const struct cfs_sampler_params *p, struct cfs_sampler **
         snprintf(err, errlen, "sampler: unknown randperm algorithm %d", (int)p->randperm);
         goto fail;
     }
-    if (p->kind > CFS_SAMPLER_TIMM_RA || (p->kind == CFS_SAMPLER_LIST && !p->list_path)) {
+    if (p->kind > CFS_SAMPLER_TORCH_GLOBAL || (p->kind == CFS_SAMPLER_LIST && !p->list_path)) {
         snprintf(err, errlen, "option sampler: unknown kind or list without a file");
         goto fail;
     }
@@ -123,7 +134,7 @@ int cfs_sampler_create(const struct cfs_sampler_params *p, struct cfs_sampler **
         s->buf = malloc(p->n * sizeof(*s->buf));
         if (!s->buf)
             goto oom;
-        cfs_mt19937_seed(&s->mt, p->seed);
+        stateful_start(s);
     }
     *out = s;
     return 0;
@@ -159,9 +170,38 @@ uint64_t cfs_sampler_rank_len(const struct cfs_sampler *s, uint32_t epoch, uint3
  * created (every epoch, or only the first with persistent workers). */
 static uint64_t base_seed_words(const struct cfs_sampler *s, uint64_t epoch)
 {
-    if (s->p.kind != CFS_SAMPLER_TORCH)
+    if (s->p.kind != CFS_SAMPLER_TORCH && s->p.kind != CFS_SAMPLER_TORCH_GLOBAL)
         return 0;
     return (!s->p.persistent_workers || epoch == 0) ? 2 : 0;
+}
+
+/* Words of the run's generator one whole epoch draws. torch-global's
+ * permutations come from private generators: the global one sees only the
+ * private seed (a random64) and the epoch's words outside the loader. */
+static uint64_t epoch_words(const struct cfs_sampler *s, uint64_t epoch, uint64_t rp)
+{
+    if (s->p.kind == CFS_SAMPLER_TORCH_GLOBAL)
+        return base_seed_words(s, epoch) + 2 + s->p.rng_epoch_words;
+    return base_seed_words(s, epoch) + 2 * rp;
+}
+
+/* The epoch's permutation into buf, from the generator at the epoch's start,
+ * leaving the generator at the next epoch's start. */
+static void draw_epoch(struct cfs_sampler *s, uint64_t epoch, uint64_t rp)
+{
+    cfs_mt19937_discard(&s->mt, base_seed_words(s, epoch));
+    if (s->p.kind == CFS_SAMPLER_TORCH_GLOBAL) {
+        /* RandomSampler: generator.manual_seed(int(empty(int64).random_())),
+         * a random64 masked to 63 bits; manual_seed keeps its low 32. */
+        struct cfs_mt19937 private_gen;
+        cfs_mt19937_seed(&private_gen, cfs_mt19937_next64(&s->mt) & INT64_MAX);
+        cfs_torch_randperm(&private_gen, s->buf, (uint32_t)s->p.n, s->p.randperm);
+        cfs_mt19937_discard(&s->mt, s->p.rng_epoch_words);
+        return;
+    }
+    cfs_torch_randperm(&s->mt, s->buf, (uint32_t)s->p.n, s->p.randperm);
+    /* RandomSampler's trailing randperm(n)[:0] when the loader exhausts it. */
+    cfs_mt19937_discard(&s->mt, rp);
 }
 
 static int compute_stateful(struct cfs_sampler *s, uint32_t epoch)
@@ -172,21 +212,17 @@ static int compute_stateful(struct cfs_sampler *s, uint32_t epoch)
             s->mt = s->ckpt;
             s->gen_epoch = s->ckpt_epoch;
         } else {
-            cfs_mt19937_seed(&s->mt, s->p.seed);
-            s->gen_epoch = 0;
+            stateful_start(s);
         }
     }
     for (; s->gen_epoch < epoch; s->gen_epoch++)
-        cfs_mt19937_discard(&s->mt, base_seed_words(s, s->gen_epoch) + 2 * rp);
+        cfs_mt19937_discard(&s->mt, epoch_words(s, s->gen_epoch, rp));
     if (!s->have_ckpt || epoch < s->ckpt_epoch) {
         s->ckpt = s->mt;
         s->ckpt_epoch = epoch;
         s->have_ckpt = true;
     }
-    cfs_mt19937_discard(&s->mt, base_seed_words(s, epoch));
-    cfs_torch_randperm(&s->mt, s->buf, (uint32_t)s->p.n, s->p.randperm);
-    /* RandomSampler's trailing randperm(n)[:0] when the loader exhausts it. */
-    cfs_mt19937_discard(&s->mt, rp);
+    draw_epoch(s, epoch, rp);
     s->gen_epoch = (uint64_t)epoch + 1;
     return 0;
 }
@@ -211,6 +247,7 @@ int cfs_sampler_compute_epoch(struct cfs_sampler *s, uint32_t epoch)
         break;
     case CFS_SAMPLER_TORCH:
     case CFS_SAMPLER_TORCH_SAMPLER:
+    case CFS_SAMPLER_TORCH_GLOBAL:
         rc = compute_stateful(s, epoch);
         break;
     case CFS_SAMPLER_LIST: {

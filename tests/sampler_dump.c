@@ -6,8 +6,9 @@
  *   sampler_dump --kind K --n N --seed S [--world W] [--batch B] [--drop-last]
  *                [--drop-last-batch] [--persistent-workers] [--epochs E]
  *                [--start-epoch E0] [--list FILE] [--legacy-randperm] [--repetitions R]
+ *                [--rng-offset K] [--rng-epoch-words G]
  *   (K: torch-ddp, torch, torch-sampler, lightning = torch-ddp, hf-accelerate,
- *    torchvision-ra, timm-ra)
+ *    torchvision-ra, timm-ra, torch-global)
  *   sampler_dump --bench N [REPEAT] */
 #include <errno.h>
 #include <getopt.h>
@@ -80,6 +81,7 @@ int main(int argc, char **argv)
         {"epochs", required_argument, 0, 'e'},     {"start-epoch", required_argument, 0, 'S'},
         {"list", required_argument, 0, 'l'},       {"bench", required_argument, 0, 'B'},
         {"legacy-randperm", no_argument, 0, 'L'}, {"repetitions", required_argument, 0, 'R'},
+        {"rng-offset", required_argument, 0, 'K'}, {"rng-epoch-words", required_argument, 0, 'G'},
         {0, 0, 0, 0}};
     struct cfs_sampler_params p = {.kind = CFS_SAMPLER_TORCH_DDP, .world = 1, .batch = 1};
     uint64_t epochs = 1, start = 0, v, bench_n = 0;
@@ -97,6 +99,7 @@ int main(int argc, char **argv)
             else if (!strcmp(a, "hf-accelerate")) p.kind = CFS_SAMPLER_HF_ACCELERATE;
             else if (!strcmp(a, "torchvision-ra")) p.kind = CFS_SAMPLER_TORCHVISION_RA;
             else if (!strcmp(a, "timm-ra")) p.kind = CFS_SAMPLER_TIMM_RA;
+            else if (!strcmp(a, "torch-global")) p.kind = CFS_SAMPLER_TORCH_GLOBAL;
             else { fprintf(stderr, "sampler_dump: bad --kind %s\n", a); return 2; }
             break;
         case 'l': p.kind = CFS_SAMPLER_LIST; p.list_path = a; break;
@@ -117,6 +120,8 @@ int main(int argc, char **argv)
             else if (c == 'S') start = v;
             else if (c == 'B') bench_n = v;
             else if (c == 'R') p.repetitions = (uint32_t)v;
+            else if (c == 'K') p.rng_offset = v;
+            else if (c == 'G') p.rng_epoch_words = v;
         }
     }
     if (bench_n) {

@@ -300,7 +300,7 @@ static void usage(FILE *f, const char *prog)
             "  -o OPT[,OPT...]        the trainer, as for the mount: seed= (default 0),\n"
             "                         sampler=, world=, batch=, drop_last, drop_last_batch,\n"
             "                         start_epoch=, epochs=, order=, persistent_workers,\n"
-            "                         repetitions=\n"
+            "                         repetitions=, rng_offset=, rng_epoch_words=\n"
             "  --rank R               trainer rank whose stream to replay (default: the first\n"
             "                         of ranks=, else 0)\n"
             "  --order-file FILE      replay these relative paths instead (one a line; an empty\n"

@@ -25,6 +25,7 @@ struct cfs_options {
     char *sampler_list; /* sampler=list:FILE */
     bool sampler_lightning; /* sampler=lightning: torch-ddp, seed within 0..2^32-1 */
     uint32_t repetitions; /* sampler=torchvision-ra, timm-ra */
+    uint64_t rng_offset, rng_epoch_words; /* sampler=torch-global */
     enum cfs_randperm_algo randperm; /* torch=2.6 (default) or torch=legacy */
     uint32_t world;
     bool has_ranks;

@@ -35,6 +35,25 @@
  *                 full stream (world only says how many ranks there are).
  *                 A trainer that re-seeds g when it resumes starts again at
  *                 epoch 0 of this model.
+ *  torch-global   torch.manual_seed(S); build the model (K = rng_offset
+ *                 words of the global generator); DataLoader(ds,
+ *                 batch_size=B, shuffle=True), no generator; each epoch may
+ *                 draw G = rng_epoch_words words outside the loader. Epoch
+ *                 e's iterator draws from the global generator its
+ *                 _base_seed (random64, 2 words; every epoch, or only epoch
+ *                 0 with persistent_workers), then RandomSampler.__iter__
+ *                 draws one more random64 (`torch.empty((), int64).random_()`,
+ *                 2 words: the 63 low bits of random64, so the SECOND word is
+ *                 the low 32 bits) and seeds a private generator with it;
+ *                 the epoch's order is that generator's randperm(n) (the
+ *                 trailing empty randperm is private too). Then the epoch's
+ *                 G words. So epoch e's private seed is word D+1 of the
+ *                 stream seeded S, D = K + 2 + e*(4 + G) (K + 2 + e*(2 + G)
+ *                 with persistent_workers); measured on
+ *                 torch 1.13 with num_workers 0 and 2 (the workers' seeds are
+ *                 drawn in the workers, not from the main generator). Every
+ *                 rank reads the same full stream, as torch. clairfs/
+ *                 rng_offset.h finds K and G from a few observed indices.
  *  torch-sampler  DataLoader(ds, batch_size=B, sampler=RandomSampler(ds,
  *                 generator=g)), loader given no generator: as torch, but
  *                 the loader's _base_seed comes from the global RNG, so g
@@ -126,6 +145,7 @@ enum cfs_sampler_kind {
     CFS_SAMPLER_HF_ACCELERATE, /* accelerate's SeedableRandomSampler + BatchSamplerShard */
     CFS_SAMPLER_TORCHVISION_RA, /* torchvision references' RASampler, seeded S + e */
     CFS_SAMPLER_TIMM_RA,       /* timm's RepeatAugSampler, seeded e */
+    CFS_SAMPLER_TORCH_GLOBAL,  /* DataLoader(shuffle=True), no generator: the global RNG */
 };
 
 /* MT19937 as torch's CPUGeneratorImpl uses it. */
@@ -175,6 +195,12 @@ struct cfs_sampler_params {
     /* torchvision-ra, timm-ra: how many times each index is repeated in a
      * row; 0 is the frameworks' default, 3. */
     uint32_t repetitions;
+    /* torch-global: words of the global generator drawn after
+     * torch.manual_seed(seed) and before the loader's first iterator (model
+     * construction), and words drawn during each epoch outside the loader
+     * (dropout on the CPU, ...). */
+    uint64_t rng_offset;
+    uint64_t rng_epoch_words;
 };
 
 struct cfs_sampler;
@@ -205,7 +231,7 @@ uint32_t cfs_sampler_rank_at(const struct cfs_sampler *s, uint32_t rank, uint64_
  * for the torch models, cfs_sampler_rank_at(s, r, i) ==
  * (*order)[(r * *rank_step + i * *stride) % *len], so a rank's stream is a
  * strided walk of one array and neighbouring ranks read neighbouring
- * entries (torch-ddp: rank_step 1, stride W; torch, torch-sampler: rank_step
+ * entries (torch-ddp: rank_step 1, stride W; torch, torch-sampler, torch-global: rank_step
  * 0, stride 1; the framework kinds: rank_step 1, stride W over an array of
  * W * rank_len entries that holds the ranks' streams interleaved). Returns 0, or -ENOTSUP for list:FILE (use rank_at) and
  * -ENODATA before any epoch was computed. */
@@ -216,7 +242,7 @@ int cfs_sampler_epoch_order(const struct cfs_sampler *s, const uint32_t **order,
 const char *cfs_sampler_error(const struct cfs_sampler *s);
 
 /* "torch-ddp", "torch", "torch-sampler", "list", "hf-accelerate",
- * "torchvision-ra" or "timm-ra". */
+ * "torchvision-ra", "timm-ra" or "torch-global". */
 const char *cfs_sampler_kind_name(enum cfs_sampler_kind kind);
 
 #endif

@@ -123,6 +123,26 @@ START_TEST(framework_samplers_and_their_limits)
         ck_assert_uint_eq(p.repetitions, ok[i].repetitions);
         cfs_options_free(&o);
     }
+    {
+        struct cfs_options o;
+        struct cfs_sampler_params p;
+        char err[256] = "";
+        cfs_options_init(&o);
+        ck_assert_int_eq(cfs_options_parse_list(&o,
+                                                "sampler=torch-global,seed=7,rng_offset=25000000,"
+                                                "rng_epoch_words=64000,persistent_workers",
+                                                err, sizeof(err)),
+                         0);
+        ck_assert_int_eq(cfs_options_validate(&o, err, sizeof(err)), 0);
+        cfs_options_sampler_params(&o, 10, &p);
+        ck_assert_int_eq(p.kind, CFS_SAMPLER_TORCH_GLOBAL);
+        ck_assert_uint_eq(p.rng_offset, 25000000);
+        ck_assert_uint_eq(p.rng_epoch_words, 64000);
+        ck_assert(p.persistent_workers);
+        cfs_options_free(&o);
+    }
+    assert_rejected("rng_offset=-1", "rng_offset");
+    assert_rejected("rng_epoch_words=x", "rng_epoch_words");
     assert_rejected("sampler=lightning,seed=4294967296", "seed_everything");
     assert_rejected("sampler=lightning,drop_last", "drop_last");
     assert_rejected("repetitions=0", "repetitions=0");

@@ -1,0 +1,114 @@
+/* Where a torch-global trainer's loader sits in the global generator's
+ * stream: the offset finder.
+ *
+ * The torch-global model (clairfs/sampler.h) needs, besides the seed S of
+ * torch.manual_seed, two counts no configuration file states: K, the words
+ * of the global generator that building the model drew before the loader's
+ * first iterator (ResNet-50's initialisation draws about 25 million), and
+ * G, the words each epoch draws outside the loader (dropout on the CPU).
+ * Both can be read off the first indices the trainer opens. Epoch e's
+ * order is randperm(n) of a private generator seeded with the low 32 bits
+ * of a random64 taken at word D_e of the stream seeded S - the second word
+ * of the pair, D_e + 1, is those low bits - where
+ *
+ *     D_e = K + 2 + e * (L + G),  L = 4, or 2 with persistent_workers.
+ *
+ * So a search walks the stream once and, for each candidate position,
+ * seeds a private generator and checks the observed "randperm[pos] ==
+ * value" constraints (struct cfs_seed_constraint) on a prefix of its
+ * permutation. K comes from epoch 0's constraints (positions K + 2 for K =
+ * 0..max), then G from epoch 1's given K (positions K + 2 + L + G).
+ *
+ * Cost: a candidate costs the part of one MT seeding the cheapest
+ * constraint needs (value >= pos, pos < 227: pos + 398 multiplications,
+ * run 16 candidates abreast), and rarely a prefix replay; about 2^28
+ * offsets in minutes on one core (tests/rng_offset_bench prints the rate).
+ * Without a usable cheap constraint every candidate is replayed in full
+ * (several times slower). torch >= 2.6's inside-out randperm (n >=
+ * 214748364 with CFS_RANDPERM_CURRENT) decides small positions by late
+ * draws and is refused (-ENOTSUP): the global trainers clairfs meets on
+ * such datasets are modelled with torch <= 2.5 or a known offset.
+ *
+ * Without S: each epoch's private seed is still a 64-bit draw, and only
+ * its low 32 bits reach the private generator, so the exhaustive seed
+ * search (clairfs/seed_search.h, skip_words 0) recovers that epoch's
+ * private seed from the same constraints - enough to predict the rest of
+ * that one epoch, not the next ones (the next private seed is far down an
+ * unknown stream). Finding S from there is not attempted.
+ *
+ * Pure computation: synchronous, or the general walk in one background
+ * thread at idle priority (SCHED_IDLE, else nice 19), the seed search's
+ * pattern, so a mount can run it beside the trainer. */
+#ifndef CLAIRFS_RNG_OFFSET_H
+#define CLAIRFS_RNG_OFFSET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "clairfs/sampler.h"
+#include "clairfs/seed_search.h"
+
+/* One epoch's observed permutation entries. Positions must be below
+ * CFS_RNG_MAX_POS (the first indices a trainer opens). */
+struct cfs_rng_problem {
+    uint64_t seed; /* torch.manual_seed's argument */
+    uint64_t n;    /* dataset length, 1..2^32-1 */
+    enum cfs_randperm_algo algo;
+    const struct cfs_seed_constraint *c;
+    size_t nc;
+};
+
+#define CFS_RNG_MAX_POS (1u << 20)
+#define CFS_RNG_MAX_CANDIDATES 8u
+
+struct cfs_rng_result {
+    /* NONE, UNIQUE, AMBIGUOUS (matches > 1), or UNIDENTIFIABLE (n = 1 or
+     * no constraint: every candidate agrees). */
+    enum cfs_seed_verdict verdict;
+    uint64_t searched; /* candidates examined */
+    uint64_t matches;  /* candidates that agree */
+    bool cancelled;    /* a background walk stopped early: searched < count */
+    uint32_t n_found;  /* the first matches, ascending, at most CFS_RNG_MAX_CANDIDATES */
+    uint64_t found[CFS_RNG_MAX_CANDIDATES];
+};
+
+/* The general walk: candidates j = 0..count-1 are the random64 drawn at
+ * word first + j * step of the stream seeded p->seed; found[] holds the
+ * matching j. Returns 0, -EINVAL (n out of range, a constraint outside
+ * 0..n-1 or at a position >= CFS_RNG_MAX_POS, step 0), -ENOTSUP (inside-out
+ * randperm) or -ENOMEM. Contradictory constraints answer CFS_SEED_NONE. */
+int cfs_rng_draw_search(const struct cfs_rng_problem *p, uint64_t first, uint64_t step,
+                        uint64_t count, struct cfs_rng_result *res);
+
+/* rng_offset: every K in 0..max_offset whose epoch 0 agrees with p's
+ * constraints (found[] holds K). */
+int cfs_rng_offset_find(const struct cfs_rng_problem *p, uint64_t max_offset,
+                        struct cfs_rng_result *res);
+
+/* rng_epoch_words: given K, every G in 0..max_words whose epoch `epoch`
+ * (>= 1) agrees with p's constraints (found[] holds G). */
+int cfs_rng_epoch_words_find(const struct cfs_rng_problem *p, uint64_t offset,
+                             bool persistent_workers, uint32_t epoch, uint64_t max_words,
+                             struct cfs_rng_result *res);
+
+/* cfs_rng_draw_search() in a background thread (the problem is copied).
+ * Progress is the fraction of the candidates examined; cancel makes the
+ * result cover what was examined (cancelled set); finish waits for the
+ * thread, fills res, frees everything and returns the walk's return code.
+ * priority says how the thread yields: "idle", "nice 19", "normal" or
+ * "not started". */
+struct cfs_rng_search;
+int cfs_rng_search_start(const struct cfs_rng_problem *p, uint64_t first, uint64_t step,
+                         uint64_t count, struct cfs_rng_search **out);
+double cfs_rng_search_progress(const struct cfs_rng_search *s);
+bool cfs_rng_search_done(const struct cfs_rng_search *s);
+const char *cfs_rng_search_priority(const struct cfs_rng_search *s);
+void cfs_rng_search_cancel(struct cfs_rng_search *s);
+int cfs_rng_search_finish(struct cfs_rng_search *s, struct cfs_rng_result *res);
+
+/* Word D_e of the formula above: where epoch e's private seed is drawn. */
+uint64_t cfs_rng_epoch_draw(uint64_t offset, uint64_t epoch_words, bool persistent_workers,
+                            uint64_t epoch);
+
+#endif

@@ -1,0 +1,309 @@
+/* The offset finder: known offsets K (0 to near 2^24) and per-epoch words G
+ * are found alone from eight observed entries; the matches over a range
+ * equal a brute-force count made with the real randperm (small n, where
+ * many offsets agree: ambiguous, with the count); contradictory or foreign
+ * constraints name nothing; the path without a cheap constraint agrees; the
+ * torch-global model's epochs are what the finder reads; without S, the
+ * seed search recovers one epoch's private seed. Ground truth here is the
+ * definition (stream seeded S, random64 at word K + 2, its low half seeds
+ * randperm), written out apart from the finder's code. */
+#include <check.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check_run.h"
+#include "clairfs/rng_offset.h"
+#include "clairfs/sampler.h"
+#include "clairfs/seed_search.h"
+
+#define N 1000u
+#define SEED 20240601u
+
+/* The private seed of the random64 drawn at word `draw` of the stream. */
+static uint32_t private_seed_at(uint64_t seed, uint64_t draw)
+{
+    struct cfs_mt19937 mt;
+    cfs_mt19937_seed(&mt, seed);
+    cfs_mt19937_discard(&mt, draw);
+    return (uint32_t)(cfs_mt19937_next64(&mt) & INT64_MAX);
+}
+
+static void perm_of(uint32_t private_seed, uint32_t n, uint32_t *perm)
+{
+    struct cfs_mt19937 mt;
+    cfs_mt19937_seed(&mt, private_seed);
+    cfs_torch_randperm(&mt, perm, n, CFS_RANDPERM_LEGACY);
+}
+
+/* Positions 0..count-1 of the permutation drawn at `draw`. */
+static size_t prefix_at(uint64_t draw, uint32_t n, size_t count, struct cfs_seed_constraint *c)
+{
+    uint32_t *perm = malloc(n * sizeof(*perm));
+    ck_assert_ptr_nonnull(perm);
+    perm_of(private_seed_at(SEED, draw), n, perm);
+    for (size_t i = 0; i < count; i++)
+        c[i] = (struct cfs_seed_constraint){.pos = (uint32_t)i, .value = perm[i]};
+    free(perm);
+    return count;
+}
+
+static struct cfs_rng_problem problem(uint32_t n, const struct cfs_seed_constraint *c, size_t nc)
+{
+    return (struct cfs_rng_problem){
+        .seed = SEED, .n = n, .algo = CFS_RANDPERM_CURRENT, .c = c, .nc = nc};
+}
+
+static void expect_offset(uint64_t k, uint64_t max_offset)
+{
+    struct cfs_seed_constraint c[8];
+    prefix_at(k + 2, N, 8, c);
+    struct cfs_rng_problem p = problem(N, c, 8);
+    struct cfs_rng_result r;
+    ck_assert_int_eq(cfs_rng_offset_find(&p, max_offset, &r), 0);
+    ck_assert_uint_eq(r.searched, max_offset + 1);
+    ck_assert_msg(r.verdict == CFS_SEED_UNIQUE, "K=%llu: %s, %llu matches",
+                  (unsigned long long)k, cfs_seed_verdict_name(r.verdict),
+                  (unsigned long long)r.matches);
+    ck_assert_uint_eq(r.n_found, 1);
+    ck_assert_uint_eq(r.found[0], k);
+}
+
+START_TEST(known_offsets_are_found_alone)
+{
+    expect_offset(0, 200000);
+    expect_offset(1, 200000);
+    expect_offset(1000, 200000);
+    expect_offset(123457, 200000);
+    expect_offset((1u << 24) - 3, (1u << 24) + 100);
+}
+END_TEST
+
+/* torch-global's epoch `epoch` from the sampler model, first count entries. */
+static void model_prefix(uint64_t k, uint64_t g, bool pw, uint32_t epoch, size_t count,
+                         struct cfs_seed_constraint *c)
+{
+    struct cfs_sampler_params sp = {.kind = CFS_SAMPLER_TORCH_GLOBAL, .seed = SEED, .n = N,
+                                    .world = 2, .batch = 4, .persistent_workers = pw,
+                                    .rng_offset = k, .rng_epoch_words = g};
+    struct cfs_sampler *s;
+    char err[256];
+    ck_assert_int_eq(cfs_sampler_create(&sp, &s, err, sizeof(err)), 0);
+    ck_assert_int_eq(cfs_sampler_compute_epoch(s, epoch), 0);
+    for (size_t i = 0; i < count; i++)
+        c[i] = (struct cfs_seed_constraint){.pos = (uint32_t)i,
+                                            .value = cfs_sampler_rank_at(s, 1, i)};
+    cfs_sampler_destroy(s);
+}
+
+START_TEST(epoch_words_are_found_from_the_next_epoch)
+{
+    const uint64_t gs[] = {0, 10, 800};
+    for (int pw = 0; pw < 2; pw++)
+        for (size_t i = 0; i < sizeof(gs) / sizeof(gs[0]); i++) {
+            struct cfs_seed_constraint c0[8], c1[8], c2[8];
+            model_prefix(1000, gs[i], pw, 0, 8, c0);
+            model_prefix(1000, gs[i], pw, 1, 8, c1);
+            model_prefix(1000, gs[i], pw, 2, 8, c2);
+            struct cfs_rng_problem p0 = problem(N, c0, 8), p1 = problem(N, c1, 8),
+                                   p2 = problem(N, c2, 8);
+            struct cfs_rng_result r;
+            /* The model's epoch 0 is the definition's draw at K + 2. */
+            ck_assert_int_eq(cfs_rng_offset_find(&p0, 5000, &r), 0);
+            ck_assert_int_eq(r.verdict, CFS_SEED_UNIQUE);
+            ck_assert_uint_eq(r.found[0], 1000);
+            ck_assert_int_eq(cfs_rng_epoch_words_find(&p1, 1000, pw, 1, 5000, &r), 0);
+            ck_assert_msg(r.verdict == CFS_SEED_UNIQUE && r.found[0] == gs[i],
+                          "G=%llu pw=%d: %s, found %llu", (unsigned long long)gs[i], pw,
+                          cfs_seed_verdict_name(r.verdict), (unsigned long long)r.found[0]);
+            /* Epoch 2 moves twice as far per word: the same G. */
+            ck_assert_int_eq(cfs_rng_epoch_words_find(&p2, 1000, pw, 2, 5000, &r), 0);
+            ck_assert_int_eq(r.verdict, CFS_SEED_UNIQUE);
+            ck_assert_uint_eq(r.found[0], gs[i]);
+            ck_assert_uint_eq(cfs_rng_epoch_draw(1000, gs[i], pw, 1),
+                              1000 + 2 + (pw ? 2 : 4) + gs[i]);
+        }
+}
+END_TEST
+
+/* Small n: many offsets agree. The finder's count equals the definition's. */
+START_TEST(matches_equal_a_brute_force_count)
+{
+    const uint32_t sizes[] = {3, 7, 50};
+    for (size_t si = 0; si < 3; si++) {
+        uint32_t n = sizes[si], perm[50];
+        struct cfs_seed_constraint c[2];
+        prefix_at(2 + 17, n, 2, c);
+        /* Also a constraint the cheap test cannot use (value below pos). */
+        c[1] = (struct cfs_seed_constraint){.pos = n - 1, .value = 0};
+        for (size_t nc = 1; nc <= 2; nc++) {
+            uint64_t expected = 0, first_k = UINT64_MAX;
+            for (uint64_t k = 0; k < 3000; k++) {
+                perm_of(private_seed_at(SEED, k + 2), n, perm);
+                bool ok = perm[c[0].pos] == c[0].value && (nc < 2 || perm[n - 1] == 0);
+                if (ok && first_k == UINT64_MAX)
+                    first_k = k;
+                expected += ok;
+            }
+            struct cfs_rng_problem p = problem(n, c, nc);
+            struct cfs_rng_result r;
+            ck_assert_int_eq(cfs_rng_offset_find(&p, 2999, &r), 0);
+            ck_assert_uint_eq(r.matches, expected);
+            ck_assert_int_eq(r.verdict, expected == 0   ? CFS_SEED_NONE
+                                        : expected == 1 ? CFS_SEED_UNIQUE
+                                                        : CFS_SEED_AMBIGUOUS);
+            if (expected)
+                ck_assert_uint_eq(r.found[0], first_k);
+        }
+    }
+    /* n = 3: two offsets certainly agree on one entry. */
+    struct cfs_seed_constraint one = {.pos = 0, .value = 1};
+    struct cfs_rng_problem p = problem(3, &one, 1);
+    struct cfs_rng_result r;
+    ck_assert_int_eq(cfs_rng_offset_find(&p, 100, &r), 0);
+    ck_assert_int_eq(r.verdict, CFS_SEED_AMBIGUOUS);
+    ck_assert_uint_eq(r.n_found, CFS_RNG_MAX_CANDIDATES);
+    ck_assert_uint_gt(r.matches, 8);
+}
+END_TEST
+
+/* Only value < pos constraints: every candidate replayed, same answer. */
+START_TEST(without_a_cheap_constraint_every_candidate_is_replayed)
+{
+    uint32_t perm[N];
+    struct cfs_seed_constraint c[8];
+    size_t nc = 0;
+    perm_of(private_seed_at(SEED, 4321 + 2), N, perm);
+    for (uint32_t i = 0; i < N && nc < 8; i++)
+        if (perm[i] < i)
+            c[nc++] = (struct cfs_seed_constraint){.pos = i, .value = perm[i]};
+    ck_assert_uint_eq(nc, 8);
+    struct cfs_rng_problem p = problem(N, c, nc);
+    struct cfs_rng_result r;
+    ck_assert_int_eq(cfs_rng_offset_find(&p, 20000, &r), 0);
+    ck_assert_int_eq(r.verdict, CFS_SEED_UNIQUE);
+    ck_assert_uint_eq(r.found[0], 4321);
+}
+END_TEST
+
+START_TEST(contradictions_foreign_orders_and_bad_input)
+{
+    struct cfs_seed_constraint c[8];
+    struct cfs_rng_result r;
+    prefix_at(1000 + 2, N, 8, c);
+    /* one position, two values */
+    struct cfs_seed_constraint two[2] = {{.pos = 0, .value = 5}, {.pos = 0, .value = 6}};
+    struct cfs_rng_problem p = problem(N, two, 2);
+    ck_assert_int_eq(cfs_rng_offset_find(&p, 1000, &r), 0);
+    ck_assert_int_eq(r.verdict, CFS_SEED_NONE);
+    ck_assert_uint_eq(r.matches, 0);
+    /* the true K's entries, one changed: consistent, but no offset */
+    c[3].value = c[3].value == 0 ? 1 : 0;
+    for (int i = 0; i < 8; i++)
+        if (i != 3 && c[i].value == c[3].value)
+            c[3].value = c[i].value + 1 < N ? c[i].value + 1 : 2;
+    p = problem(N, c, 8);
+    ck_assert_int_eq(cfs_rng_offset_find(&p, 5000, &r), 0);
+    ck_assert_int_eq(r.verdict, CFS_SEED_NONE);
+    /* a different S: the real K is not found */
+    prefix_at(1000 + 2, N, 8, c);
+    p = problem(N, c, 8);
+    p.seed = SEED + 1;
+    ck_assert_int_eq(cfs_rng_offset_find(&p, 5000, &r), 0);
+    ck_assert_int_eq(r.verdict, CFS_SEED_NONE);
+    /* no constraint: every offset agrees */
+    p = problem(N, c, 0);
+    ck_assert_int_eq(cfs_rng_offset_find(&p, 99, &r), 0);
+    ck_assert_int_eq(r.verdict, CFS_SEED_UNIDENTIFIABLE);
+    ck_assert_uint_eq(r.matches, 100);
+    /* bad input */
+    struct cfs_seed_constraint out_of_range = {.pos = N, .value = 0};
+    p = problem(N, &out_of_range, 1);
+    ck_assert_int_eq(cfs_rng_offset_find(&p, 10, &r), -EINVAL);
+    struct cfs_seed_constraint far = {.pos = CFS_RNG_MAX_POS, .value = 0};
+    p = problem(UINT32_MAX, &far, 1);
+    p.algo = CFS_RANDPERM_LEGACY;
+    ck_assert_int_eq(cfs_rng_offset_find(&p, 10, &r), -EINVAL);
+    p = problem(UINT32_MAX, c, 1);
+    ck_assert_int_eq(cfs_rng_offset_find(&p, 10, &r), -ENOTSUP);
+    p = problem(N, c, 1);
+    ck_assert_int_eq(cfs_rng_draw_search(&p, 0, 0, 10, &r), -EINVAL);
+    ck_assert_int_eq(cfs_rng_epoch_words_find(&p, 0, false, 0, 10, &r), -EINVAL);
+    ck_assert_int_eq(cfs_rng_offset_find(&p, UINT64_MAX, &r), -EINVAL);
+}
+END_TEST
+
+/* Without S: one epoch's private seed is a 64-bit draw whose low half the
+ * exhaustive seed search recovers (skip_words 0), and its randperm is that
+ * epoch's order. */
+START_TEST(without_the_seed_the_seed_search_finds_the_epoch)
+{
+    struct cfs_seed_constraint c[8];
+    prefix_at(123457 + 2, N, 8, c);
+    uint32_t priv = private_seed_at(SEED, 123457 + 2);
+    struct cfs_seed_problem sp = {.n = N, .algo = CFS_RANDPERM_CURRENT, .c = c, .nc = 8};
+    struct cfs_seed_result r;
+    ck_assert_int_eq(cfs_seed_search(&sp, priv - (1u << 19), 1u << 20, &r), 0);
+    ck_assert_int_eq(r.verdict, CFS_SEED_UNIQUE);
+    ck_assert_uint_eq(r.low32[0], priv);
+}
+END_TEST
+
+/* The background walk gives the synchronous answer, and stops when asked. */
+START_TEST(the_background_walk_matches_and_cancels)
+{
+    struct cfs_seed_constraint c[8];
+    prefix_at(123457 + 2, N, 8, c);
+    struct cfs_rng_problem p = problem(N, c, 8);
+    struct cfs_rng_search *bg;
+    struct cfs_rng_result r;
+    ck_assert_int_eq(cfs_rng_search_start(&p, 2, 1, 200000, &bg), 0);
+    c[0].value ^= 1; /* the problem was copied */
+    int rc = cfs_rng_search_finish(bg, &r);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_int_eq(r.verdict, CFS_SEED_UNIQUE);
+    ck_assert_uint_eq(r.found[0], 123457);
+    ck_assert_uint_eq(r.searched, 200000);
+    ck_assert(!r.cancelled);
+
+    prefix_at(123457 + 2, N, 8, c);
+    ck_assert_int_eq(cfs_rng_search_start(&p, 2, 1, 1ull << 40, &bg), 0);
+    while (cfs_rng_search_progress(bg) == 0.0)
+        usleep(1000);
+    const char *prio = cfs_rng_search_priority(bg);
+    ck_assert(!strcmp(prio, "idle") || !strcmp(prio, "nice 19") || !strcmp(prio, "normal"));
+    ck_assert(!cfs_rng_search_done(bg));
+    cfs_rng_search_cancel(bg);
+    ck_assert_int_eq(cfs_rng_search_finish(bg, &r), 0);
+    ck_assert(r.cancelled);
+    ck_assert_uint_gt(r.searched, 0);
+    ck_assert_uint_lt(r.searched, 1ull << 40);
+    /* What was examined was examined whole: K = 123457 lies within it. */
+    if (r.searched > 123457) {
+        ck_assert_int_eq(r.verdict, CFS_SEED_UNIQUE);
+        ck_assert_uint_eq(r.found[0], 123457);
+    }
+}
+END_TEST
+
+static Suite *rng_offset_suite(void)
+{
+    Suite *s = suite_create("rng_offset");
+    TCase *t = tcase_create("finder");
+    tcase_set_timeout(t, 120);
+    tcase_add_test(t, known_offsets_are_found_alone);
+    tcase_add_test(t, epoch_words_are_found_from_the_next_epoch);
+    tcase_add_test(t, matches_equal_a_brute_force_count);
+    tcase_add_test(t, without_a_cheap_constraint_every_candidate_is_replayed);
+    tcase_add_test(t, contradictions_foreign_orders_and_bad_input);
+    tcase_add_test(t, without_the_seed_the_seed_search_finds_the_epoch);
+    tcase_add_test(t, the_background_walk_matches_and_cancels);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+int main(void)
+{
+    return cfs_check_run(rng_offset_suite());
+}
