@@ -101,6 +101,11 @@ static const struct metric_def metric_table[CFS_M_COUNT] = {
                                   "Writes of the SSD tier's records that the index refused (disk "
                                   "full, I/O error): the tier then serves without persisting.",
                                   "index", "write_errors"},
+    [CFS_M_ORDER_IDENTIFIED] = {"clairfs_order_identified", "", GAUGE, U_FLAG,
+                                "1 once the trainers' read order was identified from their "
+                                "opens (or a registered one confirmed by them), 0 while "
+                                "learning or after a contradiction.",
+                                "order", "identified"},
 };
 
 void cfs_metrics_init(struct cfs_metrics *m)

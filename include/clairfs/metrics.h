@@ -46,6 +46,7 @@ enum cfs_metric {
     CFS_M_PAGECACHE_FALLBACK, /* opens of a staged file whose reads reached us */
     CFS_M_READ_REQUESTS,      /* FUSE READ requests on dataset files */
     CFS_M_INDEX_WRITE_ERRORS, /* index writes refused: the SSD tier stopped persisting */
+    CFS_M_ORDER_IDENTIFIED,   /* 0/1: the read order was identified from the opens */
     CFS_M_COUNT
 };
 
