@@ -37,6 +37,9 @@ struct cfs_fs_config {
      * file (an fd in the reply buffer) is spliced into /dev/fuse instead of
      * copied through a user buffer. */
     bool splice_read;
+    /* Who opens (opener.h), for order identification and record_opens=;
+     * NULL: nobody asks.  Not owned. */
+    struct cfs_openers *openers;
 };
 
 /* The state shown by the user.clairfs.state xattr of a regular file ("ram",

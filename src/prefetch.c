@@ -165,7 +165,7 @@ int cfs_prefetch_create(const struct cfs_prefetch_params *p, struct cfs_prefetch
     pf->source_fd = p->source_fd;
     pf->opts = *p->opts;
     pf->opts.order_list = pf->opts.ssd_dir = pf->opts.index_dir = NULL;
-    pf->opts.sampler_list = pf->opts.model_file = NULL;
+    pf->opts.sampler_list = pf->opts.model_file = pf->opts.record_opens = NULL;
     pf->peer_ops = p->peer_ops ? p->peer_ops : &cfs_peer_single_ops;
     pf->peer = p->peer;
     if (keep_run_config(pf, p->run) < 0)
