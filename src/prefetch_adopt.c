@@ -125,8 +125,13 @@ bool pf_adopted_outcome(struct cfs_prefetch *pf, uint32_t s, const struct cfs_op
         drop = atomic_fetch_add(&pf->miss_run, 1) + 1 >= MISS_RUN_DROP;
         atomic_fetch_add(&pf->block_misses, 1);
     }
-    if ((atomic_fetch_add(&pf->block_opens, 1) + 1) % BLOCK_OPENS == 0)
-        drop |= atomic_exchange(&pf->block_misses, 0) >= BLOCK_MISSES_DROP;
+    if ((atomic_fetch_add(&pf->block_opens, 1) + 1) % BLOCK_OPENS == 0) {
+        unsigned missed = atomic_exchange(&pf->block_misses, 0);
+        if (missed >= BLOCK_MISSES_DROP) {
+            atomic_store(&pf->drop_block_misses, missed);
+            drop = true;
+        }
+    }
     return drop && !atomic_exchange(&pf->drop_pending, true);
 }
 
@@ -323,9 +328,15 @@ void pf_drop_adopted(struct cfs_prefetch *pf)
     if (!adopted)
         return;
     pf_track_destroy(old);
-    cfs_warn("order: the opens no longer fit the identified order (%" PRIu64
-             " misses in a row); dropping it, learning again",
-             nagain);
+    unsigned block = atomic_exchange(&pf->drop_block_misses, 0);
+    if (block)
+        cfs_warn("order: the opens no longer fit the identified order (%u of the last %u "
+                 "opens missed); dropping it, learning again",
+                 block, BLOCK_OPENS);
+    else
+        cfs_warn("order: the opens no longer fit the identified order (%" PRIu64
+                 " misses in a row); dropping it, learning again",
+                 nagain);
     set_state(pf, PF_ORDER_LEARNING);
     pf_wake(pf);
     /* Without replan_mu: the module's thread may be in on_identified,

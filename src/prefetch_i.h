@@ -315,7 +315,7 @@ struct cfs_prefetch {
      * the current run of misses, and the misses of the current block. */
     _Atomic uint64_t recent[PF_RECENT][2];
     atomic_uint_fast64_t recent_count;
-    atomic_uint miss_run, block_opens, block_misses;
+    atomic_uint miss_run, block_opens, block_misses, drop_block_misses;
     atomic_bool drop_pending;
     bool restart_owed; /* dropped, the module not yet restarted (replan_mu) */
     pthread_mutex_t order_mu;

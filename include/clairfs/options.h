@@ -52,7 +52,7 @@ struct cfs_options {
     bool allow_other;
     bool reclaim; /* detach a dead FUSE mount left on MOUNTPOINT, then mount */
     bool no_identify;   /* never learn the read order from the opens */
-    char *record_opens; /* record_opens=FILE: "PID PPID PATH" per open, for clairfs-plan --identify */
+    char *record_opens; /* record_opens=FILE: "PID PPID PATH" per open (clairfs-plan --identify) */
 };
 
 /* Defaults for every option. */
