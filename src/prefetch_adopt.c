@@ -12,10 +12,12 @@
  * sampler becomes the run's, for this node's ranks, planned from the
  * trainer's epoch; then the tracker is told what the trainer already read
  * of that epoch, so that its count (the position) is right: the module's
- * observations began at an epoch's start (its seed search reads each
- * epoch's first opens), so at identification the trainer had read
- * `opens mod L` files of its epoch, L being what this node reads in one
- * epoch, and every open remembered since came on top.  Those last opens
+ * observations began at an epoch's start (its seed search reads an
+ * epoch's first opens) and its epoch is the one of the last open it saw,
+ * so at identification the trainer had read ((opens - 1) mod L) + 1 files
+ * of its epoch, L being what this node reads in one epoch (L of them: the
+ * epoch is complete, the tracker moves on), and every open remembered
+ * since came on top.  Those last opens
  * are replayed into the new tracker under the plan lock's write side (no
  * open in between), uncounted: they were not predicted.  From then on the
  * prefetcher runs as for a registered seed.
@@ -153,7 +155,8 @@ static void replay_epoch(struct cfs_prefetch *pf, struct pf_track *t, void *arg)
     pf_track_position(t, &pos, &epoch, &(uint64_t){0});
     len = pf_track_epoch_len(t);
     uint64_t since = seen > ra->id->opens ? seen - ra->id->opens : 0;
-    uint64_t count = (len ? ra->id->opens % len : 0) + since;
+    uint64_t opens = ra->id->opens;
+    uint64_t count = (len && opens ? (opens - 1) % len + 1 : 0) + since;
     if (count > seen)
         count = seen;
     if (count > pf->seen_cap)

@@ -95,56 +95,63 @@ static void order_text_starts(struct cfs_prefetch *pf, const char *want)
                   want);
 }
 
-/* Learn 40 opens of epoch 0 (identified after 30 of them), adopt, then read
- * the rest of epoch 0 and all of epoch 1: every open after adoption is a
- * predicted RAM hit, every file fetched once, and the epoch advances at
- * the right count (without the replay it would stay at 1). */
+/* Learn `learned` opens of epoch 0 (identified after `at` of them: the
+ * module's epoch is the last open's, so 120 of 120 is epoch 0 complete),
+ * adopt, then read the rest of epoch 0 and all of epoch 1: every open
+ * after adoption is a predicted RAM hit, every file fetched once, and the
+ * epoch advances at the right count (without the replay it would lag). */
+static const uint32_t learn_cases[][2] = {{40, 30}, {120, 120}, {120, 100}};
+
 START_TEST(adopt_predicts_as_registered)
 {
     struct fixture fx;
     struct cfs_metrics m;
     struct fake_identify fake = {.state = CFS_IDENTIFY_LEARNING};
-    char err[256];
+    char err[256], want[128];
+    uint32_t learned = learn_cases[_i][0], at = learn_cases[_i][1];
     fixture_init(&fx);
     struct cfs_prefetch *pf = make_pf(&fx, "ram=16M,epochs=3", &m, NULL);
     cfs_prefetch_set_identify(pf, &fake_ops, &fake, NULL);
     ck_assert(cfs_prefetch_learning(pf));
     order_text_starts(pf, "learning (0 opens)");
     uint32_t *e0 = epoch_stream(NFILES, 7, 0);
-    for (uint32_t i = 0; i < 40; i++)
+    for (uint32_t i = 0; i < learned; i++)
         read_check_as(pf, &fx, e0[i], &trainer);
-    ck_assert_uint_eq(fake.n, 40);
-    for (uint32_t i = 0; i < 40; i++) {
+    ck_assert_uint_eq(fake.n, learned);
+    for (uint32_t i = 0; i < learned; i++) {
         ck_assert_uint_eq(fake.samples[i], e0[i]);
         ck_assert_int_eq(fake.pids[i], trainer.pid);
         ck_assert_int_eq(fake.ppids[i], trainer.ppid);
     }
-    order_text_starts(pf, "learning (40 opens)");
+    snprintf(want, sizeof(want), "learning (%u opens)", learned);
+    order_text_starts(pf, want);
     ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_HIT) + mget(&m, CFS_M_PREDICTION_MISS), 0);
     ck_assert_uint_eq(mget(&m, CFS_M_ORDER_IDENTIFIED), 0);
 
-    struct cfs_identified id = ddp7(1, 0, 30);
+    struct cfs_identified id = ddp7(1, 0, at);
     ck_assert_msg(cfs_prefetch_adopt(pf, &id, err, sizeof(err)) == 0, "%s", err);
     struct cfs_prefetch_stats st;
     cfs_prefetch_stats(pf, &st);
     ck_assert(st.planned && st.adopted);
     ck_assert(!cfs_prefetch_learning(pf));
     ck_assert_uint_eq(mget(&m, CFS_M_ORDER_IDENTIFIED), 1);
-    order_text_starts(pf, "identified torch-ddp seed=7 world=1 epoch 0 after 30 opens");
+    snprintf(want, sizeof(want), "identified torch-ddp seed=7 world=1 epoch 0 after %u opens", at);
+    order_text_starts(pf, want);
+    ck_assert_uint_eq(mget(&m, CFS_M_EPOCH), learned == NFILES ? 1 : 0);
     ck_assert_int_eq(cfs_prefetch_wait_idle(pf, 30), 0);
 
-    for (uint32_t i = 40; i < NFILES; i++)
+    for (uint32_t i = learned; i < NFILES; i++)
         read_check_as(pf, &fx, e0[i], &trainer);
     ck_assert_uint_eq(mget(&m, CFS_M_EPOCH), 1);
     ck_assert_int_eq(cfs_prefetch_wait_idle(pf, 30), 0);
     replay_epoch(pf, &fx, 7, 1);
     ck_assert_uint_eq(mget(&m, CFS_M_EPOCH), 2);
-    ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_HIT), NFILES - 40 + NFILES);
+    ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_HIT), NFILES - learned + NFILES);
     ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_MISS), 0);
-    ck_assert_uint_eq(mget(&m, CFS_M_READS_PFS), 40);
-    ck_assert_uint_eq(mget(&m, CFS_M_READS_RAM), NFILES - 40 + NFILES);
+    ck_assert_uint_eq(mget(&m, CFS_M_READS_PFS), learned);
+    ck_assert_uint_eq(mget(&m, CFS_M_READS_RAM), NFILES - learned + NFILES);
     ck_assert_uint_eq(mget(&m, CFS_M_FETCH_BYTES_PFS), fx.total);
-    ck_assert_uint_eq(fake.n, 40); /* not observed after adoption */
+    ck_assert_uint_eq(fake.n, learned); /* not observed after adoption */
     ck_assert_uint_eq(fake.restarts, 0);
     free(e0);
     cfs_prefetch_destroy(pf);
@@ -356,7 +363,8 @@ int main(void)
     Suite *s = suite_create("prefetch_adopt");
     TCase *tc = tcase_create("adopt");
     tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, adopt_predicts_as_registered);
+    tcase_add_loop_test(tc, adopt_predicts_as_registered, 0,
+                        sizeof(learn_cases) / sizeof(learn_cases[0]));
     tcase_add_test(tc, registered_seed_is_checked_not_replaced);
     tcase_add_test(tc, drop_after_64_misses_in_a_row);
     tcase_add_test(tc, drop_after_half_a_block_missed);
