@@ -105,7 +105,7 @@ static const struct metric_def metric_table[CFS_M_COUNT] = {
                                 "1 once the trainers' read order was identified from their "
                                 "opens (or a registered one confirmed by them), 0 while "
                                 "learning or after a contradiction.",
-                                "identified", ""},
+                                "order", "identified"},
 };
 
 void cfs_metrics_init(struct cfs_metrics *m)

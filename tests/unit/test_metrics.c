@@ -87,7 +87,11 @@ static const char expected_prometheus[] =
     "# HELP clairfs_index_write_errors_total Writes of the SSD tier's records that the index "
     "refused (disk full, I/O error): the tier then serves without persisting.\n"
     "# TYPE clairfs_index_write_errors_total counter\n"
-    "clairfs_index_write_errors_total 3\n";
+    "clairfs_index_write_errors_total 3\n"
+    "# HELP clairfs_order_identified 1 once the trainers' read order was identified from their "
+    "opens (or a registered one confirmed by them), 0 while learning or after a contradiction.\n"
+    "# TYPE clairfs_order_identified gauge\n"
+    "clairfs_order_identified 1\n";
 
 static const char expected_stats[] =
     "catalog   files 1281167  dirs 1001  bytes 137 GiB  from_index yes\n"
@@ -103,7 +107,8 @@ static const char expected_stats[] =
     "peak      ram 2.00 GiB  ssd 0 B\n"
     "pagecache bytes 768 KiB  staged 9  dropped 6  fallback 1\n"
     "requests  44\n"
-    "index     write_errors 3\n";
+    "index     write_errors 3\n"
+    "order     identified yes\n";
 
 static void fill(struct cfs_metrics *m)
 {
@@ -134,6 +139,7 @@ static void fill(struct cfs_metrics *m)
     cfs_metrics_add(m, CFS_M_PAGECACHE_FALLBACK, 1);
     cfs_metrics_add(m, CFS_M_READ_REQUESTS, 44);
     cfs_metrics_add(m, CFS_M_INDEX_WRITE_ERRORS, 3);
+    cfs_metrics_set(m, CFS_M_ORDER_IDENTIFIED, 1);
 }
 
 START_TEST(prometheus_text_is_exact)
