@@ -279,8 +279,9 @@ struct cfs_identify_ops {
     void (*restart)(void *arg);
     enum cfs_identify_state (*state)(void *arg, struct cfs_identified *out);
 };
-/* Install before cfs_prefetch_start; ops NULL: identification is off and
- * `off_reason` says why in the stats ("-o no_identify"). */
+/* Install before the first open (the mount: before the session serves);
+ * ops NULL: identification is off and `off_reason` says why in the stats
+ * ("off (-o no_identify)"). */
 void cfs_prefetch_set_identify(struct cfs_prefetch *pf, const struct cfs_identify_ops *ops,
                                void *arg, const char *off_reason);
 /* True while opens are observed: the FUSE layer then finds each opener. */
