@@ -33,9 +33,12 @@ TRAINER=$(dirname "$0")/identify_trainer.py
 EPOCHS=4 BATCH=8 WORKERS=2
 PAUSE=${CLAIRFS_IDENTIFY_PAUSE:-300} # most seconds a trainer waits after epoch 0
 src=$TMP/src
-# 12 x 35 = 420 files of a few KiB.
-"$PYTHON" "$CLAIRFS_GENDATA" --quiet --classes 12 --files 35 --size lognormal:6K:0.6 \
-    --max-size 48K --seed 5 "$src" || { fail "gendata"; cfs_finish; }
+# 30 x 100 = 3000 files of a few KiB: more than twice the tracker's
+# reordering window (1024 files at least), so that an order that is wrong
+# (a wrong seed, persistent_workers or world) shows as misses; below the
+# window any order of an epoch's files counts as predicted.
+"$PYTHON" "$CLAIRFS_GENDATA" --quiet --classes 30 --files 100 --size lognormal:2K:0.6 \
+    --max-size 16K --seed 5 "$src" || { fail "gendata"; cfs_finish; }
 nfiles=$(find "$src" -type f | wc -l)
 nbytes=$(find "$src" -type f -printf '%s\n' | awk '{ s += $1 } END { print s }')
 ram=$((2 * nbytes / 1024 + 1024))K
