@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "clairfs/log.h"
+#include "opener.h"
 
 static void entry_stat(const struct cfs_fs *fs, cfs_id id, const struct cfs_entry *e,
                        struct stat *st)
@@ -393,7 +394,18 @@ static bool switch_opens_off(struct cfs_fs *fs)
 static void prefetch_open(fuse_req_t req, struct cfs_fs *fs, cfs_id id, struct fuse_file_info *fi)
 {
     struct cfs_prefetch_file *f = NULL;
-    int rc = cfs_prefetch_open(fs->prefetch, id, &f);
+    struct cfs_opener who = {0, 0};
+    bool record = cfs_openers_recording(fs->openers);
+    /* The opener costs a table look-up (a /proc read once a second per
+     * thread): only while the order is learnt, or recorded. */
+    if (record || (fs->openers && cfs_prefetch_learning(fs->prefetch)))
+        cfs_openers_lookup(fs->openers, fuse_req_ctx(req)->pid, &who);
+    if (record) {
+        char path[PATH_MAX];
+        if (cfs_catalog_path(fs->catalog, id, path, sizeof(path)) >= 0)
+            cfs_openers_record(fs->openers, &who, path);
+    }
+    int rc = cfs_prefetch_open_as(fs->prefetch, id, &who, &f);
     if (rc < 0) {
         char path[PATH_MAX];
         if (cfs_catalog_path(fs->catalog, id, path, sizeof(path)) >= 0)
@@ -698,6 +710,7 @@ int cfs_fs_create(const struct cfs_fs_config *cfg, struct cfs_fs **out, char *er
     fs->owner_gid = cfg->owner_gid;
     fs->splice_read = cfg->splice_read;
     fs->kernel_open = cfg->kernel_open;
+    fs->openers = cfg->openers;
     clock_gettime(CLOCK_REALTIME, &fs->start);
 
     fs->source = strdup(cfg->source);

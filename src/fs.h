@@ -41,6 +41,9 @@ struct cfs_fs_config {
      * answer the next open with ENOSYS, so that the kernel opens files
      * itself from then on (no OPEN, RELEASE or FLUSH round trips). */
     bool kernel_open;
+    /* Who opens (opener.h), for order identification and record_opens=;
+     * NULL: nobody asks.  Not owned. */
+    struct cfs_openers *openers;
 };
 
 /* The state shown by the user.clairfs.state xattr of a regular file ("ram",

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -57,6 +58,24 @@ fuse_ino_t fs_ctl_lookup(const struct cfs_fs *fs, const char *name)
     return CTL_FILE_INO(f);
 }
 
+/* The stats end with what is known of the read order (prefetch.h). */
+static int append_order_line(struct cfs_fs *fs, struct ctl_handle *h)
+{
+    char line[400];
+    cfs_prefetch_order_text(fs->prefetch, line, sizeof(line));
+    char *text = NULL;
+    int n = asprintf(&text, "%sorder:    %s\n", h->text, line);
+    if (n < 0) {
+        free(h->text);
+        h->text = NULL;
+        return -ENOMEM;
+    }
+    free(h->text);
+    h->text = text;
+    h->len = (size_t)n;
+    return 0;
+}
+
 void fs_ctl_open(fuse_req_t req, struct cfs_fs *fs, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     enum cfs_ctl_file f = (enum cfs_ctl_file)(ino - CTL_FILE_INO(0));
@@ -83,6 +102,8 @@ void fs_ctl_open(fuse_req_t req, struct cfs_fs *fs, fuse_ino_t ino, struct fuse_
         /* One snapshot per open: a reader sees consistent figures however
          * many reads it takes. */
         int rc = cfs_ctl_render(fs->ctl, f, &h->text, &h->len);
+        if (rc == 0 && f == CFS_CTL_STATS && fs->prefetch)
+            rc = append_order_line(fs, h);
         if (rc < 0) {
             free(h);
             fuse_reply_err(req, -rc);

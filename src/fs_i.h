@@ -40,6 +40,7 @@ struct cfs_fs {
     cfs_fs_state_fn state_fn;
     void *state_arg;
     struct cfs_prefetch *prefetch; /* the data path, set before the session serves */
+    struct cfs_openers *openers;   /* who opens (opener.h), or NULL */
     /* One bit per entry: an open of it failed and was logged already. */
     _Atomic uint64_t *open_err_logged;
     /* The kernel's lookup count of each catalog inode: a page-cache store

@@ -56,6 +56,7 @@
 #include "clairfs/run_config.h"
 #include "fs.h"
 #include "mountpoint.h"
+#include "opener.h"
 
 #define USAGE "usage: clairfs [-f] [-d] [-o OPT[,OPT...]] SOURCE MOUNTPOINT"
 
@@ -330,6 +331,8 @@ struct daemon {
     struct cfs_run_config run;
     int data_fd;
     struct cfs_prefetch *pf;
+    struct cfs_openers *openers;
+    struct cfs_identify *identify;
     double plan_secs;
     char *fsname, *mount_opts;
     struct fuse_session *se;
@@ -464,6 +467,9 @@ static int load_catalog(struct daemon *d)
 
     if (cfs_ctl_create(&d->metrics, &d->ctl) < 0)
         return nomem(d);
+    if (cfs_openers_create("/proc", d->cl.opts.record_opens, &d->openers, d->err,
+                           sizeof(d->err)) < 0)
+        return PHASE_FAILED;
     struct cfs_fs_config fc = {
         .catalog = d->catalog,
         .source = d->source,
@@ -473,6 +479,7 @@ static int load_catalog(struct daemon *d)
         .owner_gid = getgid(),
         .splice_read = getenv("CLAIRFS_NO_SPLICE") == NULL,
         .kernel_open = d->cl.opts.kernel_open,
+        .openers = d->openers,
     };
     return cfs_fs_create(&fc, &d->fs, d->err, sizeof(d->err)) < 0 ? PHASE_FAILED : PHASE_OK;
 }
@@ -606,6 +613,65 @@ static void log_started(const struct daemon *d)
         cfs_info("mounted %s at %s", d->source, d->mountpoint);
 }
 
+/* The identify module behind the data path's seam. */
+static void identify_observe(void *arg, uint32_t sample, pid_t pid, pid_t ppid)
+{
+    cfs_identify_observe(arg, sample, pid, ppid);
+}
+
+static void identify_restart(void *arg)
+{
+    cfs_identify_restart(arg);
+}
+
+static enum cfs_identify_state identify_state(void *arg, struct cfs_identified *out)
+{
+    return cfs_identify_state(arg, out);
+}
+
+static const struct cfs_identify_ops identify_ops = {
+    .observe = identify_observe, .restart = identify_restart, .state = identify_state,
+};
+
+/* On the module's thread: predict what it found. */
+static void on_identified(void *arg, const struct cfs_identified *id)
+{
+    char err[256];
+    if (cfs_prefetch_adopt(arg, id, err, sizeof(err)) < 0)
+        cfs_warn("order: %s", err);
+}
+
+/* Order identification, unless it is off or cannot help; a registered
+ * seed is a hint it checks. */
+static int start_identify(struct daemon *d)
+{
+    const char *off = NULL;
+    if (d->cl.opts.no_identify) {
+        off = "off (-o no_identify)";
+    } else if (d->run.distributed) {
+        off = "off on a distributed mount (register seed=)";
+        cfs_info("order identification is off on a distributed mount: every node would have to "
+                 "adopt the same plan; register seed= to prefetch");
+    } else if (cfs_catalog_order_unavailable(d->catalog) ||
+               cfs_catalog_sample_count(d->catalog) == 0) {
+        off = "no index order";
+    }
+    if (off) {
+        cfs_prefetch_set_identify(d->pf, NULL, NULL, off);
+        return PHASE_OK;
+    }
+    struct cfs_identify_params ip = {
+        .n = cfs_catalog_sample_count(d->catalog), .algo = d->run.sampler.randperm,
+        .hint = d->run.seeded ? &d->run.sampler : NULL, .hint_has_seed = d->run.seeded,
+        .node = (uint32_t)d->rank, .nodes = (uint32_t)d->nodes,
+        .on_identified = on_identified, .cb_arg = d->pf,
+    };
+    if (cfs_identify_create(&ip, &d->identify, d->err, sizeof(d->err)) < 0)
+        return PHASE_FAILED;
+    cfs_prefetch_set_identify(d->pf, &identify_ops, d->identify, NULL);
+    return PHASE_OK;
+}
+
 /* The data path's threads, the peer thread, the page-cache stager, the
  * metrics server; then .clairfs/ready. */
 static int start_serving(struct daemon *d)
@@ -622,6 +688,8 @@ static int start_serving(struct daemon *d)
         if (cfs_peer_start(d->peer, &peerp, d->err, sizeof(d->err)) < 0)
             return PHASE_FAILED;
     }
+    if (start_identify(d) != PHASE_OK)
+        return PHASE_FAILED;
     cfs_fs_set_prefetch(d->fs, d->pf);
     if (cfs_prefetch_kernel_start(d->pf, cfs_fs_kernel_ops(d->fs, d->se), d->fs, d->err,
                                   sizeof(d->err)) < 0)
@@ -666,6 +734,8 @@ static void teardown(struct daemon *d)
     if (d->se)
         fuse_session_destroy(d->se);
     cfs_fs_destroy(d->fs);
+    cfs_openers_destroy(d->openers);
+    cfs_identify_destroy(d->identify); /* no open observes now; it calls back no more */
     cfs_peer_leave(d->peer);    /* no more serving from, or fetching into, the cache */
     cfs_prefetch_destroy(d->pf); /* after the session: no request is left */
     if (d->data_fd >= 0)

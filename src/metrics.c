@@ -114,6 +114,11 @@ static const struct metric_def metric_table[CFS_M_COUNT] = {
                             "fetchtime", "pfs"},
     [CFS_M_FETCH_NS_PEER] = {"clairfs_fetch_seconds_total", "from=\"peer\"", COUNTER, U_NS,
                              NULL, "fetchtime", "peer"},
+    [CFS_M_ORDER_IDENTIFIED] = {"clairfs_order_identified", "", GAUGE, U_FLAG,
+                                "1 once the trainers' read order was identified from their "
+                                "opens (or a registered one confirmed by them), 0 while "
+                                "learning or after a contradiction.",
+                                "order", "identified"},
 };
 
 void cfs_metrics_init(struct cfs_metrics *m)

@@ -222,6 +222,10 @@ static const struct opt_def options_table[] = {
      "let users other than the mounter read the mount"},
     {"reclaim", OPT_FLAG, OFF(reclaim), NO_PRESENT, 0, 0, NULL,
      "a dead FUSE mount on MOUNTPOINT (its daemon is gone) is detached and mounted over"},
+    {"no_identify", OPT_FLAG, OFF(no_identify), NO_PRESENT, 0, 0, NULL,
+     "without a seed, never learn the trainers' read order from their opens"},
+    {"record_opens", OPT_STRING, OFF(record_opens), NO_PRESENT, 0, 0, NULL,
+     "FILE: write \"PID PPID PATH\" per open (for clairfs-plan --identify)"},
 };
 
 #define N_OPTIONS (sizeof(options_table) / sizeof(options_table[0]))
@@ -249,8 +253,9 @@ void cfs_options_free(struct cfs_options *o)
     free(o->index_dir);
     free(o->model_file);
     free(o->metrics_listen);
+    free(o->record_opens);
     o->sampler_list = o->order_list = o->ssd_dir = o->index_dir = o->model_file = NULL;
-    o->metrics_listen = NULL;
+    o->metrics_listen = o->record_opens = NULL;
 }
 
 int cfs_parse_u64(const char *s, uint64_t max, uint64_t *out)

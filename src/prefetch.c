@@ -159,16 +159,18 @@ int cfs_prefetch_create(const struct cfs_prefetch_params *p, struct cfs_prefetch
     pthread_cond_init(&pf->cv, NULL);
     pthread_cond_init(&pf->idle_cv, NULL);
     pthread_cond_init(&pf->fin_cv, NULL);
+    pf_identify_init(pf);
     pf->cat = p->catalog;
     pf->m = p->metrics;
     pf->source_fd = p->source_fd;
     pf->opts = *p->opts;
     pf->opts.order_list = pf->opts.ssd_dir = pf->opts.index_dir = NULL;
-    pf->opts.sampler_list = pf->opts.model_file = NULL;
+    pf->opts.sampler_list = pf->opts.model_file = pf->opts.record_opens = NULL;
     pf->peer_ops = p->peer_ops ? p->peer_ops : &cfs_peer_single_ops;
     pf->peer = p->peer;
     if (keep_run_config(pf, p->run) < 0)
         goto nomem;
+    pf->order_state = pf->run.seeded ? PF_ORDER_REGISTERED : PF_ORDER_OFF;
     pf->nsamples = cfs_catalog_sample_count(pf->cat);
     if ((rc = check_run_config(pf, err, errlen)) < 0)
         goto fail;
@@ -324,6 +326,7 @@ void cfs_prefetch_destroy(struct cfs_prefetch *pf)
     pthread_cond_destroy(&pf->zombie_cv);
     pthread_mutex_destroy(&pf->zombie_mu);
     pthread_rwlock_destroy(&pf->plan_lock);
+    pf_identify_free(pf);
     free(pf);
 }
 
@@ -439,10 +442,52 @@ static int set_epoch(struct cfs_prefetch *pf, uint32_t epoch)
     return 0;
 }
 
-/* "seed N": re-plan this node's run with seed N. */
-static int set_seed(struct cfs_prefetch *pf, uint64_t seed, char *err, size_t errlen)
+int pf_replan(struct cfs_prefetch *pf, const struct cfs_run_config *run,
+              void (*replay)(struct cfs_prefetch *, struct pf_track *, void *), void *arg,
+              char *err, size_t errlen)
 {
     struct pf_track *t = NULL, *old;
+    /* Plan outside plan_lock: the mount keeps serving meanwhile (replan_mu
+     * keeps every other re-plan out). */
+    int rc = track_create(pf, run, err, errlen, &t);
+    if (rc)
+        return rc;
+    pthread_rwlock_wrlock(&pf->plan_lock);
+    cfs_cache_set_policy(pf->cache, NULL, NULL); /* no callback sees the swap */
+    pf->adopted = false; /* the replay of an adoption says otherwise */
+    if (replay)
+        replay(pf, t, arg);
+    old = pf->track;
+    pf->track = t;
+    struct cfs_sampler_params sp = run->sampler;
+    sp.list_path = pf->run.sampler.list_path; /* the kept copy (an identified order has none) */
+    pf->run.sampler = sp;
+    pf->run.world = run->world;
+    pf->run.start_epoch = run->start_epoch;
+    pf->run.epochs = run->epochs;
+    pf->run.ranks = run->ranks;
+    if (!pf->distributed)
+        pf->run.node_ranks[pf->node] = run->ranks;
+    pf->run.window = run->window;
+    pf->run.seeded = run->seeded;
+    pf->scan = 0;
+    pf->scan_gen = UINT64_MAX;
+    pf->order_idx[0] = pf->order_idx[1] = 0;
+    cfs_cache_set_policy(pf->cache, pf_next_use_cb, pf);
+    uint64_t pos;
+    uint32_t epoch;
+    pf_track_position(t, &pos, &epoch, &(uint64_t){0});
+    pthread_rwlock_unlock(&pf->plan_lock);
+    cfs_metrics_set(pf->m, CFS_M_EPOCH, epoch);
+    pf_track_destroy(old);
+    pf_wake(pf);
+    return 0;
+}
+
+/* "seed N": re-plan this node's run with seed N.  A registered seed
+ * replaces an adopted order. */
+static int set_seed(struct cfs_prefetch *pf, uint64_t seed, char *err, size_t errlen)
+{
     if (cfs_catalog_order_unavailable(pf->cat)) {
         snprintf(err, errlen, "no index order to plan with (%s)",
                  cfs_catalog_order_unavailable(pf->cat));
@@ -456,30 +501,21 @@ static int set_seed(struct cfs_prefetch *pf, uint64_t seed, char *err, size_t er
         snprintf(err, errlen, "a distributed mount cannot change its seed; remount every node");
         return -EOPNOTSUPP;
     }
-    /* Plan outside every lock: the mount keeps serving meanwhile (run
-     * changes only here, and the ctl serialises commands).  The copy
-     * shares run's node_ranks and sampler list for the planner's call. */
+    pthread_mutex_lock(&pf->replan_mu);
+    /* The copy shares run's node_ranks and sampler list for the planner. */
     struct cfs_run_config run = pf->run;
     run.sampler.seed = seed;
     run.seeded = true;
-    int rc = track_create(pf, &run, err, errlen, &t);
-    if (rc)
-        return rc;
-    pthread_rwlock_wrlock(&pf->plan_lock);
-    cfs_cache_set_policy(pf->cache, NULL, NULL); /* no callback sees the swap */
-    old = pf->track;
-    pf->track = t;
-    pf->run.sampler.seed = seed;
-    pf->run.seeded = true;
-    pf->scan = 0;
-    pf->scan_gen = UINT64_MAX;
-    pf->order_idx[0] = pf->order_idx[1] = 0;
-    cfs_cache_set_policy(pf->cache, pf_next_use_cb, pf);
-    pthread_rwlock_unlock(&pf->plan_lock);
-    cfs_metrics_set(pf->m, CFS_M_EPOCH, pf->run.start_epoch);
-    pf_track_destroy(old);
-    pf_wake(pf);
-    return 0;
+    int rc = pf_replan(pf, &run, NULL, NULL, err, errlen);
+    if (rc == 0) {
+        atomic_store(&pf->learning, false);
+        pthread_mutex_lock(&pf->order_mu);
+        pf->order_state = PF_ORDER_REGISTERED;
+        pthread_mutex_unlock(&pf->order_mu);
+        cfs_metrics_set(pf->m, CFS_M_ORDER_IDENTIFIED, 0);
+    }
+    pthread_mutex_unlock(&pf->replan_mu);
+    return rc;
 }
 
 int cfs_prefetch_command(void *arg, const struct cfs_ctl_cmd *cmd)
@@ -516,6 +552,7 @@ void cfs_prefetch_stats(struct cfs_prefetch *pf, struct cfs_prefetch_stats *out)
     memset(out, 0, sizeof(*out));
     pthread_rwlock_rdlock(&pf->plan_lock);
     out->planned = pf->track != NULL;
+    out->adopted = pf->adopted;
     pthread_rwlock_unlock(&pf->plan_lock);
     if (!pf->cache)
         return;

@@ -30,14 +30,20 @@
  *     never waiting) and calls fetch_start into free room.  Neither holds a
  *     peer-layer lock when it calls us.
  *
+ *   - the identify module's thread: cfs_prefetch_adopt (on_identified).
+ *
  *   Locks, outermost first.  A thread holding one may take only locks
  *   further down this list:
+ *   0. pf->replan_mu: serialises what replaces the plan (set_seed, adopt,
+ *      drop: prefetch_adopt.c), held while planning outside plan_lock.  An
+ *      open never takes it under plan_lock: it drops an adopted order after
+ *      unlocking.  The identify ops are called with nothing held.
  *   1. pf->plan_lock (rwlock): pf->track, run's seed and the prefetcher's cursors
  *      (scan, scan_gen, order_idx, owned_idx: the prefetcher thread's, reset
  *      under the write lock by set_seed).  Read: open, release, state,
  *      stats, set_epoch, prefetch_round, log_progress, stage_eligible,
  *      cfs_prefetch_provide (tryrdlock).
- *      Write: set_seed only.  Under the read lock an open may call
+ *      Write: pf_replan (set_seed, adopt) and drop only.  Under the read lock an open may call
  *      fetch_start (and so everything below, also fetch_finish for a
  *      synchronous demand fetch) and wait up to ZOMBIE_WAIT_NS on
  *      zombie_cv.
@@ -53,6 +59,7 @@
  *      - pf->mu with pf->cv (wakes the prefetcher), pf->idle_cv (wakes
  *        wait_idle) and pf->fin_cv (wakes the finisher): stop, running,
  *        idle, wake_seq, inflight, fetched_bytes, the finisher's queue;
+ *      - pf->order_mu: the order's state and what was identified (stats);
  *      - pf->zombie_mu with pf->zombie_cv: zombie_gen (stage_freed bumps
  *        it, then wakes the prefetcher after unlocking);
  *      - the peer layer's submit lock (cfs_peer_submit) and the io
@@ -75,12 +82,25 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "clairfs/identify.h"
 #include "clairfs/options.h"
 #include "clairfs/plan.h"
 #include "clairfs/run_config.h"
 #include "clairfs/tier.h"
 
 #define PF_NEVER UINT64_MAX
+
+/* Opens remembered after adoption, for a restart of identification. */
+#define PF_RECENT 256u
+
+enum pf_order_state {
+    PF_ORDER_OFF = 0,       /* nothing registered, identification off */
+    PF_ORDER_REGISTERED,    /* a seed was registered; the opens not yet checked */
+    PF_ORDER_CONFIRMED,     /* registered, and the opens fit it */
+    PF_ORDER_CONTRADICTED,  /* registered, but the opens fit another order */
+    PF_ORDER_LEARNING,      /* no seed: observing the opens */
+    PF_ORDER_IDENTIFIED,    /* no seed: an identified order is predicted */
+};
 
 /* The plan of this node (cfs_run_config_plan_params(): the whole cluster
  * when distributed, else this node alone with its ranks; the planner copies
@@ -120,6 +140,8 @@ int pf_track_sample_at(struct pf_track *t, uint64_t pos, uint32_t *s, bool *cons
  * plan, -ENOMEM. */
 int pf_track_set_epoch(struct pf_track *t, uint32_t e);
 uint32_t pf_track_window(const struct pf_track *t);
+/* Files this node reads in the current epoch (0 beyond the plan). */
+uint64_t pf_track_epoch_len(struct pf_track *t);
 
 /* Planner facts, by sample. */
 enum cfs_tier pf_track_tier(const struct pf_track *t, uint32_t s);
@@ -184,6 +206,8 @@ void pf_stager_destroy(struct pf_stager *s);
  * sees it; see the map of threads and locks at the top) */
 
 struct cfs_prefetch_file;
+struct cfs_opener;
+struct cfs_identify_ops;
 struct cfs_entry;
 struct cfs_io;
 struct cfs_index;
@@ -277,6 +301,31 @@ struct cfs_prefetch {
     pthread_mutex_t zombie_mu;
     pthread_cond_t zombie_cv;
     uint64_t zombie_gen;
+
+    /* Order identification (prefetch_adopt.c). */
+    pthread_mutex_t replan_mu;
+    const struct cfs_identify_ops *id_ops; /* NULL: off */
+    void *id_arg;
+    char id_off[96];                 /* why it is off */
+    atomic_bool learning;            /* opens are observed */
+    bool adopted;                    /* the tracker is an identified order's (plan_lock) */
+    /* The samples opened while learning without a seed, in order: the
+     * replay of the trainer's current epoch at adoption.  Written under
+     * plan_lock's read side, read and reset under its write side. */
+    _Atomic uint32_t *seen;
+    uint64_t seen_cap;
+    atomic_uint_fast64_t seen_count, observed;
+    /* After adoption: the last PF_RECENT opens (sample and hit; opener),
+     * the current run of misses, and the misses of the current block. */
+    _Atomic uint64_t recent[PF_RECENT][2];
+    atomic_uint_fast64_t recent_count;
+    atomic_uint miss_run, block_opens, block_misses, drop_block_misses;
+    atomic_bool drop_pending;
+    bool restart_owed; /* dropped, the module not yet restarted (replan_mu) */
+    pthread_mutex_t order_mu;
+    enum pf_order_state order_state;
+    struct cfs_identified ident; /* when identified (or checked against the registered seed) */
+    char contradiction[200];
 };
 
 static inline uint64_t pf_now_ns(void)
@@ -325,6 +374,29 @@ void *pf_finisher_main(void *arg);
 
 /* prefetch_loop.c: the prefetcher thread. */
 void *pf_prefetch_main(void *arg);
+
+/* prefetch.c: install tracker-to-be of *run in place of the current one
+ * (replan_mu held): plans outside plan_lock, then under its write side
+ * calls replay(pf, new tracker, arg) (may be NULL), swaps, and frees the
+ * old tracker outside.  pf->run takes run's sampler, world, epochs, ranks,
+ * window and seeded flag. */
+int pf_replan(struct cfs_prefetch *pf, const struct cfs_run_config *run,
+              void (*replay)(struct cfs_prefetch *, struct pf_track *, void *), void *arg,
+              char *err, size_t errlen);
+
+/* prefetch_adopt.c: the open path's side of identification. */
+/* Learning: remember s (plan_lock read side held). */
+void pf_learn_record(struct cfs_prefetch *pf, uint32_t s);
+/* Adopted: an open's outcome (plan_lock read side held).  True when it
+ * ends a run of misses that must drop the order (once: the caller then
+ * calls pf_drop_adopted after unlocking). */
+bool pf_adopted_outcome(struct cfs_prefetch *pf, uint32_t s, const struct cfs_opener *who,
+                        bool hit);
+/* Drop the adopted order and restart identification (nothing held). */
+void pf_drop_adopted(struct cfs_prefetch *pf);
+/* Initialises and frees the identification state (create/destroy). */
+void pf_identify_init(struct cfs_prefetch *pf);
+void pf_identify_free(struct cfs_prefetch *pf);
 
 /* prefetch_stage.c: the cache's kernel_drop callback (cache lock held). */
 void pf_kernel_drop_cb(void *arg);

@@ -46,15 +46,24 @@ struct cfs_prefetch_file {
     pthread_mutex_t fd_mu;      /* a staged file's source fd opens at its first read */
 };
 
-/* An open seen by the tracker (plan_lock held for reading).  True when it
- * moved the trainers to another epoch. */
-static bool observe(struct cfs_prefetch *pf, uint32_t sample)
+/* An open seen by the tracker and by order identification (plan_lock held
+ * for reading).  True when it moved the trainers to another epoch; *learn
+ * when the identify module must hear of it, *drop when the adopted order
+ * is to be dropped (both after unlocking). */
+static bool observe(struct cfs_prefetch *pf, uint32_t sample, const struct cfs_opener *who,
+                    bool *learn, bool *drop)
 {
+    *learn = sample != CFS_NO_SAMPLE && cfs_prefetch_learning(pf);
+    *drop = false;
+    if (*learn)
+        pf_learn_record(pf, sample);
     if (!pf->track)
         return false;
     struct pf_obs o;
     pf_track_open(pf->track, sample, &o);
     cfs_metrics_add(pf->m, o.hit ? CFS_M_PREDICTION_HIT : CFS_M_PREDICTION_MISS, 1);
+    if (pf->adopted && sample != CFS_NO_SAMPLE)
+        *drop = pf_adopted_outcome(pf, sample, who, o.hit);
     if (o.epoch_changed) {
         cfs_metrics_set(pf->m, CFS_M_EPOCH, o.epoch);
         cfs_cache_set_policy(pf->cache, pf_next_use_cb, pf); /* re-key every entry */
@@ -155,6 +164,12 @@ static int peer_read_direct(struct cfs_prefetch *pf, uint32_t id, uint64_t size,
 
 int cfs_prefetch_open(struct cfs_prefetch *pf, cfs_id id, struct cfs_prefetch_file **out)
 {
+    return cfs_prefetch_open_as(pf, id, NULL, out);
+}
+
+int cfs_prefetch_open_as(struct cfs_prefetch *pf, cfs_id id, const struct cfs_opener *who,
+                         struct cfs_prefetch_file **out)
+{
     const struct cfs_entry *e = cfs_catalog_entry(pf->cat, id);
     *out = NULL;
     if (!e)
@@ -171,7 +186,8 @@ int cfs_prefetch_open(struct cfs_prefetch *pf, cfs_id id, struct cfs_prefetch_fi
     pthread_mutex_init(&f->fd_mu, NULL);
 
     pthread_rwlock_rdlock(&pf->plan_lock);
-    bool new_epoch = observe(pf, e->sample);
+    bool learn, drop;
+    bool new_epoch = observe(pf, e->sample, who, &learn, &drop);
     unsigned demand_flags = pf->track ? 0 : CFS_CACHE_DEMAND;
     uint64_t t0 = pf_now_ns();
     bool waited = false;
@@ -221,6 +237,10 @@ int cfs_prefetch_open(struct cfs_prefetch *pf, cfs_id id, struct cfs_prefetch_fi
     bool settled = owner >= 0 && pf_peer_settled(pf, e);
     bool planned = pf->track != NULL;
     pthread_rwlock_unlock(&pf->plan_lock);
+    if (learn)
+        pf->id_ops->observe(pf->id_arg, e->sample, who ? who->pid : 0, who ? who->ppid : 0);
+    if (drop)
+        pf_drop_adopted(pf);
     if (owner >= 0 && peer_read_direct(pf, id, e->size, (uint32_t)owner, settled, &f->pbuf) == 0) {
         f->source = CFS_M_READS_PEER;
         waited = true;

@@ -358,6 +358,14 @@ int pf_track_set_epoch(struct pf_track *t, uint32_t e)
     return rc;
 }
 
+uint64_t pf_track_epoch_len(struct pf_track *t)
+{
+    pthread_mutex_lock(&t->mu);
+    uint64_t len = t->ep[t->cur].valid ? t->ep[t->cur].len : 0;
+    pthread_mutex_unlock(&t->mu);
+    return len;
+}
+
 uint32_t pf_track_window(const struct pf_track *t)
 {
     return t->window;

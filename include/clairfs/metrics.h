@@ -50,6 +50,7 @@ enum cfs_metric {
     CFS_M_FETCHES_PEER,
     CFS_M_FETCH_NS_PFS,       /* their time from submission to completion, summed */
     CFS_M_FETCH_NS_PEER,
+    CFS_M_ORDER_IDENTIFIED,   /* 0/1: the read order was identified from the opens */
     CFS_M_COUNT
 };
 

@@ -55,6 +55,8 @@ struct cfs_options {
     char *metrics_listen; /* metrics_listen=HOST:PORT: GET /metrics (metrics_http.h) */
     bool allow_other;
     bool reclaim; /* detach a dead FUSE mount left on MOUNTPOINT, then mount */
+    bool no_identify;   /* never learn the read order from the opens */
+    char *record_opens; /* record_opens=FILE: "PID PPID PATH" per open (clairfs-plan --identify) */
 };
 
 /* Defaults for every option. */

@@ -134,6 +134,7 @@
 
 #include "clairfs/catalog.h"
 #include "clairfs/ctl.h"
+#include "clairfs/identify.h"
 #include "clairfs/metrics.h"
 #include "clairfs/options.h"
 
@@ -191,6 +192,15 @@ void cfs_prefetch_destroy(struct cfs_prefetch *pf);
 /* Open regular file `id` for reading.  0 and *out, or -errno (the source
  * cannot be opened either). */
 int cfs_prefetch_open(struct cfs_prefetch *pf, cfs_id id, struct cfs_prefetch_file **out);
+/* Who opens: the caller's process (thread group) and its parent, 0 when
+ * unknown (another pid namespace, a process already gone). */
+struct cfs_opener {
+    pid_t pid, ppid;
+};
+/* The same, by `who` (NULL: unknown), which order identification learns
+ * from while the order is not known. */
+int cfs_prefetch_open_as(struct cfs_prefetch *pf, cfs_id id, const struct cfs_opener *who,
+                         struct cfs_prefetch_file **out);
 
 /* Where the bytes of a read are: data (len bytes in memory: a tier's, or the
  * scratch buffer for a direct read) or, with data NULL, fd at pos (an SSD
@@ -265,8 +275,43 @@ int cfs_prefetch_command(void *arg, const struct cfs_ctl_cmd *cmd);
  * benchmarks. */
 int cfs_prefetch_wait_idle(struct cfs_prefetch *pf, double timeout);
 
+/* Order identification (src/prefetch_adopt.c).  The prefetcher reaches the
+ * identify module (identify.h) only through these ops, so that the mount
+ * fills them with the module and tests with a fake.  While the order is not
+ * known (no seed, or learning again) every open of an indexed sample is
+ * observed; a registered seed is observed too, until the opens confirm or
+ * contradict it (it is never dropped: registration is the user's promise).
+ * The module's on_identified calls cfs_prefetch_adopt().  An adopted order
+ * that then mispredicts 64 opens in a row, or half of a block of 256 opens,
+ * is dropped (back to reactive caching, plan and tracker freed) and the
+ * module restarted with the run of misses that caused it. */
+struct cfs_identify_ops {
+    void (*observe)(void *arg, uint32_t sample, pid_t pid, pid_t ppid);
+    void (*restart)(void *arg);
+    enum cfs_identify_state (*state)(void *arg, struct cfs_identified *out);
+};
+/* Install before the first open (the mount: before the session serves);
+ * ops NULL: identification is off and `off_reason` says why in the stats
+ * ("off (-o no_identify)"). */
+void cfs_prefetch_set_identify(struct cfs_prefetch *pf, const struct cfs_identify_ops *ops,
+                               void *arg, const char *off_reason);
+/* True while opens are observed: the FUSE layer then finds each opener. */
+bool cfs_prefetch_learning(struct cfs_prefetch *pf);
+/* Predict the identified order as if it had been registered: plan its
+ * sampler for this node's ranks from the trainer's epoch, tell the tracker
+ * what the trainer already read of that epoch, prefetch.  With a registered
+ * seed nothing changes; a contradiction of it is logged once.  Any thread
+ * but the FUSE workers (it plans).  0 or -errno with a message in err. */
+int cfs_prefetch_adopt(struct cfs_prefetch *pf, const struct cfs_identified *id, char *err,
+                       size_t errlen);
+/* The `order:` line of .clairfs/stats, NUL-terminated: "registered
+ * torch-ddp seed=7 world=2", "learning (N opens)", "identified ...", "not a
+ * torch shuffle (N opens)", "off (...)". */
+void cfs_prefetch_order_text(struct cfs_prefetch *pf, char *buf, size_t len);
+
 struct cfs_prefetch_stats {
-    bool planned;           /* a seed is known */
+    bool planned;           /* a seed is known, or an order identified */
+    bool adopted;           /* the plan is an identified order's */
     uint64_t prefetches;    /* fetches started by the prefetcher */
     uint64_t demand_fetches;
     uint64_t direct_opens;  /* opens served from the source directly */

@@ -98,7 +98,11 @@ static const char expected_prometheus[] =
     "file from each.\n"
     "# TYPE clairfs_fetch_seconds_total counter\n"
     "clairfs_fetch_seconds_total{from=\"pfs\"} 1.500000000\n"
-    "clairfs_fetch_seconds_total{from=\"peer\"} 0.250000000\n";
+    "clairfs_fetch_seconds_total{from=\"peer\"} 0.250000000\n"
+    "# HELP clairfs_order_identified 1 once the trainers' read order was identified from their "
+    "opens (or a registered one confirmed by them), 0 while learning or after a contradiction.\n"
+    "# TYPE clairfs_order_identified gauge\n"
+    "clairfs_order_identified 1\n";
 
 static const char expected_stats[] =
     "catalog   files 1281167  dirs 1001  bytes 137 GiB  from_index yes\n"
@@ -116,7 +120,8 @@ static const char expected_stats[] =
     "requests  44\n"
     "index     write_errors 3\n"
     "fetches   pfs 8  peer 2\n"
-    "fetchtime pfs 1.500 s  peer 0.250 s\n";
+    "fetchtime pfs 1.500 s  peer 0.250 s\n"
+    "order     identified yes\n";
 
 static void fill(struct cfs_metrics *m)
 {
@@ -151,6 +156,7 @@ static void fill(struct cfs_metrics *m)
     cfs_metrics_add(m, CFS_M_FETCHES_PEER, 2);
     cfs_metrics_add(m, CFS_M_FETCH_NS_PFS, 1500000000ull);
     cfs_metrics_add(m, CFS_M_FETCH_NS_PEER, 250000000ull);
+    cfs_metrics_set(m, CFS_M_ORDER_IDENTIFIED, 1);
 }
 
 START_TEST(prometheus_text_is_exact)

@@ -1,0 +1,406 @@
+/* The learned order: what the data path does around order identification
+ * (the module itself is clairfs/identify.h, reached through the
+ * cfs_identify_ops seam).
+ *
+ * Learning.  While no order is known every open of an indexed sample is
+ * handed to the module with its opener, and, without a registered seed,
+ * its sample is remembered in order (seen: the replay below).  A
+ * registered seed is observed too, until the module has spoken: it is
+ * checked, never replaced (registration is the user's promise).
+ *
+ * Adoption (cfs_prefetch_adopt, on the module's thread).  The identified
+ * sampler becomes the run's, for this node's ranks, planned from the
+ * trainer's epoch; then the tracker is told what the trainer already read
+ * of that epoch, so that its count (the position) is right: the module's
+ * observations began at an epoch's start (its seed search reads an
+ * epoch's first opens) and its epoch is the one of the last open it saw,
+ * so at identification the trainer had read ((opens - 1) mod L) + 1 files
+ * of its epoch, L being what this node reads in one epoch (L of them: the
+ * epoch is complete, the tracker moves on), and every open remembered
+ * since came on top.  Those last opens
+ * are replayed into the new tracker under the plan lock's write side (no
+ * open in between), uncounted: they were not predicted.  From then on the
+ * prefetcher runs as for a registered seed.
+ *
+ * Self-correction.  A right order mispredicts well under 1 % of opens
+ * (the tracker's window absorbs DataLoader reordering and slow ranks), a
+ * wrong or stale one (a restarted trainer, a second job) nearly all.  So
+ * 64 misses in a row (a few batches of every worker: no reordering makes
+ * that many), or half of a block of 256 opens (a second reader interleaved
+ * with a right one), drop the adopted order: plan and tracker freed, back
+ * to reactive caching, the module restarted and given again the last
+ * opens that missed (the new trainer's first opens, which its seed search
+ * needs). */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clairfs/cache.h"
+#include "clairfs/log.h"
+#include "clairfs/metrics.h"
+#include "clairfs/prefetch.h"
+#include "clairfs/run_config.h"
+#include "prefetch_i.h"
+
+#define MISS_RUN_DROP 64u
+#define BLOCK_OPENS 256u
+#define BLOCK_MISSES_DROP (BLOCK_OPENS / 2)
+
+void pf_identify_init(struct cfs_prefetch *pf)
+{
+    pthread_mutex_init(&pf->replan_mu, NULL);
+    pthread_mutex_init(&pf->order_mu, NULL);
+    snprintf(pf->id_off, sizeof(pf->id_off), "off");
+}
+
+void pf_identify_free(struct cfs_prefetch *pf)
+{
+    free((void *)pf->seen);
+    pthread_mutex_destroy(&pf->order_mu);
+    pthread_mutex_destroy(&pf->replan_mu);
+}
+
+static void set_state(struct cfs_prefetch *pf, enum pf_order_state st)
+{
+    pthread_mutex_lock(&pf->order_mu);
+    pf->order_state = st;
+    pthread_mutex_unlock(&pf->order_mu);
+    cfs_metrics_set(pf->m, CFS_M_ORDER_IDENTIFIED,
+                    st == PF_ORDER_IDENTIFIED || st == PF_ORDER_CONFIRMED);
+}
+
+void cfs_prefetch_set_identify(struct cfs_prefetch *pf, const struct cfs_identify_ops *ops,
+                               void *arg, const char *off_reason)
+{
+    pf->id_ops = ops;
+    pf->id_arg = arg;
+    snprintf(pf->id_off, sizeof(pf->id_off), "%s", off_reason ? off_reason : "off");
+    if (!ops || pf->nsamples == 0)
+        return;
+    if (!pf->run.seeded) {
+        /* What this node reads of an epoch is at most every rank's share
+         * of n (padded by world) for as many ranks as it runs; twice n
+         * covers the common one- and two-rank nodes, and a replay longer
+         * than the ring keeps its tail (a count off by the rest). */
+        pf->seen_cap = pf->nsamples * 2 + 4096;
+        pf->seen = calloc(pf->seen_cap, sizeof(*pf->seen));
+        if (!pf->seen) {
+            cfs_warn("order identification: out of memory; off");
+            pf->id_ops = NULL;
+            return;
+        }
+    }
+    atomic_store(&pf->learning, true);
+    set_state(pf, pf->run.seeded ? PF_ORDER_REGISTERED : PF_ORDER_LEARNING);
+}
+
+bool cfs_prefetch_learning(struct cfs_prefetch *pf)
+{
+    return atomic_load_explicit(&pf->learning, memory_order_relaxed);
+}
+
+void pf_learn_record(struct cfs_prefetch *pf, uint32_t s)
+{
+    atomic_fetch_add_explicit(&pf->observed, 1, memory_order_relaxed);
+    if (!pf->seen)
+        return;
+    uint64_t i = atomic_fetch_add_explicit(&pf->seen_count, 1, memory_order_relaxed);
+    atomic_store_explicit(&pf->seen[i % pf->seen_cap], s, memory_order_relaxed);
+}
+
+bool pf_adopted_outcome(struct cfs_prefetch *pf, uint32_t s, const struct cfs_opener *who,
+                        bool hit)
+{
+    uint64_t i = atomic_fetch_add_explicit(&pf->recent_count, 1, memory_order_relaxed);
+    uint64_t opener = who ? (uint32_t)who->pid | (uint64_t)(uint32_t)who->ppid << 32 : 0;
+    atomic_store_explicit(&pf->recent[i % PF_RECENT][0], s | (uint64_t)hit << 32,
+                          memory_order_relaxed);
+    atomic_store_explicit(&pf->recent[i % PF_RECENT][1], opener, memory_order_relaxed);
+    bool drop = false;
+    if (hit) {
+        atomic_store_explicit(&pf->miss_run, 0, memory_order_relaxed);
+    } else {
+        drop = atomic_fetch_add(&pf->miss_run, 1) + 1 >= MISS_RUN_DROP;
+        atomic_fetch_add(&pf->block_misses, 1);
+    }
+    if ((atomic_fetch_add(&pf->block_opens, 1) + 1) % BLOCK_OPENS == 0) {
+        unsigned missed = atomic_exchange(&pf->block_misses, 0);
+        if (missed >= BLOCK_MISSES_DROP) {
+            atomic_store(&pf->drop_block_misses, missed);
+            drop = true;
+        }
+    }
+    return drop && !atomic_exchange(&pf->drop_pending, true);
+}
+
+/* ---- adoption */
+
+struct replay_arg {
+    const struct cfs_identified *id;
+    uint64_t replayed;
+};
+
+/* Under the plan lock's write side: no open is running, every remembered
+ * open is in seen. */
+static void replay_epoch(struct cfs_prefetch *pf, struct pf_track *t, void *arg)
+{
+    struct replay_arg *ra = arg;
+    uint64_t seen = atomic_load(&pf->seen_count);
+    uint64_t pos, len;
+    uint32_t epoch;
+    pf_track_position(t, &pos, &epoch, &(uint64_t){0});
+    len = pf_track_epoch_len(t);
+    uint64_t since = seen > ra->id->opens ? seen - ra->id->opens : 0;
+    uint64_t opens = ra->id->opens;
+    uint64_t count = (len && opens ? (opens - 1) % len + 1 : 0) + since;
+    if (count > seen)
+        count = seen;
+    if (count > pf->seen_cap)
+        count = pf->seen_cap; /* 0 without a ring */
+    for (uint64_t i = seen - count; i < seen; i++) {
+        struct pf_obs o;
+        pf_track_open(t, atomic_load(&pf->seen[i % pf->seen_cap]), &o);
+    }
+    ra->replayed = count;
+    pf->adopted = true;
+    atomic_store(&pf->learning, false);
+    atomic_store(&pf->miss_run, 0);
+    atomic_store(&pf->block_opens, 0);
+    atomic_store(&pf->block_misses, 0);
+    atomic_store(&pf->recent_count, 0);
+    atomic_store(&pf->drop_pending, false);
+}
+
+/* The first way the opens differ from the registered order, as
+ * "registered world=8, but the opens fit world=16"; empty when they fit. */
+static void contradiction(const struct cfs_sampler_params *reg, const struct cfs_identified *id,
+                          char *buf, size_t len)
+{
+    const struct cfs_sampler_params *got = &id->sampler;
+    buf[0] = '\0';
+    if (reg->kind != got->kind)
+        snprintf(buf, len, "registered sampler=%s, but the opens fit sampler=%s",
+                 cfs_sampler_kind_name(reg->kind), cfs_sampler_kind_name(got->kind));
+    else if (reg->world != got->world)
+        snprintf(buf, len, "registered world=%u, but the opens fit world=%u", reg->world,
+                 got->world);
+    else if ((uint32_t)reg->seed != (uint32_t)got->seed ||
+             (id->seed_high_known && reg->seed != got->seed))
+        snprintf(buf, len, "registered seed=%" PRIu64 ", but the opens fit seed=%" PRIu64,
+                 reg->seed, got->seed);
+    else if (reg->batch != got->batch && (reg->drop_last_batch || got->drop_last_batch))
+        snprintf(buf, len, "registered batch=%u, but the opens fit batch=%u", reg->batch,
+                 got->batch);
+    else if (reg->drop_last != got->drop_last && reg->kind == CFS_SAMPLER_TORCH_DDP)
+        snprintf(buf, len, "registered drop_last=%d, but the opens fit drop_last=%d",
+                 reg->drop_last, got->drop_last);
+    else if (reg->drop_last_batch != got->drop_last_batch)
+        snprintf(buf, len, "registered drop_last_batch=%d, but the opens fit drop_last_batch=%d",
+                 reg->drop_last_batch, got->drop_last_batch);
+    else if (reg->persistent_workers != got->persistent_workers &&
+             reg->kind == CFS_SAMPLER_TORCH)
+        snprintf(buf, len,
+                 "registered persistent_workers=%d, but the opens fit persistent_workers=%d",
+                 reg->persistent_workers, got->persistent_workers);
+}
+
+/* A registered seed meets the identification: checked, kept. */
+static void check_registered(struct cfs_prefetch *pf, const struct cfs_identified *id)
+{
+    char why[sizeof(pf->contradiction)];
+    contradiction(&pf->run.sampler, id, why, sizeof(why));
+    pthread_mutex_lock(&pf->order_mu);
+    pf->ident = *id;
+    snprintf(pf->contradiction, sizeof(pf->contradiction), "%s", why);
+    pthread_mutex_unlock(&pf->order_mu);
+    atomic_store(&pf->learning, false);
+    if (why[0]) {
+        cfs_warn("order: %s (%s); the registered order is kept", why, id->text);
+        set_state(pf, PF_ORDER_CONTRADICTED);
+    } else {
+        cfs_info("order: the opens confirm the registered order (%s)", id->text);
+        set_state(pf, PF_ORDER_CONFIRMED);
+    }
+}
+
+/* The identified order as a run configuration of this node. */
+static int identified_run(const struct cfs_prefetch *pf, const struct cfs_identified *id,
+                          struct cfs_run_config *run, char *err, size_t errlen)
+{
+    const struct cfs_sampler_params *sp = &id->sampler;
+    if (sp->n != pf->nsamples || sp->kind == CFS_SAMPLER_LIST || sp->world == 0 ||
+        id->rank_count == 0 || (uint64_t)id->rank_first + id->rank_count > sp->world) {
+        snprintf(err, errlen,
+                 "identified order does not fit the mount: n=%" PRIu64 " of %" PRIu64
+                 " samples, ranks %u+%u of world %u",
+                 sp->n, pf->nsamples, id->rank_first, id->rank_count, sp->world);
+        return -EINVAL;
+    }
+    *run = pf->run;
+    run->sampler = *sp;
+    run->sampler.list_path = NULL;
+    run->world = sp->world;
+    run->ranks = (struct cfs_rank_range){.first = id->rank_first, .count = id->rank_count};
+    run->start_epoch = id->epoch;
+    /* As many epochs ahead as the mount would plan for a registered run. */
+    uint32_t span = pf->run.epochs > pf->run.start_epoch ? pf->run.epochs - pf->run.start_epoch
+                                                         : 100;
+    run->epochs = id->epoch + (span > UINT32_MAX - id->epoch ? UINT32_MAX - id->epoch : span);
+    run->window = cfs_run_default_window(sp->batch, id->rank_count);
+    run->seeded = true;
+    return 0;
+}
+
+int cfs_prefetch_adopt(struct cfs_prefetch *pf, const struct cfs_identified *id, char *err,
+                       size_t errlen)
+{
+    int rc = 0;
+    err[0] = '\0';
+    pthread_mutex_lock(&pf->replan_mu);
+    if (pf->restart_owed || pf->adopted)
+        goto out; /* stale (the module restarts), or adopted already */
+    if (pf->run.seeded) {
+        check_registered(pf, id);
+        goto out;
+    }
+    if (pf->distributed || pf->nsamples == 0 || cfs_catalog_order_unavailable(pf->cat)) {
+        snprintf(err, errlen, "identified order not adopted: %s",
+                 pf->distributed ? "a distributed mount plans only a registered seed"
+                                 : "no index order to plan with");
+        rc = -EOPNOTSUPP;
+        goto out;
+    }
+    struct cfs_run_config run;
+    if ((rc = identified_run(pf, id, &run, err, errlen)) < 0)
+        goto out;
+    struct replay_arg ra = {.id = id};
+    if ((rc = pf_replan(pf, &run, replay_epoch, &ra, err, errlen)) < 0)
+        goto out;
+    pthread_mutex_lock(&pf->order_mu);
+    pf->ident = *id;
+    pthread_mutex_unlock(&pf->order_mu);
+    set_state(pf, PF_ORDER_IDENTIFIED);
+    cfs_info("order: identified %s; predicting it (%" PRIu64 " opens of epoch %u replayed)",
+             id->text, ra.replayed, id->epoch);
+out:
+    pthread_mutex_unlock(&pf->replan_mu);
+    return rc;
+}
+
+/* ---- self-correction */
+
+/* The trailing misses among the last opens (plan_lock's write side held):
+ * the opens of whatever the order no longer describes. */
+static uint64_t trailing_misses(struct cfs_prefetch *pf, uint64_t again[][2])
+{
+    uint64_t n = atomic_load(&pf->recent_count);
+    uint64_t have = n < PF_RECENT ? n : PF_RECENT, first = n, count = 0;
+    while (first > n - have && !(atomic_load(&pf->recent[(first - 1) % PF_RECENT][0]) >> 32 & 1))
+        first--;
+    for (uint64_t i = first; i < n; i++, count++) {
+        again[count][0] = atomic_load(&pf->recent[i % PF_RECENT][0]);
+        again[count][1] = atomic_load(&pf->recent[i % PF_RECENT][1]);
+    }
+    return count;
+}
+
+void pf_drop_adopted(struct cfs_prefetch *pf)
+{
+    uint64_t again[PF_RECENT][2];
+    pthread_mutex_lock(&pf->replan_mu);
+    pthread_rwlock_wrlock(&pf->plan_lock);
+    bool adopted = pf->adopted;
+    uint64_t nagain = adopted ? trailing_misses(pf, again) : 0;
+    struct pf_track *old = NULL;
+    if (adopted) {
+        cfs_cache_set_policy(pf->cache, NULL, NULL);
+        old = pf->track;
+        pf->track = NULL;
+        pf->adopted = false;
+        pf->run.seeded = false;
+        atomic_store(&pf->seen_count, 0);
+        atomic_store(&pf->observed, 0);
+        pf->restart_owed = true; /* an identification before the restart is stale */
+    }
+    pthread_rwlock_unlock(&pf->plan_lock);
+    pthread_mutex_unlock(&pf->replan_mu);
+    if (!adopted)
+        return;
+    pf_track_destroy(old);
+    unsigned block = atomic_exchange(&pf->drop_block_misses, 0);
+    if (block)
+        cfs_warn("order: the opens no longer fit the identified order (%u of the last %u "
+                 "opens missed); dropping it, learning again",
+                 block, BLOCK_OPENS);
+    else
+        cfs_warn("order: the opens no longer fit the identified order (%" PRIu64
+                 " misses in a row); dropping it, learning again",
+                 nagain);
+    set_state(pf, PF_ORDER_LEARNING);
+    pf_wake(pf);
+    /* Without replan_mu: the module's thread may be in on_identified,
+     * waiting for it.  Nothing else is observed until the module has
+     * restarted and heard the misses again (seen and the module agree). */
+    pf->id_ops->restart(pf->id_arg);
+    for (uint64_t i = 0; i < nagain; i++) {
+        uint32_t s = (uint32_t)again[i][0];
+        pf_learn_record(pf, s);
+        pf->id_ops->observe(pf->id_arg, s, (pid_t)(uint32_t)again[i][1],
+                            (pid_t)(uint32_t)(again[i][1] >> 32));
+    }
+    pthread_mutex_lock(&pf->replan_mu);
+    pf->restart_owed = false;
+    atomic_store(&pf->learning, true);
+    atomic_store(&pf->drop_pending, false);
+    pthread_mutex_unlock(&pf->replan_mu);
+    /* Identified from the misses alone, while its callback was refused. */
+    struct cfs_identified id;
+    char err[256];
+    if (pf->id_ops->state && pf->id_ops->state(pf->id_arg, &id) == CFS_IDENTIFY_IDENTIFIED &&
+        cfs_prefetch_adopt(pf, &id, err, sizeof(err)) < 0)
+        cfs_warn("order: %s", err);
+}
+
+/* ---- the stats line */
+
+void cfs_prefetch_order_text(struct cfs_prefetch *pf, char *buf, size_t len)
+{
+    pthread_mutex_lock(&pf->order_mu);
+    enum pf_order_state st = pf->order_state;
+    struct cfs_identified id = pf->ident;
+    char why[sizeof(pf->contradiction)];
+    memcpy(why, pf->contradiction, sizeof(why));
+    pthread_mutex_unlock(&pf->order_mu);
+    uint64_t observed = atomic_load(&pf->observed);
+    pthread_rwlock_rdlock(&pf->plan_lock);
+    struct cfs_sampler_params sp = pf->run.sampler;
+    pthread_rwlock_unlock(&pf->plan_lock);
+    switch (st) {
+    case PF_ORDER_REGISTERED:
+    case PF_ORDER_CONFIRMED:
+    case PF_ORDER_CONTRADICTED:
+        snprintf(buf, len, "registered %s seed=%" PRIu64 " world=%u%s%s",
+                 cfs_sampler_kind_name(sp.kind), sp.seed, sp.world,
+                 st == PF_ORDER_CONFIRMED ? ", confirmed by the opens"
+                 : st == PF_ORDER_CONTRADICTED ? "; " : "",
+                 st == PF_ORDER_CONTRADICTED ? why : "");
+        return;
+    case PF_ORDER_IDENTIFIED:
+        snprintf(buf, len, "identified %s", id.text);
+        return;
+    case PF_ORDER_LEARNING:
+        if (pf->id_ops && pf->id_ops->state &&
+            pf->id_ops->state(pf->id_arg, NULL) == CFS_IDENTIFY_NOT_A_SHUFFLE)
+            snprintf(buf, len, "not a torch shuffle (%" PRIu64 " opens)", observed);
+        else
+            snprintf(buf, len, "learning (%" PRIu64 " opens)", observed);
+        return;
+    case PF_ORDER_OFF:
+        break;
+    }
+    snprintf(buf, len, "not identified: %s", pf->id_off);
+}

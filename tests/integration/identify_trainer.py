@@ -1,0 +1,117 @@
+#!/usr/bin/python3
+"""A trainer rank for test_identify_mount.sh: a real torch DataLoader over an
+ImageFolder on the mount, nothing registered with clairfs.
+
+Each item is a file's SHA-1 (ImageFolder's loader reads it whole), compared
+in the trainer with the same file under --src: one wrong byte and the rank
+exits 1.  After epoch 0 the rank pauses until the mount says it has
+identified the order (clairfs_order_identified 1 in .clairfs/metrics), at
+most --pause seconds, as a trainer that evaluates between epochs would.
+
+Patterns (clairfs/sampler.h):
+  torch-ddp      DataLoader(sampler=DistributedSampler(ds, W, rank, seed=S)),
+                 set_epoch(e) before each epoch
+  torch          DataLoader(shuffle=True, generator=g), g seeded S once
+  torch-sampler  DataLoader(sampler=RandomSampler(ds, generator=g))
+"""
+import argparse
+import hashlib
+import os
+import sys
+import time
+
+import torch
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, RandomSampler
+from torchvision.datasets import ImageFolder
+
+
+def digest(path):
+    with open(path, "rb") as f:
+        return hashlib.sha1(f.read()).hexdigest()
+
+
+class Indexed(Dataset):
+    """(index, digest) of the folder's item: the trainer knows what it got."""
+
+    def __init__(self, folder):
+        self.folder = folder
+
+    def __len__(self):
+        return len(self.folder)
+
+    def __getitem__(self, i):
+        return i, self.folder[i][0]
+
+
+def collate(batch):
+    return list(batch)
+
+
+def identified(mnt):
+    try:
+        with open(os.path.join(mnt, ".clairfs", "metrics")) as f:
+            for line in f:
+                if line.startswith("clairfs_order_identified "):
+                    return line.split()[1] == "1"
+    except OSError:
+        pass
+    return False
+
+
+def make_loader(args, ds):
+    common = dict(batch_size=args.batch, num_workers=args.workers, collate_fn=collate,
+                  persistent_workers=args.persistent)
+    g = torch.Generator()
+    g.manual_seed(args.seed)
+    if args.kind == "torch-ddp":
+        sampler = DistributedSampler(ds, num_replicas=args.world, rank=args.rank, shuffle=True,
+                                     seed=args.seed)
+        return DataLoader(ds, sampler=sampler, **common), sampler
+    if args.kind == "torch":
+        return DataLoader(ds, shuffle=True, generator=g, **common), None
+    return DataLoader(ds, sampler=RandomSampler(ds, generator=g), **common), None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", required=True, help="the mount")
+    ap.add_argument("--src", required=True, help="the source, to compare bytes with")
+    ap.add_argument("--kind", required=True, choices=["torch-ddp", "torch", "torch-sampler"])
+    ap.add_argument("--seed", type=int, required=True)
+    ap.add_argument("--world", type=int, default=1)
+    ap.add_argument("--rank", type=int, default=0)
+    ap.add_argument("--epochs", type=int, default=4)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--persistent", action="store_true", help="persistent_workers=True")
+    ap.add_argument("--pause", type=float, default=300, help="most seconds to wait after epoch 0")
+    ap.add_argument("--log", required=True, help="'epoch rank index' per item")
+    args = ap.parse_args()
+
+    folder = ImageFolder(args.data, loader=digest)
+    rel = [os.path.relpath(p, args.data) for p, _ in folder.samples]
+    want = {}
+    loader, sampler = make_loader(args, Indexed(folder))
+    with open(args.log, "w") as log:
+        for epoch in range(args.epochs):
+            if sampler is not None:
+                sampler.set_epoch(epoch)
+            for batch in loader:
+                for i, got in batch:
+                    if i not in want:
+                        want[i] = digest(os.path.join(args.src, rel[i]))
+                    if got != want[i]:
+                        print(f"rank {args.rank}: wrong bytes in {rel[i]}", file=sys.stderr)
+                        return 1
+                    log.write(f"{epoch} {args.rank} {i}\n")
+            if epoch == 0:
+                t0 = time.monotonic()
+                while not identified(args.data) and time.monotonic() - t0 < args.pause:
+                    time.sleep(0.5)
+                print(f"rank {args.rank}: paused {time.monotonic() - t0:.1f} s after epoch 0, "
+                      f"identified={identified(args.data)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

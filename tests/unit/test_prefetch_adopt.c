@@ -1,0 +1,375 @@
+/* The learned order on the data path, without the identify module: a fake
+ * behind struct cfs_identify_ops records what the prefetcher tells it.
+ * Adoption of a known identification (torch-ddp seed 7) on a prefetcher
+ * made without a seed predicts every later open, with the epoch's opens
+ * before it replayed into the tracker (the epoch gauge proves the count);
+ * a registered seed is checked, never replaced; an adopted order that
+ * mispredicts 64 opens in a row, or half of a block of 256, is dropped and
+ * the module restarted once with the misses. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check_run.h"
+#include "clairfs/identify.h"
+#include "clairfs/prefetch.h"
+#include "clairfs/sampler.h"
+#include "prefetch_fixture.h"
+#include "src/prefetch_i.h"
+
+#define FAKE_MAX 4096
+
+struct fake_identify {
+    uint32_t n, samples[FAKE_MAX];
+    pid_t pids[FAKE_MAX], ppids[FAKE_MAX];
+    unsigned restarts;
+    uint32_t observed_at_restart;
+    enum cfs_identify_state state;
+};
+
+static void fake_observe(void *arg, uint32_t sample, pid_t pid, pid_t ppid)
+{
+    struct fake_identify *f = arg;
+    ck_assert_uint_lt(f->n, FAKE_MAX);
+    f->samples[f->n] = sample;
+    f->pids[f->n] = pid;
+    f->ppids[f->n++] = ppid;
+}
+
+static void fake_restart(void *arg)
+{
+    struct fake_identify *f = arg;
+    f->restarts++;
+    f->observed_at_restart = f->n;
+    f->n = 0;
+}
+
+static enum cfs_identify_state fake_state(void *arg, struct cfs_identified *out)
+{
+    (void)out;
+    return ((struct fake_identify *)arg)->state;
+}
+
+static const struct cfs_identify_ops fake_ops = {fake_observe, fake_restart, fake_state};
+
+static const struct cfs_opener trainer = {.pid = 4242, .ppid = 4000};
+
+/* torch-ddp seed 7 of the fixture's NFILES samples: world, this node's
+ * ranks [0, count), the trainer in `epoch` after `opens` observed opens. */
+static struct cfs_identified ddp7(uint32_t world, uint32_t epoch, uint64_t opens)
+{
+    struct cfs_identified id = {
+        .sampler = {.kind = CFS_SAMPLER_TORCH_DDP, .seed = 7, .n = NFILES, .world = world,
+                    .batch = 1},
+        .rank_first = 0, .rank_count = 1, .epoch = epoch, .opens = opens, .seconds = 1.5,
+        .seed_high_known = true,
+    };
+    snprintf(id.text, sizeof(id.text), "torch-ddp seed=7 world=%u epoch %u after %llu opens",
+             world, epoch, (unsigned long long)opens);
+    return id;
+}
+
+/* Rank 0's stream of torch-ddp seed 7 in epoch e of world w (len entries). */
+static uint32_t *ddp7_stream(uint32_t world, uint32_t epoch, uint64_t *len)
+{
+    struct cfs_sampler_params sp = {.kind = CFS_SAMPLER_TORCH_DDP, .seed = 7, .n = NFILES,
+                                    .world = world, .batch = 1};
+    struct cfs_sampler *s = NULL;
+    char err[128];
+    ck_assert_int_eq(cfs_sampler_create(&sp, &s, err, sizeof(err)), 0);
+    ck_assert_int_eq(cfs_sampler_compute_epoch(s, epoch), 0);
+    *len = cfs_sampler_rank_len(s, epoch, 0);
+    uint32_t *out = malloc(*len * sizeof(*out));
+    for (uint64_t i = 0; i < *len; i++)
+        out[i] = cfs_sampler_rank_at(s, 0, i);
+    cfs_sampler_destroy(s);
+    return out;
+}
+
+static void order_text_starts(struct cfs_prefetch *pf, const char *want)
+{
+    char text[400];
+    cfs_prefetch_order_text(pf, text, sizeof(text));
+    ck_assert_msg(strncmp(text, want, strlen(want)) == 0, "order: \"%s\", want \"%s...\"", text,
+                  want);
+}
+
+/* Learn `learned` opens of epoch 0 (identified after `at` of them: the
+ * module's epoch is the last open's, so 120 of 120 is epoch 0 complete),
+ * adopt, then read the rest of epoch 0 and all of epoch 1: every open
+ * after adoption is a predicted RAM hit, every file fetched once, and the
+ * epoch advances at the right count (without the replay it would lag). */
+static const uint32_t learn_cases[][2] = {{40, 30}, {120, 120}, {120, 100}};
+
+START_TEST(adopt_predicts_as_registered)
+{
+    struct fixture fx;
+    struct cfs_metrics m;
+    struct fake_identify fake = {.state = CFS_IDENTIFY_LEARNING};
+    char err[256], want[128];
+    uint32_t learned = learn_cases[_i][0], at = learn_cases[_i][1];
+    fixture_init(&fx);
+    struct cfs_prefetch *pf = make_pf(&fx, "ram=16M,epochs=3", &m, NULL);
+    cfs_prefetch_set_identify(pf, &fake_ops, &fake, NULL);
+    ck_assert(cfs_prefetch_learning(pf));
+    order_text_starts(pf, "learning (0 opens)");
+    uint32_t *e0 = epoch_stream(NFILES, 7, 0);
+    for (uint32_t i = 0; i < learned; i++)
+        read_check_as(pf, &fx, e0[i], &trainer);
+    ck_assert_uint_eq(fake.n, learned);
+    for (uint32_t i = 0; i < learned; i++) {
+        ck_assert_uint_eq(fake.samples[i], e0[i]);
+        ck_assert_int_eq(fake.pids[i], trainer.pid);
+        ck_assert_int_eq(fake.ppids[i], trainer.ppid);
+    }
+    snprintf(want, sizeof(want), "learning (%u opens)", learned);
+    order_text_starts(pf, want);
+    ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_HIT) + mget(&m, CFS_M_PREDICTION_MISS), 0);
+    ck_assert_uint_eq(mget(&m, CFS_M_ORDER_IDENTIFIED), 0);
+
+    struct cfs_identified id = ddp7(1, 0, at);
+    ck_assert_msg(cfs_prefetch_adopt(pf, &id, err, sizeof(err)) == 0, "%s", err);
+    struct cfs_prefetch_stats st;
+    cfs_prefetch_stats(pf, &st);
+    ck_assert(st.planned && st.adopted);
+    ck_assert(!cfs_prefetch_learning(pf));
+    ck_assert_uint_eq(mget(&m, CFS_M_ORDER_IDENTIFIED), 1);
+    snprintf(want, sizeof(want), "identified torch-ddp seed=7 world=1 epoch 0 after %u opens", at);
+    order_text_starts(pf, want);
+    ck_assert_uint_eq(mget(&m, CFS_M_EPOCH), learned == NFILES ? 1 : 0);
+    ck_assert_int_eq(cfs_prefetch_wait_idle(pf, 30), 0);
+
+    for (uint32_t i = learned; i < NFILES; i++)
+        read_check_as(pf, &fx, e0[i], &trainer);
+    ck_assert_uint_eq(mget(&m, CFS_M_EPOCH), 1);
+    ck_assert_int_eq(cfs_prefetch_wait_idle(pf, 30), 0);
+    replay_epoch(pf, &fx, 7, 1);
+    ck_assert_uint_eq(mget(&m, CFS_M_EPOCH), 2);
+    ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_HIT), NFILES - learned + NFILES);
+    ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_MISS), 0);
+    ck_assert_uint_eq(mget(&m, CFS_M_READS_PFS), learned);
+    ck_assert_uint_eq(mget(&m, CFS_M_READS_RAM), NFILES - learned + NFILES);
+    ck_assert_uint_eq(mget(&m, CFS_M_FETCH_BYTES_PFS), fx.total);
+    ck_assert_uint_eq(fake.n, learned); /* not observed after adoption */
+    ck_assert_uint_eq(fake.restarts, 0);
+    free(e0);
+    cfs_prefetch_destroy(pf);
+    fixture_fini(&fx);
+}
+END_TEST
+
+/* A registered seed is observed, checked against the identification, and
+ * kept: the contradiction is named, the gauge says 0; a fitting
+ * identification confirms it. */
+START_TEST(registered_seed_is_checked_not_replaced)
+{
+    struct fixture fx;
+    struct cfs_metrics m;
+    struct fake_identify fake = {.state = CFS_IDENTIFY_LEARNING};
+    char err[256];
+    fixture_init(&fx);
+    struct cfs_prefetch *pf = make_pf(&fx, "seed=7,ram=16M,epochs=3", &m, NULL);
+    cfs_prefetch_set_identify(pf, &fake_ops, &fake, NULL);
+    ck_assert(cfs_prefetch_learning(pf));
+    order_text_starts(pf, "registered torch-ddp seed=7 world=1");
+    uint32_t *e0 = epoch_stream(NFILES, 7, 0);
+    read_check_as(pf, &fx, e0[0], &trainer);
+    free(e0);
+    ck_assert_uint_eq(fake.n, 1);
+    struct cfs_identified id = ddp7(2, 0, 1);
+    ck_assert_msg(cfs_prefetch_adopt(pf, &id, err, sizeof(err)) == 0, "%s", err);
+    struct cfs_prefetch_stats st;
+    cfs_prefetch_stats(pf, &st);
+    ck_assert(st.planned && !st.adopted);
+    ck_assert_uint_eq(pf->run.world, 1);
+    ck_assert(!cfs_prefetch_learning(pf));
+    ck_assert_uint_eq(mget(&m, CFS_M_ORDER_IDENTIFIED), 0);
+    order_text_starts(pf, "registered torch-ddp seed=7 world=1; registered world=1, but the "
+                          "opens fit world=2");
+    id = ddp7(1, 0, 1);
+    ck_assert_int_eq(cfs_prefetch_adopt(pf, &id, err, sizeof(err)), 0);
+    ck_assert_uint_eq(mget(&m, CFS_M_ORDER_IDENTIFIED), 1);
+    order_text_starts(pf, "registered torch-ddp seed=7 world=1, confirmed by the opens");
+    cfs_prefetch_stats(pf, &st);
+    ck_assert(st.planned && !st.adopted);
+    cfs_prefetch_destroy(pf);
+    fixture_fini(&fx);
+}
+END_TEST
+
+/* One epoch planned for rank 0 of world 2 (60 samples): rank 1's files
+ * are never predicted, so each open of one is a miss. */
+struct drop_run {
+    struct fixture fx;
+    struct cfs_metrics m;
+    struct fake_identify fake;
+    struct cfs_prefetch *pf;
+    uint32_t other[NFILES]; /* rank 1's files of epoch 0 */
+    uint32_t nother;
+    uint32_t *mine;
+    uint64_t nmine;
+};
+
+static void drop_run_start(struct drop_run *r)
+{
+    char err[256];
+    memset(r, 0, sizeof(*r));
+    r->fake.state = CFS_IDENTIFY_LEARNING;
+    fixture_init(&r->fx);
+    r->pf = make_pf(&r->fx, "ram=16M,epochs=1", &r->m, NULL);
+    cfs_prefetch_set_identify(r->pf, &fake_ops, &r->fake, NULL);
+    r->mine = ddp7_stream(2, 0, &r->nmine);
+    ck_assert_uint_eq(r->nmine, NFILES / 2);
+    bool is_mine[NFILES] = {false};
+    for (uint64_t i = 0; i < r->nmine; i++)
+        is_mine[r->mine[i]] = true;
+    for (uint32_t s = 0; s < NFILES; s++)
+        if (!is_mine[s])
+            r->other[r->nother++] = s;
+    struct cfs_identified id = ddp7(2, 0, 0);
+    ck_assert_msg(cfs_prefetch_adopt(r->pf, &id, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_int_eq(cfs_prefetch_wait_idle(r->pf, 30), 0);
+}
+
+static void drop_run_finish(struct drop_run *r)
+{
+    free(r->mine);
+    cfs_prefetch_destroy(r->pf);
+    fixture_fini(&r->fx);
+}
+
+static void assert_dropped(struct drop_run *r)
+{
+    struct cfs_prefetch_stats st;
+    cfs_prefetch_stats(r->pf, &st);
+    ck_assert(!st.planned && !st.adopted);
+    ck_assert(cfs_prefetch_learning(r->pf));
+    ck_assert_uint_eq(r->fake.restarts, 1);
+    ck_assert_uint_eq(mget(&r->m, CFS_M_ORDER_IDENTIFIED), 0);
+}
+
+START_TEST(drop_after_64_misses_in_a_row)
+{
+    struct drop_run r;
+    drop_run_start(&r);
+    for (uint32_t i = 0; i < 10; i++)
+        read_check_as(r.pf, &r.fx, r.mine[i], &trainer);
+    struct cfs_opener stranger = {.pid = 777, .ppid = 1};
+    for (uint32_t i = 0; i < 63; i++)
+        read_check_as(r.pf, &r.fx, r.other[i % r.nother], &stranger);
+    ck_assert_uint_eq(r.fake.restarts, 0);
+    struct cfs_prefetch_stats st;
+    cfs_prefetch_stats(r.pf, &st);
+    ck_assert(st.adopted);
+    read_check_as(r.pf, &r.fx, r.other[63 % r.nother], &stranger);
+    assert_dropped(&r);
+    ck_assert_uint_eq(mget(&r.m, CFS_M_PREDICTION_HIT), 10);
+    ck_assert_uint_eq(mget(&r.m, CFS_M_PREDICTION_MISS), 64);
+    /* The module hears the 64 misses again, in order, with their opener. */
+    ck_assert_uint_eq(r.fake.n, 64);
+    for (uint32_t i = 0; i < 64; i++) {
+        ck_assert_uint_eq(r.fake.samples[i], r.other[i % r.nother]);
+        ck_assert_int_eq(r.fake.pids[i], stranger.pid);
+        ck_assert_int_eq(r.fake.ppids[i], stranger.ppid);
+    }
+    order_text_starts(r.pf, "learning (64 opens)");
+    /* Learning again: later opens are observed, nothing is predicted. */
+    read_check_as(r.pf, &r.fx, r.mine[0], &trainer);
+    ck_assert_uint_eq(r.fake.n, 65);
+    ck_assert_uint_eq(mget(&r.m, CFS_M_PREDICTION_HIT) + mget(&r.m, CFS_M_PREDICTION_MISS), 74);
+    drop_run_finish(&r);
+}
+END_TEST
+
+/* One hit then four misses, over and over: never 64 misses in a row, but
+ * 205 of a block of 256 (the rule: at least half) drop it at the 256th. */
+START_TEST(drop_after_half_a_block_missed)
+{
+    struct drop_run r;
+    drop_run_start(&r);
+    uint32_t hits = 0, misses = 0;
+    for (uint32_t i = 0; i < 255; i++) {
+        if (i % 5 == 0)
+            read_check_as(r.pf, &r.fx, r.mine[hits++], &trainer);
+        else
+            read_check_as(r.pf, &r.fx, r.other[misses++ % r.nother], &trainer);
+    }
+    ck_assert_uint_eq(r.fake.restarts, 0);
+    ck_assert_uint_eq(mget(&r.m, CFS_M_PREDICTION_HIT), hits);
+    ck_assert_uint_eq(mget(&r.m, CFS_M_PREDICTION_MISS), misses);
+    read_check_as(r.pf, &r.fx, r.other[misses++ % r.nother], &trainer); /* 256th: i % 5 == 0 */
+    assert_dropped(&r);
+    /* The trailing run of misses (the four after the hit at open 250, and
+     * this one) is heard again. */
+    ck_assert_uint_eq(r.fake.n, 5);
+    for (uint32_t i = 0; i < 5; i++)
+        ck_assert_uint_eq(r.fake.samples[i], r.other[(misses - 5 + i) % r.nother]);
+    drop_run_finish(&r);
+}
+END_TEST
+
+/* A registered seed never drops, however many misses. */
+START_TEST(registered_seed_never_drops)
+{
+    struct fixture fx;
+    struct cfs_metrics m;
+    struct fake_identify fake = {.state = CFS_IDENTIFY_LEARNING};
+    fixture_init(&fx);
+    struct cfs_prefetch *pf = make_pf(&fx, "seed=7,world=2,ranks=0-0,ram=16M,epochs=1", &m, NULL);
+    cfs_prefetch_set_identify(pf, &fake_ops, &fake, NULL);
+    uint64_t nmine;
+    uint32_t *mine = ddp7_stream(2, 0, &nmine);
+    bool is_mine[NFILES] = {false};
+    for (uint64_t i = 0; i < nmine; i++)
+        is_mine[mine[i]] = true;
+    uint32_t missed = 0;
+    for (uint32_t pass = 0; pass < 3; pass++)
+        for (uint32_t s = 0; s < NFILES; s++)
+            if (!is_mine[s]) {
+                read_check_as(pf, &fx, s, &trainer);
+                missed++;
+            }
+    ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_MISS), missed);
+    ck_assert_uint_ge(missed, 128);
+    struct cfs_prefetch_stats st;
+    cfs_prefetch_stats(pf, &st);
+    ck_assert(st.planned);
+    ck_assert_uint_eq(fake.restarts, 0);
+    free(mine);
+    cfs_prefetch_destroy(pf);
+    fixture_fini(&fx);
+}
+END_TEST
+
+/* Identification off: nothing is observed, the stats say why. */
+START_TEST(off_observes_nothing)
+{
+    struct fixture fx;
+    struct cfs_metrics m;
+    fixture_init(&fx);
+    struct cfs_prefetch *pf = make_pf(&fx, "ram=16M", &m, NULL);
+    cfs_prefetch_set_identify(pf, NULL, NULL, "off (-o no_identify)");
+    ck_assert(!cfs_prefetch_learning(pf));
+    read_check_as(pf, &fx, 3, &trainer);
+    order_text_starts(pf, "not identified: off (-o no_identify)");
+    cfs_prefetch_destroy(pf);
+    fixture_fini(&fx);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("prefetch_adopt");
+    TCase *tc = tcase_create("adopt");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, adopt_predicts_as_registered, 0,
+                        sizeof(learn_cases) / sizeof(learn_cases[0]));
+    tcase_add_test(tc, registered_seed_is_checked_not_replaced);
+    tcase_add_test(tc, drop_after_64_misses_in_a_row);
+    tcase_add_test(tc, drop_after_half_a_block_missed);
+    tcase_add_test(tc, registered_seed_never_drops);
+    tcase_add_test(tc, off_observes_nothing);
+    suite_add_tcase(s, tc);
+    return cfs_check_run(s);
+}
