@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "clairfs/identify.h"
+#include "clairfs/thread_priority.h"
 #include "clairfs/log.h"
 #include "clairfs/seed_search.h"
 #include "identify_i.h"
@@ -329,14 +330,6 @@ static double since(const struct timespec *t0)
     return (double)(now.tv_sec - t0->tv_sec) + (double)(now.tv_nsec - t0->tv_nsec) * 1e-9;
 }
 
-/* The trainer's CPUs come first (as for the seed search). */
-static void lower_priority(void)
-{
-    struct sched_param sp = {.sched_priority = 0};
-    if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp) != 0)
-        (void)setpriority(PRIO_PROCESS, (id_t)gettid(), 19);
-}
-
 /* One attempt on a snapshot of the observations; called without the lock. */
 static int attempt_snapshot(struct cfs_identify *id, const uint32_t *s, const pid_t *pids,
                             const pid_t *ppids, size_t len, const struct cand *keep, size_t nkeep,
@@ -387,7 +380,7 @@ static bool same_order(const struct cfs_identified *a, const struct cfs_identifi
 static void *identify_thread(void *arg)
 {
     struct cfs_identify *id = arg;
-    lower_priority();
+    (void)cfs_thread_lower_priority(); /* the trainer first */
     struct attempt *a = malloc(sizeof(*a));
     pthread_mutex_lock(&id->lock);
     while (!id->stop) {

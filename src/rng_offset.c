@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "clairfs/rng_offset.h"
+#include "clairfs/thread_priority.h"
 
 enum { LANES = 16, MT_M = 397, CHEAP_POS_LIMIT = 624 - MT_M };
 
@@ -279,22 +280,10 @@ struct cfs_rng_search {
     pthread_t thread;
 };
 
-/* The trainer's CPUs come first: SCHED_IDLE runs only when nothing else
- * wants the core; where it is refused, the lowest nice value. */
-static const char *lower_priority(void)
-{
-    struct sched_param sp = {.sched_priority = 0};
-    if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp) == 0)
-        return "idle";
-    if (setpriority(PRIO_PROCESS, (id_t)gettid(), 19) == 0)
-        return "nice 19";
-    return "normal";
-}
-
 static void *search_thread(void *arg)
 {
     struct cfs_rng_search *s = arg;
-    atomic_store(&s->priority, lower_priority());
+    atomic_store(&s->priority, cfs_thread_lower_priority());
     s->rc = run_walk(&s->p, s->first, s->step, s->count, &s->res, &s->ctl);
     atomic_store(&s->ctl.done, s->count);
     atomic_store(&s->finished, true);

@@ -53,6 +53,7 @@
 #include <unistd.h>
 
 #include "clairfs/seed_search.h"
+#include "clairfs/thread_priority.h"
 #include "seed_jump.h"
 #include "seed_kernel.h"
 
@@ -666,22 +667,10 @@ struct cfs_seed_search {
     struct cfs_seed_result res;
 };
 
-/* The trainer's CPUs come first: SCHED_IDLE runs only when nothing else
- * wants the core; where it is refused, the lowest nice value. */
-static const char *lower_priority(void)
-{
-    struct sched_param sp = {.sched_priority = 0};
-    if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp) == 0)
-        return "idle";
-    if (setpriority(PRIO_PROCESS, (id_t)gettid(), 19) == 0)
-        return "nice 19";
-    return "normal";
-}
-
 static void *search_thread(void *arg)
 {
     struct cfs_seed_search *s = arg;
-    atomic_store(&s->priority, lower_priority());
+    atomic_store(&s->priority, cfs_thread_lower_priority());
     struct run run = {.cancel = &s->cancel, .done = &s->done, .res = &s->res};
     run_search(&s->ctx, s->first, s->count, &run);
     atomic_store(&s->finished, true);

@@ -1,0 +1,10 @@
+/* Background searches (seed, offset, identification) yield to the trainer:
+ * the calling thread drops to SCHED_IDLE, which runs only when nothing else
+ * wants the core, or where that is refused to nice 19.  Returns what it got:
+ * "idle", "nice 19" or "normal" (both refused). */
+#ifndef CLAIRFS_THREAD_PRIORITY_H
+#define CLAIRFS_THREAD_PRIORITY_H
+
+const char *cfs_thread_lower_priority(void);
+
+#endif

@@ -1,0 +1,18 @@
+/* The idle priority of background search threads (thread_priority.h). */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "clairfs/thread_priority.h"
+
+const char *cfs_thread_lower_priority(void)
+{
+    struct sched_param sp = {.sched_priority = 0};
+    if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp) == 0)
+        return "idle";
+    if (setpriority(PRIO_PROCESS, (id_t)gettid(), 19) == 0)
+        return "nice 19";
+    return "normal";
+}
