@@ -167,23 +167,36 @@ int cfs_prefetch_open(struct cfs_prefetch *pf, cfs_id id, struct cfs_prefetch_fi
     return cfs_prefetch_open_as(pf, id, NULL, out);
 }
 
-int cfs_prefetch_open_as(struct cfs_prefetch *pf, cfs_id id, const struct cfs_opener *who,
-                         struct cfs_prefetch_file **out)
+/* A handle for an open of regular file id: its entry in *e, no bytes yet. */
+static int file_new(struct cfs_prefetch *pf, cfs_id id, const struct cfs_entry **e,
+                    struct cfs_prefetch_file **out)
 {
-    const struct cfs_entry *e = cfs_catalog_entry(pf->cat, id);
-    *out = NULL;
-    if (!e)
+    *e = cfs_catalog_entry(pf->cat, id);
+    if (!*e)
         return -ENOENT;
-    if (!S_ISREG(e->mode))
+    if (!S_ISREG((*e)->mode))
         return -EINVAL;
     struct cfs_prefetch_file *f = calloc(1, sizeof(*f));
     if (!f)
         return -ENOMEM;
     f->id = id;
-    f->sample = e->sample;
-    f->size = e->size;
+    f->sample = (*e)->sample;
+    f->size = (*e)->size;
     f->fd = -1;
     pthread_mutex_init(&f->fd_mu, NULL);
+    *out = f;
+    return 0;
+}
+
+int cfs_prefetch_open_as(struct cfs_prefetch *pf, cfs_id id, const struct cfs_opener *who,
+                         struct cfs_prefetch_file **out)
+{
+    const struct cfs_entry *e;
+    struct cfs_prefetch_file *f;
+    *out = NULL;
+    int frc = file_new(pf, id, &e, &f);
+    if (frc)
+        return frc;
 
     pthread_rwlock_rdlock(&pf->plan_lock);
     bool learn, drop;
@@ -276,22 +289,16 @@ int cfs_prefetch_open_as(struct cfs_prefetch *pf, cfs_id id, const struct cfs_op
 
 int cfs_prefetch_open_unseen(struct cfs_prefetch *pf, cfs_id id, struct cfs_prefetch_file **out)
 {
-    const struct cfs_entry *e = cfs_catalog_entry(pf->cat, id);
+    const struct cfs_entry *e;
+    struct cfs_prefetch_file *f;
     *out = NULL;
-    if (!e)
-        return -ENOENT;
-    if (!S_ISREG(e->mode))
-        return -EINVAL;
-    struct cfs_prefetch_file *f = calloc(1, sizeof(*f));
-    if (!f)
-        return -ENOMEM;
-    f->id = id;
+    int rc = file_new(pf, id, &e, &f);
+    if (rc)
+        return rc;
     /* No sample: its release must not take it for the trainer's last read. */
     f->sample = CFS_NO_SAMPLE;
-    f->size = e->size;
     f->source = CFS_M_READS_PFS;
-    pthread_mutex_init(&f->fd_mu, NULL);
-    int rc = pf_open_source(pf, id, &f->fd);
+    rc = pf_open_source(pf, id, &f->fd);
     if (rc) {
         pthread_mutex_destroy(&f->fd_mu);
         free(f);
