@@ -69,19 +69,32 @@ static void fill_entry(const struct cfs_fs *fs, fuse_ino_t ino, struct fuse_entr
     any_stat(fs, ino, &ep->attr);
 }
 
-/* The kernel took a lookup reference on ino (an entry reply it accepted). */
+/* The kernel takes a lookup reference on ino (an entry reply it gets). */
 static void looked_up(struct cfs_fs *fs, fuse_ino_t ino)
 {
     if (ino >= 1 && ino - 1 < fs->nentries)
-        atomic_fetch_add_explicit(&fs->nlookup[ino - 1], 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&fs->nlookup[ino - 1], 1, memory_order_release);
 }
 
+/* A reference counted for a reply the kernel never got. */
+static void not_looked_up(struct cfs_fs *fs, fuse_ino_t ino)
+{
+    if (ino >= 1 && ino - 1 < fs->nentries)
+        atomic_fetch_sub_explicit(&fs->nlookup[ino - 1], 1, memory_order_relaxed);
+}
+
+/* Counted before the reply goes out: once the kernel has it, an OPEN and
+ * its RELEASE can be answered on other threads, and a stager asking
+ * kernel_known() in between must not take the inode for unknown (it would
+ * skip the file, and nothing would queue it again).  A refused reply gives
+ * the reference back. */
 static int reply_entry_counted(fuse_req_t req, struct cfs_fs *fs,
                                const struct fuse_entry_param *ep)
 {
+    looked_up(fs, ep->ino);
     int rc = fuse_reply_entry(req, ep);
-    if (rc == 0)
-        looked_up(fs, ep->ino);
+    if (rc != 0)
+        not_looked_up(fs, ep->ino);
     return rc;
 }
 
@@ -341,9 +354,12 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
         if (plus && k >= 2 && nadded < size / 128 + 1)
             added[nadded++] = child;
     }
-    if (fuse_reply_buf(req, buf, pos) == 0)
+    /* Counted before the reply, as reply_entry_counted() says why. */
+    for (size_t i = 0; i < nadded; i++)
+        looked_up(fs, added[i]);
+    if (fuse_reply_buf(req, buf, pos) != 0)
         for (size_t i = 0; i < nadded; i++)
-            looked_up(fs, added[i]);
+            not_looked_up(fs, added[i]);
     free(added);
     free(buf);
 }
@@ -377,7 +393,9 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
  * cached epoch costs no round trip, and clairfs no longer sees opens, so
  * neither the trainer's position nor the per-open counts move and no file
  * is dropped after its last read (unmount or the kernel's reclaim frees
- * them).  Opens already in flight are still answered ENOSYS. */
+ * them).  Opens already in flight are still answered ENOSYS, and counted:
+ * each is a read the kernel serves from the page cache, so an epoch during
+ * which the switch happens still counts every one of its opens. */
 static bool switch_opens_off(struct cfs_fs *fs)
 {
     if (atomic_load_explicit(&fs->opens_off, memory_order_relaxed))
@@ -484,6 +502,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         return;
     }
     if (fs->kernel_open && switch_opens_off(fs)) {
+        cfs_metrics_add(fs->metrics, CFS_M_READS_RAM, 1);
         fuse_reply_err(req, ENOSYS);
         return;
     }
@@ -758,7 +777,7 @@ void cfs_fs_destroy(struct cfs_fs *fs)
 static bool kernel_known(void *arg, cfs_id id)
 {
     struct cfs_fs *fs = arg;
-    return id < fs->nentries && atomic_load_explicit(&fs->nlookup[id], memory_order_relaxed) > 0;
+    return id < fs->nentries && atomic_load_explicit(&fs->nlookup[id], memory_order_acquire) > 0;
 }
 
 static int kernel_store(void *arg, cfs_id id, uint64_t off, const void *data, size_t len)

@@ -266,8 +266,9 @@ static int sweep(struct cfs_plan *p, struct build *b, void *st, char *err, size_
             total += nlen[j];
         }
         /* Only torch-ddp splits (its node streams together are one epoch;
-         * torch's ranks each read all n, W times the memory). */
-        if (v.order && v.rank_step == 1) {
+         * torch's ranks each read all n, W times the memory); an empty epoch
+         * has no streams to split (and no buffer yet). */
+        if (v.order && v.rank_step == 1 && total > 0) {
             if (total > streams_cap) {
                 uint32_t *ns = realloc(streams, total * sizeof(*streams));
                 if (!ns) {

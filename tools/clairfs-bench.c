@@ -312,6 +312,8 @@ static void usage(FILE *f, const char *prog)
             "  --epochs E             epochs to replay (default: epochs= if given, else 1)\n"
             "  --read-size SIZE       bytes per read(2) (default 64K, PIL's ImageFile.MAXBLOCK)\n"
             "  --verify SRC           compare every file read with SRC/<same path>\n"
+            "  --catalog DIR          list the dataset from DIR, a copy of the tree (default:\n"
+            "                         DIR itself, as a trainer's dataset class does)\n"
             "  --csv                  CSV: label,rank,epoch,wall_s,stall_s,first_batch_s,\n"
             "                         batches,files,bytes,files_per_s,mib_per_s\n"
             "  --label NAME           the CSV label column (default: DIR)\n"
@@ -331,6 +333,7 @@ enum {
     OPT_EPOCHS,
     OPT_READ_SIZE,
     OPT_VERIFY,
+    OPT_CATALOG,
     OPT_CSV,
     OPT_LABEL,
 };
@@ -344,6 +347,7 @@ static const struct option long_opts[] = {
     {"epochs", required_argument, NULL, OPT_EPOCHS},
     {"read-size", required_argument, NULL, OPT_READ_SIZE},
     {"verify", required_argument, NULL, OPT_VERIFY},
+    {"catalog", required_argument, NULL, OPT_CATALOG},
     {"csv", no_argument, NULL, OPT_CSV},
     {"label", required_argument, NULL, OPT_LABEL},
     {"help", no_argument, NULL, 'h'},
@@ -379,6 +383,7 @@ struct bench_cli {
     bool has_rank, csv, epochs_in_list;
     double compute;
     const char *dir, *order_file, *verify, *label;
+    const char *catalog; /* where the tree is listed: NULL = dir */
 };
 
 /* One option of getopt_long: 0, 1 for --help (printed), -1 (reported). */
@@ -437,6 +442,9 @@ static int parse_one(struct bench_cli *c, struct bench *bn, int opt, const char 
         return 0;
     case OPT_VERIFY:
         c->verify = optarg;
+        return 0;
+    case OPT_CATALOG:
+        c->catalog = optarg;
         return 0;
     case OPT_CSV:
         c->csv = true;
@@ -514,7 +522,7 @@ static int load_order(const struct bench_cli *c, struct bench *bn, struct order_
 {
     if (c->order_file)
         return load_order_file(c->order_file, bn, of);
-    if (load_catalog_paths(c->dir, &c->o, bn, dataset_bytes) < 0)
+    if (load_catalog_paths(c->catalog ? c->catalog : c->dir, &c->o, bn, dataset_bytes) < 0)
         return -1;
     char err[512] = "";
     struct cfs_run_config run;

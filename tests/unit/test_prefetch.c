@@ -115,6 +115,13 @@ static int fake_inval(void *arg, cfs_id id)
 
 static const struct cfs_kernel_ops fake_ops = {fake_known, fake_store, fake_inval};
 
+/* The pages a test's stager left stored (no last epoch invalidated them). */
+static void fake_kernel_free(struct fake_kernel *k)
+{
+    for (size_t i = 0; i < sizeof(k->pages) / sizeof(k->pages[0]); i++)
+        free(k->pages[i]);
+}
+
 static bool wait_metric(const struct cfs_metrics *m, enum cfs_metric id, uint64_t want)
 {
     for (int i = 0; i < 3000 && cfs_metrics_get(m, id) < want; i++)
@@ -254,6 +261,7 @@ START_TEST(path_all_staged_and_unseen_reads)
                      -ENOENT);
     ck_assert_int_eq(cfs_prefetch_kernel_stop(pf, 5), 0);
     cfs_prefetch_destroy(pf);
+    fake_kernel_free(&k);
     fixture_fini(&fx);
 }
 END_TEST
