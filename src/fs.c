@@ -431,7 +431,7 @@ static void prefetch_open(fuse_req_t req, struct cfs_fs *fs, cfs_id id, struct f
         fuse_reply_err(req, -rc);
         return;
     }
-    struct fs_open *o = open_wrap(OPEN_DATA, f);
+    struct fs_open *o = fs_open_new(fs, OPEN_DATA, f);
     if (!o) {
         cfs_prefetch_release(fs->prefetch, f);
         fuse_reply_err(req, ENOMEM);
@@ -443,8 +443,7 @@ static void prefetch_open(fuse_req_t req, struct cfs_fs *fs, cfs_id id, struct f
      * Otherwise the kernel drops whatever it cached of the file at open. */
     fi->keep_cache = cfs_prefetch_keep_cache(f);
     if (fuse_reply_open(req, fi) != 0) {
-        cfs_prefetch_release(fs->prefetch, f);
-        free(o);
+        fs_open_put(fs, o); /* releases f */
     }
 }
 
@@ -509,7 +508,6 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     prefetch_open(req, fs, id, fi);
 }
 
-static void open_put(struct cfs_fs *fs, struct fs_open *o);
 
 /* A READ without a handle: the kernel opened the file itself (opens are
  * off) and did not find the pages.  Control files render a snapshot per
@@ -561,13 +559,29 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         prefetch_read(req, fs, o->handle, size, off);
         break;
     }
-    open_put(fs, o);
+    fs_open_put(fs, o);
 }
 
-static void open_put(struct cfs_fs *fs, struct fs_open *o)
+struct fs_open *fs_open_new(struct cfs_fs *fs, enum open_kind kind, void *handle)
 {
-    if (atomic_fetch_sub_explicit(&o->refs, 1, memory_order_acq_rel) != 1)
-        return;
+    struct fs_open *o = malloc(sizeof(*o));
+    if (!o)
+        return NULL;
+    atomic_init(&o->refs, 1);
+    o->kind = kind;
+    o->handle = handle;
+    o->prev = NULL;
+    pthread_mutex_lock(&fs->opens_mu);
+    o->next = fs->opens;
+    if (fs->opens)
+        fs->opens->prev = o;
+    fs->opens = o;
+    pthread_mutex_unlock(&fs->opens_mu);
+    return o;
+}
+
+static void open_free(struct cfs_fs *fs, struct fs_open *o)
+{
     switch (o->kind) {
     case OPEN_CTL:
         fs_ctl_handle_free(o->handle);
@@ -579,11 +593,26 @@ static void open_put(struct cfs_fs *fs, struct fs_open *o)
     free(o);
 }
 
+void fs_open_put(struct cfs_fs *fs, struct fs_open *o)
+{
+    if (atomic_fetch_sub_explicit(&o->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    pthread_mutex_lock(&fs->opens_mu);
+    if (o->prev)
+        o->prev->next = o->next;
+    else
+        fs->opens = o->next;
+    if (o->next)
+        o->next->prev = o->prev;
+    pthread_mutex_unlock(&fs->opens_mu);
+    open_free(fs, o);
+}
+
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     (void)ino;
     if (fi->fh)
-        open_put(fs_of(req), open_of(fi));
+        fs_open_put(fs_of(req), open_of(fi));
     fuse_reply_err(req, 0);
 }
 
@@ -721,6 +750,7 @@ int cfs_fs_create(const struct cfs_fs_config *cfg, struct cfs_fs **out, char *er
     if (!fs)
         return -ENOMEM;
     fs->source_fd = -1;
+    pthread_mutex_init(&fs->opens_mu, NULL);
     fs->catalog = cfg->catalog;
     fs->nentries = cfs_catalog_entry_count(cfg->catalog);
     fs->ctl = cfg->ctl;
@@ -764,6 +794,12 @@ void cfs_fs_destroy(struct cfs_fs *fs)
 {
     if (!fs)
         return;
+    /* After the session: handles whose RELEASE the unmount dropped. */
+    for (struct fs_open *o = fs->opens, *next; o; o = next) {
+        next = o->next;
+        open_free(fs, o);
+    }
+    pthread_mutex_destroy(&fs->opens_mu);
     if (fs->source_fd >= 0)
         close(fs->source_fd);
     free(fs->open_err_logged);

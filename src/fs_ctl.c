@@ -110,7 +110,7 @@ void fs_ctl_open(fuse_req_t req, struct cfs_fs *fs, fuse_ino_t ino, struct fuse_
             return;
         }
     }
-    struct fs_open *o = open_wrap(OPEN_CTL, h);
+    struct fs_open *o = fs_open_new(fs, OPEN_CTL, h);
     if (!o) {
         free(h->text);
         free(h);
@@ -120,11 +120,8 @@ void fs_ctl_open(fuse_req_t req, struct cfs_fs *fs, fuse_ino_t ino, struct fuse_
     fi->fh = (uint64_t)(uintptr_t)o;
     fi->direct_io = 1;
     fi->nonseekable = f == CFS_CTL_CONTROL;
-    if (fuse_reply_open(req, fi) != 0) {
-        free(h->text);
-        free(h);
-        free(o);
-    }
+    if (fuse_reply_open(req, fi) != 0)
+        fs_open_put(fs, o); /* frees h */
 }
 
 void fs_ctl_read(fuse_req_t req, struct ctl_handle *h, size_t size, off_t off)

@@ -4,6 +4,7 @@
 #ifndef CLAIRFS_FS_I_H
 #define CLAIRFS_FS_I_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -47,6 +48,8 @@ struct cfs_fs {
      * needs the inode known, and FORGET down to 0 means its pages are gone. */
     _Atomic uint64_t *nlookup;
     struct fuse_session *se; /* for the page-cache notifications */
+    pthread_mutex_t opens_mu;
+    struct fs_open *opens; /* every open handle (fs_open_new) */
 };
 
 /* An open control file: readable ones hold the text rendered at open. */
@@ -67,19 +70,16 @@ enum open_kind { OPEN_CTL, OPEN_DATA };
 struct fs_open {
     _Atomic unsigned refs;
     enum open_kind kind;
-    void *handle; /* struct ctl_handle or cfs_prefetch_file */
+    void *handle;               /* struct ctl_handle or cfs_prefetch_file */
+    struct fs_open *prev, *next; /* cfs_fs.opens, under opens_mu */
 };
 
-static inline struct fs_open *open_wrap(enum open_kind kind, void *handle)
-{
-    struct fs_open *o = malloc(sizeof(*o));
-    if (o) {
-        atomic_init(&o->refs, 1);
-        o->kind = kind;
-        o->handle = handle;
-    }
-    return o;
-}
+/* A handle for handle (one reference), listed in fs->opens: a RELEASE the
+ * kernel still had queued when the mount went away never arrives, and
+ * cfs_fs_destroy() releases what is left.  NULL when out of memory. */
+struct fs_open *fs_open_new(struct cfs_fs *fs, enum open_kind kind, void *handle);
+/* Drops a reference; the last one releases the handle and unlists it. */
+void fs_open_put(struct cfs_fs *fs, struct fs_open *o);
 
 static inline struct fs_open *open_of(const struct fuse_file_info *fi)
 {

@@ -43,6 +43,7 @@
 #define MAX_OBS (1u << 20) /* opens kept for verification */
 #define MAX_KEEP 16
 #define HINT_SPAN 1024u /* seeds tried from a registered one: a resumed run's epochs */
+#define NEW_READER_RESTARTS 64 /* readers whose first open restarts a scan */
 
 struct cand {
     uint32_t seed, skip, p0;
@@ -65,6 +66,9 @@ struct cfs_identify {
     pthread_t thread;
     struct cand keep[MAX_KEEP]; /* under lock: fits short of evidence */
     size_t nkeep;
+    pid_t readers[NEW_READER_RESTARTS]; /* under lock: the first readers seen */
+    size_t nreaders;
+    bool attempting; /* under lock: the thread works on a snapshot */
 };
 
 /* --- One attempt over a set of observations. ----------------------------- */
@@ -83,6 +87,7 @@ struct attempt {
     struct cand keep[MAX_KEEP];
     size_t nkeep;
     uint64_t fits;
+    bool scanning; /* candidates come from a scan (not the kept ones) */
 };
 
 static bool on_candidate(void *arg, uint32_t seed, uint32_t skip)
@@ -102,6 +107,11 @@ static bool on_candidate(void *arg, uint32_t seed, uint32_t skip)
             a->near = id, a->near_bits = bits;
         if (a->nkeep < MAX_KEEP)
             a->keep[a->nkeep++] = (struct cand){seed, skip, a->p0};
+        /* A fit short of evidence ends the scan: the next opens confirm or
+         * refute it in microseconds, where the rest of the range costs
+         * minutes.  The evidence demanded counts every seed of the range
+         * as tried, so stopping early only demands more than needed. */
+        return a->scanning;
     } else if (rc != -ENOENT) {
         a->rc = rc;
         return true;
@@ -211,6 +221,7 @@ static int attempt_all(const struct cfs_identify_params *p, const struct ident_r
     if (a->rc != 0 || (nkeep && a->fits))
         return a->rc;
     a->fits = 0, a->nkeep = 0;
+    a->scanning = true;
     uint64_t *fs = NULL, *ss = NULL;
     int rc = p->n >= 2 && rd->nr > 0 ? set_bits(&fs, &ss, rd, p->n) : -ENOENT;
     if (rc == 0 && p->hint && p->hint_has_seed)
@@ -363,8 +374,9 @@ static void record_outcome(struct cfs_identify *id, int rc, const struct attempt
     memcpy(id->keep, a->keep, a->nkeep * sizeof(*a->keep));
     bool fits = rc == 0 && a->fits;
     id->state = fits || rc < 0 ? CFS_IDENTIFY_LEARNING : CFS_IDENTIFY_NOT_A_SHUFFLE;
-    /* a fit short of evidence is re-verified cheaply; a scan costs minutes */
-    id->next_attempt = fits ? len + IDENT_MIN_OPENS : 2 * len;
+    /* a fit short of evidence is re-verified cheaply; a scan costs minutes;
+     * one cancelled for a new reader's first open starts again at once */
+    id->next_attempt = rc == -ECANCELED ? len : fits ? len + IDENT_MIN_OPENS : 2 * len;
 }
 
 /* Would the planner read the same from a and b? */
@@ -391,6 +403,7 @@ static void *identify_thread(void *arg)
         uint64_t gen = id->generation;
         size_t len = id->len;
         atomic_store(&id->cancel, false);
+        id->attempting = true;
         uint32_t *s = malloc(len * sizeof(*s));
         pid_t *pids = malloc(len * sizeof(*pids)), *ppids = malloc(len * sizeof(*ppids));
         if (s && pids && ppids) {
@@ -411,6 +424,7 @@ static void *identify_thread(void *arg)
         free(pids);
         free(ppids);
         pthread_mutex_lock(&id->lock);
+        id->attempting = false;
         if (gen != id->generation || id->stop)
             continue; /* restarted meanwhile: the observations are gone */
         seconds = since(&id->first_open);
@@ -501,6 +515,27 @@ void cfs_identify_destroy(struct cfs_identify *id)
     free(id);
 }
 
+/* Under the lock: a reader's first open changes the sets a scan filters
+ * with (another rank whose first open is randperm[1], say), so a scan
+ * started without it can pass over the true seed; it is cancelled and
+ * started again with the new reader, for the first readers only (a shell
+ * loop that runs one process per file must not restart scans forever). */
+static void note_reader(struct cfs_identify *id, pid_t pid)
+{
+    for (size_t i = 0; i < id->nreaders; i++)
+        if (id->readers[i] == pid)
+            return;
+    if (id->nreaders == NEW_READER_RESTARTS)
+        return;
+    id->readers[id->nreaders++] = pid;
+    if (id->state == CFS_IDENTIFY_IDENTIFIED)
+        return; /* checked as the opens come */
+    if (id->attempting)
+        atomic_store(&id->cancel, true);
+    else if (id->len >= IDENT_MIN_OPENS && id->next_attempt > id->len + 1)
+        id->next_attempt = id->len + 1;
+}
+
 void cfs_identify_observe(struct cfs_identify *id, uint32_t sample, pid_t pid, pid_t ppid)
 {
     if (sample >= id->p.n)
@@ -509,6 +544,7 @@ void cfs_identify_observe(struct cfs_identify *id, uint32_t sample, pid_t pid, p
     if (id->len < MAX_OBS) {
         if (id->len == 0)
             clock_gettime(CLOCK_MONOTONIC, &id->first_open);
+        note_reader(id, pid);
         id->samples[id->len] = sample;
         id->pids[id->len] = pid;
         id->ppids[id->len] = ppid;
@@ -526,6 +562,7 @@ void cfs_identify_restart(struct cfs_identify *id)
     id->state = CFS_IDENTIFY_LEARNING;
     id->next_attempt = IDENT_MIN_OPENS;
     id->nkeep = 0;
+    id->nreaders = 0;
     memset(&id->result, 0, sizeof(id->result));
     atomic_store(&id->cancel, true);
     pthread_mutex_unlock(&id->lock);
