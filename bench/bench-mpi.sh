@@ -77,6 +77,7 @@ trap 'exit 130' INT TERM
 MAXN=0
 for n in $NODE_COUNTS; do [ "$n" -gt "$MAXN" ] && MAXN=$n; done
 NET=netns
+tc_rate_bps "$LINK_RATE" >/dev/null || { echo "$NET_ERROR" >&2; exit 2; }
 if [ -n "$LOOPBACK" ]; then
     NET=loopback
 elif ! net_setup "$MAXN"; then
@@ -246,7 +247,8 @@ for n in $NODE_COUNTS; do
         printf '| %5d | %5d | %10s s | %13s s | %14s s | %10s s | %11s / %-11s | %8s | %8s |\n' "$n" "$e" \
             "$(v "$n,pfs,$e")" "$(v "$n,clairfs,$e")" "$(v "$n,no_peers,$e")" "$(v "$n,memory,$e")" \
             "$(mib "${PFSB[$n,clairfs,$e]:-0}")" "$(mib "${PFSB[$n,no_peers,$e]:-0}")" \
-            "$(mib "${PEERB[$n,clairfs,$e]:-0}")" "$(mib "${LINKB[$n,clairfs,$e]:-0}")"
+            "$(mib "${PEERB[$n,clairfs,$e]:-0}")" \
+            "$([ "$NET" = netns ] && mib "${LINKB[$n,clairfs,$e]:-0}" || echo -)"
     done
 done
 [ "$NET" = netns ] &&
