@@ -21,7 +21,9 @@
  * candidates that fit with too little evidence and re-verifies them as
  * opens arrive (cheap), and scans again only when none still fits or the
  * opens fit nothing (then after they doubled: a scan costs minutes of idle
- * CPU).  It runs at SCHED_IDLE, as the seed search does. */
+ * CPU).  Its scans run at SCHED_IDLE, as the seed search does; its checks
+ * of kept candidates at the normal priority (milliseconds, and the data path
+ * waits for them). */
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -222,6 +224,14 @@ static int attempt_all(const struct cfs_identify_params *p, const struct ident_r
         return a->rc;
     a->fits = 0, a->nkeep = 0;
     a->scanning = true;
+    /* On the module's thread (cancel given) a scan takes minutes and
+     * yields to the trainer.  The rest - waking up for an epoch's first
+     * opens, checking the kept candidates - takes milliseconds and decides
+     * what the data path predicts: a SCHED_IDLE thread would wait seconds
+     * for a busy core just to start it, so the thread sleeps at the normal
+     * priority and drops it only here. */
+    if (cancel)
+        (void)cfs_thread_lower_priority();
     uint64_t *fs = NULL, *ss = NULL;
     int rc = p->n >= 2 && rd->nr > 0 ? set_bits(&fs, &ss, rd, p->n) : -ENOENT;
     if (rc == 0 && p->hint && p->hint_has_seed)
@@ -230,6 +240,8 @@ static int attempt_all(const struct cfs_identify_params *p, const struct ident_r
         rc = scan(a, fs, ss, p->seed_first, count);
     free(fs);
     free(ss);
+    if (cancel)
+        (void)cfs_thread_normal_priority();
     if (rc == -ENOENT)
         rc = 0;
     return rc < 0 ? rc : a->rc;
@@ -366,6 +378,15 @@ static void record_outcome(struct cfs_identify *id, int rc, const struct attempt
         id->keep[0] = a->win;
         id->nkeep = 1;
         id->next_attempt = len + len / 4 + IDENT_MIN_OPENS;
+        /* What epoch 0 leaves open shows in the next epoch's first batches:
+         * check there too, before the data path has mispredicted for long
+         * (observations begin at an epoch's start). */
+        uint64_t per = a->out->epoch_opens;
+        if (per) {
+            uint64_t past = (len / per + 1) * per + IDENT_MIN_OPENS;
+            if (past < id->next_attempt)
+                id->next_attempt = past;
+        }
         return;
     }
     if (rc < 0 && rc != -ECANCELED)
@@ -392,8 +413,7 @@ static bool same_order(const struct cfs_identified *a, const struct cfs_identifi
 static void *identify_thread(void *arg)
 {
     struct cfs_identify *id = arg;
-    (void)cfs_thread_lower_priority(); /* the trainer first */
-    struct attempt *a = malloc(sizeof(*a));
+    struct attempt *a = malloc(sizeof(*a)); /* scans yield (attempt_all) */
     pthread_mutex_lock(&id->lock);
     while (!id->stop) {
         if (id->len < id->next_attempt || !a) {

@@ -692,7 +692,9 @@ static void fill(const struct search *s, const struct hyp *h, struct cfs_identif
     if (h->kind == CFS_SAMPLER_TORCH_DDP) {
         out->rank_first = lo;
         out->rank_count = hi - lo + 1;
+        out->epoch_opens = h->rank_len * out->rank_count;
     } else {
+        out->epoch_opens = h->rank_len * ranks;
         /* every rank reads the whole stream: the world is the ranks seen
          * on every node, or the registered world */
         out->rank_count = ranks;

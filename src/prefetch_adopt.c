@@ -49,6 +49,9 @@
 #define MISS_RUN_DROP 64u
 #define BLOCK_OPENS 256u
 #define BLOCK_MISSES_DROP (BLOCK_OPENS / 2)
+/* Opens of the next epoch observed after an adoption: the module checks
+ * the order a few dozen opens in (identify.c); this leaves it room. */
+#define CHECK_OPENS 1024u
 
 void pf_identify_init(struct cfs_prefetch *pf)
 {
@@ -105,7 +108,12 @@ bool cfs_prefetch_learning(struct cfs_prefetch *pf)
 
 void pf_learn_record(struct cfs_prefetch *pf, uint32_t s)
 {
-    atomic_fetch_add_explicit(&pf->observed, 1, memory_order_relaxed);
+    uint64_t n = atomic_fetch_add_explicit(&pf->observed, 1, memory_order_relaxed) + 1;
+    uint64_t until = atomic_load_explicit(&pf->observe_until, memory_order_relaxed);
+    if (until && n >= until) {
+        atomic_store(&pf->observe_until, 0);
+        atomic_store(&pf->learning, false); /* confirmed past an epoch's start */
+    }
     if (!pf->seen)
         return;
     uint64_t i = atomic_fetch_add_explicit(&pf->seen_count, 1, memory_order_relaxed);
@@ -121,13 +129,17 @@ bool pf_adopted_outcome(struct cfs_prefetch *pf, uint32_t s, const struct cfs_op
                           memory_order_relaxed);
     atomic_store_explicit(&pf->recent[i % PF_RECENT][1], opener, memory_order_relaxed);
     bool drop = false;
+    /* While the module still checks the order at the next epoch's start, a
+     * refinement (torch-sampler for torch-ddp at world 1, persistent workers)
+     * comes within a few opens: give it the time before dropping. */
+    bool checking = atomic_load_explicit(&pf->observe_until, memory_order_relaxed) != 0;
     if (hit) {
         atomic_store_explicit(&pf->miss_run, 0, memory_order_relaxed);
     } else {
-        drop = atomic_fetch_add(&pf->miss_run, 1) + 1 >= MISS_RUN_DROP;
+        drop = atomic_fetch_add(&pf->miss_run, 1) + 1 >= MISS_RUN_DROP * (checking ? 4 : 1);
         atomic_fetch_add(&pf->block_misses, 1);
     }
-    if ((atomic_fetch_add(&pf->block_opens, 1) + 1) % BLOCK_OPENS == 0) {
+    if ((atomic_fetch_add(&pf->block_opens, 1) + 1) % BLOCK_OPENS == 0 && !checking) {
         unsigned missed = atomic_exchange(&pf->block_misses, 0);
         if (missed >= BLOCK_MISSES_DROP) {
             atomic_store(&pf->drop_block_misses, missed);
@@ -138,6 +150,17 @@ bool pf_adopted_outcome(struct cfs_prefetch *pf, uint32_t s, const struct cfs_op
 }
 
 /* ---- adoption */
+
+/* Would the planner read the same from a and b? */
+static bool same_order(const struct cfs_identified *a, const struct cfs_identified *b)
+{
+    const struct cfs_sampler_params *x = &a->sampler, *y = &b->sampler;
+    return x->kind == y->kind && x->seed == y->seed && x->world == y->world &&
+           x->batch == y->batch && x->drop_last == y->drop_last &&
+           x->drop_last_batch == y->drop_last_batch &&
+           x->persistent_workers == y->persistent_workers && a->rank_first == b->rank_first &&
+           a->rank_count == b->rank_count;
+}
 
 struct replay_arg {
     const struct cfs_identified *id;
@@ -167,7 +190,14 @@ static void replay_epoch(struct cfs_prefetch *pf, struct pf_track *t, void *arg)
     }
     ra->replayed = count;
     pf->adopted = true;
-    atomic_store(&pf->learning, false);
+    /* Observed on to the end of the next epoch's start: the module checks
+     * the order there (identify.c) and may refine it. */
+    uint64_t per = ra->id->epoch_opens;
+    uint64_t until = per ? (opens / per + 1) * per + CHECK_OPENS : 0;
+    if (until <= atomic_load(&pf->observed))
+        until = 0;
+    atomic_store(&pf->observe_until, until);
+    atomic_store(&pf->learning, until != 0);
     atomic_store(&pf->miss_run, 0);
     atomic_store(&pf->block_opens, 0);
     atomic_store(&pf->block_misses, 0);
@@ -261,9 +291,16 @@ int cfs_prefetch_adopt(struct cfs_prefetch *pf, const struct cfs_identified *id,
     int rc = 0;
     err[0] = '\0';
     pthread_mutex_lock(&pf->replan_mu);
-    if (pf->restart_owed || pf->adopted)
-        goto out; /* stale (the module restarts), or adopted already */
-    if (pf->run.seeded) {
+    if (pf->restart_owed)
+        goto out; /* stale: the module restarts */
+    bool refining = pf->adopted;
+    if (refining) {
+        pthread_mutex_lock(&pf->order_mu);
+        bool same = same_order(&pf->ident, id);
+        pthread_mutex_unlock(&pf->order_mu);
+        if (same)
+            goto out; /* confirmed */
+    } else if (pf->run.seeded) {
         check_registered(pf, id);
         goto out;
     }
@@ -284,8 +321,8 @@ int cfs_prefetch_adopt(struct cfs_prefetch *pf, const struct cfs_identified *id,
     pf->ident = *id;
     pthread_mutex_unlock(&pf->order_mu);
     set_state(pf, PF_ORDER_IDENTIFIED);
-    cfs_info("order: identified %s; predicting it (%" PRIu64 " opens of epoch %u replayed)",
-             id->text, ra.replayed, id->epoch);
+    cfs_info("order: %s %s; predicting it (%" PRIu64 " opens of epoch %u replayed)",
+             refining ? "refined to" : "identified", id->text, ra.replayed, id->epoch);
 out:
     pthread_mutex_unlock(&pf->replan_mu);
     return rc;
@@ -322,6 +359,7 @@ void pf_drop_adopted(struct cfs_prefetch *pf)
         pf->track = NULL;
         pf->adopted = false;
         pf->run.seeded = false;
+        atomic_store(&pf->observe_until, 0);
         atomic_store(&pf->seen_count, 0);
         atomic_store(&pf->observed, 0);
         pf->restart_owed = true; /* an identification before the restart is stale */

@@ -308,6 +308,9 @@ struct cfs_prefetch {
     void *id_arg;
     char id_off[96];                 /* why it is off */
     atomic_bool learning;            /* opens are observed */
+    /* Adopted: opens are still observed until this many (the next epoch's
+     * first batches, where what epoch 0 left open shows); 0 none. */
+    atomic_uint_fast64_t observe_until;
     bool adopted;                    /* the tracker is an identified order's (plan_lock) */
     /* The samples opened while learning without a seed, in order: the
      * replay of the trainer's current epoch at adoption.  Written under

@@ -1,5 +1,7 @@
 /* The idle priority of background search threads (thread_priority.h). */
-#define _GNU_SOURCE
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* gettid */
+#endif
 #include <pthread.h>
 #include <sched.h>
 #include <sys/resource.h>
@@ -15,4 +17,10 @@ const char *cfs_thread_lower_priority(void)
     if (setpriority(PRIO_PROCESS, (id_t)gettid(), 19) == 0)
         return "nice 19";
     return "normal";
+}
+
+int cfs_thread_normal_priority(void)
+{
+    struct sched_param sp = {.sched_priority = 0};
+    return -pthread_setschedparam(pthread_self(), SCHED_OTHER, &sp);
 }

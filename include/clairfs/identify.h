@@ -62,6 +62,7 @@ struct cfs_identified {
     uint32_t workers;                  /* DataLoader num_workers per rank (0: none seen) */
     double evidence_bits;              /* -log2 of a chance fit's probability (identify_verify.c) */
     uint64_t opens;                    /* opens observed when identified */
+    uint64_t epoch_opens;              /* opens of this node's ranks in one epoch */
     double seconds;                    /* from the first observed open to identification */
     bool seed_high_known;              /* false: only seed's low 32 bits were recoverable */
     /* "torch-ddp seed=7 (low 32 bits) world=2 batch=32 workers=4 epoch 0

@@ -6,5 +6,9 @@
 #define CLAIRFS_THREAD_PRIORITY_H
 
 const char *cfs_thread_lower_priority(void);
+/* Back from SCHED_IDLE to the normal policy, for short work that must not
+ * wait for an idle core (a check of milliseconds that a busy trainer would
+ * otherwise delay by seconds).  0 or -errno; a nice value stays. */
+int cfs_thread_normal_priority(void);
 
 #endif

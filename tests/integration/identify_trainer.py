@@ -7,6 +7,9 @@ in the trainer with the same file under --src: one wrong byte and the rank
 exits 1.  After epoch 0 the rank pauses until the mount says it has
 identified the order (clairfs_order_identified 1 in .clairfs/metrics), at
 most --pause seconds, as a trainer that evaluates between epochs would.
+With --world above 1 the ranks meet as DistributedDataParallel's do
+(torch.distributed over gloo, --port on 127.0.0.1): once before the first
+epoch and at every step (the gradients' all-reduce), so no rank runs ahead.
 
 Patterns (clairfs/sampler.h):
   torch-ddp      DataLoader(sampler=DistributedSampler(ds, W, rank, seed=S)),
@@ -21,6 +24,7 @@ import sys
 import time
 
 import torch
+import torch.distributed as dist
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, RandomSampler
 from torchvision.datasets import ImageFolder
 
@@ -86,17 +90,27 @@ def main():
     ap.add_argument("--persistent", action="store_true", help="persistent_workers=True")
     ap.add_argument("--pause", type=float, default=300, help="most seconds to wait after epoch 0")
     ap.add_argument("--log", required=True, help="'epoch rank index' per item")
+    ap.add_argument("--port", type=int, default=29500, help="rendezvous port (world > 1)")
     args = ap.parse_args()
+    if args.world > 1:
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{args.port}",
+                                world_size=args.world, rank=args.rank)
 
     folder = ImageFolder(args.data, loader=digest)
     rel = [os.path.relpath(p, args.data) for p, _ in folder.samples]
     want = {}
     loader, sampler = make_loader(args, Indexed(folder))
+    step = torch.zeros(1)
+    if args.world > 1:
+        dist.barrier()
     with open(args.log, "w") as log:
         for epoch in range(args.epochs):
             if sampler is not None:
                 sampler.set_epoch(epoch)
+            t_epoch = time.monotonic()
             for batch in loader:
+                if args.world > 1:
+                    dist.all_reduce(step)  # the step's gradients
                 for i, got in batch:
                     if i not in want:
                         want[i] = digest(os.path.join(args.src, rel[i]))
@@ -104,12 +118,15 @@ def main():
                         print(f"rank {args.rank}: wrong bytes in {rel[i]}", file=sys.stderr)
                         return 1
                     log.write(f"{epoch} {args.rank} {i}\n")
+            print(f"rank {args.rank}: epoch {epoch} {time.monotonic() - t_epoch:.3f} s", flush=True)
             if epoch == 0:
                 t0 = time.monotonic()
                 while not identified(args.data) and time.monotonic() - t0 < args.pause:
                     time.sleep(0.5)
                 print(f"rank {args.rank}: paused {time.monotonic() - t0:.1f} s after epoch 0, "
                       f"identified={identified(args.data)}")
+    if args.world > 1:
+        dist.destroy_process_group()
     return 0
 
 

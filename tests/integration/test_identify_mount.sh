@@ -3,7 +3,8 @@
 # mount with nothing registered (no seed=, no world=) and a real torch
 # DataLoader (identify_trainer.py: ImageFolder, num_workers=2, 4 epochs,
 # a pause after epoch 0 until the mount says it identified the order):
-#   torch-ddp      two trainer processes, DistributedSampler world 2
+#   torch-ddp      two trainer processes, DistributedSampler world 2, in
+#                  step as DDP keeps them (torch.distributed, gloo)
 #   torch          shuffle=True, generator=g; without and with
 #                  persistent_workers
 #   torch-sampler  sampler=RandomSampler(generator=g)
@@ -49,13 +50,15 @@ m() { cfs_metric "$1" "$2"; }
 # pattern NAME KIND WORLD SEED [--persistent]: one trainer run on a fresh mount.
 pattern() {
     local name=$1 kind=$2 world=$3 seed=$4 extra=${5:-}
-    local mnt=$TMP/mnt-$name pids=() r rc=0
+    local mnt=$TMP/mnt-$name pids=() r rc=0 port
+    port=$("$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
     cfs_mount "$src" "$mnt" "$TMP/$name.daemon.log" -o ram=$ram,index="$TMP/index-$name" ||
         { fail "$name: mount"; return; }
     for r in $(seq 0 $((world - 1))); do
         timeout 900 "$TORCH_PY" "$TRAINER" --data "$mnt" --src "$src" --kind "$kind" \
             --seed "$seed" --world "$world" --rank "$r" --epochs $EPOCHS --batch $BATCH \
-            --workers $WORKERS --pause "$PAUSE" $extra --log "$TMP/$name.rank$r.log" &
+            --workers $WORKERS --pause "$PAUSE" --port "$port" $extra \
+            --log "$TMP/$name.rank$r.log" &
         pids+=($!)
         cfs_pids+=($!)
     done

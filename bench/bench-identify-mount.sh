@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# What learning the order costs the trainer: epoch 0 of a real torch
+# DataLoader (tests/integration/identify_trainer.py: ImageFolder, shuffle
+# with a seeded generator, batch 8, 2 workers) through clairfs over the
+# emulated PFS, with
+#   registered   the order given (-o seed=S,batch=8): nothing to learn
+#   learned      nothing registered, a small seed (S = 23): the first scan
+#                finds it within the first opens
+#   searching    nothing registered, a seed near the end of the range
+#                (S = 4000000000): the scan of all 2^32 seeds runs through
+#                the whole epoch at idle priority, beside the trainer
+# side by side in one run, rounds alternating between the rows so that a
+# shared machine's load falls on all alike.  Printed: each row's median
+# epoch-0 time and its ratio to `registered`, and the identification the
+# mount logged.  Figures, not assertions.
+#
+# usage: bench/bench-identify-mount.sh [--build DIR] [--files N] [--reps R]
+#   --files N   files in the dataset (default 3000, of ~8 KiB)
+#   --reps R    rounds (default 3)
+# Environment: BENCH_PFS (clairfs-pfsemu -o options; default its own, 2 ms
+# per open, 0.5 ms per read, 200 MiB/s), BENCH_TMP (default /dev/shm).
+set -uo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=${CLAIRFS_BUILD:-build} files=3000 reps=3
+while [ $# -gt 0 ]; do
+    case $1 in
+    --build) build=${2:?}; shift 2 ;;
+    --files) files=${2:?}; shift 2 ;;
+    --reps) reps=${2:?}; shift 2 ;;
+    -h | --help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "bench-identify-mount: unknown argument $1 (see --help)" >&2; exit 2 ;;
+    esac
+done
+case $build in /*) ;; *) build=$top/$build ;; esac
+CLAIRFS=$build/clairfs PFSEMU=$build/clairfs-pfsemu TORCH_PY=/usr/bin/python3
+for b in "$CLAIRFS" "$PFSEMU"; do
+    [ -x "$b" ] || { echo "bench-identify-mount: $b is not built" >&2; exit 1; }
+done
+"$TORCH_PY" -c 'import torch, torchvision' 2>/dev/null ||
+    { echo "bench-identify-mount: torch and torchvision do not import under $TORCH_PY" >&2; exit 1; }
+TRAINER=$top/tests/integration/identify_trainer.py
+
+work= mnts=() pids=()
+cleanup() {
+    local rc=$? m p
+    trap - EXIT INT TERM
+    for m in "${mnts[@]}"; do
+        grep -qF " $m " /proc/self/mountinfo && { fusermount3 -u "$m" 2>/dev/null || fusermount3 -u -z "$m"; }
+    done
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
+    [ -n "$work" ] && rm -rf --one-file-system "$work"
+    exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+wait_mounted() { # wait_mounted MNT PID
+    local i
+    for i in $(seq 200); do
+        grep -qF " $1 " /proc/self/mountinfo && return 0
+        kill -0 "$2" 2>/dev/null || return 1
+        sleep 0.05
+    done
+    return 1
+}
+
+work=$(mktemp -d "${BENCH_TMP:-/dev/shm}/clairfs-benchident.XXXXXX") || exit 1
+classes=30
+timeout 600 "$TORCH_PY" "$top/tools/clairfs-gendata" --classes $classes --files $((files / classes)) \
+    --size lognormal:8K:0.6 --max-size 64K --seed 5 --quiet "$work/src" ||
+    { echo "bench-identify-mount: clairfs-gendata failed" >&2; exit 1; }
+nbytes=$(du -sb "$work/src" | cut -f1)
+mkdir -p "$work/pfs"
+"$PFSEMU" -f ${BENCH_PFS:+-o "$BENCH_PFS"} "$work/src" "$work/pfs" >"$work/pfsemu.log" 2>&1 &
+pids+=($!)
+mnts+=("$work/pfs")
+wait_mounted "$work/pfs" "${pids[-1]}" || { echo "bench-identify-mount: pfsemu did not mount" >&2; exit 1; }
+
+declare -A times
+rows=(registered learned searching)
+# run ROW ROUND: one fresh mount, one epoch of the trainer; appends its time.
+run() {
+    local row=$1 k=$2 mnt=$work/mnt-$1-$2 seed=23 opts="ram=$((2 * nbytes / 1024 + 1024))K"
+    case $row in
+    registered) opts+=",seed=23,batch=8" ;;
+    searching) seed=4000000000 ;;
+    esac
+    mkdir -p "$mnt"
+    "$CLAIRFS" -f -o "$opts,index=$work/index-$row-$k" "$work/pfs" "$mnt" >"$work/$row-$k.log" 2>&1 &
+    local dpid=$!
+    pids+=($dpid)
+    mnts+=("$mnt")
+    wait_mounted "$mnt" $dpid || { echo "bench-identify-mount: $row did not mount" >&2; return 1; }
+    "$TORCH_PY" "$TRAINER" --data "$mnt" --src "$work/src" --kind torch --seed $seed --epochs 1 \
+        --batch 8 --workers 2 --pause 0 --log "$work/$row-$k.opens" >"$work/$row-$k.out" 2>&1 ||
+        { echo "bench-identify-mount: the trainer failed on $row:" >&2; cat "$work/$row-$k.out" >&2; }
+    times[$row]+="$(awk '$3 == "epoch" && $4 == 0 { print $5 }' "$work/$row-$k.out") "
+    fusermount3 -u "$mnt"
+    wait $dpid 2>/dev/null
+}
+
+echo "dataset: $files files, $((nbytes / 1024)) KiB; emulated PFS ${BENCH_PFS:-(defaults)}; $reps rounds"
+for k in $(seq "$reps"); do
+    for row in "${rows[@]}"; do run "$row" "$k" || exit 1; done
+done
+median() { tr ' ' '\n' | grep . | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+base=$(echo "${times[registered]}" | median)
+printf '%-11s %10s %8s   %s\n' row "epoch 0 s" ratio "runs"
+for row in "${rows[@]}"; do
+    med=$(echo "${times[$row]}" | median)
+    printf '%-11s %10.3f %8.3f   %s\n' "$row" "$med" "$(awk -v a="$med" -v b="$base" 'BEGIN { print a / b }')" "${times[$row]}"
+done
+for row in learned searching; do
+    echo "$row: $(grep -h 'order: identified\|identify:' "$work/$row-1.log" | head -1 | cut -c1-160)"
+    [ -n "$(grep -h 'order: identified' "$work/$row-1.log")" ] || echo "$row: not identified within the epoch"
+done
