@@ -5,7 +5,8 @@
  * simulator's bytes per source into epoch times (clairfs/epoch_model.h).
  *
  * Given as a built-in preset (cfs_cluster_env_preset: "lassen", the NoPFS
- * paper's machine; src/cluster_env.c says where each number comes from) or
+ * paper's machine, and "lassen-ram", the same without SSDs;
+ * src/cluster_env.c says where each number comes from) or
  * as a file of "key = value" lines like -o model=FILE's: '#' starts a
  * comment, blank lines are ignored, every key at most once.
  *

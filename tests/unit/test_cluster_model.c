@@ -55,6 +55,12 @@ START_TEST(lassen_preset_is_the_published_curve)
     /* Saturated beyond the last point. */
     ck_assert_double_eq(cfs_cluster_env_pfs_bw(&e, 8), 2870e6);
     ck_assert_double_eq(cfs_cluster_env_pfs_bw(&e, 256), 2870e6);
+    ck_assert_uint_eq(e.ram, 84ull << 30);
+    ck_assert_uint_eq(e.ssd, 1200ull << 30);
+    ck_assert_int_eq(cfs_cluster_env_preset("lassen-ram", &e), 0);
+    ck_assert_str_eq(e.name, "lassen-ram");
+    ck_assert_uint_eq(e.ram, 84ull << 30);
+    ck_assert_uint_eq(e.ssd, 0);
     ck_assert_int_eq(cfs_cluster_env_preset("summit", &e), -ENOENT);
 }
 END_TEST
