@@ -131,8 +131,7 @@ static int parse_pfs_curve(char *v, struct cfs_cluster_env *e)
         unsigned long r = strtoul(tok, &end, 10);
         double bw;
         if (*tok == '-' || end == tok || *end || errno || r == 0 || r > UINT32_MAX ||
-            (n && r <= e->pfs_readers[n - 1]) || parse_number(colon + 1, true, &bw) < 0 ||
-            bw <= 0)
+            (n && r <= e->pfs_readers[n - 1]) || parse_number(colon + 1, true, &bw) < 0 || bw <= 0)
             return -EINVAL;
         e->pfs_readers[n] = (uint32_t)r;
         e->pfs_bw[n] = bw;
@@ -179,7 +178,7 @@ static int set_key(size_t k, char *v, struct cfs_cluster_env *e)
     case BW:
         if (d <= 0)
             return -EINVAL;
-        *(strcmp(name, "net_bw") == 0 ? &e->net_bw
+        *(strcmp(name, "net_bw") == 0   ? &e->net_bw
           : strcmp(name, "ram_bw") == 0 ? &e->ram_bw
                                         : &e->ssd_bw) = d;
         return 0;
@@ -198,7 +197,8 @@ static int set_key(size_t k, char *v, struct cfs_cluster_env *e)
             return -EINVAL;
         *(strcmp(name, "in_flight") == 0 ? &e->in_flight : &e->ranks_per_node) = (uint32_t)d;
         return 0;
-    case CURVE: break;
+    case CURVE:
+        break;
     }
     return -EINVAL;
 }
@@ -258,8 +258,7 @@ static int check_complete(const bool *seen, const struct cfs_cluster_env *e, con
     return 0;
 }
 
-int cfs_cluster_env_load(const char *path, struct cfs_cluster_env *out, char *err,
-                         size_t errlen)
+int cfs_cluster_env_load(const char *path, struct cfs_cluster_env *out, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "re");
     if (!f) {

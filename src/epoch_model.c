@@ -5,11 +5,16 @@
 const char *cfs_epoch_bound_name(enum cfs_epoch_bound b)
 {
     switch (b) {
-    case CFS_EPOCH_COMPUTE: return "compute";
-    case CFS_EPOCH_PFS: return "pfs";
-    case CFS_EPOCH_NET: return "net";
-    case CFS_EPOCH_SSD: return "ssd";
-    case CFS_EPOCH_RAM: return "ram";
+    case CFS_EPOCH_COMPUTE:
+        return "compute";
+    case CFS_EPOCH_PFS:
+        return "pfs";
+    case CFS_EPOCH_NET:
+        return "net";
+    case CFS_EPOCH_SSD:
+        return "ssd";
+    case CFS_EPOCH_RAM:
+        return "ram";
     }
     return "?";
 }
@@ -21,10 +26,10 @@ double cfs_epoch_node_io(const struct cfs_cluster_env *e, const struct cfs_epoch
     double tier_bytes = n->local_bytes + n->peer_bytes;
     double t[5] = {0};
     if (n->pfs_bytes > 0 || n->pfs_reads > 0)
-        t[CFS_EPOCH_PFS] = (share > 0 ? n->pfs_bytes / share : 0) +
-                           n->pfs_reads * e->pfs_latency / depth;
-    t[CFS_EPOCH_NET] = (n->peer_bytes + n->pfs_bytes) / e->net_bw +
-                       n->peer_reads * e->net_latency / depth;
+        t[CFS_EPOCH_PFS] =
+            (share > 0 ? n->pfs_bytes / share : 0) + n->pfs_reads * e->pfs_latency / depth;
+    t[CFS_EPOCH_NET] =
+        (n->peer_bytes + n->pfs_bytes) / e->net_bw + n->peer_reads * e->net_latency / depth;
     if (n->ssd_fraction > 0 && e->ssd_bw > 0)
         t[CFS_EPOCH_SSD] = tier_bytes * n->ssd_fraction / e->ssd_bw;
     t[CFS_EPOCH_RAM] = tier_bytes * (1 - n->ssd_fraction) / e->ram_bw;

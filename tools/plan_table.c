@@ -65,8 +65,7 @@ static void fill_node(struct group *g, uint32_t j, const struct cfs_sim_result *
 
 /* Plans and simulates node j of the run. */
 static int simulate_node(struct group *g, uint32_t j, struct cfs_plan_params pp,
-                         const struct cfs_run_config *run, double scale, char *err,
-                         size_t errlen)
+                         const struct cfs_run_config *run, double scale, char *err, size_t errlen)
 {
     struct cfs_plan *plan = NULL;
     struct cfs_sim_result res = {0};
@@ -91,15 +90,15 @@ static int simulate_node(struct group *g, uint32_t j, struct cfs_plan_params pp,
 }
 
 /* The run of g->nodes nodes, every node simulated. */
-static int simulate_group(const struct plan_table_params *p, const uint64_t *sizes,
-                          double scale, struct group *g, char *err, size_t errlen)
+static int simulate_group(const struct plan_table_params *p, const uint64_t *sizes, double scale,
+                          struct group *g, char *err, size_t errlen)
 {
     const struct cfs_cluster_env *env = p->env;
     struct cfs_options o = *p->opts; /* shallow: nothing of it is freed here */
     o.world = g->nodes * env->ranks_per_node;
     o.has_ranks = false;
-    struct cfs_run_inputs in = {.opts = &o, .nsamples = cfs_catalog_sample_count(p->cat),
-                                .nodes = g->nodes, .node = 0};
+    struct cfs_run_inputs in = {
+        .opts = &o, .nsamples = cfs_catalog_sample_count(p->cat), .nodes = g->nodes, .node = 0};
     struct cfs_run_config run = {0};
     int rc = cfs_run_config_make(&in, &run, err, errlen);
     if (rc < 0)
@@ -110,8 +109,8 @@ static int simulate_group(const struct plan_table_params *p, const uint64_t *siz
     cfs_run_config_plan_params(&run, sizes, &pp);
     g->start_epoch = run.start_epoch;
     g->nepochs = run.epochs - run.start_epoch;
-    g->ep = calloc((size_t)CFS_SIM_POLICIES * (g->nepochs ? g->nepochs : 1) * g->nodes,
-                   sizeof(*g->ep));
+    g->ep =
+        calloc((size_t)CFS_SIM_POLICIES * (g->nepochs ? g->nepochs : 1) * g->nodes, sizeof(*g->ep));
     if (!g->ep) {
         snprintf(err, errlen, "%s", strerror(ENOMEM));
         rc = -ENOMEM;
@@ -177,12 +176,11 @@ static void print_header(const struct plan_table_params *p, double bytes, uint64
            e->compute_per_sample * 1e3);
     printf("dataset: %" PRIu64 " files, %.1f GB; simulated %" PRIu64 " files (x%.4g); epochs "
            "%u-%u planned; after = mean of epochs %u-%u\n",
-           p->files, bytes / GB, simulated, (double)p->files / (double)simulated,
-           g->start_epoch, g->start_epoch + g->nepochs - 1,
-           g->start_epoch + (g->nepochs > 1), g->start_epoch + g->nepochs - 1);
+           p->files, bytes / GB, simulated, (double)p->files / (double)simulated, g->start_epoch,
+           g->start_epoch + g->nepochs - 1, g->start_epoch + (g->nepochs > 1),
+           g->start_epoch + g->nepochs - 1);
     printf("%5s %-12s %10s %12s %13s %9s %9s %11s %7s %8s\n", "nodes", "policy", "pfs_GB_e0",
-           "pfs_GB/epoch", "peer_GB/epoch", "epoch0_s", "epoch_s", "no_io_s", "x_no_io",
-           "bound");
+           "pfs_GB/epoch", "peer_GB/epoch", "epoch0_s", "epoch_s", "no_io_s", "x_no_io", "bound");
 }
 
 static void print_group(const struct plan_table_params *p, const struct group *g,
@@ -192,8 +190,8 @@ static void print_group(const struct plan_table_params *p, const struct group *g
         const struct policy_row *r = &rows[pol];
         if (!p->json) {
             printf("%5u %-12s %10.2f %12.2f %13.2f %9.2f %9.2f %11.2f %7.2f %8s\n", g->nodes,
-                   cfs_sim_policy_name(pol), r->pfs_e0 / GB, r->pfs / GB, r->peer / GB,
-                   r->time_e0, r->time, r->compute, r->compute > 0 ? r->time / r->compute : 0,
+                   cfs_sim_policy_name(pol), r->pfs_e0 / GB, r->pfs / GB, r->peer / GB, r->time_e0,
+                   r->time, r->compute, r->compute > 0 ? r->time / r->compute : 0,
                    cfs_epoch_bound_name(r->bound));
             continue;
         }
@@ -201,8 +199,8 @@ static void print_group(const struct plan_table_params *p, const struct group *g
                "\"pfs_bytes_per_epoch_after\":%.0f,\"peer_bytes_per_epoch_after\":%.0f,"
                "\"local_bytes_per_epoch_after\":%.0f,\"epoch0_time\":%.6g,"
                "\"epoch_time_after\":%.6g,\"no_io_time_after\":%.6g,\"epochs\":[",
-               *first ? "" : ",", g->nodes, cfs_sim_policy_name(pol), r->pfs_e0, r->pfs,
-               r->peer, r->local, r->time_e0, r->time, r->compute);
+               *first ? "" : ",", g->nodes, cfs_sim_policy_name(pol), r->pfs_e0, r->pfs, r->peer,
+               r->local, r->time_e0, r->time, r->compute);
         *first = false;
         for (uint32_t e = 0; e < g->nepochs; e++) {
             const struct cfs_epoch_time *t = &r->et[e];

@@ -13,7 +13,7 @@
 struct plan_table_params {
     const struct cfs_options *opts; /* seed, sampler, epochs...; world, ram, ssd are set here */
     const struct cfs_cluster_env *env;
-    const uint32_t *nodes;          /* node counts, one row group each */
+    const uint32_t *nodes; /* node counts, one row group each */
     uint32_t nnodes;
     /* The dataset: cat is simulated; it stands for `files` files (the
      * sampled model: every count and capacity scaled by files / cat's

@@ -40,26 +40,25 @@
 #define CFS_CLUSTER_ENV_POINTS 32
 
 struct cfs_cluster_env {
-    char name[64];          /* the preset's name or the file's path */
+    char name[64]; /* the preset's name or the file's path */
     uint32_t pfs_points;
     uint32_t pfs_readers[CFS_CLUSTER_ENV_POINTS]; /* strictly increasing, >= 1 */
     double pfs_bw[CFS_CLUSTER_ENV_POINTS];        /* aggregate bytes/s */
-    double pfs_latency;     /* s per file */
-    double net_bw;          /* bytes/s per node */
-    double net_latency;     /* s per peer message */
-    uint32_t in_flight;     /* >= 1 */
-    uint64_t ram, ssd;      /* bytes per node */
-    double ram_bw, ssd_bw;  /* bytes/s */
-    double compute_per_sample; /* s per sample per trainer rank */
-    uint32_t ranks_per_node;   /* >= 1 */
+    double pfs_latency;                           /* s per file */
+    double net_bw;                                /* bytes/s per node */
+    double net_latency;                           /* s per peer message */
+    uint32_t in_flight;                           /* >= 1 */
+    uint64_t ram, ssd;                            /* bytes per node */
+    double ram_bw, ssd_bw;                        /* bytes/s */
+    double compute_per_sample;                    /* s per sample per trainer rank */
+    uint32_t ranks_per_node;                      /* >= 1 */
 };
 
 /* A built-in description by name: 0, or -ENOENT for an unknown name. */
 int cfs_cluster_env_preset(const char *name, struct cfs_cluster_env *out);
 
 /* Read FILE into *out: 0, or -errno with a one-line message in err. */
-int cfs_cluster_env_load(const char *path, struct cfs_cluster_env *out, char *err,
-                         size_t errlen);
+int cfs_cluster_env_load(const char *path, struct cfs_cluster_env *out, char *err, size_t errlen);
 
 /* --env ARG: a preset's name, else a file. */
 int cfs_cluster_env_get(const char *arg, struct cfs_cluster_env *out, char *err, size_t errlen);

@@ -6,9 +6,11 @@
  *
  *     max(compute, the slowest node's I/O time)
  *
- * compute being the no-I/O lower bound: the samples of a node's longest
- * trainer rank times compute_per_sample (the node's ranks run in parallel,
- * one per GPU; the slowest node sets the pace of synchronous training).
+ * compute being the no-I/O lower bound: a node's samples per trainer rank
+ * (its reads over its ranks; DistributedSampler's ranks differ by at most
+ * one sample) times compute_per_sample, for the node with most (the node's
+ * ranks run in parallel, one per GPU; the slowest node sets the pace of
+ * synchronous training).
  *
  * A node's I/O time is the longest of its sources, which its fetch
  * threads read at once:
@@ -36,23 +38,28 @@
 /* One node's epoch.  Doubles: the figures of a sampled simulation are
  * scaled up to the dataset they stand for. */
 struct cfs_epoch_node {
-    double samples;      /* samples of the node's longest trainer rank */
+    double samples;                  /* samples per trainer rank of the node */
     double local_reads, local_bytes; /* from the node's own tiers */
     double peer_reads, peer_bytes;   /* from other nodes */
     double pfs_reads, pfs_bytes;     /* from the PFS */
-    double ssd_fraction; /* of tier reads, those from the SSD (0..1) */
+    double ssd_fraction;             /* of tier reads, those from the SSD (0..1) */
 };
 
-enum cfs_epoch_bound { CFS_EPOCH_COMPUTE, CFS_EPOCH_PFS, CFS_EPOCH_NET, CFS_EPOCH_SSD,
-                       CFS_EPOCH_RAM };
+enum cfs_epoch_bound {
+    CFS_EPOCH_COMPUTE,
+    CFS_EPOCH_PFS,
+    CFS_EPOCH_NET,
+    CFS_EPOCH_SSD,
+    CFS_EPOCH_RAM
+};
 
 struct cfs_epoch_time {
-    double compute;  /* the no-I/O lower bound, s */
-    double io;       /* the slowest node's I/O time, s */
-    double total;    /* max(compute, io) */
-    uint32_t readers; /* nodes that read the PFS */
-    double pfs_share; /* bytes/s each of them gets */
-    uint32_t slowest; /* the node of io */
+    double compute;             /* the no-I/O lower bound, s */
+    double io;                  /* the slowest node's I/O time, s */
+    double total;               /* max(compute, io) */
+    uint32_t readers;           /* nodes that read the PFS */
+    double pfs_share;           /* bytes/s each of them gets */
+    uint32_t slowest;           /* the node of io */
     enum cfs_epoch_bound bound; /* what total is: compute, or the slowest node's source */
 };
 

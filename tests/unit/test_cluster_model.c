@@ -32,10 +32,19 @@ static const char *write_env(const char *text)
 static struct cfs_cluster_env small_env(void)
 {
     return (struct cfs_cluster_env){
-        .pfs_points = 2, .pfs_readers = {1, 2}, .pfs_bw = {100, 150},
-        .pfs_latency = 1, .net_bw = 1000, .net_latency = 0.5, .in_flight = 2,
-        .ram = 1000, .ssd = 1000, .ram_bw = 10000, .ssd_bw = 100,
-        .compute_per_sample = 0.1, .ranks_per_node = 1,
+        .pfs_points = 2,
+        .pfs_readers = {1, 2},
+        .pfs_bw = {100, 150},
+        .pfs_latency = 1,
+        .net_bw = 1000,
+        .net_latency = 0.5,
+        .in_flight = 2,
+        .ram = 1000,
+        .ssd = 1000,
+        .ram_bw = 10000,
+        .ssd_bw = 100,
+        .compute_per_sample = 0.1,
+        .ranks_per_node = 1,
     };
 }
 
@@ -144,15 +153,17 @@ START_TEST(env_file_bad)
     /* The curve: increasing readers, R:BW tokens, positive bandwidths. */
     char err[256] = "", want[512];
     struct cfs_cluster_env e;
-    static const char *curves[] = {"1:10 1:20", "2:10 1:20", "4", "0:10", "x:10", "2:0",
-                                   "-1:10", ""};
+    static const char *curves[] = {"1:10 1:20", "2:10 1:20", "4",     "0:10",
+                                   "x:10",      "2:0",       "-1:10", ""};
     for (size_t i = 0; i < sizeof(curves) / sizeof(curves[0]); i++) {
         char text[256];
         snprintf(text, sizeof(text), "net_bw = 1G\npfs_bw = %s\n", curves[i]);
         const char *path = write_env(text);
         ck_assert_int_eq(cfs_cluster_env_load(path, &e, err, sizeof(err)), -EINVAL);
-        snprintf(want, sizeof(want), "%s:2: pfs_bw = %s: expected a list of READERS:BANDWIDTH points, "
-                 "readers strictly increasing", path, curves[i]);
+        snprintf(want, sizeof(want),
+                 "%s:2: pfs_bw = %s: expected a list of READERS:BANDWIDTH points, "
+                 "readers strictly increasing",
+                 path, curves[i]);
         ck_assert_str_eq(err, want);
     }
 
@@ -183,8 +194,12 @@ START_TEST(node_io_is_its_slowest_source)
     ck_assert_int_eq(b, CFS_EPOCH_PFS);
     /* NIC: 500 / 1000 + 4 x 0.5 / 2 = 1.5 s; SSD: (300 + 500) x 0.5 / 100
      * = 4 s; RAM: 400 / 10000 = 0.04 s. */
-    struct cfs_epoch_node n = {.samples = 20, .local_reads = 3, .local_bytes = 300,
-                               .peer_reads = 4, .peer_bytes = 500, .ssd_fraction = 0.5};
+    struct cfs_epoch_node n = {.samples = 20,
+                               .local_reads = 3,
+                               .local_bytes = 300,
+                               .peer_reads = 4,
+                               .peer_bytes = 500,
+                               .ssd_fraction = 0.5};
     ck_assert_double_eq_tol(cfs_epoch_node_io(&e, &n, 100, &b), 4.0, 1e-12);
     ck_assert_int_eq(b, CFS_EPOCH_SSD);
     /* A slow link makes the NIC the bound: 500 / 100 + 1 = 6 s. */
@@ -203,8 +218,12 @@ START_TEST(epoch_is_max_of_compute_and_slowest_node)
     struct cfs_epoch_time t;
     struct cfs_epoch_node nodes[2] = {
         {.samples = 10, .pfs_reads = 3, .pfs_bytes = 300},
-        {.samples = 20, .local_reads = 3, .local_bytes = 300, .peer_reads = 4,
-         .peer_bytes = 500, .ssd_fraction = 0.5},
+        {.samples = 20,
+         .local_reads = 3,
+         .local_bytes = 300,
+         .peer_reads = 4,
+         .peer_bytes = 500,
+         .ssd_fraction = 0.5},
     };
     /* One PFS reader: it gets all 100 B/s, 4.5 s (above); node 1 needs 4 s;
      * compute: the longest node, 20 samples x 0.1 s = 2 s. */
