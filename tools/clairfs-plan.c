@@ -18,6 +18,7 @@
 #include "clairfs/sampler.h"
 #include "clairfs/sim.h"
 #include "plan_identify.h"
+#include "plan_table.h"
 
 #define ERRLEN 512
 
@@ -28,7 +29,8 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: %s [-o OPT[,OPT...]] [--nodes N] [--node I] [--json] [--no-sim]\n"
             "       %*s [--print-order RANK EPOCH [-0]] [--synthetic N [--mean-size BYTES]]\n"
-            "       %*s [--identify FILE [--seeds FIRST:COUNT]] SOURCE\n"
+            "       %*s [--identify FILE [--seeds FIRST:COUNT]]\n"
+            "       %*s [--env NAME|FILE [--table N,N,...] [--sample N]] SOURCE\n"
             "\n"
             "Plans the reads of a trainer from its sampler seed, as the mount does, and\n"
             "simulates no cache, LRU, static frequency pinning (NoPFS) and the clairvoyant\n"
@@ -48,11 +50,20 @@ static void usage(FILE *f)
             "                              (one PATH, or PID PPID PATH, a line); exit 1: none\n"
             "    --seeds FIRST:COUNT       with --identify: search these generator seeds only\n"
             "                              (default all 2^32, about two CPU minutes)\n"
+            "    --env NAME|FILE           PFS bytes and epoch time per policy against the\n"
+            "                              no-I/O lower bound on a cluster: a preset (lassen,\n"
+            "                              lassen-ram) or a FILE of key = value lines; world,\n"
+            "                              ram and ssd come from it\n"
+            "    --table N,N,...           with --env: node counts, one row group each\n"
+            "                              (default --nodes)\n"
+            "    --sample N                with --env and --synthetic: simulate N files\n"
+            "                              standing for the --synthetic count (counts and\n"
+            "                              capacities scaled)\n"
             "    -h, --help                this text\n"
             "\n"
             "Options (-o), as for the mount; seed= is required (with --identify, options\n"
             "are hints, checked against the opens):\n",
-            prog, (int)strlen(prog), "", (int)strlen(prog), "");
+            prog, (int)strlen(prog), "", (int)strlen(prog), "", (int)strlen(prog), "");
     cfs_options_print_help(f);
 }
 
@@ -243,8 +254,10 @@ static void print_sim(const struct cfs_sim_result *r, bool json, const char *sim
 
 enum {
     OPT_NODES = 256, OPT_NODE, OPT_JSON, OPT_NOSIM, OPT_ORDER, OPT_SYNTH, OPT_MEAN, OPT_IDENTIFY,
-    OPT_SEEDS
+    OPT_SEEDS, OPT_ENV, OPT_TABLE, OPT_SAMPLE
 };
+
+#define TABLE_MAX 16
 
 /* The command line. */
 struct plan_cli {
@@ -254,6 +267,9 @@ struct plan_cli {
     uint64_t order_rank, order_epoch;
     const char *identify;
     uint64_t seed_first, seed_count;
+    const char *env;
+    uint32_t table[TABLE_MAX], ntable;
+    uint64_t sample;
     bool has_node, json, nosim, has_order, has_synth, has_opts;
     char sep;
 };
@@ -292,6 +308,29 @@ static int parse_seeds(struct plan_cli *c, const char *arg)
     return -1;
 }
 
+/* --table N,N,...: node counts 1..65535. */
+static int parse_table(struct plan_cli *c, const char *arg)
+{
+    char buf[256];
+    snprintf(buf, sizeof(buf), "%s", arg);
+    c->ntable = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        uint64_t v;
+        if (c->ntable == TABLE_MAX || cfs_parse_u64(tok, 65535, &v) < 0 || v == 0) {
+            c->ntable = 0;
+            break;
+        }
+        c->table[c->ntable++] = (uint32_t)v;
+    }
+    if (c->ntable == 0 || strlen(arg) >= sizeof(buf)) {
+        fprintf(stderr, "%s: --table %s: expected up to %d node counts 1..65535, comma-separated\n",
+                prog, arg, TABLE_MAX);
+        return -1;
+    }
+    return 0;
+}
+
 /* One option of getopt_long: 0, or the exit status (-1: status 1). */
 static int parse_one(struct plan_cli *c, int opt, int argc, char **argv)
 {
@@ -306,6 +345,14 @@ static int parse_one(struct plan_cli *c, int opt, int argc, char **argv)
         return 0;
     case OPT_IDENTIFY: c->identify = optarg; return 0;
     case OPT_SEEDS: return parse_seeds(c, optarg);
+    case OPT_ENV: c->env = optarg; return 0;
+    case OPT_TABLE: return parse_table(c, optarg);
+    case OPT_SAMPLE:
+        if (cfs_parse_u64(optarg, UINT32_MAX - 1, &c->sample) < 0 || c->sample == 0) {
+            fprintf(stderr, "%s: --sample %s: expected a file count\n", prog, optarg);
+            return -1;
+        }
+        return 0;
     case OPT_NODES:
         if (cfs_parse_u64(optarg, 65535, &c->nodes) < 0 || c->nodes == 0) {
             fprintf(stderr, "%s: --nodes %s: expected 1..65535\n", prog, optarg);
@@ -358,6 +405,9 @@ static int parse_command_line(struct plan_cli *c, int argc, char **argv, bool *d
         {"mean-size", required_argument, NULL, OPT_MEAN},
         {"identify", required_argument, NULL, OPT_IDENTIFY},
         {"seeds", required_argument, NULL, OPT_SEEDS},
+        {"env", required_argument, NULL, OPT_ENV},
+        {"table", required_argument, NULL, OPT_TABLE},
+        {"sample", required_argument, NULL, OPT_SAMPLE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -414,6 +464,20 @@ static int check_command_line(const struct plan_cli *c)
             return -1;
         }
     }
+    if ((c->ntable || c->sample) && !c->env) {
+        die("--table and --sample are for --env");
+        return -1;
+    }
+    if (c->env && (c->has_node || c->has_order || c->identify || c->nosim || o->no_peers)) {
+        die("--env prints the epoch table of the distributed mounts: not with --node, "
+            "--print-order, --identify, --no-sim or no_peers");
+        return -1;
+    }
+    if (c->sample && (!c->has_synth || c->sample > c->synthetic)) {
+        fprintf(stderr, "%s: --sample %" PRIu64 ": needs --synthetic with at least as many "
+                "files (it stands for them)\n", prog, c->sample);
+        return -1;
+    }
     if (c->node >= c->nodes) {
         fprintf(stderr, "%s: --node %" PRIu64 ": must be below --nodes %" PRIu64 "\n", prog,
                 c->node, c->nodes);
@@ -427,7 +491,7 @@ static int open_catalog(const struct plan_cli *c, struct cfs_catalog **cat)
     char err[ERRLEN] = "";
     int rc;
     if (c->has_synth) {
-        rc = cfs_catalog_synthetic(c->synthetic, c->mean_size, cat);
+        rc = cfs_catalog_synthetic(c->sample ? c->sample : c->synthetic, c->mean_size, cat);
         if (rc < 0)
             fprintf(stderr, "%s: --synthetic %" PRIu64 ": %s\n", prog, c->synthetic,
                     strerror(-rc));
@@ -583,6 +647,27 @@ out:
     return rc;
 }
 
+/* --env: the epoch table of the cluster described. */
+static int epoch_table(const struct plan_cli *c, const struct cfs_catalog *cat)
+{
+    char err[ERRLEN] = "";
+    struct cfs_cluster_env env;
+    if (cfs_cluster_env_get(c->env, &env, err, sizeof(err)) < 0) {
+        die(err);
+        return -1;
+    }
+    uint32_t one = (uint32_t)c->nodes;
+    struct plan_table_params p = {.opts = &c->o, .env = &env,
+                                  .nodes = c->ntable ? c->table : &one,
+                                  .nnodes = c->ntable ? c->ntable : 1, .cat = cat,
+                                  .files = c->sample ? c->synthetic
+                                                     : cfs_catalog_sample_count(cat),
+                                  .json = c->json};
+    if (plan_table_run(prog, &p) < 0)
+        return -1;
+    return fflush(stdout) == 0 ? 0 : 1;
+}
+
 /* --identify: the options, when given, are the hints the mount would have. */
 static int identify(const struct plan_cli *c, const struct cfs_catalog *cat)
 {
@@ -616,6 +701,10 @@ int main(int argc, char **argv)
         ret = -1;
     if (ret == 0 && !done && c.identify) {
         ret = identify(&c, cat);
+        done = true;
+    }
+    if (ret == 0 && !done && c.env) {
+        ret = epoch_table(&c, cat);
         done = true;
     }
     if (ret == 0 && !done && configure_run(&c, cfs_catalog_sample_count(cat), &run) < 0)
