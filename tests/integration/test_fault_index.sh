@@ -13,7 +13,7 @@
 #    once and counted in clairfs_index_write_errors_total, the unmount is
 #    clean, and the next mount (space freed) comes up.
 . "$(dirname "$0")/lib.sh"
-: "${CLAIRFS_BENCH:?}"
+: "${CLAIRFS_BENCH:?}" "${CLAIRFS_PFSEMU:?}"
 cfs_setup
 small=$TMP/small # a tmpfs: lib.sh's cleanup only knows FUSE mounts
 trap 'mountpoint -q "$small" && umount -l "$small"; cfs_cleanup' EXIT
@@ -94,7 +94,16 @@ if mount -t tmpfs -o size=4M,mode=0700 clairfs-test "$small" 2>"$TMP/tmpfs.err";
     ssd=$TMP/ssd-full
     mnt=$TMP/mnt-full
     OPTS="$TRAINER,ram=0,ssd=64M,ssd_dir=$ssd,index=$small/index"
-    if cfs_mount "$src" "$mnt" "$TMP/full.log" -o "$OPTS"; then
+    # Staged from a slow source (about 2.5 s for the dataset), so that the
+    # tmpfs is full long before the last records are committed: from the
+    # local copy the stager could commit them all before dd has run.
+    pfs=$TMP/pfs
+    mkdir -p "$pfs"
+    "$CLAIRFS_PFSEMU" -f -o bandwidth=2M,latency_open=1ms "$src" "$pfs" >"$TMP/pfsemu.log" 2>&1 &
+    cfs_pids+=("$!")
+    cfs_mounts+=("$pfs")
+    for _ in $(seq 100); do cfs_is_mounted "$pfs" && break; sleep 0.05; done
+    if cfs_mount "$pfs" "$mnt" "$TMP/full.log" -o "$OPTS"; then
         dd if=/dev/zero of="$small/fill" bs=64k 2>/dev/null
         check "full index: staged" cfs_wait_ssd "$mnt" "$TOTAL"
         check "full index: 2 epochs verified" bench "$mnt"
@@ -105,7 +114,7 @@ if mount -t tmpfs -o size=4M,mode=0700 clairfs-test "$small" 2>"$TMP/tmpfs.err";
             test "$(grep -c "writing the SSD tier's records failed" "$TMP/full.log")" -eq 1
         check "full index: no abort, no core" no_crash "$TMP/full.log"
         rm -f "$small/fill"
-        check "full index: remount with room again" cfs_mount "$src" "$mnt" "$TMP/full2.log" -o "$OPTS"
+        check "full index: remount with room again" cfs_mount "$pfs" "$mnt" "$TMP/full2.log" -o "$OPTS"
         check "full index: remount verified" bench "$mnt" --epochs 1
         check "full index: unmount 2" cfs_umount "$mnt"
     else
