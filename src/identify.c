@@ -417,7 +417,9 @@ static void record_outcome(struct cfs_identify *id, int rc, const struct attempt
          * (observations begin at an epoch's start). */
         uint64_t per = a->out->epoch_opens;
         if (per) {
-            uint64_t past = (len / per + 1) * per + IDENT_MIN_OPENS;
+            /* the first epoch start after the last open seen (len itself
+             * when that open ended an epoch: a trainer paused there) */
+            uint64_t past = (len + per - 1) / per * per + IDENT_MIN_OPENS;
             if (past < id->next_attempt)
                 id->next_attempt = past;
         }

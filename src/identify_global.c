@@ -23,10 +23,11 @@
  * G from epoch 1.  With K, batch and ranks known, epoch 1 starts E0 opens
  * in (n or n less the partial batch, per rank); its readers' first opens
  * give the constraints again, now at known positions, and the finder walks
- * G = 0 .. 4095 (milliseconds: the data path mispredicts until then), then
- * up to CFS_IDENTIFY_GLOBAL_MAX_WORDS, for both loader iterators
- * (persistent_workers or not: 2 or 4 words an epoch).  A G is verified
- * against every open with the full model.
+ * G upwards from 0 in doubling chunks up to CFS_IDENTIFY_GLOBAL_MAX_WORDS,
+ * stopping at the first that verifies (the data path mispredicts until
+ * then), for both loader iterators (persistent_workers or not: 2 or 4
+ * words an epoch).  A G is verified against every open with the full
+ * model.
  *
  * Evidence: the candidates tried here are counted in
  * cfs_identify_evidence_needed (ident_global_candidates), so the bound of
@@ -48,7 +49,7 @@
 #define MAX_CONSTRAINTS 8       /* more only slow the finder's replay */
 #define WORDS_FIRST 4096u       /* G tried first */
 #define GLOBAL_MAX_N (1u << 22) /* identify_verify.c's dense views */
-#define SYNC_COUNT 65536u       /* shorter walks run on this thread */
+#define SYNC_COUNT (1u << 20)   /* shorter walks run on this thread (0.2 s) */
 
 static bool applies(const struct cfs_identify_params *p)
 {
@@ -246,32 +247,44 @@ static int find_offset(const struct cfs_identify_params *p, const struct ident_o
     return -ENOENT;
 }
 
-/* One walk of G candidates [g0, g0 + count) for epoch 1 read by rd1. */
+/* G candidates for epoch 1 read by rd1: per head and loader iterator,
+ * the walk goes up in chunks doubling from WORDS_FIRST and stops at the
+ * first G that verifies (the data path mispredicts epoch 1 meanwhile: a G
+ * of 384000, two words per element of a small dropout a step, takes
+ * about 0.1 s).  Chunks up to SYNC_COUNT words run on this thread at its
+ * priority (a fraction of a second), longer ones in the finder's idle
+ * thread. */
 static int try_words(const struct cfs_identify_params *p, const struct ident_readers *all,
-                     const struct ident_readers *rd1, uint64_t g0, uint64_t count,
-                     const atomic_bool *cancel, double need, struct ident_global *g,
-                     struct cfs_identified *out)
+                     const struct ident_readers *rd1, const atomic_bool *cancel, double need,
+                     struct ident_global *g, struct cfs_identified *out)
 {
     const struct ident_global known = *g;
     size_t m = known.workers && known.batch < MAX_CONSTRAINTS ? known.batch : MAX_CONSTRAINTS;
-    for (int pers = 0; pers < 2; pers++)
-        for (size_t h = 0; h < rd1->nr && h < HEADS; h++) {
-            struct cfs_seed_constraint c[MAX_CONSTRAINTS];
-            struct cfs_rng_problem pr = {.seed = p->hint->seed, .n = p->n, .algo = p->algo, .c = c};
-            pr.nc = head_constraints(&rd1->r[h], m, c);
-            struct cfs_rng_result res;
-            uint64_t first = cfs_rng_epoch_draw(known.offset, 0, pers, 1) + g0;
-            int rc = walk(&pr, first, count, cancel, &res);
-            if (rc < 0)
-                return rc;
-            for (uint32_t i = 0; i < res.n_found; i++) {
-                struct cfs_sampler_params mo = model_of(p, known.offset, g0 + res.found[i], pers);
-                rc = verify_all(p, all, &mo, need, true, g, out);
-                if (rc != -ENOENT)
+    for (size_t h = 0; h < rd1->nr && h < HEADS; h++) {
+        struct cfs_seed_constraint c[MAX_CONSTRAINTS];
+        struct cfs_rng_problem pr = {.seed = p->hint->seed, .n = p->n, .algo = p->algo, .c = c};
+        pr.nc = head_constraints(&rd1->r[h], m, c);
+        for (uint64_t g0 = 0, count = WORDS_FIRST; g0 <= CFS_IDENTIFY_GLOBAL_MAX_WORDS;
+             g0 += count, count = g0) {
+            if (count > CFS_IDENTIFY_GLOBAL_MAX_WORDS + 1 - g0)
+                count = CFS_IDENTIFY_GLOBAL_MAX_WORDS + 1 - g0;
+            for (int pers = 0; pers < 2; pers++) {
+                uint64_t first = cfs_rng_epoch_draw(known.offset, 0, pers, 1) + g0;
+                struct cfs_rng_result res;
+                int rc = walk(&pr, first, count, count <= SYNC_COUNT ? NULL : cancel, &res);
+                if (rc < 0)
                     return rc;
-                *g = known;
+                for (uint32_t i = 0; i < res.n_found; i++) {
+                    struct cfs_sampler_params mo =
+                        model_of(p, known.offset, g0 + res.found[i], pers);
+                    rc = verify_all(p, all, &mo, need, true, g, out);
+                    if (rc != -ENOENT)
+                        return rc;
+                    *g = known;
+                }
             }
         }
+    }
     return -ENOENT;
 }
 
@@ -291,10 +304,7 @@ static int find_words(const struct cfs_identify_params *p, const struct ident_ob
         struct ident_readers rd1;
         if ((rc = group_range(obs, (size_t)e0, to, &rd1)) < 0)
             return rc;
-        rc = try_words(p, all, &rd1, 0, WORDS_FIRST, cancel, need, g, out);
-        if (rc == -ENOENT)
-            rc = try_words(p, all, &rd1, WORDS_FIRST,
-                           CFS_IDENTIFY_GLOBAL_MAX_WORDS + 1 - WORDS_FIRST, cancel, need, g, out);
+        rc = try_words(p, all, &rd1, cancel, need, g, out);
         ident_readers_free(&rd1);
     }
     return rc;

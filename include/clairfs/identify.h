@@ -39,8 +39,9 @@
  * epoch draws outside the loader (<= 2^24) from epoch 1's, when
  * on_identified is called again.  Beyond the bounds it logs "not found
  * within K <= ..." and searches on as without S.  Without S each epoch's
- * order is one random private seed: not identified (the seed search could
- * recover one epoch's, not the next).
+ * order is that of one private seed, which the seed scan can fit as a
+ * torch-sampler epoch 0 that the next epoch refutes: a per-epoch
+ * identification of torch-global is not done.
  *
  * When an order is identified the module calls params.on_identified from
  * its own thread (the callback may take long: it plans); the mount then

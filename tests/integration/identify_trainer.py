@@ -100,6 +100,8 @@ def main():
     ap.add_argument("--pause", type=float, default=300, help="most seconds to wait after epoch 0")
     ap.add_argument("--log", required=True, help="'epoch rank index' per item")
     ap.add_argument("--snapshot", help="copy .clairfs/metrics here when epoch 1 starts")
+    ap.add_argument("--step-seconds", type=float, default=0,
+                    help="sleep this long a step (the wait for a GPU's step)")
     ap.add_argument("--port", type=int, default=29500, help="rendezvous port (world > 1)")
     args = ap.parse_args()
     if args.world > 1:
@@ -124,6 +126,8 @@ def main():
                 if args.kind == "torch-global":
                     with torch.no_grad():  # Dropout on the CPU: the global generator
                         args.model(torch.ones(len(batch), 16))
+                if args.step_seconds:
+                    time.sleep(args.step_seconds)
                 for i, got in batch:
                     if i not in want:
                         want[i] = digest(os.path.join(args.src, rel[i]))

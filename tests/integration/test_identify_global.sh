@@ -5,8 +5,11 @@
 # a small torch.nn model built, so K > 0, its CPU Dropout run each step, so
 # G > 0, DataLoader(shuffle=True) without a generator, num_workers=2, 4
 # epochs, a pause after epoch 0 until the mount says it identified the
-# order).  The mount must find K from epoch 0's opens, then G from epoch
-# 1's, and adopt torch-global:
+# order, each step 40 ms longer, the wait for a GPU's step).  The mount must
+# find K from epoch 0's opens, then G from epoch 1's, and adopt
+# torch-global.  G is known only 32 opens into epoch 1 plus the walk to it
+# (G = 384000 here: ~0.1 s), and that epoch is mispredicted until then; the
+# step's wait keeps those opens within the 1 % below.
 #   - clairfs_order_identified 1, the stats say "identified torch-global
 #     seed=S rng_offset=K rng_epoch_words=G" with K > 0 and G > 0;
 #   - from epoch 1 on (the counters the trainer copied when it resumed,
@@ -41,7 +44,7 @@ cfs_mount "$src" "$mnt" "$TMP/daemon.log" -o ram=$ram,index="$TMP/index",seed=$S
     { fail "mount"; cfs_finish; }
 timeout 900 "$TORCH_PY" "$TRAINER" --data "$mnt" --src "$src" --kind torch-global \
     --seed $SEED --epochs $EPOCHS --batch $BATCH --workers $WORKERS --pause "$PAUSE" \
-    --snapshot "$TMP/resumed.metrics" --log "$TMP/rank0.log" &
+    --snapshot "$TMP/resumed.metrics" --step-seconds 0.04 --log "$TMP/rank0.log" &
 pid=$!
 cfs_pids+=($pid)
 rc=0
