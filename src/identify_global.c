@@ -254,33 +254,56 @@ static int find_offset(const struct cfs_identify_params *p, const struct ident_o
  * about 0.1 s).  Chunks up to SYNC_COUNT words run on this thread at its
  * priority (a fraction of a second), longer ones in the finder's idle
  * thread. */
+/* One chunk [g0, g0 + count) of G for the iterator pers, head constraints
+ * pr: verified as found. */
+static int words_chunk(const struct cfs_identify_params *p, const struct ident_readers *all,
+                       const struct cfs_rng_problem *pr, bool pers, uint64_t g0, uint64_t count,
+                       const atomic_bool *cancel, double need, struct ident_global *g,
+                       struct cfs_identified *out)
+{
+    const struct ident_global known = *g;
+    uint64_t first = cfs_rng_epoch_draw(known.offset, 0, pers, 1) + g0;
+    struct cfs_rng_result res;
+    int rc = walk(pr, first, count, count <= SYNC_COUNT ? NULL : cancel, &res);
+    if (rc < 0)
+        return rc;
+    for (uint32_t i = 0; i < res.n_found; i++) {
+        struct cfs_sampler_params mo = model_of(p, known.offset, g0 + res.found[i], pers);
+        rc = verify_all(p, all, &mo, need, true, g, out);
+        if (rc != -ENOENT)
+            return rc;
+        *g = known;
+    }
+    return -ENOENT;
+}
+
+/* G candidates for epoch 1 read by rd1.  Per head, the walk goes up in
+ * chunks doubling from WORDS_FIRST and stops at the first G that
+ * verifies, the loader's usual iterator (not persistent) first up to
+ * SYNC_COUNT words (on this thread at its priority: the data path
+ * mispredicts epoch 1 meanwhile; a G of 384000, two words per element of
+ * a small dropout a step, takes about 0.1 s), then the other, then both
+ * beyond, in the finder's idle thread. */
 static int try_words(const struct cfs_identify_params *p, const struct ident_readers *all,
                      const struct ident_readers *rd1, const atomic_bool *cancel, double need,
                      struct ident_global *g, struct cfs_identified *out)
 {
-    const struct ident_global known = *g;
-    size_t m = known.workers && known.batch < MAX_CONSTRAINTS ? known.batch : MAX_CONSTRAINTS;
+    size_t m = g->workers && g->batch < MAX_CONSTRAINTS ? g->batch : MAX_CONSTRAINTS;
     for (size_t h = 0; h < rd1->nr && h < HEADS; h++) {
         struct cfs_seed_constraint c[MAX_CONSTRAINTS];
         struct cfs_rng_problem pr = {.seed = p->hint->seed, .n = p->n, .algo = p->algo, .c = c};
         pr.nc = head_constraints(&rd1->r[h], m, c);
-        for (uint64_t g0 = 0, count = WORDS_FIRST; g0 <= CFS_IDENTIFY_GLOBAL_MAX_WORDS;
-             g0 += count, count = g0) {
-            if (count > CFS_IDENTIFY_GLOBAL_MAX_WORDS + 1 - g0)
-                count = CFS_IDENTIFY_GLOBAL_MAX_WORDS + 1 - g0;
-            for (int pers = 0; pers < 2; pers++) {
-                uint64_t first = cfs_rng_epoch_draw(known.offset, 0, pers, 1) + g0;
-                struct cfs_rng_result res;
-                int rc = walk(&pr, first, count, count <= SYNC_COUNT ? NULL : cancel, &res);
-                if (rc < 0)
-                    return rc;
-                for (uint32_t i = 0; i < res.n_found; i++) {
-                    struct cfs_sampler_params mo =
-                        model_of(p, known.offset, g0 + res.found[i], pers);
-                    rc = verify_all(p, all, &mo, need, true, g, out);
+        for (int phase = 0; phase < 3; phase++) {
+            uint64_t lo = phase < 2 ? 0 : SYNC_COUNT,
+                     hi = phase < 2 ? SYNC_COUNT : CFS_IDENTIFY_GLOBAL_MAX_WORDS + 1;
+            for (uint64_t g0 = lo, count = lo ? lo : WORDS_FIRST; g0 < hi;
+                 g0 += count, count = g0) {
+                if (count > hi - g0)
+                    count = hi - g0;
+                for (int pers = phase == 1; pers < (phase == 0 ? 1 : 2); pers++) {
+                    int rc = words_chunk(p, all, &pr, pers, g0, count, cancel, need, g, out);
                     if (rc != -ENOENT)
                         return rc;
-                    *g = known;
                 }
             }
         }

@@ -141,6 +141,24 @@ START_TEST(offset_and_epoch_words_are_found)
 }
 END_TEST
 
+/* Two words per element of a dropout each step: G in the hundreds of
+ * thousands, past the walk's first chunks and past the synchronous ones. */
+START_TEST(large_epoch_words)
+{
+    static const uint64_t large[] = {384000, (1u << 20) + 5};
+    struct trainer t = {.seed = SEED, .offset = 1348, .words = large[_i], .batch = 8};
+    t.workers = 2, t.epochs = 2, t.persistent = _i == 1;
+    struct opens o = simulate(&t);
+    struct cfs_identified id;
+    ck_assert_msg(identify(&o, o.len, &id) == 0, "%s", id.text);
+    ck_assert_uint_eq(id.sampler.rng_offset, 1348);
+    ck_assert(id.epoch_words_known);
+    ck_assert_uint_eq(id.sampler.rng_epoch_words, t.words);
+    ck_assert(id.sampler.persistent_workers == t.persistent);
+    opens_free(&o);
+}
+END_TEST
+
 START_TEST(persistent_workers_and_no_workers)
 {
     struct trainer t = {.seed = SEED, .offset = 7, .words = 10, .batch = 8, .epochs = 3};
@@ -255,6 +273,7 @@ static Suite *identify_global_suite(void)
     tcase_set_timeout(t, 120);
     tcase_add_loop_test(t, offset_and_epoch_words_are_found, 0, 9);
     tcase_add_loop_test(t, persistent_workers_and_no_workers, 0, 2);
+    tcase_add_loop_test(t, large_epoch_words, 0, 2);
     tcase_add_loop_test(t, epoch_0_alone_gives_the_offset, 0, 2);
     tcase_add_loop_test(t, an_offset_beyond_the_bound_is_not_identified, 0, 2);
     tcase_add_test(t, the_thread_finds_the_offset_then_the_epoch_words);
