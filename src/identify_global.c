@@ -17,8 +17,9 @@
  * G = 0 (right when G is 0, or when only epoch 0 was seen), else against
  * the first n/2 opens (all of epoch 0: the loader reads n, or n less the
  * last partial batch, an epoch per rank).  Beyond max_offset nothing is
- * found: a "not found within K <= ..." is logged once and the search goes
- * on as for an unregistered seed; the mount caches reactively.
+ * found: a "not found within K <= ..." is logged once and the seed scan
+ * goes on as without torch-global; nothing torch-global is adopted, the
+ * registered order stays (its predictions miss: a reactive cache).
  *
  * G from epoch 1.  With K, batch and ranks known, epoch 1 starts E0 opens
  * in (n or n less the partial batch, per rank); its readers' first opens
