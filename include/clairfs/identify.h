@@ -152,7 +152,8 @@ int cfs_identify_offline(const struct cfs_identify_params *p, const uint32_t *sa
 
 /* The evidence, in bits, an identification over p's seed range demands
  * (cfs_identified.evidence_bits must reach it): log2 of the candidates the
- * range offers, plus 12 for the hypotheses per seed, plus 40 so that a false
+ * range offers (with a registered seed, the torch-global offsets too),
+ * plus 12 for the hypotheses per seed, plus 40 so that a false
  * identification stays below 2^-40.  About 85 for the full range. */
 double cfs_identify_evidence_needed(const struct cfs_identify_params *p);
 
