@@ -37,14 +37,14 @@
 #include <unistd.h>
 
 #include "clairfs/identify.h"
+#include "clairfs/thread_priority.h"
 #include "clairfs/log.h"
 #include "clairfs/seed_search.h"
-#include "clairfs/thread_priority.h"
 #include "identify_i.h"
 
 #define MAX_OBS (1u << 20) /* opens kept for verification */
 #define MAX_KEEP 16
-#define HINT_SPAN 1024u        /* seeds tried from a registered one: a resumed run's epochs */
+#define HINT_SPAN 1024u /* seeds tried from a registered one: a resumed run's epochs */
 #define NEW_READER_RESTARTS 64 /* readers whose first open restarts a scan */
 
 struct cand {
@@ -70,7 +70,7 @@ struct cfs_identify {
     size_t nkeep;
     pid_t readers[NEW_READER_RESTARTS]; /* under lock: the first readers seen */
     size_t nreaders;
-    bool attempting;            /* under lock: the thread works on a snapshot */
+    bool attempting; /* under lock: the thread works on a snapshot */
     struct ident_global global; /* under lock: a torch-global trainer's offsets */
 };
 
@@ -90,7 +90,7 @@ struct attempt {
     struct cand keep[MAX_KEEP];
     size_t nkeep;
     uint64_t fits;
-    bool scanning;   /* candidates come from a scan (not the kept ones) */
+    bool scanning; /* candidates come from a scan (not the kept ones) */
     bool global_win; /* the outcome is identify_global.c's */
 };
 

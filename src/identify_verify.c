@@ -83,9 +83,10 @@ struct view {
     enum cfs_randperm_algo algo;
     bool sparse;
     struct cfs_sampler *s;
-    struct cfs_sampler_params base; /* the model the epochs come from (world 1, batch 1) */
-    uint32_t **inv;                 /* dense: inv[e][v]; sparse: hash, keys then positions */
-    uint64_t **seen;                /* bitsets of explained positions, per epoch */
+    /* the model the epochs come from (world 1, batch 1) */
+    struct cfs_sampler_params base;
+    uint32_t **inv;  /* dense: inv[e][v]; sparse: hash, keys then positions */
+    uint64_t **seen; /* bitsets of explained positions, per epoch */
     uint32_t nep, maxep, hbits, width;
 };
 

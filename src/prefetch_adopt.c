@@ -122,7 +122,8 @@ void pf_learn_record(struct cfs_prefetch *pf, uint32_t s)
     atomic_store_explicit(&pf->seen[i % pf->seen_cap], s, memory_order_relaxed);
 }
 
-bool pf_adopted_outcome(struct cfs_prefetch *pf, uint32_t s, const struct cfs_opener *who, bool hit)
+bool pf_adopted_outcome(struct cfs_prefetch *pf, uint32_t s, const struct cfs_opener *who,
+                        bool hit)
 {
     uint64_t i = atomic_fetch_add_explicit(&pf->recent_count, 1, memory_order_relaxed);
     uint64_t opener = who ? (uint32_t)who->pid | (uint64_t)(uint32_t)who->ppid << 32 : 0;
@@ -249,7 +250,8 @@ static void contradiction(const struct cfs_sampler_params *reg, const struct cfs
     else if (reg->drop_last_batch != got->drop_last_batch)
         snprintf(buf, len, "registered drop_last_batch=%d, but the opens fit drop_last_batch=%d",
                  reg->drop_last_batch, got->drop_last_batch);
-    else if (reg->persistent_workers != got->persistent_workers && reg->kind == CFS_SAMPLER_TORCH)
+    else if (reg->persistent_workers != got->persistent_workers &&
+             reg->kind == CFS_SAMPLER_TORCH)
         snprintf(buf, len,
                  "registered persistent_workers=%d, but the opens fit persistent_workers=%d",
                  reg->persistent_workers, got->persistent_workers);
@@ -294,8 +296,8 @@ static int identified_run(const struct cfs_prefetch *pf, const struct cfs_identi
     run->ranks = (struct cfs_rank_range){.first = id->rank_first, .count = id->rank_count};
     run->start_epoch = id->epoch;
     /* As many epochs ahead as the mount would plan for a registered run. */
-    uint32_t span =
-        pf->run.epochs > pf->run.start_epoch ? pf->run.epochs - pf->run.start_epoch : 100;
+    uint32_t span = pf->run.epochs > pf->run.start_epoch ? pf->run.epochs - pf->run.start_epoch
+                                                         : 100;
     run->epochs = id->epoch + (span > UINT32_MAX - id->epoch ? UINT32_MAX - id->epoch : span);
     run->window = cfs_run_default_window(sp->batch, id->rank_count);
     run->seeded = true;
@@ -440,9 +442,8 @@ void cfs_prefetch_order_text(struct cfs_prefetch *pf, char *buf, size_t len)
     case PF_ORDER_CONTRADICTED:
         snprintf(buf, len, "registered %s seed=%" PRIu64 " world=%u%s%s",
                  cfs_sampler_kind_name(sp.kind), sp.seed, sp.world,
-                 st == PF_ORDER_CONFIRMED      ? ", confirmed by the opens"
-                 : st == PF_ORDER_CONTRADICTED ? "; "
-                                               : "",
+                 st == PF_ORDER_CONFIRMED ? ", confirmed by the opens"
+                 : st == PF_ORDER_CONTRADICTED ? "; " : "",
                  st == PF_ORDER_CONTRADICTED ? why : "");
         return;
     case PF_ORDER_IDENTIFIED:
