@@ -71,6 +71,7 @@ struct cfs_identify {
     pid_t readers[NEW_READER_RESTARTS]; /* under lock: the first readers seen */
     size_t nreaders;
     bool attempting; /* under lock: the thread works on a snapshot */
+    struct ident_global global; /* under lock: a torch-global trainer's offsets */
 };
 
 /* --- One attempt over a set of observations. ----------------------------- */
@@ -90,6 +91,7 @@ struct attempt {
     size_t nkeep;
     uint64_t fits;
     bool scanning; /* candidates come from a scan (not the kept ones) */
+    bool global_win; /* the outcome is identify_global.c's */
 };
 
 static bool on_candidate(void *arg, uint32_t seed, uint32_t skip)
@@ -198,14 +200,31 @@ double cfs_identify_evidence_needed(const struct cfs_identify_params *p)
     size_t nh = head_positions(p, (uint32_t[2]){0});
     /* every seed of the range with both skips, per head position, plus a
      * hinted seed's span and the candidates kept from an earlier attempt */
-    double tried = (double)count * 2.0 * (double)nh + 2.0 * HINT_SPAN + MAX_KEEP;
+    double tried =
+        (double)count * 2.0 * (double)nh + 2.0 * HINT_SPAN + MAX_KEEP + ident_global_candidates(p);
     return log2(tried) + IDENT_HYPOTHESIS_BITS + IDENT_SAFETY_BITS;
 }
 
-/* Fills out (or a "why not" text in out) from observations.  1 identified,
- * 0 not (out->text says why), -errno. */
-static int attempt_all(const struct cfs_identify_params *p, const struct ident_readers *rd,
-                       const atomic_bool *cancel, const struct cand *keep, size_t nkeep,
+/* The registered seed as torch-global's (identify_global.c): 1, 0 (a fit
+ * short of evidence, kept in g), -ENOENT (none), -errno. */
+static int global_step(struct attempt *a, const struct ident_obs *obs, struct ident_global *g)
+{
+    int rc = ident_global_attempt(a->p, obs, a->cancel, a->need_bits, g, a->out);
+    if (rc == 1 || rc == 0)
+        a->global_win = true;
+    if (rc == 1)
+        a->rc = 1;
+    if (rc == 0)
+        a->fits = 1, a->near = *a->out, a->near_bits = a->out->evidence_bits;
+    return rc;
+}
+
+/* Fills out (or a "why not" text in out) from observations obs (grouped:
+ * rd), g what is known of a torch-global trainer.  1 identified, 0 not
+ * (out->text says why), -errno. */
+static int attempt_all(const struct cfs_identify_params *p, const struct ident_obs *obs,
+                       const struct ident_readers *rd, const atomic_bool *cancel,
+                       const struct cand *keep, size_t nkeep, struct ident_global *g,
                        struct attempt *a, struct cfs_identified *out)
 {
     memset(a, 0, sizeof(*a));
@@ -216,6 +235,12 @@ static int attempt_all(const struct cfs_identify_params *p, const struct ident_r
     }
     uint64_t count = p->seed_count ? p->seed_count : 1ull << 32;
     a->need_bits = cfs_identify_evidence_needed(p);
+    bool global_tried = g->found;
+    if (g->found) {
+        int grc = global_step(a, obs, g);
+        if (grc != -ENOENT)
+            return grc;
+    }
     for (size_t i = 0; i < nkeep && a->rc == 0; i++) {
         a->p0 = keep[i].p0;
         on_candidate(a, keep[i].seed, keep[i].skip);
@@ -236,6 +261,10 @@ static int attempt_all(const struct cfs_identify_params *p, const struct ident_r
     int rc = p->n >= 2 && rd->nr > 0 ? set_bits(&fs, &ss, rd, p->n) : -ENOENT;
     if (rc == 0 && p->hint && p->hint_has_seed)
         rc = scan(a, fs, ss, (uint32_t)p->hint->seed, HINT_SPAN);
+    if (rc == 0 && a->rc == 0 && !a->fits && !global_tried) {
+        rc = global_step(a, obs, g);
+        rc = rc == -ENOENT ? 0 : rc < 0 ? rc : a->rc != 0 || a->fits ? -ENOENT : 0;
+    }
     if (rc == 0 && a->rc == 0)
         rc = scan(a, fs, ss, p->seed_first, count);
     free(fs);
@@ -281,10 +310,12 @@ static void finish(const struct cfs_identify_params *p, struct cfs_identified *i
     if (h && id->workers && h->batch && h->batch != id->sampler.batch)
         snprintf(note + strlen(note), sizeof(note) - strlen(note),
                  "; registered batch=%u contradicted", h->batch);
+    char global[96];
+    ident_global_describe(id, global, sizeof(global));
     snprintf(id->text, sizeof(id->text),
-             "%s seed=%llu%s world=%u batch=%u workers=%u epoch %u after %llu opens in %.0f s%s",
+             "%s seed=%llu%s%s world=%u batch=%u workers=%u epoch %u after %llu opens in %.0f s%s",
              cfs_sampler_kind_name(id->sampler.kind), (unsigned long long)id->sampler.seed,
-             id->seed_high_known || p->n == 1 ? "" : " (low 32 bits)", id->sampler.world,
+             id->seed_high_known || p->n == 1 ? "" : " (low 32 bits)", global, id->sampler.world,
              id->sampler.batch, id->workers, id->epoch, (unsigned long long)id->opens, seconds,
              note);
     if (note[0] && log_contradiction)
@@ -329,7 +360,9 @@ int cfs_identify_offline(const struct cfs_identify_params *p, const uint32_t *sa
         snprintf(err, errlen, "identify: out of memory for %zu opens", count);
         return -ENOMEM;
     }
-    rc = attempt_all(p, &rd, NULL, NULL, 0, a, out);
+    struct ident_obs obs = {samples, pids, ppids, count};
+    struct ident_global g = {0};
+    rc = attempt_all(p, &obs, &rd, NULL, NULL, 0, &g, a, out);
     if (rc == 1) {
         finish(p, out, 0, false);
         rc = 0;
@@ -356,13 +389,14 @@ static double since(const struct timespec *t0)
 /* One attempt on a snapshot of the observations; called without the lock. */
 static int attempt_snapshot(struct cfs_identify *id, const uint32_t *s, const pid_t *pids,
                             const pid_t *ppids, size_t len, const struct cand *keep, size_t nkeep,
-                            struct cfs_identified *out, struct attempt *a)
+                            struct ident_global *g, struct cfs_identified *out, struct attempt *a)
 {
     struct ident_readers rd;
     int rc = ident_group(s, pids, ppids, len, &rd);
     if (rc < 0)
         return rc;
-    rc = attempt_all(&id->p, &rd, &id->cancel, keep, nkeep, a, out);
+    struct ident_obs obs = {s, pids, ppids, len};
+    rc = attempt_all(&id->p, &obs, &rd, &id->cancel, keep, nkeep, g, a, out);
     ident_readers_free(&rd);
     return rc;
 }
@@ -376,14 +410,16 @@ static void record_outcome(struct cfs_identify *id, int rc, const struct attempt
          * persistent workers or not), from the same seed, cheaply. */
         id->state = CFS_IDENTIFY_IDENTIFIED;
         id->keep[0] = a->win;
-        id->nkeep = 1;
+        id->nkeep = a->global_win ? 0 : 1; /* a torch-global fit is kept in id->global */
         id->next_attempt = len + len / 4 + IDENT_MIN_OPENS;
         /* What epoch 0 leaves open shows in the next epoch's first batches:
          * check there too, before the data path has mispredicted for long
          * (observations begin at an epoch's start). */
         uint64_t per = a->out->epoch_opens;
         if (per) {
-            uint64_t past = (len / per + 1) * per + IDENT_MIN_OPENS;
+            /* the first epoch start after the last open seen (len itself
+             * when that open ended an epoch: a trainer paused there) */
+            uint64_t past = (len + per - 1) / per * per + IDENT_MIN_OPENS;
             if (past < id->next_attempt)
                 id->next_attempt = past;
         }
@@ -407,7 +443,9 @@ static bool same_order(const struct cfs_identified *a, const struct cfs_identifi
     return x->kind == y->kind && x->seed == y->seed && x->world == y->world &&
            x->batch == y->batch && x->drop_last == y->drop_last &&
            x->drop_last_batch == y->drop_last_batch &&
-           x->persistent_workers == y->persistent_workers && a->workers == b->workers;
+           x->persistent_workers == y->persistent_workers && a->workers == b->workers &&
+           x->rng_offset == y->rng_offset && x->rng_epoch_words == y->rng_epoch_words &&
+           a->epoch_words_known == b->epoch_words_known;
 }
 
 static void *identify_thread(void *arg)
@@ -434,11 +472,12 @@ static void *identify_thread(void *arg)
         struct cand keep[MAX_KEEP];
         size_t nkeep = id->nkeep;
         memcpy(keep, id->keep, nkeep * sizeof(*keep));
+        struct ident_global global = id->global;
         double seconds = 0;
         pthread_mutex_unlock(&id->lock);
         struct cfs_identified out;
         int rc = s && pids && ppids
-                     ? attempt_snapshot(id, s, pids, ppids, len, keep, nkeep, &out, a)
+                     ? attempt_snapshot(id, s, pids, ppids, len, keep, nkeep, &global, &out, a)
                      : -ENOMEM;
         free(s);
         free(pids);
@@ -447,6 +486,7 @@ static void *identify_thread(void *arg)
         id->attempting = false;
         if (gen != id->generation || id->stop)
             continue; /* restarted meanwhile: the observations are gone */
+        id->global = global;
         seconds = since(&id->first_open);
         bool was = id->state == CFS_IDENTIFY_IDENTIFIED;
         record_outcome(id, rc, a, len);
@@ -584,6 +624,7 @@ void cfs_identify_restart(struct cfs_identify *id)
     id->nkeep = 0;
     id->nreaders = 0;
     memset(&id->result, 0, sizeof(id->result));
+    memset(&id->global, 0, sizeof(id->global));
     atomic_store(&id->cancel, true);
     pthread_mutex_unlock(&id->lock);
 }

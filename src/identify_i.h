@@ -5,6 +5,8 @@
 #ifndef CLAIRFS_IDENTIFY_I_H
 #define CLAIRFS_IDENTIFY_I_H
 
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -45,5 +47,45 @@ void ident_readers_free(struct ident_readers *rd);
 int ident_verify(const struct cfs_identify_params *p, const struct ident_readers *rd,
                  uint32_t seed32, uint32_t skip_words, uint32_t p0, double need_bits,
                  struct cfs_identified *out, double *bits);
+
+/* The same against a full sampler configuration (torch-global: seed S,
+ * rng_offset, rng_epoch_words; world and batch are found as above), from
+ * randperm position 0.  Refused (-ENOTSUP) above the dense n. */
+int ident_verify_model(const struct cfs_identify_params *p, const struct ident_readers *rd,
+                       const struct cfs_sampler_params *model, double need_bits,
+                       struct cfs_identified *out, double *bits);
+
+/* --- torch-global (identify_global.c). ---------------------------------- */
+
+/* The opens as observed, in order. */
+struct ident_obs {
+    const uint32_t *s;
+    const pid_t *pids, *ppids;
+    size_t len;
+};
+
+/* What is known of a torch-global trainer between attempts. */
+struct ident_global {
+    bool found;       /* rng_offset known (and the loader's schedule) */
+    bool words_known; /* rng_epoch_words known */
+    bool persistent;
+    uint64_t offset, words;
+    uint32_t batch, workers, ranks;
+    bool told; /* "not found within K <= ..." was logged */
+};
+
+/* The registered seed S read as torch-global: 1 identified (*out), 0 a fit
+ * short of evidence, -ENOENT no torch-global order of S fits, -ECANCELED,
+ * -errno.  g carries the offset found from one attempt to the next. */
+int ident_global_attempt(const struct cfs_identify_params *p, const struct ident_obs *obs,
+                         const atomic_bool *cancel, double need_bits, struct ident_global *g,
+                         struct cfs_identified *out);
+
+/* Candidates the torch-global searches may try for p (0 when they do not
+ * apply): counted in the evidence demanded. */
+double ident_global_candidates(const struct cfs_identify_params *p);
+
+/* " rng_offset=K rng_epoch_words=G" for a torch-global id, else "". */
+void ident_global_describe(const struct cfs_identified *id, char *buf, size_t len);
 
 #endif

@@ -83,6 +83,8 @@ struct view {
     enum cfs_randperm_algo algo;
     bool sparse;
     struct cfs_sampler *s;
+    /* the model the epochs come from (world 1, batch 1) */
+    struct cfs_sampler_params base;
     uint32_t **inv;  /* dense: inv[e][v]; sparse: hash, keys then positions */
     uint64_t **seen; /* bitsets of explained positions, per epoch */
     uint32_t nep, maxep, hbits, width;
@@ -159,8 +161,11 @@ static int forward_window(uint32_t seed, uint32_t skip, uint64_t n, uint32_t w, 
     return 0;
 }
 
+/* model: a full sampler configuration to take the epochs from (torch-global,
+ * identify_global.c); NULL: kind's, seeded seed32. */
 static int view_init(struct view *v, const struct cfs_identify_params *p,
-                     enum cfs_sampler_kind kind, bool persistent, uint32_t seed32, uint32_t skip)
+                     enum cfs_sampler_kind kind, bool persistent, uint32_t seed32, uint32_t skip,
+                     const struct cfs_sampler_params *model)
 {
     memset(v, 0, sizeof(*v));
     v->kind = kind, v->persistent = persistent, v->seed32 = seed32, v->skip = skip;
@@ -180,8 +185,6 @@ static int view_init(struct view *v, const struct cfs_identify_params *p,
     v->seen = calloc(v->maxep, sizeof(*v->seen));
     if (!v->inv || !v->seen)
         return -ENOMEM;
-    if (v->sparse)
-        return 0;
     struct cfs_sampler_params sp = {.kind = kind,
                                     .seed = seed32,
                                     .n = p->n,
@@ -189,6 +192,13 @@ static int view_init(struct view *v, const struct cfs_identify_params *p,
                                     .batch = 1,
                                     .persistent_workers = persistent,
                                     .randperm = p->algo};
+    if (model) {
+        sp = *model;
+        sp.world = 1, sp.batch = 1, sp.list_path = NULL;
+    }
+    v->base = sp;
+    if (v->sparse)
+        return model ? -ENOTSUP : 0;
     char err[256];
     return cfs_sampler_create(&sp, &v->s, err, sizeof(err));
 }
@@ -549,7 +559,8 @@ static bool try_variants(struct search *s, struct hyp h)
                 h.drop_last = dl_matters ? (a ? !dl_pref : dl_pref) : false;
                 h.drop_last_batch = b ? !dlb_pref : dlb_pref;
                 h.persistent = h.workers ? (c ? !pw_pref : pw_pref) : false;
-                if (h.kind == CFS_SAMPLER_TORCH && h.persistent != s->v->persistent)
+                if ((h.kind == CFS_SAMPLER_TORCH || h.kind == CFS_SAMPLER_TORCH_GLOBAL) &&
+                    h.persistent != s->v->persistent)
                     continue;
                 h.rank_len = rank_len_of(&h, s->p->n);
                 if (b && rank_len_of(&(struct hyp){.kind = h.kind,
@@ -629,15 +640,9 @@ static int confirm(struct search *s, const struct hyp *h)
 {
     if (s->v->sparse)
         return 0; /* the model would need the n-entry arrays avoided here */
-    struct cfs_sampler_params sp = {.kind = h->kind,
-                                    .seed = s->v->seed32,
-                                    .n = s->p->n,
-                                    .world = h->world,
-                                    .batch = h->batch,
-                                    .drop_last = h->drop_last,
-                                    .drop_last_batch = h->drop_last_batch,
-                                    .persistent_workers = h->persistent,
-                                    .randperm = s->p->algo};
+    struct cfs_sampler_params sp = s->v->base;
+    sp.world = h->world, sp.batch = h->batch, sp.drop_last = h->drop_last;
+    sp.drop_last_batch = h->drop_last_batch, sp.persistent_workers = h->persistent;
     char err[256];
     struct cfs_sampler *m;
     int rc = cfs_sampler_create(&sp, &m, err, sizeof(err));
@@ -662,15 +667,10 @@ static void fill(const struct search *s, const struct hyp *h, struct cfs_identif
 {
     const struct ident_readers *rd = s->rd;
     memset(out, 0, sizeof(*out));
-    out->sampler = (struct cfs_sampler_params){.kind = h->kind,
-                                               .seed = s->v->seed32,
-                                               .n = s->p->n,
-                                               .world = h->world,
-                                               .batch = h->batch,
-                                               .drop_last = h->drop_last,
-                                               .drop_last_batch = h->drop_last_batch,
-                                               .persistent_workers = h->persistent,
-                                               .randperm = s->p->algo};
+    out->sampler = s->v->base;
+    out->sampler.world = h->world, out->sampler.batch = h->batch;
+    out->sampler.drop_last = h->drop_last, out->sampler.drop_last_batch = h->drop_last_batch;
+    out->sampler.persistent_workers = h->persistent;
     out->workers = h->workers;
     out->opens = rd->opens;
     out->evidence_bits = s->best_bits;
@@ -705,6 +705,28 @@ static void fill(const struct search *s, const struct hyp *h, struct cfs_identif
     }
 }
 
+/* One view (kind, persistent, seed32 after skip words, or model): 1, 0,
+ * -ENOENT or -errno as ident_verify. */
+static int verify_view(struct search *s, enum cfs_sampler_kind kind, bool pers, uint32_t seed32,
+                       uint32_t skip, const struct cfs_sampler_params *model, uint32_t p0,
+                       struct cfs_identified *out, double *bits)
+{
+    struct view v;
+    int rc = -ENOENT, err = view_init(&v, s->p, kind, pers, seed32, skip, model);
+    s->v = &v;
+    s->fits = false;
+    if (err == 0 && try_view(s, p0, &err) && s->fits) {
+        err = confirm(s, &s->best);
+        if (err == 0) {
+            *bits = s->best_bits;
+            fill(s, &s->best, out);
+            rc = s->best_bits >= s->need_bits && s->rd->opens >= IDENT_MIN_OPENS ? 1 : 0;
+        }
+    }
+    view_free(&v);
+    return err < 0 && err != -ENOENT ? err : rc;
+}
+
 int ident_verify(const struct cfs_identify_params *p, const struct ident_readers *rd,
                  uint32_t seed32, uint32_t skip_words, uint32_t p0, double need_bits,
                  struct cfs_identified *out, double *bits)
@@ -729,23 +751,26 @@ int ident_verify(const struct cfs_identify_params *p, const struct ident_readers
         bool pers = skip_words == 2 ? skip2[k].persistent : skip0[k].persistent;
         if (skip_words != 0 && skip_words != 2)
             break;
-        struct view v;
-        int err = view_init(&v, p, kind, pers, seed32, skip_words);
-        s.v = &v;
-        s.fits = false;
-        if (err == 0 && try_view(&s, p0, &err) && s.fits) {
-            err = confirm(&s, &s.best);
-            if (err == 0) {
-                *bits = s.best_bits;
-                fill(&s, &s.best, out);
-                rc = s.best_bits >= need_bits && rd->opens >= IDENT_MIN_OPENS ? 1 : 0;
-            }
-        }
-        view_free(&v);
-        if (err < 0 && err != -ENOENT)
-            rc = err;
+        rc = verify_view(&s, kind, pers, seed32, skip_words, NULL, p0, out, bits);
     }
 out:
+    free(s.rank);
+    free(s.epoch0);
+    return rc;
+}
+
+int ident_verify_model(const struct cfs_identify_params *p, const struct ident_readers *rd,
+                       const struct cfs_sampler_params *model, double need_bits,
+                       struct cfs_identified *out, double *bits)
+{
+    struct search s = {.p = p, .rd = rd, .need_bits = need_bits};
+    s.rank = calloc(rd->nr ? rd->nr : 1, sizeof(*s.rank));
+    s.epoch0 = calloc(rd->nr ? rd->nr : 1, sizeof(*s.epoch0));
+    int rc = -ENOMEM;
+    *bits = 0;
+    if (s.rank && s.epoch0)
+        rc = verify_view(&s, model->kind, model->persistent_workers, (uint32_t)model->seed, 0,
+                         model, 0, out, bits);
     free(s.rank);
     free(s.epoch0);
     return rc;

@@ -3,10 +3,12 @@
  * cfs_identify_ops seam).
  *
  * Learning.  While no order is known every open of an indexed sample is
- * handed to the module with its opener, and, without a registered seed,
- * its sample is remembered in order (seen: the replay below).  A
- * registered seed is observed too, until the module has spoken: it is
- * checked, never replaced (registration is the user's promise).
+ * handed to the module with its opener, and its sample is remembered in
+ * order (seen: the replay below).  A registered seed is observed too,
+ * until the module has spoken: it is checked, never replaced
+ * (registration is the user's promise) - except by torch-global of that
+ * same seed when the registration named no other kind (global_refines:
+ * the seed is kept, the module found how the trainer draws from it).
  *
  * Adoption (cfs_prefetch_adopt, on the module's thread).  The identified
  * sampler becomes the run's, for this node's ranks, planned from the
@@ -84,18 +86,18 @@ void cfs_prefetch_set_identify(struct cfs_prefetch *pf, const struct cfs_identif
     snprintf(pf->id_off, sizeof(pf->id_off), "%s", off_reason ? off_reason : "off");
     if (!ops || pf->nsamples == 0)
         return;
-    if (!pf->run.seeded) {
-        /* What this node reads of an epoch is at most every rank's share
-         * of n (padded by world) for as many ranks as it runs; twice n
-         * covers the common one- and two-rank nodes, and a replay longer
-         * than the ring keeps its tail (a count off by the rest). */
-        pf->seen_cap = pf->nsamples * 2 + 4096;
-        pf->seen = calloc(pf->seen_cap, sizeof(*pf->seen));
-        if (!pf->seen) {
-            cfs_warn("order identification: out of memory; off");
-            pf->id_ops = NULL;
-            return;
-        }
+    /* Remembered with a registered seed too: a torch-global identification
+     * of it is adopted (global_refines) and replays.  What this node reads
+     * of an epoch is at most every rank's share of n (padded by world) for
+     * as many ranks as it runs; twice n covers the common one- and
+     * two-rank nodes, and a replay longer than the ring keeps its tail (a
+     * count off by the rest). */
+    pf->seen_cap = pf->nsamples * 2 + 4096;
+    pf->seen = calloc(pf->seen_cap, sizeof(*pf->seen));
+    if (!pf->seen) {
+        cfs_warn("order identification: out of memory; off");
+        pf->id_ops = NULL;
+        return;
     }
     atomic_store(&pf->learning, true);
     set_state(pf, pf->run.seeded ? PF_ORDER_REGISTERED : PF_ORDER_LEARNING);
@@ -159,7 +161,24 @@ static bool same_order(const struct cfs_identified *a, const struct cfs_identifi
            x->batch == y->batch && x->drop_last == y->drop_last &&
            x->drop_last_batch == y->drop_last_batch &&
            x->persistent_workers == y->persistent_workers && a->rank_first == b->rank_first &&
-           a->rank_count == b->rank_count;
+           a->rank_count == b->rank_count && x->rng_offset == y->rng_offset &&
+           x->rng_epoch_words == y->rng_epoch_words;
+}
+
+/* A registered seed S with the default kind (torch-ddp) or torch-global,
+ * identified as torch-global of that very S: the registration said S, the
+ * opens say how the trainer draws from it (rng_offset, rng_epoch_words
+ * are rarely known).  That is adopted, as an unregistered order is; a
+ * registration it merely confirms is kept. */
+static bool global_refines(const struct cfs_prefetch *pf, const struct cfs_identified *id)
+{
+    const struct cfs_sampler_params *reg = &pf->run.sampler, *got = &id->sampler;
+    if (got->kind != CFS_SAMPLER_TORCH_GLOBAL || !id->seed_high_known || got->seed != reg->seed)
+        return false;
+    if (reg->kind == CFS_SAMPLER_TORCH_GLOBAL)
+        return reg->rng_offset != got->rng_offset || reg->rng_epoch_words != got->rng_epoch_words ||
+               reg->persistent_workers != got->persistent_workers;
+    return reg->kind == CFS_SAMPLER_TORCH_DDP;
 }
 
 struct replay_arg {
@@ -300,7 +319,7 @@ int cfs_prefetch_adopt(struct cfs_prefetch *pf, const struct cfs_identified *id,
         pthread_mutex_unlock(&pf->order_mu);
         if (same)
             goto out; /* confirmed */
-    } else if (pf->run.seeded) {
+    } else if (pf->run.seeded && !global_refines(pf, id)) {
         check_registered(pf, id);
         goto out;
     }

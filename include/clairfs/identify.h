@@ -29,6 +29,20 @@
  * off the schedule (a second job, a validation loop) keeps the module
  * learning.
  *
+ * torch-global (clairfs/sampler.h) is found from a registered seed S
+ * (hint kind torch-ddp, the default, or torch-global): the trainer's
+ * private seeds are random64 draws of the stream seeded S, so the module
+ * searches (identify_global.c, clairfs/rng_offset.h) the words K that
+ * building the model drew, K <= params.global_max_offset (2^25: ResNet-50
+ * draws about 25.6 M), from epoch 0's first opens - identified then with
+ * epoch_words_known false, which predicts epoch 0 - and the words G an
+ * epoch draws outside the loader (<= 2^24) from epoch 1's, when
+ * on_identified is called again.  Beyond the bounds it logs "not found
+ * within K <= ..." and searches on as without S.  Without S each epoch's
+ * order is that of one private seed, which the seed scan can fit as a
+ * torch-sampler epoch 0 that the next epoch refutes: a per-epoch
+ * identification of torch-global is not done.
+ *
  * When an order is identified the module calls params.on_identified from
  * its own thread (the callback may take long: it plans); the mount then
  * predicts as if the order had been registered.  It keeps checking the
@@ -65,6 +79,9 @@ struct cfs_identified {
     uint64_t epoch_opens;              /* opens of this node's ranks in one epoch */
     double seconds;                    /* from the first observed open to identification */
     bool seed_high_known;              /* false: only seed's low 32 bits were recoverable */
+    /* torch-global: sampler.rng_epoch_words was read off a later epoch
+     * (false: only epoch 0 was seen, the value is 0 and unconfirmed) */
+    bool epoch_words_known;
     /* "torch-ddp seed=7 (low 32 bits) world=2 batch=32 workers=4 epoch 0
      * after 212 opens in 41 s", then "; registered world=8 contradicted"
      * for each hint the opens refute */
@@ -86,9 +103,19 @@ struct cfs_identify_params {
      * first, whatever the range. */
     uint32_t seed_first;
     uint64_t seed_count;
+    /* torch-global (a registered seed read as torch.manual_seed's): the
+     * largest rng_offset searched; 0 means CFS_IDENTIFY_GLOBAL_MAX_OFFSET. */
+    uint64_t global_max_offset;
     cfs_identify_cb on_identified;    /* called from the module's thread */
     void *cb_arg;
 };
+
+/* The torch-global bounds: words building the model may draw (ResNet-50's
+ * initialisation draws about 25.6 M; 2^25 is about 7 s of one core, more
+ * at idle priority beside a trainer) and words an epoch may draw outside
+ * the loader (one or two per CPU dropout call and step). */
+#define CFS_IDENTIFY_GLOBAL_MAX_OFFSET (1ull << 25)
+#define CFS_IDENTIFY_GLOBAL_MAX_WORDS (1ull << 24)
 
 struct cfs_identify;
 
@@ -125,7 +152,8 @@ int cfs_identify_offline(const struct cfs_identify_params *p, const uint32_t *sa
 
 /* The evidence, in bits, an identification over p's seed range demands
  * (cfs_identified.evidence_bits must reach it): log2 of the candidates the
- * range offers, plus 12 for the hypotheses per seed, plus 40 so that a false
+ * range offers (with a registered seed, the torch-global offsets too),
+ * plus 12 for the hypotheses per seed, plus 40 so that a false
  * identification stays below 2^-40.  About 85 for the full range. */
 double cfs_identify_evidence_needed(const struct cfs_identify_params *p);
 

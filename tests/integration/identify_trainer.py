@@ -16,6 +16,10 @@ Patterns (clairfs/sampler.h):
                  set_epoch(e) before each epoch
   torch          DataLoader(shuffle=True, generator=g), g seeded S once
   torch-sampler  DataLoader(sampler=RandomSampler(ds, generator=g))
+  torch-global   torch.manual_seed(S), a small model built (K words of the
+                 global generator), DataLoader(shuffle=True) without a
+                 generator, the model's CPU dropout run each step (G words
+                 an epoch)
 """
 import argparse
 import hashlib
@@ -73,6 +77,11 @@ def make_loader(args, ds):
         return DataLoader(ds, sampler=sampler, **common), sampler
     if args.kind == "torch":
         return DataLoader(ds, shuffle=True, generator=g, **common), None
+    if args.kind == "torch-global":
+        torch.manual_seed(args.seed)
+        args.model = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(),
+                                         torch.nn.Dropout(0.3), torch.nn.Linear(64, 4))
+        return DataLoader(ds, shuffle=True, **common), None
     return DataLoader(ds, sampler=RandomSampler(ds, generator=g), **common), None
 
 
@@ -80,7 +89,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", required=True, help="the mount")
     ap.add_argument("--src", required=True, help="the source, to compare bytes with")
-    ap.add_argument("--kind", required=True, choices=["torch-ddp", "torch", "torch-sampler"])
+    ap.add_argument("--kind", required=True, choices=["torch-ddp", "torch", "torch-sampler", "torch-global"])
     ap.add_argument("--seed", type=int, required=True)
     ap.add_argument("--world", type=int, default=1)
     ap.add_argument("--rank", type=int, default=0)
@@ -90,6 +99,9 @@ def main():
     ap.add_argument("--persistent", action="store_true", help="persistent_workers=True")
     ap.add_argument("--pause", type=float, default=300, help="most seconds to wait after epoch 0")
     ap.add_argument("--log", required=True, help="'epoch rank index' per item")
+    ap.add_argument("--snapshot", help="copy .clairfs/metrics here when epoch 1 starts")
+    ap.add_argument("--step-seconds", type=float, default=0,
+                    help="sleep this long a step (the wait for a GPU's step)")
     ap.add_argument("--port", type=int, default=29500, help="rendezvous port (world > 1)")
     args = ap.parse_args()
     if args.world > 1:
@@ -111,6 +123,11 @@ def main():
             for batch in loader:
                 if args.world > 1:
                     dist.all_reduce(step)  # the step's gradients
+                if args.kind == "torch-global":
+                    with torch.no_grad():  # Dropout on the CPU: the global generator
+                        args.model(torch.ones(len(batch), 16))
+                if args.step_seconds:
+                    time.sleep(args.step_seconds)
                 for i, got in batch:
                     if i not in want:
                         want[i] = digest(os.path.join(args.src, rel[i]))
@@ -125,6 +142,10 @@ def main():
                     time.sleep(0.5)
                 print(f"rank {args.rank}: paused {time.monotonic() - t0:.1f} s after epoch 0, "
                       f"identified={identified(args.data)}")
+                if args.snapshot:
+                    with open(os.path.join(args.data, ".clairfs", "metrics")) as f, \
+                            open(args.snapshot, "w") as out:
+                        out.write(f.read())
     if args.world > 1:
         dist.destroy_process_group()
     return 0

@@ -3,7 +3,9 @@
  * Adoption of a known identification (torch-ddp seed 7) on a prefetcher
  * made without a seed predicts every later open, with the epoch's opens
  * before it replayed into the tracker (the epoch gauge proves the count);
- * a registered seed is checked, never replaced; an adopted order that
+ * a registered seed is checked, never replaced (but by torch-global of
+ * it, with its K and G, when registered so or as the default kind); an
+ * adopted order that
  * mispredicts 64 opens in a row, or half of a block of 256, is dropped and
  * the module restarted once with the misses. */
 #include <check.h>
@@ -198,6 +200,86 @@ START_TEST(registered_seed_is_checked_not_replaced)
 }
 END_TEST
 
+/* torch-global seed 7, K = 5, G = 3: epoch e's order (NFILES entries). */
+static uint32_t *global7_stream(uint32_t epoch)
+{
+    struct cfs_sampler_params sp = {.kind = CFS_SAMPLER_TORCH_GLOBAL,
+                                    .seed = 7,
+                                    .n = NFILES,
+                                    .world = 1,
+                                    .batch = 1,
+                                    .rng_offset = 5,
+                                    .rng_epoch_words = 3};
+    struct cfs_sampler *s = NULL;
+    char err[128];
+    ck_assert_int_eq(cfs_sampler_create(&sp, &s, err, sizeof(err)), 0);
+    ck_assert_int_eq(cfs_sampler_compute_epoch(s, epoch), 0);
+    uint32_t *out = malloc(NFILES * sizeof(*out));
+    for (uint64_t i = 0; i < NFILES; i++)
+        out[i] = cfs_sampler_rank_at(s, 0, i);
+    cfs_sampler_destroy(s);
+    return out;
+}
+
+/* seed=7 registered alone (the default kind) or with sampler=torch-global:
+ * torch-global of seed 7 with the K and G the opens show is adopted and
+ * predicts the next epoch exactly; registered as another kind (torch), the
+ * registration is kept. */
+START_TEST(registered_seed_refined_to_torch_global)
+{
+    static const char *opts[] = {"seed=7,ram=16M,epochs=3",
+                                 "seed=7,sampler=torch-global,ram=16M,epochs=3",
+                                 "seed=7,sampler=torch,ram=16M,epochs=3"};
+    struct fixture fx;
+    struct cfs_metrics m;
+    struct fake_identify fake = {.state = CFS_IDENTIFY_LEARNING};
+    char err[256];
+    fixture_init(&fx);
+    struct cfs_prefetch *pf = make_pf(&fx, opts[_i], &m, NULL);
+    cfs_prefetch_set_identify(pf, &fake_ops, &fake, NULL);
+    uint32_t *e0 = global7_stream(0), *e1 = global7_stream(1);
+    for (uint32_t i = 0; i < NFILES; i++)
+        read_check_as(pf, &fx, e0[i], &trainer);
+    struct cfs_identified id = {
+        .sampler = {.kind = CFS_SAMPLER_TORCH_GLOBAL,
+                    .seed = 7,
+                    .n = NFILES,
+                    .world = 1,
+                    .batch = 1,
+                    .rng_offset = 5,
+                    .rng_epoch_words = 3},
+        .rank_count = 1,
+        .epoch = 0,
+        .opens = NFILES,
+        .epoch_opens = NFILES,
+        .seed_high_known = true,
+        .epoch_words_known = true,
+    };
+    snprintf(id.text, sizeof(id.text), "torch-global seed=7 rng_offset=5 rng_epoch_words=3");
+    ck_assert_msg(cfs_prefetch_adopt(pf, &id, err, sizeof(err)) == 0, "%s", err);
+    struct cfs_prefetch_stats st;
+    cfs_prefetch_stats(pf, &st);
+    if (_i == 2) {
+        ck_assert(st.planned && !st.adopted);
+        ck_assert_int_eq(pf->run.sampler.kind, CFS_SAMPLER_TORCH);
+        order_text_starts(pf, "registered torch seed=7");
+    } else {
+        ck_assert(st.planned && st.adopted);
+        ck_assert_uint_eq(mget(&m, CFS_M_ORDER_IDENTIFIED), 1);
+        order_text_starts(pf, "identified torch-global seed=7 rng_offset=5 rng_epoch_words=3");
+        uint64_t hit = mget(&m, CFS_M_PREDICTION_HIT), miss = mget(&m, CFS_M_PREDICTION_MISS);
+        for (uint32_t i = 0; i < NFILES; i++)
+            read_check_as(pf, &fx, e1[i], &trainer);
+        ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_HIT) - hit, NFILES);
+        ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_MISS) - miss, 0);
+    }
+    free(e0);
+    free(e1);
+    cfs_prefetch_destroy(pf);
+    fixture_fini(&fx);
+}
+END_TEST
+
 /* One epoch planned for rank 0 of world 2 (60 samples): rank 1's files
  * are never predicted, so each open of one is a miss. */
 struct drop_run {
@@ -366,6 +448,7 @@ int main(void)
     tcase_add_loop_test(tc, adopt_predicts_as_registered, 0,
                         sizeof(learn_cases) / sizeof(learn_cases[0]));
     tcase_add_test(tc, registered_seed_is_checked_not_replaced);
+    tcase_add_loop_test(tc, registered_seed_refined_to_torch_global, 0, 3);
     tcase_add_test(tc, drop_after_64_misses_in_a_row);
     tcase_add_test(tc, drop_after_half_a_block_missed);
     tcase_add_test(tc, registered_seed_never_drops);
