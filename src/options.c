@@ -224,6 +224,8 @@ static const struct opt_def options_table[] = {
      "a dead FUSE mount on MOUNTPOINT (its daemon is gone) is detached and mounted over"},
     {"no_identify", OPT_FLAG, OFF(no_identify), NO_PRESENT, 0, 0, NULL,
      "without a seed, never learn the trainers' read order from their opens"},
+    {"no_sweep", OPT_FLAG, OFF(no_sweep), NO_PRESENT, 0, 0, NULL,
+     "while the read order is unknown, never stage the whole dataset in index order"},
     {"record_opens", OPT_STRING, OFF(record_opens), NO_PRESENT, 0, 0, NULL,
      "FILE: write \"PID PPID PATH\" per open (for clairfs-plan --identify)"},
 };

@@ -9,7 +9,9 @@
  * stops when the cache refuses (-ENOSPC: the room is needed sooner; wait
  * for the trainer) or the prefetch depth is used.  The cursors (scan,
  * order_idx, owned_idx) are this thread's, under the plan lock; a jump of
- * the trainer's position (its generation changes) restarts the scan.  The
+ * the trainer's position (its generation changes) restarts the scan.
+ * Without a tracker (no order known yet) a round is the sweep instead:
+ * the samples in index order into free RAM, where pf->sweep allows.  The
  * thread sleeps when a round started nothing and nobody woke it, and tells
  * wait_idle when nothing is in flight either.  With `progress` it logs the
  * warm-up (staged bytes against what the plan holds) until it is done. */
@@ -79,6 +81,27 @@ static unsigned fetch_tier_order(struct cfs_prefetch *pf, struct pf_track *t, en
     return started;
 }
 
+/* While no order is known: the samples in index order, into free RAM only
+ * (pf->sweep says when).  Returns the fetches started. */
+static unsigned sweep_round(struct cfs_prefetch *pf)
+{
+    unsigned started = 0;
+    while (pf->sweep_idx < pf->nsamples && room_for_more(pf)) {
+        cfs_id id = cfs_catalog_sample_entry(pf->cat, pf->sweep_idx);
+        int rc = pf_fetch_start(pf, id, CFS_TIER_RAM, true, CFS_CACHE_NO_EVICT, NULL);
+        if (rc == -EAGAIN || rc == -ENOMEM)
+            break; /* again at the next round */
+        if (rc == -ENOSPC) {
+            pf->sweep = false; /* the room went to reads: nothing is evicted for the sweep */
+            break;
+        }
+        if (rc == 0)
+            started++;
+        pf->sweep_idx++; /* fetched, already held or in flight, or not fetchable */
+    }
+    return started;
+}
+
 /* One pass: the window ahead of the trainer, then the planned tiers.
  * Returns the number of fetches started. */
 static unsigned prefetch_round(struct cfs_prefetch *pf)
@@ -88,8 +111,11 @@ static unsigned prefetch_round(struct cfs_prefetch *pf)
 
     pthread_rwlock_rdlock(&pf->plan_lock);
     struct pf_track *t = pf->track;
-    if (!t)
+    if (!t) {
+        if (pf->sweep)
+            started = sweep_round(pf);
         goto out;
+    }
     uint64_t pos, gen;
     pf_track_position(t, &pos, NULL, &gen);
     if (gen != pf->scan_gen || pf->scan < pos) {

@@ -5,7 +5,9 @@
 #  - ram = 30 %: no wrong byte, the RAM tier never above its bound (its peak
 #    gauge, and samples during the run), hits at least what clairfs-plan's
 #    simulator predicts, PFS bytes within 15 % of its Belady MIN;
-#  - without seed: reactive LRU, nothing predicted;  io=threads as well;
+#  - without seed, RAM for the dataset: the sweep stages all before a read;
+#    RAM short: no sweep; no_sweep: reactive LRU, nothing predicted;
+#    io=threads as well;
 #  - SSD tier: a remount serves epoch 0 from SSD; a flipped byte in an entry
 #    is detected, counted and read from the source instead;
 #  - kill -9 during prefetch, remount: consistent, warm where valid.
@@ -93,9 +95,44 @@ else
     fail "mount ram=30%"
 fi
 
-# --- no seed: reactive LRU, nothing predicted.
+# --- no seed, RAM for the whole dataset: the sweep stages every file into
+# RAM before the trainer asks (an epoch reads them all), no read waits for
+# the source, nothing is predicted.
+mnt=$TMP/mnt-sweep
+if cfs_mount "$src" "$mnt" "$TMP/d-sweep.log" -o ram=64M,index="$TMP/ix-sweep"; then
+    swept() { # every byte fetched and held in RAM (in whole pages)
+        for _ in $(seq 400); do
+            [ "$(m "$mnt" 'clairfs_fetch_bytes_total{from="pfs"}')" -eq "$TOTAL" ] &&
+                [ "$(m "$mnt" 'clairfs_cache_bytes{tier="ram"}')" -ge "$TOTAL" ] && return 0
+            sleep 0.05
+        done
+        return 1
+    }
+    check "sweep: every file staged into RAM before any read" swept
+    check "sweep: nothing read yet" test "$(m "$mnt" 'clairfs_reads_total{source="ram"}')" -eq 0
+    check "sweep: 2 epochs verified" bench "$mnt" "seed=5,epochs=2,$TRAINER"
+    check "sweep: every read from RAM" test "$(m "$mnt" 'clairfs_reads_total{source="ram"}')" -eq $((2 * N))
+    check "sweep: none from the source" test "$(m "$mnt" 'clairfs_reads_total{source="pfs"}')" -eq 0
+    check "sweep: each file fetched once" test "$(m "$mnt" 'clairfs_fetch_bytes_total{from="pfs"}')" -eq "$TOTAL"
+    check "sweep: prediction hit 0" test "$(m "$mnt" 'clairfs_prediction_total{result="hit"}')" -eq 0
+    check "sweep: unmount" cfs_umount "$mnt"
+else
+    fail "mount without seed (sweep)"
+fi
+# RAM for 30 % of it: no sweep (a staged file could be evicted unread).
+mnt=$TMP/mnt-nosweep
+if cfs_mount "$src" "$mnt" "$TMP/d-nosweep.log" -o ram=$RAM,index="$TMP/ix-nosweep"; then
+    sleep 1
+    check "ram=30%, no seed: nothing fetched before a read" \
+        test "$(m "$mnt" 'clairfs_fetch_bytes_total{from="pfs"}')" -eq 0
+    check "ram=30%, no seed: unmount" cfs_umount "$mnt"
+else
+    fail "mount ram=30% without seed"
+fi
+
+# --- no seed, no_sweep: reactive LRU, nothing predicted.
 mnt=$TMP/mnt-lru
-if cfs_mount "$src" "$mnt" "$TMP/d-lru.log" -o ram=64M,index="$TMP/ix-lru"; then
+if cfs_mount "$src" "$mnt" "$TMP/d-lru.log" -o ram=64M,no_sweep,index="$TMP/ix-lru"; then
     check "no seed: 2 epochs verified" bench "$mnt" "seed=5,epochs=2,$TRAINER"
     check "no seed: epoch 0 from the source" test "$(m "$mnt" 'clairfs_reads_total{source="pfs"}')" -eq $N
     check "no seed: epoch 1 from RAM" test "$(m "$mnt" 'clairfs_reads_total{source="ram"}')" -eq $N

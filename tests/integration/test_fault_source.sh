@@ -61,7 +61,8 @@ old_new_or_error() {
 }
 
 mnt=$TMP/mnt
-if cfs_mount "$src" "$mnt" "$TMP/d1.log" -o ram=64M,index="$TMP/ix1"; then
+# no_sweep: files stay uncached until read (the cases below need both kinds).
+if cfs_mount "$src" "$mnt" "$TMP/d1.log" -o ram=64M,no_sweep,index="$TMP/ix1"; then
     check "cached file read" same "$mnt/c0/cached.jpg" "$TMP/old/c0/cached.jpg"
     cat "$mnt/c0/gonecached.jpg" >/dev/null
     check "cached file is in RAM" test "$(getfattr --only-values -n user.clairfs.state "$mnt/c0/cached.jpg" 2>/dev/null)" = ram
@@ -110,7 +111,7 @@ cfs_pids+=("$!")
 cfs_mounts+=("$pfs")
 for _ in $(seq 100); do cfs_is_mounted "$pfs" && break; sleep 0.05; done
 mnt=$TMP/mnt2
-if cfs_mount "$pfs" "$mnt" "$TMP/d2.log" -o ram=64M,index="$TMP/ix2"; then
+if cfs_mount "$pfs" "$mnt" "$TMP/d2.log" -o ram=64M,no_sweep,index="$TMP/ix2"; then
     (cat "$mnt/c0/big.jpg" >"$TMP/big.got" 2>"$TMP/big.err") &
     reader=$!
     # The fetch takes ~2 s at 6 MB/s: rewrite once it is surely reading

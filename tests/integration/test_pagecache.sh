@@ -172,7 +172,7 @@ fi
 
 # --- no seed: the LRU cache is staged too, unless an SSD tier is there.
 mnt=$TMP/mnt-lru
-if cfs_mount "$src" "$mnt" "$TMP/d-lru.log" -o ram=64M,index="$TMP/ix-lru"; then
+if cfs_mount "$src" "$mnt" "$TMP/d-lru.log" -o ram=64M,no_sweep,index="$TMP/ix-lru"; then
     check "lru: epoch 0 verified" bench "$mnt" "seed=5,epochs=2,$TRAINER" --epochs 1
     check "lru: every file read was staged" wait_staged "$mnt" $N
     req0=$(m "$mnt" clairfs_read_requests_total)

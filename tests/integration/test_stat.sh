@@ -12,7 +12,7 @@ cfs_setup
 src=$TMP/src
 mnt=$TMP/mnt
 "$PYTHON" "$CLAIRFS_GENDATA" --quiet --classes 4 --files 30 --size 4K "$src" || { fail "gendata"; cfs_finish; }
-cfs_mount "$src" "$mnt" "$TMP/daemon.log" -o index="$TMP/index" || { fail "mount"; cfs_finish; }
+cfs_mount "$src" "$mnt" "$TMP/daemon.log" -o no_sweep,index="$TMP/index" || { fail "mount"; cfs_finish; }
 
 # totals FIELD: one column of the interval-0 line (6 = pfs reads).
 totals() { "$CLAIRFS_STAT" "$mnt" 0 | awk -v f="$1" 'NR == 2 { print $f }'; }

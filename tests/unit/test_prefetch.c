@@ -6,6 +6,7 @@
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -266,14 +267,44 @@ START_TEST(path_all_staged_and_unseen_reads)
 }
 END_TEST
 
-/* Without a seed: reactive LRU, nothing predicted. */
-START_TEST(path_lru_without_seed)
+/* Without a seed, RAM for the dataset: the sweep stages every file before
+ * a read, in one fetch each; then every read is a RAM hit, none predicted.
+ * With RAM for half of it: no sweep (nothing fetched before a read). */
+START_TEST(path_sweep_without_seed)
 {
     struct fixture fx;
     struct cfs_metrics m;
     char opts[128];
     fixture_init(&fx);
     snprintf(opts, sizeof(opts), "ram=16M,%s", io_kinds[_i]);
+    struct cfs_prefetch *pf = make_pf(&fx, opts, &m, NULL);
+    ck_assert_int_eq(cfs_prefetch_wait_idle(pf, 30), 0);
+    ck_assert_uint_eq(mget(&m, CFS_M_FETCH_BYTES_PFS), fx.total);
+    for (uint32_t e = 0; e < 2; e++)
+        replay_epoch(pf, &fx, 5, e);
+    ck_assert_uint_eq(mget(&m, CFS_M_READS_PFS), 0);
+    ck_assert_uint_eq(mget(&m, CFS_M_READS_RAM), 2 * NFILES);
+    ck_assert_uint_eq(mget(&m, CFS_M_FETCH_BYTES_PFS), fx.total);
+    ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_HIT), 0);
+    cfs_prefetch_destroy(pf);
+
+    snprintf(opts, sizeof(opts), "ram=%" PRIu64 ",%s", fx.total / 2, io_kinds[_i]);
+    pf = make_pf(&fx, opts, &m, NULL);
+    ck_assert_int_eq(cfs_prefetch_wait_idle(pf, 30), 0);
+    ck_assert_uint_eq(mget(&m, CFS_M_FETCH_BYTES_PFS), 0);
+    cfs_prefetch_destroy(pf);
+    fixture_fini(&fx);
+}
+END_TEST
+
+/* Without a seed, no_sweep: reactive LRU, nothing predicted. */
+START_TEST(path_lru_without_seed)
+{
+    struct fixture fx;
+    struct cfs_metrics m;
+    char opts[128];
+    fixture_init(&fx);
+    snprintf(opts, sizeof(opts), "ram=16M,no_sweep,%s", io_kinds[_i]);
     struct cfs_prefetch *pf = make_pf(&fx, opts, &m, NULL);
     for (uint32_t e = 0; e < 3; e++) {
         replay_epoch(pf, &fx, 5, e);
@@ -643,6 +674,7 @@ static Suite *suite(void)
     TCase *tc = tcase_create("path");
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, path_planned_all_in_ram, 0, 2);
+    tcase_add_loop_test(tc, path_sweep_without_seed, 0, 2);
     tcase_add_loop_test(tc, path_lru_without_seed, 0, 2);
     tcase_add_loop_test(tc, path_small_ram, 0, 2);
     tcase_add_loop_test(tc, path_ssd_warm_and_corrupt, 0, 2);

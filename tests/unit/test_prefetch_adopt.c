@@ -112,7 +112,7 @@ START_TEST(adopt_predicts_as_registered)
     char err[256], want[128];
     uint32_t learned = learn_cases[_i][0], at = learn_cases[_i][1];
     fixture_init(&fx);
-    struct cfs_prefetch *pf = make_pf(&fx, "ram=16M,epochs=3", &m, NULL);
+    struct cfs_prefetch *pf = make_pf(&fx, "ram=16M,no_sweep,epochs=3", &m, NULL);
     cfs_prefetch_set_identify(pf, &fake_ops, &fake, NULL);
     ck_assert(cfs_prefetch_learning(pf));
     order_text_starts(pf, "learning (0 opens)");
@@ -430,7 +430,7 @@ START_TEST(off_observes_nothing)
     struct fixture fx;
     struct cfs_metrics m;
     fixture_init(&fx);
-    struct cfs_prefetch *pf = make_pf(&fx, "ram=16M", &m, NULL);
+    struct cfs_prefetch *pf = make_pf(&fx, "ram=16M,no_sweep", &m, NULL);
     cfs_prefetch_set_identify(pf, NULL, NULL, "off (-o no_identify)");
     ck_assert(!cfs_prefetch_learning(pf));
     read_check_as(pf, &fx, 3, &trainer);
