@@ -138,8 +138,11 @@ struct cfs_io_params {
 
 struct cfs_io;
 
-/* Start an engine.  kind=auto tries io_uring (ring set-up and a probe of
- * the opcodes used) and falls back to threads, leaving the reason in
+/* Start an engine.  kind=auto takes threads for a source on FUSE (where
+ * io_uring runs every open and read in its kernel workers and fetched at
+ * about half the thread pool's rate from an emulated PFS), else tries
+ * io_uring (ring set-up and a probe of the opcodes used) and falls back to
+ * threads, leaving the reason in
  * cfs_io_fallback_reason(); kind=uring fails with -ENOTSUP (or the ring's
  * error) and a one-line message in err when io_uring is unusable. */
 int cfs_io_create(const struct cfs_io_params *p, struct cfs_io **out, char *err, size_t errlen);
