@@ -20,7 +20,8 @@
  *   the engine through an eventfd that the ring itself reads.
  * - threads: N workers doing openat + pread loop + close.  Always built; it
  *   is the fallback when io_uring is missing or refused (seccomp, sysctl
- *   kernel.io_uring_disabled), and io=threads forces it.
+ *   kernel.io_uring_disabled), io=auto's choice for a source on FUSE (see
+ *   cfs_io_create), and io=threads forces it.
  *
  * Reading.  A whole-file fetch reads into buf[0..cap) plus one scratch byte:
  * if the file still has a byte after cap bytes, the result is -EFBIG (the
