@@ -246,11 +246,14 @@ run_config() {
         # What HPC users do instead: copy the dataset from the PFS to
         # node-local memory at job start (STAGEIN_JOBS parallel cp, every node
         # its own copy, all from the one PFS at once), then train from it.
-        # The copy is the row's setup time.
+        # The copy is the row's setup time.  The directories first: parallel
+        # `cp --parents` creating the same one race, and the loser fails
+        # with "File exists".
         local -a cpids=()
         for ((r = 0; r < nodes; r++)); do
             mkdir -p "$dir/copy$r"
-            (cd "$pfs" && find . -type f -print0 |
+            (cd "$pfs" && find . -type d -print0 | (cd "$dir/copy$r" && xargs -0 -r mkdir -p) &&
+                find . -type f -print0 |
                 xargs -0 -r -n 64 -P "$STAGEIN_JOBS" cp --parents -t "$dir/copy$r") \
                 >"$dir/stagein$r.log" 2>&1 &
             cpids+=($!) pids+=($!)

@@ -295,6 +295,23 @@ static double seconds_since(const struct timespec *t0)
     return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
 }
 
+/* Workers waiting for a request: two more than the CPUs, at least 4, at
+ * most 16.  Waiting workers queue on /dev/fuse in FIFO order, so each
+ * request wakes the one that slept longest: with 16 waiting, a cached epoch
+ * (an OPEN and a RELEASE per file, nothing else) cycled through all of them,
+ * a cold thread per request.  Fewer than the requests in flight (the
+ * readers that run at once, about one per CPU, plus the releases) make
+ * libfuse end and start threads all the time: measured on 2 CPUs with 4
+ * reader threads, 2 waiting started 58 threads per epoch, 3 a few, 4 one
+ * per two epochs, and 4 took 0.109-0.113 s per cached epoch against
+ * 0.129-0.136 s with 16 (docs/read-path.md).  Only idle workers are bounded:
+ * an open that blocks on a fetch still gets a new worker behind it. */
+static unsigned idle_workers(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN) + 2;
+    return n < 4 ? 4u : n > 16 ? 16u : (unsigned)n;
+}
+
 static int run_session(struct fuse_session *se)
 {
 #if FUSE_USE_VERSION >= FUSE_MAKE_VERSION(3, 12)
@@ -303,12 +320,12 @@ static int run_session(struct fuse_session *se)
         return -ENOMEM;
     /* Data loaders run many workers; each blocked read holds a thread. */
     fuse_loop_cfg_set_max_threads(lc, 64);
-    fuse_loop_cfg_set_idle_threads(lc, 16);
+    fuse_loop_cfg_set_idle_threads(lc, idle_workers());
     int rc = fuse_session_loop_mt(se, lc);
     fuse_loop_cfg_destroy(lc);
     return rc;
 #else
-    struct fuse_loop_config lc = {.clone_fd = 0, .max_idle_threads = 16};
+    struct fuse_loop_config lc = {.clone_fd = 0, .max_idle_threads = idle_workers()};
     return fuse_session_loop_mt(se, &lc);
 #endif
 }

@@ -20,7 +20,8 @@
  *   the engine through an eventfd that the ring itself reads.
  * - threads: N workers doing openat + pread loop + close.  Always built; it
  *   is the fallback when io_uring is missing or refused (seccomp, sysctl
- *   kernel.io_uring_disabled), and io=threads forces it.
+ *   kernel.io_uring_disabled), io=auto's choice for a source on FUSE (see
+ *   cfs_io_create), and io=threads forces it.
  *
  * Reading.  A whole-file fetch reads into buf[0..cap) plus one scratch byte:
  * if the file still has a byte after cap bytes, the result is -EFBIG (the
@@ -138,8 +139,11 @@ struct cfs_io_params {
 
 struct cfs_io;
 
-/* Start an engine.  kind=auto tries io_uring (ring set-up and a probe of
- * the opcodes used) and falls back to threads, leaving the reason in
+/* Start an engine.  kind=auto takes threads for a source on FUSE (where
+ * io_uring runs every open and read in its kernel workers and fetched at
+ * about half the thread pool's rate from an emulated PFS), else tries
+ * io_uring (ring set-up and a probe of the opcodes used) and falls back to
+ * threads, leaving the reason in
  * cfs_io_fallback_reason(); kind=uring fails with -ENOTSUP (or the ring's
  * error) and a one-line message in err when io_uring is unusable. */
 int cfs_io_create(const struct cfs_io_params *p, struct cfs_io **out, char *err, size_t errlen);

@@ -8,6 +8,7 @@
 #  - without seed, RAM for the dataset: the sweep stages all before a read;
 #    RAM short: no sweep; no_sweep: reactive LRU, nothing predicted;
 #    io=threads as well;
+#    io=auto over a FUSE source (clairfs-pfsemu) picks the thread pool;
 #  - SSD tier: a remount serves epoch 0 from SSD; a flipped byte in an entry
 #    is detected, counted and read from the source instead;
 #  - kill -9 during prefetch, remount: consistent, warm where valid.
@@ -188,6 +189,8 @@ ssd=$TMP/ssd-kill
 mnt=$TMP/mnt-kill
 KOPTS="seed=5,epochs=4,$TRAINER,ram=0,ssd=64M,ssd_dir=$ssd,io_depth=8"
 if cfs_mount "$pfs" "$mnt" "$TMP/d-k1.log" -o "$KOPTS"; then
+    # io=auto over a FUSE source takes the thread pool (io.h).
+    check "io=auto over FUSE: threads" grep -q "; io threads;" "$TMP/d-k1.log"
     check "kill: some staged" wait_fetched "$mnt" $((TOTAL / 4))
     kill -KILL "$CFS_PID"
     wait "$CFS_PID" 2>/dev/null
