@@ -46,6 +46,14 @@
 #define MAX_KEEP 16
 #define HINT_SPAN 1024u /* seeds tried from a registered one: a resumed run's epochs */
 #define NEW_READER_RESTARTS 64 /* readers whose first open restarts a scan */
+/* Scans in a row that fit nothing before the module stops searching (until
+ * cfs_identify_restart): opens 32, 64, ... 4096 without a seed, enough for
+ * any trainer whose head is a torch shuffle; one with a registered seed,
+ * whose scan only says what the opens fit instead.  A reader that is no
+ * shuffle (a threaded loader in one process, a sequential pass) would
+ * otherwise cost a scan of minutes each time its opens doubled. */
+#define FRUITLESS_SCANS 8u
+#define FRUITLESS_SCANS_HINTED 1u
 
 struct cand {
     uint32_t seed, skip, p0;
@@ -71,6 +79,7 @@ struct cfs_identify {
     pid_t readers[NEW_READER_RESTARTS]; /* under lock: the first readers seen */
     size_t nreaders;
     bool attempting; /* under lock: the thread works on a snapshot */
+    unsigned fruitless; /* under lock: scans in a row that found nothing fitting */
     struct ident_global global; /* under lock: a torch-global trainer's offsets */
 };
 
@@ -434,6 +443,15 @@ static void record_outcome(struct cfs_identify *id, int rc, const struct attempt
     /* a fit short of evidence is re-verified cheaply; a scan costs minutes;
      * one cancelled for a new reader's first open starts again at once */
     id->next_attempt = rc == -ECANCELED ? len : fits ? len + IDENT_MIN_OPENS : 2 * len;
+    if (fits)
+        id->fruitless = 0;
+    else if (rc == 0 &&
+             ++id->fruitless >= (id->p.hint_has_seed ? FRUITLESS_SCANS_HINTED : FRUITLESS_SCANS)) {
+        cfs_info("identify: %zu opens fit no torch shuffle after %u scans; searching no more "
+                 "until the order is reset",
+                 len, id->fruitless);
+        id->next_attempt = SIZE_MAX;
+    }
 }
 
 /* Would the planner read the same from a and b? */
@@ -621,6 +639,7 @@ void cfs_identify_restart(struct cfs_identify *id)
     id->generation++;
     id->state = CFS_IDENTIFY_LEARNING;
     id->next_attempt = IDENT_MIN_OPENS;
+    id->fruitless = 0;
     id->nkeep = 0;
     id->nreaders = 0;
     memset(&id->result, 0, sizeof(id->result));
