@@ -27,7 +27,10 @@
  * from their epoch 0 (a resumed torch run re-seeds its generator: epoch 0
  * again).  Every observed open must be explained: a process opening files
  * off the schedule (a second job, a validation loop) keeps the module
- * learning.
+ * learning.  Opens that fit no pattern are scanned again when they have
+ * doubled, up to 8 scans in a row (1 with a registered seed); then the
+ * module stops searching until cfs_identify_restart() (a new reader's first
+ * open, among the first 64, still earns one more scan).
  *
  * torch-global (clairfs/sampler.h) is found from a registered seed S
  * (hint kind torch-ddp, the default, or torch-global): the trainer's
