@@ -157,7 +157,7 @@ daemon_cpu() {
     awk -v t="$t" -v k="$TICK" 'BEGIN { printf "%.2f", t / k }'
 }
 
-declare -A T PFSB PEERB LINKB OK FB START COST CPU WAIT OPENS FMS RREQ
+declare -A T PFSB PEERB LINKB OK FB START COST CPU WAIT OPENS FMS RREQ SPAN
 # run_direct N CFG DIR: every rank of world N reads DIR (no clairfs).
 run_direct() {
     local n=$1 cfg=$2 dir=$3 e r dirs=()
@@ -218,9 +218,14 @@ run_clairfs() {
     for src in ram ssd peer pfs; do ob[$src]=0 kb[$src]=0 tb[$src]=0; done
     lb=$(link_bytes)
     cb=$(daemon_cpu)
+    local w0 w1
+    w0=$(date +%s%N)
     for e in $(seq 0 $((EPOCHS - 1))); do
         T[$n,$cfg,$e]=$(epoch "$n" "$cfg" "$e" "${dirs[@]}")
         c=$(daemon_cpu)
+        w1=$(date +%s%N)
+        SPAN[$n,$cfg,$e]=$(awk -v a="$w0" -v b="$w1" 'BEGIN { printf "%.2f", (b - a) / 1e9 }')
+        w0=$w1
         p=$(sum_metric "$n" 'clairfs_fetch_bytes_total{from="pfs"}')
         q=$(sum_metric "$n" 'clairfs_fetch_bytes_total{from="peer"}')
         l=$(link_bytes)
@@ -298,17 +303,17 @@ done
     echo " included; peer MiB: clairfs_fetch_bytes_total{from=\"peer\"} deltas, all nodes)"
 echo
 echo "why: per configuration and epoch, the CPU seconds all clairfs daemons used (utime+stime from"
-echo "/proc/PID/stat), the trainers' wait per open (clairfs_stall_seconds_total / opens), the opens"
+echo "/proc/PID/stat) over the span of the epoch's step (the trainers' start-up included), the trainers' wait per open (clairfs_stall_seconds_total / opens), the opens"
 echo "by source (ram ssd peer pfs), the FUSE read requests that reached the daemons (a file staged in"
 echo "the page cache makes none) and the per-file fetch time (pfs / peer, ms, submission to completion):"
-printf '| nodes | epoch | config   | daemon CPU | wait/open | opens ram ssd peer pfs | FUSE reads | fetch ms pfs / peer |\n'
-printf '|------:|------:|:---------|-----------:|----------:|:-----------------------|-----------:|:--------------------|\n'
+printf '| nodes | epoch | config   | daemon CPU / span |  wait/open | opens ram ssd peer pfs | FUSE reads | fetch ms pfs / peer |\n'
+printf '|------:|------:|:---------|------------------:|-----------:|:-----------------------|-----------:|:--------------------|\n'
 for n in $NODE_COUNTS; do
     for e in $(seq 0 $((EPOCHS - 1))); do
         for cfg in clairfs no_peers; do
             [ -n "${CPU[$n,$cfg,$e]:-}" ] || continue
-            printf '| %5d | %5d | %-8s | %8s s | %6s ms | %-22s | %10s | %-19s |\n' "$n" "$e" "$cfg" \
-                "${CPU[$n,$cfg,$e]}" "${WAIT[$n,$cfg,$e]}" "${OPENS[$n,$cfg,$e]}" "${RREQ[$n,$cfg,$e]}" \
+            printf '| %5d | %5d | %-8s | %6s s / %6s s | %7s ms | %-22s | %10s | %-19s |\n' "$n" "$e" "$cfg" \
+                "${CPU[$n,$cfg,$e]}" "${SPAN[$n,$cfg,$e]}" "${WAIT[$n,$cfg,$e]}" "${OPENS[$n,$cfg,$e]}" "${RREQ[$n,$cfg,$e]}" \
                 "$(echo "${FMS[$n,$cfg,$e]}" | sed 's| | / |')"
         done
     done
