@@ -157,7 +157,7 @@ daemon_cpu() {
     awk -v t="$t" -v k="$TICK" 'BEGIN { printf "%.2f", t / k }'
 }
 
-declare -A T PFSB PEERB LINKB OK FB START COST CPU WAIT OPENS FMS RREQ SPAN
+declare -A T PFSB PEERB LINKB OK FB START COST CPU WAIT OPENS FMS RREQ SPAN LATE
 # run_direct N CFG DIR: every rank of world N reads DIR (no clairfs).
 run_direct() {
     local n=$1 cfg=$2 dir=$3 e r dirs=()
@@ -213,7 +213,7 @@ run_clairfs() {
     launch "$n" "$cfg" "seed=$SEED,world=$n,batch=$BATCH,epochs=$EPOCHS,ram=$((BYTES / n * 11 / 10))$extra" ||
         return 1
     START[$n,$cfg]=$STARTUP
-    local pb=0 qb=0 lb cb c sb=0 s src o k t rb=0
+    local pb=0 qb=0 lb cb c sb=0 s src o k t rb=0 lt=0
     local -A ob kb tb
     for src in ram ssd peer pfs; do ob[$src]=0 kb[$src]=0 tb[$src]=0; done
     lb=$(link_bytes)
@@ -243,6 +243,8 @@ run_clairfs() {
         OPENS[$n,$cfg,$e]=${line# }
         o=$(sum_metric "$n" 'clairfs_read_requests_total')
         RREQ[$n,$cfg,$e]=$((o - rb)) rb=$o
+        o=$(sum_metric "$n" 'clairfs_peer_late_total')
+        LATE[$n,$cfg,$e]=$((o - lt)) lt=$o
         WAIT[$n,$cfg,$e]=$(awk -v a="$sb" -v b="$s" -v k="$opens" 'BEGIN {
             if (k > 0) printf "%.2f", 1000 * (b - a) / k; else printf "-" }')
         line=
@@ -305,16 +307,17 @@ echo
 echo "why: per configuration and epoch, the CPU seconds all clairfs daemons used (utime+stime from"
 echo "/proc/PID/stat) over the span of the epoch's step (the trainers' start-up included), the trainers' wait per open (clairfs_stall_seconds_total / opens), the opens"
 echo "by source (ram ssd peer pfs), the FUSE read requests that reached the daemons (a file staged in"
-echo "the page cache makes none) and the per-file fetch time (pfs / peer, ms, submission to completion):"
-printf '| nodes | epoch | config   | daemon CPU / span |  wait/open | opens ram ssd peer pfs | FUSE reads | fetch ms pfs / peer |\n'
-printf '|------:|------:|:---------|------------------:|-----------:|:-----------------------|-----------:|:--------------------|\n'
+echo "the page cache makes none), the per-file fetch time (pfs / peer, ms, submission to completion) and"
+echo "the owned files peers asked for before their owner had begun them (clairfs_peer_late_total):"
+printf '| nodes | epoch | config   | daemon CPU / span |  wait/open | opens ram ssd peer pfs | FUSE reads | fetch ms pfs / peer | late |\n'
+printf '|------:|------:|:---------|------------------:|-----------:|:-----------------------|-----------:|:--------------------|-----:|\n'
 for n in $NODE_COUNTS; do
     for e in $(seq 0 $((EPOCHS - 1))); do
         for cfg in clairfs no_peers; do
             [ -n "${CPU[$n,$cfg,$e]:-}" ] || continue
-            printf '| %5d | %5d | %-8s | %6s s / %6s s | %7s ms | %-22s | %10s | %-19s |\n' "$n" "$e" "$cfg" \
+            printf '| %5d | %5d | %-8s | %6s s / %6s s | %7s ms | %-22s | %10s | %-19s | %4s |\n' "$n" "$e" "$cfg" \
                 "${CPU[$n,$cfg,$e]}" "${SPAN[$n,$cfg,$e]}" "${WAIT[$n,$cfg,$e]}" "${OPENS[$n,$cfg,$e]}" "${RREQ[$n,$cfg,$e]}" \
-                "$(echo "${FMS[$n,$cfg,$e]}" | sed 's| | / |')"
+                "$(echo "${FMS[$n,$cfg,$e]}" | sed 's| | / |')" "${LATE[$n,$cfg,$e]}"
         done
     done
 done

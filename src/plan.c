@@ -605,6 +605,36 @@ static int validate(const struct cfs_plan_params *pp, char *err, size_t errlen)
     return 0;
 }
 
+/* The prefetch order of each tier, in cluster time: an owned file by the
+ * first read of any node (its peers ask for it from then on, whether or not
+ * this node reads it sooner), any other by this node's first read; the
+ * files nobody reads last, by index. */
+static int prefetch_orders(struct cfs_plan *p, struct build *b)
+{
+    const uint64_t n = p->n;
+    for (int t = CFS_TIER_RAM; t <= CFS_TIER_SSD; t++) {
+        uint64_t m = 0;
+        for (uint64_t f = 0; f < n; f++)
+            if (p->tier[f] == t)
+                m++;
+        p->order[t] = malloc(m * sizeof(uint32_t) + 1);
+        if (!p->order[t])
+            return -ENOMEM;
+        uint64_t k = 0;
+        for (uint64_t f = 0; f < n; f++)
+            if (p->tier[f] == t) {
+                b->key[k] = p->owner[f] == p->node ? b->cluster_first[f] : b->local_first[f];
+                b->ids[k++] = (uint32_t)f;
+            }
+        int rc = radix_sort(b->key, b->ids, m, 64);
+        if (rc < 0)
+            return rc;
+        memcpy(p->order[t], b->ids, m * sizeof(uint32_t));
+        p->order_len[t] = m;
+    }
+    return 0;
+}
+
 int cfs_plan_create(const struct cfs_plan_params *pp, struct cfs_plan **out, char *err,
                     size_t errlen)
 {
@@ -719,30 +749,9 @@ int cfs_plan_create(const struct cfs_plan_params *pp, struct cfs_plan **out, cha
     p->total_count = b.total;
     b.total = NULL;
 
-    /* Prefetch order per tier, in cluster time: an owned file by the first
-     * read of any node (its peers ask for it from then on, whether or not
-     * this node reads it sooner), any other by this node's first read; the
-     * files nobody reads last, by index. */
-    for (int t = CFS_TIER_RAM; t <= CFS_TIER_SSD; t++) {
-        uint64_t m = 0;
-        for (uint64_t f = 0; f < n; f++)
-            if (p->tier[f] == t)
-                m++;
-        p->order[t] = malloc(m * sizeof(uint32_t) + 1);
-        if (!p->order[t])
-            goto fail;
-        uint64_t k = 0;
-        for (uint64_t f = 0; f < n; f++)
-            if (p->tier[f] == t) {
-                b.key[k] = p->owner[f] == p->node ? b.cluster_first[f] : b.local_first[f];
-                b.ids[k++] = (uint32_t)f;
-            }
-        rc = radix_sort(b.key, b.ids, m, 64);
-        if (rc < 0)
-            goto fail;
-        memcpy(p->order[t], b.ids, m * sizeof(uint32_t));
-        p->order_len[t] = m;
-    }
+    rc = prefetch_orders(p, &b);
+    if (rc < 0)
+        goto fail;
     rc = 0;
     *out = p;
     p = NULL;
