@@ -34,11 +34,12 @@ static const struct metric_def metric_table[CFS_M_COUNT] = {
                                   "1 when the catalog was loaded from the index, 0 when scanned.",
                                   "catalog", "from_index"},
     [CFS_M_READS_RAM] = {"clairfs_reads_total", "source=\"ram\"", COUNTER, U_COUNT,
-                         "File reads (one per open) by where the bytes came from.", "reads", "ram"},
+                         "File reads (one per open) by where the bytes came from.",
+                         "reads", "ram"},
     [CFS_M_READS_SSD] = {"clairfs_reads_total", "source=\"ssd\"", COUNTER, U_COUNT, NULL, "reads",
                          "ssd"},
-    [CFS_M_READS_PEER] = {"clairfs_reads_total", "source=\"peer\"", COUNTER, U_COUNT, NULL, "reads",
-                          "peer"},
+    [CFS_M_READS_PEER] = {"clairfs_reads_total", "source=\"peer\"", COUNTER, U_COUNT, NULL,
+                          "reads", "peer"},
     [CFS_M_READS_PFS] = {"clairfs_reads_total", "source=\"pfs\"", COUNTER, U_COUNT, NULL, "reads",
                          "pfs"},
     [CFS_M_STALL_NS] = {"clairfs_stall_seconds_total", "", COUNTER, U_NS,
@@ -54,8 +55,8 @@ static const struct metric_def metric_table[CFS_M_COUNT] = {
                                 NULL, "fetched", "peer"},
     [CFS_M_CACHE_BYTES_RAM] = {"clairfs_cache_bytes", "tier=\"ram\"", GAUGE, U_BYTES,
                                "Bytes held in each cache tier.", "cache", "ram"},
-    [CFS_M_CACHE_BYTES_SSD] = {"clairfs_cache_bytes", "tier=\"ssd\"", GAUGE, U_BYTES, NULL, "cache",
-                               "ssd"},
+    [CFS_M_CACHE_BYTES_SSD] = {"clairfs_cache_bytes", "tier=\"ssd\"", GAUGE, U_BYTES, NULL,
+                               "cache", "ssd"},
     [CFS_M_EPOCH] = {"clairfs_epoch", "", GAUGE, U_COUNT, "The trainers' current epoch.", "epoch",
                      ""},
     [CFS_M_CHECKSUM_FAILURES] = {"clairfs_cache_checksum_failures_total", "", COUNTER, U_COUNT,
@@ -73,8 +74,8 @@ static const struct metric_def metric_table[CFS_M_COUNT] = {
                               "already cached: ESTALE).",
                               "changed", ""},
     [CFS_M_CACHE_PEAK_RAM] = {"clairfs_cache_peak_bytes", "tier=\"ram\"", GAUGE, U_BYTES,
-                              "The most bytes each cache tier has held since the mount.", "peak",
-                              "ram"},
+                              "The most bytes each cache tier has held since the mount.",
+                              "peak", "ram"},
     [CFS_M_CACHE_PEAK_SSD] = {"clairfs_cache_peak_bytes", "tier=\"ssd\"", GAUGE, U_BYTES, NULL,
                               "peak", "ssd"},
     [CFS_M_PAGECACHE_BYTES] = {"clairfs_pagecache_bytes", "", GAUGE, U_BYTES,
@@ -84,7 +85,8 @@ static const struct metric_def metric_table[CFS_M_COUNT] = {
     [CFS_M_PAGECACHE_STAGED] = {"clairfs_pagecache_staged_total", "", COUNTER, U_COUNT,
                                 "Files stored into the kernel page cache ahead of their reads.",
                                 "pagecache", "staged"},
-    [CFS_M_PAGECACHE_INVALIDATED] = {"clairfs_pagecache_invalidations_total", "", COUNTER, U_COUNT,
+    [CFS_M_PAGECACHE_INVALIDATED] = {"clairfs_pagecache_invalidations_total", "", COUNTER,
+                                     U_COUNT,
                                      "Staged files whose pages clairfs dropped (evicted, or "
                                      "read for the last time).",
                                      "pagecache", "dropped"},
@@ -110,8 +112,8 @@ static const struct metric_def metric_table[CFS_M_COUNT] = {
                             "queueing included, by source: divided by clairfs_fetches_total, "
                             "the cost of one file from each.",
                             "fetchtime", "pfs"},
-    [CFS_M_FETCH_NS_PEER] = {"clairfs_fetch_seconds_total", "from=\"peer\"", COUNTER, U_NS, NULL,
-                             "fetchtime", "peer"},
+    [CFS_M_FETCH_NS_PEER] = {"clairfs_fetch_seconds_total", "from=\"peer\"", COUNTER, U_NS,
+                             NULL, "fetchtime", "peer"},
     [CFS_M_ORDER_IDENTIFIED] = {"clairfs_order_identified", "", GAUGE, U_FLAG,
                                 "1 once the trainers' read order was identified from their "
                                 "opens (or a registered one confirmed by them), 0 while "
@@ -193,7 +195,8 @@ int cfs_metrics_render_prometheus(const struct cfs_metrics_snapshot *s, char **o
         else
             fprintf(f, "%s ", d->name);
         if (d->unit == U_NS)
-            fprintf(f, "%" PRIu64 ".%09" PRIu64 "\n", s->v[i] / 1000000000u, s->v[i] % 1000000000u);
+            fprintf(f, "%" PRIu64 ".%09" PRIu64 "\n", s->v[i] / 1000000000u,
+                    s->v[i] % 1000000000u);
         else
             fprintf(f, "%" PRIu64 "\n", s->v[i]);
     }

@@ -112,14 +112,14 @@ out:
  * first read (relative), both saturating at 255, in two byte arrays so that
  * the array the sweep updates at random (counts) is as small as it can be.
  * rv() packs them: low byte the count, high byte the epoch; 0 = unread. */
-#define RCOUNT(v) ((uint32_t)(v)&0xFF)
+#define RCOUNT(v) ((uint32_t)(v) & 0xFF)
 #define REPOCH(v) ((uint32_t)(v) >> 8)
 
 struct build {
-    uint8_t *cnt;    /* [node * n + f]: reads, saturating */
-    uint8_t *fep;    /* [node * n + f]: first epoch, set at the first read */
-    uint32_t *total; /* reads by all nodes */
-    uint32_t *best;  /* the node that reads the file most */
+    uint8_t *cnt;     /* [node * n + f]: reads, saturating */
+    uint8_t *fep;     /* [node * n + f]: first epoch, set at the first read */
+    uint32_t *total;  /* reads by all nodes */
+    uint32_t *best;   /* the node that reads the file most */
     uint64_t *key;
     uint32_t *ids;
     uint64_t *free_room; /* per node, for owners */
@@ -127,8 +127,8 @@ struct build {
     /* Cluster time of a read (CLUSTER_TIME): the first by any node, and the
      * planned node's first, CFS_POS_NEVER when none. */
     uint64_t *cluster_first, *local_first;
-    uint64_t min_size; /* the smallest file: room below it is full */
-    uint64_t max_size; /* the largest file: the slack of a fair share */
+    uint64_t min_size;   /* the smallest file: room below it is full */
+    uint64_t max_size;   /* the largest file: the slack of a fair share */
     size_t held_words;
 };
 
@@ -412,7 +412,8 @@ static int assign_owners(struct cfs_plan *p, struct build *b)
             b->total[f] += RCOUNT(v);
             if (REPOCH(v) < p->owner_epoch[f])
                 p->owner_epoch[f] = REPOCH(v);
-            if (b->best[f] == CFS_NODE_NONE || pref(v) < pref(rv(b, (size_t)b->best[f] * n + f)))
+            if (b->best[f] == CFS_NODE_NONE ||
+                pref(v) < pref(rv(b, (size_t)b->best[f] * n + f)))
                 b->best[f] = j;
         }
     }
@@ -682,9 +683,9 @@ int cfs_plan_create(const struct cfs_plan_params *pp, struct cfs_plan **out, cha
     p->owner_epoch = calloc(n + 1, sizeof(*p->owner_epoch));
     p->static_pinners = calloc(n + 1, sizeof(*p->static_pinners));
     p->static_epoch = malloc(n * sizeof(*p->static_epoch) + 1);
-    if (!p->ranks || !p->summary || !p->epoch_start || !p->sizes || !p->count || !p->first_use ||
-        !p->epochs_read || !p->tier || !p->flags || !p->owner || !p->owner_tier ||
-        !p->owner_epoch || !p->static_pinners || !p->static_epoch)
+    if (!p->ranks || !p->summary || !p->epoch_start || !p->sizes || !p->count ||
+        !p->first_use || !p->epochs_read || !p->tier || !p->flags || !p->owner ||
+        !p->owner_tier || !p->owner_epoch || !p->static_pinners || !p->static_epoch)
         goto fail;
     memcpy(p->sizes, pp->sizes, n * sizeof(*p->sizes));
     memset(p->tier, CFS_TIER_NONE, n + 1);

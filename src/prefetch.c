@@ -67,8 +67,8 @@ void pf_update_gauges(struct cfs_prefetch *pf)
                     st.index_write_errors + (pf->index_unopened ? 1 : 0));
     if (st.index_write_errors && !atomic_exchange(&pf->index_error_logged, true))
         cfs_warn("index %s: writing the SSD tier's records failed (%s); serving without "
-                 "persisting them",
-                 pf->index_dir ? pf->index_dir : "(none)", strerror(-st.index_error));
+                 "persisting them", pf->index_dir ? pf->index_dir : "(none)",
+                 strerror(-st.index_error));
     pthread_mutex_unlock(&pf->gauge_mu);
 }
 
@@ -76,7 +76,8 @@ void pf_update_gauges(struct cfs_prefetch *pf)
 
 bool pf_owned_for_peers(const struct cfs_prefetch *pf, uint32_t s)
 {
-    return pf->distributed && pf->track && pf_track_owner(pf->track, s, NULL, NULL) == pf->node;
+    return pf->distributed && pf->track &&
+           pf_track_owner(pf->track, s, NULL, NULL) == pf->node;
 }
 
 /* Owned files count as needed now, for the whole run. */
@@ -98,8 +99,8 @@ uint64_t pf_next_use_cb(void *arg, uint32_t id)
 
 /* The tracker of the run configuration `run` (the kept one, or a copy that
  * differs in its seed): the plan of this node and the window. */
-static int track_create(const struct cfs_prefetch *pf, const struct cfs_run_config *run, char *err,
-                        size_t errlen, struct pf_track **out)
+static int track_create(const struct cfs_prefetch *pf, const struct cfs_run_config *run,
+                        char *err, size_t errlen, struct pf_track **out)
 {
     struct pf_track_params tp = {.window = run->window};
     cfs_run_config_plan_params(run, pf->sizes, &tp.plan);
@@ -237,17 +238,11 @@ int cfs_prefetch_start(struct cfs_prefetch *pf, char *err, size_t errlen)
         }
     }
     struct cfs_cache_params cp = {
-        .nfiles = cfs_catalog_entry_count(pf->cat),
-        .ram_bytes = pf->run.ram,
-        .ssd_bytes = pf->run.ssd,
-        .ssd_dir = pf->ssd_dir,
-        .index = pf->index,
-        .source = pf_source_cb,
-        .source_arg = pf,
-        .next_use = pf->track ? pf_next_use_cb : NULL,
-        .next_use_arg = pf,
-        .kernel_drop = pf->opts.no_pagecache ? NULL : pf_kernel_drop_cb,
-        .kernel_drop_arg = pf,
+        .nfiles = cfs_catalog_entry_count(pf->cat), .ram_bytes = pf->run.ram,
+        .ssd_bytes = pf->run.ssd, .ssd_dir = pf->ssd_dir, .index = pf->index,
+        .source = pf_source_cb, .source_arg = pf,
+        .next_use = pf->track ? pf_next_use_cb : NULL, .next_use_arg = pf,
+        .kernel_drop = pf->opts.no_pagecache ? NULL : pf_kernel_drop_cb, .kernel_drop_arg = pf,
     };
     rc = cfs_cache_create(&cp, &pf->cache, err, errlen);
     if (rc)
@@ -266,8 +261,7 @@ int cfs_prefetch_start(struct cfs_prefetch *pf, char *err, size_t errlen)
         }
     }
     struct cfs_io_params ip = {
-        .kind = pf->opts.io,
-        .depth = pf->opts.io_depth ? pf->opts.io_depth : 64,
+        .kind = pf->opts.io, .depth = pf->opts.io_depth ? pf->opts.io_depth : 64,
         .source_fd = pf->source_fd,
     };
     rc = cfs_io_create(&ip, &pf->io, err, errlen);
@@ -336,6 +330,7 @@ void cfs_prefetch_destroy(struct cfs_prefetch *pf)
     free(pf);
 }
 
+
 /* ---- state, control, stats */
 
 int cfs_prefetch_state(void *arg, cfs_id id, char *buf, size_t len)
@@ -376,8 +371,8 @@ static void provide_release(void *arg, struct cfs_peer_view *v)
 
 /* A peer asks for a file this node owns but has not fetched yet (its
  * prefetcher had not reached it): fetch it now, for the peer, if there is
- * free room.  -EAGAIN when the fetch is under way, else -ENOENT.  Never waits for the plan lock
- * (this runs on the peer thread). */
+ * free room.  -EAGAIN when the fetch is under way, else -ENOENT.  Never waits for the plan lock (this
+ * runs on the peer thread). */
 static int provide_fetch_owned(struct cfs_prefetch *pf, uint32_t id)
 {
     const struct cfs_entry *e = cfs_catalog_entry(pf->cat, id);
@@ -423,14 +418,8 @@ int cfs_prefetch_provide(void *arg, uint32_t id, struct cfs_peer_view *v)
         return -ENOENT;
     }
     *v = (struct cfs_peer_view){
-        .data = pv->h.data,
-        .fd = pv->h.fd,
-        .offset = pv->h.offset,
-        .len = pv->h.size,
-        .xxh3 = pv->h.xxh3,
-        .has_xxh3 = true,
-        .release = provide_release,
-        .release_arg = pv,
+        .data = pv->h.data, .fd = pv->h.fd, .offset = pv->h.offset, .len = pv->h.size,
+        .xxh3 = pv->h.xxh3, .has_xxh3 = true, .release = provide_release, .release_arg = pv,
         .priv = pv,
     };
     atomic_fetch_add(&pf->peer_served, 1);
@@ -467,7 +456,7 @@ int pf_replan(struct cfs_prefetch *pf, const struct cfs_run_config *run,
         return rc;
     pthread_rwlock_wrlock(&pf->plan_lock);
     cfs_cache_set_policy(pf->cache, NULL, NULL); /* no callback sees the swap */
-    pf->adopted = false;                         /* the replay of an adoption says otherwise */
+    pf->adopted = false; /* the replay of an adoption says otherwise */
     if (replay)
         replay(pf, t, arg);
     old = pf->track;

@@ -62,18 +62,11 @@ static struct cfs_plan *make_plan(const struct fake *fk, struct cfs_plan_source 
                                   const uint64_t *sizes, uint32_t nodes, uint32_t node,
                                   uint64_t ram, uint64_t ssd)
 {
-    *src = (struct cfs_plan_source){fake_create, fake_destroy, fake_len, fake_compute, fake_at, fk};
+    *src = (struct cfs_plan_source){fake_create, fake_destroy, fake_len, fake_compute, fake_at,
+                                    fk};
     struct cfs_plan_params pp = {
-        .n = n,
-        .sizes = sizes,
-        .source = src,
-        .world = fk->world,
-        .start_epoch = 0,
-        .epochs = fk->epochs,
-        .nodes = nodes,
-        .node = node,
-        .ram = ram,
-        .ssd = ssd,
+        .n = n, .sizes = sizes, .source = src, .world = fk->world, .start_epoch = 0,
+        .epochs = fk->epochs, .nodes = nodes, .node = node, .ram = ram, .ssd = ssd,
     };
     struct cfs_plan *p = NULL;
     char err[256] = "";
@@ -87,8 +80,7 @@ static const uint64_t size100[8] = {100, 100, 100, 100, 100, 100, 100, 100};
 /* Two ranks on one node: e0 r0 [0,1] r1 [2,3]; e1 r0 [3,0] r1 [1,3].
  * Lockstep stream: e0: 0 2 1 3, e1: 3 1 0 3. */
 static const struct fake two_ranks = {
-    .world = 2,
-    .epochs = 2,
+    .world = 2, .epochs = 2,
     .lists = {{{0, 1, END}, {2, 3, END}}, {{3, 0, END}, {1, 3, END}}},
 };
 
@@ -134,9 +126,7 @@ END_TEST
 START_TEST(lockstep_skips_finished_ranks)
 {
     static const struct fake fk = {
-        .world = 2,
-        .epochs = 1,
-        .lists = {{{5, 6, 7, END}, {4, END}}},
+        .world = 2, .epochs = 1, .lists = {{{5, 6, 7, END}, {4, END}}},
     };
     struct cfs_plan_source src;
     struct cfs_plan *p = make_plan(&fk, &src, 8, size100, 1, 0, 0, 0);
@@ -211,8 +201,7 @@ END_TEST
  * node1 at step 1), then f2 (best reader node1, first at step 0) and f1
  * (node0 at step 1 beats node1 at step 2). */
 static const struct fake two_nodes = {
-    .world = 2,
-    .epochs = 2,
+    .world = 2, .epochs = 2,
     .lists = {{{0, 1, END}, {2, 3, END}}, {{0, 2, END}, {1, 3, END}}},
 };
 
@@ -307,8 +296,7 @@ END_TEST
 START_TEST(next_use_exact_in_window_epoch_start_beyond)
 {
     static const struct fake fk = {
-        .world = 1,
-        .epochs = 4,
+        .world = 1, .epochs = 4,
         .lists = {{{0, 1, END}}, {{1, 1, END}}, {{2, 0, END}}, {{0, 2, END}}},
     };
     struct cfs_plan_source src;
@@ -367,10 +355,10 @@ END_TEST
 
 START_TEST(bad_parameters_are_rejected_with_a_message)
 {
-    struct cfs_plan_source src = {fake_create,  fake_destroy, fake_len,
-                                  fake_compute, fake_at,      &two_ranks};
-    struct cfs_plan_params pp = {
-        .n = 4, .sizes = size100, .source = &src, .world = 2, .epochs = 2, .nodes = 1};
+    struct cfs_plan_source src = {fake_create, fake_destroy, fake_len, fake_compute, fake_at,
+                                  &two_ranks};
+    struct cfs_plan_params pp = {.n = 4, .sizes = size100, .source = &src, .world = 2,
+                                 .epochs = 2, .nodes = 1};
     struct cfs_plan *p = NULL;
     char err[256];
     pp.world = 0;
@@ -396,12 +384,8 @@ END_TEST
 static void check_ddp_cover(uint64_t n, uint32_t world, uint32_t nodes, bool drop_last,
                             uint64_t seed)
 {
-    struct cfs_sampler_params sp = {.kind = CFS_SAMPLER_TORCH_DDP,
-                                    .seed = seed,
-                                    .n = n,
-                                    .world = world,
-                                    .batch = 1,
-                                    .drop_last = drop_last};
+    struct cfs_sampler_params sp = {.kind = CFS_SAMPLER_TORCH_DDP, .seed = seed, .n = n,
+                                    .world = world, .batch = 1, .drop_last = drop_last};
     uint64_t *sizes = calloc(n, sizeof(*sizes));
     uint32_t *seen = calloc(n, sizeof(*seen));
     struct cfs_sampler *s = NULL;
@@ -410,15 +394,9 @@ static void check_ddp_cover(uint64_t n, uint32_t world, uint32_t nodes, bool dro
     const uint32_t epochs = 3;
     uint64_t per_rank = drop_last ? n / world : (n + world - 1) / world;
     for (uint32_t node = 0; node < nodes; node++) {
-        struct cfs_plan_params pp = {.n = n,
-                                     .sizes = sizes,
-                                     .sampler = sp,
-                                     .world = world,
-                                     .epochs = epochs,
-                                     .nodes = nodes,
-                                     .node = node,
-                                     .ram = 0,
-                                     .ssd = 0};
+        struct cfs_plan_params pp = {.n = n, .sizes = sizes, .sampler = sp, .world = world,
+                                     .epochs = epochs, .nodes = nodes, .node = node,
+                                     .ram = 0, .ssd = 0};
         struct cfs_plan *p = NULL;
         ck_assert_msg(cfs_plan_create(&pp, &p, err, sizeof(err)) == 0, "%s", err);
         struct cfs_rank_range rr = cfs_plan_node_ranks(p, node);

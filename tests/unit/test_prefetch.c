@@ -22,10 +22,11 @@
 #include "clairfs/prefetch.h"
 #include "clairfs/run_config.h"
 #include "clairfs/sampler.h"
+#include "src/prefetch_i.h"
 #include "epoch_stream.h"
 #include "fake_peer.h"
 #include "prefetch_fixture.h"
-#include "src/prefetch_i.h"
+
 
 /* 4 workers x prefetch 2 x batch 8: opens up to 64 files out of order. */
 static const char *io_kinds[] = {"io=threads", "io=uring"};
@@ -190,8 +191,7 @@ START_TEST(path_staged_into_a_fake_page_cache)
      * expected last use, from the source. */
     ck_assert_uint_eq(mget(&m, CFS_M_READS_RAM) + mget(&m, CFS_M_READS_PFS), 3 * NFILES + 1);
     ck_assert_uint_le(mget(&m, CFS_M_READS_PFS), 1);
-    ck_assert_uint_ge(mget(&m, CFS_M_PAGECACHE_FALLBACK) + mget(&m, CFS_M_READS_PFS),
-                      3 * (NFILES - 2));
+    ck_assert_uint_ge(mget(&m, CFS_M_PAGECACHE_FALLBACK) + mget(&m, CFS_M_READS_PFS), 3 * (NFILES - 2));
     /* The hidden file was read (known now for the kernel) and staged after. */
     ck_assert(wait_metric(&m, CFS_M_PAGECACHE_INVALIDATED, mget(&m, CFS_M_PAGECACHE_STAGED)));
     ck_assert_uint_eq(mget(&m, CFS_M_PAGECACHE_BYTES), 0);
@@ -412,6 +412,7 @@ START_TEST(path_seed_and_epoch_commands)
 }
 END_TEST
 
+
 /* ---- two nodes, the other one a fake peer */
 
 /* Node 0 runs rank 0 of world 2.  Epoch 0: rank 0 reads 0..29, rank 1
@@ -503,8 +504,8 @@ static void peer_run_start(struct peer_run *r, const char *extra)
     ck_assert_ptr_nonnull(mf);
     fputs("pfs_latency = 0.05\nnet_latency = 0.001\n", mf);
     fclose(mf);
-    snprintf(opts, sizeof(opts), "seed=5,epochs=2,world=2,ram=16M,sampler=list:%s,model=%s%s", list,
-             model, extra);
+    snprintf(opts, sizeof(opts), "seed=5,epochs=2,world=2,ram=16M,sampler=list:%s,model=%s%s",
+             list, model, extra);
     unsigned char *buf = malloc(40000);
     for (uint32_t s = 0; s < NFILES; s++) {
         cfs_id id = cfs_catalog_sample_entry(r->fx.cat, s);
@@ -514,9 +515,9 @@ static void peer_run_start(struct peer_run *r, const char *extra)
     }
     free(buf);
     cfs_metrics_init(&r->m);
-    r->pf = create_pf(
-        &r->fx, opts, fake_peer_ops.nodes(r->fp), fake_peer_ops.node(r->fp),
-        (struct cfs_prefetch_params){.metrics = &r->m, .peer_ops = &fake_peer_ops, .peer = r->fp});
+    r->pf = create_pf(&r->fx, opts, fake_peer_ops.nodes(r->fp), fake_peer_ops.node(r->fp),
+                      (struct cfs_prefetch_params){.metrics = &r->m, .peer_ops = &fake_peer_ops,
+                                                   .peer = r->fp});
     ck_assert_msg(cfs_prefetch_start(r->pf, err, sizeof(err)) == 0, "start: %s", err);
     expect_peers(r); /* with no_peers: no peer files, its own stream */
     ck_assert_int_eq(cfs_prefetch_wait_idle(r->pf, 30), 0);
@@ -555,9 +556,10 @@ START_TEST(peer_choice_and_completion)
     ck_assert_uint_gt(r.x.peer, 0);
     ck_assert_uint_gt(r.x.later, 0); /* the from-epoch rule has files to refuse */
     for (uint32_t s = 0; s < NFILES; s++)
-        ck_assert_msg(
-            fake_peer_asked(r.fp, cfs_catalog_sample_entry(r.fx.cat, s)) == r.x.is_peer[s],
-            "sample %u: asked %d", s, fake_peer_asked(r.fp, cfs_catalog_sample_entry(r.fx.cat, s)));
+        ck_assert_msg(fake_peer_asked(r.fp, cfs_catalog_sample_entry(r.fx.cat, s)) ==
+                          r.x.is_peer[s],
+                      "sample %u: asked %d", s,
+                      fake_peer_asked(r.fp, cfs_catalog_sample_entry(r.fx.cat, s)));
     ck_assert_uint_eq(r.c.submitted, r.x.peer);
     ck_assert_uint_eq(r.c.served, r.x.peer);
     ck_assert_uint_eq(r.c.served_bytes, r.x.peer_bytes);
