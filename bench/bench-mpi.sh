@@ -23,7 +23,11 @@
 #
 # Also printed per node count: the per-file cost of a fetch from the PFS and
 # from a peer (clairfs_fetch_seconds_total / clairfs_fetches_total) and the
-# start-up time (mpirun to every mount's ready file).
+# start-up time (mpirun to every mount's ready file); and per configuration
+# and epoch what explains the times: the daemons' CPU seconds (utime+stime
+# of every clairfs process of the run) over the epoch's step, the wait per
+# open, the opens by source, the FUSE read requests that reached the
+# daemons, the per-file fetch time by source and clairfs_peer_late_total.
 #
 # Environment: LINK_RATE (tc rate, default 1gbit), LINK_DELAY (netem delay,
 # default 50us, where the kernel has netem), PFS_OPTS (clairfs-pfsemu -o
