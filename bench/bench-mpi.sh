@@ -23,7 +23,11 @@
 #
 # Also printed per node count: the per-file cost of a fetch from the PFS and
 # from a peer (clairfs_fetch_seconds_total / clairfs_fetches_total) and the
-# start-up time (mpirun to every mount's ready file).
+# start-up time (mpirun to every mount's ready file); and per configuration
+# and epoch what explains the times: the daemons' CPU seconds (utime+stime
+# of every clairfs process of the run) over the epoch's step, the wait per
+# open, the opens by source, the FUSE read requests that reached the
+# daemons, the per-file fetch time by source and clairfs_peer_late_total.
 #
 # Environment: LINK_RATE (tc rate, default 1gbit), LINK_DELAY (netem delay,
 # default 50us, where the kernel has netem), PFS_OPTS (clairfs-pfsemu -o
@@ -143,7 +147,21 @@ sum_metric_f() { # the same for a fractional metric (seconds)
         awk -v k="$k" '$1 == k { s += $2 } END { printf "%.6f", s }'
 }
 
-declare -A T PFSB PEERB LINKB OK FB START COST
+# daemon_cpu: CPU seconds (utime + stime) used so far by every clairfs
+# daemon of this run (the processes running $CLAIRFS on this run's PFS).
+TICK=$(getconf CLK_TCK)
+daemon_cpu() {
+    local d t=0 c
+    for d in /proc/[0-9]*; do
+        c=$( { tr '\0' ' ' <"$d/cmdline"; } 2>/dev/null) || continue
+        case $c in "$CLAIRFS "*"$W/pfs "*) ;; *) continue ;; esac
+        # fields 14 and 15 after the ")" that ends the command name
+        t=$((t + $( { sed 's/.*) //' "$d/stat"; } 2>/dev/null | awk '{ print $12 + $13 + 0 }')))
+    done
+    awk -v t="$t" -v k="$TICK" 'BEGIN { printf "%.2f", t / k }'
+}
+
+declare -A T PFSB PEERB LINKB OK FB START COST CPU WAIT OPENS FMS RREQ SPAN LATE
 # run_direct N CFG DIR: every rank of world N reads DIR (no clairfs).
 run_direct() {
     local n=$1 cfg=$2 dir=$3 e r dirs=()
@@ -199,15 +217,50 @@ run_clairfs() {
     launch "$n" "$cfg" "seed=$SEED,world=$n,batch=$BATCH,epochs=$EPOCHS,ram=$((BYTES / n * 11 / 10))$extra" ||
         return 1
     START[$n,$cfg]=$STARTUP
-    local pb=0 qb=0 lb
+    local pb=0 qb=0 lb cb c sb=0 s src o k t rb=0 lt=0
+    local -A ob kb tb
+    for src in ram ssd peer pfs; do ob[$src]=0 kb[$src]=0 tb[$src]=0; done
     lb=$(link_bytes)
+    cb=$(daemon_cpu)
+    local w0 w1
+    w0=$(date +%s%N)
     for e in $(seq 0 $((EPOCHS - 1))); do
         T[$n,$cfg,$e]=$(epoch "$n" "$cfg" "$e" "${dirs[@]}")
+        c=$(daemon_cpu)
+        w1=$(date +%s%N)
+        SPAN[$n,$cfg,$e]=$(awk -v a="$w0" -v b="$w1" 'BEGIN { printf "%.2f", (b - a) / 1e9 }')
+        w0=$w1
         p=$(sum_metric "$n" 'clairfs_fetch_bytes_total{from="pfs"}')
         q=$(sum_metric "$n" 'clairfs_fetch_bytes_total{from="peer"}')
         l=$(link_bytes)
+        s=$(sum_metric_f "$n" 'clairfs_stall_seconds_total')
         PFSB[$n,$cfg,$e]=$((p - pb)) PEERB[$n,$cfg,$e]=$((q - qb)) LINKB[$n,$cfg,$e]=$((l - lb))
-        pb=$p qb=$q lb=$l
+        CPU[$n,$cfg,$e]=$(awk -v a="$cb" -v b="$c" 'BEGIN { printf "%.2f", b - a }')
+        # opens by source, the wait per open, the per-file fetch time by source
+        local opens=0 line=
+        for src in ram ssd peer pfs; do
+            o=$(sum_metric "$n" "clairfs_reads_total{source=\"$src\"}")
+            line="$line $((o - ob[$src]))"
+            opens=$((opens + o - ob[$src]))
+            ob[$src]=$o
+        done
+        OPENS[$n,$cfg,$e]=${line# }
+        o=$(sum_metric "$n" 'clairfs_read_requests_total')
+        RREQ[$n,$cfg,$e]=$((o - rb)) rb=$o
+        o=$(sum_metric "$n" 'clairfs_peer_late_total')
+        LATE[$n,$cfg,$e]=$((o - lt)) lt=$o
+        WAIT[$n,$cfg,$e]=$(awk -v a="$sb" -v b="$s" -v k="$opens" 'BEGIN {
+            if (k > 0) printf "%.2f", 1000 * (b - a) / k; else printf "-" }')
+        line=
+        for src in pfs peer; do
+            k=$(sum_metric "$n" "clairfs_fetches_total{from=\"$src\"}")
+            t=$(sum_metric_f "$n" "clairfs_fetch_seconds_total{from=\"$src\"}")
+            line="$line $(awk -v k="$((k - kb[$src]))" -v t="$t" -v u="${tb[$src]}" 'BEGIN {
+                if (k > 0) printf "%.1f", 1000 * (t - u) / k; else printf "-" }')"
+            kb[$src]=$k tb[$src]=$t
+        done
+        FMS[$n,$cfg,$e]=${line# }
+        pb=$p qb=$q lb=$l cb=$c sb=$s
     done
     OK[$n,$cfg]=$(sum_metric "$n" 'clairfs_peer_fetches_total{result="ok"}')
     FB[$n,$cfg]=$(sum_metric "$n" 'clairfs_peer_fetches_total{result="fallback"}')
@@ -254,6 +307,24 @@ done
 [ "$NET" = netns ] &&
     echo "(link MiB: bytes tc sent into the nodes over their veths during the epoch, MPI and TCP headers" &&
     echo " included; peer MiB: clairfs_fetch_bytes_total{from=\"peer\"} deltas, all nodes)"
+echo
+echo "why: per configuration and epoch, the CPU seconds all clairfs daemons used (utime+stime from"
+echo "/proc/PID/stat) over the span of the epoch's step (the trainers' start-up included), the trainers' wait per open (clairfs_stall_seconds_total / opens), the opens"
+echo "by source (ram ssd peer pfs), the FUSE read requests that reached the daemons (a file staged in"
+echo "the page cache makes none), the per-file fetch time (pfs / peer, ms, submission to completion) and"
+echo "the owned files peers asked for before their owner had begun them (clairfs_peer_late_total):"
+printf '| nodes | epoch | config   | daemon CPU / span |  wait/open | opens ram ssd peer pfs | FUSE reads | fetch ms pfs / peer | late |\n'
+printf '|------:|------:|:---------|------------------:|-----------:|:-----------------------|-----------:|:--------------------|-----:|\n'
+for n in $NODE_COUNTS; do
+    for e in $(seq 0 $((EPOCHS - 1))); do
+        for cfg in clairfs no_peers; do
+            [ -n "${CPU[$n,$cfg,$e]:-}" ] || continue
+            printf '| %5d | %5d | %-8s | %6s s / %6s s | %7s ms | %-22s | %10s | %-19s | %4s |\n' "$n" "$e" "$cfg" \
+                "${CPU[$n,$cfg,$e]}" "${SPAN[$n,$cfg,$e]}" "${WAIT[$n,$cfg,$e]}" "${OPENS[$n,$cfg,$e]}" "${RREQ[$n,$cfg,$e]}" \
+                "$(echo "${FMS[$n,$cfg,$e]}" | sed 's| | / |')" "${LATE[$n,$cfg,$e]}"
+        done
+    done
+done
 echo
 echo "per-file fetch cost (submission to completion, queueing included, all nodes and epochs),"
 echo "peer fetches answered / fallen back to the PFS, start-up (mpirun to every mount ready):"

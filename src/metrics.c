@@ -119,6 +119,10 @@ static const struct metric_def metric_table[CFS_M_COUNT] = {
                                 "opens (or a registered one confirmed by them), 0 while "
                                 "learning or after a contradiction.",
                                 "order", "identified"},
+    [CFS_M_PEER_LATE] = {"clairfs_peer_late_total", "", COUNTER, U_COUNT,
+                         "Owned files a peer asked for before this node had begun fetching "
+                         "them (fetched then, the reply held back until they arrive).",
+                         "owner", "late"},
 };
 
 void cfs_metrics_init(struct cfs_metrics *m)

@@ -124,6 +124,9 @@ struct build {
     uint32_t *ids;
     uint64_t *free_room; /* per node, for owners */
     uint64_t *held;      /* per node bitset of held files */
+    /* Cluster time of a read (CLUSTER_TIME): the first by any node, and the
+     * planned node's first, CFS_POS_NEVER when none. */
+    uint64_t *cluster_first, *local_first;
     uint64_t min_size;   /* the smallest file: room below it is full */
     uint64_t max_size;   /* the largest file: the slack of a fair share */
     size_t held_words;
@@ -151,12 +154,24 @@ struct epoch_view {
     uint64_t len, rank_step, stride;
 };
 
-/* Count one run of node j's reads, in stream order.  The counter loads are
+/* The nodes' trainers step in lockstep, so a read's place in time is the
+ * fraction of its node's epoch stream read before it: read i of a node
+ * stream of len reads in relative epoch rel is at rel + i/len, in 32.32
+ * fixed point.  It compares reads of different nodes, whose streams differ
+ * in length when their rank counts do. */
+static inline uint64_t cluster_time(uint32_t rel, uint64_t i, uint64_t len)
+{
+    return (uint64_t)rel << 32 | (uint64_t)(((unsigned __int128)i << 32) / len);
+}
+
+/* Count one run of node j's reads, in stream order; the run starts at read
+ * `at` of the node's epoch stream of nlen reads.  The counter loads are
  * cache misses: prefetching PF_AHEAD reads ahead lets them overlap. */
 #define PF_AHEAD 16
 
 static int count_run(struct cfs_plan *p, struct build *b, uint32_t j, uint32_t e, uint32_t rel,
-                     const uint32_t *fs, uint64_t nf, uint64_t *pos, char *err, size_t errlen)
+                     const uint32_t *fs, uint64_t nf, uint64_t at, uint64_t nlen, uint64_t *pos,
+                     char *err, size_t errlen)
 {
     const uint64_t n = p->n;
     uint8_t *cnt = b->cnt + (size_t)j * n;
@@ -183,14 +198,24 @@ static int count_run(struct cfs_plan *p, struct build *b, uint32_t j, uint32_t e
             return cfs_error_msg(err, errlen, -ERANGE, "planner: epoch %u reads index %u of %llu",
                                  e, f, (unsigned long long)n);
         uint8_t c = cnt[f];
-        if (c == 0)
+        if (c == 0) {
             fep[f] = ep8;
+            /* Epochs are swept in order: only a file first read in this
+             * epoch can get an earlier cluster time from this node. */
+            if (b->cluster_first[f] == CFS_POS_NEVER || b->cluster_first[f] >> 32 == rel) {
+                uint64_t t = cluster_time(rel, at + i, nlen);
+                if (t < b->cluster_first[f])
+                    b->cluster_first[f] = t;
+            }
+        }
         if (c != 255)
             cnt[f] = (uint8_t)(c + 1);
         if (local) {
             p->count[f]++;
-            if (p->first_use[f] == CFS_POS_NEVER)
+            if (p->first_use[f] == CFS_POS_NEVER) {
                 p->first_use[f] = *pos;
+                b->local_first[f] = cluster_time(rel, at + i, nlen);
+            }
             p->epochs_read[(size_t)f * p->bm_bytes + rel / 8] |= (uint8_t)(1u << (rel % 8));
             ++*pos;
         }
@@ -280,8 +305,8 @@ static int sweep(struct cfs_plan *p, struct build *b, void *st, char *err, size_
             }
             split_rows(p, &v, len, maxall, streams, at);
             for (uint32_t j = 0; j < p->nodes; j++) {
-                rc = count_run(p, b, j, e, rel, streams + at[j] - nlen[j], nlen[j], &pos, err,
-                               errlen);
+                rc = count_run(p, b, j, e, rel, streams + at[j] - nlen[j], nlen[j], 0, nlen[j],
+                               &pos, err, errlen);
                 if (rc < 0)
                     goto out;
             }
@@ -293,7 +318,7 @@ static int sweep(struct cfs_plan *p, struct build *b, void *st, char *err, size_
             for (uint32_t l = 0; l < rr.count; l++)
                 maxlen = len[rr.first + l] > maxlen ? len[rr.first + l] : maxlen;
             /* Gather a block of the node's reads in lockstep order. */
-            uint64_t s = 0;
+            uint64_t s = 0, done = 0;
             uint32_t l = 0;
             while (s < maxlen) {
                 uint32_t nb = 0;
@@ -312,9 +337,10 @@ static int sweep(struct cfs_plan *p, struct build *b, void *st, char *err, size_
                         s++;
                     }
                 }
-                rc = count_run(p, b, j, e, rel, blk, nb, &pos, err, errlen);
+                rc = count_run(p, b, j, e, rel, blk, nb, done, nlen[j], &pos, err, errlen);
                 if (rc < 0)
                     goto out;
+                done += nb;
             }
         }
     }
@@ -580,6 +606,36 @@ static int validate(const struct cfs_plan_params *pp, char *err, size_t errlen)
     return 0;
 }
 
+/* The prefetch order of each tier, in cluster time: an owned file by the
+ * first read of any node (its peers ask for it from then on, whether or not
+ * this node reads it sooner), any other by this node's first read; the
+ * files nobody reads last, by index. */
+static int prefetch_orders(struct cfs_plan *p, struct build *b)
+{
+    const uint64_t n = p->n;
+    for (int t = CFS_TIER_RAM; t <= CFS_TIER_SSD; t++) {
+        uint64_t m = 0;
+        for (uint64_t f = 0; f < n; f++)
+            if (p->tier[f] == t)
+                m++;
+        p->order[t] = malloc(m * sizeof(uint32_t) + 1);
+        if (!p->order[t])
+            return -ENOMEM;
+        uint64_t k = 0;
+        for (uint64_t f = 0; f < n; f++)
+            if (p->tier[f] == t) {
+                b->key[k] = p->owner[f] == p->node ? b->cluster_first[f] : b->local_first[f];
+                b->ids[k++] = (uint32_t)f;
+            }
+        int rc = radix_sort(b->key, b->ids, m, 64);
+        if (rc < 0)
+            return rc;
+        memcpy(p->order[t], b->ids, m * sizeof(uint32_t));
+        p->order_len[t] = m;
+    }
+    return 0;
+}
+
 int cfs_plan_create(const struct cfs_plan_params *pp, struct cfs_plan **out, char *err,
                     size_t errlen)
 {
@@ -661,8 +717,13 @@ int cfs_plan_create(const struct cfs_plan_params *pp, struct cfs_plan **out, cha
     b.free_room = calloc(p->nodes, sizeof(*b.free_room));
     b.held_words = (n + 63) / 64;
     b.held = calloc((size_t)p->nodes * b.held_words + 1, sizeof(*b.held));
-    if (!b.cnt || !b.fep || !b.total || !b.best || !b.key || !b.ids || !b.free_room || !b.held)
+    b.cluster_first = malloc(n * sizeof(*b.cluster_first) + 1);
+    b.local_first = malloc(n * sizeof(*b.local_first) + 1);
+    if (!b.cnt || !b.fep || !b.total || !b.best || !b.key || !b.ids || !b.free_room || !b.held ||
+        !b.cluster_first || !b.local_first)
         goto fail;
+    for (uint64_t f = 0; f < n; f++)
+        b.cluster_first[f] = b.local_first[f] = CFS_POS_NEVER;
 
     b.min_size = UINT64_MAX;
     for (uint64_t f = 0; f < n; f++) {
@@ -689,27 +750,9 @@ int cfs_plan_create(const struct cfs_plan_params *pp, struct cfs_plan **out, cha
     p->total_count = b.total;
     b.total = NULL;
 
-    /* Prefetch order per tier: first use, then never-read owned by index. */
-    for (int t = CFS_TIER_RAM; t <= CFS_TIER_SSD; t++) {
-        uint64_t m = 0;
-        for (uint64_t f = 0; f < n; f++)
-            if (p->tier[f] == t)
-                m++;
-        p->order[t] = malloc(m * sizeof(uint32_t) + 1);
-        if (!p->order[t])
-            goto fail;
-        uint64_t k = 0;
-        for (uint64_t f = 0; f < n; f++)
-            if (p->tier[f] == t) {
-                b.key[k] = p->first_use[f] == CFS_POS_NEVER ? UINT64_MAX : p->first_use[f];
-                b.ids[k++] = (uint32_t)f;
-            }
-        rc = radix_sort(b.key, b.ids, m, 64);
-        if (rc < 0)
-            goto fail;
-        memcpy(p->order[t], b.ids, m * sizeof(uint32_t));
-        p->order_len[t] = m;
-    }
+    rc = prefetch_orders(p, &b);
+    if (rc < 0)
+        goto fail;
     rc = 0;
     *out = p;
     p = NULL;
@@ -729,6 +772,8 @@ done:
     free(b.ids);
     free(b.free_room);
     free(b.held);
+    free(b.cluster_first);
+    free(b.local_first);
     cfs_plan_destroy(p);
     return rc;
 }

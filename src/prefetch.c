@@ -395,6 +395,8 @@ static int provide_fetch_owned(struct cfs_prefetch *pf, uint32_t id)
         /* Into free room only: an eviction may demote to the SSD tier,
          * a disk write this thread must not wait for. */
         rc = pf_fetch_start(pf, id, tier, true, CFS_CACHE_NO_EVICT, NULL);
+        if (rc == 0)
+            cfs_metrics_add(pf->m, CFS_M_PEER_LATE, 1);
         rc = rc == 0 || rc == -EEXIST ? -EAGAIN : -ENOENT;
     }
     pthread_rwlock_unlock(&pf->plan_lock);

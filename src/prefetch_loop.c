@@ -5,7 +5,8 @@
  * mount, the files this node owns for its peers; the window ahead of the
  * trainer (at most `lookahead` files; evicting only for files needed
  * within the reorder window plus the fetches in flight); then the files
- * the plan assigns to RAM and SSD in order of first use.  Each walk
+ * the plan assigns to RAM and SSD in order of first use (the owned files:
+ * the first use by any node, cfs_plan_prefetch_order).  Each walk
  * stops when the cache refuses (-ENOSPC: the room is needed sooner; wait
  * for the trainer) or the prefetch depth is used.  The cursors (scan,
  * order_idx, owned_idx) are this thread's, under the plan lock; a jump of

@@ -51,6 +51,7 @@ enum cfs_metric {
     CFS_M_FETCH_NS_PFS,       /* their time from submission to completion, summed */
     CFS_M_FETCH_NS_PEER,
     CFS_M_ORDER_IDENTIFIED,   /* 0/1: the read order was identified from the opens */
+    CFS_M_PEER_LATE,          /* owned files a peer asked for before this node began them */
     CFS_M_COUNT
 };
 

@@ -42,7 +42,11 @@
  *     the remaining room is passed over and smaller later files may fit.
  *  On one node this is plain frequency pinning: the most-read files, ties by
  *  first epoch of use, RAM first.  Peers fetch from the owner.  The
- *  prefetch order of a tier is by exact first use.
+ *  prefetch order of a tier is by exact first use in cluster time (the
+ *  nodes step in lockstep: a read's time is its epoch plus the fraction of
+ *  its node's epoch stream before it), an owned file by the first read of
+ *  ANY node, so that an owner stages what its peers read before they ask,
+ *  not when its own trainer comes to it.
  *
  * Next use.  A walker (cfs_plan_walk) generates the stream epoch by epoch
  * and keeps two epochs materialised; together with a per-file bitmap of the
@@ -53,7 +57,7 @@
  * the walk enters a new epoch (cfs_plan_walk_next() reports it).
  *
  * Memory: about 65 bytes per file, E/8 of them the epoch bitmap, for the
- * planned node and the owner map; while the plan is built, another 34 bytes
+ * planned node and the owner map; while the plan is built, another 50 bytes
  * per file and 2 bytes per file per node.  The walker adds 16 bytes per file
  * and two epochs of the node's stream. */
 #ifndef CLAIRFS_PLAN_H
@@ -130,8 +134,9 @@ uint32_t cfs_plan_total_count(const struct cfs_plan *p, uint32_t sample);
 /* The node that holds the file for its peers, or CFS_NODE_NONE (PFS); the
  * owner's tier in *tier when tier is not NULL. */
 uint32_t cfs_plan_owner(const struct cfs_plan *p, uint32_t sample, enum cfs_tier *tier);
-/* Files the planned node holds in `tier`, in order of first use (owned
- * files it never reads last, by index): the order to stage them in. */
+/* Files the planned node holds in `tier`, in order of first use in cluster
+ * time (an owned file: the first use by any node; files nobody reads last,
+ * by index): the order to stage them in. */
 const uint32_t *cfs_plan_prefetch_order(const struct cfs_plan *p, enum cfs_tier tier,
                                         uint64_t *count);
 

@@ -102,7 +102,11 @@ static const char expected_prometheus[] =
     "# HELP clairfs_order_identified 1 once the trainers' read order was identified from their "
     "opens (or a registered one confirmed by them), 0 while learning or after a contradiction.\n"
     "# TYPE clairfs_order_identified gauge\n"
-    "clairfs_order_identified 1\n";
+    "clairfs_order_identified 1\n"
+    "# HELP clairfs_peer_late_total Owned files a peer asked for before this node had begun "
+    "fetching them (fetched then, the reply held back until they arrive).\n"
+    "# TYPE clairfs_peer_late_total counter\n"
+    "clairfs_peer_late_total 0\n";
 
 static const char expected_stats[] =
     "catalog   files 1281167  dirs 1001  bytes 137 GiB  from_index yes\n"
@@ -121,7 +125,8 @@ static const char expected_stats[] =
     "index     write_errors 3\n"
     "fetches   pfs 8  peer 2\n"
     "fetchtime pfs 1.500 s  peer 0.250 s\n"
-    "order     identified yes\n";
+    "order     identified yes\n"
+    "owner     late 0\n";
 
 static void fill(struct cfs_metrics *m)
 {

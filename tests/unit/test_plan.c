@@ -256,6 +256,42 @@ START_TEST(owner_map_deduplicates)
 }
 END_TEST
 
+/* Two nodes, one rank each.  e0: r0 [0,1,2,7] r1 [7,4,5,6]; e1: r0 [0,1,2,7]
+ * r1 [3,4,5,6].  node0 reads f7 twice, at its step 3, and owns it; node1
+ * reads it once, at step 0 of epoch 0. */
+static const struct fake early_peer = {
+    .world = 2,
+    .epochs = 2,
+    .lists = {{{0, 1, 2, 7, END}, {7, 4, 5, 6, END}}, {{0, 1, 2, 7, END}, {3, 4, 5, 6, END}}},
+};
+
+START_TEST(owner_stages_in_the_clusters_first_use_order)
+{
+    struct cfs_plan_source src;
+    struct cfs_plan *p = make_plan(&early_peer, &src, 8, size100, 2, 0, 800, 0);
+    ck_assert_uint_eq(cfs_plan_owner(p, 7, NULL), 0);
+    ck_assert_uint_eq(cfs_plan_first_use(p, 7), 3);
+    uint64_t k;
+    const uint32_t *o = cfs_plan_prefetch_order(p, CFS_TIER_RAM, &k);
+    ck_assert_uint_eq(k, 4);
+    /* f7 when node1 first reads it (step 0, tied with f0: by index), not
+     * at node0's own step 3. */
+    static const uint32_t want0[] = {0, 7, 1, 2};
+    for (unsigned i = 0; i < 4; i++)
+        ck_assert_uint_eq(o[i], want0[i]);
+    cfs_plan_destroy(p);
+
+    /* node1: its owned files and its replica of f7 by its own first reads. */
+    p = make_plan(&early_peer, &src, 8, size100, 2, 1, 800, 0);
+    o = cfs_plan_prefetch_order(p, CFS_TIER_RAM, &k);
+    ck_assert_uint_eq(k, 5);
+    static const uint32_t want1[] = {7, 4, 5, 6, 3};
+    for (unsigned i = 0; i < 5; i++)
+        ck_assert_uint_eq(o[i], want1[i]);
+    cfs_plan_destroy(p);
+}
+END_TEST
+
 /* W=1, e0 [0,1] e1 [1,1] e2 [2,0] e3 [0,2]: positions 0..7. */
 START_TEST(next_use_exact_in_window_epoch_start_beyond)
 {
@@ -425,6 +461,7 @@ static Suite *plan_suite(void)
     tcase_add_test(tc, lockstep_skips_finished_ranks);
     tcase_add_test(tc, tiers_fill_ram_then_ssd_with_exact_capacities);
     tcase_add_test(tc, owner_map_deduplicates);
+    tcase_add_test(tc, owner_stages_in_the_clusters_first_use_order);
     tcase_add_test(tc, next_use_exact_in_window_epoch_start_beyond);
     tcase_add_test(tc, default_rank_blocks_are_contiguous_and_even);
     tcase_add_test(tc, bad_parameters_are_rejected_with_a_message);

@@ -600,6 +600,19 @@ START_TEST(peer_choice_and_completion)
     ck_assert_uint_eq(mget(&r.m, CFS_M_PEER_FETCH_FALLBACK), 0);
     ck_assert_uint_eq(mget(&r.m, CFS_M_FETCH_BYTES_PEER), r.x.peer_bytes);
     ck_assert_uint_eq(mget(&r.m, CFS_M_FETCH_BYTES_PFS), r.x.needed_bytes - r.x.peer_bytes);
+    /* Idle, node 0 holds every file it owns: a peer asking for one is
+     * served at once, never late. */
+    unsigned owned = 0;
+    for (uint32_t s = 0; s < NFILES; s++) {
+        if (pf_track_owner(r.pf->track, s, NULL, NULL) != 0 || sample_size(&r.fx, s) == 0)
+            continue;
+        struct cfs_peer_view v;
+        ck_assert_int_eq(cfs_prefetch_provide(r.pf, cfs_catalog_sample_entry(r.fx.cat, s), &v), 0);
+        v.release(v.release_arg, &v);
+        owned++;
+    }
+    ck_assert_uint_gt(owned, 0);
+    ck_assert_uint_eq(mget(&r.m, CFS_M_PEER_LATE), 0);
     peer_run_finish(&r);
 }
 END_TEST
