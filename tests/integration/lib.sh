@@ -81,6 +81,27 @@ cfs_is_mounted() {
     awk -v m="$1" '$5 == m { found = 1 } END { exit !found }' /proc/self/mountinfo
 }
 
+# cfs_pfsemu SRC MNT OPTS: clairfs-pfsemu (CLAIRFS_PFSEMU) serving SRC on
+# MNT with -o OPTS, stopped and unmounted at exit; waits (up to 5 s) until
+# it is mounted.  Its log is $TMP/pfsemu.log.
+cfs_pfsemu() {
+    mkdir -p "$2"
+    "$CLAIRFS_PFSEMU" -f -o "$3" "$1" "$2" >"$TMP/pfsemu.log" 2>&1 &
+    cfs_pids+=("$!")
+    cfs_mounts+=("$2")
+    for _ in $(seq 100); do cfs_is_mounted "$2" && return 0; sleep 0.05; done
+    return 1
+}
+
+# cfs_need_torch: exit 77 (SKIP) unless torch and torchvision import under
+# TORCH_PY (Debian's /usr/bin/python3, where python3-torch installs).
+cfs_need_torch() {
+    TORCH_PY=${TORCH_PY:-/usr/bin/python3}
+    "$TORCH_PY" -c 'import torch, torchvision' 2>/dev/null && return 0
+    echo "SKIP: torch and torchvision do not import under $TORCH_PY"
+    exit 77
+}
+
 # cfs_mount_count PATH: how many mounts sit on PATH.
 cfs_mount_count() {
     awk -v m="$1" '$5 == m { n++ } END { print n + 0 }' /proc/self/mountinfo

@@ -179,12 +179,7 @@ fi
 
 # --- kill -9 while prefetching from a slow source, then remount.
 pfs=$TMP/pfs
-mkdir -p "$pfs"
-"$CLAIRFS_PFSEMU" -f -o bandwidth=4M,latency_open=1ms "$src" "$pfs" >"$TMP/pfsemu.log" 2>&1 &
-pfs_pid=$!
-cfs_pids+=("$pfs_pid")
-cfs_mounts+=("$pfs")
-for _ in $(seq 100); do cfs_is_mounted "$pfs" && break; sleep 0.05; done
+cfs_pfsemu "$src" "$pfs" bandwidth=4M,latency_open=1ms || fail "pfsemu"
 ssd=$TMP/ssd-kill
 mnt=$TMP/mnt-kill
 KOPTS="seed=5,epochs=4,$TRAINER,ram=0,ssd=64M,ssd_dir=$ssd,io_depth=8"

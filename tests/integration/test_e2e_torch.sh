@@ -18,11 +18,7 @@
 . "$(dirname "$0")/lib.sh"
 : "${CLAIRFS_TRAINER:?CLAIRFS_TRAINER must name examples/train_ddp.py}"
 
-TORCH_PY=/usr/bin/python3
-if ! "$TORCH_PY" -c 'import torch, torchvision' 2>/dev/null; then
-    echo "SKIP: torch and torchvision do not import under $TORCH_PY"
-    exit 77
-fi
+cfs_need_torch
 cfs_setup
 
 SEED=5 WORLD=2 EPOCHS=3 BATCH=16 WORKERS=2

@@ -98,11 +98,7 @@ if mount -t tmpfs -o size=4M,mode=0700 clairfs-test "$small" 2>"$TMP/tmpfs.err";
     # tmpfs is full long before the last records are committed: from the
     # local copy the stager could commit them all before dd has run.
     pfs=$TMP/pfs
-    mkdir -p "$pfs"
-    "$CLAIRFS_PFSEMU" -f -o bandwidth=2M,latency_open=1ms "$src" "$pfs" >"$TMP/pfsemu.log" 2>&1 &
-    cfs_pids+=("$!")
-    cfs_mounts+=("$pfs")
-    for _ in $(seq 100); do cfs_is_mounted "$pfs" && break; sleep 0.05; done
+    cfs_pfsemu "$src" "$pfs" bandwidth=2M,latency_open=1ms || fail "pfsemu"
     if cfs_mount "$pfs" "$mnt" "$TMP/full.log" -o "$OPTS"; then
         dd if=/dev/zero of="$small/fill" bs=64k 2>/dev/null
         check "full index: staged" cfs_wait_ssd "$mnt" "$TOTAL"

@@ -24,12 +24,7 @@ N=300 # files rank 0 reads in 2 epochs of a 300-file dataset at world=2
 TOTAL=$(find "$src" -type f -printf '%s\n' | awk '{s += $1} END {print s}')
 RAM=$((TOTAL / 2))
 pfs=$TMP/pfs
-mkdir -p "$pfs"
-"$CLAIRFS_PFSEMU" -f -o bandwidth=16M,latency_open=1ms,latency_read=200us "$src" "$pfs" \
-    >"$TMP/pfsemu.log" 2>&1 &
-cfs_pids+=("$!")
-cfs_mounts+=("$pfs")
-for _ in $(seq 100); do cfs_is_mounted "$pfs" && break; sleep 0.05; done
+cfs_pfsemu "$src" "$pfs" bandwidth=16M,latency_open=1ms,latency_read=200us || fail "pfsemu"
 m() { cfs_metric "$1" "$2"; }
 # run NAME MOUNTOPTS: mount, replay seed=6 for 2 epochs verified, echo wall s
 run() {

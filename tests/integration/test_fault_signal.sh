@@ -18,12 +18,7 @@ src=$TMP/src
 "$PYTHON" "$CLAIRFS_GENDATA" --quiet --classes 4 --files 50 --size lognormal:40K:0.5 --seed 5 \
     "$src" || { fail "gendata"; cfs_finish; }
 pfs=$TMP/pfs
-mkdir -p "$pfs"
-"$CLAIRFS_PFSEMU" -f -o bandwidth=2M,latency_open=2ms,latency_read=5ms "$src" "$pfs" \
-    >"$TMP/pfsemu.log" 2>&1 &
-cfs_pids+=("$!")
-cfs_mounts+=("$pfs")
-for _ in $(seq 100); do cfs_is_mounted "$pfs" && break; sleep 0.05; done
+cfs_pfsemu "$src" "$pfs" bandwidth=2M,latency_open=2ms,latency_read=5ms || fail "pfsemu"
 
 mnt=$TMP/mnt
 OPTS="seed=3,epochs=2,ram=1M,ssd=64M,ssd_dir=$TMP/ssd,io_depth=16"

@@ -105,11 +105,7 @@ mk "$big/c0/big.jpg" 12000000
 cp "$big/c0/big.jpg" "$TMP/big.old"
 mk "$TMP/big.new" 12000000
 pfs=$TMP/pfs
-mkdir -p "$pfs"
-"$CLAIRFS_PFSEMU" -f -o bandwidth=6M,latency_open=1ms "$big" "$pfs" >"$TMP/pfsemu.log" 2>&1 &
-cfs_pids+=("$!")
-cfs_mounts+=("$pfs")
-for _ in $(seq 100); do cfs_is_mounted "$pfs" && break; sleep 0.05; done
+cfs_pfsemu "$big" "$pfs" bandwidth=6M,latency_open=1ms || fail "pfsemu"
 mnt=$TMP/mnt2
 if cfs_mount "$pfs" "$mnt" "$TMP/d2.log" -o ram=64M,no_sweep,index="$TMP/ix2"; then
     (cat "$mnt/c0/big.jpg" >"$TMP/big.got" 2>"$TMP/big.err") &

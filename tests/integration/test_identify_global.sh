@@ -21,11 +21,7 @@
 # most seconds the trainer waits for identification after epoch 0 (300).
 . "$(dirname "$0")/lib.sh"
 
-TORCH_PY=/usr/bin/python3
-if ! "$TORCH_PY" -c 'import torch, torchvision' 2>/dev/null; then
-    echo "SKIP: torch and torchvision do not import under $TORCH_PY"
-    exit 77
-fi
+cfs_need_torch
 cfs_setup
 
 TRAINER=$(dirname "$0")/identify_trainer.py

@@ -33,9 +33,7 @@ JOB_SCRIPT=$(cd "$(dirname "$CLAIRFS_TRAINER")" && pwd)/slurm-clairfs.sh
 for p in munged slurmctld slurmd sbatch srun mpirun; do
     command -v "$p" >/dev/null || { echo "SKIP: $p is not installed"; exit 77; }
 done
-TORCH_PY=/usr/bin/python3
-"$TORCH_PY" -c 'import torch, torchvision' 2>/dev/null ||
-    { echo "SKIP: torch and torchvision do not import under $TORCH_PY"; exit 77; }
+cfs_need_torch
 cfs_setup
 
 # A free TCP port base (4 consecutive ports) for slurmctld and the slurmds.
