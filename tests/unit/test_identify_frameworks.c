@@ -1,0 +1,289 @@
+/* Order identification of the frameworks' samplers: opens simulated from
+ * the exact models (clairfs/sampler.h: hf-accelerate, torchvision-ra,
+ * timm-ra), every rank's workers racing, are identified with nothing
+ * registered, with their kind, seed (timm-ra: the epoch), world, batch and
+ * workers; torch-ddp and hf-accelerate are never taken for each other
+ * where the opens differ, and where they do not (batches of one sample,
+ * world 1) the answer predicts the same opens.
+ *
+ * Cost: each case searches 4096 seeds around the true one (milliseconds;
+ * the evidence demanded shrinks with the range, identify_verify.c). */
+#include <check.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check_run.h"
+#include "clairfs/identify.h"
+#include "clairfs/sampler.h"
+#include "identify_fixture.h"
+
+#define RANGE 4096
+
+static const uint64_t seeds[] = {0, 1, 2147483647u, 100003, (1ull << 32) + 5};
+
+static struct cfs_identified identify_ok(const struct trainer *t, size_t max, uint32_t around)
+{
+    struct opens o = simulate(t, max);
+    struct cfs_identify_params p = params(t->n, around, RANGE);
+    struct cfs_identified id;
+    ck_assert_msg(identify(&p, &o, &id) == 0, "%s world=%u workers=%u seed=%llu: %s",
+                  cfs_sampler_kind_name(t->kind), t->world, t->workers, (unsigned long long)t->seed,
+                  id.text);
+    ck_assert_uint_eq(id.opens, o.len);
+    opens_free(&o);
+    return id;
+}
+
+/* What a trainer of the simulated kind is identified as: its kind, the
+ * seed's low 32 bits, its world, batch and workers, this node's ranks. */
+static void expect_fw(const struct trainer *t, size_t max)
+{
+    struct cfs_identified id = identify_ok(t, max, (uint32_t)t->seed);
+    ck_assert_msg(id.sampler.kind == t->kind, "%s", id.text);
+    ck_assert_uint_eq(id.sampler.seed, (uint32_t)t->seed);
+    ck_assert_uint_eq(id.epoch, t->epochs - 1);
+    ck_assert_uint_eq(id.sampler.world, t->world);
+    ck_assert_uint_eq(id.workers, t->workers);
+    if (t->workers || t->kind == CFS_SAMPLER_HF_ACCELERATE)
+        ck_assert_uint_eq(id.sampler.batch, t->batch);
+    ck_assert_uint_eq(id.rank_first, 0);
+    ck_assert_uint_eq(id.rank_count, t->world);
+    ck_assert_ptr_nonnull(strstr(id.text, cfs_sampler_kind_name(t->kind)));
+}
+
+/* accelerate hands rank r every W-th batch: worlds 2 and 4 with workers
+ * (world 1: below).  Without workers, rank r reading batches r, r + W, ...
+ * is what a one-rank torch-ddp loader's persistent worker r of W reads; the
+ * readers are siblings either way (ranks of the launcher, or workers of
+ * one rank): that is named, and predicts the same opens until the epoch's
+ * end, where accelerate's padding (if any) tells them apart. */
+START_TEST(accelerate_worlds_and_workers)
+{
+    static const uint32_t worlds[] = {2, 4};
+    for (int w = 0; w < 2; w++)
+        for (uint32_t workers = 0; workers <= 2; workers += 2) {
+            struct trainer t = {.kind = CFS_SAMPLER_HF_ACCELERATE,
+                                .seed = seeds[_i],
+                                .n = 10000,
+                                .world = worlds[w],
+                                .batch = 8,
+                                .workers = workers,
+                                .ranks = worlds[w],
+                                .epochs = 1};
+            if (workers) {
+                expect_fw(&t, 600);
+                continue;
+            }
+            struct cfs_identified id = identify_ok(&t, 600, (uint32_t)t.seed);
+            ck_assert_msg(id.sampler.kind == CFS_SAMPLER_TORCH_DDP, "%s", id.text);
+            ck_assert_uint_eq(id.sampler.world, 1);
+            ck_assert_uint_eq(id.workers, worlds[w]);
+            ck_assert_uint_eq(id.sampler.batch, 8);
+            /* at world 4, 1250 batches leave the last round 2 short: the
+             * padding from the epoch's head shows accelerate */
+            if (worlds[w] == 4) {
+                t.epochs = 2;
+                expect_fw(&t, 2 * t.n);
+            }
+        }
+}
+END_TEST
+
+/* World 1: accelerate reads the permutation in order, as torch-ddp does,
+ * until the last batch, which it completes from the epoch's head (n = 1001
+ * is no multiple of 8).  From the first epoch's opens alone it is torch-ddp;
+ * across the end of the epoch only accelerate fits. */
+START_TEST(accelerate_world_1_shows_at_the_epoch_end)
+{
+    struct trainer t = {.kind = CFS_SAMPLER_HF_ACCELERATE,
+                        .seed = seeds[_i],
+                        .n = 1001,
+                        .world = 1,
+                        .batch = 8,
+                        .workers = 2,
+                        .ranks = 1,
+                        .epochs = 1};
+    struct cfs_identified id = identify_ok(&t, 600, (uint32_t)t.seed);
+    ck_assert_msg(id.sampler.kind == CFS_SAMPLER_TORCH_DDP, "%s", id.text);
+    t.epochs = 2;
+    expect_fw(&t, 1500);
+}
+END_TEST
+
+/* RASampler: each index 3 times, dealt to the ranks; worlds 1 (a worker
+ * opens each file three times in a row), 2 and 4.  Seeds below 4096 read
+ * as timm-ra (next test); these are above. */
+START_TEST(torchvision_ra_worlds_and_workers)
+{
+    static const uint32_t worlds[] = {1, 2, 4};
+    static const uint64_t big[] = {2147483647u, 100003, 0x80000001u, 0xfffffffeu};
+    for (int w = 0; w < 3; w++)
+        for (uint32_t workers = 0; workers <= 2; workers += 2) {
+            struct trainer t = {.kind = CFS_SAMPLER_TORCHVISION_RA,
+                                .seed = big[_i],
+                                .n = 3000,
+                                .world = worlds[w],
+                                .batch = 8,
+                                .workers = workers,
+                                .ranks = worlds[w],
+                                .epochs = 1};
+            expect_fw(&t, 600);
+        }
+}
+END_TEST
+
+/* timm's RepeatAugSampler seeds with the epoch: what is identified is the
+ * epoch the trainer is in (the seed reads 0), for a run observed from
+ * epoch 0 or from a later one; torchvision's RASampler with its default
+ * seed 0 reads exactly the same and is named timm-ra too. */
+START_TEST(timm_ra_is_identified_by_its_epoch)
+{
+    static const uint32_t worlds[] = {1, 2, 4};
+    static const uint32_t first[] = {0, 1, 7, 300, 4000};
+    for (int w = 0; w < 3; w++)
+        for (uint32_t workers = 0; workers <= 2; workers += 2)
+            for (int tv = 0; tv < 2; tv++) {
+                struct trainer t = {.kind = tv ? CFS_SAMPLER_TORCHVISION_RA : CFS_SAMPLER_TIMM_RA,
+                                    .seed = tv ? 0 : 12345,
+                                    .n = 3000,
+                                    .world = worlds[w],
+                                    .batch = 8,
+                                    .workers = workers,
+                                    .ranks = worlds[w],
+                                    .first_epoch = first[_i],
+                                    .epochs = 2};
+                struct cfs_identified id = identify_ok(&t, 2 * 3000, first[_i]);
+                ck_assert_msg(id.sampler.kind == CFS_SAMPLER_TIMM_RA, "%s", id.text);
+                ck_assert_uint_eq(id.epoch, first[_i] + 1);
+                ck_assert_uint_eq(id.sampler.seed, 0);
+                ck_assert(id.seed_high_known);
+                ck_assert_uint_eq(id.sampler.world, worlds[w]);
+                ck_assert_uint_eq(id.workers, workers);
+                if (workers)
+                    ck_assert_uint_eq(id.sampler.batch, 8);
+                ck_assert_ptr_nonnull(strstr(id.text, "timm-ra"));
+            }
+}
+END_TEST
+
+/* Where both read differently, torch-ddp is never taken for hf-accelerate
+ * nor the other way round: worlds 2 and 4, batches of 4 and 16. */
+START_TEST(ddp_and_accelerate_are_told_apart)
+{
+    static const uint32_t worlds[] = {2, 4}, batches[] = {4, 16};
+    for (int k = 0; k < 2; k++)
+        for (int w = 0; w < 2; w++)
+            for (int b = 0; b < 2; b++) {
+                struct trainer t = {.kind = k ? CFS_SAMPLER_HF_ACCELERATE : CFS_SAMPLER_TORCH_DDP,
+                                    .seed = seeds[_i],
+                                    .n = 5000,
+                                    .world = worlds[w],
+                                    .batch = batches[b],
+                                    .workers = 2,
+                                    .ranks = worlds[w],
+                                    .epochs = 1};
+                expect_fw(&t, 800);
+            }
+}
+END_TEST
+
+/* Batches of one sample: accelerate deals single indices round robin, as
+ * DistributedSampler does, and pads the same way: the opens cannot tell
+ * them apart, torch-ddp is named, and its model reads exactly accelerate's
+ * streams. */
+START_TEST(batch_1_accelerate_is_torch_ddp)
+{
+    struct trainer t = {.kind = CFS_SAMPLER_HF_ACCELERATE,
+                        .seed = seeds[_i],
+                        .n = 1003,
+                        .world = 4,
+                        .batch = 1,
+                        .ranks = 4,
+                        .epochs = 2};
+    struct cfs_identified id = identify_ok(&t, 4000, (uint32_t)t.seed);
+    ck_assert_msg(id.sampler.kind == CFS_SAMPLER_TORCH_DDP, "%s", id.text);
+    ck_assert_uint_eq(id.sampler.world, 4);
+    struct cfs_sampler_params ap = {
+        .kind = CFS_SAMPLER_HF_ACCELERATE, .seed = t.seed, .n = t.n, .world = 4, .batch = 1};
+    struct cfs_sampler *a, *d;
+    char err[256];
+    ck_assert_int_eq(cfs_sampler_create(&ap, &a, err, sizeof(err)), 0);
+    ck_assert_int_eq(cfs_sampler_create(&id.sampler, &d, err, sizeof(err)), 0);
+    for (uint32_t e = 0; e < 3; e++) {
+        ck_assert_int_eq(cfs_sampler_compute_epoch(a, e), 0);
+        ck_assert_int_eq(cfs_sampler_compute_epoch(d, e), 0);
+        for (uint32_t r = 0; r < 4; r++) {
+            ck_assert_uint_eq(cfs_sampler_rank_len(a, e, r), cfs_sampler_rank_len(d, e, r));
+            for (uint64_t j = 0; j < cfs_sampler_rank_len(a, e, r); j++)
+                ck_assert_uint_eq(cfs_sampler_rank_at(a, r, j), cfs_sampler_rank_at(d, r, j));
+        }
+    }
+    cfs_sampler_destroy(a);
+    cfs_sampler_destroy(d);
+}
+END_TEST
+
+/* A registered framework sampler is a hint: tried first (so that world 1
+ * names it), checked like any other. */
+START_TEST(a_registered_framework_kind_is_tried_first)
+{
+    struct trainer t = {.kind = CFS_SAMPLER_HF_ACCELERATE,
+                        .seed = 77,
+                        .n = 1000,
+                        .world = 1,
+                        .batch = 8,
+                        .workers = 2,
+                        .ranks = 1,
+                        .epochs = 1};
+    struct opens o = simulate(&t, 400);
+    struct cfs_sampler_params hint = {.kind = CFS_SAMPLER_HF_ACCELERATE, .world = 1, .batch = 8};
+    struct cfs_identify_params p = params(t.n, 77, RANGE);
+    p.hint = &hint;
+    struct cfs_identified id;
+    ck_assert_int_eq(identify(&p, &o, &id), 0);
+    ck_assert_msg(id.sampler.kind == CFS_SAMPLER_HF_ACCELERATE, "%s", id.text);
+    ck_assert_uint_eq(id.sampler.seed, 77);
+    /* a registered torchvision-ra keeps a small seed its own */
+    struct trainer ra = {.kind = CFS_SAMPLER_TORCHVISION_RA,
+                         .seed = 5,
+                         .n = 3000,
+                         .world = 2,
+                         .batch = 8,
+                         .workers = 2,
+                         .ranks = 2,
+                         .epochs = 1};
+    opens_free(&o);
+    o = simulate(&ra, 600);
+    hint = (struct cfs_sampler_params){.kind = CFS_SAMPLER_TORCHVISION_RA, .seed = 5};
+    p = params(ra.n, 5, RANGE);
+    p.hint = &hint;
+    p.hint_has_seed = true;
+    ck_assert_int_eq(identify(&p, &o, &id), 0);
+    ck_assert_msg(id.sampler.kind == CFS_SAMPLER_TORCHVISION_RA, "%s", id.text);
+    ck_assert_uint_eq(id.sampler.seed, 5);
+    ck_assert(id.seed_high_known);
+    opens_free(&o);
+}
+END_TEST
+
+static Suite *identify_frameworks_suite(void)
+{
+    Suite *s = suite_create("identify_frameworks");
+    TCase *t = tcase_create("frameworks");
+    tcase_set_timeout(t, 120);
+    tcase_add_loop_test(t, accelerate_worlds_and_workers, 0, 5);
+    tcase_add_loop_test(t, accelerate_world_1_shows_at_the_epoch_end, 0, 5);
+    tcase_add_loop_test(t, torchvision_ra_worlds_and_workers, 0, 4);
+    tcase_add_loop_test(t, timm_ra_is_identified_by_its_epoch, 0, 5);
+    tcase_add_loop_test(t, ddp_and_accelerate_are_told_apart, 0, 5);
+    tcase_add_loop_test(t, batch_1_accelerate_is_torch_ddp, 0, 5);
+    tcase_add_test(t, a_registered_framework_kind_is_tried_first);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+int main(void)
+{
+    return cfs_check_run(identify_frameworks_suite());
+}
