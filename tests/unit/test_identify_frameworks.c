@@ -10,6 +10,7 @@
  * the evidence demanded shrinks with the range, identify_verify.c). */
 #include <check.h>
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -130,6 +131,47 @@ START_TEST(torchvision_ra_worlds_and_workers)
                                 .epochs = 1};
             expect_fw(&t, 600);
         }
+}
+END_TEST
+
+/* A worker of a one-rank RASampler loader opens each file three times in a
+ * row: one process, one reader, and its repeated opens are no evidence (a
+ * chance fit of k distinct files of n has probability (n-k)!/n! however
+ * often each is opened; counted per open, the 900 opens would claim about
+ * three times the bound checked here). */
+START_TEST(repeated_opens_count_once)
+{
+    struct trainer t = {.kind = CFS_SAMPLER_TORCHVISION_RA,
+                        .seed = 2147483647u,
+                        .n = 3000,
+                        .world = 1,
+                        .batch = 8,
+                        .workers = 2,
+                        .ranks = 1,
+                        .epochs = 1};
+    struct opens o = simulate(&t, 900);
+    uint8_t *seen = calloc(t.n, 1);
+    uint32_t distinct = 0, readers = 0;
+    for (size_t i = 0; i < o.len; i++) {
+        distinct += !seen[o.s[i]];
+        seen[o.s[i]] = 1;
+        bool first = true;
+        for (size_t j = 0; j < i && first; j++)
+            first = o.pid[j] != o.pid[i];
+        readers += first;
+    }
+    ck_assert_uint_eq(readers, 2);
+    ck_assert_uint_le(distinct, o.len / 3 + 2);
+    double most = 0;
+    for (uint32_t k = 0; k < distinct; k++)
+        most += log2((double)(t.n - k));
+    struct cfs_identified id = identify_ok(&t, 900, (uint32_t)t.seed);
+    ck_assert_msg(id.sampler.kind == CFS_SAMPLER_TORCHVISION_RA, "%s", id.text);
+    ck_assert_uint_eq(id.workers, 2);
+    ck_assert_msg(id.evidence_bits > 0 && id.evidence_bits <= most, "%.1f of at most %.1f bits",
+                  id.evidence_bits, most);
+    free(seen);
+    opens_free(&o);
 }
 END_TEST
 
@@ -275,6 +317,7 @@ static Suite *identify_frameworks_suite(void)
     tcase_add_loop_test(t, accelerate_worlds_and_workers, 0, 5);
     tcase_add_loop_test(t, accelerate_world_1_shows_at_the_epoch_end, 0, 5);
     tcase_add_loop_test(t, torchvision_ra_worlds_and_workers, 0, 4);
+    tcase_add_test(t, repeated_opens_count_once);
     tcase_add_loop_test(t, timm_ra_is_identified_by_its_epoch, 0, 5);
     tcase_add_loop_test(t, ddp_and_accelerate_are_told_apart, 0, 5);
     tcase_add_loop_test(t, batch_1_accelerate_is_torch_ddp, 0, 5);
