@@ -37,10 +37,14 @@
  * positions (r0 + i * W) / R, so its second open gives W to within R values.
  *
  * Where they cannot be told from torch-ddp: with batches of one sample
- * accelerate hands out what DistributedSampler does, and at world 1
- * accelerate reads the permutation in order as torch-ddp does, but for the
- * padding of the last batch (none when B divides n, or with
- * drop_last_batch).  torch-ddp is tried first and named then. */
+ * accelerate hands out what DistributedSampler does; at world 1 it reads
+ * the permutation in order as torch-ddp does but for the padding of the
+ * last batch (none when B divides n, or with drop_last_batch; world 1
+ * without workers shows B only there, accelerate_padded); and at world W
+ * without workers its ranks, siblings under the launcher, read what W
+ * persistent workers of one torch-ddp rank read, but for the padding of the
+ * last round.  torch-ddp is tried first and named until a padding shows
+ * (the module checks again at the next epoch's start, identify.c). */
 #include <stddef.h>
 #include <stdint.h>
 
@@ -120,17 +124,42 @@ static bool push(struct ident_hyp *out, size_t *k, size_t max, struct ident_hyp 
     return true;
 }
 
+/* accelerate at world 1 without workers: one process reads the whole
+ * permutation in order, as torch-ddp's would, then the p entries that
+ * complete the last batch from the epoch's head (positions 0 .. p-1 again),
+ * then the next epoch.  Every B with ceil(n / B) * B = n + p reads exactly
+ * that (B > p divides n + p): the smallest is named. */
+static size_t accelerate_padded(const struct ident_fw_head *hd, struct ident_hyp *out, size_t max)
+{
+    uint64_t n = hd->n, p = 0;
+    while (n + p < hd->len && p < n && hd->pos(hd->arg, n + p) == p)
+        p++;
+    if (p == 0 || n + p >= hd->len || max == 0)
+        return 0; /* no padding (torch-ddp's order), or not seen to its end */
+    uint64_t b = p + 1;
+    while ((n + p) % b != 0)
+        b++;
+    if (b > UINT32_MAX)
+        return 0;
+    out[0] =
+        (struct ident_hyp){.kind = CFS_SAMPLER_HF_ACCELERATE, .world = 1, .batch = (uint32_t)b};
+    return 1;
+}
+
 /* accelerate: B consecutive positions, then T' * W * B (T' = T, or 1
  * without workers).  No jump seen yet: no hypothesis (the next attempt,
  * with more opens, sees it). */
 static size_t accelerate_hyps(const struct ident_fw_head *hd, struct ident_hyp *out, size_t max)
 {
     size_t i = 1, k = 0;
-    while (i < hd->len && hd->q[i] == i)
+    while (i < hd->len && hd->pos(hd->arg, i) == i)
         i++;
-    if (i >= hd->len || hd->q[i] == NONE || hd->q[i] % i != 0)
+    if (i == hd->n)
+        return accelerate_padded(hd, out, max);
+    uint32_t q = i < hd->len ? hd->pos(hd->arg, i) : NONE;
+    if (q == NONE || q % i != 0)
         return 0;
-    uint32_t tw = hd->q[i] / (uint32_t)i; /* T' * W */
+    uint32_t tw = q / (uint32_t)i; /* T' * W */
     uint32_t batch = (uint32_t)i;
     for (uint32_t w = 1; w <= tw && w <= IDENT_MAX_WORLD; w++) {
         if (tw % w != 0)
@@ -157,7 +186,7 @@ static bool ra_schedule(const struct ident_fw_head *hd, uint32_t r0, struct iden
      * next) the epoch-0 positions say nothing */
     uint64_t end = hd->n / RA_SELECTED_ROUND * RA_SELECTED_ROUND / h->world;
     for (size_t i = 1; i < hd->len && i < end; i++) {
-        uint32_t q = hd->q[i];
+        uint32_t q = hd->pos(hd->arg, i);
         if (q == NONE)
             return true;
         if (q == (r0 + i * h->world) / RA_REPETITIONS)
@@ -181,12 +210,13 @@ static bool ra_schedule(const struct ident_fw_head *hd, uint32_t r0, struct iden
 static size_t ra_hyps(const struct ident_fw_head *hd, struct ident_hyp *out, size_t max)
 {
     size_t k = 0;
-    if (hd->len < 2 || hd->q[1] == NONE)
+    uint32_t q1 = hd->len < 2 ? NONE : hd->pos(hd->arg, 1);
+    if (q1 == NONE)
         return 0;
     /* the head is whichever of ranks 0 .. R-1 opened the epoch's first
      * value first: rank r0 reads entry r0 first, then r0 + W */
     for (uint32_t r0 = 0; r0 < RA_REPETITIONS; r0++) {
-        uint64_t lo = (uint64_t)hd->q[1] * RA_REPETITIONS;
+        uint64_t lo = (uint64_t)q1 * RA_REPETITIONS;
         for (uint64_t e = lo; e < lo + RA_REPETITIONS; e++) {
             if (e <= r0 || e - r0 > IDENT_MAX_WORLD)
                 continue;

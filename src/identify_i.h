@@ -73,11 +73,13 @@ size_t ident_fw_places(const struct ident_hyp *h, uint64_t n, uint32_t q, uint32
 uint32_t ident_fw_choices(const struct ident_hyp *h);
 #define IDENT_FW_MAX_CHOICES 3
 
-/* The reader that opened the epoch's first permutation entry: the
- * positions of its first opens in the candidate's epoch 0 (q[0] = 0;
- * UINT32_MAX where unknown), and a registered batch (0: none). */
+/* The reader that opened the epoch's first permutation entry: pos(arg, i)
+ * is the position of its open i (i < len) in the candidate's epoch 0
+ * (UINT32_MAX where unknown; pos(arg, 0) = 0); a registered batch (0:
+ * none). */
 struct ident_fw_head {
-    const uint32_t *q;
+    uint32_t (*pos)(void *arg, size_t i);
+    void *arg;
     size_t len;
     uint64_t n;
     uint32_t hint_batch;

@@ -82,7 +82,6 @@
 #define VIEW_BYTES (256ull << 20) /* epoch inverses kept per candidate */
 #define MAX_EPOCHS 4096u
 #define MAX_WORLDS IDENT_MAX_WORLD
-#define FW_HEAD_OPENS 4096u /* the head's opens a framework schedule looks at */
 #define FW_HYPS 64
 #define NONE UINT32_MAX
 
@@ -626,25 +625,30 @@ static size_t worlds(struct search *s, uint32_t p0, uint32_t *out, int *err)
 
 /* The frameworks' samplers over the torch-ddp view's permutations (the
  * same generator seeded S + e): their hypotheses from the head reader's
- * first opens (identify_frameworks.c), from the stream's head only. */
+ * opens (identify_frameworks.c), from the stream's head only. */
+struct head_pos {
+    struct search *s;
+    int *err;
+};
+
+static uint32_t head_pos(void *arg, size_t i)
+{
+    struct head_pos *h = arg;
+    return pos_of(h->s->v, 0, h->s->rd->r[h->s->head].s[i], h->err);
+}
+
 static bool try_frameworks(struct search *s, int *err)
 {
-    const struct ident_reader *a = &s->rd->r[s->head];
-    size_t len = a->len < FW_HEAD_OPENS ? a->len : FW_HEAD_OPENS;
-    uint32_t *q = malloc(sizeof(*q) * (len ? len : 1));
-    if (!q) {
-        *err = -ENOMEM;
-        return false;
-    }
-    for (size_t i = 0; i < len && !*err; i++)
-        q[i] = pos_of(s->v, 0, a->s[i], err);
     const struct cfs_sampler_params *hint = s->p->hint;
-    struct ident_fw_head hd = {
-        .q = q, .len = len, .n = s->p->n, .hint_batch = hint ? hint->batch : 0};
+    struct head_pos arg = {s, err};
+    struct ident_fw_head hd = {.pos = head_pos,
+                               .arg = &arg,
+                               .len = s->rd->r[s->head].len,
+                               .n = s->p->n,
+                               .hint_batch = hint ? hint->batch : 0};
     struct ident_hyp hyps[FW_HYPS];
-    size_t nh = *err ? 0 : ident_fw_hypotheses(&hd, hyps, FW_HYPS);
-    free(q);
-    for (size_t i = 0; i < nh; i++)
+    size_t nh = ident_fw_hypotheses(&hd, hyps, FW_HYPS);
+    for (size_t i = 0; i < nh && !*err; i++)
         if (try_variants(s, hyps[i]))
             return true;
     return false;

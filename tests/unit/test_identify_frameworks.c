@@ -13,6 +13,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check_run.h"
 #include "clairfs/identify.h"
@@ -109,6 +110,89 @@ START_TEST(accelerate_world_1_shows_at_the_epoch_end)
     ck_assert_msg(id.sampler.kind == CFS_SAMPLER_TORCH_DDP, "%s", id.text);
     t.epochs = 2;
     expect_fw(&t, 1500);
+}
+END_TEST
+
+/* World 1 without workers: one process reads the permutation, then the 7
+ * entries that complete batch 126 of 8 from the epoch's head; any batch B
+ * with ceil(1001 / B) * B = 1008 reads the same, and the smallest, 8, is
+ * named.  A torch-ddp trainer read across its epoch's end stays torch-ddp;
+ * with n a multiple of the batch the two orders are one. */
+START_TEST(accelerate_world_1_without_workers)
+{
+    struct trainer t = {.kind = CFS_SAMPLER_HF_ACCELERATE,
+                        .seed = seeds[_i],
+                        .n = 1001,
+                        .world = 1,
+                        .batch = 8,
+                        .ranks = 1,
+                        .epochs = 2};
+    expect_fw(&t, 1100);
+    t.kind = CFS_SAMPLER_TORCH_DDP;
+    struct cfs_identified id = identify_ok(&t, 1100, (uint32_t)t.seed);
+    ck_assert_msg(id.sampler.kind == CFS_SAMPLER_TORCH_DDP && id.epoch == 1, "%s", id.text);
+    t.kind = CFS_SAMPLER_HF_ACCELERATE;
+    t.n = 1000;
+    id = identify_ok(&t, 1100, (uint32_t)t.seed);
+    ck_assert_msg(id.sampler.kind == CFS_SAMPLER_TORCH_DDP && id.epoch == 1, "%s", id.text);
+}
+END_TEST
+
+struct calls {
+    int n;
+    struct cfs_identified id;
+};
+
+static void on_identified(void *arg, const struct cfs_identified *id)
+{
+    struct calls *c = arg;
+    c->id = *id;
+    __atomic_add_fetch(&c->n, 1, __ATOMIC_SEQ_CST);
+}
+
+static bool wait_calls(struct calls *c, int want)
+{
+    for (int i = 0; i < 3000 && __atomic_load_n(&c->n, __ATOMIC_SEQ_CST) < want; i++)
+        usleep(10000);
+    return __atomic_load_n(&c->n, __ATOMIC_SEQ_CST) == want;
+}
+
+/* The module's thread on the same trainer: torch-ddp from epoch 0's opens,
+ * then, once the padding and the next epoch's first opens are in, refined
+ * to hf-accelerate. */
+START_TEST(the_thread_refines_accelerate_at_the_epoch_end)
+{
+    struct trainer t = {.kind = CFS_SAMPLER_HF_ACCELERATE,
+                        .seed = 4711,
+                        .n = 1001,
+                        .world = 1,
+                        .batch = 8,
+                        .ranks = 1,
+                        .epochs = 2};
+    struct opens o = simulate(&t, 100000);
+    ck_assert_uint_eq(o.len, 2 * 1008);
+    struct calls calls = {0};
+    struct cfs_identify_params p = params(t.n, t.seed, RANGE);
+    p.on_identified = on_identified;
+    p.cb_arg = &calls;
+    struct cfs_identify *id;
+    char err[256];
+    ck_assert_int_eq(cfs_identify_create(&p, &id, err, sizeof(err)), 0);
+    for (size_t i = 0; i < 500; i++)
+        cfs_identify_observe(id, o.s[i], o.pid[i], o.ppid[i]);
+    ck_assert(wait_calls(&calls, 1));
+    ck_assert_int_eq(calls.id.sampler.kind, CFS_SAMPLER_TORCH_DDP);
+    for (size_t i = 500; i < o.len; i++)
+        cfs_identify_observe(id, o.s[i], o.pid[i], o.ppid[i]);
+    ck_assert(wait_calls(&calls, 2));
+    struct cfs_identified got;
+    ck_assert_int_eq(cfs_identify_state(id, &got), CFS_IDENTIFY_IDENTIFIED);
+    ck_assert_msg(got.sampler.kind == CFS_SAMPLER_HF_ACCELERATE, "%s", got.text);
+    ck_assert_uint_eq(got.sampler.seed, 4711);
+    ck_assert_uint_eq(got.sampler.batch, 8);
+    ck_assert_uint_eq(got.epoch, 1);
+    cfs_identify_destroy(id);
+    opens_free(&o);
 }
 END_TEST
 
@@ -316,6 +400,8 @@ static Suite *identify_frameworks_suite(void)
     tcase_set_timeout(t, 120);
     tcase_add_loop_test(t, accelerate_worlds_and_workers, 0, 5);
     tcase_add_loop_test(t, accelerate_world_1_shows_at_the_epoch_end, 0, 5);
+    tcase_add_loop_test(t, accelerate_world_1_without_workers, 0, 5);
+    tcase_add_test(t, the_thread_refines_accelerate_at_the_epoch_end);
     tcase_add_loop_test(t, torchvision_ra_worlds_and_workers, 0, 4);
     tcase_add_test(t, repeated_opens_count_once);
     tcase_add_loop_test(t, timm_ra_is_identified_by_its_epoch, 0, 5);
