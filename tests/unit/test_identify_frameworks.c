@@ -393,6 +393,65 @@ START_TEST(a_registered_framework_kind_is_tried_first)
 }
 END_TEST
 
+/* Orders shaped like the frameworks' but drawn otherwise are refused over
+ * 2^20 seeds (n = 300: about a hundred seeds pass the scan's filter and are
+ * verified against every hypothesis): each value of a permutation repeated
+ * three times in a row (one reader; two readers taking alternate entries),
+ * the same with the values in order, batches of 8 of a shuffle drawn from
+ * the same MT19937 but by another algorithm (backwards Fisher-Yates, as
+ * Python's random.shuffle) dealt round robin to two ranks as accelerate
+ * deals, and torch's own randperm of a seed in the range with each value
+ * twice (a repetition count that is not searched: the true seed passes the
+ * filter, and every hypothesis must fail on it). */
+static void refused(const uint32_t *order, size_t len, uint32_t n, uint32_t readers, uint32_t batch)
+{
+    struct opens o = {0};
+    for (size_t i = 0; i < len; i++)
+        push(&o, order[i], (pid_t)(1000 + (i / batch) % readers), 999);
+    struct cfs_identify_params p = params(n, 1u << 19, 1u << 20);
+    struct cfs_identified id;
+    ck_assert_msg(identify(&p, &o, &id) == -ENOENT, "misidentified: %s", id.text);
+    opens_free(&o);
+}
+
+START_TEST(framework_shaped_orders_are_refused)
+{
+    enum { N = 300, LEN = 900 };
+    uint32_t *perm = malloc(N * sizeof(*perm)), *order = malloc(3 * N * sizeof(*order));
+    uint64_t x = 88172645463325252ull;
+    for (uint32_t i = 0; i < N; i++)
+        perm[i] = i;
+    for (uint32_t i = N - 1; i > 0; i--) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        uint32_t j = (uint32_t)(x % (i + 1)), t = perm[i];
+        perm[i] = perm[j], perm[j] = t;
+    }
+    for (uint32_t k = 0; k < 3 * N; k++)
+        order[k] = perm[k / 3];
+    refused(order, LEN, N, 1, 1);
+    refused(order, LEN, N, 2, 1);
+    for (uint32_t k = 0; k < 3 * N; k++)
+        order[k] = k / 3;
+    refused(order, LEN, N, 1, 1);
+    struct cfs_mt19937 mt;
+    cfs_mt19937_seed(&mt, 7);
+    for (uint32_t i = 0; i < N; i++)
+        perm[i] = i;
+    for (uint32_t i = N - 1; i > 0; i--) {
+        uint32_t j = cfs_mt19937_next32(&mt) % (i + 1), t = perm[i];
+        perm[i] = perm[j], perm[j] = t;
+    }
+    refused(perm, N, N, 2, 8);
+    cfs_mt19937_seed(&mt, 4242);
+    cfs_torch_randperm(&mt, perm, N, CFS_RANDPERM_CURRENT);
+    for (uint32_t k = 0; k < 2 * N; k++)
+        order[k] = perm[k / 2];
+    refused(order, 2 * N, N, 1, 1);
+    free(perm);
+    free(order);
+}
+END_TEST
+
 static Suite *identify_frameworks_suite(void)
 {
     Suite *s = suite_create("identify_frameworks");
@@ -409,6 +468,10 @@ static Suite *identify_frameworks_suite(void)
     tcase_add_loop_test(t, batch_1_accelerate_is_torch_ddp, 0, 5);
     tcase_add_test(t, a_registered_framework_kind_is_tried_first);
     suite_add_tcase(s, t);
+    TCase *f = tcase_create("refusals");
+    tcase_set_timeout(f, 120);
+    tcase_add_test(f, framework_shaped_orders_are_refused);
+    suite_add_tcase(s, f);
     return s;
 }
 
