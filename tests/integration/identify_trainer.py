@@ -62,16 +62,17 @@ def identified(mnt):
     return False
 
 
-FRAMEWORK_KINDS = ("hf-accelerate", "torchvision-ra", "timm-ra")
+FRAMEWORK_KINDS = ("hf-accelerate", "torchvision-ra", "timm-ra", "lightning")
 
 
 def framework_loader(args, ds, common):
-    """--kind hf-accelerate, torchvision-ra, timm-ra: the frameworks' samplers
-    as tests/golden/framework_orders.py transcribes them (imported, not
-    copied): accelerate's SeedableRandomSampler(data_seed=S) under
-    BatchSamplerShard (prepare_data_loader(use_seedable_sampler=True)),
+    """--kind hf-accelerate, torchvision-ra, timm-ra, lightning: the
+    frameworks' samplers as tests/golden/framework_orders.py transcribes them
+    (imported, not copied): accelerate's SeedableRandomSampler(data_seed=S)
+    under BatchSamplerShard (prepare_data_loader(use_seedable_sampler=True)),
     torchvision's RASampler(seed=S), timm's RepeatAugSampler (seeded with the
-    epoch); each index 3 times for the RA two; set_epoch(e) before each
+    epoch), each index 3 times for the RA two, and the DistributedSampler
+    Lightning injects after seed_everything(S); set_epoch(e) before each
     epoch, as for torch-ddp."""
     from torch.utils.data import BatchSampler
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "golden"))
@@ -83,6 +84,12 @@ def framework_loader(args, ds, common):
                                      args.rank)
         common = {k: v for k, v in common.items() if k != "batch_size"}
         return DataLoader(ds, batch_sampler=shard, **common), sampler
+    if args.kind == "lightning":
+        fo.seed_everything(args.seed)
+        user = DataLoader(ds, batch_size=args.batch, shuffle=True)
+        sampler = fo.get_distributed_sampler(user, shuffle=True, num_replicas=args.world,
+                                             rank=args.rank)
+        return DataLoader(ds, sampler=sampler, **common), sampler
     if args.kind == "torchvision-ra":
         sampler = fo.RASampler(ds, args.world, args.rank, seed=args.seed, repetitions=3)
     else:

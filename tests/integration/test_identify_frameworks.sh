@@ -12,6 +12,8 @@
 #   timm-ra         RepeatAugSampler (seeded with the epoch), world 1: its
 #                   one rank's workers open each file 3 times in a row;
 #                   identified as timm-ra at epoch 0 (its seed is the epoch)
+#   lightning       the DistributedSampler Lightning injects after
+#                   seed_everything(4242), world 2: identified as torch-ddp
 # Each must end with clairfs_order_identified 1, `order: identified KIND`
 # in the stats, at least the opens of epochs 1-3 predicted, at most 1 % of
 # the predicted opens missed, and every byte the trainer got equal to the
@@ -43,9 +45,9 @@ ram=$((2 * nbytes / 1024 + 1024))K
 
 m() { cfs_metric "$1" "$2"; }
 
-# pattern KIND WORLD SEED: one trainer run on a fresh mount.
+# pattern KIND WORLD SEED [IDENTIFIED-AS]: one trainer run on a fresh mount.
 pattern() {
-    local kind=$1 world=$2 seed=$3
+    local kind=$1 world=$2 seed=$3 want=${4:-$1}
     local name=$kind mnt=$TMP/mnt-$kind pids=() r rc=0 port t0=$SECONDS
     port=$("$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
     cfs_mount "$src" "$mnt" "$TMP/$name.daemon.log" -o ram=$ram,index="$TMP/index-$name" ||
@@ -69,8 +71,8 @@ pattern() {
     echo "$name: $opens opens, $per_epoch per epoch; predicted hit=$hit miss=$miss;" \
         "$((SECONDS - t0)) s"
     check "$name: clairfs_order_identified 1" test "$(m "$mnt" clairfs_order_identified)" = 1
-    check "$name: the stats say identified $kind" \
-        grep -q "^order: *identified $kind " "$mnt/.clairfs/stats"
+    check "$name: the stats say identified $want" \
+        grep -q "^order: *identified $want " "$mnt/.clairfs/stats"
     check "$name: epochs 1-$((EPOCHS - 1)) predicted: hit+miss >= $((3 * per_epoch))" \
         test "$((hit + miss))" -ge "$((3 * per_epoch))"
     check "$name: at most 1 % of the predicted opens missed ($miss of $((hit + miss)))" \
@@ -82,4 +84,5 @@ pattern() {
 pattern hf-accelerate 2 17
 pattern torchvision-ra 2 100003
 pattern timm-ra 1 0
+pattern lightning 2 4242 torch-ddp
 cfs_finish
