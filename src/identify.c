@@ -63,6 +63,7 @@
 #define MAX_KEEP 16
 #define HINT_SPAN 1024u        /* seeds tried from a registered one: a resumed run's epochs */
 #define NEW_READER_RESTARTS 64 /* readers whose first open restarts a scan */
+#define RANKS_CHECK 8u         /* opens to the next check while ranks are missing */
 
 struct cand {
     uint32_t seed, skip, p0;
@@ -388,10 +389,14 @@ static void finish(const struct cfs_identify_params *p, struct cfs_identified *i
     if (h && id->workers && h->batch && h->batch != id->sampler.batch)
         snprintf(note + strlen(note), sizeof(note) - strlen(note),
                  "; registered batch=%u contradicted", h->batch);
+    char ranks[48] = ""; /* only some ranks opened here (yet) */
+    if (id->rank_count && id->rank_count < id->sampler.world)
+        snprintf(ranks, sizeof(ranks), " (ranks %u-%u here)", id->rank_first,
+                 id->rank_first + id->rank_count - 1);
     snprintf(id->text, sizeof(id->text),
-             "%s seed=%llu%s world=%u batch=%u workers=%u epoch %u after %llu opens in %.0f s%s",
+             "%s seed=%llu%s world=%u%s batch=%u workers=%u epoch %u after %llu opens in %.0f s%s",
              cfs_sampler_kind_name(id->sampler.kind), (unsigned long long)id->sampler.seed,
-             id->seed_high_known || p->n == 1 ? "" : " (low 32 bits)", id->sampler.world,
+             id->seed_high_known || p->n == 1 ? "" : " (low 32 bits)", id->sampler.world, ranks,
              id->sampler.batch, id->workers, id->epoch, (unsigned long long)id->opens, seconds,
              note);
     if (note[0] && log_contradiction)
@@ -494,6 +499,14 @@ static void record_outcome(struct cfs_identify *id, int rc, const struct attempt
             if (past < id->next_attempt)
                 id->next_attempt = past;
         }
+        /* Fewer ranks than the world: some have not opened yet (or run on
+         * other nodes), and their opens miss until a check finds them
+         * (same_order); check sooner, still geometrically (a node that
+         * holds only some ranks must not pay a check every few opens). */
+        const struct cfs_identified *o = a->out;
+        uint64_t soon = len + RANKS_CHECK + len / 16;
+        if (o->rank_count < o->sampler.world && soon < id->next_attempt)
+            id->next_attempt = soon;
         return;
     }
     if (rc < 0 && rc != -ECANCELED)
@@ -507,14 +520,18 @@ static void record_outcome(struct cfs_identify *id, int rc, const struct attempt
     id->next_attempt = rc == -ECANCELED ? len : fits ? len + IDENT_MIN_OPENS : 2 * len;
 }
 
-/* Would the planner read the same from a and b? */
+/* Would the planner read the same from a and b?  The ranks count: one
+ * rank's workers can open a few batches before the next rank's start (the
+ * first opens show ranks 0 of 2), and the ranks seen later must reach the
+ * planner. */
 static bool same_order(const struct cfs_identified *a, const struct cfs_identified *b)
 {
     const struct cfs_sampler_params *x = &a->sampler, *y = &b->sampler;
     return x->kind == y->kind && x->seed == y->seed && x->world == y->world &&
            x->batch == y->batch && x->drop_last == y->drop_last &&
            x->drop_last_batch == y->drop_last_batch &&
-           x->persistent_workers == y->persistent_workers && a->workers == b->workers;
+           x->persistent_workers == y->persistent_workers && a->workers == b->workers &&
+           a->rank_first == b->rank_first && a->rank_count == b->rank_count;
 }
 
 static void *identify_thread(void *arg)

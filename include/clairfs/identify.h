@@ -71,8 +71,9 @@ struct cfs_identified {
     double seconds;                    /* from the first observed open to identification */
     bool seed_high_known;              /* false: only seed's low 32 bits were recoverable */
     /* "torch-ddp seed=7 (low 32 bits) world=2 batch=32 workers=4 epoch 0
-     * after 212 opens in 41 s", then "; registered world=8 contradicted"
-     * for each hint the opens refute */
+     * after 212 opens in 41 s" (" world=2 (ranks 0-0 here)" while fewer
+     * ranks than the world have opened), then "; registered world=8
+     * contradicted" for each hint the opens refute */
     char text[256];
 };
 

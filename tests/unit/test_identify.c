@@ -462,6 +462,9 @@ START_TEST(the_thread_learns_and_restarts)
     ck_assert_int_eq(wait_state(id, CFS_IDENTIFY_IDENTIFIED), CFS_IDENTIFY_IDENTIFIED);
     struct cfs_identified got;
     ck_assert_int_eq(cfs_identify_state(id, &got), CFS_IDENTIFY_IDENTIFIED);
+    /* the state turns before the callback runs (on the module's thread) */
+    for (int i = 0; i < 3000 && __atomic_load_n(&seen.calls, __ATOMIC_SEQ_CST) < 1; i++)
+        usleep(10000);
     ck_assert_int_eq(__atomic_load_n(&seen.calls, __ATOMIC_SEQ_CST), 1);
     ck_assert_uint_eq(got.sampler.seed, 31337);
     ck_assert_uint_eq(seen.id.sampler.world, 2);

@@ -196,6 +196,59 @@ START_TEST(the_thread_refines_accelerate_at_the_epoch_end)
 }
 END_TEST
 
+/* Some ranks' workers open their first batches before the others have
+ * started (their loaders are slower to fork): identified from those alone,
+ * then, once the others' opens are in, said again with every rank.
+ * torchvision-ra at world 2 from rank 0 alone (its entry R = 3, randperm[1],
+ * is rank 0's second distinct open); torch-ddp at world 4 from ranks 0 and 1
+ * (randperm[1] is rank 1's first open: from rank 0 alone the scan cannot
+ * pass the seed, and nothing is identified before rank 1 opens). */
+START_TEST(the_thread_adds_the_ranks_that_start_late)
+{
+    static const enum cfs_sampler_kind kinds[] = {CFS_SAMPLER_TORCHVISION_RA,
+                                                  CFS_SAMPLER_TORCH_DDP};
+    uint32_t world = _i ? 4 : 2, early = _i ? 2 : 1;
+    struct trainer t = {.kind = kinds[_i],
+                        .seed = 100003,
+                        .n = 3000,
+                        .world = world,
+                        .batch = 8,
+                        .workers = 2,
+                        .ranks = world,
+                        .epochs = 1};
+    struct opens o = simulate(&t, 400), late = {0};
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0, first = 0; i < o.len; i++) {
+            bool ahead = o.ppid[i] < (pid_t)(1000 + early) && first < 40;
+            first += ahead;
+            if (ahead == (pass == 0))
+                push(&late, o.s[i], o.pid[i], o.ppid[i]);
+        }
+    struct calls calls = {0};
+    struct cfs_identify_params p = params(t.n, t.seed, RANGE);
+    p.on_identified = on_identified;
+    p.cb_arg = &calls;
+    struct cfs_identify *id;
+    char err[256];
+    ck_assert_int_eq(cfs_identify_create(&p, &id, err, sizeof(err)), 0);
+    for (size_t i = 0; i < 40; i++)
+        cfs_identify_observe(id, late.s[i], late.pid[i], late.ppid[i]);
+    ck_assert_msg(wait_calls(&calls, 1), "%d calls: %s", calls.n, calls.id.text);
+    ck_assert_msg(calls.id.sampler.kind == t.kind && calls.id.sampler.world == world &&
+                      calls.id.rank_first == 0 && calls.id.rank_count == early,
+                  "%s ranks %u+%u", calls.id.text, calls.id.rank_first, calls.id.rank_count);
+    for (size_t i = 40; i < 80; i++)
+        cfs_identify_observe(id, late.s[i], late.pid[i], late.ppid[i]);
+    ck_assert(wait_calls(&calls, 2));
+    ck_assert_uint_eq(calls.id.rank_first, 0);
+    ck_assert_uint_eq(calls.id.rank_count, world);
+    ck_assert_int_eq(calls.id.sampler.kind, t.kind);
+    cfs_identify_destroy(id);
+    opens_free(&o);
+    opens_free(&late);
+}
+END_TEST
+
 /* RASampler: each index 3 times, dealt to the ranks; worlds 1 (a worker
  * opens each file three times in a row), 2 and 4.  Seeds below 4096 read
  * as timm-ra (next test); these are above. */
@@ -461,6 +514,7 @@ static Suite *identify_frameworks_suite(void)
     tcase_add_loop_test(t, accelerate_world_1_shows_at_the_epoch_end, 0, 5);
     tcase_add_loop_test(t, accelerate_world_1_without_workers, 0, 5);
     tcase_add_test(t, the_thread_refines_accelerate_at_the_epoch_end);
+    tcase_add_loop_test(t, the_thread_adds_the_ranks_that_start_late, 0, 2);
     tcase_add_loop_test(t, torchvision_ra_worlds_and_workers, 0, 4);
     tcase_add_test(t, repeated_opens_count_once);
     tcase_add_loop_test(t, timm_ra_is_identified_by_its_epoch, 0, 5);
