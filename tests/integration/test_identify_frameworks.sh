@@ -77,7 +77,7 @@ pattern() {
         test "$((hit + miss))" -ge "$((3 * per_epoch))"
     check "$name: at most 1 % of the predicted opens missed ($miss of $((hit + miss)))" \
         test "$((miss * 100))" -le "$((hit + miss))"
-    grep 'order:' "$TMP/$name.daemon.log"
+    grep -E 'order:|identify:' "$TMP/$name.daemon.log"
     check "$name: unmount is clean" cfs_umount "$mnt"
 }
 
