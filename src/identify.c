@@ -17,6 +17,23 @@
  * opens.  Skips 0 and 2 share the pass (the filter computes the first four
  * words of every seed).
  *
+ * The frameworks' samplers keep the constraint but for one word.  An
+ * accelerate rank reads whole batches: randperm[0] is worker 0 of rank 0's
+ * first open, randperm[1] its second (B >= 2) or the first of rank 1 or
+ * worker 1 (B = 1), as above.  The RA samplers repeat every value R times
+ * in a row and deal the repeated list to the ranks: entries 0 .. R-1 are
+ * randperm[0], entry R is randperm[1].  randperm[0] is still a first open
+ * (entry 0: rank 0's), but a reader can open randperm[0] twice before
+ * randperm[1] (world 1: entries 0, 1, 2 are its first three opens).  The
+ * reader of entry R, though, reads entries in increasing order and all of
+ * its entries below R hold randperm[0]: randperm[1] is its first or its
+ * second DISTINCT open.  So the second set takes, per reader, the first open
+ * and the first open that differs from it.  For the torch models that is
+ * the second open whenever it differs from the first, and when it does not
+ * the set only grows: no seed the old constraint passed is lost, the sets
+ * keep at most two values a reader (the filter's pass rate is the same) and
+ * it is still one scan for every model.
+ *
  * The thread tries when IDENT_MIN_OPENS opens are in, keeps the
  * candidates that fit with too little evidence and re-verifies them as
  * opens arrive (cheap), and scans again only when none still fits or the
@@ -37,14 +54,14 @@
 #include <unistd.h>
 
 #include "clairfs/identify.h"
-#include "clairfs/thread_priority.h"
 #include "clairfs/log.h"
 #include "clairfs/seed_search.h"
+#include "clairfs/thread_priority.h"
 #include "identify_i.h"
 
 #define MAX_OBS (1u << 20) /* opens kept for verification */
 #define MAX_KEEP 16
-#define HINT_SPAN 1024u /* seeds tried from a registered one: a resumed run's epochs */
+#define HINT_SPAN 1024u        /* seeds tried from a registered one: a resumed run's epochs */
 #define NEW_READER_RESTARTS 64 /* readers whose first open restarts a scan */
 /* Scans in a row that fit nothing before the module stops searching (until
  * cfs_identify_restart): opens 32, 64, ... 4096 without a seed, enough for
@@ -54,6 +71,7 @@
  * otherwise cost a scan of minutes each time its opens doubled. */
 #define FRUITLESS_SCANS 8u
 #define FRUITLESS_SCANS_HINTED 1u
+#define RANKS_CHECK 8u         /* opens to the next check while ranks are missing */
 
 struct cand {
     uint32_t seed, skip, p0;
@@ -82,6 +100,83 @@ struct cfs_identify {
     unsigned fruitless; /* under lock: scans in a row that found nothing fitting */
     struct ident_global global; /* under lock: a torch-global trainer's offsets */
 };
+
+/* --- Grouping the observations. ------------------------------------------ */
+
+static int reader_push(struct ident_reader *r, uint32_t sample)
+{
+    if (r->len == r->cap) {
+        size_t cap = r->cap ? 2 * r->cap : 16;
+        uint32_t *s = realloc(r->s, cap * sizeof(*s));
+        if (!s)
+            return -ENOMEM;
+        r->s = s, r->cap = cap;
+    }
+    r->s[r->len++] = sample;
+    return 0;
+}
+
+int ident_group(const uint32_t *samples, const pid_t *pids, const pid_t *ppids, size_t count,
+                struct ident_readers *out)
+{
+    memset(out, 0, sizeof(*out));
+    size_t cap = 0, hcap = 64;
+    size_t *slot = NULL; /* pid hash -> reader index + 1 */
+    int rc = -ENOMEM;
+    if (!(slot = calloc(hcap, sizeof(*slot))))
+        goto fail;
+    for (size_t i = 0; i < count; i++) {
+        pid_t pid = pids ? pids[i] : 0;
+        size_t h = ((uint32_t)pid * 0x9e3779b1u) & (hcap - 1);
+        while (slot[h] && out->r[slot[h] - 1].pid != pid)
+            h = (h + 1) & (hcap - 1);
+        if (!slot[h]) {
+            if (out->nr == cap) {
+                size_t nc = cap ? 2 * cap : 8;
+                struct ident_reader *r = realloc(out->r, nc * sizeof(*r));
+                if (!r)
+                    goto fail;
+                out->r = r, cap = nc;
+            }
+            out->r[out->nr] = (struct ident_reader){.pid = pid, .ppid = ppids ? ppids[i] : 0};
+            slot[h] = ++out->nr;
+            if (2 * out->nr > hcap) { /* rehash */
+                size_t nh = 2 * hcap;
+                size_t *ns = calloc(nh, sizeof(*ns));
+                if (!ns)
+                    goto fail;
+                for (size_t k = 0; k < out->nr; k++) {
+                    size_t g = ((uint32_t)out->r[k].pid * 0x9e3779b1u) & (nh - 1);
+                    while (ns[g])
+                        g = (g + 1) & (nh - 1);
+                    ns[g] = k + 1;
+                }
+                free(slot);
+                slot = ns, hcap = nh;
+                h = ((uint32_t)pid * 0x9e3779b1u) & (hcap - 1);
+                while (out->r[slot[h] - 1].pid != pid)
+                    h = (h + 1) & (hcap - 1);
+            }
+        }
+        if (reader_push(&out->r[slot[h] - 1], samples[i]) < 0)
+            goto fail;
+        out->opens++;
+    }
+    free(slot);
+    return 0;
+fail:
+    free(slot);
+    ident_readers_free(out);
+    return rc;
+}
+
+void ident_readers_free(struct ident_readers *rd)
+{
+    for (size_t i = 0; rd->r && i < rd->nr; i++)
+        free(rd->r[i].s);
+    free(rd->r);
+    memset(rd, 0, sizeof(*rd));
+}
 
 /* --- One attempt over a set of observations. ----------------------------- */
 
@@ -138,13 +233,21 @@ static int set_bits(uint64_t **first, uint64_t **second, const struct ident_read
     *second = calloc((n + 63) / 64, sizeof(uint64_t));
     if (!*first || !*second)
         return -ENOMEM;
-    for (size_t i = 0; i < rd->nr; i++)
-        for (size_t k = 0; k < 2 && k < rd->r[i].len; k++) {
-            uint32_t v = rd->r[i].s[k];
-            if (k == 0)
-                (*first)[v / 64] |= 1ull << (v % 64);
-            (*second)[v / 64] |= 1ull << (v % 64);
-        }
+    for (size_t i = 0; i < rd->nr; i++) {
+        const struct ident_reader *r = &rd->r[i];
+        if (r->len == 0)
+            continue;
+        uint32_t v = r->s[0];
+        (*first)[v / 64] |= 1ull << (v % 64);
+        (*second)[v / 64] |= 1ull << (v % 64);
+        /* the second DISTINCT open (the top comment says why) */
+        for (size_t k = 1; k < r->len; k++)
+            if (r->s[k] != v) {
+                v = r->s[k];
+                (*second)[v / 64] |= 1ull << (v % 64);
+                break;
+            }
+    }
     return 0;
 }
 
@@ -297,11 +400,16 @@ static void finish(const struct cfs_identify_params *p, struct cfs_identified *i
     id->seconds = seconds;
     id->seed_high_known = false;
     uint32_t low = (uint32_t)id->sampler.seed;
-    if (h && p->hint_has_seed && p->n > 1) {
+    enum cfs_sampler_kind kind = id->sampler.kind;
+    if (kind == CFS_SAMPLER_TIMM_RA) {
+        /* seeded by the epoch: no seed to recover (identify_frameworks.c) */
+        id->seed_high_known = true;
+    } else if (h && p->hint_has_seed && p->n > 1) {
         uint32_t k = low - (uint32_t)h->seed;
-        bool ddp = id->sampler.kind == CFS_SAMPLER_TORCH_DDP;
+        bool ddp = kind == CFS_SAMPLER_TORCH_DDP || kind == CFS_SAMPLER_HF_ACCELERATE ||
+                   kind == CFS_SAMPLER_TORCHVISION_RA;
         if (k == 0 || (ddp && k < HINT_SPAN)) {
-            /* torch-ddp resumed at epoch k: seed S + k epoch 0 is S epoch k */
+            /* seeded S + e, resumed at epoch k: seed S + k epoch 0 is S epoch k */
             id->sampler.seed = h->seed;
             id->epoch += k;
             id->seed_high_known = true;
@@ -321,10 +429,15 @@ static void finish(const struct cfs_identify_params *p, struct cfs_identified *i
                  "; registered batch=%u contradicted", h->batch);
     char global[96];
     ident_global_describe(id, global, sizeof(global));
+    char ranks[48] = ""; /* only some ranks opened here (yet) */
+    if (id->rank_count && id->rank_count < id->sampler.world)
+        snprintf(ranks, sizeof(ranks), " (ranks %u-%u here)", id->rank_first,
+                 id->rank_first + id->rank_count - 1);
     snprintf(id->text, sizeof(id->text),
-             "%s seed=%llu%s%s world=%u batch=%u workers=%u epoch %u after %llu opens in %.0f s%s",
+             "%s seed=%llu%s%s world=%u%s batch=%u workers=%u epoch %u after %llu opens in %.0f s%s",
              cfs_sampler_kind_name(id->sampler.kind), (unsigned long long)id->sampler.seed,
              id->seed_high_known || p->n == 1 ? "" : " (low 32 bits)", global, id->sampler.world,
+             ranks,
              id->sampler.batch, id->workers, id->epoch, (unsigned long long)id->opens, seconds,
              note);
     if (note[0] && log_contradiction)
@@ -432,6 +545,14 @@ static void record_outcome(struct cfs_identify *id, int rc, const struct attempt
             if (past < id->next_attempt)
                 id->next_attempt = past;
         }
+        /* Fewer ranks than the world: some have not opened yet (or run on
+         * other nodes), and their opens miss until a check finds them
+         * (same_order); check sooner, still geometrically (a node that
+         * holds only some ranks must not pay a check every few opens). */
+        const struct cfs_identified *o = a->out;
+        uint64_t soon = len + RANKS_CHECK + len / 16;
+        if (o->rank_count < o->sampler.world && soon < id->next_attempt)
+            id->next_attempt = soon;
         return;
     }
     if (rc < 0 && rc != -ECANCELED)
@@ -454,7 +575,10 @@ static void record_outcome(struct cfs_identify *id, int rc, const struct attempt
     }
 }
 
-/* Would the planner read the same from a and b? */
+/* Would the planner read the same from a and b?  The ranks count: one
+ * rank's workers can open a few batches before the next rank's start (the
+ * first opens show ranks 0 of 2), and the ranks seen later must reach the
+ * planner. */
 static bool same_order(const struct cfs_identified *a, const struct cfs_identified *b)
 {
     const struct cfs_sampler_params *x = &a->sampler, *y = &b->sampler;
@@ -463,7 +587,8 @@ static bool same_order(const struct cfs_identified *a, const struct cfs_identifi
            x->drop_last_batch == y->drop_last_batch &&
            x->persistent_workers == y->persistent_workers && a->workers == b->workers &&
            x->rng_offset == y->rng_offset && x->rng_epoch_words == y->rng_epoch_words &&
-           a->epoch_words_known == b->epoch_words_known;
+           a->epoch_words_known == b->epoch_words_known && a->rank_first == b->rank_first &&
+           a->rank_count == b->rank_count;
 }
 
 static void *identify_thread(void *arg)

@@ -1,7 +1,8 @@
 /* Private to order identification: the split between the module
- * (identify.c: observations, the thread, the seed scans) and the
+ * (identify.c: observations, the thread, the seed scans), the
  * verification of one candidate seed against every observed open
- * (identify_verify.c). */
+ * (identify_verify.c) and the frameworks' samplers as hypotheses of it
+ * (identify_frameworks.c). */
 #ifndef CLAIRFS_IDENTIFY_I_H
 #define CLAIRFS_IDENTIFY_I_H
 
@@ -87,5 +88,48 @@ double ident_global_candidates(const struct cfs_identify_params *p);
 
 /* " rng_offset=K rng_epoch_words=G" for a torch-global id, else "". */
 void ident_global_describe(const struct cfs_identified *id, char *buf, size_t len);
+
+/* One hypothesis of how the opens follow from a candidate's epochs. */
+struct ident_hyp {
+    enum cfs_sampler_kind kind;
+    bool persistent, drop_last, drop_last_batch;
+    uint32_t world, batch, workers, p0;
+    uint64_t rank_len; /* indices a rank reads in an epoch */
+};
+
+#define IDENT_MAX_WORLD 64 /* the largest world a hypothesis guesses */
+
+/* --- The frameworks' samplers (identify_frameworks.c). --- */
+
+/* Ranks read disjoint parts of one permutation per epoch, drawn from a
+ * generator seeded afresh: torch-ddp and the frameworks' samplers. */
+bool ident_sharded(enum cfs_sampler_kind kind);
+/* For h of a framework kind (hf-accelerate, torchvision-ra): the indices
+ * a rank reads per epoch; the permutation position of rank r's index j;
+ * the (rank, index) pairs that read position q, at most
+ * ident_fw_choices(h) of them, into r[] and j[]. */
+uint64_t ident_fw_rank_len(const struct ident_hyp *h, uint64_t n);
+uint32_t ident_fw_position(const struct ident_hyp *h, uint64_t n, uint32_t r, uint64_t j);
+size_t ident_fw_places(const struct ident_hyp *h, uint64_t n, uint32_t q, uint32_t *r, uint64_t *j);
+uint32_t ident_fw_choices(const struct ident_hyp *h);
+#define IDENT_FW_MAX_CHOICES 3
+
+/* The reader that opened the epoch's first permutation entry: pos(arg, i)
+ * is the position of its open i (i < len) in the candidate's epoch 0
+ * (UINT32_MAX where unknown; pos(arg, 0) = 0); a registered batch (0:
+ * none). */
+struct ident_fw_head {
+    uint32_t (*pos)(void *arg, size_t i);
+    void *arg;
+    size_t len;
+    uint64_t n;
+    uint32_t hint_batch;
+};
+/* The framework hypotheses (kind, world, batch, workers) these opens
+ * allow, at most max; drop_last variants are the caller's. */
+size_t ident_fw_hypotheses(const struct ident_fw_head *hd, struct ident_hyp *out, size_t max);
+/* Is a torchvision-ra fit with candidate seed seed32 to be named timm-ra
+ * (seed32 is then the epoch the observation began in)? */
+bool ident_fw_timm(uint32_t seed32, const struct cfs_sampler_params *hint);
 
 #endif

@@ -27,10 +27,20 @@
  *     readers are the rank processes themselves (siblings: one parent);
  *     with workers, readers with one parent are one rank's workers (one r).
  *
+ * The frameworks' samplers (hf-accelerate, torchvision-ra, timm-ra) draw
+ * their epochs as torch-ddp does and are tried on its candidates after it;
+ * where their ranks' indices sit, and the schedule their head reader
+ * shows, is identify_frameworks.c's (so is which of them the opens cannot
+ * tell from torch-ddp).  A reader of an RA sampler opens each file up to
+ * three times in an epoch: its start may be any of a value's places (the
+ * evidence pays for that choice), and a repeated open explains nothing new
+ * (the evidence counts permutation positions, not opens).
+ *
  * The first hypothesis that explains every open wins (registered values
  * are tried first; then world ascending, drop_last false first, persistent
  * workers false first, torch-ddp before torch-sampler: the two read the
- * same epoch 0 at world 1 and differ from epoch 1 on).  The winner is then
+ * same epoch 0 at world 1 and differ from epoch 1 on; torch-ddp before the
+ * frameworks', unless a framework sampler is registered).  The winner is then
  * replayed once more through cfs_sampler_rank_at() with its full
  * parameters, so the answer is what the model, as the planner will run
  * it, reads.
@@ -71,7 +81,8 @@
 #define SPARSE_WINDOW (1u << 18)
 #define VIEW_BYTES (256ull << 20) /* epoch inverses kept per candidate */
 #define MAX_EPOCHS 4096u
-#define MAX_WORLDS 64
+#define MAX_WORLDS IDENT_MAX_WORLD
+#define FW_HYPS 64
 #define NONE UINT32_MAX
 
 /* Where each value sits in each epoch of one generator family. */
@@ -88,13 +99,6 @@ struct view {
     uint32_t **inv;  /* dense: inv[e][v]; sparse: hash, keys then positions */
     uint64_t **seen; /* bitsets of explained positions, per epoch */
     uint32_t nep, maxep, hbits, width;
-};
-
-struct hyp {
-    enum cfs_sampler_kind kind;
-    bool persistent, drop_last, drop_last_batch;
-    uint32_t world, batch, workers, p0;
-    uint64_t rank_len;
 };
 
 static uint32_t hash_slot(uint32_t v, uint32_t bits)
@@ -299,7 +303,7 @@ static uint32_t pos_of(struct view *v, uint32_t e, uint32_t x, int *err)
 
 struct walk {
     struct view *v;
-    const struct hyp *h;
+    const struct ident_hyp *h;
     const struct ident_readers *rd;
     struct cfs_sampler *model; /* confirming: compare with rank_at */
     uint32_t model_epoch;
@@ -309,16 +313,33 @@ struct walk {
     int err;
 };
 
-static uint64_t next_index(const struct hyp *h, uint64_t j)
+static uint64_t next_index(const struct ident_hyp *h, uint64_t j)
 {
     if (h->workers == 0 || (j + 1) % h->batch != 0)
         return j + 1;
     return j + (uint64_t)(h->workers - 1) * h->batch + 1;
 }
 
-static uint32_t position(const struct hyp *h, uint64_t n, uint32_t r, uint64_t j)
+static uint32_t position(const struct ident_hyp *h, uint64_t n, uint32_t r, uint64_t j)
 {
-    return h->kind == CFS_SAMPLER_TORCH_DDP ? (uint32_t)((r + j * h->world) % n) : (uint32_t)j;
+    if (h->kind == CFS_SAMPLER_TORCH_DDP)
+        return (uint32_t)((r + j * h->world) % n);
+    return ident_sharded(h->kind) ? ident_fw_position(h, n, r, j) : (uint32_t)j;
+}
+
+/* The (rank, index) pairs that read permutation position q: one for the
+ * torch kinds, up to IDENT_FW_MAX_CHOICES for the RA samplers (every value
+ * is repeated). */
+static size_t places(const struct ident_hyp *h, uint64_t n, uint32_t q, uint32_t *r, uint64_t *j)
+{
+    if (h->kind == CFS_SAMPLER_TORCH_DDP) {
+        r[0] = q % h->world, j[0] = q / h->world;
+        return 1;
+    }
+    if (ident_sharded(h->kind))
+        return ident_fw_places(h, n, q, r, j);
+    r[0] = 0, j[0] = q;
+    return 1;
 }
 
 /* Is x what the schedule puts at (epoch e, rank r, index j)?  1 yes, 0 no,
@@ -347,7 +368,7 @@ static int agrees(struct walk *w, uint32_t e, uint32_t r, uint64_t j, uint32_t x
 /* Follows reader i from (e, r, j); false at the first open off schedule. */
 static bool follow(struct walk *w, size_t i, uint32_t e, uint32_t r, uint64_t j, bool mark)
 {
-    const struct hyp *h = w->h;
+    const struct ident_hyp *h = w->h;
     const struct ident_reader *rd = &w->rd->r[i];
     uint64_t start = j;
     if (agrees(w, e, r, j, rd->s[0], mark) != 1)
@@ -376,7 +397,7 @@ static bool follow(struct walk *w, size_t i, uint32_t e, uint32_t r, uint64_t j,
  * one past the latest seen; the first such start whose schedule holds. */
 static bool place_reader(struct walk *w, size_t i, bool mark)
 {
-    const struct hyp *h = w->h;
+    const struct ident_hyp *h = w->h;
     uint32_t first = w->rd->r[i].s[0];
     uint32_t last = w->max_epoch + 1 < w->v->maxep ? w->max_epoch + 1 : w->v->maxep - 1;
     for (uint32_t e = 0; e <= last; e++) {
@@ -385,20 +406,25 @@ static bool place_reader(struct walk *w, size_t i, bool mark)
             return false;
         if (q == NONE)
             continue;
-        uint32_t r = h->kind == CFS_SAMPLER_TORCH_DDP ? q % h->world : 0;
-        uint64_t j = h->kind == CFS_SAMPLER_TORCH_DDP ? q / h->world : q;
-        bool start = h->workers == 0
-                         ? j == 0
-                         : j % h->batch == 0 && j / h->batch < h->workers && j < h->rank_len;
-        if (!start)
-            continue;
-        uint32_t saved = w->max_epoch;
-        if (follow(w, i, e, r, j, mark)) {
-            w->rank[i] = r;
-            w->epoch0[i] = e;
-            return true;
+        uint32_t rs[IDENT_FW_MAX_CHOICES];
+        uint64_t js[IDENT_FW_MAX_CHOICES];
+        size_t nc = places(h, w->v->n, q, rs, js);
+        for (size_t c = 0; c < nc; c++) {
+            uint32_t r = rs[c];
+            uint64_t j = js[c];
+            bool start = h->workers == 0
+                             ? j == 0
+                             : j % h->batch == 0 && j / h->batch < h->workers && j < h->rank_len;
+            if (!start)
+                continue;
+            uint32_t saved = w->max_epoch;
+            if (follow(w, i, e, r, j, mark)) {
+                w->rank[i] = r;
+                w->epoch0[i] = e;
+                return true;
+            }
+            w->max_epoch = saved;
         }
-        w->max_epoch = saved;
     }
     return false;
 }
@@ -414,7 +440,7 @@ static bool processes_consistent(const struct walk *w)
                     return false;
                 continue;
             }
-            if (w->h->kind != CFS_SAMPLER_TORCH_DDP)
+            if (!ident_sharded(w->h->kind))
                 continue;
             bool same_rank = rd->r[a].ppid == rd->r[b].ppid;
             if (same_rank != (w->rank[a] == w->rank[b]))
@@ -453,13 +479,18 @@ static double evidence_bits(struct walk *w)
             k += (uint64_t)__builtin_popcountll(v->seen[e][i]);
         bits += log2_falling(v->n, k);
     }
-    double per_reader = log2((double)v->n) + log2((double)w->max_epoch + 2.0);
+    /* each reader's start: a position, an epoch, and which of a repeated
+     * value's places (RA) */
+    double per_reader = log2((double)v->n) + log2((double)w->max_epoch + 2.0) +
+                        log2((double)ident_fw_choices(w->h));
     return bits - per_reader * (double)w->rd->nr - log2((double)v->n);
 }
 
-static uint64_t rank_len_of(const struct hyp *h, uint64_t n)
+static uint64_t rank_len_of(const struct ident_hyp *h, uint64_t n)
 {
     uint64_t len = n;
+    if (ident_sharded(h->kind) && h->kind != CFS_SAMPLER_TORCH_DDP)
+        return ident_fw_rank_len(h, n);
     if (h->kind == CFS_SAMPLER_TORCH_DDP)
         len = h->drop_last ? n / h->world : (n + h->world - 1) / h->world;
     return h->drop_last_batch ? len / h->batch * h->batch : len;
@@ -474,7 +505,7 @@ struct search {
     double need_bits, best_bits;
     uint32_t max_epoch; /* the latest epoch the fit reached */
     bool fits;
-    struct hyp best;
+    struct ident_hyp best;
 };
 
 /* Before the head reader's first batch is done: its rank's other workers
@@ -482,7 +513,7 @@ struct search {
  * when they are exactly B, 2B, ..., (T-1)B, say B and T.  (A worker that
  * has opened nothing yet would make T too small: the walk of the head's
  * next batch then refutes it.) */
-static void schedule_from_siblings(struct search *s, struct hyp *h, int *err)
+static void schedule_from_siblings(struct search *s, struct ident_hyp *h, int *err)
 {
     const struct ident_readers *rd = s->rd;
     const struct ident_reader *a = &rd->r[s->head];
@@ -519,7 +550,7 @@ static void schedule_from_siblings(struct search *s, struct hyp *h, int *err)
 }
 
 /* Batch and workers from the head reader's opens, for world W. */
-static void schedule_from_head(struct search *s, struct hyp *h, int *err)
+static void schedule_from_head(struct search *s, struct ident_hyp *h, int *err)
 {
     const struct ident_reader *a = &s->rd->r[s->head];
     const struct cfs_sampler_params *hint = s->p->hint;
@@ -547,7 +578,7 @@ static void schedule_from_head(struct search *s, struct hyp *h, int *err)
 }
 
 /* Tries the drop_last / persistent variants of h; true when one fits. */
-static bool try_variants(struct search *s, struct hyp h)
+static bool try_variants(struct search *s, struct ident_hyp h)
 {
     const struct cfs_sampler_params *hint = s->p->hint;
     bool dl_pref = hint ? hint->drop_last : false, dlb_pref = hint ? hint->drop_last_batch : false;
@@ -563,10 +594,10 @@ static bool try_variants(struct search *s, struct hyp h)
                     h.persistent != s->v->persistent)
                     continue;
                 h.rank_len = rank_len_of(&h, s->p->n);
-                if (b && rank_len_of(&(struct hyp){.kind = h.kind,
-                                                   .world = h.world,
-                                                   .batch = h.batch,
-                                                   .drop_last = h.drop_last},
+                if (b && rank_len_of(&(struct ident_hyp){.kind = h.kind,
+                                                         .world = h.world,
+                                                         .batch = h.batch,
+                                                         .drop_last = h.drop_last},
                                      s->p->n) == h.rank_len)
                     continue; /* drop_last_batch changes nothing here */
                 if (h.rank_len == 0)
@@ -603,6 +634,42 @@ static size_t worlds(struct search *s, uint32_t p0, uint32_t *out, int *err)
     return k;
 }
 
+/* The frameworks' samplers over the torch-ddp view's permutations (the
+ * same generator seeded S + e): their hypotheses from the head reader's
+ * opens (identify_frameworks.c), from the stream's head only. */
+struct head_pos {
+    struct search *s;
+    int *err;
+};
+
+static uint32_t head_pos(void *arg, size_t i)
+{
+    struct head_pos *h = arg;
+    return pos_of(h->s->v, 0, h->s->rd->r[h->s->head].s[i], h->err);
+}
+
+static bool try_frameworks(struct search *s, int *err)
+{
+    const struct cfs_sampler_params *hint = s->p->hint;
+    struct head_pos arg = {s, err};
+    struct ident_fw_head hd = {.pos = head_pos,
+                               .arg = &arg,
+                               .len = s->rd->r[s->head].len,
+                               .n = s->p->n,
+                               .hint_batch = hint ? hint->batch : 0};
+    struct ident_hyp hyps[FW_HYPS];
+    size_t nh = ident_fw_hypotheses(&hd, hyps, FW_HYPS);
+    for (size_t i = 0; i < nh && !*err; i++)
+        if (try_variants(s, hyps[i]))
+            return true;
+    return false;
+}
+
+static bool fw_kind(enum cfs_sampler_kind kind)
+{
+    return ident_sharded(kind) && kind != CFS_SAMPLER_TORCH_DDP;
+}
+
 static bool try_view(struct search *s, uint32_t p0, int *err)
 {
     s->head = s->rd->nr;
@@ -616,6 +683,11 @@ static bool try_view(struct search *s, uint32_t p0, int *err)
     bool ddp = s->v->kind == CFS_SAMPLER_TORCH_DDP;
     if (!ddp && p0 != 0)
         return false;
+    /* a registered framework sampler is tried first (at world 1 and with
+     * batches of one, accelerate reads as torch-ddp) */
+    bool fw = ddp && p0 == 0, fw_first = fw && s->p->hint && fw_kind(s->p->hint->kind);
+    if (fw_first && try_frameworks(s, err))
+        return true;
     uint32_t w[MAX_WORLDS + 1] = {1};
     size_t nw = ddp ? worlds(s, p0, w, err) : 1;
     /* Batches of one sample spread over workers read exactly what a wider
@@ -625,18 +697,18 @@ static bool try_view(struct search *s, uint32_t p0, int *err)
      * is preferred. */
     for (int pass = 0; pass < 2; pass++)
         for (size_t i = 0; i < nw && !*err; i++) {
-            struct hyp h = {.kind = s->v->kind, .world = w[i], .p0 = p0};
+            struct ident_hyp h = {.kind = s->v->kind, .world = w[i], .p0 = p0};
             schedule_from_head(s, &h, err);
             bool single = h.batch == 1 && h.workers > 1;
             if (!*err && single == (pass == 1) && try_variants(s, h))
                 return true;
         }
-    return false;
+    return fw && !fw_first && !*err && try_frameworks(s, err);
 }
 
 /* The winner once more through the model with its full parameters: what
  * the planner will read is what was observed. */
-static int confirm(struct search *s, const struct hyp *h)
+static int confirm(struct search *s, const struct ident_hyp *h)
 {
     if (s->v->sparse)
         return 0; /* the model would need the n-entry arrays avoided here */
@@ -663,7 +735,7 @@ static int confirm(struct search *s, const struct hyp *h)
     return rc;
 }
 
-static void fill(const struct search *s, const struct hyp *h, struct cfs_identified *out)
+static void fill(const struct search *s, const struct ident_hyp *h, struct cfs_identified *out)
 {
     const struct ident_readers *rd = s->rd;
     memset(out, 0, sizeof(*out));
@@ -689,7 +761,15 @@ static void fill(const struct search *s, const struct hyp *h, struct cfs_identif
             hi = s->rank[i];
     }
     out->epoch = s->max_epoch;
-    if (h->kind == CFS_SAMPLER_TORCH_DDP) {
+    if (h->kind == CFS_SAMPLER_TORCHVISION_RA && ident_fw_timm(s->v->seed32, s->p->hint)) {
+        /* timm-ra seeds with the epoch: the candidate seed is the epoch the
+         * opens began in, the sampler's seed= changes nothing (the
+         * registered one is kept) */
+        out->sampler.kind = CFS_SAMPLER_TIMM_RA;
+        out->sampler.seed = s->p->hint && s->p->hint_has_seed ? s->p->hint->seed : 0;
+        out->epoch = s->v->seed32 + s->max_epoch;
+    }
+    if (ident_sharded(h->kind)) {
         out->rank_first = lo;
         out->rank_count = hi - lo + 1;
         out->epoch_opens = h->rank_len * out->rank_count;
@@ -774,81 +854,4 @@ int ident_verify_model(const struct cfs_identify_params *p, const struct ident_r
     free(s.rank);
     free(s.epoch0);
     return rc;
-}
-
-/* --- Grouping the observations. ------------------------------------------ */
-
-static int reader_push(struct ident_reader *r, uint32_t sample)
-{
-    if (r->len == r->cap) {
-        size_t cap = r->cap ? 2 * r->cap : 16;
-        uint32_t *s = realloc(r->s, cap * sizeof(*s));
-        if (!s)
-            return -ENOMEM;
-        r->s = s, r->cap = cap;
-    }
-    r->s[r->len++] = sample;
-    return 0;
-}
-
-int ident_group(const uint32_t *samples, const pid_t *pids, const pid_t *ppids, size_t count,
-                struct ident_readers *out)
-{
-    memset(out, 0, sizeof(*out));
-    size_t cap = 0, hcap = 64;
-    size_t *slot = NULL; /* pid hash -> reader index + 1 */
-    int rc = -ENOMEM;
-    if (!(slot = calloc(hcap, sizeof(*slot))))
-        goto fail;
-    for (size_t i = 0; i < count; i++) {
-        pid_t pid = pids ? pids[i] : 0;
-        size_t h = ((uint32_t)pid * 0x9e3779b1u) & (hcap - 1);
-        while (slot[h] && out->r[slot[h] - 1].pid != pid)
-            h = (h + 1) & (hcap - 1);
-        if (!slot[h]) {
-            if (out->nr == cap) {
-                size_t nc = cap ? 2 * cap : 8;
-                struct ident_reader *r = realloc(out->r, nc * sizeof(*r));
-                if (!r)
-                    goto fail;
-                out->r = r, cap = nc;
-            }
-            out->r[out->nr] = (struct ident_reader){.pid = pid, .ppid = ppids ? ppids[i] : 0};
-            slot[h] = ++out->nr;
-            if (2 * out->nr > hcap) { /* rehash */
-                size_t nh = 2 * hcap;
-                size_t *ns = calloc(nh, sizeof(*ns));
-                if (!ns)
-                    goto fail;
-                for (size_t k = 0; k < out->nr; k++) {
-                    size_t g = ((uint32_t)out->r[k].pid * 0x9e3779b1u) & (nh - 1);
-                    while (ns[g])
-                        g = (g + 1) & (nh - 1);
-                    ns[g] = k + 1;
-                }
-                free(slot);
-                slot = ns, hcap = nh;
-                h = ((uint32_t)pid * 0x9e3779b1u) & (hcap - 1);
-                while (out->r[slot[h] - 1].pid != pid)
-                    h = (h + 1) & (hcap - 1);
-            }
-        }
-        if (reader_push(&out->r[slot[h] - 1], samples[i]) < 0)
-            goto fail;
-        out->opens++;
-    }
-    free(slot);
-    return 0;
-fail:
-    free(slot);
-    ident_readers_free(out);
-    return rc;
-}
-
-void ident_readers_free(struct ident_readers *rd)
-{
-    for (size_t i = 0; rd->r && i < rd->nr; i++)
-        free(rd->r[i].s);
-    free(rd->r);
-    memset(rd, 0, sizeof(*rd));
 }

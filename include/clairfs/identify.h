@@ -21,7 +21,12 @@
  *
  * What is found: the generator seed modulo 2^32 (all torch keeps; the
  * hint's high bits complete it when its low bits agree), the sampler kind,
- * world, batch size, DataLoader workers and drop_last flags.  A torch-ddp
+ * world, batch size, DataLoader workers and drop_last flags.  The kinds:
+ * torch-ddp (Lightning's order is one), torch, torch-sampler, and the
+ * frameworks' hf-accelerate, torchvision-ra and timm-ra (src/
+ * identify_frameworks.c says which of them the opens cannot tell from
+ * torch-ddp or from each other); for timm-ra, seeded by the epoch, the
+ * epoch is what is found, and the seed is the registered one or 0.  A torch-ddp
  * run resumed at epoch k reads as seed S + k at epoch 0 (the same order;
  * with seed S registered, as S at epoch k).  The torch models are found
  * from their epoch 0 (a resumed torch run re-seeds its generator: epoch 0
@@ -86,8 +91,9 @@ struct cfs_identified {
      * (false: only epoch 0 was seen, the value is 0 and unconfirmed) */
     bool epoch_words_known;
     /* "torch-ddp seed=7 (low 32 bits) world=2 batch=32 workers=4 epoch 0
-     * after 212 opens in 41 s", then "; registered world=8 contradicted"
-     * for each hint the opens refute */
+     * after 212 opens in 41 s" (" world=2 (ranks 0-0 here)" while fewer
+     * ranks than the world have opened), then "; registered world=8
+     * contradicted" for each hint the opens refute */
     char text[256];
 };
 

@@ -66,6 +66,41 @@ def identified(mnt):
     return False
 
 
+FRAMEWORK_KINDS = ("hf-accelerate", "torchvision-ra", "timm-ra", "lightning")
+
+
+def framework_loader(args, ds, common):
+    """--kind hf-accelerate, torchvision-ra, timm-ra, lightning: the
+    frameworks' samplers as tests/golden/framework_orders.py transcribes them
+    (imported, not copied): accelerate's SeedableRandomSampler(data_seed=S)
+    under BatchSamplerShard (prepare_data_loader(use_seedable_sampler=True)),
+    torchvision's RASampler(seed=S), timm's RepeatAugSampler (seeded with the
+    epoch), each index 3 times for the RA two, and the DistributedSampler
+    Lightning injects after seed_everything(S); set_epoch(e) before each
+    epoch, as for torch-ddp."""
+    from torch.utils.data import BatchSampler
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "golden"))
+    import framework_orders as fo
+    if args.kind == "hf-accelerate":
+        # prepare_data_loader(use_seedable_sampler=True), data_seed=S
+        sampler = fo.SeedableRandomSampler(ds, generator=torch.Generator(), data_seed=args.seed)
+        shard = fo.BatchSamplerShard(BatchSampler(sampler, args.batch, False), args.world,
+                                     args.rank)
+        common = {k: v for k, v in common.items() if k != "batch_size"}
+        return DataLoader(ds, batch_sampler=shard, **common), sampler
+    if args.kind == "lightning":
+        fo.seed_everything(args.seed)
+        user = DataLoader(ds, batch_size=args.batch, shuffle=True)
+        sampler = fo.get_distributed_sampler(user, shuffle=True, num_replicas=args.world,
+                                             rank=args.rank)
+        return DataLoader(ds, sampler=sampler, **common), sampler
+    if args.kind == "torchvision-ra":
+        sampler = fo.RASampler(ds, args.world, args.rank, seed=args.seed, repetitions=3)
+    else:
+        sampler = fo.RepeatAugSampler(ds, args.world, args.rank, num_repeats=3)
+    return DataLoader(ds, sampler=sampler, **common), sampler
+
+
 def make_loader(args, ds):
     common = dict(batch_size=args.batch, num_workers=args.workers, collate_fn=collate,
                   persistent_workers=args.persistent)
@@ -82,6 +117,8 @@ def make_loader(args, ds):
         args.model = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(),
                                          torch.nn.Dropout(0.3), torch.nn.Linear(64, 4))
         return DataLoader(ds, shuffle=True, **common), None
+    if args.kind in FRAMEWORK_KINDS:
+        return framework_loader(args, ds, common)
     return DataLoader(ds, sampler=RandomSampler(ds, generator=g), **common), None
 
 
@@ -89,7 +126,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", required=True, help="the mount")
     ap.add_argument("--src", required=True, help="the source, to compare bytes with")
-    ap.add_argument("--kind", required=True, choices=["torch-ddp", "torch", "torch-sampler", "torch-global"])
+    ap.add_argument("--kind", required=True,
+                    choices=["torch-ddp", "torch", "torch-sampler", "torch-global",
+                             *FRAMEWORK_KINDS])
     ap.add_argument("--seed", type=int, required=True)
     ap.add_argument("--world", type=int, default=1)
     ap.add_argument("--rank", type=int, default=0)

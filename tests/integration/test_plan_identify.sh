@@ -1,6 +1,7 @@
 #!/bin/bash
 # clairfs-plan --identify against real PyTorch: the index streams real
-# DataLoaders yield (tests/golden/torch_orders.py) become recorded opens -
+# DataLoaders yield (tests/golden/torch_orders.py; the frameworks' samplers
+# from tests/golden/framework_orders.py) become recorded opens -
 # each rank's batches dealt to its workers as torch deals them (batch b to
 # worker b mod num_workers), the workers' opens interleaved, as "PID PPID
 # PATH" lines - and must be identified with the exact seed, world, batch
@@ -35,9 +36,12 @@ N=3000
 record() {
     local kind=$1 seed=$2 world=$3 batch=$4 workers=$5 epochs=$6
     shift 6
-    local nw=()
+    local nw=() script=torch_orders.py
     [ "$workers" -gt 0 ] && nw=(--num-workers "$workers")
-    "$PYTHON" "$ROOT/tests/golden/torch_orders.py" --kind "$kind" --n $N --world "$world" \
+    case $kind in # the frameworks' samplers: their loaders have no workers to choose
+    hf-accelerate | torchvision-ra | timm-ra | lightning) script=framework_orders.py nw=() ;;
+    esac
+    "$PYTHON" "$ROOT/tests/golden/$script" --kind "$kind" --n $N --world "$world" \
         --seed "$seed" --batch "$batch" --epochs "$epochs" "${nw[@]}" "$@" >"$T/orders" ||
         return 1
     "$PYTHON" - "$T/orders" "$T/paths" "$batch" "$workers" "$*" <<'PY'
@@ -104,6 +108,26 @@ cut -d' ' -f3- "$T/ts" | head -100 >"$T/ts_paths"
 expect "paths only, torch-sampler's epoch 0 (reads as torch-ddp world 1)" \
     "torch-ddp seed=4242 (low 32 bits) world=1 batch=1 workers=0 epoch 0 after 100 opens in 0 s" \
     "$T/ts_paths" 4242
+
+# The frameworks' samplers (tests/golden/framework_orders.py): accelerate's
+# batches dealt round robin to the ranks; torchvision's RASampler (each file
+# three times); Lightning's injected
+# DistributedSampler, which is torch-ddp under another name.
+record hf-accelerate 55555 2 8 2 1 >"$T/acc" || fail "framework_orders.py hf-accelerate"
+head -400 "$T/acc" >"$T/acc400"
+expect "hf-accelerate, 2 ranks x 2 workers" \
+    "hf-accelerate seed=55555 (low 32 bits) world=2 batch=8 workers=2 epoch 0 after 400 opens in 0 s" \
+    "$T/acc400" 55555
+record torchvision-ra 200000 2 8 2 1 >"$T/ra" || fail "framework_orders.py torchvision-ra"
+head -400 "$T/ra" >"$T/ra400"
+expect "torchvision-ra, every file 3 times, 2 ranks x 2 workers" \
+    "torchvision-ra seed=200000 (low 32 bits) world=2 batch=8 workers=2 epoch 0 after 400 opens in 0 s" \
+    "$T/ra400" 200000
+record lightning 31337 2 4 2 1 >"$T/pl" || fail "framework_orders.py lightning"
+head -400 "$T/pl" >"$T/pl400"
+expect "lightning (seed_everything(31337)), 2 ranks x 2 workers: torch-ddp" \
+    "torch-ddp seed=31337 (low 32 bits) world=2 batch=4 workers=2 epoch 0 after 400 opens in 0 s" \
+    "$T/pl400" 31337
 
 # refused DESCRIPTION FILE STATUS SUBSTRING
 refused() {
