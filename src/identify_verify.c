@@ -712,7 +712,8 @@ static int confirm(struct search *s, const struct ident_hyp *h)
 {
     if (s->v->sparse)
         return 0; /* the model would need the n-entry arrays avoided here */
-    struct cfs_sampler_params sp = s->v->base;
+    struct cfs_sampler_params sp = s->v->base; /* the view's; a framework's kind is h's */
+    sp.kind = h->kind;
     sp.world = h->world, sp.batch = h->batch, sp.drop_last = h->drop_last;
     sp.drop_last_batch = h->drop_last_batch, sp.persistent_workers = h->persistent;
     char err[256];
@@ -739,7 +740,8 @@ static void fill(const struct search *s, const struct ident_hyp *h, struct cfs_i
 {
     const struct ident_readers *rd = s->rd;
     memset(out, 0, sizeof(*out));
-    out->sampler = s->v->base;
+    out->sampler = s->v->base; /* the view's; a framework's kind is h's */
+    out->sampler.kind = h->kind;
     out->sampler.world = h->world, out->sampler.batch = h->batch;
     out->sampler.drop_last = h->drop_last, out->sampler.drop_last_batch = h->drop_last_batch;
     out->sampler.persistent_workers = h->persistent;
