@@ -23,17 +23,9 @@
 
 cfs_need_torch
 cfs_setup
-
-TRAINER=$(dirname "$0")/identify_trainer.py
-EPOCHS=4 BATCH=8 WORKERS=2 SEED=4242
-PAUSE=${CLAIRFS_IDENTIFY_PAUSE:-300}
-src=$TMP/src
-# 3000 files: more than twice the tracker's reordering window, so that a
-# wrong K or G shows as misses (test_identify_mount.sh says why).
-"$PYTHON" "$CLAIRFS_GENDATA" --quiet --classes 30 --files 100 --size lognormal:2K:0.6 \
-    --max-size 16K --seed 5 "$src" || { fail "gendata"; cfs_finish; }
-nbytes=$(find "$src" -type f -printf '%s\n' | awk '{ s += $1 } END { print s }')
-ram=$((2 * nbytes / 1024 + 1024))K
+. "$(dirname "$0")/identify_lib.sh"
+identify_dataset
+SEED=4242
 
 mnt=$TMP/mnt
 cfs_mount "$src" "$mnt" "$TMP/daemon.log" -o ram=$ram,index="$TMP/index",seed=$SEED ||

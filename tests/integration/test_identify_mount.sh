@@ -25,58 +25,12 @@
 
 cfs_need_torch
 cfs_setup
-
-TRAINER=$(dirname "$0")/identify_trainer.py
-EPOCHS=4 BATCH=8 WORKERS=2
-PAUSE=${CLAIRFS_IDENTIFY_PAUSE:-300} # most seconds a trainer waits after epoch 0
-src=$TMP/src
-# 30 x 100 = 3000 files of a few KiB: more than twice the tracker's
-# reordering window (1024 files at least), so that an order that is wrong
-# (a wrong seed, persistent_workers or world) shows as misses; below the
-# window any order of an epoch's files counts as predicted.
-"$PYTHON" "$CLAIRFS_GENDATA" --quiet --classes 30 --files 100 --size lognormal:2K:0.6 \
-    --max-size 16K --seed 5 "$src" || { fail "gendata"; cfs_finish; }
-nfiles=$(find "$src" -type f | wc -l)
-nbytes=$(find "$src" -type f -printf '%s\n' | awk '{ s += $1 } END { print s }')
-ram=$((2 * nbytes / 1024 + 1024))K
-echo "dataset: $nfiles files, $nbytes bytes"
-
-m() { cfs_metric "$1" "$2"; }
+. "$(dirname "$0")/identify_lib.sh"
+identify_dataset
 
 # pattern NAME KIND WORLD SEED [--persistent]: one trainer run on a fresh mount.
-pattern() {
-    local name=$1 kind=$2 world=$3 seed=$4 extra=${5:-}
-    local mnt=$TMP/mnt-$name pids=() r rc=0 port
-    port=$("$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-    cfs_mount "$src" "$mnt" "$TMP/$name.daemon.log" -o ram=$ram,index="$TMP/index-$name" ||
-        { fail "$name: mount"; return; }
-    for r in $(seq 0 $((world - 1))); do
-        timeout 900 "$TORCH_PY" "$TRAINER" --data "$mnt" --src "$src" --kind "$kind" \
-            --seed "$seed" --world "$world" --rank "$r" --epochs $EPOCHS --batch $BATCH \
-            --workers $WORKERS --pause "$PAUSE" --port "$port" $extra \
-            --log "$TMP/$name.rank$r.log" &
-        pids+=($!)
-        cfs_pids+=($!)
-    done
-    for r in "${pids[@]}"; do wait "$r" || rc=1; done
-    check "$name: every rank ran its $EPOCHS epochs with the source's bytes" test "$rc" -eq 0
-    cat "$mnt/.clairfs/stats"
-    local opens hit miss per_epoch
-    opens=$(cat "$TMP/$name".rank*.log | wc -l)
-    per_epoch=$((opens / EPOCHS))
-    hit=$(m "$mnt" 'clairfs_prediction_total{result="hit"}')
-    miss=$(m "$mnt" 'clairfs_prediction_total{result="miss"}')
-    echo "$name: $opens opens, $per_epoch per epoch; predicted hit=$hit miss=$miss"
-    check "$name: clairfs_order_identified 1" test "$(m "$mnt" clairfs_order_identified)" = 1
-    check "$name: the stats say identified $kind" \
-        grep -q "^order: *identified $kind " "$mnt/.clairfs/stats"
-    check "$name: epochs 1-$((EPOCHS - 1)) predicted: hit+miss >= $((3 * per_epoch))" \
-        test "$((hit + miss))" -ge "$((3 * per_epoch))"
-    check "$name: at most 1 % of the predicted opens missed ($miss of $((hit + miss)))" \
-        test "$((miss * 100))" -le "$((hit + miss))"
-    grep 'order:' "$TMP/$name.daemon.log"
-    check "$name: unmount is clean" cfs_umount "$mnt"
-}
+pattern() { identify_pattern "$1" "$2" "$3" "$4" "$2" ${5:+"$5"}; }
+m() { cfs_metric "$1" "$2"; }
 
 pattern ddp torch-ddp 2 17
 pattern torch torch 1 23

@@ -1,0 +1,65 @@
+# What the mount tests of order identification share (sourced after lib.sh
+# and cfs_setup): the dataset, the trainer's settings, and one trainer run
+# on a fresh mount with its checks.
+#
+# identify_dataset: 30 x 100 = 3000 files of a few KiB in $src: more than
+# twice the tracker's reordering window (1024 files at least), so that an
+# order that is wrong (a wrong seed, persistent_workers, world, K or G)
+# shows as misses; below the window any order of an epoch's files counts as
+# predicted.  Sets TRAINER, EPOCHS, BATCH, WORKERS, PAUSE (the most seconds a
+# trainer waits for identification after epoch 0: CLAIRFS_IDENTIFY_PAUSE,
+# default 300), src, nfiles, nbytes and ram (twice the dataset).
+identify_dataset() {
+    TRAINER=$(dirname "${BASH_SOURCE[0]}")/identify_trainer.py
+    EPOCHS=4 BATCH=8 WORKERS=2
+    PAUSE=${CLAIRFS_IDENTIFY_PAUSE:-300}
+    src=$TMP/src
+    "$PYTHON" "$CLAIRFS_GENDATA" --quiet --classes 30 --files 100 --size lognormal:2K:0.6 \
+        --max-size 16K --seed 5 "$src" || { fail "gendata"; cfs_finish; }
+    nfiles=$(find "$src" -type f | wc -l)
+    nbytes=$(find "$src" -type f -printf '%s\n' | awk '{ s += $1 } END { print s }')
+    ram=$((2 * nbytes / 1024 + 1024))K
+    echo "dataset: $nfiles files, $nbytes bytes"
+}
+
+# identify_pattern NAME KIND WORLD SEED WANT [TRAINER ARGS...]: WORLD trainer
+# processes of identify_trainer.py --kind KIND on a fresh mount with nothing
+# registered, in step as DDP keeps them (gloo on a free port); then the
+# order must be identified as WANT (clairfs_order_identified 1, the stats'
+# order line), the opens of epochs 1-3 predicted, at most 1 % of them
+# missed, every byte equal to the source's, the unmount clean.
+identify_pattern() {
+    local name=$1 kind=$2 world=$3 seed=$4 want=$5
+    shift 5
+    local mnt=$TMP/mnt-$name pids=() r rc=0 port t0=$SECONDS
+    port=$("$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    cfs_mount "$src" "$mnt" "$TMP/$name.daemon.log" -o ram=$ram,index="$TMP/index-$name" ||
+        { fail "$name: mount"; return; }
+    for r in $(seq 0 $((world - 1))); do
+        timeout 900 "$TORCH_PY" "$TRAINER" --data "$mnt" --src "$src" --kind "$kind" \
+            --seed "$seed" --world "$world" --rank "$r" --epochs $EPOCHS --batch $BATCH \
+            --workers $WORKERS --pause "$PAUSE" --port "$port" "$@" \
+            --log "$TMP/$name.rank$r.log" &
+        pids+=($!)
+        cfs_pids+=($!)
+    done
+    for r in "${pids[@]}"; do wait "$r" || rc=1; done
+    check "$name: every rank ran its $EPOCHS epochs with the source's bytes" test "$rc" -eq 0
+    cat "$mnt/.clairfs/stats"
+    local opens hit miss per_epoch
+    opens=$(cat "$TMP/$name".rank*.log | wc -l)
+    per_epoch=$((opens / EPOCHS))
+    hit=$(cfs_metric "$mnt" 'clairfs_prediction_total{result="hit"}')
+    miss=$(cfs_metric "$mnt" 'clairfs_prediction_total{result="miss"}')
+    echo "$name: $opens opens, $per_epoch per epoch; predicted hit=$hit miss=$miss;" \
+        "$((SECONDS - t0)) s"
+    check "$name: clairfs_order_identified 1" test "$(cfs_metric "$mnt" clairfs_order_identified)" = 1
+    check "$name: the stats say identified $want" \
+        grep -q "^order: *identified $want " "$mnt/.clairfs/stats"
+    check "$name: epochs 1-$((EPOCHS - 1)) predicted: hit+miss >= $((3 * per_epoch))" \
+        test "$((hit + miss))" -ge "$((3 * per_epoch))"
+    check "$name: at most 1 % of the predicted opens missed ($miss of $((hit + miss)))" \
+        test "$((miss * 100))" -le "$((hit + miss))"
+    grep -E 'order:|identify:' "$TMP/$name.daemon.log"
+    check "$name: unmount is clean" cfs_umount "$mnt"
+}
