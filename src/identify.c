@@ -59,7 +59,10 @@
 #include "clairfs/thread_priority.h"
 #include "identify_i.h"
 
-#define MAX_OBS (1u << 20) /* opens kept for verification */
+/* Opens kept for verification: an ImageNet epoch (1 281 167) and the next
+ * epoch's first opens, where what the first epoch left open shows (the
+ * pages are touched only as opens come). */
+#define MAX_OBS (1u << 21)
 #define MAX_KEEP 16
 #define HINT_SPAN 1024u        /* seeds tried from a registered one: a resumed run's epochs */
 #define NEW_READER_RESTARTS 64 /* readers whose first open restarts a scan */
@@ -75,6 +78,16 @@
 
 struct cand {
     uint32_t seed, skip, p0;
+};
+
+/* torch-global without a seed (clairfs/identify.h): the window of one
+ * epoch's opens that the module learns from. */
+enum { EPOCHS_OFF, EPOCHS_TRYING, EPOCHS_ON };
+struct ident_epochs {
+    unsigned stage;     /* TRYING: one fresh seed's epoch was refuted by the next */
+    uint32_t epoch;     /* the trainer's epoch the window holds */
+    uint64_t per;       /* opens an epoch */
+    uint64_t before;    /* opens observed before the window (since the restart) */
 };
 
 struct cfs_identify {
@@ -99,6 +112,8 @@ struct cfs_identify {
     bool attempting; /* under lock: the thread works on a snapshot */
     unsigned fruitless; /* under lock: scans in a row that found nothing fitting */
     struct ident_global global; /* under lock: a torch-global trainer's offsets */
+    struct cand win;            /* under lock: the candidate of the last identification */
+    struct ident_epochs epochs; /* under lock */
 };
 
 /* --- Grouping the observations. ------------------------------------------ */
@@ -336,8 +351,8 @@ static int global_step(struct attempt *a, const struct ident_obs *obs, struct id
  * (out->text says why), -errno. */
 static int attempt_all(const struct cfs_identify_params *p, const struct ident_obs *obs,
                        const struct ident_readers *rd, const atomic_bool *cancel,
-                       const struct cand *keep, size_t nkeep, struct ident_global *g,
-                       struct attempt *a, struct cfs_identified *out)
+                       const struct cand *keep, size_t nkeep, bool kept_only,
+                       struct ident_global *g, struct attempt *a, struct cfs_identified *out)
 {
     memset(a, 0, sizeof(*a));
     a->p = p, a->rd = rd, a->cancel = cancel, a->out = out;
@@ -357,7 +372,7 @@ static int attempt_all(const struct cfs_identify_params *p, const struct ident_o
         a->p0 = keep[i].p0;
         on_candidate(a, keep[i].seed, keep[i].skip);
     }
-    if (a->rc != 0 || (nkeep && a->fits))
+    if (a->rc != 0 || (nkeep && a->fits) || kept_only)
         return a->rc;
     a->fits = 0, a->nkeep = 0;
     a->scanning = true;
@@ -433,6 +448,14 @@ static void finish(const struct cfs_identify_params *p, struct cfs_identified *i
     if (id->rank_count && id->rank_count < id->sampler.world)
         snprintf(ranks, sizeof(ranks), " (ranks %u-%u here)", id->rank_first,
                  id->rank_first + id->rank_count - 1);
+    if (id->per_epoch_global) {
+        snprintf(id->text, sizeof(id->text),
+                 "torch-global (no seed registered) epoch %u's private seed=%u (low 32 bits) "
+                 "batch=%u workers=%u after %llu opens in %.0f s%s",
+                 id->epoch, (uint32_t)(id->sampler.seed + id->epoch), id->sampler.batch,
+                 id->workers, (unsigned long long)id->opens, seconds, note);
+        return;
+    }
     snprintf(id->text, sizeof(id->text),
              "%s seed=%llu%s%s world=%u%s batch=%u workers=%u epoch %u after %llu opens in %.0f s%s",
              cfs_sampler_kind_name(id->sampler.kind), (unsigned long long)id->sampler.seed,
@@ -484,7 +507,7 @@ int cfs_identify_offline(const struct cfs_identify_params *p, const uint32_t *sa
     }
     struct ident_obs obs = {samples, pids, ppids, count};
     struct ident_global g = {0};
-    rc = attempt_all(p, &obs, &rd, NULL, NULL, 0, &g, a, out);
+    rc = attempt_all(p, &obs, &rd, NULL, NULL, 0, false, &g, a, out);
     if (rc == 1) {
         finish(p, out, 0, false);
         rc = 0;
@@ -511,14 +534,15 @@ static double since(const struct timespec *t0)
 /* One attempt on a snapshot of the observations; called without the lock. */
 static int attempt_snapshot(struct cfs_identify *id, const uint32_t *s, const pid_t *pids,
                             const pid_t *ppids, size_t len, const struct cand *keep, size_t nkeep,
-                            struct ident_global *g, struct cfs_identified *out, struct attempt *a)
+                            bool kept_only, struct ident_global *g, struct cfs_identified *out,
+                            struct attempt *a)
 {
     struct ident_readers rd;
     int rc = ident_group(s, pids, ppids, len, &rd);
     if (rc < 0)
         return rc;
     struct ident_obs obs = {s, pids, ppids, len};
-    rc = attempt_all(&id->p, &obs, &rd, &id->cancel, keep, nkeep, g, a, out);
+    rc = attempt_all(&id->p, &obs, &rd, &id->cancel, keep, nkeep, kept_only, g, a, out);
     ident_readers_free(&rd);
     return rc;
 }
@@ -532,6 +556,7 @@ static void record_outcome(struct cfs_identify *id, int rc, const struct attempt
          * persistent workers or not), from the same seed, cheaply. */
         id->state = CFS_IDENTIFY_IDENTIFIED;
         id->keep[0] = a->win;
+        id->win = a->global_win ? (struct cand){0, UINT32_MAX, 0} : a->win;
         id->nkeep = a->global_win ? 0 : 1; /* a torch-global fit is kept in id->global */
         id->next_attempt = len + len / 4 + IDENT_MIN_OPENS;
         /* What epoch 0 leaves open shows in the next epoch's first batches:
@@ -588,7 +613,129 @@ static bool same_order(const struct cfs_identified *a, const struct cfs_identifi
            x->persistent_workers == y->persistent_workers && a->workers == b->workers &&
            x->rng_offset == y->rng_offset && x->rng_epoch_words == y->rng_epoch_words &&
            a->epoch_words_known == b->epoch_words_known && a->rank_first == b->rank_first &&
-           a->rank_count == b->rank_count;
+           a->rank_count == b->rank_count && a->epoch_seed_only == b->epoch_seed_only;
+}
+
+/* --- torch-global without a seed: one epoch at a time. --------------------- */
+
+/* A fit that is one fresh generator's first randperm: what torch-global
+ * reads each epoch, and what torch-ddp at world 1 or torch-sampler read in
+ * the epoch identified; nothing registered to say which. */
+static bool fresh_epoch(const struct cfs_identify_params *p, const struct cfs_identified *o,
+                        struct cand win)
+{
+    enum cfs_sampler_kind k = o->sampler.kind;
+    return !p->hint_has_seed && p->nodes <= 1 && win.skip == 0 && win.p0 == 0 &&
+           o->sampler.world == 1 && o->epoch == 0 && o->epoch_opens > 0 &&
+           o->opens <= o->epoch_opens &&
+           (k == CFS_SAMPLER_TORCH_DDP || k == CFS_SAMPLER_TORCH_SAMPLER);
+}
+
+/* Under the lock: the first readers of the window, as note_reader keeps
+ * them (a scan is restarted for a new reader, not for one already in). */
+static void readers_of_window(struct cfs_identify *id)
+{
+    id->nreaders = 0;
+    for (size_t i = 0; i < id->len && id->nreaders < NEW_READER_RESTARTS; i++) {
+        size_t k = 0;
+        while (k < id->nreaders && id->readers[k] != id->pids[i])
+            k++;
+        if (k == id->nreaders)
+            id->readers[id->nreaders++] = id->pids[i];
+    }
+}
+
+/* Under the lock: the observations become the window of opens [from, len)
+ * for the trainer's epoch `epoch`; learning starts again on them. */
+static void window_from(struct cfs_identify *id, size_t from, uint32_t epoch)
+{
+    memmove(id->samples, id->samples + from, (id->len - from) * sizeof(*id->samples));
+    memmove(id->pids, id->pids + from, (id->len - from) * sizeof(*id->pids));
+    memmove(id->ppids, id->ppids + from, (id->len - from) * sizeof(*id->ppids));
+    id->epochs.before += from;
+    id->epochs.epoch = epoch;
+    id->len -= from;
+    id->generation++;
+    id->state = CFS_IDENTIFY_LEARNING;
+    id->next_attempt = id->len > IDENT_MIN_OPENS ? id->len : IDENT_MIN_OPENS;
+    id->nkeep = 0;
+    id->fruitless = 0;
+    clock_gettime(CLOCK_MONOTONIC, &id->first_open);
+    readers_of_window(id);
+}
+
+/* On the thread, after an attempt over s[0, len) that refuted the
+ * identification: if that was one fresh epoch and it explains the first
+ * epoch_opens opens, the rest is the next epoch's, to be scanned alone.
+ * Takes and returns with the lock held. */
+static bool try_next_epoch(struct cfs_identify *id, const uint32_t *s, const pid_t *pids,
+                           const pid_t *ppids, size_t len)
+{
+    const struct cfs_identified *r = &id->result;
+    uint64_t per = r->epoch_opens;
+    struct cand win = id->win;
+    if (!r->epoch_seed_only || r->per_epoch_global || !fresh_epoch(&id->p, r, win) || len < per ||
+        per > MAX_OBS / 2 || id->epochs.stage != EPOCHS_OFF)
+        return false;
+    uint64_t gen = id->generation;
+    struct cfs_identify_params p = id->p;
+    pthread_mutex_unlock(&id->lock);
+    struct ident_readers rd;
+    struct cfs_identified fit;
+    double bits;
+    int rc = ident_group(s, pids, ppids, per, &rd);
+    if (rc == 0) {
+        rc = ident_verify(&p, &rd, win.seed, win.skip, win.p0, 0.0, &fit, &bits);
+        ident_readers_free(&rd);
+    }
+    pthread_mutex_lock(&id->lock);
+    if (rc < 0 || gen != id->generation || id->len < per)
+        return false;
+    id->epochs = (struct ident_epochs){
+        .stage = EPOCHS_TRYING, .per = per, .before = id->epochs.before};
+    window_from(id, per, r->epoch + 1);
+    cfs_info("identify: epoch %u does not continue the order of epoch %u (%s): learning it "
+             "from its own opens",
+             id->epochs.epoch, r->epoch, r->text);
+    return true;
+}
+
+/* On the thread, the lock held: out fits the current observations.  In a
+ * window, a fresh epoch is torch-global's (named so, planned as the
+ * torch-ddp epoch that reads it); anything else ends the windows. */
+static void epoch_fit(struct cfs_identify *id, struct cfs_identified *out, struct cand win)
+{
+    out->opens_before = id->epochs.before;
+    bool fresh = fresh_epoch(&id->p, out, win);
+    out->epoch_seed_only = fresh;
+    if (id->epochs.stage == EPOCHS_OFF)
+        return;
+    if (!fresh) {
+        id->epochs.stage = EPOCHS_OFF;
+        return;
+    }
+    uint32_t e = id->epochs.epoch;
+    id->epochs.stage = EPOCHS_ON;
+    out->per_epoch_global = true;
+    out->sampler.kind = CFS_SAMPLER_TORCH_DDP; /* seeded seed + epoch: this epoch's seed */
+    out->sampler.seed = (uint32_t)((uint32_t)out->sampler.seed - e);
+    out->sampler.persistent_workers = false;
+    out->epoch = e;
+}
+
+/* Under the lock, from observe: the window holds a whole epoch and one
+ * more open came: the next window starts with it.  One that ends
+ * unidentified ends the windows (too short an epoch for a scan, or no
+ * longer torch-global: learning goes on over every open). */
+static void epoch_roll(struct cfs_identify *id)
+{
+    if (id->state != CFS_IDENTIFY_IDENTIFIED) {
+        id->epochs.stage = EPOCHS_OFF;
+        return;
+    }
+    if (id->attempting)
+        atomic_store(&id->cancel, true);
+    window_from(id, id->len, id->epochs.epoch + 1);
 }
 
 static void *identify_thread(void *arg)
@@ -617,24 +764,37 @@ static void *identify_thread(void *arg)
         memcpy(keep, id->keep, nkeep * sizeof(*keep));
         struct ident_global global = id->global;
         double seconds = 0;
+        /* One fresh epoch's fit checked past its end: if the kept seed
+         * fails there, the next epoch is learnt alone (try_next_epoch)
+         * rather than scanned together with the last. */
+        bool kept_only = id->state == CFS_IDENTIFY_IDENTIFIED && id->result.epoch_seed_only &&
+                         !id->result.per_epoch_global && id->epochs.stage == EPOCHS_OFF &&
+                         len > id->result.epoch_opens;
         pthread_mutex_unlock(&id->lock);
         struct cfs_identified out;
-        int rc = s && pids && ppids
-                     ? attempt_snapshot(id, s, pids, ppids, len, keep, nkeep, &global, &out, a)
-                     : -ENOMEM;
+        int rc = s && pids && ppids ? attempt_snapshot(id, s, pids, ppids, len, keep, nkeep,
+                                                       kept_only, &global, &out, a)
+                                    : -ENOMEM;
+        pthread_mutex_lock(&id->lock);
+        id->attempting = false;
+        bool current = gen == id->generation && !id->stop;
+        bool was = id->state == CFS_IDENTIFY_IDENTIFIED;
+        if (current && rc != 1 && rc != -ECANCELED && was &&
+            try_next_epoch(id, s, pids, ppids, len))
+            current = false; /* the next epoch is learnt alone */
         free(s);
         free(pids);
         free(ppids);
-        pthread_mutex_lock(&id->lock);
-        id->attempting = false;
-        if (gen != id->generation || id->stop)
+        if (!current)
             continue; /* restarted meanwhile: the observations are gone */
         id->global = global;
         seconds = since(&id->first_open);
-        bool was = id->state == CFS_IDENTIFY_IDENTIFIED;
         record_outcome(id, rc, a, len);
+        if (kept_only && rc == 0 && !a->fits)
+            id->next_attempt = len; /* not the next epoch's: scan them all at once */
         if (rc != 1)
             continue;
+        epoch_fit(id, &out, a->win);
         struct cfs_identified quiet = out;
         finish(&id->p, &quiet, seconds, false);
         if (was && same_order(&id->result, &quiet))
@@ -744,6 +904,8 @@ void cfs_identify_observe(struct cfs_identify *id, uint32_t sample, pid_t pid, p
     if (sample >= id->p.n)
         return; /* not an indexed sample of this order */
     pthread_mutex_lock(&id->lock);
+    if (id->epochs.stage != EPOCHS_OFF && id->len == id->epochs.per)
+        epoch_roll(id); /* this open begins the next epoch */
     if (id->len < MAX_OBS) {
         if (id->len == 0)
             clock_gettime(CLOCK_MONOTONIC, &id->first_open);
@@ -769,6 +931,7 @@ void cfs_identify_restart(struct cfs_identify *id)
     id->nreaders = 0;
     memset(&id->result, 0, sizeof(id->result));
     memset(&id->global, 0, sizeof(id->global));
+    memset(&id->epochs, 0, sizeof(id->epochs));
     atomic_store(&id->cancel, true);
     pthread_mutex_unlock(&id->lock);
 }

@@ -24,6 +24,15 @@
  * open in between), uncounted: they were not predicted.  From then on the
  * prefetcher runs as for a registered seed.
  *
+ * One epoch's order.  An identification that says only its epoch
+ * (identify.h epoch_seed_only: torch-global without a seed, or a fit the
+ * next epoch has yet to confirm) is planned to that epoch's end and the
+ * opens are observed on; when the trainer finishes the epoch the plan is
+ * ended (pf_end_epoch_order: no misses counted, nothing dropped, the
+ * module not restarted) and the next identification is adopted as a new
+ * one.  The module counts its opens from its last restart (opens_before +
+ * opens), as seen does.
+ *
  * Self-correction.  A right order mispredicts well under 1 % of opens
  * (the tracker's window absorbs DataLoader reordering and slow ranks), a
  * wrong or stale one (a restarted trainer, a second job) nearly all.  So
@@ -196,7 +205,8 @@ static void replay_epoch(struct cfs_prefetch *pf, struct pf_track *t, void *arg)
     uint32_t epoch;
     pf_track_position(t, &pos, &epoch, &(uint64_t){0});
     len = pf_track_epoch_len(t);
-    uint64_t since = seen > ra->id->opens ? seen - ra->id->opens : 0;
+    uint64_t module = ra->id->opens_before + ra->id->opens; /* what the module had heard */
+    uint64_t since = seen > module ? seen - module : 0;
     uint64_t opens = ra->id->opens;
     uint64_t count = (len && opens ? (opens - 1) % len + 1 : 0) + since;
     if (count > seen)
@@ -209,14 +219,16 @@ static void replay_epoch(struct cfs_prefetch *pf, struct pf_track *t, void *arg)
     }
     ra->replayed = count;
     pf->adopted = true;
+    pf->epoch_only = ra->id->epoch_seed_only;
     /* Observed on to the end of the next epoch's start: the module checks
-     * the order there (identify.c) and may refine it. */
+     * the order there (identify.c) and may refine it; one epoch's order,
+     * for good: the module learns every next epoch from its opens. */
     uint64_t per = ra->id->epoch_opens;
-    uint64_t until = per ? (opens / per + 1) * per + CHECK_OPENS : 0;
+    uint64_t until = per && !pf->epoch_only ? (opens / per + 1) * per + CHECK_OPENS : 0;
     if (until <= atomic_load(&pf->observed))
         until = 0;
     atomic_store(&pf->observe_until, until);
-    atomic_store(&pf->learning, until != 0);
+    atomic_store(&pf->learning, until != 0 || pf->epoch_only);
     atomic_store(&pf->miss_run, 0);
     atomic_store(&pf->block_opens, 0);
     atomic_store(&pf->block_misses, 0);
@@ -299,6 +311,8 @@ static int identified_run(const struct cfs_prefetch *pf, const struct cfs_identi
     uint32_t span = pf->run.epochs > pf->run.start_epoch ? pf->run.epochs - pf->run.start_epoch
                                                          : 100;
     run->epochs = id->epoch + (span > UINT32_MAX - id->epoch ? UINT32_MAX - id->epoch : span);
+    if (id->epoch_seed_only)
+        run->epochs = id->epoch + 1; /* the next epoch is not known yet */
     run->window = cfs_run_default_window(sp->batch, id->rank_count);
     run->seeded = true;
     return 0;
@@ -308,6 +322,7 @@ int cfs_prefetch_adopt(struct cfs_prefetch *pf, const struct cfs_identified *id,
                        size_t errlen)
 {
     int rc = 0;
+    bool spent = false;
     err[0] = '\0';
     pthread_mutex_lock(&pf->replan_mu);
     if (pf->restart_owed)
@@ -342,8 +357,18 @@ int cfs_prefetch_adopt(struct cfs_prefetch *pf, const struct cfs_identified *id,
     set_state(pf, PF_ORDER_IDENTIFIED);
     cfs_info("order: %s %s; predicting it (%" PRIu64 " opens of epoch %u replayed)",
              refining ? "refined to" : "identified", id->text, ra.replayed, id->epoch);
+    /* One epoch's order identified after its end (the trainer paused
+     * there): the replay has consumed it all. */
+    pthread_rwlock_rdlock(&pf->plan_lock);
+    uint32_t at = 0;
+    if (pf->epoch_only && pf->track)
+        pf_track_position(pf->track, NULL, &at, NULL);
+    spent = pf->epoch_only && pf->track && at >= pf->run.epochs;
+    pthread_rwlock_unlock(&pf->plan_lock);
 out:
     pthread_mutex_unlock(&pf->replan_mu);
+    if (spent)
+        pf_end_epoch_order(pf);
     return rc;
 }
 
@@ -422,6 +447,28 @@ void pf_drop_adopted(struct cfs_prefetch *pf)
         cfs_warn("order: %s", err);
 }
 
+void pf_end_epoch_order(struct cfs_prefetch *pf)
+{
+    pthread_mutex_lock(&pf->replan_mu);
+    pthread_rwlock_wrlock(&pf->plan_lock);
+    struct pf_track *old = NULL;
+    bool over = pf->adopted && pf->epoch_only;
+    if (over) {
+        cfs_cache_set_policy(pf->cache, NULL, NULL);
+        old = pf->track;
+        pf->track = NULL;
+        pf->adopted = false;
+        pf->run.seeded = false;
+    }
+    atomic_store(&pf->drop_pending, false);
+    pthread_rwlock_unlock(&pf->plan_lock);
+    pthread_mutex_unlock(&pf->replan_mu);
+    if (!over)
+        return;
+    pf_track_destroy(old);
+    pf_wake(pf);
+}
+
 /* ---- the stats line */
 
 void cfs_prefetch_order_text(struct cfs_prefetch *pf, char *buf, size_t len)
@@ -447,7 +494,14 @@ void cfs_prefetch_order_text(struct cfs_prefetch *pf, char *buf, size_t len)
                  st == PF_ORDER_CONTRADICTED ? why : "");
         return;
     case PF_ORDER_IDENTIFIED:
-        snprintf(buf, len, "identified %s", id.text);
+        pthread_rwlock_rdlock(&pf->plan_lock);
+        bool ended = id.epoch_seed_only && !pf->adopted;
+        pthread_rwlock_unlock(&pf->plan_lock);
+        if (ended)
+            snprintf(buf, len, "identified %s; epoch %u: learning its order", id.text,
+                     id.epoch + 1);
+        else
+            snprintf(buf, len, "identified %s", id.text);
         return;
     case PF_ORDER_LEARNING:
         if (pf->id_ops && pf->id_ops->state &&

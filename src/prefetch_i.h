@@ -317,6 +317,9 @@ struct cfs_prefetch {
      * first batches, where what epoch 0 left open shows); 0 none. */
     atomic_uint_fast64_t observe_until;
     bool adopted;                    /* the tracker is an identified order's (plan_lock) */
+    /* ... of one epoch only (identify.h epoch_seed_only), planned to its
+     * end and observed on (plan_lock) */
+    bool epoch_only;
     /* The samples opened while learning without a seed, in order: the
      * replay of the trainer's current epoch at adoption.  Written under
      * plan_lock's read side, read and reset under its write side. */
@@ -402,6 +405,9 @@ bool pf_adopted_outcome(struct cfs_prefetch *pf, uint32_t s, const struct cfs_op
                         bool hit);
 /* Drop the adopted order and restart identification (nothing held). */
 void pf_drop_adopted(struct cfs_prefetch *pf);
+/* The adopted order was one epoch's and the trainer finished it: back to
+ * reactive caching while the module learns the next (nothing held). */
+void pf_end_epoch_order(struct cfs_prefetch *pf);
 /* Initialises and frees the identification state (create/destroy). */
 void pf_identify_init(struct cfs_prefetch *pf);
 void pf_identify_free(struct cfs_prefetch *pf);

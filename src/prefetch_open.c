@@ -49,12 +49,13 @@ struct cfs_prefetch_file {
 /* An open seen by the tracker and by order identification (plan_lock held
  * for reading).  True when it moved the trainers to another epoch; *learn
  * when the identify module must hear of it, *drop when the adopted order
- * is to be dropped (both after unlocking). */
+ * is to be dropped, *over when it was one epoch's and that epoch is over
+ * (all after unlocking). */
 static bool observe(struct cfs_prefetch *pf, uint32_t sample, const struct cfs_opener *who,
-                    bool *learn, bool *drop)
+                    bool *learn, bool *drop, bool *over)
 {
     *learn = sample != CFS_NO_SAMPLE && cfs_prefetch_learning(pf);
-    *drop = false;
+    *drop = *over = false;
     if (*learn)
         pf_learn_record(pf, sample);
     if (!pf->track)
@@ -64,6 +65,8 @@ static bool observe(struct cfs_prefetch *pf, uint32_t sample, const struct cfs_o
     cfs_metrics_add(pf->m, o.hit ? CFS_M_PREDICTION_HIT : CFS_M_PREDICTION_MISS, 1);
     if (pf->adopted && sample != CFS_NO_SAMPLE)
         *drop = pf_adopted_outcome(pf, sample, who, o.hit);
+    if (o.epoch_changed && pf->adopted && pf->epoch_only && o.epoch >= pf->run.epochs)
+        *over = !atomic_exchange(&pf->drop_pending, true);
     if (o.epoch_changed) {
         cfs_metrics_set(pf->m, CFS_M_EPOCH, o.epoch);
         cfs_cache_set_policy(pf->cache, pf_next_use_cb, pf); /* re-key every entry */
@@ -199,8 +202,8 @@ int cfs_prefetch_open_as(struct cfs_prefetch *pf, cfs_id id, const struct cfs_op
         return frc;
 
     pthread_rwlock_rdlock(&pf->plan_lock);
-    bool learn, drop;
-    bool new_epoch = observe(pf, e->sample, who, &learn, &drop);
+    bool learn, drop, over;
+    bool new_epoch = observe(pf, e->sample, who, &learn, &drop, &over);
     unsigned demand_flags = pf->track ? 0 : CFS_CACHE_DEMAND;
     uint64_t t0 = pf_now_ns();
     bool waited = false;
@@ -254,6 +257,8 @@ int cfs_prefetch_open_as(struct cfs_prefetch *pf, cfs_id id, const struct cfs_op
         pf->id_ops->observe(pf->id_arg, e->sample, who ? who->pid : 0, who ? who->ppid : 0);
     if (drop)
         pf_drop_adopted(pf);
+    if (over)
+        pf_end_epoch_order(pf);
     if (owner >= 0 && peer_read_direct(pf, id, e->size, (uint32_t)owner, settled, &f->pbuf) == 0) {
         f->source = CFS_M_READS_PEER;
         waited = true;

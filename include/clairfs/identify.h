@@ -46,10 +46,21 @@
  * epoch_words_known false, which predicts epoch 0 - and the words G an
  * epoch draws outside the loader (<= 2^24) from epoch 1's, when
  * on_identified is called again.  Beyond the bounds it logs "not found
- * within K <= ..." and searches on as without S.  Without S each epoch's
- * order is that of one private seed, which the seed scan can fit as a
- * torch-sampler epoch 0 that the next epoch refutes: a per-epoch
- * identification of torch-global is not done.
+ * within K <= ..." and searches on as without S.
+ *
+ * Without S, torch-global is found one epoch at a time: each epoch's order
+ * is the first randperm of a private generator seeded by a draw nobody
+ * registered, which the scan fits as one epoch of torch-ddp at world 1 (or
+ * torch-sampler).  Such a fit, made without a registered seed and with
+ * every open in one epoch, says only that epoch (epoch_seed_only): the
+ * next epoch's first opens either continue it (torch-sampler, torch-ddp:
+ * checked IDENT_MIN_OPENS opens in) or refute it.  Refuted, while the fit
+ * still explains the whole of its epoch, the module keeps only the next
+ * epoch's opens (a window) and scans them alone; a second fresh seed there
+ * is torch-global without S, and from then on every epoch's window - the
+ * epoch_opens opens after the last - is scanned for its own private seed
+ * (reported as torch-ddp at world 1 seeded so that `epoch` reads it, with
+ * per_epoch_global).  A window that ends unidentified ends it.
  *
  * When an order is identified the module calls params.on_identified from
  * its own thread (the callback may take long: it plans); the mount then
@@ -90,6 +101,11 @@ struct cfs_identified {
     /* torch-global: sampler.rng_epoch_words was read off a later epoch
      * (false: only epoch 0 was seen, the value is 0 and unconfirmed) */
     bool epoch_words_known;
+    /* Only this epoch's order is known (above): the data path plans to its
+     * end and observes on.  per_epoch_global: torch-global without a seed,
+     * each epoch identified from its own first opens. */
+    bool epoch_seed_only, per_epoch_global;
+    uint64_t opens_before; /* opens observed before this epoch's window */
     /* "torch-ddp seed=7 (low 32 bits) world=2 batch=32 workers=4 epoch 0
      * after 212 opens in 41 s" (" world=2 (ranks 0-0 here)" while fewer
      * ranks than the world have opened), then "; registered world=8

@@ -55,6 +55,37 @@ def collate(batch):
     return list(batch)
 
 
+def order_line(mnt):
+    try:
+        with open(os.path.join(mnt, ".clairfs", "stats")) as f:
+            for line in f:
+                if line.startswith("order:"):
+                    return line
+    except OSError:
+        pass
+    return ""
+
+
+def wait_epoch_order(args, epoch):
+    """--pause-epochs: wait until the mount names this epoch's private seed
+    (torch-global without a registered seed), at most --pause seconds."""
+    t0 = time.monotonic()
+    want = f"epoch {epoch}'s private seed="
+    while want not in order_line(args.data) and time.monotonic() - t0 < args.pause:
+        time.sleep(0.5)
+    print(f"rank {args.rank}: paused {time.monotonic() - t0:.1f} s in epoch {epoch}: "
+          f"{order_line(args.data).strip()}", flush=True)
+    if epoch == 1:
+        snapshot(args)
+
+
+def snapshot(args):
+    if args.snapshot:
+        with open(os.path.join(args.data, ".clairfs", "metrics")) as f, \
+                open(args.snapshot, "w") as out:
+            out.write(f.read())
+
+
 def identified(mnt):
     try:
         with open(os.path.join(mnt, ".clairfs", "metrics")) as f:
@@ -138,7 +169,11 @@ def main():
     ap.add_argument("--persistent", action="store_true", help="persistent_workers=True")
     ap.add_argument("--pause", type=float, default=300, help="most seconds to wait after epoch 0")
     ap.add_argument("--log", required=True, help="'epoch rank index' per item")
-    ap.add_argument("--snapshot", help="copy .clairfs/metrics here when epoch 1 starts")
+    ap.add_argument("--snapshot", help="copy .clairfs/metrics here when epoch 1 starts "
+                    "(with --pause-epochs: when epoch 1's order is known)")
+    ap.add_argument("--pause-epochs", action="store_true",
+                    help="from epoch 1 on, pause after each epoch's first batch until the mount "
+                    "names that epoch's private seed (an epoch long enough for the search)")
     ap.add_argument("--step-seconds", type=float, default=0,
                     help="sleep this long a step (the wait for a GPU's step)")
     ap.add_argument("--port", type=int, default=29500, help="rendezvous port (world > 1)")
@@ -159,7 +194,9 @@ def main():
             if sampler is not None:
                 sampler.set_epoch(epoch)
             t_epoch = time.monotonic()
-            for batch in loader:
+            for step_i, batch in enumerate(loader):
+                if args.pause_epochs and epoch > 0 and step_i == 1:
+                    wait_epoch_order(args, epoch)
                 if args.world > 1:
                     dist.all_reduce(step)  # the step's gradients
                 if args.kind == "torch-global":
@@ -181,10 +218,8 @@ def main():
                     time.sleep(0.5)
                 print(f"rank {args.rank}: paused {time.monotonic() - t0:.1f} s after epoch 0, "
                       f"identified={identified(args.data)}")
-                if args.snapshot:
-                    with open(os.path.join(args.data, ".clairfs", "metrics")) as f, \
-                            open(args.snapshot, "w") as out:
-                        out.write(f.read())
+                if not args.pause_epochs:
+                    snapshot(args)
     if args.world > 1:
         dist.destroy_process_group()
     return 0

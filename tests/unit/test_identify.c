@@ -514,6 +514,8 @@ START_TEST(the_thread_refines_with_the_next_epoch)
         usleep(10000);
     ck_assert_int_eq(calls_of(&seen), 1);
     ck_assert_int_eq(seen.id.sampler.kind, CFS_SAMPLER_TORCH_DDP);
+    ck_assert(seen.id.epoch_seed_only); /* nothing yet says the next epoch */
+    ck_assert(!seen.id.per_epoch_global);
     for (size_t i = 200; i < o.len; i++)
         cfs_identify_observe(id, o.s[i], o.pid[i], o.ppid[i]);
     for (int i = 0; i < 3000 && calls_of(&seen) < 2; i++)
@@ -526,8 +528,75 @@ START_TEST(the_thread_refines_with_the_next_epoch)
     ck_assert(got.sampler.persistent_workers);
     ck_assert_uint_eq(got.sampler.seed, 2024);
     ck_assert_uint_eq(got.epoch, 1);
+    ck_assert(!got.epoch_seed_only && !got.per_epoch_global);
     cfs_identify_destroy(id);
     opens_free(&o);
+}
+END_TEST
+
+/* torch-global without its seed: every epoch the first randperm of a
+ * private generator seeded anew.  Epoch 0 reads as torch-ddp at world 1 and
+ * says that epoch only; epoch 1 refutes it and fits a second fresh seed:
+ * torch-global, learnt again from each epoch's first opens (DataLoader
+ * workers, not persistent: new processes each epoch). */
+START_TEST(torch_global_without_its_seed_epoch_by_epoch)
+{
+    const uint32_t center = 0x5eed0000u, n = 1500;
+    const uint32_t seeds[] = {center - 20000, center + 7, center + 13000, center - 3};
+    struct cfs_identify_params p = params(n, center, 1u << 16);
+    struct seen seen = {0};
+    p.on_identified = on_identified;
+    p.cb_arg = &seen;
+    struct cfs_identify *id;
+    char err[256];
+    ck_assert_int_eq(cfs_identify_create(&p, &id, err, sizeof(err)), 0);
+    struct opens ep[4];
+    for (uint32_t e = 0; e < 4; e++) {
+        struct trainer t = {.kind = CFS_SAMPLER_TORCH_SAMPLER,
+                            .seed = seeds[e],
+                            .n = n,
+                            .world = 1,
+                            .batch = 8,
+                            .workers = 2,
+                            .ranks = 1,
+                            .epochs = 1};
+        ep[e] = simulate(&t, SIZE_MAX);
+        ck_assert_uint_eq(ep[e].len, n);
+        for (size_t i = 0; i < n; i++)
+            ep[e].pid[i] += (pid_t)(100000 * e); /* this epoch's workers */
+    }
+    for (uint32_t e = 0; e < 4; e++) {
+        /* the epoch's first batches, then the module's answer, then the rest */
+        for (size_t i = 0; i < 96; i++)
+            cfs_identify_observe(id, ep[e].s[i], ep[e].pid[i], ep[e].ppid[i]);
+        for (int i = 0; i < 3000 && calls_of(&seen) < (int)e + 1; i++)
+            usleep(10000);
+        ck_assert_int_eq(calls_of(&seen), e + 1);
+        struct cfs_identified got = seen.id;
+        ck_assert_msg(got.epoch_seed_only, "epoch %u: %s", e, got.text);
+        ck_assert_int_eq(got.sampler.kind, CFS_SAMPLER_TORCH_DDP);
+        ck_assert_uint_eq(got.sampler.world, 1);
+        ck_assert_uint_eq(got.epoch, e);
+        /* torch-ddp reads seed + epoch: the epoch's private seed */
+        ck_assert_uint_eq((uint32_t)(got.sampler.seed + e), seeds[e]);
+        ck_assert_uint_eq(got.opens_before, (uint64_t)n * e);
+        ck_assert_uint_eq(got.workers, 2);
+        ck_assert(got.per_epoch_global == (e > 0));
+        if (e > 0)
+            ck_assert_msg(strstr(got.text, "torch-global (no seed registered) epoch") != NULL,
+                          "%s", got.text);
+        for (size_t i = 96; i < n; i++)
+            cfs_identify_observe(id, ep[e].s[i], ep[e].pid[i], ep[e].ppid[i]);
+    }
+    /* a reader that is no shuffle afterwards: the window ends unidentified */
+    for (uint32_t i = 0; i < 2 * n; i++)
+        cfs_identify_observe(id, i % n, 7000, 999);
+    usleep(100000);
+    ck_assert_int_eq(calls_of(&seen), 4);
+    ck_assert_int_ne(cfs_identify_state(id, NULL), CFS_IDENTIFY_IDENTIFIED);
+    cfs_identify_destroy(id);
+    for (uint32_t e = 0; e < 4; e++)
+        opens_free(&ep[e]);
 }
 END_TEST
 
@@ -572,6 +641,7 @@ static Suite *identify_suite(void)
     tcase_add_test(big, torch_2_6_large_n_for_a_small_seed);
     tcase_add_test(big, the_thread_learns_and_restarts);
     tcase_add_test(big, the_thread_refines_with_the_next_epoch);
+    tcase_add_test(big, torch_global_without_its_seed_epoch_by_epoch);
     if (!getenv("CFS_IDENTIFY_SKIP_FULL"))
         tcase_add_test(big, the_full_seed_range);
     suite_add_tcase(s, big);

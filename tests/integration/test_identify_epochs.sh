@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# A torch-global trainer with nothing registered, not even its seed: every
+# epoch reads the first randperm of a private generator seeded by a draw
+# from the global one, so each epoch is learnt from its own first opens
+# (identify.h).  The trainer (identify_trainer.py --kind torch-global, 4
+# epochs, num_workers=2, 40 ms a step) pauses after epoch 0 until the mount
+# has identified it, and from epoch 1 on after each epoch's first batch
+# until the mount names that epoch's private seed: an epoch long enough for
+# a search of the 2^32 seeds (about 1-2 minutes of one core here; an
+# ImageNet epoch lasts far longer).  The trainer's seed, 612, is one whose
+# four epochs draw private seeds below 0.2 * 2^32, where the search, which
+# runs upwards from 0, comes first: the same search, a fifth of the wait.
+#   - the stats say "identified torch-global (no seed registered) epoch 3's
+#     private seed=...", clairfs_order_identified 1;
+#   - the log names epochs 1, 2 and 3 each identified from its own opens;
+#   - from epoch 1's identification on (the counters the trainer copied
+#     then, subtracted): the rest of epochs 1-3 predicted (each epoch's
+#     first batches before its identification are not: no order is in
+#     force there) and at most 1 % of the predicted opens missed;
+#   - every byte the trainer got equal to the source's.
+#
+# Environment: CLAIRFS, CLAIRFS_GENDATA (lib.sh); CLAIRFS_IDENTIFY_PAUSE, the
+# most seconds the trainer waits for each identification (300).
+. "$(dirname "$0")/lib.sh"
+
+cfs_need_torch
+cfs_setup
+. "$(dirname "$0")/identify_lib.sh"
+identify_dataset
+
+mnt=$TMP/mnt
+cfs_mount "$src" "$mnt" "$TMP/daemon.log" -o ram=$ram,index="$TMP/index" ||
+    { fail "mount"; cfs_finish; }
+timeout 1500 "$TORCH_PY" "$TRAINER" --data "$mnt" --src "$src" --kind torch-global \
+    --seed 612 --epochs $EPOCHS --batch $BATCH --workers $WORKERS --pause "$PAUSE" \
+    --pause-epochs --snapshot "$TMP/epoch1.metrics" --step-seconds 0.04 \
+    --log "$TMP/rank0.log" &
+pid=$!
+cfs_pids+=($pid)
+rc=0
+wait "$pid" || rc=1
+check "the trainer ran its $EPOCHS epochs with the source's bytes" test "$rc" -eq 0
+cat "$mnt/.clairfs/stats"
+grep -E 'identify:|order:' "$TMP/daemon.log"
+
+count() { awk -v k="$2" '$1 == k { print $2 }' "$1"; }
+opens=$(wc -l <"$TMP/rank0.log")
+per_epoch=$((opens / EPOCHS))
+hit=$(cfs_metric "$mnt" 'clairfs_prediction_total{result="hit"}')
+miss=$(cfs_metric "$mnt" 'clairfs_prediction_total{result="miss"}')
+hit1=$(count "$TMP/epoch1.metrics" 'clairfs_prediction_total{result="hit"}')
+miss1=$(count "$TMP/epoch1.metrics" 'clairfs_prediction_total{result="miss"}')
+hit=$((hit - ${hit1:-0})) miss=$((miss - ${miss1:-0}))
+echo "$opens opens, $per_epoch per epoch; from epoch 1's identification: hit=$hit miss=$miss"
+check "clairfs_order_identified 1" test "$(cfs_metric "$mnt" clairfs_order_identified)" = 1
+check "the stats say identified torch-global epoch 3's private seed" \
+    grep -Eq "^order: *identified torch-global \(no seed registered\) epoch 3's private seed=[0-9]+ " \
+    "$mnt/.clairfs/stats"
+for e in 1 2 3; do
+    check "epoch $e identified from its own opens" \
+        grep -q "identify: torch-global (no seed registered) epoch $e's private seed=" "$TMP/daemon.log"
+done
+# Each epoch's first batches come before its search ends (at most a few
+# hundred opens of the DataLoader's prefetch): the rest is predicted.
+check "the rest of epochs 1-3 predicted: hit+miss >= $((3 * per_epoch - 600))" \
+    test "$((hit + miss))" -ge "$((3 * per_epoch - 600))"
+check "at most 1 % of the predicted opens missed ($miss of $((hit + miss)))" \
+    test "$((miss * 100))" -le "$((hit + miss))"
+check "unmount is clean" cfs_umount "$mnt"
+cfs_finish
