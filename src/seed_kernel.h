@@ -7,6 +7,7 @@
 #ifndef CLAIRFS_SEED_KERNEL_H
 #define CLAIRFS_SEED_KERNEL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 enum {
@@ -100,6 +101,94 @@ SEED_KERNEL static void block_outputs(uint32_t seed0, uint32_t w0, uint32_t nw,
     for (uint32_t k = 0; k < nw; k++)
         for (int v = 0; v < NV; v++)
             twist_temper(&out[k][v], &hi[k][v], &lo[k][v], &lo[k + 1][v]);
+}
+
+/* --- The wide kernel: 128 generators in 16-lane vectors (AVX-512). --------
+ * Where the CPU has AVX-512 the seeding recurrence, a chain of dependent
+ * multiplications, keeps twice the lanes in flight: about 2x the seeds a
+ * second of the 8-lane kernel on this machine (10.6 against 20.9 ns a seed
+ * for the first four words).  The set search of identification uses it;
+ * block_outputs_lanes() picks it at run time. */
+enum { WIDE_LANES = 16, WIDE_BLOCK = WIDE_LANES * NV };
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define SEED_WIDE 1
+typedef uint32_t v16u __attribute__((vector_size(64)));
+
+static inline void wide_step(v16u x[NV], uint32_t j)
+{
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; v++)
+        x[v] = 1812433253u * (x[v] ^ (x[v] >> 30)) + j;
+}
+
+/* Tempered words 0 .. nw - 1 (nw < CFS_WINDOW) of seeds seed0 .. seed0 +
+ * 127, lane-major: out[k][l] is word k of seed seed0 + l. */
+__attribute__((target("avx512f"))) static void block_outputs_wide(uint32_t seed0, uint32_t nw,
+                                                                 uint32_t out[][WIDE_BLOCK])
+{
+    v16u x[NV], lo[CFS_WINDOW + 1][NV], hi[CFS_WINDOW][NV];
+    const v16u iota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    for (int v = 0; v < NV; v++)
+        x[v] = iota + (seed0 + (uint32_t)(v * WIDE_LANES));
+    uint32_t j = 0;
+    for (; j <= nw; j++) {
+        for (int v = 0; v < NV; v++)
+            lo[j][v] = x[v];
+        wide_step(x, j + 1);
+    }
+    for (; j < MT_M; j++)
+        wide_step(x, j + 1);
+    for (; j < MT_M + nw; j++) {
+        for (int v = 0; v < NV; v++)
+            hi[j - MT_M][v] = x[v];
+        wide_step(x, j + 1);
+    }
+    for (uint32_t k = 0; k < nw; k++)
+        for (int v = 0; v < NV; v++) {
+            v16u u = lo[k][v], w = lo[k + 1][v], y = hi[k][v];
+            y ^= (((u & 0x80000000u) | (w & 0x7fffffffu)) >> 1) ^ (-(w & 1u) & 0x9908b0dfu);
+            y ^= y >> 11;
+            y ^= (y << 7) & 0x9d2c5680u;
+            y ^= (y << 15) & 0xefc60000u;
+            y ^= y >> 18;
+            __builtin_memcpy(&out[k][v * WIDE_LANES], &y, sizeof(y));
+        }
+}
+#else
+#define SEED_WIDE 0
+#endif
+
+/* Words 0 .. nw - 1 of seeds seed0 .. seed0 + WIDE_BLOCK - 1 into out
+ * (lane-major), by the wide kernel where the CPU has it (wide: its
+ * answer to __builtin_cpu_supports, asked once by the caller). */
+static inline void block_outputs_lanes(uint32_t seed0, uint32_t nw, bool wide,
+                                       uint32_t out[][WIDE_BLOCK])
+{
+#if SEED_WIDE
+    if (wide) {
+        block_outputs_wide(seed0, nw, out);
+        return;
+    }
+#endif
+    (void)wide;
+    v8u part[CFS_WINDOW][NV];
+    for (uint32_t half = 0; half < WIDE_BLOCK / BLOCK; half++) {
+        block_outputs(seed0 + half * BLOCK, 0, nw, part);
+        for (uint32_t k = 0; k < nw; k++)
+            for (uint32_t l = 0; l < BLOCK; l++)
+                out[k][half * BLOCK + l] = part[k][l / LANES][l % LANES];
+    }
+}
+
+/* Does this CPU run the wide kernel? */
+static inline bool seed_wide_supported(void)
+{
+#if SEED_WIDE
+    return __builtin_cpu_supports("avx512f");
+#else
+    return false;
+#endif
 }
 
 #endif

@@ -93,19 +93,20 @@ static int forward_set(const struct cfs_seed_set_problem *p, uint32_t first, uin
             maxskip = p->skips[i];
     uint32_t nw = maxskip + p->pos + 2;
     uint64_t m = UINT64_MAX / p->n + 1;
-    v8u out[CFS_WINDOW][NV];
+    uint32_t out[CFS_WINDOW][WIDE_BLOCK];
+    bool wide = seed_wide_supported();
     uint64_t done = 0;
     bool stop = false;
     while (done < count && !stop) {
-        if ((done & (BLOCK * 1024 - 1)) == 0 && cancel && atomic_load(cancel))
+        if ((done & (WIDE_BLOCK * 512 - 1)) == 0 && cancel && atomic_load(cancel))
             break;
         uint32_t seed0 = first + (uint32_t)done;
-        uint64_t lanes = count - done < BLOCK ? count - done : BLOCK;
-        block_outputs(seed0, 0, nw, out);
+        uint64_t lanes = count - done < WIDE_BLOCK ? count - done : WIDE_BLOCK;
+        block_outputs_lanes(seed0, nw, wide, out);
         for (uint32_t l = 0; l < lanes && !stop; l++) {
             uint32_t r[CFS_WINDOW];
             for (uint32_t k = 0; k < nw; k++)
-                r[k] = out[k][l / LANES][l % LANES];
+                r[k] = out[k][l];
             for (size_t i = 0; i < p->nskips && !stop; i++)
                 if (lane_matches(p, m, r, p->skips[i]))
                     stop = found(arg, seed0 + l, p->skips[i]);

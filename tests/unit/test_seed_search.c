@@ -14,6 +14,7 @@
 #include "clairfs/sampler.h"
 #include "clairfs/seed_search.h"
 #include "src/seed_jump.h" /* the far draw as a table lookup */
+#include "src/seed_kernel.h" /* the vector kernels, both widths */
 
 #define LARGE_N 214748365u /* just above the inside-out threshold */
 
@@ -398,6 +399,31 @@ START_TEST(inside_out_search_above_the_threshold)
 END_TEST
 
 /* The jump tables give the draw a walk along the stream gives. */
+/* Both kernels of the set search give MT19937's first tempered words of
+ * every seed in the block, lanes wrapping past 2^32 - 1 too: the 8-lane
+ * one, and the 16-lane one where this CPU has it. */
+START_TEST(both_kernel_widths_draw_the_stream)
+{
+    static const uint32_t firsts[] = {0, 612, 4294967295u - 40};
+    static uint32_t out[CFS_WINDOW][WIDE_BLOCK];
+    const uint32_t nw = CFS_WINDOW - 1;
+    for (int wide = 0; wide < 2; wide++) {
+        if (wide && !seed_wide_supported())
+            continue;
+        for (size_t f = 0; f < sizeof(firsts) / sizeof(firsts[0]); f++) {
+            block_outputs_lanes(firsts[f], nw, wide, out);
+            for (uint32_t l = 0; l < WIDE_BLOCK; l++) {
+                struct cfs_mt19937 mt;
+                cfs_mt19937_seed(&mt, (uint32_t)(firsts[f] + l));
+                for (uint32_t k = 0; k < nw; k++)
+                    ck_assert_msg(out[k][l] == cfs_mt19937_next32(&mt),
+                                  "wide=%d seed %u word %u", wide, firsts[f] + l, k);
+            }
+        }
+    }
+}
+END_TEST
+
 START_TEST(a_far_draw_by_table_equals_the_stream)
 {
     const uint64_t words[3] = {0, 19937, 2ull * LARGE_N - 2};
@@ -451,6 +477,7 @@ static Suite *seed_suite(void)
     TCase *io = tcase_create("inside_out");
     tcase_add_test(io, inside_out_values_without_the_array);
     tcase_add_test(io, inside_out_search_above_the_threshold);
+    tcase_add_test(io, both_kernel_widths_draw_the_stream);
     tcase_add_test(io, a_far_draw_by_table_equals_the_stream);
     tcase_add_test(io, inside_out_search_through_the_tables);
     suite_add_tcase(s, io);
