@@ -7,7 +7,8 @@
  * it, with its K and G, when registered so or as the default kind); an
  * adopted order that
  * mispredicts 64 opens in a row, or half of a block of 256, is dropped and
- * the module restarted once with the misses. */
+ * the module restarted once with the misses; one epoch's order ends with
+ * its epoch, and a lasting one after it is planned the mount's epochs. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -440,6 +441,57 @@ START_TEST(off_observes_nothing)
 }
 END_TEST
 
+/* One epoch's order (epoch_seed_only), identified at that epoch's end, is
+ * ended at once; a lasting order identified in the next epoch is then
+ * planned as far ahead as the mount's own run (epochs=4: epochs 1-3), not
+ * to the one-epoch plan's end. */
+START_TEST(one_epoch_order_then_a_lasting_one)
+{
+    struct fixture fx;
+    struct cfs_metrics m;
+    struct fake_identify fake = {.state = CFS_IDENTIFY_LEARNING};
+    char err[256];
+    fixture_init(&fx);
+    struct cfs_prefetch *pf = make_pf(&fx, "ram=16M,no_sweep,epochs=4", &m, NULL);
+    cfs_prefetch_set_identify(pf, &fake_ops, &fake, NULL);
+    uint32_t *e0 = epoch_stream(NFILES, 7, 0), *e1 = epoch_stream(NFILES, 7, 1);
+    for (uint32_t i = 0; i < NFILES; i++)
+        read_check_as(pf, &fx, e0[i], &trainer);
+    struct cfs_identified once = ddp7(1, 0, NFILES);
+    once.epoch_seed_only = true;
+    once.epoch_opens = NFILES;
+    ck_assert_msg(cfs_prefetch_adopt(pf, &once, err, sizeof(err)) == 0, "%s", err);
+    struct cfs_prefetch_stats st;
+    cfs_prefetch_stats(pf, &st);
+    ck_assert(!st.adopted); /* its epoch is over */
+    ck_assert(cfs_prefetch_learning(pf));
+
+    const uint32_t early = 10;
+    for (uint32_t i = 0; i < early; i++)
+        read_check_as(pf, &fx, e1[i], &trainer);
+    ck_assert_uint_eq(fake.n, NFILES + early);
+    struct cfs_identified lasting = ddp7(1, 1, NFILES + early);
+    lasting.epoch_opens = NFILES;
+    ck_assert_msg(cfs_prefetch_adopt(pf, &lasting, err, sizeof(err)) == 0, "%s", err);
+    cfs_prefetch_stats(pf, &st);
+    ck_assert(st.adopted);
+    ck_assert_int_eq(cfs_prefetch_wait_idle(pf, 30), 0);
+    for (uint32_t i = early; i < NFILES; i++)
+        read_check_as(pf, &fx, e1[i], &trainer);
+    for (uint32_t e = 2; e < 4; e++) {
+        ck_assert_int_eq(cfs_prefetch_wait_idle(pf, 30), 0);
+        replay_epoch(pf, &fx, 7, e);
+    }
+    ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_HIT), NFILES - early + 2 * NFILES);
+    ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_MISS), 0);
+    ck_assert_uint_eq(mget(&m, CFS_M_EPOCH), 4);
+    free(e0);
+    free(e1);
+    cfs_prefetch_destroy(pf);
+    fixture_fini(&fx);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("prefetch_adopt");
@@ -453,6 +505,7 @@ int main(void)
     tcase_add_test(tc, drop_after_half_a_block_missed);
     tcase_add_test(tc, registered_seed_never_drops);
     tcase_add_test(tc, off_observes_nothing);
+    tcase_add_test(tc, one_epoch_order_then_a_lasting_one);
     suite_add_tcase(s, tc);
     return cfs_check_run(s);
 }
