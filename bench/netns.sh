@@ -86,7 +86,11 @@ net_mpi_args() {
     printf '%s\n' '#!/bin/sh' 'host=$1' 'shift' \
         'exec nsenter --net="/run/netns/$host" -- /bin/sh -c "$*"' >"$dir/agent"
     chmod +x "$dir/agent"
-    echo "--hostfile $dir/hosts --mca plm_rsh_agent $dir/agent --mca pml ob1 --mca btl self,tcp" \
+    # The daemons share the host's name (one UTS namespace), which can
+    # leave ORTE's routing tree without a path to one of them ("no-path",
+    # seen once in CI): every daemon talks to mpirun directly instead.
+    echo "--hostfile $dir/hosts --mca plm_rsh_agent $dir/agent --mca routed direct" \
+        "--mca pml ob1 --mca btl self,tcp" \
         "--mca btl_tcp_if_include $NET_SUBNET --mca oob_tcp_if_include $NET_SUBNET"
 }
 
