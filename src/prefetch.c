@@ -111,8 +111,7 @@ static int track_create(const struct cfs_prefetch *pf, const struct cfs_run_conf
 static int keep_run_config(struct cfs_prefetch *pf, const struct cfs_run_config *run)
 {
     pf->run = *run;
-    pf->mount_start_epoch = run->start_epoch;
-    pf->mount_epochs = run->epochs;
+    pf->plan_span = run->epochs > run->start_epoch ? run->epochs - run->start_epoch : 100;
     pf->run.node_ranks = malloc(run->nodes * sizeof(*run->node_ranks));
     pf->run.sampler.list_path = NULL;
     if (!pf->run.node_ranks)

@@ -308,8 +308,7 @@ static int identified_run(const struct cfs_prefetch *pf, const struct cfs_identi
     run->ranks = (struct cfs_rank_range){.first = id->rank_first, .count = id->rank_count};
     run->start_epoch = id->epoch;
     /* As many epochs ahead as the mount would plan for a registered run. */
-    uint32_t span =
-        pf->mount_epochs > pf->mount_start_epoch ? pf->mount_epochs - pf->mount_start_epoch : 100;
+    uint32_t span = pf->plan_span;
     run->epochs = id->epoch + (span > UINT32_MAX - id->epoch ? UINT32_MAX - id->epoch : span);
     if (id->epoch_seed_only)
         run->epochs = id->epoch + 1; /* the next epoch is not known yet */

@@ -231,10 +231,9 @@ struct cfs_prefetch {
      * sampler's list_path (sampler_list) are owned.  "seed N" changes its
      * sampler seed and seeded flag under the plan lock's write side. */
     struct cfs_run_config run;
-    /* The mount's own epochs, as run held them before any adoption:
-     * how far ahead an identified order is planned (an adoption of one
-     * epoch only shortens run.epochs). */
-    uint32_t mount_start_epoch, mount_epochs;
+    /* Epochs an identified order is planned ahead: the mount's own run's,
+     * fixed at creation (an adoption of one epoch only shortens run.epochs). */
+    uint32_t plan_span;
     char *sampler_list;
     uint64_t *sizes; /* per sample, for the planner */
     uint64_t nsamples;
