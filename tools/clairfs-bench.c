@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -317,6 +318,10 @@ static void usage(FILE *f, const char *prog)
             "  --csv                  CSV: label,rank,epoch,wall_s,stall_s,first_batch_s,\n"
             "                         batches,files,bytes,files_per_s,mib_per_s\n"
             "  --label NAME           the CSV label column (default: DIR)\n"
+            "  --barrier DIR          after each epoch wait for every rank of world= to end it,\n"
+            "                         as synchronous data-parallel training does (the ranks of\n"
+            "                         one run share DIR; rank R's end of epoch E is the file\n"
+            "                         DIR/epoch-E.rank-R)\n"
             "  -h, --help\n"
             "\n"
             "Trainer options (-o):\n",
@@ -336,6 +341,7 @@ enum {
     OPT_CATALOG,
     OPT_CSV,
     OPT_LABEL,
+    OPT_BARRIER,
 };
 
 static const struct option long_opts[] = {
@@ -350,6 +356,7 @@ static const struct option long_opts[] = {
     {"catalog", required_argument, NULL, OPT_CATALOG},
     {"csv", no_argument, NULL, OPT_CSV},
     {"label", required_argument, NULL, OPT_LABEL},
+    {"barrier", required_argument, NULL, OPT_BARRIER},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -383,6 +390,7 @@ struct bench_cli {
     bool has_rank, csv, epochs_in_list;
     double compute;
     const char *dir, *order_file, *verify, *label;
+    const char *barrier; /* --barrier DIR, or NULL */
     const char *catalog; /* where the tree is listed: NULL = dir */
 };
 
@@ -451,6 +459,9 @@ static int parse_one(struct bench_cli *c, struct bench *bn, int opt, const char 
         return 0;
     case OPT_LABEL:
         c->label = optarg;
+        return 0;
+    case OPT_BARRIER:
+        c->barrier = optarg;
         return 0;
     case 'h':
         usage(stdout, prog);
@@ -592,6 +603,38 @@ static int epoch_stream(const struct bench_cli *c, const struct order_file *of,
     return 0;
 }
 
+/* --barrier: mark this rank's end of epoch and wait for every rank's.  A
+ * rank that died must not hang the others for ever: after BARRIER_TIMEOUT
+ * seconds the epoch fails. */
+#define BARRIER_TIMEOUT 600.0
+static int epoch_barrier(const struct bench_cli *c, uint32_t epoch)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/epoch-%u.rank-%llu", c->barrier, epoch,
+             (unsigned long long)c->rank);
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        fprintf(stderr, "clairfs-bench: --barrier: cannot create %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    close(fd);
+    double deadline = now_sec() + BARRIER_TIMEOUT;
+    for (uint32_t r = 0; r < c->o.world;) {
+        snprintf(path, sizeof(path), "%s/epoch-%u.rank-%u", c->barrier, epoch, r);
+        if (access(path, F_OK) == 0) {
+            r++;
+            continue;
+        }
+        if (now_sec() > deadline) {
+            fprintf(stderr, "clairfs-bench: --barrier: rank %u did not end epoch %u in %.0f s\n",
+                    r, epoch, BARRIER_TIMEOUT);
+            return -1;
+        }
+        sleep_sec(0.0005);
+    }
+    return 0;
+}
+
 /* Replays every epoch and prints each, then the total: 0 or -1. */
 static int replay(const struct bench_cli *c, struct bench *bn, struct cfs_loader *loader,
                   const struct order_file *of, struct cfs_sampler *sampler,
@@ -614,6 +657,10 @@ static int replay(const struct bench_cli *c, struct bench *bn, struct cfs_loader
             break;
         }
         print_epoch(c->csv, c->label, (uint32_t)c->rank, epoch, &st);
+        if (c->barrier && epoch_barrier(c, epoch) < 0) {
+            rc = -1;
+            break;
+        }
         total->wall += st.wall;
         total->stall += st.stall;
         total->files += st.files;

@@ -50,6 +50,30 @@ printf "\\$(printf '%03o' $((b ^ 1)))" | dd of="$WORK/copy/b/img4.jpg" bs=1 seek
     fail "--verify passed with a changed file"
 grep -q "b/img4.jpg differs" "$WORK/err" || fail "no message naming b/img4.jpg: $(cat "$WORK/err")"
 
+# --barrier: the ranks of world 2 meet at each epoch's end.  Rank 1 starts
+# 1.5 s late, so rank 0 has read epoch 0 alone and waits: its epoch 1 must
+# not begin before rank 1 has ended epoch 0 (its barrier file's time).
+mkdir "$WORK/bar"
+"$BENCH" --csv -o seed=7,world=2,batch=4 --rank 0 --epochs 2 --barrier "$WORK/bar" "$WORK/ds" \
+    >"$WORK/bar0" 2>&1 &
+b0=$!
+sleep 1.5
+[ -e "$WORK/bar/epoch-0.rank-0" ] || fail "--barrier: rank 0 did not mark its end of epoch 0"
+[ -e "$WORK/bar/epoch-1.rank-0" ] && fail "--barrier: rank 0 ran epoch 1 without rank 1"
+"$BENCH" --csv -o seed=7,world=2,batch=4 --rank 1 --epochs 2 --barrier "$WORK/bar" "$WORK/ds" \
+    >"$WORK/bar1" 2>&1 || fail "--barrier: rank 1: $(cat "$WORK/bar1")"
+wait $b0 || fail "--barrier: rank 0: $(cat "$WORK/bar0")"
+[ "$(ls "$WORK/bar" | sort | tr '\n' ' ')" = "epoch-0.rank-0 epoch-0.rank-1 epoch-1.rank-0 epoch-1.rank-1 " ] ||
+    fail "--barrier files: $(ls "$WORK/bar")"
+[ "$(tail -n +2 "$WORK/bar0" | cut -d, -f2,3,7,8)" = "$(rows -o seed=7,world=2,batch=4 --rank 0 --epochs 2)" ] ||
+    fail "--barrier rank 0 rows: $(cat "$WORK/bar0")"
+[ "$WORK/bar/epoch-1.rank-0" -nt "$WORK/bar/epoch-0.rank-1" ] ||
+    [ "$(stat -c %.9Y "$WORK/bar/epoch-1.rank-0")" = "$(stat -c %.9Y "$WORK/bar/epoch-0.rank-1")" ] ||
+    fail "--barrier: rank 0 ended epoch 1 before rank 1 ended epoch 0"
+"$BENCH" -o seed=7,world=2 --barrier "$WORK/nodir" "$WORK/ds" >/dev/null 2>"$WORK/err" &&
+    fail "--barrier into a missing directory accepted"
+grep -q "cannot create $WORK/nodir/epoch-0.rank-0" "$WORK/err" || fail "--barrier message: $(cat "$WORK/err")"
+
 # Errors: one line, non-zero exit.
 printf 'a/img1.jpg\na/missing.jpg\n' > "$WORK/bad-order"
 "$BENCH" --order-file "$WORK/bad-order" "$WORK/ds" >/dev/null 2>"$WORK/err" && fail "missing file accepted"
