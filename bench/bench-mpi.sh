@@ -25,11 +25,16 @@
 # from a peer (clairfs_fetch_seconds_total / clairfs_fetches_total) and the
 # start-up time (mpirun to every mount's ready file); and per configuration
 # and epoch what explains the times: the daemons' CPU seconds (utime+stime
-# of every clairfs process of the run) over the epoch's step, the wait per
+# of every clairfs process of the run) over the epoch's span, the wait per
 # open, the opens by source, the FUSE read requests that reached the
 # daemons, the per-file fetch time by source and clairfs_peer_late_total.
 #
-# Environment: LINK_RATE (tc rate, default 1gbit), LINK_DELAY (netem delay,
+# Every rank runs all epochs back to back in one process, as a trainer
+# does: a pause between epochs would let each cache stage the next epoch
+# for free.
+#
+# Environment: COMPUTE (the trainer's compute seconds per batch, default 0:
+# I/O bound), LINK_RATE (tc rate, default 1gbit), LINK_DELAY (netem delay,
 # default 50us, where the kernel has netem), PFS_OPTS (clairfs-pfsemu -o
 # options; default its own: 2 ms per open, 0.5 ms per read, 200 MiB/s
 # shared), MODEL_PFS_BW, MODEL_PFS_LATENCY (the performance model's), OMPI_*
@@ -113,60 +118,113 @@ SEED=3 BATCH=16
 
 mib() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
 
-# epoch N CONFIG E DIR...: epoch E of every trainer rank of world N at
-# once, rank r on DIR r; prints the slowest rank's wall time.
-epoch() {
-    local n=$1 cfg=$2 e=$3 r pids=() max=0 t
+# train N CFG HOOK DIR...: one training run of world N: every trainer rank
+# at once, rank r on DIR r, every epoch back to back in one process, the
+# ranks meeting at each epoch's end (clairfs-bench --barrier) as synchronous
+# data-parallel training does.  (Each epoch used to be a fresh run after the
+# last one's bookkeeping: the second or so between epochs let every cache
+# stage the next epoch for free, which no trainer gives it.)  HOOK E, unless
+# "-", runs as soon as every rank has ended epoch E, while they go on.  Sets
+# T[N,CFG,E] to the slowest rank's epoch-E wall time; returns 1 when a rank
+# failed.
+train() {
+    local n=$1 cfg=$2 hook=$3 r e=0 rc=0 alive p all bar=$W/bar.$1.$2
     shift 3
-    local dirs=("$@")
-    for r in $(seq 0 $((n - 1))); do
-        "$BENCH" -o "seed=$SEED,world=$n,batch=$BATCH,epochs=$EPOCHS,start_epoch=$e" --epochs 1 \
-            --rank "$r" --workers 4 --csv "${dirs[$r]}" >"$W/b.$n.$cfg.$e.$r" 2>&1 &
+    local dirs=("$@") pids=()
+    rm -rf "$bar" && mkdir -p "$bar"
+    for ((r = 0; r < n; r++)); do
+        "$BENCH" -o "seed=$SEED,world=$n,batch=$BATCH,epochs=$EPOCHS" --epochs "$EPOCHS" \
+            ${COMPUTE:+--compute "$COMPUTE"} --rank "$r" --workers 4 --barrier "$bar" \
+            --csv "${dirs[$r]}" >"$W/b.$n.$cfg.$r" 2>&1 &
         pids+=($!)
     done
-    for r in $(seq 0 $((n - 1))); do wait "${pids[$r]}"; done
-    for r in $(seq 0 $((n - 1))); do
-        t=$(tail -n 1 "$W/b.$n.$cfg.$e.$r" | cut -d, -f4)
-        max=$(awk -v a="$max" -v b="${t:-0}" 'BEGIN { print (b > a) ? b : a }')
+    while [ "$e" -lt "$EPOCHS" ]; do
+        all=1
+        for ((r = 0; r < n; r++)); do [ -e "$bar/epoch-$e.rank-$r" ] || { all=0; break; }; done
+        if [ $all = 1 ]; then
+            [ "$hook" = - ] || "$hook" "$e"
+            e=$((e + 1))
+            continue
+        fi
+        alive=0
+        for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+        [ $alive = 1 ] || break
+        sleep 0.005
     done
-    echo "$max"
-}
-
-sum_metric() { # N KEY: sum of a metric over the N mounts
-    local n=$1 k=$2 r s=0 v
-    for r in $(seq 0 $((n - 1))); do
-        v=$(awk -v k="$k" '$1 == k { print $2 }' "$W/mnt$r/.clairfs/metrics")
-        s=$((s + ${v:-0}))
+    for ((r = 0; r < n; r++)); do wait "${pids[$r]}" || rc=1; done
+    [ "$e" = "$EPOCHS" ] || rc=1
+    [ $rc = 0 ] || { echo "$n nodes, $cfg: a trainer rank failed:"; cat "$W"/b."$n.$cfg".*; }
+    for ((e = 0; e < EPOCHS; e++)); do
+        T[$n,$cfg,$e]=$(for ((r = 0; r < n; r++)); do cat "$W/b.$n.$cfg.$r"; done |
+            awk -F, -v e="$e" '$3 == e && $4 + 0 > m { m = $4 + 0 } END { print m + 0 }')
     done
-    echo $s
+    return $rc
 }
 
-sum_metric_f() { # the same for a fractional metric (seconds)
-    local n=$1 k=$2 r
-    for r in $(seq 0 $((n - 1))); do cat "$W/mnt$r/.clairfs/metrics"; done |
-        awk -v k="$k" '$1 == k { s += $2 } END { printf "%.6f", s }'
+# The daemons' PIDs (the processes running $CLAIRFS on this run's PFS),
+# found once per launch so that a snapshot reads only their stat files.
+DPIDS=()
+find_daemons() {
+    mapfile -t DPIDS < <(pgrep -f -- "^$CLAIRFS .*$W/pfs ")
 }
 
-# daemon_cpu: CPU seconds (utime + stime) used so far by every clairfs
-# daemon of this run (the processes running $CLAIRFS on this run's PFS).
+# A snapshot runs while the trainers read, on 2 busy cores: builtins only
+# (a fork costs tens of ms there, and a late snapshot blurs the epochs).
+# daemon_ticks: CPU ticks (utime + stime) the daemons used so far, into TICKS.
+daemon_ticks() {
+    local p line f
+    TICKS=0
+    for p in "${DPIDS[@]}"; do
+        { read -r line <"/proc/$p/stat"; } 2>/dev/null || continue
+        line=${line##*) } # fields 14 and 15 after the ")" that ends the command name
+        read -ra f <<<"$line"
+        TICKS=$((TICKS + f[11] + f[12]))
+    done
+}
+
+# link_bytes: bytes sent into the nodes over their veths (the host ends'
+# transmit counters: what left their tc qdiscs), into LINK.
+link_bytes() {
+    local r b
+    LINK=0
+    [ "$NET" = netns ] || return 0
+    for ((r = 0; r < NET_NODES; r++)); do
+        { read -r b <"/sys/class/net/cfh${NET_TAG}n$r/statistics/tx_bytes"; } 2>/dev/null || b=0
+        LINK=$((LINK + b))
+    done
+}
+
+# snapshot TAG: every mount's metrics, the daemons' CPU ticks, the link
+# bytes and the time, now.
+SNAP_N=0
+snapshot() {
+    local r m
+    for ((r = 0; r < SNAP_N; r++)); do
+        mapfile -t m <"$W/mnt$r/.clairfs/metrics"
+        printf '%s\n' "${m[@]}" >"$W/snap.$1.$r"
+    done
+    daemon_ticks
+    link_bytes
+    printf '%s %s %s\n' "${EPOCHREALTIME/./}000" "$TICKS" "$LINK" >"$W/snap.$1.x"
+}
+
+# snap_sum TAG KEY: a metric summed over the mounts of snapshot TAG.
+snap_sum() {
+    local r
+    for ((r = 0; r < SNAP_N; r++)); do cat "$W/snap.$1.$r"; done |
+        awk -v k="$2" '$1 == k { s += $2 } END { printf "%.6f", s }'
+}
+snap_x() { awk -v i="$2" '{ print $i }' "$W/snap.$1.x"; } # TAG FIELD: 1 ns, 2 ticks, 3 link bytes
+sub_i() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.0f", b - a }'; }
+
 TICK=$(getconf CLK_TCK)
-daemon_cpu() {
-    local d t=0 c
-    for d in /proc/[0-9]*; do
-        c=$( { tr '\0' ' ' <"$d/cmdline"; } 2>/dev/null) || continue
-        case $c in "$CLAIRFS "*"$W/pfs "*) ;; *) continue ;; esac
-        # fields 14 and 15 after the ")" that ends the command name
-        t=$((t + $( { sed 's/.*) //' "$d/stat"; } 2>/dev/null | awk '{ print $12 + $13 + 0 }')))
-    done
-    awk -v t="$t" -v k="$TICK" 'BEGIN { printf "%.2f", t / k }'
-}
-
 declare -A T PFSB PEERB LINKB OK FB START COST CPU WAIT OPENS FMS RREQ SPAN LATE
+
 # run_direct N CFG DIR: every rank of world N reads DIR (no clairfs).
 run_direct() {
-    local n=$1 cfg=$2 dir=$3 e r dirs=()
-    for r in $(seq 0 $((n - 1))); do dirs+=("$dir"); done
-    for e in $(seq 0 $((EPOCHS - 1))); do T[$n,$cfg,$e]=$(epoch "$n" "$cfg" "$e" "${dirs[@]}"); done
+    local n=$1 cfg=$2 dir=$3 r dirs=()
+    for ((r = 0; r < n; r++)); do dirs+=("$dir"); done
+    train "$n" "$cfg" - "${dirs[@]}"
 }
 
 # launch N CFG OPTS: N daemons under mpirun, each on its mount, over the
@@ -197,6 +255,7 @@ launch() {
     done
     STARTUP=$(awk -v a="$t0" -v b="$(date +%s%N)" 'BEGIN { printf "%.2f", (b - a) / 1e9 }')
     [ $ready = 1 ] || { echo "$n nodes, $cfg: mounts not ready"; cat "$W/clairfs.$n.$cfg.log"; return 1; }
+    find_daemons
 }
 
 # unmount N: every node's mount, then wait for mpirun.
@@ -207,67 +266,60 @@ unmount() {
     MPIPID=
 }
 
-link_bytes() { [ "$NET" = netns ] && net_bytes_to_nodes || echo 0; }
-
-# run_clairfs N CFG EXTRA: N nodes, every epoch, with the PFS, peer and link
-# bytes of each epoch (deltas of the nodes' counters and of tc's).
+# run_clairfs N CFG EXTRA: N nodes, one training run, with the PFS, peer
+# and link bytes of each epoch and what explains its time (deltas of the
+# snapshots taken as each epoch ends; the ranks drift apart by a few
+# batches, so an epoch's deltas are those up to its slowest rank's end).
 run_clairfs() {
-    local n=$1 cfg=$2 extra=$3 e r dirs=() p q l
-    for r in $(seq 0 $((n - 1))); do dirs+=("$W/mnt$r"); done
+    local n=$1 cfg=$2 extra=$3 e r dirs=() a b src k t opens line o
+    for ((r = 0; r < n; r++)); do dirs+=("$W/mnt$r"); done
     launch "$n" "$cfg" "seed=$SEED,world=$n,batch=$BATCH,epochs=$EPOCHS,ram=$((BYTES / n * 11 / 10))$extra" ||
         return 1
     START[$n,$cfg]=$STARTUP
-    local pb=0 qb=0 lb cb c sb=0 s src o k t rb=0 lt=0
-    local -A ob kb tb
-    for src in ram ssd peer pfs; do ob[$src]=0 kb[$src]=0 tb[$src]=0; done
-    lb=$(link_bytes)
-    cb=$(daemon_cpu)
-    local w0 w1
-    w0=$(date +%s%N)
-    for e in $(seq 0 $((EPOCHS - 1))); do
-        T[$n,$cfg,$e]=$(epoch "$n" "$cfg" "$e" "${dirs[@]}")
-        c=$(daemon_cpu)
-        w1=$(date +%s%N)
-        SPAN[$n,$cfg,$e]=$(awk -v a="$w0" -v b="$w1" 'BEGIN { printf "%.2f", (b - a) / 1e9 }')
-        w0=$w1
-        p=$(sum_metric "$n" 'clairfs_fetch_bytes_total{from="pfs"}')
-        q=$(sum_metric "$n" 'clairfs_fetch_bytes_total{from="peer"}')
-        l=$(link_bytes)
-        s=$(sum_metric_f "$n" 'clairfs_stall_seconds_total')
-        PFSB[$n,$cfg,$e]=$((p - pb)) PEERB[$n,$cfg,$e]=$((q - qb)) LINKB[$n,$cfg,$e]=$((l - lb))
-        CPU[$n,$cfg,$e]=$(awk -v a="$cb" -v b="$c" 'BEGIN { printf "%.2f", b - a }')
+    SNAP_N=$n
+    rm -f "$W"/snap.*
+    snapshot b
+    train "$n" "$cfg" snapshot "${dirs[@]}" || { unmount "$n"; return 1; }
+    a=b
+    for ((e = 0; e < EPOCHS; e++)); do
+        b=$e
+        SPAN[$n,$cfg,$e]=$(awk -v a="$(snap_x $a 1)" -v b="$(snap_x $b 1)" 'BEGIN { printf "%.2f", (b - a) / 1e9 }')
+        CPU[$n,$cfg,$e]=$(awk -v a="$(snap_x $a 2)" -v b="$(snap_x $b 2)" -v k="$TICK" 'BEGIN { printf "%.2f", (b - a) / k }')
+        LINKB[$n,$cfg,$e]=$(sub_i "$(snap_x $a 3)" "$(snap_x $b 3)")
+        PFSB[$n,$cfg,$e]=$(sub_i "$(snap_sum $a 'clairfs_fetch_bytes_total{from="pfs"}')" \
+            "$(snap_sum $b 'clairfs_fetch_bytes_total{from="pfs"}')")
+        PEERB[$n,$cfg,$e]=$(sub_i "$(snap_sum $a 'clairfs_fetch_bytes_total{from="peer"}')" \
+            "$(snap_sum $b 'clairfs_fetch_bytes_total{from="peer"}')")
         # opens by source, the wait per open, the per-file fetch time by source
-        local opens=0 line=
+        opens=0 line=
         for src in ram ssd peer pfs; do
-            o=$(sum_metric "$n" "clairfs_reads_total{source=\"$src\"}")
-            line="$line $((o - ob[$src]))"
-            opens=$((opens + o - ob[$src]))
-            ob[$src]=$o
+            k="clairfs_reads_total{source=\"$src\"}"
+            o=$(sub_i "$(snap_sum $a "$k")" "$(snap_sum $b "$k")")
+            line="$line $o" opens=$((opens + o))
         done
         OPENS[$n,$cfg,$e]=${line# }
-        o=$(sum_metric "$n" 'clairfs_read_requests_total')
-        RREQ[$n,$cfg,$e]=$((o - rb)) rb=$o
-        o=$(sum_metric "$n" 'clairfs_peer_late_total')
-        LATE[$n,$cfg,$e]=$((o - lt)) lt=$o
-        WAIT[$n,$cfg,$e]=$(awk -v a="$sb" -v b="$s" -v k="$opens" 'BEGIN {
+        RREQ[$n,$cfg,$e]=$(sub_i "$(snap_sum $a clairfs_read_requests_total)" "$(snap_sum $b clairfs_read_requests_total)")
+        LATE[$n,$cfg,$e]=$(sub_i "$(snap_sum $a clairfs_peer_late_total)" "$(snap_sum $b clairfs_peer_late_total)")
+        WAIT[$n,$cfg,$e]=$(awk -v a="$(snap_sum $a clairfs_stall_seconds_total)" \
+            -v b="$(snap_sum $b clairfs_stall_seconds_total)" -v k="$opens" 'BEGIN {
             if (k > 0) printf "%.2f", 1000 * (b - a) / k; else printf "-" }')
         line=
         for src in pfs peer; do
-            k=$(sum_metric "$n" "clairfs_fetches_total{from=\"$src\"}")
-            t=$(sum_metric_f "$n" "clairfs_fetch_seconds_total{from=\"$src\"}")
-            line="$line $(awk -v k="$((k - kb[$src]))" -v t="$t" -v u="${tb[$src]}" 'BEGIN {
+            k=$(sub_i "$(snap_sum $a "clairfs_fetches_total{from=\"$src\"}")" \
+                "$(snap_sum $b "clairfs_fetches_total{from=\"$src\"}")")
+            line="$line $(awk -v k="$k" -v u="$(snap_sum $a "clairfs_fetch_seconds_total{from=\"$src\"}")" \
+                -v t="$(snap_sum $b "clairfs_fetch_seconds_total{from=\"$src\"}")" 'BEGIN {
                 if (k > 0) printf "%.1f", 1000 * (t - u) / k; else printf "-" }')"
-            kb[$src]=$k tb[$src]=$t
         done
         FMS[$n,$cfg,$e]=${line# }
-        pb=$p qb=$q lb=$l cb=$c sb=$s
+        a=$b
     done
-    OK[$n,$cfg]=$(sum_metric "$n" 'clairfs_peer_fetches_total{result="ok"}')
-    FB[$n,$cfg]=$(sum_metric "$n" 'clairfs_peer_fetches_total{result="fallback"}')
-    local src k t
+    snapshot end # after the run: what the prefetchers did after the last epoch too
+    OK[$n,$cfg]=$(snap_sum end 'clairfs_peer_fetches_total{result="ok"}' | cut -d. -f1)
+    FB[$n,$cfg]=$(snap_sum end 'clairfs_peer_fetches_total{result="fallback"}' | cut -d. -f1)
     for src in pfs peer; do
-        k=$(sum_metric "$n" "clairfs_fetches_total{from=\"$src\"}")
-        t=$(sum_metric_f "$n" "clairfs_fetch_seconds_total{from=\"$src\"}")
+        k=$(snap_sum end "clairfs_fetches_total{from=\"$src\"}")
+        t=$(snap_sum end "clairfs_fetch_seconds_total{from=\"$src\"}")
         COST[$n,$cfg,$src]=$(awk -v k="$k" -v t="$t" 'BEGIN {
             if (k > 0) printf "%.2f ms (%d)", 1000 * t / k, k; else printf "- (0)" }')
     done
@@ -275,7 +327,8 @@ run_clairfs() {
 }
 
 echo "dataset: $NFILES files, $(mib "$BYTES") MiB; trainer: clairfs-bench, one rank per node, 4 workers,"
-echo "batch $BATCH; ram per node 1/nodes of the dataset + 10 %; epochs $EPOCHS"
+echo "batch $BATCH, compute ${COMPUTE:-0} s per batch; ram per node 1/nodes of the dataset + 10 %;"
+echo "$EPOCHS epochs back to back in one run per rank, the ranks meeting at each epoch's end"
 echo "emulated PFS: clairfs-pfsemu ${PFS_OPTS:-defaults: 2 ms/open, 0.5 ms/read, 200 MiB/s shared}"
 if [ "$NET" = netns ]; then
     net_describe
@@ -309,7 +362,7 @@ done
     echo " included; peer MiB: clairfs_fetch_bytes_total{from=\"peer\"} deltas, all nodes)"
 echo
 echo "why: per configuration and epoch, the CPU seconds all clairfs daemons used (utime+stime from"
-echo "/proc/PID/stat) over the span of the epoch's step (the trainers' start-up included), the trainers' wait per open (clairfs_stall_seconds_total / opens), the opens"
+echo "/proc/PID/stat) over the epoch's span (from the previous epoch's end, or the trainers' start), the trainers' wait per open (clairfs_stall_seconds_total / opens), the opens"
 echo "by source (ram ssd peer pfs), the FUSE read requests that reached the daemons (a file staged in"
 echo "the page cache makes none), the per-file fetch time (pfs / peer, ms, submission to completion) and"
 echo "the owned files peers asked for before their owner had begun them (clairfs_peer_late_total):"
