@@ -130,6 +130,10 @@ struct cfs_peer {
     void **obj;
     int *free_slots;
     int nslots, nfree, used;
+    /* Of the used slots, the data receives of batches whose REPLY has not
+     * come: nothing moves for them until the owner answers, which may take
+     * a PFS fetch (peer_defer.c), so they do not keep the thread polling. */
+    int awaiting;
     int *done_idx;
     MPI_Status *done_st;
     MPI_Request ctrl_req;

@@ -15,6 +15,11 @@
 #define IDLE_MIN_NS 10000u
 #define IDLE_MAX_NS 200000u
 #define IDLE_BUSY_MAX_NS 20000u /* with transfers in flight */
+/* Only replies awaited (or held back for a peer): they come after a PFS
+ * fetch, tens of ms, so the sleeps grow to 1 ms (an answer within the
+ * first microseconds is still seen at once: they start at IDLE_MIN_NS).
+ * 20 us sleeps there kept a core busy through the first epoch. */
+#define IDLE_AWAIT_MAX_NS 1000000u
 /* Nothing done for DEEP_IDLE_AFTER_NS: the sleeps grow on to
  * IDLE_DEEP_MAX_NS.  Each wake-up costs some 20 us of CPU (a timed wait, an
  * Open MPI progress pass), so 200 us sleeps alone kept an unread node at 10 %
@@ -82,6 +87,15 @@ static void slot_set(struct cfs_peer *p, int s, enum peer_slot_kind k, void *obj
     p->kind[s] = k;
     p->obj[s] = obj;
     p->used++;
+}
+
+/* b's REPLY came, or none will: its receives still posted now await data. */
+static void batch_set_replied(struct cfs_peer *p, struct peer_batch *b)
+{
+    if (b->replied)
+        return;
+    b->replied = true;
+    p->awaiting -= (int)b->active_recvs;
 }
 
 /* --- Control messages out. --- */
@@ -258,6 +272,7 @@ static int send_batch(struct cfs_peer *p, uint32_t dest, uint64_t now)
         slot_set(p, s, PEER_SLOT_DATA_RECV, x);
         x->slot = s;
         b->active_recvs++;
+        p->awaiting++;
         posted++;
     }
     b->sent_ns = now;
@@ -275,7 +290,7 @@ static int send_batch(struct cfs_peer *p, uint32_t dest, uint64_t now)
         for (uint32_t i = 0; i < n; i++)
             if (b->x[i].slot >= 0)
                 MPI_Cancel(&p->mreq[b->x[i].slot]);
-        b->replied = true; /* no reply will come */
+        batch_set_replied(p, b); /* no reply will come */
         batch_maybe_free(p, b);
     }
     (void)posted;
@@ -519,7 +534,7 @@ static void on_reply(struct cfs_peer *p, int src, const struct peer_msg_hdr *h, 
         len < sizeof(*h) + b->n * sizeof(struct peer_rep_ent))
         return;
     const struct peer_rep_ent *r = (const struct peer_rep_ent *)(h + 1);
-    b->replied = true;
+    batch_set_replied(p, b);
     for (uint32_t i = 0; i < b->n; i++) {
         struct peer_xfer *x = &b->x[i];
         if (x->reply_known)
@@ -616,6 +631,8 @@ static void done_data_recv(struct cfs_peer *p, void *obj, MPI_Status *st)
     MPI_Test_cancelled(st, &cancelled);
     x->slot = -1;
     b->active_recvs--;
+    if (!b->replied)
+        p->awaiting--; /* the data came first, or the receive was withdrawn */
     if (cancelled || st->MPI_ERROR != MPI_SUCCESS) {
         /* Cancelled after a non-OK reply (already completed), at leave, or
          * a truncated/failed receive. */
@@ -767,6 +784,7 @@ static void teardown(struct cfs_peer *p)
         slot_put(p, s);
     }
     p->used = 0;
+    p->awaiting = 0;
     peer_defer_free(p);
     for (int d = 0; d < p->size; d++) {
         struct peer_node *nd = &p->nodes[d];
@@ -836,7 +854,8 @@ void *cfs_peer_comm_main(void *arg)
             burst_ns = worked_ns = cfs_peer_now_ns();
             continue;
         }
-        if (p->used && cfs_peer_now_ns() - burst_ns < BURST_NS) {
+        bool moving = p->used > p->awaiting; /* sends, or receives whose data is announced */
+        if (moving && cfs_peer_now_ns() - burst_ns < BURST_NS) {
             /* Transfers in flight and something just completed: a
              * rendezvous takes several progress steps, so poll on for a
              * moment before sleeping (on a host with more busy threads
@@ -845,7 +864,9 @@ void *cfs_peer_comm_main(void *arg)
              * not keep us spinning. */
             continue;
         }
-        uint64_t max_ns = p->used ? IDLE_BUSY_MAX_NS : IDLE_MAX_NS;
+        uint64_t max_ns = moving                  ? IDLE_BUSY_MAX_NS
+                          : p->used || p->pending ? IDLE_AWAIT_MAX_NS
+                                                  : IDLE_MAX_NS;
         if (!p->used && !p->pending && !p->leaving &&
             cfs_peer_now_ns() - worked_ns > DEEP_IDLE_AFTER_NS)
             max_ns = IDLE_DEEP_MAX_NS;
