@@ -93,7 +93,12 @@ net_mpi_args() {
     # The daemons share the host's name (one UTS namespace), which can
     # leave ORTE's routing tree without a path to one of them ("no-path",
     # seen once in CI): every daemon talks to mpirun directly instead.
+    # rtc_hwloc_vmhole=none: an orted here once crashed writing its shared
+    # topology into the "biggest" hole it found (hwloc_shmem_topology_write,
+    # SIGSEGV at a stack address) while other MPI jobs ran; without it
+    # each rank reads the topology itself.
     echo "--hostfile $dir/hosts --mca plm_rsh_agent $dir/agent --mca routed direct" \
+        "--mca rtc_hwloc_vmhole none" \
         "--mca pml ob1 --mca btl self,tcp" \
         "--mca btl_tcp_if_include $NET_SUBNET --mca oob_tcp_if_include $NET_SUBNET"
 }

@@ -143,6 +143,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
      * drop cached pages when it sees a new mtime. */
     conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
     conn->time_gran = 1;
+    /* The kernel answers a retrieve with at most max_write bytes. */
+    atomic_store(&fs->retrieve_max, conn->max_write);
     /* Before no_open (Linux 4.20) ENOSYS would fail the open itself. */
     if (fs->kernel_open && !(conn->capable & FUSE_CAP_NO_OPEN_SUPPORT)) {
         fs->kernel_open = false;
@@ -703,8 +705,12 @@ static void erofs_copy_file_range(fuse_req_t req, fuse_ino_t ii, off_t oi,
     fuse_reply_err(req, EROFS);
 }
 
+static void op_retrieve_reply(fuse_req_t req, void *cookie, fuse_ino_t ino, off_t offset,
+                              struct fuse_bufvec *bufv);
+
 static const struct fuse_lowlevel_ops fs_ops = {
     .init = op_init,
+    .retrieve_reply = op_retrieve_reply,
     .lookup = op_lookup,
     .forget = op_forget,
     .forget_multi = op_forget_multi,
@@ -833,8 +839,46 @@ static int kernel_inval(void *arg, cfs_id id)
     return fuse_lowlevel_notify_inval_inode(fs->se, (fuse_ino_t)id + 1, 0, 0);
 }
 
+static int kernel_retrieve(void *arg, cfs_id id, uint64_t off, size_t len, void *cookie)
+{
+    struct cfs_fs *fs = arg;
+    return fuse_lowlevel_notify_retrieve(fs->se, (fuse_ino_t)id + 1, len, (off_t)off, cookie);
+}
+
+static size_t kernel_retrieve_max(void *arg)
+{
+    struct cfs_fs *fs = arg;
+    size_t m = atomic_load(&fs->retrieve_max);
+    return m ? m : 4096; /* before INIT nothing is staged: never asked */
+}
+
+/* The kernel's answer to kernel_retrieve, on a FUSE worker. */
+static void op_retrieve_reply(fuse_req_t req, void *cookie, fuse_ino_t ino, off_t offset,
+                              struct fuse_bufvec *bufv)
+{
+    (void)ino;
+    size_t len = fuse_buf_size(bufv);
+    if (bufv->count == 1 && !(bufv->buf[0].flags & FUSE_BUF_IS_FD)) {
+        cfs_prefetch_retrieved(cookie, (uint64_t)offset, bufv->buf[0].mem, len);
+    } else {
+        /* In a pipe (splice): copy it out. */
+        void *tmp = malloc(len ? len : 1);
+        size_t got = 0;
+        if (tmp) {
+            struct fuse_bufvec dst = FUSE_BUFVEC_INIT(len);
+            dst.buf[0].mem = tmp;
+            ssize_t n = fuse_buf_copy(&dst, bufv, 0);
+            got = n > 0 ? (size_t)n : 0;
+        }
+        cfs_prefetch_retrieved(cookie, (uint64_t)offset, tmp, got);
+        free(tmp);
+    }
+    fuse_reply_none(req);
+}
+
 static const struct cfs_kernel_ops kernel_ops = {
     .known = kernel_known, .store = kernel_store, .inval = kernel_inval,
+    .retrieve = kernel_retrieve, .retrieve_max = kernel_retrieve_max,
 };
 
 const struct cfs_kernel_ops *cfs_fs_kernel_ops(struct cfs_fs *fs, struct fuse_session *se)

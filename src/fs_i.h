@@ -34,6 +34,9 @@ struct cfs_fs {
     uid_t owner_uid;
     gid_t owner_gid;
     bool splice_read;
+    /* The most bytes one FUSE_NOTIFY_RETRIEVE answers (the connection's
+     * max_write, known at INIT); 0 before. */
+    _Atomic size_t retrieve_max;
     bool kernel_open;       /* -o kernel_open */
     atomic_bool opens_off;  /* an open was answered ENOSYS: the kernel opens files itself */
     bool source_has_ctl_name; /* SOURCE/.clairfs exists and is shadowed */

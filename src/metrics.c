@@ -123,6 +123,14 @@ static const struct metric_def metric_table[CFS_M_COUNT] = {
                          "Owned files a peer asked for before this node had begun fetching "
                          "them (fetched then, the reply held back until they arrive).",
                          "owner", "late"},
+    [CFS_M_PAGECACHE_RETRIEVES] = {"clairfs_pagecache_retrieved_total", "result=\"asked\"",
+                                   COUNTER, U_COUNT,
+                                   "Staged owned files read back from the kernel page cache "
+                                   "for a peer (asked), and those the kernel no longer held "
+                                   "whole (short: the peer read the PFS).",
+                                   "retrieve", "asked"},
+    [CFS_M_PAGECACHE_RETRIEVE_SHORT] = {"clairfs_pagecache_retrieved_total", "result=\"short\"",
+                                        COUNTER, U_COUNT, NULL, "retrieve", "short"},
 };
 
 void cfs_metrics_init(struct cfs_metrics *m)

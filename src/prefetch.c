@@ -156,6 +156,7 @@ int cfs_prefetch_create(const struct cfs_prefetch_params *p, struct cfs_prefetch
     pthread_mutex_init(&pf->mu, NULL);
     pthread_mutex_init(&pf->gauge_mu, NULL);
     pthread_mutex_init(&pf->zombie_mu, NULL);
+    pthread_mutex_init(&pf->retrieve_mu, NULL);
     pthread_cond_init(&pf->zombie_cv, NULL);
     pthread_cond_init(&pf->cv, NULL);
     pthread_cond_init(&pf->idle_cv, NULL);
@@ -337,6 +338,8 @@ void cfs_prefetch_destroy(struct cfs_prefetch *pf)
     pthread_mutex_destroy(&pf->gauge_mu);
     pthread_cond_destroy(&pf->zombie_cv);
     pthread_mutex_destroy(&pf->zombie_mu);
+    pf_retrieve_destroy(pf);
+    pthread_mutex_destroy(&pf->retrieve_mu);
     pthread_rwlock_destroy(&pf->plan_lock);
     pf_identify_free(pf);
     free(pf);
@@ -424,10 +427,16 @@ int cfs_prefetch_provide(void *arg, uint32_t id, struct cfs_peer_view *v)
         return rc == -EAGAIN ? -EAGAIN : -ENOENT;
     }
     if (pv->h.kernel) {
-        /* Staged: the bytes are the kernel's (owned files never are). */
+        /* Staged: the bytes are the kernel's; read them back. */
+        uint64_t size = pv->h.size, xxh3 = pv->h.xxh3;
         cfs_cache_release(pf->cache, &pv->h);
         free(pv);
-        return -ENOENT;
+        rc = pf_retrieve_provide(pf, id, size, xxh3, v);
+        if (rc == 0) {
+            atomic_fetch_add(&pf->peer_served, 1);
+            cfs_metrics_add(pf->m, CFS_M_PEER_SERVED_FILES, 1);
+        }
+        return rc;
     }
     *v = (struct cfs_peer_view){
         .data = pv->h.data, .fd = pv->h.fd, .offset = pv->h.offset, .len = pv->h.size,

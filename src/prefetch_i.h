@@ -62,6 +62,9 @@
  *      - pf->order_mu: the order's state and what was identified (stats);
  *      - pf->zombie_mu with pf->zombie_cv: zombie_gen (stage_freed bumps
  *        it, then wakes the prefetcher after unlocking);
+ *      - pf->retrieve_mu: the owned files being read back from the page
+ *        cache for peers (prefetch_retrieve.c; the kernel is asked, and
+ *        the peer thread and the FUSE worker with its answer meet, here);
  *      - the peer layer's submit lock (cfs_peer_submit) and the io
  *        engine's lock (cfs_io_submit), taken inside fetch_start;
  *      - a file's fd_mu: the source fd of a staged file's first fallback
@@ -301,6 +304,13 @@ struct cfs_prefetch {
 
     /* Page-cache staging (prefetch_stage.c); NULL until kernel_start. */
     struct pf_stager *_Atomic stager;
+    /* The kernel ops kernel_start was given (NULL before), and the owned
+     * files being read back for peers (prefetch_retrieve.c, retrieve_mu). */
+    const struct cfs_kernel_ops *_Atomic kops; /* read by the peer thread: set last */
+    void *kops_arg;
+    pthread_mutex_t retrieve_mu;
+    struct pf_retrieval *retrievals;
+    unsigned nretrievals;
     atomic_uint_fast64_t kernel_opens, kernel_fallbacks;
     uint64_t stageable; /* regular files of non-zero size: all staged = all of these */
     atomic_bool reclaim_warned;
@@ -357,6 +367,17 @@ void pf_update_gauges(struct cfs_prefetch *pf);
 /* This node keeps sample s for its peers (plan_lock held, or the cache's
  * policy callback, which a tracker swap excludes). */
 bool pf_owned_for_peers(const struct cfs_prefetch *pf, uint32_t s);
+
+/* prefetch_retrieve.c: owned files staged in the page cache, read back
+ * for peers.  possible: the session can retrieve (owned files may then be
+ * staged).  provide: as cfs_prefetch_provide for a staged entry of size
+ * bytes and hash xxh3 (0 with *v, -EAGAIN asked, -ENOENT). */
+struct pf_retrieval;
+struct cfs_peer_view;
+bool pf_retrieve_possible(const struct cfs_prefetch *pf);
+int pf_retrieve_provide(struct cfs_prefetch *pf, uint32_t id, uint64_t size, uint64_t xxh3,
+                        struct cfs_peer_view *v);
+void pf_retrieve_destroy(struct cfs_prefetch *pf);
 /* The eviction key of sample s: owned files count as needed now. */
 uint64_t pf_sample_next_use(struct cfs_prefetch *pf, uint32_t s);
 /* The cache's policy callback (cfs_cache_next_use_fn), arg the prefetcher. */

@@ -248,9 +248,11 @@ static bool stage_eligible(void *arg, uint32_t id)
     pthread_rwlock_rdlock(&pf->plan_lock);
     /* Without a plan too (the reactive LRU cache), unless an SSD tier is
      * there: LRU demotes RAM victims to it, and a staged entry has no
-     * buffer to demote. */
+     * buffer to demote.  Owned files too where peers can be served from
+     * the page cache (prefetch_retrieve.c). */
     bool ok = (pf->track || pf->run.ssd == 0) &&
-              !(e->sample != CFS_NO_SAMPLE && pf_owned_for_peers(pf, e->sample));
+              (pf_retrieve_possible(pf) ||
+               !(e->sample != CFS_NO_SAMPLE && pf_owned_for_peers(pf, e->sample)));
     pthread_rwlock_unlock(&pf->plan_lock);
     return ok;
 }
@@ -280,6 +282,8 @@ int cfs_prefetch_kernel_start(struct cfs_prefetch *pf, const struct cfs_kernel_o
         .ops = ops, .ops_arg = arg, .eligible = stage_eligible, .freed = stage_freed,
         .gauges = stage_gauges, .arg = pf,
     };
+    pf->kops_arg = arg;
+    atomic_store(&pf->kops, ops); /* before the stager asks stage_eligible */
     struct pf_stager *st;
     int rc = pf_stager_create(&sp, &st);
     if (rc) {

@@ -104,8 +104,10 @@
  * will come again (the kernel must already know the inode: a store to an
  * inode it has not looked up fails, and looking it up from the daemon
  * would make the mount busy to umount; epoch 0 stages after use, later
- * epochs ahead of use).  Files this node keeps for its peers are not staged
- * (a peer needs their bytes).  Eviction and drop after last read turn the
+ * epochs ahead of use).  Files this node keeps for its peers are staged
+ * too, and a peer's request for one is answered with the bytes read back
+ * from the page cache (FUSE_NOTIFY_RETRIEVE, src/prefetch_retrieve.c; a
+ * session without it keeps them out of the page cache).  Eviction and drop after last read turn the
  * entry into a zombie that the stager invalidates
  * (fuse_lowlevel_notify_inval_inode) before its bytes are free; a demand
  * fetch whose room a zombie holds waits for that, at most 50 ms (the stager
@@ -225,15 +227,25 @@ void cfs_prefetch_release(struct cfs_prefetch *pf, struct cfs_prefetch_file *f);
 uint64_t cfs_prefetch_file_size(const struct cfs_prefetch_file *f);
 
 /* The kernel side of page-cache staging, implemented by the FUSE layer.
- * Called only from the stager thread.  known: the kernel has looked the
- * inode of entry id up (and not forgotten it).  store: copy len bytes at off
- * into its page cache; 0 or -errno (-ENOENT: the kernel does not know the
- * inode).  inval: drop its cached pages; 0 or -errno (-ENOENT: gone). */
+ * known, store and inval are called only from the stager thread.  known:
+ * the kernel has looked the inode of entry id up (and not forgotten it).
+ * store: copy len bytes at off into its page cache; 0 or -errno (-ENOENT:
+ * the kernel does not know the inode).  inval: drop its cached pages; 0 or
+ * -errno (-ENOENT: gone).  retrieve (from the peer thread; NULL where the
+ * session cannot): ask the kernel for len bytes of the cached pages at off,
+ * at most retrieve_max() bytes; the answer comes later, on a FUSE worker,
+ * as cfs_prefetch_retrieved(cookie, ...); 0 or -errno (no answer comes). */
 struct cfs_kernel_ops {
     bool (*known)(void *arg, cfs_id id);
     int (*store)(void *arg, cfs_id id, uint64_t off, const void *data, size_t len);
     int (*inval)(void *arg, cfs_id id);
+    int (*retrieve)(void *arg, cfs_id id, uint64_t off, size_t len, void *cookie);
+    size_t (*retrieve_max)(void *arg);
 };
+
+/* The kernel's answer to a retrieve: the len bytes it still held at off
+ * (fewer than asked when it had dropped pages; data is copied). */
+void cfs_prefetch_retrieved(void *cookie, uint64_t off, const void *data, size_t len);
 
 /* Start the stager (after cfs_prefetch_start, once the session exists).
  * 0 or -errno with a message in err. */

@@ -184,6 +184,15 @@ scenario_epochs() {
         local ok
         ok=$(metric "$TMP/m0" 'clairfs_peer_fetches_total{result="ok"}')
         [ "${ok:-0}" -gt 0 ] || fail "-np $np: node 0 fetched nothing from its peers"
+        # Owned files are staged in the page cache like the others, and
+        # served to peers from there (the bytes above were compared).
+        local asked=0 staged=0
+        for r in $(seq 0 $((np - 1))); do
+            asked=$((asked + $(metric "$TMP/m$r" 'clairfs_pagecache_retrieved_total{result="asked"}')))
+            staged=$((staged + $(metric "$TMP/m$r" 'clairfs_pagecache_staged_total')))
+        done
+        echo "   -np $np: $staged files staged, $asked read back from the page cache for peers"
+        [ "$asked" -gt 0 ] || fail "-np $np: no owned file was served from the page cache"
         check "-np $np: every node unmounts and mpirun exits 0" stop "$np"
         rm -rf "$TMP"/idx*
         unset prev_local prev_all prev_pfs

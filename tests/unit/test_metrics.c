@@ -106,7 +106,13 @@ static const char expected_prometheus[] =
     "# HELP clairfs_peer_late_total Owned files a peer asked for before this node had begun "
     "fetching them (fetched then, the reply held back until they arrive).\n"
     "# TYPE clairfs_peer_late_total counter\n"
-    "clairfs_peer_late_total 0\n";
+    "clairfs_peer_late_total 0\n"
+    "# HELP clairfs_pagecache_retrieved_total Staged owned files read back from the kernel page "
+    "cache for a peer (asked), and those the kernel no longer held whole (short: the peer read "
+    "the PFS).\n"
+    "# TYPE clairfs_pagecache_retrieved_total counter\n"
+    "clairfs_pagecache_retrieved_total{result=\"asked\"} 7\n"
+    "clairfs_pagecache_retrieved_total{result=\"short\"} 1\n";
 
 static const char expected_stats[] =
     "catalog   files 1281167  dirs 1001  bytes 137 GiB  from_index yes\n"
@@ -126,7 +132,8 @@ static const char expected_stats[] =
     "fetches   pfs 8  peer 2\n"
     "fetchtime pfs 1.500 s  peer 0.250 s\n"
     "order     identified yes\n"
-    "owner     late 0\n";
+    "owner     late 0\n"
+    "retrieve  asked 7  short 1\n";
 
 static void fill(struct cfs_metrics *m)
 {
@@ -162,6 +169,8 @@ static void fill(struct cfs_metrics *m)
     cfs_metrics_add(m, CFS_M_FETCH_NS_PFS, 1500000000ull);
     cfs_metrics_add(m, CFS_M_FETCH_NS_PEER, 250000000ull);
     cfs_metrics_set(m, CFS_M_ORDER_IDENTIFIED, 1);
+    cfs_metrics_add(m, CFS_M_PAGECACHE_RETRIEVES, 7);
+    cfs_metrics_add(m, CFS_M_PAGECACHE_RETRIEVE_SHORT, 1);
 }
 
 START_TEST(prometheus_text_is_exact)
