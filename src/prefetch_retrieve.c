@@ -130,8 +130,16 @@ int pf_retrieve_provide(struct cfs_prefetch *pf, uint32_t id, uint64_t size, uin
         return 0;
     }
     if (pf->nretrievals >= RETRIEVALS_MAX) {
-        pthread_mutex_unlock(&pf->retrieve_mu);
-        return -ENOENT;
+        /* Answers the peer layer gave up waiting for: drop one. */
+        struct pf_retrieval *old = pf->retrievals;
+        while (old && old->chunks_left > 0)
+            old = old->next;
+        if (!old) {
+            pthread_mutex_unlock(&pf->retrieve_mu);
+            return -ENOENT;
+        }
+        unlink_retrieval(pf, old);
+        retrieval_free(old);
     }
     pthread_mutex_unlock(&pf->retrieve_mu);
     r = calloc(1, sizeof(*r));
