@@ -31,8 +31,7 @@
 #   net_mpi_args DIR [N] writes DIR/hosts (the first N nodes, default all)
 #                        and DIR/agent; prints the mpirun arguments that
 #                        start rank r in namespace r and keep MPI on the links
-#   net_bytes_to_nodes   bytes tc sent into the nodes (host-side veths)
-#   net_bytes_from_nodes bytes tc sent out of the nodes (node-side veths)
+#   net_qdisc_bytes DEV [NS] bytes the root qdisc of DEV (in NS) has sent
 #   net_describe         one line: links, shaping, what could not be emulated
 #   net_teardown         stops what still runs in the namespaces (by PID),
 #                        removes namespaces, veths and bridge
@@ -146,24 +145,6 @@ net_qdisc_bytes() {
     [ -n "${2:-}" ] && tcx=(ip netns exec "$2" tc)
     "${tcx[@]}" -s qdisc show dev "$1" |
         awk '$1 == "qdisc" { root = ($0 ~ / root /) } root && $1 == "Sent" { print $2; exit }'
-}
-
-net_bytes_to_nodes() {
-    local r s=0 b
-    for r in $(seq 0 $((NET_NODES - 1))); do
-        b=$(net_qdisc_bytes "$(net_veth_host "$r")")
-        s=$((s + ${b:-0}))
-    done
-    echo "$s"
-}
-
-net_bytes_from_nodes() {
-    local r s=0 b
-    for r in $(seq 0 $((NET_NODES - 1))); do
-        b=$(net_qdisc_bytes eth0 "$(net_ns "$r")")
-        s=$((s + ${b:-0}))
-    done
-    echo "$s"
 }
 
 net_describe() {
