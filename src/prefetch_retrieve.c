@@ -70,15 +70,13 @@ static void retrieved_release(void *arg, struct cfs_peer_view *v)
     retrieval_free(arg);
 }
 
-/* Ask the kernel for every chunk of r; false when it refused the first. */
+/* Ask the kernel for every chunk of r (r->chunks_left of them); false when
+ * it refused the first, so that no answer will come. */
 static bool ask_kernel(struct cfs_prefetch *pf, struct pf_retrieval *r)
 {
     const struct cfs_kernel_ops *k = atomic_load(&pf->kops);
     size_t chunk = k->retrieve_max(pf->kops_arg);
     unsigned n = (unsigned)((r->size + chunk - 1) / chunk);
-    pthread_mutex_lock(&pf->retrieve_mu);
-    r->chunks_left = n;
-    pthread_mutex_unlock(&pf->retrieve_mu);
     for (unsigned i = 0; i < n; i++) {
         uint64_t off = (uint64_t)i * chunk;
         size_t len = r->size - off < chunk ? (size_t)(r->size - off) : chunk;
@@ -88,9 +86,8 @@ static bool ask_kernel(struct cfs_prefetch *pf, struct pf_retrieval *r)
         pthread_mutex_lock(&pf->retrieve_mu);
         r->chunks_left -= n - i;
         r->state = RETRIEVAL_SHORT;
-        bool none = r->chunks_left == 0;
         pthread_mutex_unlock(&pf->retrieve_mu);
-        return !none || i > 0;
+        return i > 0;
     }
     return true;
 }
@@ -154,9 +151,10 @@ int pf_retrieve_provide(struct cfs_prefetch *pf, uint32_t id, uint64_t size, uin
     r->size = size;
     r->xxh3 = xxh3;
     r->state = RETRIEVAL_ASKED;
+    size_t chunk = atomic_load(&pf->kops)->retrieve_max(pf->kops_arg);
     /* In the list before the kernel is asked: its answer may come first. */
     pthread_mutex_lock(&pf->retrieve_mu);
-    r->chunks_left = 1;
+    r->chunks_left = (unsigned)((size + chunk - 1) / chunk);
     r->next = pf->retrievals;
     pf->retrievals = r;
     pf->nretrievals++;
