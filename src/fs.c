@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -26,6 +27,7 @@
 #include <unistd.h>
 
 #include "clairfs/log.h"
+#include "open_watch.h"
 #include "opener.h"
 
 static void entry_stat(const struct cfs_fs *fs, cfs_id id, const struct cfs_entry *e,
@@ -389,42 +391,133 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 
 /* ---- files ------------------------------------------------------------------ */
 
+/* Who opened entry id (process and parent), and the record of it: the
+ * opener costs a table look-up (a /proc read once a second per thread), so
+ * only while the order is learnt, or recorded. */
+static void opener_of(struct cfs_fs *fs, pid_t tid, cfs_id id, struct cfs_opener *who)
+{
+    *who = (struct cfs_opener){0, 0};
+    bool record = cfs_openers_recording(fs->openers);
+    if (record || (fs->openers && cfs_prefetch_learning(fs->prefetch)))
+        cfs_openers_lookup(fs->openers, tid, who);
+    if (record) {
+        char path[PATH_MAX];
+        if (cfs_catalog_path(fs->catalog, id, path, sizeof(path)) >= 0)
+            cfs_openers_record(fs->openers, who, path);
+    }
+}
+
+/* An open or close the kernel made without asking (open_watch.h). */
+static void watched_open(void *arg, uint64_t node, pid_t tid, bool opened, bool closed)
+{
+    struct cfs_fs *fs = arg;
+    cfs_id id;
+    if (is_ctl_ino((fuse_ino_t)node) || !entry_of(fs, (fuse_ino_t)node, &id))
+        return;
+    if (opened) {
+        struct cfs_opener who;
+        opener_of(fs, tid, id, &who);
+        (void)cfs_prefetch_open_seen(fs->prefetch, id, &who);
+    }
+    if (closed)
+        cfs_prefetch_close_seen(fs->prefetch, id);
+}
+
+/* The open watch over every directory of the mount, or NULL with the
+ * reason in err.  Each mark looks its directory up through the mount, so
+ * this runs in a FUSE worker while others answer those lookups. */
+static struct cfs_open_watch *watch_every_dir(struct cfs_fs *fs, char *err, size_t errlen)
+{
+    struct cfs_open_watch *w;
+    if (!fs->mountpoint) {
+        snprintf(err, errlen, "open watch: off");
+        return NULL;
+    }
+    if (cfs_open_watch_start(watched_open, fs, &w, err, errlen) < 0)
+        return NULL;
+    size_t base = strlen(fs->mountpoint);
+    char path[PATH_MAX];
+    if (base + 2 > sizeof(path)) {
+        snprintf(err, errlen, "open watch: %s: %s", fs->mountpoint, strerror(ENAMETOOLONG));
+        goto fail;
+    }
+    memcpy(path, fs->mountpoint, base);
+    for (cfs_id id = 0; id < fs->nentries; id++) {
+        const struct cfs_entry *e = cfs_catalog_entry(fs->catalog, id);
+        if (!e || !S_ISDIR(e->mode))
+            continue;
+        path[base] = '/';
+        if (cfs_catalog_path(fs->catalog, id, path + base + 1, sizeof(path) - base - 1) < 0) {
+            snprintf(err, errlen, "open watch: a directory's path: %s", strerror(ENAMETOOLONG));
+            goto fail;
+        }
+        if (cfs_open_watch_dir(w, path, err, errlen) < 0)
+            goto fail;
+    }
+    return w;
+fail:
+    cfs_open_watch_stop(w);
+    return NULL;
+}
+
 /* -o kernel_open: true once every file is in the page cache.  The first
  * ENOSYS makes the kernel stop sending OPEN (and with it RELEASE; FLUSH
  * stops at the first close, which libfuse answers ENOSYS): from then on a
- * cached epoch costs no round trip, and clairfs no longer sees opens, so
- * neither the trainer's position nor the per-open counts move and no file
- * is dropped after its last read (unmount or the kernel's reclaim frees
- * them).  Opens already in flight are still answered ENOSYS, and counted:
- * each is a read the kernel serves from the page cache, so an epoch during
- * which the switch happens still counts every one of its opens. */
+ * cached epoch costs no round trip.  The opens are then seen afterwards by
+ * the open watch, started before the first ENOSYS so that it sees every
+ * open the kernel makes by itself: each counts a read and moves the
+ * trainer's position, and a file read for the last time is dropped at its
+ * close, as before the switch.  Where the watch cannot start (fanotify
+ * needs CAP_SYS_ADMIN) clairfs no longer sees opens: neither the trainer's
+ * position nor the per-open counts move and no file is dropped after its
+ * last read (unmount or the kernel's reclaim frees them); the opens in
+ * flight at the switch are still answered ENOSYS and counted here.  An
+ * open answered here while the watch starts may be counted twice (once
+ * here, once by the watch): at most the opens in flight at the switch. */
 static bool switch_opens_off(struct cfs_fs *fs)
 {
-    if (atomic_load_explicit(&fs->opens_off, memory_order_relaxed))
+    if (atomic_load_explicit(&fs->opens_off, memory_order_acquire))
         return true;
     if (!cfs_prefetch_all_staged(fs->prefetch))
         return false;
-    if (!atomic_exchange(&fs->opens_off, true))
-        cfs_info("kernel_open: every file is in the page cache; the kernel opens files "
-                 "without asking clairfs from now on (reads are no longer counted per open)");
+    pthread_mutex_lock(&fs->switch_mu);
+    if (!atomic_load(&fs->opens_off)) {
+        char err[PATH_MAX + 128];
+        fs->watch = watch_every_dir(fs, err, sizeof(err));
+        if (fs->watch)
+            cfs_info("kernel_open: every file is in the page cache; the kernel opens files "
+                     "without asking clairfs from now on (opens are counted as the mount "
+                     "sees them afterwards)");
+        else
+            cfs_info("kernel_open: every file is in the page cache; the kernel opens files "
+                     "without asking clairfs from now on (reads are no longer counted per "
+                     "open: %s)",
+                     err);
+        atomic_store_explicit(&fs->opens_off, true, memory_order_release);
+    }
+    pthread_mutex_unlock(&fs->switch_mu);
     return true;
+}
+
+void cfs_fs_stop_watch(struct cfs_fs *fs)
+{
+    if (!fs)
+        return;
+    pthread_mutex_lock(&fs->switch_mu);
+    if (fs->watch)
+        cfs_info("open watch: %" PRIu64 " opens and closes seen, %" PRIu64 " overflows",
+                 cfs_open_watch_events(fs->watch), cfs_open_watch_lost(fs->watch));
+    cfs_open_watch_stop(fs->watch);
+    fs->watch = NULL;
+    pthread_mutex_unlock(&fs->switch_mu);
 }
 
 /* A regular file through the data path. */
 static void prefetch_open(fuse_req_t req, struct cfs_fs *fs, cfs_id id, struct fuse_file_info *fi)
 {
     struct cfs_prefetch_file *f = NULL;
-    struct cfs_opener who = {0, 0};
-    bool record = cfs_openers_recording(fs->openers);
-    /* The opener costs a table look-up (a /proc read once a second per
-     * thread): only while the order is learnt, or recorded. */
-    if (record || (fs->openers && cfs_prefetch_learning(fs->prefetch)))
-        cfs_openers_lookup(fs->openers, fuse_req_ctx(req)->pid, &who);
-    if (record) {
-        char path[PATH_MAX];
-        if (cfs_catalog_path(fs->catalog, id, path, sizeof(path)) >= 0)
-            cfs_openers_record(fs->openers, &who, path);
-    }
+    struct cfs_opener who;
+    opener_of(fs, fuse_req_ctx(req)->pid, id, &who);
     int rc = cfs_prefetch_open_as(fs->prefetch, id, &who, &f);
     if (rc < 0) {
         char path[PATH_MAX];
@@ -503,7 +596,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         return;
     }
     if (fs->kernel_open && switch_opens_off(fs)) {
-        cfs_metrics_add(fs->metrics, CFS_M_READS_RAM, 1);
+        if (!fs->watch) /* else the watch counts it */
+            cfs_metrics_add(fs->metrics, CFS_M_READS_RAM, 1);
         fuse_reply_err(req, ENOSYS);
         return;
     }
@@ -766,10 +860,12 @@ int cfs_fs_create(const struct cfs_fs_config *cfg, struct cfs_fs **out, char *er
     fs->splice_read = cfg->splice_read;
     fs->kernel_open = cfg->kernel_open;
     fs->openers = cfg->openers;
+    pthread_mutex_init(&fs->switch_mu, NULL);
     clock_gettime(CLOCK_REALTIME, &fs->start);
 
     fs->source = strdup(cfg->source);
-    if (!fs->source) {
+    fs->mountpoint = cfg->mountpoint ? strdup(cfg->mountpoint) : NULL;
+    if (!fs->source || (cfg->mountpoint && !fs->mountpoint)) {
         rc = -ENOMEM;
         snprintf(err, errlen, "out of memory");
         goto fail;
@@ -800,6 +896,8 @@ void cfs_fs_destroy(struct cfs_fs *fs)
 {
     if (!fs)
         return;
+    cfs_fs_stop_watch(fs);
+    pthread_mutex_destroy(&fs->switch_mu);
     /* After the session: handles whose RELEASE the unmount dropped. */
     for (struct fs_open *o = fs->opens, *next; o; o = next) {
         next = o->next;
@@ -811,6 +909,7 @@ void cfs_fs_destroy(struct cfs_fs *fs)
     free(fs->open_err_logged);
     free((void *)fs->nlookup);
     free(fs->source);
+    free(fs->mountpoint);
     free(fs);
 }
 

@@ -41,6 +41,10 @@ struct cfs_fs_config {
      * answer the next open with ENOSYS, so that the kernel opens files
      * itself from then on (no OPEN, RELEASE or FLUSH round trips). */
     bool kernel_open;
+    /* Where the filesystem is mounted: after the switch to kernel opens,
+     * the opens are watched there (open_watch.h).  NULL: not watched, the
+     * opens after the switch are not seen. */
+    const char *mountpoint;
     /* Who opens (opener.h), for order identification and record_opens=;
      * NULL: nobody asks.  Not owned. */
     struct cfs_openers *openers;
@@ -71,6 +75,10 @@ const struct cfs_kernel_ops *cfs_fs_kernel_ops(struct cfs_fs *fs, struct fuse_se
 /* Abort the session's connection (a stager blocked on a READ nobody will
  * answer, at shutdown); the session stays valid for unmount and destroy. */
 void cfs_fs_abort(struct fuse_session *se);
+
+/* Stop watching the kernel's own opens (-o kernel_open), before the data
+ * path is stopped; cfs_fs_destroy does it too. */
+void cfs_fs_stop_watch(struct cfs_fs *fs);
 
 /* The operations table; the session's userdata must be the struct cfs_fs. */
 const struct fuse_lowlevel_ops *cfs_fs_ops(void);

@@ -39,6 +39,11 @@ struct cfs_fs {
     _Atomic size_t retrieve_max;
     bool kernel_open;       /* -o kernel_open */
     atomic_bool opens_off;  /* an open was answered ENOSYS: the kernel opens files itself */
+    char *mountpoint;       /* for the open watch, or NULL */
+    /* The open watch, started at the switch under switch_mu, before
+     * opens_off is set; NULL where it could not start. */
+    pthread_mutex_t switch_mu;
+    struct cfs_open_watch *watch;
     bool source_has_ctl_name; /* SOURCE/.clairfs exists and is shadowed */
     struct timespec start;
     cfs_fs_state_fn state_fn;

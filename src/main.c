@@ -496,6 +496,9 @@ static int load_catalog(struct daemon *d)
         .owner_gid = getgid(),
         .splice_read = getenv("CLAIRFS_NO_SPLICE") == NULL,
         .kernel_open = d->cl.opts.kernel_open,
+        /* CLAIRFS_NO_OPEN_WATCH: the tests' way to run without it, as
+         * where fanotify is refused. */
+        .mountpoint = getenv("CLAIRFS_NO_OPEN_WATCH") ? NULL : d->mountpoint,
         .openers = d->openers,
     };
     return cfs_fs_create(&fc, &d->fs, d->err, sizeof(d->err)) < 0 ? PHASE_FAILED : PHASE_OK;
@@ -736,6 +739,7 @@ static void teardown(struct daemon *d)
     /* A node that stops before a start-up meeting still attends it. */
     cfs_peer_startup_destroy(d->startup);
     cfs_metrics_http_destroy(d->http); /* no scrape reads a half-torn daemon */
+    cfs_fs_stop_watch(d->fs);          /* it calls into the data path */
     /* The stager talks to the session: stop it first.  Blocked on the page
      * lock of a READ that no worker will answer any more, it is freed by
      * aborting the connection. */

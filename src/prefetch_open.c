@@ -314,6 +314,64 @@ int cfs_prefetch_open_unseen(struct cfs_prefetch *pf, cfs_id id, struct cfs_pref
     return 0;
 }
 
+/* An open the kernel made without asking (opens are off), seen afterwards
+ * (fs.c's open watch): counted and observed as cfs_prefetch_open_as would,
+ * but nothing is pinned or fetched, since the kernel serves the bytes from
+ * the page cache, or asks for the pages it lacks with READs (open_unseen). */
+int cfs_prefetch_open_seen(struct cfs_prefetch *pf, cfs_id id, const struct cfs_opener *who)
+{
+    const struct cfs_entry *e = cfs_catalog_entry(pf->cat, id);
+    if (!e)
+        return -ENOENT;
+    if (!S_ISREG(e->mode))
+        return -EINVAL;
+    pthread_rwlock_rdlock(&pf->plan_lock);
+    bool learn, drop, over;
+    bool new_epoch = observe(pf, e->sample, who, &learn, &drop, &over);
+    bool planned = pf->track != NULL;
+    pthread_rwlock_unlock(&pf->plan_lock);
+    struct cfs_cache_handle h;
+    enum cfs_metric source = CFS_M_READS_PFS; /* its pages are gone: READs to the source */
+    if (cfs_cache_acquire(pf->cache, id, 0, &h) == 0) {
+        source = tier_metric(h.tier);
+        cfs_cache_release(pf->cache, &h);
+    }
+    if (learn)
+        pf->id_ops->observe(pf->id_arg, e->sample, who ? who->pid : 0, who ? who->ppid : 0);
+    if (drop)
+        pf_drop_adopted(pf);
+    if (over)
+        pf_end_epoch_order(pf);
+    if (planned)
+        pf_nudge(pf, new_epoch);
+    atomic_fetch_add(&pf->kernel_opens, 1);
+    cfs_metrics_add(pf->m, source, 1);
+    return 0;
+}
+
+/* The close of such an open: read for the last time, its RAM is freed as
+ * cfs_prefetch_release frees a file opened through clairfs. */
+void cfs_prefetch_close_seen(struct cfs_prefetch *pf, cfs_id id)
+{
+    const struct cfs_entry *e = cfs_catalog_entry(pf->cat, id);
+    if (!e || !S_ISREG(e->mode) || e->sample == CFS_NO_SAMPLE)
+        return;
+    struct cfs_cache_handle h;
+    if (cfs_cache_acquire(pf->cache, id, 0, &h) != 0)
+        return;
+    bool ram = h.tier == CFS_TIER_RAM;
+    cfs_cache_release(pf->cache, &h);
+    pthread_rwlock_rdlock(&pf->plan_lock);
+    bool last = ram && pf->track && pf_track_next_use(pf->track, e->sample) == PF_NEVER &&
+                !pf_owned_for_peers(pf, e->sample);
+    pthread_rwlock_unlock(&pf->plan_lock);
+    if (last && cfs_cache_drop(pf->cache, id) == 0) {
+        atomic_fetch_add(&pf->dropped, 1);
+        pf_update_gauges(pf);
+        pf_nudge(pf, false);
+    }
+}
+
 /* A read of a staged file reached us: the kernel reclaimed some of its
  * pages.  The source answers (the tier gave its buffer to the kernel); with
  * keep_cache the reply refills the page cache. */

@@ -272,6 +272,16 @@ bool cfs_prefetch_all_staged(struct cfs_prefetch *pf);
 int cfs_prefetch_open_unseen(struct cfs_prefetch *pf, cfs_id id,
                              struct cfs_prefetch_file **out);
 
+/* An open, and its close, that the kernel made without asking clairfs
+ * (after -o kernel_open switched opens off), seen afterwards by watching the
+ * mount: the open counts a read from the tier that holds the file (or from
+ * the source, whose READs then come without a handle) and moves the
+ * trainer's position exactly as cfs_prefetch_open_as does, without pinning
+ * or fetching anything; the close frees a file read for the last time.
+ * 0 or -errno (not a regular file of the catalog). */
+int cfs_prefetch_open_seen(struct cfs_prefetch *pf, cfs_id id, const struct cfs_opener *who);
+void cfs_prefetch_close_seen(struct cfs_prefetch *pf, cfs_id id);
+
 /* user.clairfs.state of a file ("ram", "ssd", "pfs", "inflight"),
  * NUL-terminated; matches cfs_fs_state_fn.  arg is the prefetcher. */
 int cfs_prefetch_state(void *arg, cfs_id id, char *buf, size_t len);

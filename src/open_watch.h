@@ -1,0 +1,53 @@
+/* Opens seen without a round trip.  Once -o kernel_open has switched the
+ * connection to FUSE no_open, the kernel opens files without asking
+ * clairfs, so nothing of an open reaches the daemon.  The open watch gets
+ * them back afterwards, off the reader's path: a fanotify group reporting
+ * file handles, an inode mark on every directory of the mount for the
+ * opens and closes (FAN_OPEN, FAN_CLOSE_NOWRITE) of its children, and one
+ * thread that reads the events in batches and hands each to a callback
+ * with the file's FUSE node id and the opener's thread.
+ *
+ * Why this shape: an event is queued by the open itself (no wake-up of the
+ * daemon per open while a batch is being read).  A FUSE file handle is the
+ * node id, so no descriptor is opened per event.  Mount and filesystem
+ * marks are refused on FUSE (its fsid is 0), and so are descriptor events'
+ * path references a mount must not hold: a queued event with a descriptor
+ * pins the mount, and an unmount right after the last read would fail
+ * with EBUSY.  Inode marks pin only the directories' inodes.
+ *
+ * Identical events of one thread on one file that are still queued are
+ * merged by the kernel: two opens of a file by one thread before the watch
+ * has read the first count once.  The queue holds 16384 events; an
+ * overflow is logged once and the events lost are not counted.
+ *
+ * Thread safety: the callback runs on the watch's thread only; start,
+ * watch_dir and stop from one thread at a time. */
+#ifndef CLAIRFS_OPEN_WATCH_H
+#define CLAIRFS_OPEN_WATCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct cfs_open_watch;
+
+/* One event: node is the file's FUSE node id, tid the opener's thread (as
+ * a FUSE request's pid; 0 where the kernel does not tell an unprivileged
+ * watch); opened and closed may both be set (a merged event: the open came
+ * first). */
+typedef void (*cfs_open_watch_fn)(void *arg, uint64_t node, pid_t tid, bool opened, bool closed);
+
+/* The group and its thread, watching nothing yet.  0, or -errno with a
+ * one-line message in err. */
+int cfs_open_watch_start(cfs_open_watch_fn fn, void *arg, struct cfs_open_watch **out, char *err,
+                         size_t errlen);
+/* Watch the regular files directly in directory path (the caller's
+ * directories through the mount).  0, or -errno with a one-line message. */
+int cfs_open_watch_dir(struct cfs_open_watch *w, const char *path, char *err, size_t errlen);
+/* Stops the thread after the events already read; NULL is accepted. */
+void cfs_open_watch_stop(struct cfs_open_watch *w);
+/* Events handed to the callback, and queue overflows. */
+uint64_t cfs_open_watch_events(const struct cfs_open_watch *w);
+uint64_t cfs_open_watch_lost(const struct cfs_open_watch *w);
+
+#endif
