@@ -74,6 +74,18 @@ static bool observe(struct cfs_prefetch *pf, uint32_t sample, const struct cfs_o
     return o.epoch_changed;
 }
 
+/* What observe() asked for, done once plan_lock is released. */
+static void observed(struct cfs_prefetch *pf, uint32_t sample, const struct cfs_opener *who,
+                     bool learn, bool drop, bool over)
+{
+    if (learn)
+        pf->id_ops->observe(pf->id_arg, sample, who ? who->pid : 0, who ? who->ppid : 0);
+    if (drop)
+        pf_drop_adopted(pf);
+    if (over)
+        pf_end_epoch_order(pf);
+}
+
 static enum cfs_metric tier_metric(enum cfs_tier t)
 {
     return t == CFS_TIER_SSD ? CFS_M_READS_SSD : CFS_M_READS_RAM;
@@ -253,12 +265,7 @@ int cfs_prefetch_open_as(struct cfs_prefetch *pf, cfs_id id, const struct cfs_op
     bool settled = owner >= 0 && pf_peer_settled(pf, e);
     bool planned = pf->track != NULL;
     pthread_rwlock_unlock(&pf->plan_lock);
-    if (learn)
-        pf->id_ops->observe(pf->id_arg, e->sample, who ? who->pid : 0, who ? who->ppid : 0);
-    if (drop)
-        pf_drop_adopted(pf);
-    if (over)
-        pf_end_epoch_order(pf);
+    observed(pf, e->sample, who, learn, drop, over);
     if (owner >= 0 && peer_read_direct(pf, id, e->size, (uint32_t)owner, settled, &f->pbuf) == 0) {
         f->source = CFS_M_READS_PEER;
         waited = true;
@@ -336,12 +343,7 @@ int cfs_prefetch_open_seen(struct cfs_prefetch *pf, cfs_id id, const struct cfs_
         source = tier_metric(h.tier);
         cfs_cache_release(pf->cache, &h);
     }
-    if (learn)
-        pf->id_ops->observe(pf->id_arg, e->sample, who ? who->pid : 0, who ? who->ppid : 0);
-    if (drop)
-        pf_drop_adopted(pf);
-    if (over)
-        pf_end_epoch_order(pf);
+    observed(pf, e->sample, who, learn, drop, over);
     if (planned)
         pf_nudge(pf, new_epoch);
     atomic_fetch_add(&pf->kernel_opens, 1);
