@@ -499,6 +499,17 @@ static bool switch_opens_off(struct cfs_fs *fs)
     return true;
 }
 
+/* Every open the kernel made before now is counted (open_watch.h); a
+ * no-op before the switch. */
+static void settle_watch(struct cfs_fs *fs)
+{
+    if (!atomic_load_explicit(&fs->opens_off, memory_order_acquire))
+        return;
+    pthread_mutex_lock(&fs->switch_mu);
+    cfs_open_watch_sync(fs->watch, 0.5);
+    pthread_mutex_unlock(&fs->switch_mu);
+}
+
 void cfs_fs_stop_watch(struct cfs_fs *fs)
 {
     if (!fs)
@@ -613,6 +624,7 @@ static void unopened_read(fuse_req_t req, struct cfs_fs *fs, fuse_ino_t ino, siz
 {
     if (is_ctl_ino(ino)) {
         struct ctl_handle h = {.file = (enum cfs_ctl_file)(ino - CTL_FILE_INO(0))};
+        settle_watch(fs); /* the opens a reader made before are counted */
         int rc = ino == CTL_DIR_INO || h.file == CFS_CTL_CONTROL
                      ? -EBADF
                      : cfs_ctl_render(fs->ctl, h.file, &h.text, &h.len);

@@ -21,14 +21,18 @@
  * opens a file every few microseconds, and a wake-up per open would cost
  * the daemon what the round trips did.  The trainer's position lags by at
  * most this much, which matters little once every file is staged. */
-#define BATCH_GATHER_NS 2000000L
+#define BATCH_GATHER_MS 2
 
 struct cfs_open_watch {
     int fan_fd;
-    int stop_fd; /* eventfd: stop asked */
+    int wake_fd; /* eventfd: a sync or the stop asked */
     cfs_open_watch_fn fn;
     void *arg;
     pthread_t thread;
+    pthread_mutex_t mu; /* guards what follows; cv: done moved */
+    pthread_cond_t cv;
+    uint64_t asked, done; /* syncs asked, and answered by a drain */
+    bool stop;
     _Atomic uint64_t events, lost;
 };
 
@@ -73,39 +77,91 @@ static void handle_event(struct cfs_open_watch *w, const struct fanotify_event_m
     w->fn(w->arg, node, m->pid, (m->mask & FAN_OPEN) != 0, (m->mask & FAN_CLOSE_NOWRITE) != 0);
 }
 
-/* Wait for the next events, or for stop: true when stop was asked. */
-static bool wait_events(struct cfs_open_watch *w, int timeout_ms)
+static void poll_for(int fd1, int fd2, int timeout_ms)
 {
-    struct pollfd p[2] = {{.fd = w->fan_fd, .events = POLLIN}, {.fd = w->stop_fd, .events = POLLIN}};
-    int n = poll(p, 2, timeout_ms);
-    return n > 0 && (p[1].revents & POLLIN);
+    struct pollfd p[2] = {{.fd = fd1, .events = POLLIN}, {.fd = fd2, .events = POLLIN}};
+    (void)poll(p, fd2 >= 0 ? 2 : 1, timeout_ms);
+}
+
+/* Hands every queued event to the callback: 0, or -errno of a read error,
+ * which ends the watch. */
+static int drain(struct cfs_open_watch *w)
+{
+    /* Aligned for the metadata records the kernel writes into it. */
+    struct fanotify_event_metadata buf[16384 / sizeof(struct fanotify_event_metadata)];
+    for (;;) {
+        ssize_t n = read(w->fan_fd, buf, sizeof(buf));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return errno == EAGAIN ? 0 : -errno;
+        for (const struct fanotify_event_metadata *m = buf; FAN_EVENT_OK(m, n);
+             m = FAN_EVENT_NEXT(m, n))
+            handle_event(w, m);
+    }
 }
 
 static void *watch_main(void *arg)
 {
     struct cfs_open_watch *w = arg;
-    /* Aligned for the metadata records the kernel writes into it. */
-    struct fanotify_event_metadata buf[16384 / sizeof(struct fanotify_event_metadata)];
     for (;;) {
-        if (wait_events(w, -1))
+        poll_for(w->fan_fd, w->wake_fd, -1);
+        uint64_t wakes;
+        if (read(w->wake_fd, &wakes, sizeof(wakes)) < 0 && errno != EAGAIN)
+            cfs_warn("open watch: its wake-up: %s", strerror(errno));
+        pthread_mutex_lock(&w->mu);
+        bool stop = w->stop;
+        uint64_t asked = w->asked;
+        pthread_mutex_unlock(&w->mu);
+        if (stop)
             break;
-        ssize_t n = read(w->fan_fd, buf, sizeof(buf));
-        if (n < 0) {
-            if (errno == EINTR || errno == EAGAIN)
-                continue;
-            cfs_warn("open watch: reading events: %s; opens are no longer counted", strerror(errno));
+        int rc = drain(w);
+        if (rc < 0) {
+            cfs_warn("open watch: reading events: %s; opens are no longer counted", strerror(-rc));
             break;
         }
-        for (const struct fanotify_event_metadata *m = buf; FAN_EVENT_OK(m, n);
-             m = FAN_EVENT_NEXT(m, n))
-            handle_event(w, m);
-        /* A full buffer means more is waiting: read on at once. */
-        if ((size_t)n < sizeof(buf) / 2) {
-            struct timespec gather = {0, BATCH_GATHER_NS};
-            nanosleep(&gather, NULL);
-        }
+        /* Every event queued before those syncs were asked is handled. */
+        pthread_mutex_lock(&w->mu);
+        w->done = asked;
+        pthread_cond_broadcast(&w->cv);
+        pthread_mutex_unlock(&w->mu);
+        /* Let the next batch gather, unless a sync or the stop comes. */
+        poll_for(w->wake_fd, -1, BATCH_GATHER_MS);
     }
+    pthread_mutex_lock(&w->mu);
+    w->done = UINT64_MAX; /* no sync waits for a thread that has ended */
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
     return NULL;
+}
+
+static void wake(struct cfs_open_watch *w)
+{
+    uint64_t one = 1;
+    if (write(w->wake_fd, &one, sizeof(one)) != sizeof(one))
+        cfs_warn("open watch: cannot wake its thread: %s", strerror(errno));
+}
+
+void cfs_open_watch_sync(struct cfs_open_watch *w, double timeout)
+{
+    if (!w)
+        return;
+    pthread_mutex_lock(&w->mu);
+    uint64_t target = ++w->asked;
+    pthread_mutex_unlock(&w->mu);
+    wake(w);
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += (time_t)timeout;
+    deadline.tv_nsec += (long)((timeout - (double)(time_t)timeout) * 1e9);
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&w->mu);
+    while (w->done < target && pthread_cond_timedwait(&w->cv, &w->mu, &deadline) == 0)
+        ;
+    pthread_mutex_unlock(&w->mu);
 }
 
 int cfs_open_watch_start(cfs_open_watch_fn fn, void *arg, struct cfs_open_watch **out, char *err,
@@ -119,7 +175,13 @@ int cfs_open_watch_start(cfs_open_watch_fn fn, void *arg, struct cfs_open_watch 
     }
     w->fn = fn;
     w->arg = arg;
-    w->stop_fd = -1;
+    w->wake_fd = -1;
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&w->cv, &ca);
+    pthread_condattr_destroy(&ca);
     int rc = 0;
     /* FAN_REPORT_TID: the thread, as a FUSE request names it, and fewer
      * merged events (one thread's, not one process's).  A mark a directory:
@@ -133,8 +195,8 @@ int cfs_open_watch_start(cfs_open_watch_fn fn, void *arg, struct cfs_open_watch 
         snprintf(err, errlen, "open watch: fanotify_init: %s", strerror(errno));
         goto fail;
     }
-    w->stop_fd = eventfd(0, EFD_CLOEXEC);
-    if (w->stop_fd < 0) {
+    w->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (w->wake_fd < 0) {
         rc = -errno;
         snprintf(err, errlen, "open watch: eventfd: %s", strerror(errno));
         goto fail;
@@ -147,10 +209,12 @@ int cfs_open_watch_start(cfs_open_watch_fn fn, void *arg, struct cfs_open_watch 
     *out = w;
     return 0;
 fail:
-    if (w->stop_fd >= 0)
-        close(w->stop_fd);
+    if (w->wake_fd >= 0)
+        close(w->wake_fd);
     if (w->fan_fd >= 0)
         close(w->fan_fd);
+    pthread_cond_destroy(&w->cv);
+    pthread_mutex_destroy(&w->mu);
     free(w);
     return rc;
 }
@@ -169,12 +233,15 @@ void cfs_open_watch_stop(struct cfs_open_watch *w)
 {
     if (!w)
         return;
-    uint64_t one = 1;
-    if (write(w->stop_fd, &one, sizeof(one)) != sizeof(one))
-        cfs_warn("open watch: cannot wake its thread: %s", strerror(errno));
+    pthread_mutex_lock(&w->mu);
+    w->stop = true;
+    pthread_mutex_unlock(&w->mu);
+    wake(w);
     pthread_join(w->thread, NULL);
-    close(w->stop_fd);
+    close(w->wake_fd);
     close(w->fan_fd);
+    pthread_cond_destroy(&w->cv);
+    pthread_mutex_destroy(&w->mu);
     free(w);
 }
 

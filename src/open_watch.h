@@ -20,8 +20,8 @@
  * has read the first count once.  The queue holds 16384 events; an
  * overflow is logged once and the events lost are not counted.
  *
- * Thread safety: the callback runs on the watch's thread only; start,
- * watch_dir and stop from one thread at a time. */
+ * Thread safety: the callback runs on the watch's thread only; sync from
+ * any thread; start, watch_dir and stop from one thread at a time. */
 #ifndef CLAIRFS_OPEN_WATCH_H
 #define CLAIRFS_OPEN_WATCH_H
 
@@ -44,6 +44,10 @@ int cfs_open_watch_start(cfs_open_watch_fn fn, void *arg, struct cfs_open_watch 
 /* Watch the regular files directly in directory path (the caller's
  * directories through the mount).  0, or -errno with a one-line message. */
 int cfs_open_watch_dir(struct cfs_open_watch *w, const char *path, char *err, size_t errlen);
+/* Returns once every event queued before the call has been handed to the
+ * callback, or after timeout seconds: what a reader did before is then
+ * counted (the metrics and stats files call it).  NULL is accepted. */
+void cfs_open_watch_sync(struct cfs_open_watch *w, double timeout);
 /* Stops the thread after the events already read; NULL is accepted. */
 void cfs_open_watch_stop(struct cfs_open_watch *w);
 /* Events handed to the callback, and queue overflows. */
