@@ -236,7 +236,8 @@ bool pf_peer_settled(struct cfs_prefetch *pf, const struct cfs_entry *e)
     return epoch - pf_track_start_epoch(pf->track) > from;
 }
 
-int pf_peer_choice(struct cfs_prefetch *pf, const struct cfs_entry *e, enum cfs_metric *why)
+int pf_peer_choice(struct cfs_prefetch *pf, const struct cfs_entry *e, bool waiting,
+                   enum cfs_metric *why)
 {
     *why = CFS_M_PFS_BYTES_UNHELD;
     if (!pf->distributed || !pf->track || e->sample == CFS_NO_SAMPLE || e->size == 0)
@@ -255,7 +256,11 @@ int pf_peer_choice(struct cfs_prefetch *pf, const struct cfs_entry *e, enum cfs_
         return -1;
     bool slow = pf->peer_ops->node_state(pf->peer, owner) != CFS_PEER_UP;
     *why = slow ? CFS_M_PFS_BYTES_SLOW : CFS_M_PFS_BYTES_MODEL;
-    if (cfs_model_choose(pf->model, owner, tier, e->size, slow) != CFS_MODEL_PEER)
+    /* A read the trainer waits on now waits behind what is in flight to
+     * the owner (the peer layer answers in order); a prefetch's wait costs
+     * nothing while the prefetcher is ahead. */
+    uint32_t queued = waiting ? atomic_load(&pf->peer_inflight[owner]) : 0;
+    if (cfs_model_choose(pf->model, owner, tier, e->size, queued, slow) != CFS_MODEL_PEER)
         return -1;
     return (int)owner;
 }
@@ -267,7 +272,6 @@ static void peer_done(struct cfs_peer_req *r)
     struct fetch *f = r->arg;
     struct cfs_prefetch *pf = f->pf;
     uint64_t now = pf_now_ns();
-    double secs = (double)(now - f->t0) * 1e-9;
     atomic_fetch_sub(&pf->peer_inflight[r->node], 1);
     if (r->res >= 0 && (uint64_t)r->res == f->req.size_hint) {
         if (f->settled)
@@ -278,8 +282,6 @@ static void peer_done(struct cfs_peer_req *r)
         fetch_done(&f->req);
         return;
     }
-    if (r->res == -ETIMEDOUT)
-        cfs_model_observe(pf->model, r->node, 0, secs);
     atomic_fetch_add(&pf->peer_fallbacks, 1);
     cfs_metrics_add(pf->m, CFS_M_PEER_FETCH_FALLBACK, 1);
     cfs_debug("peer %u: file %u: %s; reading the PFS", r->node, r->id, strerror((int)-r->res));
@@ -346,7 +348,7 @@ int pf_fetch_start(struct cfs_prefetch *pf, uint32_t id, enum cfs_tier planned, 
     }
     f->via_peer = false;
     f->t0 = pf_now_ns();
-    int owner = pf_peer_choice(pf, e, &f->why);
+    int owner = pf_peer_choice(pf, e, !prefetch, &f->why);
     if (owner >= 0) {
         f->preq = (struct cfs_peer_req){
             .node = (uint32_t)owner, .id = id, .buf = buf, .cap = (size_t)e->size,

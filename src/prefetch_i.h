@@ -395,8 +395,10 @@ void pf_mark_changed(struct cfs_prefetch *pf, uint32_t id, const char *path);
  * not the catalog's file any more). */
 int pf_open_source(struct cfs_prefetch *pf, uint32_t id, int *fd);
 /* The node to ask for entry e instead of the PFS, or -1 and in *why the
- * CFS_M_PFS_BYTES_* slot that says why not (plan_lock held). */
-int pf_peer_choice(struct cfs_prefetch *pf, const struct cfs_entry *e, enum cfs_metric *why);
+ * CFS_M_PFS_BYTES_* slot that says why not (plan_lock held).  waiting: a
+ * trainer waits for this read now (a demand fetch, a direct read). */
+int pf_peer_choice(struct cfs_prefetch *pf, const struct cfs_entry *e, bool waiting,
+                   enum cfs_metric *why);
 /* The owner of e has held it since before the current epoch: a peer fetch
  * of it measures the peer.  In the epoch of the cluster's first read the
  * owner may still be fetching it from the PFS and holds the answer back

@@ -251,7 +251,7 @@ int cfs_prefetch_open_as(struct cfs_prefetch *pf, cfs_id id, const struct cfs_op
     }
     /* Not cached (the tier is full of files needed sooner, or of fetches
      * in flight): a direct read, from the owner when there is one. */
-    int owner = rc && rc != -ESTALE ? pf_peer_choice(pf, e, &f->pfs_why) : -1;
+    int owner = rc && rc != -ESTALE ? pf_peer_choice(pf, e, true, &f->pfs_why) : -1;
     bool settled = owner >= 0 && pf_peer_settled(pf, e);
     bool planned = pf->track != NULL;
     pthread_rwlock_unlock(&pf->plan_lock);
