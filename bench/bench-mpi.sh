@@ -218,7 +218,7 @@ snap_x() { awk -v i="$2" '{ print $i }' "$W/snap.$1.x"; } # TAG FIELD: 1 ns, 2 t
 sub_i() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.0f", b - a }'; }
 
 TICK=$(getconf CLK_TCK)
-declare -A T PFSB PEERB LINKB OK FB START COST CPU WAIT OPENS FMS RREQ SPAN LATE
+declare -A T PFSB PEERB LINKB OK FB START COST CPU WAIT OPENS FMS RREQ SPAN LATE WHY
 
 # run_direct N CFG DIR: every rank of world N reads DIR (no clairfs).
 run_direct() {
@@ -312,6 +312,13 @@ run_clairfs() {
                 if (k > 0) printf "%.1f", 1000 * (t - u) / k; else printf "-" }')"
         done
         FMS[$n,$cfg,$e]=${line# }
+        # the PFS bytes by why no peer gave them (clairfs_pfs_bytes_total)
+        line=
+        for src in unheld unread slow model fallback reclaimed; do
+            k="clairfs_pfs_bytes_total{reason=\"$src\"}"
+            line="$line $(mib "$(sub_i "$(snap_sum $a "$k")" "$(snap_sum $b "$k")")")"
+        done
+        WHY[$n,$cfg,$e]=${line# }
         a=$b
     done
     snapshot end # after the run: what the prefetchers did after the last epoch too
@@ -365,16 +372,17 @@ echo "why: per configuration and epoch, the CPU seconds all clairfs daemons used
 echo "/proc/PID/stat) over the epoch's span (from the previous epoch's end, or the trainers' start), the trainers' wait per open (clairfs_stall_seconds_total / opens), the opens"
 echo "by source (ram ssd peer pfs), the FUSE read requests that reached the daemons (a file staged in"
 echo "the page cache makes none), the per-file fetch time (pfs / peer, ms, submission to completion) and"
-echo "the owned files peers asked for before their owner had begun them (clairfs_peer_late_total):"
-printf '| nodes | epoch | config   | daemon CPU / span |  wait/open | opens ram ssd peer pfs | FUSE reads | fetch ms pfs / peer | late |\n'
-printf '|------:|------:|:---------|------------------:|-----------:|:-----------------------|-----------:|:--------------------|-----:|\n'
+echo "the owned files peers asked for before their owner had begun them (clairfs_peer_late_total), and"
+echo "the PFS MiB by why no peer gave them (clairfs_pfs_bytes_total: unheld unread slow model fallback reclaimed):"
+printf '| nodes | epoch | config   | daemon CPU / span |  wait/open | opens ram ssd peer pfs | FUSE reads | fetch ms pfs / peer | late | PFS MiB by reason |\n'
+printf '|------:|------:|:---------|------------------:|-----------:|:-----------------------|-----------:|:--------------------|-----:|:------------------|\n'
 for n in $NODE_COUNTS; do
     for e in $(seq 0 $((EPOCHS - 1))); do
         for cfg in clairfs no_peers; do
             [ -n "${CPU[$n,$cfg,$e]:-}" ] || continue
-            printf '| %5d | %5d | %-8s | %6s s / %6s s | %7s ms | %-22s | %10s | %-19s | %4s |\n' "$n" "$e" "$cfg" \
+            printf '| %5d | %5d | %-8s | %6s s / %6s s | %7s ms | %-22s | %10s | %-19s | %4s | %s |\n' "$n" "$e" "$cfg" \
                 "${CPU[$n,$cfg,$e]}" "${SPAN[$n,$cfg,$e]}" "${WAIT[$n,$cfg,$e]}" "${OPENS[$n,$cfg,$e]}" "${RREQ[$n,$cfg,$e]}" \
-                "$(echo "${FMS[$n,$cfg,$e]}" | sed 's| | / |')" "${LATE[$n,$cfg,$e]}"
+                "$(echo "${FMS[$n,$cfg,$e]}" | sed 's| | / |')" "${LATE[$n,$cfg,$e]}" "${WHY[$n,$cfg,$e]}"
         done
     done
 done

@@ -86,7 +86,13 @@ net_mpi_args() {
     local dir=$1 n=${2:-$NET_NODES} r
     for r in $(seq 0 $((n - 1))); do echo "$(net_ns "$r") slots=1"; done >"$dir/hosts"
     # ssh would run the command line it is given in a shell on the host.
+    # Each node's orted keeps its session directory under DIR/ompi/NODE:
+    # the orteds share one /tmp and start at once, and creating the same
+    # job-family directory together failed now and then ("File exists",
+    # orte_session_dir failed, the mounts never came up).
     printf '%s\n' '#!/bin/sh' 'host=$1' 'shift' \
+        "mkdir -p \"$dir/ompi/\$host\" || exit 1" \
+        "OMPI_MCA_orte_tmpdir_base=\"$dir/ompi/\$host\"; export OMPI_MCA_orte_tmpdir_base" \
         'exec nsenter --net="/run/netns/$host" -- /bin/sh -c "$*"' >"$dir/agent"
     chmod +x "$dir/agent"
     # The daemons share the host's name (one UTS namespace), which can

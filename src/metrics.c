@@ -131,6 +131,25 @@ static const struct metric_def metric_table[CFS_M_COUNT] = {
                                    "retrieve", "asked"},
     [CFS_M_PAGECACHE_RETRIEVE_SHORT] = {"clairfs_pagecache_retrieved_total", "result=\"short\"",
                                         COUNTER, U_COUNT, NULL, "retrieve", "short"},
+    [CFS_M_PFS_BYTES_UNHELD] = {"clairfs_pfs_bytes_total", "reason=\"unheld\"", COUNTER, U_BYTES,
+                                "The bytes read from the PFS, by why no peer gave them: no "
+                                "other node holds the file (unheld), its owner has not read it "
+                                "yet (unread), is marked slow (slow), the performance model "
+                                "chose the PFS (model), the owner was asked and did not give "
+                                "them (fallback), the kernel dropped a staged file's pages "
+                                "(reclaimed).  They add up to clairfs_fetch_bytes_total"
+                                "{from=\"pfs\"}.",
+                                "pfs_why", "unheld"},
+    [CFS_M_PFS_BYTES_UNREAD] = {"clairfs_pfs_bytes_total", "reason=\"unread\"", COUNTER, U_BYTES,
+                                NULL, "pfs_why", "unread"},
+    [CFS_M_PFS_BYTES_SLOW] = {"clairfs_pfs_bytes_total", "reason=\"slow\"", COUNTER, U_BYTES,
+                              NULL, "pfs_why", "slow"},
+    [CFS_M_PFS_BYTES_MODEL] = {"clairfs_pfs_bytes_total", "reason=\"model\"", COUNTER, U_BYTES,
+                               NULL, "pfs_why", "model"},
+    [CFS_M_PFS_BYTES_FALLBACK] = {"clairfs_pfs_bytes_total", "reason=\"fallback\"", COUNTER,
+                                  U_BYTES, NULL, "pfs_why", "fallback"},
+    [CFS_M_PFS_BYTES_RECLAIMED] = {"clairfs_pfs_bytes_total", "reason=\"reclaimed\"", COUNTER,
+                                   U_BYTES, NULL, "pfs_why", "reclaimed"},
 };
 
 void cfs_metrics_init(struct cfs_metrics *m)

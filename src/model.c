@@ -4,20 +4,29 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* One source's measured service: sums decayed by CFS_MODEL_DECAY per
+ * completion, so that a burst of answers (a batch's REPLY completes its
+ * files at once: the first carries the batch's whole wait, the others none)
+ * averages over the batch instead of swinging with each file. */
+struct svc {
+    double secs;     /* service seconds */
+    double bytes;    /* their bytes */
+    double n;        /* completions (weights) */
+    uint64_t last;   /* the latest completion, ns */
+};
+
 struct cfs_model {
     struct cfs_model_params p;
     uint32_t nodes, clients;
-    /* Per node: the measured latency as bits of a double (0: none).  A
-     * lost update between two completions only delays the mean by one
-     * sample. */
-    _Atomic uint64_t *lat;
+    pthread_mutex_t mu; /* svc[]: the peer thread, io completions and openers report */
+    struct svc *svc;    /* per node, then the PFS's at [nodes] */
     _Atomic uint32_t *passed; /* per node: PFS choices since the last probe */
-    _Atomic uint64_t pfs_lat; /* bits of a double, 0: none */
 };
 
 void cfs_model_defaults(struct cfs_model_params *out)
@@ -152,10 +161,10 @@ int cfs_model_create(const struct cfs_model_params *p, uint32_t nodes, uint32_t 
     *out = NULL;
     if (!m)
         return -ENOMEM;
-    m->lat = calloc(nodes ? nodes : 1, sizeof(*m->lat));
+    m->svc = calloc((size_t)nodes + 1, sizeof(*m->svc));
     m->passed = calloc(nodes ? nodes : 1, sizeof(*m->passed));
-    if (!m->lat || !m->passed) {
-        free(m->lat);
+    if (!m->svc || !m->passed) {
+        free(m->svc);
         free(m->passed);
         free(m);
         return -ENOMEM;
@@ -163,6 +172,13 @@ int cfs_model_create(const struct cfs_model_params *p, uint32_t nodes, uint32_t 
     m->p = *p;
     m->nodes = nodes;
     m->clients = clients ? clients : 1;
+    /* The configured latencies as CFS_MODEL_PRIOR completions of no
+     * bytes: one odd first answer moves them by 1/(PRIOR + 1). */
+    for (uint32_t i = 0; i <= nodes; i++) {
+        double lat = i < nodes ? p->net_latency : p->pfs_latency;
+        m->svc[i] = (struct svc){.secs = lat * CFS_MODEL_PRIOR, .n = CFS_MODEL_PRIOR};
+    }
+    pthread_mutex_init(&m->mu, NULL);
     *out = m;
     return 0;
 }
@@ -171,55 +187,16 @@ void cfs_model_destroy(struct cfs_model *m)
 {
     if (!m)
         return;
-    free(m->lat);
+    pthread_mutex_destroy(&m->mu);
+    free(m->svc);
     free(m->passed);
     free(m);
-}
-
-static double load_lat(const struct cfs_model *m, uint32_t node)
-{
-    if (node >= m->nodes)
-        return 0;
-    uint64_t bits = atomic_load_explicit(&m->lat[node], memory_order_relaxed);
-    double d;
-    memcpy(&d, &bits, sizeof(d));
-    return d;
-}
-
-double cfs_model_measured_latency(const struct cfs_model *m, uint32_t node)
-{
-    return load_lat(m, node);
-}
-
-static double bits_double(uint64_t bits)
-{
-    double d;
-    memcpy(&d, &bits, sizeof(d));
-    return d;
-}
-
-static uint64_t double_bits(double d)
-{
-    uint64_t bits;
-    memcpy(&bits, &d, sizeof(bits));
-    return bits;
 }
 
 static double pfs_share(const struct cfs_model *m)
 {
     double share = m->p.pfs_bw / (double)m->clients;
     return share > m->p.pfs_client_bw ? m->p.pfs_client_bw : share;
-}
-
-double cfs_model_pfs_latency(const struct cfs_model *m)
-{
-    double lat = bits_double(atomic_load_explicit(&m->pfs_lat, memory_order_relaxed));
-    return lat > 0 ? lat : m->p.pfs_latency;
-}
-
-double cfs_model_pfs_time(const struct cfs_model *m, uint64_t size)
-{
-    return cfs_model_pfs_latency(m) + (double)size / pfs_share(m);
 }
 
 static double link_bw(const struct cfs_model *m, enum cfs_tier tier)
@@ -229,23 +206,82 @@ static double link_bw(const struct cfs_model *m, enum cfs_tier tier)
     return tbw < bw ? tbw : bw;
 }
 
-double cfs_model_peer_time(const struct cfs_model *m, uint32_t node, enum cfs_tier tier,
-                           uint64_t size)
+/* The latency of source i (node, or nodes: the PFS), measured: its service
+ * time beyond the transfer at bandwidth bw, mean per completion (mu held). */
+static double svc_latency(const struct cfs_model *m, uint32_t i, double bw)
 {
-    /* The measured latency replaces the configured one once known: it is
-     * what this peer, loaded as it is, actually answers in. */
-    double lat = load_lat(m, node);
-    if (!(lat > 0))
-        lat = m->p.net_latency;
-    return lat + (double)size / link_bw(m, tier);
+    const struct svc *v = &m->svc[i];
+    double lat = v->n > 0 ? (v->secs - v->bytes / bw) / v->n : 0;
+    return lat > 1e-6 ? lat : 1e-6;
+}
+
+/* The measured latency of peer node (mu held); the configured one when
+ * the model file fixes it. */
+static double peer_latency(const struct cfs_model *m, uint32_t node)
+{
+    if (m->p.fixed & CFS_MODEL_FIXED_NET_LATENCY)
+        return m->p.net_latency;
+    return svc_latency(m, node, link_bw(m, CFS_TIER_RAM));
+}
+
+static double pfs_latency(const struct cfs_model *m)
+{
+    if (m->p.fixed & CFS_MODEL_FIXED_PFS_LATENCY)
+        return m->p.pfs_latency;
+    return svc_latency(m, m->nodes, pfs_share(m));
+}
+
+double cfs_model_measured_latency(const struct cfs_model *m, uint32_t node)
+{
+    if (node >= m->nodes || m->p.fixed & CFS_MODEL_FIXED_NET_LATENCY)
+        return 0;
+    pthread_mutex_lock((pthread_mutex_t *)&m->mu);
+    double lat = m->svc[node].n > CFS_MODEL_PRIOR ? peer_latency(m, node) : 0;
+    pthread_mutex_unlock((pthread_mutex_t *)&m->mu);
+    return lat;
+}
+
+double cfs_model_pfs_latency(const struct cfs_model *m)
+{
+    pthread_mutex_lock((pthread_mutex_t *)&m->mu);
+    double lat = pfs_latency(m);
+    pthread_mutex_unlock((pthread_mutex_t *)&m->mu);
+    return lat;
+}
+
+double cfs_model_pfs_time(const struct cfs_model *m, uint64_t size)
+{
+    return cfs_model_pfs_latency(m) + (double)size / pfs_share(m);
+}
+
+double cfs_model_peer_time(const struct cfs_model *m, uint32_t node, enum cfs_tier tier,
+                           uint64_t size, uint32_t queued)
+{
+    if (node >= m->nodes)
+        return INFINITY;
+    pthread_mutex_lock((pthread_mutex_t *)&m->mu);
+    double lat = peer_latency(m, node);
+    /* What one file of the queue ahead holds the link: the mean service
+     * time, the mean file's transfer included. */
+    const struct svc *v = &m->svc[node];
+    double per_file = v->n > 0 && !(m->p.fixed & CFS_MODEL_FIXED_NET_LATENCY)
+                          ? v->secs / v->n
+                          : lat + (double)size / link_bw(m, tier);
+    pthread_mutex_unlock((pthread_mutex_t *)&m->mu);
+    return lat + (double)size / link_bw(m, tier) + (double)queued * per_file;
 }
 
 enum cfs_model_source cfs_model_choose(struct cfs_model *m, uint32_t node,
-                                       enum cfs_tier tier, uint64_t size, bool slow)
+                                       enum cfs_tier tier, uint64_t size, uint32_t queued,
+                                       bool slow)
 {
     if (slow || node >= m->nodes)
         return CFS_MODEL_PFS;
-    if (cfs_model_peer_time(m, node, tier, size) <= cfs_model_pfs_time(m, size))
+    /* The holder unless it is clearly slower: the estimates swing by tens
+     * of percent under load, and each PFS read of a held file is load the
+     * cluster's memory was there to take off the shared PFS. */
+    if (cfs_model_peer_time(m, node, tier, size, queued) <=
+        CFS_MODEL_MARGIN * cfs_model_pfs_time(m, size))
         return CFS_MODEL_PEER;
     /* A measurement is only refreshed by asking: without a probe now and
      * then, one slow spell would send everything to the PFS for good. */
@@ -256,39 +292,54 @@ enum cfs_model_source cfs_model_choose(struct cfs_model *m, uint32_t node,
     return CFS_MODEL_PFS;
 }
 
+/* One completion of source i: bytes done at now (ns) that took seconds of
+ * service (mu held). */
+static void svc_add(struct svc *v, uint64_t bytes, double seconds)
+{
+    const double keep = 1.0 - CFS_MODEL_DECAY;
+    v->secs = v->secs * keep + seconds;
+    v->bytes = v->bytes * keep + (double)bytes;
+    v->n = v->n * keep + 1.0;
+}
+
 void cfs_model_observe(struct cfs_model *m, uint32_t node, uint64_t bytes, double seconds)
 {
-    if (node >= m->nodes || !(seconds > 0) || m->p.fixed & CFS_MODEL_FIXED_NET_LATENCY)
+    if (node >= m->nodes || !(seconds >= 0) || m->p.fixed & CFS_MODEL_FIXED_NET_LATENCY)
         return;
-    /* Minus the transfer at the modelled bandwidth: a latency, comparable
-     * across file sizes (a rate would not be). */
-    double sample = seconds - (double)bytes / link_bw(m, CFS_TIER_RAM);
-    if (sample < 1e-6)
-        sample = 1e-6;
-    double old = load_lat(m, node);
-    if (!(old > 0))
-        old = m->p.net_latency; /* the prior: one odd first answer moves it by 1/8 */
-    atomic_store_explicit(&m->lat[node], double_bits(old + (sample - old) / 8.0),
-                          memory_order_relaxed);
+    pthread_mutex_lock(&m->mu);
+    svc_add(&m->svc[node], bytes, seconds);
+    pthread_mutex_unlock(&m->mu);
 }
 
 void cfs_model_peer_done(struct cfs_model *m, uint32_t node, uint64_t bytes, uint64_t t0_ns,
                          uint64_t now_ns)
 {
-    if (node >= m->nodes)
+    if (node >= m->nodes || m->p.fixed & CFS_MODEL_FIXED_NET_LATENCY || now_ns < t0_ns)
         return;
-    cfs_model_observe(m, node, bytes, now_ns > t0_ns ? (double)(now_ns - t0_ns) * 1e-9 : 0);
+    /* From its submission or the peer's previous completion, whichever is
+     * later: the peer answers in order, so a request that waited behind
+     * others was served only since the one before it left; the wait
+     * before is queueing, which cfs_model_peer_time adds from the queue's
+     * length where the caller says it matters. */
+    pthread_mutex_lock(&m->mu);
+    struct svc *v = &m->svc[node];
+    uint64_t from = v->last > t0_ns ? v->last : t0_ns;
+    if (now_ns > v->last)
+        v->last = now_ns;
+    /* Reported from two threads (the peer thread, a direct read's opener),
+     * completions may arrive a little out of order: served for nothing. */
+    svc_add(v, bytes, now_ns > from ? (double)(now_ns - from) * 1e-9 : 0);
+    pthread_mutex_unlock(&m->mu);
 }
 
 void cfs_model_pfs_done(struct cfs_model *m, uint64_t bytes, uint64_t t0_ns, uint64_t now_ns)
 {
-    double secs = now_ns > t0_ns ? (double)(now_ns - t0_ns) * 1e-9 : 0;
-    if (m->p.fixed & CFS_MODEL_FIXED_PFS_LATENCY || !(secs > 0))
+    if (m->p.fixed & CFS_MODEL_FIXED_PFS_LATENCY || now_ns < t0_ns)
         return;
-    double sample = secs - (double)bytes / pfs_share(m);
-    if (sample < 1e-6)
-        sample = 1e-6;
-    double old = cfs_model_pfs_latency(m);
-    atomic_store_explicit(&m->pfs_lat, double_bits(old + (sample - old) / 8.0),
-                          memory_order_relaxed);
+    /* From its submission: the io engine runs this node's PFS fetches at
+     * once (io_depth), so none waits behind another of ours, and what it
+     * took is the PFS's latency at the load the cluster puts on it. */
+    pthread_mutex_lock(&m->mu);
+    svc_add(&m->svc[m->nodes], bytes, (double)(now_ns - t0_ns) * 1e-9);
+    pthread_mutex_unlock(&m->mu);
 }

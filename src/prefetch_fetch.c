@@ -38,6 +38,7 @@ struct fetch {
     uint64_t t0;              /* when the peer or the PFS was asked, ns */
     bool via_peer;            /* the bytes are coming from preq.node */
     bool settled;             /* pf_peer_settled when the peer was asked */
+    enum cfs_metric why;      /* CFS_M_PFS_BYTES_*: why the PFS, when it is read */
     struct cfs_prefetch *pf;
     struct fetch *qnext;
     uint32_t id;
@@ -151,9 +152,12 @@ static int fetch_finish(struct fetch *f)
     /* Staged ahead of its open (a demand fetch is read at once: staged after). */
     if (crc == 0 && f->prefetch && f->tier == CFS_TIER_RAM)
         pf_stager_queue(atomic_load(&pf->stager), f->id);
-    if (res > 0)
+    if (res > 0) {
         cfs_metrics_add(pf->m, peer ? CFS_M_FETCH_BYTES_PEER : CFS_M_FETCH_BYTES_PFS,
                         (uint64_t)res);
+        if (!peer)
+            cfs_metrics_add(pf->m, f->why, (uint64_t)res);
+    }
     if (res > 0) {
         uint64_t now = pf_now_ns();
         cfs_metrics_add(pf->m, peer ? CFS_M_FETCHES_PEER : CFS_M_FETCHES_PFS, 1);
@@ -232,8 +236,10 @@ bool pf_peer_settled(struct cfs_prefetch *pf, const struct cfs_entry *e)
     return epoch - pf_track_start_epoch(pf->track) > from;
 }
 
-int pf_peer_choice(struct cfs_prefetch *pf, const struct cfs_entry *e)
+int pf_peer_choice(struct cfs_prefetch *pf, const struct cfs_entry *e, bool waiting,
+                   enum cfs_metric *why)
 {
+    *why = CFS_M_PFS_BYTES_UNHELD;
     if (!pf->distributed || !pf->track || e->sample == CFS_NO_SAMPLE || e->size == 0)
         return -1;
     enum cfs_tier tier;
@@ -245,10 +251,16 @@ int pf_peer_choice(struct cfs_prefetch *pf, const struct cfs_entry *e)
      * staged it: the PFS, without a round trip that would say so. */
     uint32_t epoch;
     pf_track_position(pf->track, NULL, &epoch, NULL);
+    *why = CFS_M_PFS_BYTES_UNREAD;
     if (epoch - pf_track_start_epoch(pf->track) < from)
         return -1;
     bool slow = pf->peer_ops->node_state(pf->peer, owner) != CFS_PEER_UP;
-    if (cfs_model_choose(pf->model, owner, tier, e->size, slow) != CFS_MODEL_PEER)
+    *why = slow ? CFS_M_PFS_BYTES_SLOW : CFS_M_PFS_BYTES_MODEL;
+    /* A read the trainer waits on now waits behind what is in flight to
+     * the owner (the peer layer answers in order); a prefetch's wait costs
+     * nothing while the prefetcher is ahead. */
+    uint32_t queued = waiting ? atomic_load(&pf->peer_inflight[owner]) : 0;
+    if (cfs_model_choose(pf->model, owner, tier, e->size, queued, slow) != CFS_MODEL_PEER)
         return -1;
     return (int)owner;
 }
@@ -260,7 +272,6 @@ static void peer_done(struct cfs_peer_req *r)
     struct fetch *f = r->arg;
     struct cfs_prefetch *pf = f->pf;
     uint64_t now = pf_now_ns();
-    double secs = (double)(now - f->t0) * 1e-9;
     atomic_fetch_sub(&pf->peer_inflight[r->node], 1);
     if (r->res >= 0 && (uint64_t)r->res == f->req.size_hint) {
         if (f->settled)
@@ -271,12 +282,11 @@ static void peer_done(struct cfs_peer_req *r)
         fetch_done(&f->req);
         return;
     }
-    if (r->res == -ETIMEDOUT)
-        cfs_model_observe(pf->model, r->node, 0, secs);
     atomic_fetch_add(&pf->peer_fallbacks, 1);
     cfs_metrics_add(pf->m, CFS_M_PEER_FETCH_FALLBACK, 1);
     cfs_debug("peer %u: file %u: %s; reading the PFS", r->node, r->id, strerror((int)-r->res));
     f->via_peer = false;
+    f->why = CFS_M_PFS_BYTES_FALLBACK;
     f->t0 = now;
     int rc = cfs_io_submit(pf->io, &f->req);
     if (rc) {
@@ -338,7 +348,7 @@ int pf_fetch_start(struct cfs_prefetch *pf, uint32_t id, enum cfs_tier planned, 
     }
     f->via_peer = false;
     f->t0 = pf_now_ns();
-    int owner = pf_peer_choice(pf, e);
+    int owner = pf_peer_choice(pf, e, !prefetch, &f->why);
     if (owner >= 0) {
         f->preq = (struct cfs_peer_req){
             .node = (uint32_t)owner, .id = id, .buf = buf, .cap = (size_t)e->size,
@@ -352,6 +362,7 @@ int pf_fetch_start(struct cfs_prefetch *pf, uint32_t id, enum cfs_tier planned, 
             return 0;
         atomic_fetch_sub(&pf->peer_inflight[owner], 1);
         f->via_peer = false; /* slow, gone or not started: the PFS */
+        f->why = CFS_M_PFS_BYTES_SLOW;
         f->t0 = pf_now_ns();
     }
     if (sync_res && !prefetch) {

@@ -86,6 +86,7 @@
 #include <stdatomic.h>
 
 #include "clairfs/identify.h"
+#include "clairfs/metrics.h"
 #include "clairfs/options.h"
 #include "clairfs/plan.h"
 #include "clairfs/run_config.h"
@@ -393,8 +394,11 @@ void pf_mark_changed(struct cfs_prefetch *pf, uint32_t id, const char *path);
 /* Open entry id's source for direct reads: 0 and *fd, or -errno (-ESTALE:
  * not the catalog's file any more). */
 int pf_open_source(struct cfs_prefetch *pf, uint32_t id, int *fd);
-/* The node to ask for entry e instead of the PFS, or -1 (plan_lock held). */
-int pf_peer_choice(struct cfs_prefetch *pf, const struct cfs_entry *e);
+/* The node to ask for entry e instead of the PFS, or -1 and in *why the
+ * CFS_M_PFS_BYTES_* slot that says why not (plan_lock held).  waiting: a
+ * trainer waits for this read now (a demand fetch, a direct read). */
+int pf_peer_choice(struct cfs_prefetch *pf, const struct cfs_entry *e, bool waiting,
+                   enum cfs_metric *why);
 /* The owner of e has held it since before the current epoch: a peer fetch
  * of it measures the peer.  In the epoch of the cluster's first read the
  * owner may still be fetching it from the PFS and holds the answer back

@@ -41,6 +41,7 @@ struct cfs_prefetch_file {
     int fd; /* direct reads from the source */
     void *pbuf; /* the bytes of a direct read from a peer (size bytes) */
     enum cfs_metric source;
+    enum cfs_metric pfs_why;    /* CFS_M_PFS_BYTES_*: why direct reads go to the PFS */
     bool kernel;                /* staged: the kernel serves the reads */
     atomic_bool fell_back;      /* a read of a staged file reached us */
     pthread_mutex_t fd_mu;      /* a staged file's source fd opens at its first read */
@@ -198,6 +199,7 @@ static int file_new(struct cfs_prefetch *pf, cfs_id id, const struct cfs_entry *
     f->sample = (*e)->sample;
     f->size = (*e)->size;
     f->fd = -1;
+    f->pfs_why = CFS_M_PFS_BYTES_UNHELD;
     pthread_mutex_init(&f->fd_mu, NULL);
     *out = f;
     return 0;
@@ -261,7 +263,7 @@ int cfs_prefetch_open_as(struct cfs_prefetch *pf, cfs_id id, const struct cfs_op
     }
     /* Not cached (the tier is full of files needed sooner, or of fetches
      * in flight): a direct read, from the owner when there is one. */
-    int owner = rc && rc != -ESTALE ? pf_peer_choice(pf, e) : -1;
+    int owner = rc && rc != -ESTALE ? pf_peer_choice(pf, e, true, &f->pfs_why) : -1;
     bool settled = owner >= 0 && pf_peer_settled(pf, e);
     bool planned = pf->track != NULL;
     pthread_rwlock_unlock(&pf->plan_lock);
@@ -276,6 +278,8 @@ int cfs_prefetch_open_as(struct cfs_prefetch *pf, cfs_id id, const struct cfs_op
         if (f->kernel)
             atomic_fetch_add(&pf->kernel_opens, 1);
     } else if (rc != -ESTALE) {
+        if (owner >= 0)
+            f->pfs_why = CFS_M_PFS_BYTES_FALLBACK;
         rc = pf_open_source(pf, id, &f->fd);
         f->source = CFS_M_READS_PFS;
         atomic_fetch_add(&pf->direct_opens, 1);
@@ -310,6 +314,7 @@ int cfs_prefetch_open_unseen(struct cfs_prefetch *pf, cfs_id id, struct cfs_pref
     /* No sample: its release must not take it for the trainer's last read. */
     f->sample = CFS_NO_SAMPLE;
     f->source = CFS_M_READS_PFS;
+    f->pfs_why = CFS_M_PFS_BYTES_RECLAIMED;
     rc = pf_open_source(pf, id, &f->fd);
     if (rc) {
         pthread_mutex_destroy(&f->fd_mu);
@@ -393,6 +398,7 @@ static int open_fallback(struct cfs_prefetch *pf, struct cfs_prefetch_file *f)
                      n, (uint64_t)atomic_load(&pf->kernel_opens));
     }
     pthread_mutex_lock(&f->fd_mu);
+    f->pfs_why = CFS_M_PFS_BYTES_RECLAIMED;
     if (f->fd < 0)
         rc = pf_open_source(pf, f->id, &f->fd);
     pthread_mutex_unlock(&f->fd_mu);
@@ -445,6 +451,7 @@ int cfs_prefetch_read(struct cfs_prefetch *pf, struct cfs_prefetch_file *f, uint
     }
     cfs_metrics_add(pf->m, CFS_M_STALL_NS, pf_now_ns() - t0);
     cfs_metrics_add(pf->m, CFS_M_FETCH_BYTES_PFS, got);
+    cfs_metrics_add(pf->m, f->pfs_why, got);
     /* Checked at open; a change since may have mixed versions within
      * this open's reads (a local fstat: cheap next to the read). */
     const struct cfs_entry *e = cfs_catalog_entry(pf->cat, f->id);

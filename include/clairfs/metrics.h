@@ -54,6 +54,14 @@ enum cfs_metric {
     CFS_M_PEER_LATE,          /* owned files a peer asked for before this node began them */
     CFS_M_PAGECACHE_RETRIEVES, /* staged owned files read back from the page cache for peers */
     CFS_M_PAGECACHE_RETRIEVE_SHORT, /* ... of which the kernel had dropped pages */
+    /* The PFS bytes (CFS_M_FETCH_BYTES_PFS) by why they did not come from a
+     * peer; the six add up to it. */
+    CFS_M_PFS_BYTES_UNHELD,   /* no other node holds the file (this node owns it, or nobody) */
+    CFS_M_PFS_BYTES_UNREAD,   /* its owner has not read it yet: the cluster's first read */
+    CFS_M_PFS_BYTES_SLOW,     /* its owner is marked slow or gone */
+    CFS_M_PFS_BYTES_MODEL,    /* the model estimated the PFS faster than its owner */
+    CFS_M_PFS_BYTES_FALLBACK, /* its owner was asked and did not give the bytes */
+    CFS_M_PFS_BYTES_RECLAIMED, /* a staged file whose pages the kernel dropped */
     CFS_M_COUNT
 };
 

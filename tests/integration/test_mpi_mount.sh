@@ -20,10 +20,19 @@
 #           verified against the source, and clairfs-plan --nodes N
 #           (clairvoyant) predicts the PFS bytes of every epoch within 5 %
 #           of the dataset.
+#   measured  aggregate RAM 110 % of the dataset (ram = 1/N of it + 10 %
+#           each), -np 2 and -np 4 over TCP, the source behind clairfs-pfsemu
+#           (2 ms per open) and the model given only its bandwidth, so that
+#           the PFS's latency and the peers' are both measured: after epoch 0
+#           the cluster reads at most 5 % of the dataset per epoch from the
+#           PFS (sum of the nodes' clairfs_fetch_bytes_total{from="pfs"}
+#           deltas), every read verified against the source, and on every
+#           node clairfs_pfs_bytes_total's reasons add up to those bytes.
 #   idle    -np 2 (shared memory, then TCP), mounted and unread: each
 #           daemon uses < 5 % of a core over 10 s (utime + stime from
 #           /proc/PID/stat).
-# Environment: CLAIRFS, CLAIRFS_GENDATA, CLAIRFS_BENCH (tests/meson.build).
+# Environment: CLAIRFS, CLAIRFS_GENDATA, CLAIRFS_BENCH, CLAIRFS_PLAN,
+# CLAIRFS_PFSEMU (tests/meson.build).
 # Exit 77 when mpirun or FUSE is missing.
 set -u
 SCENARIO=${1:?scenario}
@@ -65,13 +74,14 @@ EPOCHS=4
 printf 'pfs_latency = 0.05   # a shared PFS under load\npfs_bw = 1G\n' >"$TMP/model.conf"
 
 # start NP TRANSPORT OPTS: mpirun the daemons (foreground, log in
-# $TMP/mpi.log), wait for every mount's ready file.
+# $TMP/mpi.log) on $SOURCE, wait for every mount's ready file.
+SOURCE=$TMP/src
 start() {
     local np=$1 transport=$2 opts=$3 r
     for r in $(seq 0 $((np - 1))); do mkdir -p "$TMP/m$r"; done
     # shellcheck disable=SC2086
     env --default-signal=INT timeout -k 5 150 mpirun -np "$np" $MPI_COMMON $transport \
-        "$CLAIRFS" -o "$opts" "$TMP/src" "$TMP/m{rank}" >"$TMP/mpi.log" 2>&1 &
+        "$CLAIRFS" -o "$opts" "$SOURCE" "$TMP/m{rank}" >"$TMP/mpi.log" 2>&1 &
     MPIPID=$!
     for _ in $(seq 300); do
         local ready=1
@@ -253,6 +263,62 @@ scenario_placement() {
     done
 }
 
+scenario_measured() {
+    : "${CLAIRFS_PFSEMU:?CLAIRFS_PFSEMU must name clairfs-pfsemu}"
+    local np e r
+    # The emulated PFS's defaults: 2 ms per open, 0.5 ms per read, 200 MiB/s
+    # shared.  The model is told the bandwidth, as bench/bench-mpi.sh does;
+    # the latencies, the PFS's and the peers', are what the fetches measure.
+    cfs_pfsemu "$TMP/src" "$TMP/pfs" "" || { fail "clairfs-pfsemu did not mount"; return; }
+    printf 'pfs_bw = 200M\npfs_client_bw = 200M\n' >"$TMP/measured.conf"
+    SOURCE=$TMP/pfs
+    for np in 2 4; do
+        local ram=$((DATASET / np * 11 / 10))
+        start "$np" "$TCP" \
+            "seed=7,world=$np,epochs=$EPOCHS,ram=$ram,ssd=0,index=$TMP/idx{rank},model=$TMP/measured.conf" ||
+            { fail "-np $np: start"; continue; }
+        declare -A prev_pfs
+        for r in $(seq 0 $((np - 1))); do prev_pfs[$r]=0; done
+        for e in $(seq 0 $((EPOCHS - 1))); do
+            local pids=()
+            for r in $(seq 0 $((np - 1))); do
+                bench "$r" "$e" "$np" "$TMP/m$r" &
+                pids+=($!)
+            done
+            for r in $(seq 0 $((np - 1))); do
+                wait "${pids[$r]}" || fail "-np $np epoch $e rank $r: $(tail -2 "$TMP/bench.$r.$e")"
+            done
+            local total=0 pfsb per="" why
+            for r in $(seq 0 $((np - 1))); do
+                pfsb=$(metric "$TMP/m$r" 'clairfs_fetch_bytes_total{from="pfs"}')
+                per="$per $((pfsb - prev_pfs[$r]))"
+                total=$((total + pfsb - prev_pfs[$r]))
+                prev_pfs[$r]=$pfsb
+                # Every PFS byte has its reason.
+                why=$(awk '$1 ~ /^clairfs_pfs_bytes_total\{/ { s += $2 } END { print s + 0 }' \
+                    "$TMP/m$r/.clairfs/metrics")
+                [ "$why" -eq "$pfsb" ] ||
+                    fail "-np $np epoch $e node $r: clairfs_pfs_bytes_total adds up to $why, not $pfsb"
+            done
+            echo "   -np $np epoch $e: PFS bytes $total ($((1000 * total / DATASET / 10)).$((1000 * total / DATASET % 10)) %" \
+                 "of the dataset; per node:$per)"
+            [ "$e" -eq 0 ] || [ $((20 * total)) -le "$DATASET" ] ||
+                fail "-np $np epoch $e: $total PFS bytes > 5 % of the dataset ($DATASET)"
+        done
+        local r0
+        for r0 in $(seq 0 $((np - 1))); do
+            echo "   -np $np node $r0: PFS bytes by reason:" \
+                "$(awk -F'[{}"= ]+' '$1 == "clairfs_pfs_bytes_total" { printf " %s %s", $3, $4 }' \
+                    "$TMP/m$r0/.clairfs/metrics")"
+        done
+        check "-np $np: every file on every mount equals the source" compare_all "$np"
+        check "-np $np: every node unmounts and mpirun exits 0" stop "$np"
+        rm -rf "$TMP"/idx*
+        unset prev_pfs
+    done
+    SOURCE=$TMP/src
+}
+
 # The PID of the daemon that is MPI rank R.
 rank_pid() {
     local p
@@ -386,6 +452,7 @@ scenario_idle() {
 case $SCENARIO in
 idle) scenario_idle ;;
 placement) scenario_placement ;;
+measured) scenario_measured ;;
 files) scenario_files ;;
 epochs) scenario_epochs ;;
 stop) scenario_stop ;;

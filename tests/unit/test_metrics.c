@@ -112,7 +112,19 @@ static const char expected_prometheus[] =
     "the PFS).\n"
     "# TYPE clairfs_pagecache_retrieved_total counter\n"
     "clairfs_pagecache_retrieved_total{result=\"asked\"} 7\n"
-    "clairfs_pagecache_retrieved_total{result=\"short\"} 1\n";
+    "clairfs_pagecache_retrieved_total{result=\"short\"} 1\n"
+    "# HELP clairfs_pfs_bytes_total The bytes read from the PFS, by why no peer gave them: no "
+    "other node holds the file (unheld), its owner has not read it yet (unread), is marked slow "
+    "(slow), the performance model chose the PFS (model), the owner was asked and did not give "
+    "them (fallback), the kernel dropped a staged file's pages (reclaimed).  They add up to "
+    "clairfs_fetch_bytes_total{from=\"pfs\"}.\n"
+    "# TYPE clairfs_pfs_bytes_total counter\n"
+    "clairfs_pfs_bytes_total{reason=\"unheld\"} 1024\n"
+    "clairfs_pfs_bytes_total{reason=\"unread\"} 0\n"
+    "clairfs_pfs_bytes_total{reason=\"slow\"} 0\n"
+    "clairfs_pfs_bytes_total{reason=\"model\"} 2048\n"
+    "clairfs_pfs_bytes_total{reason=\"fallback\"} 512\n"
+    "clairfs_pfs_bytes_total{reason=\"reclaimed\"} 512\n";
 
 static const char expected_stats[] =
     "catalog   files 1281167  dirs 1001  bytes 137 GiB  from_index yes\n"
@@ -133,7 +145,8 @@ static const char expected_stats[] =
     "fetchtime pfs 1.500 s  peer 0.250 s\n"
     "order     identified yes\n"
     "owner     late 0\n"
-    "retrieve  asked 7  short 1\n";
+    "retrieve  asked 7  short 1\n"
+    "pfs_why   unheld 1.00 KiB  unread 0 B  slow 0 B  model 2.00 KiB  fallback 512 B  reclaimed 512 B\n";
 
 static void fill(struct cfs_metrics *m)
 {
@@ -171,6 +184,10 @@ static void fill(struct cfs_metrics *m)
     cfs_metrics_set(m, CFS_M_ORDER_IDENTIFIED, 1);
     cfs_metrics_add(m, CFS_M_PAGECACHE_RETRIEVES, 7);
     cfs_metrics_add(m, CFS_M_PAGECACHE_RETRIEVE_SHORT, 1);
+    cfs_metrics_add(m, CFS_M_PFS_BYTES_UNHELD, 1024);
+    cfs_metrics_add(m, CFS_M_PFS_BYTES_MODEL, 2048);
+    cfs_metrics_add(m, CFS_M_PFS_BYTES_FALLBACK, 512);
+    cfs_metrics_add(m, CFS_M_PFS_BYTES_RECLAIMED, 512);
 }
 
 START_TEST(prometheus_text_is_exact)

@@ -32,95 +32,152 @@ START_TEST(peer_time_uses_the_slower_of_link_and_tier)
 {
     struct cfs_model *m = make(4, 4);
     /* 1 ms + 110000 B at 1.25 GB/s (RAM's 10 GB/s is faster). */
-    ck_assert_double_eq_tol(cfs_model_peer_time(m, 1, CFS_TIER_RAM, 110000), 0.001088,
+    ck_assert_double_eq_tol(cfs_model_peer_time(m, 1, CFS_TIER_RAM, 110000, 0), 0.001088,
                             1e-12);
     /* 1 ms + 1 MB at the SSD's 1 GB/s. */
-    ck_assert_double_eq_tol(cfs_model_peer_time(m, 1, CFS_TIER_SSD, 1000000), 0.002, 1e-12);
-    ck_assert_int_eq(cfs_model_choose(m, 1, CFS_TIER_RAM, 110000, false), CFS_MODEL_PEER);
+    ck_assert_double_eq_tol(cfs_model_peer_time(m, 1, CFS_TIER_SSD, 1000000, 0), 0.002, 1e-12);
+    ck_assert_int_eq(cfs_model_choose(m, 1, CFS_TIER_RAM, 110000, 0, false), CFS_MODEL_PEER);
     /* A slow peer, or a node that does not exist: the PFS. */
-    ck_assert_int_eq(cfs_model_choose(m, 1, CFS_TIER_RAM, 110000, true), CFS_MODEL_PFS);
-    ck_assert_int_eq(cfs_model_choose(m, 4, CFS_TIER_RAM, 110000, false), CFS_MODEL_PFS);
+    ck_assert_int_eq(cfs_model_choose(m, 1, CFS_TIER_RAM, 110000, 0, true), CFS_MODEL_PFS);
+    ck_assert_int_eq(cfs_model_choose(m, 4, CFS_TIER_RAM, 110000, 0, false), CFS_MODEL_PFS);
     cfs_model_destroy(m);
 }
 END_TEST
+
+#define KEEP (1.0 - CFS_MODEL_DECAY)
+
+/* The sums after a prior of lat and n samples of secs seconds, bytes each:
+ * the latency they give at bandwidth bw. */
+static double lat_after(double lat, int n, double secs, double bytes, double bw)
+{
+    double s = lat * CFS_MODEL_PRIOR, b = 0, c = CFS_MODEL_PRIOR;
+    for (int i = 0; i < n; i++) {
+        s = s * KEEP + secs;
+        b = b * KEEP + bytes;
+        c = c * KEEP + 1;
+    }
+    return (s - b / bw) / c;
+}
 
 START_TEST(measured_latency_moves_the_choice_and_probes_recover)
 {
     struct cfs_model *m = make(2, 2);
     ck_assert_double_eq(cfs_model_measured_latency(m, 1), 0);
-    /* 10.1 ms for 125000 B: 10 ms beyond the transfer; the mean moves 1/8
-     * of the way from the 1 ms prior. */
+    /* 10.1 ms for 125000 B: 10 ms beyond the transfer, weighed against
+     * the 1 ms prior's CFS_MODEL_PRIOR completions. */
     cfs_model_observe(m, 1, 125000, 0.0101);
-    ck_assert_double_eq_tol(cfs_model_measured_latency(m, 1), 0.002125, 1e-12);
-    cfs_model_observe(m, 1, 0, 0.01);
-    ck_assert_double_eq_tol(cfs_model_measured_latency(m, 1), 0.002125 + (0.01 - 0.002125) / 8,
-                            1e-12);
-    for (int i = 0; i < 40; i++)
+    ck_assert_double_eq_tol(cfs_model_measured_latency(m, 1),
+                            lat_after(0.001, 1, 0.0101, 125000, 1.25e9), 1e-12);
+    ck_assert_double_gt(cfs_model_measured_latency(m, 1), 0.002);
+    for (int i = 0; i < 200; i++)
         cfs_model_observe(m, 1, 0, 0.01);
-    ck_assert_double_gt(cfs_model_peer_time(m, 1, CFS_TIER_RAM, 110000),
-                        cfs_model_pfs_time(m, 110000));
+    /* 10 ms against the PFS's 2.11 ms: beyond the margin. */
+    ck_assert_double_gt(cfs_model_peer_time(m, 1, CFS_TIER_RAM, 110000, 0),
+                        CFS_MODEL_MARGIN * cfs_model_pfs_time(m, 110000));
     /* Node 0 is unaffected. */
     ck_assert_double_eq(cfs_model_measured_latency(m, 0), 0);
     int peer = 0;
     for (int i = 0; i < 2 * CFS_MODEL_PROBE_EVERY; i++)
-        peer += cfs_model_choose(m, 1, CFS_TIER_RAM, 110000, false) == CFS_MODEL_PEER;
+        peer += cfs_model_choose(m, 1, CFS_TIER_RAM, 110000, 0, false) == CFS_MODEL_PEER;
     ck_assert_int_eq(peer, 2); /* the probes */
     /* Fast answers bring the peer back. */
-    for (int i = 0; i < 60; i++)
+    for (int i = 0; i < 300; i++)
         cfs_model_observe(m, 1, 110000, 0.0003);
-    ck_assert_int_eq(cfs_model_choose(m, 1, CFS_TIER_RAM, 110000, false), CFS_MODEL_PEER);
+    ck_assert_int_eq(cfs_model_choose(m, 1, CFS_TIER_RAM, 110000, 0, false), CFS_MODEL_PEER);
     cfs_model_destroy(m);
 }
 END_TEST
 
 #define MS 1000000ull /* ns */
 
-START_TEST(completions_measure_what_each_fetch_took)
+START_TEST(peer_service_leaves_out_the_queue)
 {
     struct cfs_model *m = make(2, 1);
-    /* A peer fetch of 125000 B submitted at 1 s, done 10.1 ms later: 10 ms
-     * beyond the transfer at 1.25 GB/s, 1/8 of the way from the 1 ms prior. */
-    cfs_model_peer_done(m, 1, 125000, 1000 * MS, 1000 * MS + 10100000);
-    ck_assert_double_eq_tol(cfs_model_measured_latency(m, 1), 0.002125, 1e-12);
-    /* A batch of eight answered together after 2 ms: each took 2 ms, the
-     * last one included (no in-flight count to divide by). */
-    struct cfs_model *b = make(2, 1);
+    /* A batch of 8 submitted at once and answered together 8 ms later (one
+     * REPLY): the first was served for 8 ms, the seven behind it for
+     * nothing beyond that; the queue is not counted as their latency. */
     for (int i = 0; i < 8; i++)
-        cfs_model_peer_done(b, 1, 0, 0, 2 * MS);
-    double want = 0.001;
-    for (int i = 0; i < 8; i++)
-        want += (0.002 - want) / 8;
-    ck_assert_double_eq_tol(cfs_model_measured_latency(b, 1), want, 1e-12);
+        cfs_model_peer_done(m, 1, 0, 0, 8 * MS);
+    double s = 0.001 * CFS_MODEL_PRIOR, c = CFS_MODEL_PRIOR;
+    for (int i = 0; i < 8; i++) {
+        s = s * KEEP + (i == 0 ? 0.008 : 0);
+        c = c * KEEP + 1;
+    }
+    ck_assert_double_eq_tol(cfs_model_measured_latency(m, 1), s / c, 1e-12);
+    ck_assert_double_lt(cfs_model_measured_latency(m, 1), 0.002);
+    /* The next batch, submitted at 4 ms (behind the first) and done at
+     * 12 ms: served from the first batch's end, 4 ms. */
+    cfs_model_peer_done(m, 1, 0, 4 * MS, 12 * MS);
+    s = s * KEEP + 0.004;
+    c = c * KEEP + 1;
+    ck_assert_double_eq_tol(cfs_model_measured_latency(m, 1), s / c, 1e-12);
+    /* Alone, a request is served from its submission: 3 ms. */
+    cfs_model_peer_done(m, 1, 0, 100 * MS, 103 * MS);
+    s = s * KEEP + 0.003;
+    c = c * KEEP + 1;
+    ck_assert_double_eq_tol(cfs_model_measured_latency(m, 1), s / c, 1e-12);
+    /* The queue is added where the caller says it matters: each request
+     * ahead holds the link for the mean service time. */
+    ck_assert_double_eq_tol(cfs_model_peer_time(m, 1, CFS_TIER_RAM, 0, 10) -
+                                cfs_model_peer_time(m, 1, CFS_TIER_RAM, 0, 0),
+                            10 * s / c, 1e-12);
     /* A node that does not exist, or a completion before its submission:
      * nothing. */
-    cfs_model_peer_done(b, 7, 0, 0, 2 * MS);
-    cfs_model_peer_done(b, 0, 0, 5 * MS, 5 * MS);
-    ck_assert_double_eq(cfs_model_measured_latency(b, 0), 0);
+    cfs_model_peer_done(m, 7, 0, 0, 2 * MS);
+    cfs_model_peer_done(m, 0, 0, 5 * MS, 4 * MS);
+    ck_assert_double_eq(cfs_model_measured_latency(m, 0), 0);
+    cfs_model_destroy(m);
+}
+END_TEST
 
-    /* The PFS: 1 MB in 12 ms at a 1 GB/s share is 11 ms of latency; the
-     * mean moves 1/8 of the way from the configured 2 ms. */
+START_TEST(the_owner_keeps_its_files_within_the_margin)
+{
+    struct cfs_model *m = make(2, 1);
+    /* The PFS: 1 MB in 12 ms at a 1 GB/s share is 11 ms of latency,
+     * measured from the submission (its fetches run at once). */
     ck_assert_double_eq(cfs_model_pfs_latency(m), 0.002);
     cfs_model_pfs_done(m, 1000000, 0, 12 * MS);
-    ck_assert_double_eq_tol(cfs_model_pfs_latency(m), 0.003125, 1e-12);
-    ck_assert_double_eq_tol(cfs_model_pfs_time(m, 110000), 0.003125 + 0.00011, 1e-12);
-    /* A fast PFS (0.3 ms per open) against a peer measured at 10 ms: the
-     * PFS wins, but for the probes. */
-    for (int i = 0; i < 100; i++) {
-        cfs_model_pfs_done(m, 0, 0, 300000);
-        cfs_model_peer_done(m, 1, 0, 0, 10 * MS);
+    ck_assert_double_eq_tol(cfs_model_pfs_latency(m), lat_after(0.002, 1, 0.012, 1e6, 1e9),
+                            1e-12);
+    /* PFS fetches in flight together each count what they took. */
+    struct cfs_model *q = make(2, 1);
+    for (int i = 0; i < 50; i++)
+        cfs_model_pfs_done(q, 0, 0, 30 * MS);
+    ck_assert_double_eq_tol(cfs_model_pfs_latency(q), lat_after(0.002, 50, 0.03, 0, 1e9),
+                            1e-12);
+    cfs_model_destroy(q);
+
+    /* A PFS at 3 ms and a peer at 5 ms (requests one second apart, each
+     * served alone): slower, but within the margin, so every choice stays
+     * with the owner. */
+    for (int i = 0; i < 400; i++) {
+        cfs_model_pfs_done(m, 0, 0, 3 * MS);
+        cfs_model_peer_done(m, 1, 0, 1000 * MS * (uint64_t)i, 1000 * MS * (uint64_t)i + 5 * MS);
     }
-    ck_assert_double_eq_tol(cfs_model_pfs_latency(m), 0.0003, 1e-6);
-    ck_assert_double_eq_tol(cfs_model_measured_latency(m, 1), 0.01, 1e-6);
+    ck_assert_double_eq_tol(cfs_model_pfs_latency(m), 0.003, 1e-4);
+    ck_assert_double_eq_tol(cfs_model_measured_latency(m, 1), 0.005, 1e-4);
     int peer = 0;
     for (int i = 0; i < CFS_MODEL_PROBE_EVERY; i++)
-        peer += cfs_model_choose(m, 1, CFS_TIER_RAM, 110000, false) == CFS_MODEL_PEER;
+        peer += cfs_model_choose(m, 1, CFS_TIER_RAM, 110000, 0, false) == CFS_MODEL_PEER;
+    ck_assert_int_eq(peer, CFS_MODEL_PROBE_EVERY);
+    /* A read the trainer waits on behind 100 requests to that peer (each
+     * 5 ms): the PFS, but for the probe. */
+    peer = 0;
+    for (int i = 0; i < CFS_MODEL_PROBE_EVERY; i++)
+        peer += cfs_model_choose(m, 1, CFS_TIER_RAM, 110000, 100, false) == CFS_MODEL_PEER;
     ck_assert_int_eq(peer, 1);
-    /* The PFS loaded (its queue makes every fetch 30 ms): the peer again. */
-    for (int i = 0; i < 60; i++)
+    /* A peer at 10 ms, beyond twice the PFS's: the PFS, but for the probes. */
+    for (uint64_t i = 400; i < 800; i++)
+        cfs_model_peer_done(m, 1, 0, 1000 * MS * i, 1000 * MS * i + 10 * MS);
+    peer = 0;
+    for (int i = 0; i < CFS_MODEL_PROBE_EVERY; i++)
+        peer += cfs_model_choose(m, 1, CFS_TIER_RAM, 110000, 0, false) == CFS_MODEL_PEER;
+    ck_assert_int_eq(peer, 1);
+    /* The PFS loaded (every fetch 30 ms): the peer again. */
+    for (int i = 0; i < 400; i++)
         cfs_model_pfs_done(m, 110000, 0, 30 * MS);
-    ck_assert_int_eq(cfs_model_choose(m, 1, CFS_TIER_RAM, 110000, false), CFS_MODEL_PEER);
+    ck_assert_int_eq(cfs_model_choose(m, 1, CFS_TIER_RAM, 110000, 0, false), CFS_MODEL_PEER);
     cfs_model_destroy(m);
-    cfs_model_destroy(b);
 }
 END_TEST
 
@@ -152,7 +209,8 @@ START_TEST(config_file_overrides_and_errors_name_the_line)
     cfs_model_pfs_done(m, 0, 0, 1000 * MS);
     ck_assert_double_eq(cfs_model_pfs_latency(m), 0.05);
     cfs_model_peer_done(m, 1, 0, 0, 9 * MS);
-    ck_assert_double_eq_tol(cfs_model_measured_latency(m, 1), 0.002, 1e-12);
+    ck_assert_double_eq_tol(cfs_model_measured_latency(m, 1), lat_after(0.001, 1, 0.009, 0, 1),
+                            1e-12);
     cfs_model_destroy(m);
     unlink(path);
     free(path);
@@ -166,7 +224,7 @@ START_TEST(config_file_overrides_and_errors_name_the_line)
     ck_assert_int_eq(cfs_model_create(&q, 2, 1, &m), 0);
     cfs_model_peer_done(m, 1, 0, 0, 9 * MS);
     ck_assert_double_eq(cfs_model_measured_latency(m, 1), 0);
-    ck_assert_double_eq_tol(cfs_model_peer_time(m, 1, CFS_TIER_RAM, 0), 0.0001, 1e-15);
+    ck_assert_double_eq_tol(cfs_model_peer_time(m, 1, CFS_TIER_RAM, 0, 0), 0.0001, 1e-15);
     cfs_model_destroy(m);
     unlink(path);
     free(path);
@@ -206,7 +264,8 @@ int main(void)
     tcase_add_test(tc, pfs_share_shrinks_with_clients);
     tcase_add_test(tc, peer_time_uses_the_slower_of_link_and_tier);
     tcase_add_test(tc, measured_latency_moves_the_choice_and_probes_recover);
-    tcase_add_test(tc, completions_measure_what_each_fetch_took);
+    tcase_add_test(tc, peer_service_leaves_out_the_queue);
+    tcase_add_test(tc, the_owner_keeps_its_files_within_the_margin);
     tcase_add_test(tc, config_file_overrides_and_errors_name_the_line);
     suite_add_tcase(s, tc);
     return cfs_check_run(s);
