@@ -407,6 +407,42 @@ static void opener_of(struct cfs_fs *fs, pid_t tid, cfs_id id, struct cfs_opener
     }
 }
 
+/* An open served through FUSE while the open watch starts: its event is
+ * to be skipped (fs_i.h). */
+static void note_served(struct cfs_fs *fs, pid_t tid, cfs_id id)
+{
+    pthread_mutex_lock(&fs->served_mu);
+    struct fs_served_open *s = &fs->served[fs->served_next++ % 64];
+    s->tid = tid;
+    s->id = id;
+    clock_gettime(CLOCK_MONOTONIC, &s->at);
+    pthread_mutex_unlock(&fs->served_mu);
+}
+
+/* Whether the watch's open event (tid, id) is one served through FUSE: a
+ * note of the last 100 ms (an open's event follows its reply within
+ * microseconds; an older note is of an open whose directory was not
+ * marked yet, which sent no event, and must not hide the same thread's
+ * next open of that file), taken once. */
+static bool was_served(struct cfs_fs *fs, pid_t tid, cfs_id id)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    bool found = false;
+    pthread_mutex_lock(&fs->served_mu);
+    for (unsigned i = 0; i < 64 && !found; i++) {
+        struct fs_served_open *s = &fs->served[i];
+        int64_t age_ns = (int64_t)(now.tv_sec - s->at.tv_sec) * 1000000000 +
+                         (now.tv_nsec - s->at.tv_nsec);
+        if (s->tid == tid && s->id == id && s->tid != 0 && age_ns < 100000000) {
+            s->tid = 0;
+            found = true;
+        }
+    }
+    pthread_mutex_unlock(&fs->served_mu);
+    return found;
+}
+
 /* An open or close the kernel made without asking (open_watch.h). */
 static void watched_open(void *arg, uint64_t node, pid_t tid, bool opened, bool closed)
 {
@@ -414,7 +450,7 @@ static void watched_open(void *arg, uint64_t node, pid_t tid, bool opened, bool 
     cfs_id id;
     if (is_ctl_ino((fuse_ino_t)node) || !entry_of(fs, (fuse_ino_t)node, &id))
         return;
-    if (opened) {
+    if (opened && !was_served(fs, tid, id)) {
         struct cfs_opener who;
         opener_of(fs, tid, id, &who);
         (void)cfs_prefetch_open_seen(fs->prefetch, id, &who);
@@ -471,19 +507,24 @@ fail:
  * needs CAP_SYS_ADMIN) clairfs no longer sees opens: neither the trainer's
  * position nor the per-open counts move and no file is dropped after its
  * last read (unmount or the kernel's reclaim frees them); the opens in
- * flight at the switch are still answered ENOSYS and counted here.  An
- * open answered here while the watch starts may be counted twice (once
- * here, once by the watch): at most the opens in flight at the switch. */
+ * flight at the switch are still answered ENOSYS and counted here.  Opens
+ * served through FUSE while the watch starts are counted by that path and
+ * their events skipped (note_served). */
 static bool switch_opens_off(struct cfs_fs *fs)
 {
     if (atomic_load_explicit(&fs->opens_off, memory_order_acquire))
         return true;
     if (!cfs_prefetch_all_staged(fs->prefetch))
         return false;
-    pthread_mutex_lock(&fs->switch_mu);
+    /* One open switches; the others meanwhile are served as before, since
+     * the marks may need lookups that only a free FUSE worker can answer. */
+    if (pthread_mutex_trylock(&fs->switch_mu) != 0)
+        return false;
     if (!atomic_load(&fs->opens_off)) {
         char err[PATH_MAX + 128];
+        atomic_store(&fs->watching, true);
         fs->watch = watch_every_dir(fs, err, sizeof(err));
+        atomic_store(&fs->watching, fs->watch != NULL);
         if (fs->watch)
             cfs_info("kernel_open: every file is in the page cache; the kernel opens files "
                      "without asking clairfs from now on (opens are counted as the mount "
@@ -528,7 +569,10 @@ static void prefetch_open(fuse_req_t req, struct cfs_fs *fs, cfs_id id, struct f
 {
     struct cfs_prefetch_file *f = NULL;
     struct cfs_opener who;
-    opener_of(fs, fuse_req_ctx(req)->pid, id, &who);
+    pid_t tid = fuse_req_ctx(req)->pid;
+    opener_of(fs, tid, id, &who);
+    if (atomic_load_explicit(&fs->watching, memory_order_acquire))
+        note_served(fs, tid, id); /* before the reply, which the event follows */
     int rc = cfs_prefetch_open_as(fs->prefetch, id, &who, &f);
     if (rc < 0) {
         char path[PATH_MAX];
@@ -607,7 +651,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         return;
     }
     if (fs->kernel_open && switch_opens_off(fs)) {
-        if (!fs->watch) /* else the watch counts it */
+        if (!atomic_load(&fs->watching)) /* else the watch counts it */
             cfs_metrics_add(fs->metrics, CFS_M_READS_RAM, 1);
         fuse_reply_err(req, ENOSYS);
         return;
@@ -873,6 +917,7 @@ int cfs_fs_create(const struct cfs_fs_config *cfg, struct cfs_fs **out, char *er
     fs->kernel_open = cfg->kernel_open;
     fs->openers = cfg->openers;
     pthread_mutex_init(&fs->switch_mu, NULL);
+    pthread_mutex_init(&fs->served_mu, NULL);
     clock_gettime(CLOCK_REALTIME, &fs->start);
 
     fs->source = strdup(cfg->source);
@@ -910,6 +955,7 @@ void cfs_fs_destroy(struct cfs_fs *fs)
         return;
     cfs_fs_stop_watch(fs);
     pthread_mutex_destroy(&fs->switch_mu);
+    pthread_mutex_destroy(&fs->served_mu);
     /* After the session: handles whose RELEASE the unmount dropped. */
     for (struct fs_open *o = fs->opens, *next; o; o = next) {
         next = o->next;

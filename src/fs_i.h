@@ -41,9 +41,20 @@ struct cfs_fs {
     atomic_bool opens_off;  /* an open was answered ENOSYS: the kernel opens files itself */
     char *mountpoint;       /* for the open watch, or NULL */
     /* The open watch, started at the switch under switch_mu, before
-     * opens_off is set; NULL where it could not start. */
+     * opens_off is set; NULL where it could not start.  watching is set
+     * before its first mark: from then on an open still served through
+     * FUSE (in flight at the switch) is noted in served[], and the watch
+     * skips its event, so that no open counts twice. */
     pthread_mutex_t switch_mu;
     struct cfs_open_watch *watch;
+    atomic_bool watching;
+    pthread_mutex_t served_mu;
+    struct fs_served_open {
+        pid_t tid;
+        uint32_t id;
+        struct timespec at;
+    } served[64];
+    unsigned served_next;
     bool source_has_ctl_name; /* SOURCE/.clairfs exists and is shadowed */
     struct timespec start;
     cfs_fs_state_fn state_fn;
