@@ -475,7 +475,13 @@ static void not_identified(const struct attempt *a, uint64_t opens, struct cfs_i
 {
     memset(out, 0, sizeof(*out));
     out->opens = opens;
-    if (a->fits)
+    if (a->fits && a->near_bits >= a->need_bits) /* short of IDENT_MIN_OPENS only */
+        snprintf(out->text, sizeof(out->text),
+                 "%llu opens fit %s seed=%llu (low 32 bits) with %.0f bits of evidence, but "
+                 "identification waits for %d opens",
+                 (unsigned long long)opens, cfs_sampler_kind_name(a->near.sampler.kind),
+                 (unsigned long long)a->near.sampler.seed, a->near_bits, IDENT_MIN_OPENS);
+    else if (a->fits)
         snprintf(out->text, sizeof(out->text),
                  "%llu opens fit %s seed=%llu (low 32 bits) but give %.0f of the %.0f bits of "
                  "evidence needed",
