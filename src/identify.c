@@ -822,16 +822,12 @@ int cfs_identify_offline_epochs(const struct cfs_identify_params *p, const uint3
         return -ENOMEM;
     }
     /* Epoch 0 from its head, as the mount finds it: 32 opens, doubled
-     * while they fit nothing (or too little). */
+     * while they fit nothing (or too little); short of the whole record,
+     * which the caller found no one order explains. */
     struct cfs_identified first;
-    size_t head = IDENT_MIN_OPENS;
-    int rc;
-    for (;;) {
+    int rc = 0;
+    for (size_t head = IDENT_MIN_OPENS; head < count && rc == 0; head *= 2)
         rc = offline_window(p, samples, pids, ppids, 0, head, a, &first);
-        if (rc != 0 || head == count)
-            break;
-        head = head > count / 2 ? count : 2 * head;
-    }
     uint64_t per = rc == 1 ? first.epoch_opens : 0;
     if (rc < 0)
         goto fail;
