@@ -13,6 +13,8 @@
 #   learned-nosweep, searching-nosweep (with --rows): the same with
 #                no_sweep, what the sweep (the dataset staged in index order
 #                while the order is unknown) is worth
+#   noidentify (with --rows): nothing registered, no_identify: the sweep
+#                alone, without the search beside the trainer
 #   registered-ddp (with --rows): seed=23,batch=8 with the default sampler,
 #                torch-ddp, which is not the trainer's order: the mount keeps
 #                the registration and mispredicts about a third of the opens
@@ -57,7 +59,8 @@ while [ $# -gt 0 ]; do
 done
 for row in "${rows[@]}"; do
     case $row in
-    registered | registered-ddp | learned | searching | learned-nosweep | searching-nosweep) ;;
+    registered | registered-ddp | learned | searching | learned-nosweep | searching-nosweep | \
+        noidentify) ;;
     *) echo "bench-identify-mount: unknown row $row (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -121,8 +124,9 @@ run() {
     case $row in
     registered) opts+=",sampler=torch,seed=23,batch=8" ;;
     registered-ddp) opts+=",seed=23,batch=8" ;;
-    searching*) seed=4000000000 ;;
+    searching* | noidentify) seed=4000000000 ;;
     esac
+    [ "$row" = noidentify ] && opts+=",no_identify"
     case $row in *-nosweep) opts+=",no_sweep" ;; esac
     mkdir -p "$mnt"
     "$CLAIRFS" -f -o "$opts,index=$work/index-$row-$k" "$work/pfs" "$mnt" >"$work/$row-$k.log" 2>&1 &
