@@ -33,11 +33,14 @@
 # same reads from RAM (the rows differ by the machine's noise only).
 #
 # usage: bench/bench-identify-mount.sh [--build DIR] [--files N] [--reps R]
-#            [--rows "ROW ..."]
+#            [--rows "ROW ..."] [--ram PCT]
 #   --files N   files in the dataset (default 3000, of ~8 KiB)
 #   --reps R    rounds (default 3)
 #   --rows      the rows, registered first (default "registered learned
 #               searching")
+#   --ram PCT   the RAM tier as a percentage of the dataset (default 200;
+#               below 100 there is no sweep: a staged file could be evicted
+#               unread)
 # Environment: BENCH_PFS (clairfs-pfsemu -o options; default
 # bandwidth=3145728: 3 MiB/s, its other defaults 2 ms per open, 0.5 ms per
 # read; BENCH_PFS= for its own 200 MiB/s), BENCH_TMP (default /dev/shm),
@@ -45,7 +48,7 @@
 # the trainers' outputs and opens, named on the last line).
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-build=${CLAIRFS_BUILD:-build} files=3000 reps=3 rows=(registered learned searching)
+build=${CLAIRFS_BUILD:-build} files=3000 reps=3 rows=(registered learned searching) ram_pct=200
 pfs_opts=${BENCH_PFS-bandwidth=3145728}
 while [ $# -gt 0 ]; do
     case $1 in
@@ -53,6 +56,7 @@ while [ $# -gt 0 ]; do
     --files) files=${2:?}; shift 2 ;;
     --reps) reps=${2:?}; shift 2 ;;
     --rows) read -ra rows <<<"${2:?}"; shift 2 ;;
+    --ram) ram_pct=${2:?}; shift 2 ;;
     -h | --help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench-identify-mount: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
@@ -117,7 +121,7 @@ wait_mounted "$work/pfs" "${pids[-1]}" || { echo "bench-identify-mount: pfsemu d
 declare -A times since
 # run ROW ROUND: one fresh mount, one epoch of the trainer; appends its time.
 run() {
-    local row=$1 k=$2 mnt=$work/mnt-$1-$2 seed=23 opts="ram=$((2 * nbytes / 1024 + 1024))K"
+    local row=$1 k=$2 mnt=$work/mnt-$1-$2 seed=23 opts="ram=$((ram_pct * nbytes / 102400 + 1024))K"
     # registered: the trainer's own sampler (DataLoader(shuffle=True,
     # generator=g) is sampler=torch; the default, torch-ddp, is another
     # order, which the mount keeps and mispredicts)
@@ -146,7 +150,7 @@ run() {
     wait $dpid 2>/dev/null
 }
 
-echo "dataset: $files files, $((nbytes / 1024)) KiB; emulated PFS ${pfs_opts:-(defaults)}; $reps rounds"
+echo "dataset: $files files, $((nbytes / 1024)) KiB; RAM tier $ram_pct % of it; emulated PFS ${pfs_opts:-(defaults)}; $reps rounds"
 for k in $(seq "$reps"); do
     for row in "${rows[@]}"; do run "$row" "$k" || exit 1; done
 done
