@@ -324,6 +324,8 @@ static void trivial(const struct cfs_identify_params *p, const struct ident_read
 double cfs_identify_evidence_needed(const struct cfs_identify_params *p)
 {
     uint64_t count = p->seed_count ? p->seed_count : 1ull << 32;
+    for (size_t i = 0; i < p->nmore_seeds; i++)
+        count += p->more_seeds[i].count;
     size_t nh = head_positions(p, (uint32_t[2]){0});
     /* every seed of the range with both skips, per head position, plus a
      * hinted seed's span and the candidates kept from an earlier attempt */
@@ -394,6 +396,8 @@ static int attempt_all(const struct cfs_identify_params *p, const struct ident_o
     }
     if (rc == 0 && a->rc == 0)
         rc = scan(a, fs, ss, p->seed_first, count);
+    for (size_t i = 0; i < p->nmore_seeds && rc == 0 && a->rc == 0 && !a->fits; i++)
+        rc = scan(a, fs, ss, p->more_seeds[i].first, p->more_seeds[i].count);
     free(fs);
     free(ss);
     if (cancel)
@@ -471,7 +475,13 @@ static void not_identified(const struct attempt *a, uint64_t opens, struct cfs_i
 {
     memset(out, 0, sizeof(*out));
     out->opens = opens;
-    if (a->fits)
+    if (a->fits && a->near_bits >= a->need_bits) /* short of IDENT_MIN_OPENS only */
+        snprintf(out->text, sizeof(out->text),
+                 "%llu opens fit %s seed=%llu (low 32 bits) with %.0f bits of evidence, but "
+                 "identification waits for %d opens",
+                 (unsigned long long)opens, cfs_sampler_kind_name(a->near.sampler.kind),
+                 (unsigned long long)a->near.sampler.seed, a->near_bits, IDENT_MIN_OPENS);
+    else if (a->fits)
         snprintf(out->text, sizeof(out->text),
                  "%llu opens fit %s seed=%llu (low 32 bits) but give %.0f of the %.0f bits of "
                  "evidence needed",
@@ -700,6 +710,18 @@ static bool try_next_epoch(struct cfs_identify *id, const uint32_t *s, const pid
     return true;
 }
 
+/* A fresh epoch's fit, out, named as torch-global's epoch e: planned as the
+ * torch-ddp epoch that reads it (seeded seed + e: this epoch's seed). */
+static void as_epoch_global(struct cfs_identified *out, uint32_t e)
+{
+    out->epoch_seed_only = true;
+    out->per_epoch_global = true;
+    out->sampler.kind = CFS_SAMPLER_TORCH_DDP;
+    out->sampler.seed = (uint32_t)((uint32_t)out->sampler.seed - e);
+    out->sampler.persistent_workers = false;
+    out->epoch = e;
+}
+
 /* On the thread, the lock held: out fits the current observations.  In a
  * window, a fresh epoch is torch-global's (named so, planned as the
  * torch-ddp epoch that reads it); anything else ends the windows. */
@@ -714,13 +736,8 @@ static void epoch_fit(struct cfs_identify *id, struct cfs_identified *out, struc
         id->epochs.stage = EPOCHS_OFF;
         return;
     }
-    uint32_t e = id->epochs.epoch;
     id->epochs.stage = EPOCHS_ON;
-    out->per_epoch_global = true;
-    out->sampler.kind = CFS_SAMPLER_TORCH_DDP; /* seeded seed + epoch: this epoch's seed */
-    out->sampler.seed = (uint32_t)((uint32_t)out->sampler.seed - e);
-    out->sampler.persistent_workers = false;
-    out->epoch = e;
+    as_epoch_global(out, id->epochs.epoch);
 }
 
 /* Under the lock, from observe: the window holds a whole epoch and one
@@ -736,6 +753,132 @@ static void epoch_roll(struct cfs_identify *id)
     if (id->attempting)
         atomic_store(&id->cancel, true);
     window_from(id, id->len, id->epochs.epoch + 1);
+}
+
+/* Offline: the attempt over opens [from, from + len) of a record alone.  1
+ * identified (out), 0 not (out->text says why), -errno. */
+static int offline_window(const struct cfs_identify_params *p, const uint32_t *s,
+                          const pid_t *pids, const pid_t *ppids, size_t from, size_t len,
+                          struct attempt *a, struct cfs_identified *out)
+{
+    struct ident_obs obs = {s + from, pids ? pids + from : NULL, ppids ? ppids + from : NULL,
+                            len};
+    struct ident_readers rd;
+    int rc = ident_group(obs.s, obs.pids, obs.ppids, len, &rd);
+    if (rc < 0)
+        return rc;
+    struct ident_global g = {0};
+    rc = attempt_all(p, &obs, &rd, NULL, NULL, 0, false, &g, a, out);
+    if (rc == 0)
+        not_identified(a, rd.opens, out);
+    ident_readers_free(&rd);
+    return rc;
+}
+
+/* Offline: opens [from, from + len) as torch-global's epoch e, a fresh
+ * generator's first randperm.  1 (out named so), 0 not (out->text), -errno. */
+static int offline_epoch(const struct cfs_identify_params *p, const uint32_t *s,
+                         const pid_t *pids, const pid_t *ppids, size_t from, size_t len,
+                         uint32_t e, struct attempt *a, struct cfs_identified *out)
+{
+    int rc = offline_window(p, s, pids, ppids, from, len, a, out);
+    if (rc != 1)
+        return rc;
+    if (!fresh_epoch(p, out, a->win)) {
+        char was[sizeof(out->text)];
+        finish(p, out, 0, false);
+        memcpy(was, out->text, sizeof(was));
+        snprintf(out->text, sizeof(out->text), "its opens fit %.200s, not a fresh generator's",
+                 was);
+        return 0;
+    }
+    as_epoch_global(out, e);
+    out->opens_before = from;
+    finish(p, out, 0, false);
+    return 1;
+}
+
+int cfs_identify_offline_epochs(const struct cfs_identify_params *p, const uint32_t *samples,
+                                const pid_t *pids, const pid_t *ppids, size_t count,
+                                cfs_identify_cb each, void *arg, struct cfs_identified *out,
+                                char *err, size_t errlen)
+{
+    memset(out, 0, sizeof(*out));
+    out->opens = count;
+    snprintf(out->text, sizeof(out->text), "no known torch order fits these %zu opens", count);
+    if (p->hint_has_seed || p->nodes > 1 || p->n < 2 || p->n > UINT32_MAX ||
+        count < IDENT_MIN_OPENS)
+        return -ENOENT;
+    for (size_t i = 0; i < count; i++)
+        if (samples[i] >= p->n) {
+            snprintf(err, errlen, "identify: open %zu is sample %u, beyond the %llu samples", i,
+                     samples[i], (unsigned long long)p->n);
+            return -EINVAL;
+        }
+    struct attempt *a = malloc(sizeof(*a));
+    struct ident_readers rd = {0};
+    if (!a) {
+        snprintf(err, errlen, "identify: out of memory for %zu opens", count);
+        return -ENOMEM;
+    }
+    /* Epoch 0 from its head, as the mount finds it: 32 opens, doubled
+     * while they fit nothing (or too little); short of the whole record,
+     * which the caller found no one order explains. */
+    struct cfs_identified first;
+    int rc = 0;
+    for (size_t head = IDENT_MIN_OPENS; head < count && rc == 0; head *= 2)
+        rc = offline_window(p, samples, pids, ppids, 0, head, a, &first);
+    uint64_t per = rc == 1 ? first.epoch_opens : 0;
+    if (rc < 0)
+        goto fail;
+    if (rc == 0 || !fresh_epoch(p, &first, a->win) || per >= count) {
+        rc = -ENOENT; /* not one fresh epoch, or nothing after it */
+        goto out;
+    }
+    /* ... that explains its whole epoch, as the mount checks before it
+     * learns the next epoch alone (try_next_epoch) */
+    struct cand win = a->win;
+    double bits;
+    if ((rc = ident_group(samples, pids, ppids, per, &rd)) < 0)
+        goto fail;
+    rc = ident_verify(p, &rd, win.seed, win.skip, win.p0, cfs_identify_evidence_needed(p),
+                      &first, &bits);
+    if (rc < 0 && rc != -ENOENT)
+        goto fail;
+    if (rc != 1 || !fresh_epoch(p, &first, win)) {
+        rc = -ENOENT;
+        goto out;
+    }
+    as_epoch_global(&first, 0);
+    finish(p, &first, 0, false);
+    /* Every later epoch alone; the second names torch-global. */
+    int found = 1;
+    uint32_t e = 1;
+    for (uint64_t from = per; from < count && count - from >= IDENT_MIN_OPENS; from += per, e++) {
+        struct cfs_identified cur;
+        size_t len = count - from < per ? count - from : per;
+        rc = offline_epoch(p, samples, pids, ppids, from, len, e, a, &cur);
+        if (rc < 0)
+            goto fail;
+        if (rc == 0) {
+            if (found > 1)
+                snprintf(out->text, sizeof(out->text), "epoch %u: %.200s", e, cur.text);
+            break;
+        }
+        if (found++ == 1 && each)
+            each(arg, &first);
+        if (each)
+            each(arg, &cur);
+        *out = cur;
+    }
+    rc = rc == 1 && found > 1 ? found : -ENOENT;
+    goto out;
+fail:
+    snprintf(err, errlen, "identify: %s", strerror(-rc));
+out:
+    ident_readers_free(&rd);
+    free(a);
+    return rc;
 }
 
 static void *identify_thread(void *arg)

@@ -195,19 +195,19 @@ int cfs_prefetch_create(const struct cfs_prefetch_params *p, struct cfs_prefetch
     pf->sizes = malloc((pf->nsamples ? pf->nsamples : 1) * sizeof(*pf->sizes));
     if (!pf->sizes)
         goto nomem;
-    uint64_t dataset_bytes = 0;
-    for (uint64_t i = 0; i < pf->nsamples; i++) {
+    for (uint64_t i = 0; i < pf->nsamples; i++)
         pf->sizes[i] = cfs_catalog_entry(pf->cat, cfs_catalog_sample_entry(pf->cat, i))->size;
-        dataset_bytes += pf->sizes[i];
-    }
     /* Every epoch reads every sample once (on one node), so while the
      * order is unknown any file staged into free room is read before the
      * epoch ends: the RAM tier fills at the PFS's full rate instead of one
-     * open at a time.  Not where RAM is short (a staged file could be
-     * evicted unread), nor on a distributed mount (each node reads its
-     * share only, and the PFS would serve the dataset once per node). */
-    pf->sweep = !pf->run.seeded && !pf->distributed && !pf->opts.no_sweep && pf->nsamples > 0 &&
-                dataset_bytes <= pf->run.ram;
+     * open at a time.  Where RAM is short too: the sweep only fills free
+     * room and stops when it is taken, mostly while the trainer starts and
+     * the source would idle; an identified order (Belady) keeps what it
+     * staged until read, and without one the trainer's reads may evict
+     * some of it unread (at most the RAM tier's bytes, fetched once).  Not
+     * on a distributed mount (each node reads its share only, and the PFS
+     * would serve the dataset once per node). */
+    pf->sweep = !pf->run.seeded && !pf->distributed && !pf->opts.no_sweep && pf->nsamples > 0;
 
     if (pf->run.seeded && pf->nsamples > 0) {
         rc = track_create(pf, &pf->run, err, errlen, &pf->track);

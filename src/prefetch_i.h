@@ -264,8 +264,8 @@ struct cfs_prefetch {
     uint64_t order_idx[CFS_TIER_COUNT];
     uint64_t owned_idx[CFS_TIER_COUNT]; /* distributed: cursor of the owned files' staging */
     uint64_t fetched_bytes;
-    /* The sweep (prefetch_loop.c): while no order is known, one node whose
-     * RAM tier holds the whole dataset stages it in index order; sweep_idx
+    /* The sweep (prefetch_loop.c): while no order is known, one node
+     * stages the dataset in index order into its free RAM; sweep_idx
      * is the next sample, the prefetcher thread's. */
     bool sweep;
     uint64_t sweep_idx;

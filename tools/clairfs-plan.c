@@ -29,7 +29,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: %s [-o OPT[,OPT...]] [--nodes N] [--node I] [--json] [--no-sim]\n"
             "       %*s [--print-order RANK EPOCH [-0]] [--synthetic N [--mean-size BYTES]]\n"
-            "       %*s [--identify FILE [--seeds FIRST:COUNT]]\n"
+            "       %*s [--identify FILE [--seeds FIRST:COUNT[,FIRST:COUNT...]]]\n"
             "       %*s [--env NAME|FILE [--table N,N,...] [--sample N]] SOURCE\n"
             "\n"
             "Plans the reads of a trainer from its sampler seed, as the mount does, and\n"
@@ -48,8 +48,10 @@ static void usage(FILE *f)
             "    --mean-size BYTES         their mean size (K/M/G suffixes), default 110K\n"
             "    --identify FILE           which torch order the opens recorded in FILE are\n"
             "                              (one PATH, or PID PPID PATH, a line); exit 1: none\n"
-            "    --seeds FIRST:COUNT       with --identify: search these generator seeds only\n"
-            "                              (default all 2^32, about two CPU minutes)\n"
+            "    --seeds FIRST:COUNT[,...] with --identify: search these generator seeds only\n"
+            "                              (default all 2^32, about a CPU minute or two;\n"
+            "                              up to 64 ranges: the epochs of a torch-global\n"
+            "                              trainer without a seed each have their own)\n"
             "    --env NAME|FILE           PFS bytes and epoch time per policy against the\n"
             "                              no-I/O lower bound on a cluster: a preset (lassen,\n"
             "                              lassen-ram) or a FILE of key = value lines; world,\n"
@@ -258,6 +260,7 @@ enum {
 };
 
 #define TABLE_MAX 16
+#define SEED_RANGES_MAX 64 /* --seeds ranges */
 
 /* The command line. */
 struct plan_cli {
@@ -267,6 +270,8 @@ struct plan_cli {
     uint64_t order_rank, order_epoch;
     const char *identify;
     uint64_t seed_first, seed_count;
+    struct cfs_seed_range more_seeds[SEED_RANGES_MAX - 1];
+    size_t nmore_seeds;
     const char *env;
     uint32_t table[TABLE_MAX], ntable;
     uint64_t sample;
@@ -291,20 +296,41 @@ static int parse_print_order(struct plan_cli *c, int argc, char **argv)
     return 0;
 }
 
-/* --seeds FIRST:COUNT, FIRST below 2^32, COUNT 1..2^32. */
+/* One FIRST:COUNT of --seeds, FIRST below 2^32, COUNT 1..2^32. */
+static bool parse_seed_range(char *tok, uint64_t *first, uint64_t *count)
+{
+    char *colon = strchr(tok, ':');
+    if (!colon)
+        return false;
+    *colon = '\0';
+    return cfs_parse_u64(tok, UINT32_MAX, first) == 0 &&
+           cfs_parse_u64(colon + 1, 1ull << 32, count) == 0 && *count > 0;
+}
+
+/* --seeds FIRST:COUNT[,FIRST:COUNT...]: the first range, then the others. */
 static int parse_seeds(struct plan_cli *c, const char *arg)
 {
-    const char *colon = strchr(arg, ':');
-    char first[32];
-    if (colon && (size_t)(colon - arg) < sizeof(first)) {
-        memcpy(first, arg, (size_t)(colon - arg));
-        first[colon - arg] = '\0';
-        if (cfs_parse_u64(first, UINT32_MAX, &c->seed_first) == 0 &&
-            cfs_parse_u64(colon + 1, 1ull << 32, &c->seed_count) == 0 && c->seed_count > 0)
-            return 0;
+    char buf[SEED_RANGES_MAX * 24];
+    size_t k = 0;
+    bool ok = strlen(arg) < sizeof(buf);
+    snprintf(buf, sizeof(buf), "%s", arg);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); ok && tok;
+         tok = strtok_r(NULL, ",", &save), k++) {
+        uint64_t first, count;
+        ok = k < SEED_RANGES_MAX && parse_seed_range(tok, &first, &count);
+        if (ok && k == 0)
+            c->seed_first = first, c->seed_count = count;
+        else if (ok)
+            c->more_seeds[k - 1] = (struct cfs_seed_range){(uint32_t)first, count};
     }
-    fprintf(stderr, "%s: --seeds %s: expected FIRST:COUNT (FIRST < 2^32, COUNT 1..2^32)\n",
-            prog, arg);
+    if (ok && k > 0) {
+        c->nmore_seeds = k - 1;
+        return 0;
+    }
+    fprintf(stderr,
+            "%s: --seeds %s: expected FIRST:COUNT[,FIRST:COUNT...] (FIRST < 2^32, COUNT "
+            "1..2^32, at most %d ranges)\n",
+            prog, arg, SEED_RANGES_MAX);
     return -1;
 }
 
@@ -681,7 +707,9 @@ static int identify(const struct plan_cli *c, const struct cfs_catalog *cat)
                                     .hint_has_seed = o->has_seed, .node = (uint32_t)c->node,
                                     .nodes = (uint32_t)c->nodes,
                                     .seed_first = (uint32_t)c->seed_first,
-                                    .seed_count = c->seed_count};
+                                    .seed_count = c->seed_count,
+                                    .more_seeds = c->more_seeds,
+                                    .nmore_seeds = c->nmore_seeds};
     return plan_identify(prog, c->identify, cat, &p);
 }
 

@@ -1,6 +1,10 @@
 /* clairfs-plan --identify FILE: which torch order a recorded sequence of
  * opens is, by the same identification the mount runs (clairfs/identify.h),
- * synchronously.
+ * synchronously.  One line, the identification; or, for a record that no
+ * one order explains but whose epochs are each a fresh generator's first
+ * randperm (torch-global without a seed: manual_seed, a model built,
+ * DataLoader(shuffle=True) without a generator), a line per epoch naming
+ * its private seed, as the mount learns them one epoch at a time.
  *
  * FILE holds one open a line, in open order, in one of two forms, the first
  * line deciding for the whole file:
@@ -130,6 +134,12 @@ static int read_opens(const char *prog, const char *file, const struct cfs_catal
     return rc;
 }
 
+static void print_epoch(void *arg, const struct cfs_identified *id)
+{
+    (void)arg;
+    printf("%s\n", id->text);
+}
+
 int plan_identify(const char *prog, const char *file, const struct cfs_catalog *cat,
                   struct cfs_identify_params *p)
 {
@@ -141,6 +151,20 @@ int plan_identify(const char *prog, const char *file, const struct cfs_catalog *
     struct cfs_identified id;
     char err[512] = "";
     int rc = cfs_identify_offline(p, r.s, r.pid, r.ppid, r.len, &id, err, sizeof(err));
+    if (rc == -ENOENT) {
+        /* No one order: maybe one per epoch (lines printed as found). */
+        struct cfs_identified each;
+        int erc = cfs_identify_offline_epochs(p, r.s, r.pid, r.ppid, r.len, print_epoch, NULL,
+                                              &each, err, sizeof(err));
+        if (erc > 0) {
+            status = fflush(stdout) == 0 ? 0 : 2;
+            goto out;
+        }
+        if (erc == -ENOENT && each.per_epoch_global)
+            id = each; /* epochs identified, then one that is not: its text */
+        else if (erc != -ENOENT)
+            rc = erc;
+    }
     if (rc == 0) {
         printf("%s\n", id.text);
         status = fflush(stdout) == 0 ? 0 : 2;

@@ -115,6 +115,12 @@ struct cfs_identified {
 
 typedef void (*cfs_identify_cb)(void *arg, const struct cfs_identified *id);
 
+/* Generator seeds first, first + 1, ... (mod 2^32), count of them. */
+struct cfs_seed_range {
+    uint32_t first;
+    uint64_t count;
+};
+
 struct cfs_identify_params {
     uint64_t n;                       /* samples in the index order */
     enum cfs_randperm_algo algo;
@@ -128,6 +134,11 @@ struct cfs_identify_params {
      * first, whatever the range. */
     uint32_t seed_first;
     uint64_t seed_count;
+    /* Further ranges searched after that one, each as seed_first and
+     * seed_count (count 1..2^32): clairfs-plan --seeds F:C,F:C,... for a
+     * record whose epochs each have a seed of their own.  NULL: none. */
+    const struct cfs_seed_range *more_seeds;
+    size_t nmore_seeds;
     /* torch-global (a registered seed read as torch.manual_seed's): the
      * largest rng_offset searched; 0 means CFS_IDENTIFY_GLOBAL_MAX_OFFSET. */
     uint64_t global_max_offset;
@@ -174,6 +185,28 @@ enum cfs_identify_state cfs_identify_state(struct cfs_identify *id, struct cfs_i
 int cfs_identify_offline(const struct cfs_identify_params *p, const uint32_t *samples,
                          const pid_t *pids, const pid_t *ppids, size_t count,
                          struct cfs_identified *out, char *err, size_t errlen);
+
+/* Offline, torch-global without a seed (clairfs-plan --identify): a record
+ * that no one order explains, read as the mount learns it - each epoch the
+ * first randperm of a private generator.  Epoch 0 is identified from the
+ * shortest head (32 opens, doubled until one fits) as a
+ * fresh generator's first epoch (torch-ddp at world 1, or torch-sampler,
+ * nothing registered) that must explain all of its epoch; then every later
+ * epoch, epoch_opens opens each, is identified alone, and must be a fresh
+ * generator's first epoch too.  each(arg, id) is called for every epoch
+ * identified, in order, with per_epoch_global set and the text "torch-global
+ * (no seed registered) epoch E's private seed=...".  Returns the epochs
+ * identified (at least 2: epoch 0 alone reads as torch-ddp, which
+ * cfs_identify_offline says); -ENOENT when the record is not such a trainer's
+ * (out->text says why: for a later epoch that fits nothing, "epoch E: ..."
+ * after the epochs before it were given to each), or -errno with err.  A last
+ * epoch of fewer than 32 opens is left out (out->opens counts
+ * them, out->text says so).  A registered seed or a distributed node: -ENOENT
+ * at once (the mount searches those otherwise). */
+int cfs_identify_offline_epochs(const struct cfs_identify_params *p, const uint32_t *samples,
+                                const pid_t *pids, const pid_t *ppids, size_t count,
+                                cfs_identify_cb each, void *arg, struct cfs_identified *out,
+                                char *err, size_t errlen);
 
 /* The evidence, in bits, an identification over p's seed range demands
  * (cfs_identified.evidence_bits must reach it): log2 of the candidates the

@@ -13,6 +13,13 @@ sampler models (clairfs `sampler=`):
                  drop_last=drop_last_batch), g = Generator().manual_seed(S)
   torch-sampler  DataLoader(ds, batch_size=B, drop_last=drop_last_batch,
                  sampler=RandomSampler(ds, generator=g)), g as above
+  torch-global   torch.manual_seed(S), a small model built (its initialisation
+                 draws from the global generator), DataLoader(ds, batch_size=B,
+                 shuffle=True) without a generator, the model's CPU dropout
+                 run on every batch (world 1 only); --private-seeds FILE
+                 writes "epoch E private seed P" for each epoch, P the seed
+                 RandomSampler drew for its own generator (torch keeps its
+                 low 32 bits)
 
 persistent_workers=True needs worker processes (num_workers >= 1); without
 it the loader runs in-process unless num_workers is given.
@@ -80,6 +87,45 @@ def _rank_orders(kind, n, world, rank, seed, batch, drop_last, drop_last_batch,
     return out
 
 
+def global_orders(n, seed, batch=1, drop_last_batch=False, persistent_workers=False, epochs=1,
+                  num_workers=None):
+    """torch-global (above): ([epoch] -> [int], [epoch] -> private seed)."""
+    if num_workers is None:
+        num_workers = 1 if persistent_workers else 0
+    drawn = []
+    real = torch.Generator
+
+    class Recording(real):
+        """RandomSampler seeds the generator it makes with its draw."""
+
+        def manual_seed(self, s):
+            drawn.append(int(s))
+            return super().manual_seed(s)
+
+    torch.Generator = Recording
+    try:
+        torch.manual_seed(seed)
+        model = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(),
+                                    torch.nn.Dropout(0.3), torch.nn.Linear(64, 4))
+        loader = DataLoader(IndexDataset(n), batch_size=batch, shuffle=True,
+                            drop_last=drop_last_batch, collate_fn=_collate,
+                            num_workers=num_workers, persistent_workers=persistent_workers)
+        out = []
+        for _ in range(epochs):
+            order = []
+            for b in loader:
+                order += b
+                with torch.no_grad():
+                    model(torch.ones(len(b), 16))
+            out.append(order)
+        del loader
+    finally:
+        torch.Generator = real
+    if len(drawn) != epochs:
+        raise RuntimeError("expected one private seed an epoch, saw %d" % len(drawn))
+    return out, drawn
+
+
 def orders(kind, n, world, seed, batch=1, drop_last=False, drop_last_batch=False,
            persistent_workers=False, epochs=1, num_workers=None):
     """[epoch][rank] -> list of dataset indices that rank reads, in order."""
@@ -103,7 +149,7 @@ def format_list(streams, n):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--kind", required=True, choices=KINDS)
+    ap.add_argument("--kind", required=True, choices=KINDS + ("torch-global",))
     ap.add_argument("--n", type=int, required=True)
     ap.add_argument("--world", type=int, default=1)
     ap.add_argument("--seed", type=int, required=True)
@@ -113,7 +159,20 @@ def main(argv=None):
     ap.add_argument("--persistent-workers", action="store_true")
     ap.add_argument("--num-workers", type=int, default=None)
     ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--private-seeds", metavar="FILE",
+                    help="torch-global: write each epoch's private seed to FILE")
     a = ap.parse_args(argv)
+    if a.kind == "torch-global":
+        if a.world != 1:
+            ap.error("torch-global: world 1 only")
+        streams, drawn = global_orders(a.n, a.seed, a.batch, a.drop_last_batch,
+                                       a.persistent_workers, a.epochs, a.num_workers)
+        if a.private_seeds:
+            with open(a.private_seeds, "w") as f:
+                for e, p in enumerate(drawn):
+                    f.write("epoch %d private seed %d\n" % (e, p))
+        sys.stdout.write(format_list([[s] for s in streams], a.n))
+        return 0
     streams = orders(a.kind, a.n, a.world, a.seed, a.batch, a.drop_last, a.drop_last_batch,
                      a.persistent_workers, a.epochs, a.num_workers)
     sys.stdout.write(format_list(streams, a.n))

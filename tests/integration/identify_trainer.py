@@ -212,6 +212,7 @@ def main():
                         return 1
                     log.write(f"{epoch} {args.rank} {i}\n")
             print(f"rank {args.rank}: epoch {epoch} {time.monotonic() - t_epoch:.3f} s", flush=True)
+            print(f"rank {args.rank}: clock at epoch {epoch}'s end {time.time():.3f}", flush=True)
             if epoch == 0:
                 t0 = time.monotonic()
                 while not identified(args.data) and time.monotonic() - t0 < args.pause:

@@ -6,7 +6,8 @@
 #    gauge, and samples during the run), hits at least what clairfs-plan's
 #    simulator predicts, PFS bytes within 15 % of its Belady MIN;
 #  - without seed, RAM for the dataset: the sweep stages all before a read;
-#    RAM short: no sweep; no_sweep: reactive LRU, nothing predicted;
+#    RAM short: the sweep into free room only; no_sweep: reactive LRU,
+#    nothing predicted;
 #    io=threads as well;
 #    io=auto over a FUSE source (clairfs-pfsemu) picks the thread pool;
 #  - SSD tier: a remount serves epoch 0 from SSD; a flipped byte in an entry
@@ -120,12 +121,19 @@ if cfs_mount "$src" "$mnt" "$TMP/d-sweep.log" -o ram=64M,index="$TMP/ix-sweep"; 
 else
     fail "mount without seed (sweep)"
 fi
-# RAM for 30 % of it: no sweep (a staged file could be evicted unread).
+# RAM for 30 % of it: the sweep fills the free room only, nothing evicted.
 mnt=$TMP/mnt-nosweep
 if cfs_mount "$src" "$mnt" "$TMP/d-nosweep.log" -o ram=$RAM,index="$TMP/ix-nosweep"; then
     sleep 1
-    check "ram=30%, no seed: nothing fetched before a read" \
-        test "$(m "$mnt" 'clairfs_fetch_bytes_total{from="pfs"}')" -eq 0
+    swept=$(m "$mnt" 'clairfs_fetch_bytes_total{from="pfs"}')
+    held=$(m "$mnt" 'clairfs_cache_bytes{tier="ram"}')
+    echo "ram=30%, no seed: swept $swept bytes, RAM holds $held of $RAM"
+    check "ram=30%, no seed: files staged before a read" test "$swept" -gt 0
+    check "ram=30%, no seed: within the RAM tier" test "$held" -le "$RAM"
+    check "ram=30%, no seed: no file fetched twice" \
+        test "$(m "$mnt" 'clairfs_fetches_total{from="pfs"}')" -le "$N"
+    check "ram=30%, no seed: nothing read yet" \
+        test "$(m "$mnt" 'clairfs_reads_total{source="ram"}')" -eq 0
     check "ram=30%, no seed: unmount" cfs_umount "$mnt"
 else
     fail "mount ram=30% without seed"

@@ -16,7 +16,9 @@ printf 'CLAIRFS-MARKER-4G' | dd of="$big" bs=1 seek=$((4 * 1024 * 1024 * 1024 + 
 touch -d @1600000000 "$big"
 : >"$src/n0002/zero.JPEG"
 
-cfs_mount "$src" "$mnt" "$TMP/daemon.log" -o order=sorted,index="$TMP/index" || { fail "mount"; cfs_finish; }
+# no_sweep: nothing is staged before the reads counted below.
+cfs_mount "$src" "$mnt" "$TMP/daemon.log" -o order=sorted,no_sweep,index="$TMP/index" ||
+    { fail "mount"; cfs_finish; }
 
 # --- reads are counted: exactly k files read through the fresh mount.
 check "7 file reads counted as source=pfs" "$PYTHON" - "$src" "$mnt" <<'EOF'

@@ -6,7 +6,10 @@
 # worker b mod num_workers), the workers' opens interleaved, as "PID PPID
 # PATH" lines - and must be identified with the exact seed, world, batch
 # and workers; a sequential list, a real order with its head cut off, and
-# a path the catalog lacks are refused with exit 1 / exit 2.  The searched
+# a path the catalog lacks are refused with exit 1 / exit 2.  A torch-global
+# trainer without a seed (torch.manual_seed, a model built, shuffle=True
+# without a generator) is identified epoch by epoch, each line naming the
+# private seed real torch drew for that epoch.  The searched
 # seeds are a window around the true one (--seeds; the full 2^32 range is
 # the unit test's and the benchmark's).  Exits 77 without torch.
 #
@@ -128,6 +131,65 @@ head -400 "$T/pl" >"$T/pl400"
 expect "lightning (seed_everything(31337)), 2 ranks x 2 workers: torch-ddp" \
     "torch-ddp seed=31337 (low 32 bits) world=2 batch=4 workers=2 epoch 0 after 400 opens in 0 s" \
     "$T/pl400" 31337
+
+# torch-global without a seed (torch.manual_seed(S), a model built,
+# DataLoader(shuffle=True) without a generator): every epoch the first
+# randperm of a private generator seeded by a draw from the global one.  No
+# one order explains the record; each epoch is identified from its own
+# opens, and its private seed must be the one real torch drew (torch_orders.py
+# --private-seeds).  --seeds gives a window around each epoch's seed.
+# global_case DESCRIPTION SEED EPOCHS [torch_orders args]: sets want (the
+# lines expected) and seeds (the --seeds argument) from $T/private.
+global_case() {
+    local what=$1 seed=$2 epochs=$3
+    shift 3
+    record torch-global "$seed" 1 8 2 "$epochs" --private-seeds "$T/private" "$@" \
+        >"$T/global" || { fail "$what: torch_orders.py torch-global"; return 1; }
+    local lines
+    lines=$("$PYTHON" - "$T/private" $N <<'PY'
+import sys
+low = [int(line.split()[4]) % 2**32 for line in open(sys.argv[1])]
+for e, p in enumerate(low):
+    print("torch-global (no seed registered) epoch %d's private seed=%d (low 32 bits) batch=8 "
+          "workers=2 after %s opens in 0 s" % (e, p, sys.argv[2]))
+print(",".join("%d:4096" % min(max(p - 2000, 0), 2**32 - 4096) for p in low))
+PY
+) || { fail "$what: private seeds"; return 1; }
+    want=$(echo "$lines" | sed '$d')
+    seeds=$(echo "$lines" | tail -1)
+}
+# expect_lines DESCRIPTION STATUS FILE: the output is exactly $want, exit STATUS.
+expect_lines() {
+    local what=$1 status=$2 file=$3 got rc
+    got=$("$PLAN" --synthetic $N --identify "$file" --seeds "$seeds" 2>"$T/err")
+    rc=$?
+    if [ $rc -eq "$status" ] && [ "$got" = "$want" ] && [ ! -s "$T/err" ]; then
+        echo "ok: $what:"
+        echo "$got" | sed 's/^/    /'
+    else
+        fail "$what: exit $rc (wanted $status), got '$got', wanted '$want' $(cat "$T/err")"
+    fi
+}
+if global_case "torch-global, 3 epochs" 612 3; then
+    expect_lines "torch-global without a seed, 3 epochs, each its own private seed" 0 "$T/global"
+    # the record cut inside epoch 2, 20 opens in: too few to say, left out
+    head -$((2 * N + 20)) "$T/global" >"$T/global_cut"
+    want=$(echo "$want" | head -2)
+    expect_lines "torch-global, epoch 2 cut after 20 opens: epochs 0 and 1" 0 "$T/global_cut"
+    # epoch 2 replaced by a sequential pass: epochs 0 and 1, then why not 2
+    { head -$((2 * N)) "$T/global"; head -300 "$T/paths" | sed 's/^/7000 999 /'; } \
+        >"$T/global_seq"
+    want=$(printf '%s\nepoch 2: no known torch order fits these 300 opens' "$want")
+    expect_lines "torch-global, then a sequential pass" 1 "$T/global_seq"
+    # epoch 0 alone reads as torch-ddp at world 1 (the mount plans it so)
+    head -$N "$T/global" >"$T/global_one"
+    p0=$(($(awk 'NR == 1 { print $5 }' "$T/private") & 0xffffffff))
+    want="torch-ddp seed=$p0 (low 32 bits) world=1 batch=8 workers=2 epoch 0 after $N opens in 0 s"
+    expect_lines "torch-global's epoch 0 alone: torch-ddp at world 1" 0 "$T/global_one"
+fi
+if global_case "torch-global, persistent workers" 2718281828 2 --persistent-workers; then
+    expect_lines "torch-global without a seed, persistent workers, 2 epochs" 0 "$T/global"
+fi
 
 # refused DESCRIPTION FILE STATUS SUBSTRING
 refused() {

@@ -269,7 +269,8 @@ END_TEST
 
 /* Without a seed, RAM for the dataset: the sweep stages every file before
  * a read, in one fetch each; then every read is a RAM hit, none predicted.
- * With RAM for half of it: no sweep (nothing fetched before a read). */
+ * With RAM for half of it: the sweep fills the free room only (never above
+ * the tier, no file twice), and an epoch reads some of it from RAM. */
 START_TEST(path_sweep_without_seed)
 {
     struct fixture fx;
@@ -291,7 +292,13 @@ START_TEST(path_sweep_without_seed)
     snprintf(opts, sizeof(opts), "ram=%" PRIu64 ",%s", fx.total / 2, io_kinds[_i]);
     pf = make_pf(&fx, opts, &m, NULL);
     ck_assert_int_eq(cfs_prefetch_wait_idle(pf, 30), 0);
-    ck_assert_uint_eq(mget(&m, CFS_M_FETCH_BYTES_PFS), 0);
+    ck_assert_uint_gt(mget(&m, CFS_M_FETCH_BYTES_PFS), 0);
+    ck_assert_uint_le(mget(&m, CFS_M_FETCH_BYTES_PFS), fx.total / 2);
+    ck_assert_uint_le(mget(&m, CFS_M_FETCHES_PFS), NFILES);
+    ck_assert_uint_le(mget(&m, CFS_M_CACHE_PEAK_RAM), fx.total / 2);
+    replay_epoch(pf, &fx, 5, 0);
+    ck_assert_uint_eq(mget(&m, CFS_M_READS_RAM) + mget(&m, CFS_M_READS_PFS), NFILES);
+    ck_assert_uint_gt(mget(&m, CFS_M_READS_RAM), 0);
     cfs_prefetch_destroy(pf);
     fixture_fini(&fx);
 }
