@@ -117,6 +117,37 @@ bench() {
         --rank "$1" --verify "$TMP/src" --workers 2 --csv "$4" >"$TMP/bench.$1.$2" 2>&1
 }
 
+# epoch_on_all NP E: every rank's epoch E at once, as the ranks of one job.
+epoch_on_all() {
+    local np=$1 e=$2 r pids=()
+    for r in $(seq 0 $((np - 1))); do
+        bench "$r" "$e" "$np" "$TMP/m$r" &
+        pids+=($!)
+    done
+    for r in $(seq 0 $((np - 1))); do
+        wait "${pids[$r]}" || fail "-np $np epoch $e rank $r: $(tail -2 "$TMP/bench.$r.$e")"
+    done
+}
+
+# pfs_since NP: the PFS bytes the nodes fetched since the last call (the
+# caller's prev_pfs holds each node's count then, and is moved on), summed
+# in pfs_total and listed per node in pfs_per.
+pfs_since() {
+    local np=$1 r b
+    pfs_total=0 pfs_per=""
+    for r in $(seq 0 $((np - 1))); do
+        b=$(metric "$TMP/m$r" 'clairfs_fetch_bytes_total{from="pfs"}')
+        pfs_per="$pfs_per $((b - prev_pfs[$r]))"
+        pfs_total=$((pfs_total + b - prev_pfs[$r]))
+        prev_pfs[$r]=$b
+    done
+}
+
+# share_of_dataset BYTES: BYTES as a percentage of the dataset, one decimal.
+share_of_dataset() {
+    echo "$((1000 * $1 / DATASET / 10)).$((1000 * $1 / DATASET % 10))"
+}
+
 compare_all() {
     local np=$1 r
     for r in $(seq 0 $((np - 1))); do
@@ -162,14 +193,7 @@ scenario_epochs() {
             prev_local[$r]=0 prev_all[$r]=0 prev_pfs[$r]=0
         done
         for e in $(seq 0 $((EPOCHS - 1))); do
-            local pids=()
-            for r in $(seq 0 $((np - 1))); do
-                bench "$r" "$e" "$np" "$TMP/m$r" &
-                pids+=($!)
-            done
-            for r in $(seq 0 $((np - 1))); do
-                wait "${pids[$r]}" || fail "-np $np epoch $e rank $r: $(tail -2 "$TMP/bench.$r.$e")"
-            done
+            epoch_on_all "$np" "$e"
             for r in $(seq 0 $((np - 1))); do
                 local m="$TMP/m$r" ram peer ssd pfs pfsb
                 ram=$(metric "$m" 'clairfs_reads_total{source="ram"}')
@@ -232,25 +256,12 @@ scenario_placement() {
         declare -A prev_pfs
         for r in $(seq 0 $((np - 1))); do prev_pfs[$r]=0; done
         for e in $(seq 0 $((EPOCHS - 1))); do
-            local pids=()
-            for r in $(seq 0 $((np - 1))); do
-                bench "$r" "$e" "$np" "$TMP/m$r" &
-                pids+=($!)
-            done
-            for r in $(seq 0 $((np - 1))); do
-                wait "${pids[$r]}" || fail "-np $np epoch $e rank $r: $(tail -2 "$TMP/bench.$r.$e")"
-            done
-            local total=0 pfsb per=""
-            for r in $(seq 0 $((np - 1))); do
-                pfsb=$(metric "$TMP/m$r" 'clairfs_fetch_bytes_total{from="pfs"}')
-                per="$per $((pfsb - prev_pfs[$r]))"
-                total=$((total + pfsb - prev_pfs[$r]))
-                prev_pfs[$r]=$pfsb
-            done
-            local diff=$((total - sim[e]))
+            epoch_on_all "$np" "$e"
+            pfs_since "$np"
+            local total=$pfs_total diff=$((pfs_total - sim[e]))
             diff=${diff#-}
-            echo "   -np $np epoch $e: PFS bytes mount $total ($((1000 * total / DATASET / 10)).$((1000 * total / DATASET % 10)) %" \
-                 "of the dataset; per node:$per), simulator ${sim[e]}"
+            echo "   -np $np epoch $e: PFS bytes mount $total ($(share_of_dataset "$total") %" \
+                 "of the dataset; per node:$pfs_per), simulator ${sim[e]}"
             [ "$e" -eq 0 ] || [ $((20 * total)) -le "$DATASET" ] ||
                 fail "-np $np epoch $e: $total PFS bytes > 5 % of the dataset ($DATASET)"
             [ $((20 * diff)) -le "$DATASET" ] ||
@@ -280,28 +291,18 @@ scenario_measured() {
         declare -A prev_pfs
         for r in $(seq 0 $((np - 1))); do prev_pfs[$r]=0; done
         for e in $(seq 0 $((EPOCHS - 1))); do
-            local pids=()
+            epoch_on_all "$np" "$e"
+            pfs_since "$np"
+            local total=$pfs_total why
             for r in $(seq 0 $((np - 1))); do
-                bench "$r" "$e" "$np" "$TMP/m$r" &
-                pids+=($!)
-            done
-            for r in $(seq 0 $((np - 1))); do
-                wait "${pids[$r]}" || fail "-np $np epoch $e rank $r: $(tail -2 "$TMP/bench.$r.$e")"
-            done
-            local total=0 pfsb per="" why
-            for r in $(seq 0 $((np - 1))); do
-                pfsb=$(metric "$TMP/m$r" 'clairfs_fetch_bytes_total{from="pfs"}')
-                per="$per $((pfsb - prev_pfs[$r]))"
-                total=$((total + pfsb - prev_pfs[$r]))
-                prev_pfs[$r]=$pfsb
                 # Every PFS byte has its reason.
                 why=$(awk '$1 ~ /^clairfs_pfs_bytes_total\{/ { s += $2 } END { print s + 0 }' \
                     "$TMP/m$r/.clairfs/metrics")
-                [ "$why" -eq "$pfsb" ] ||
-                    fail "-np $np epoch $e node $r: clairfs_pfs_bytes_total adds up to $why, not $pfsb"
+                [ "$why" -eq "${prev_pfs[$r]}" ] ||
+                    fail "-np $np epoch $e node $r: clairfs_pfs_bytes_total adds up to $why, not ${prev_pfs[$r]}"
             done
-            echo "   -np $np epoch $e: PFS bytes $total ($((1000 * total / DATASET / 10)).$((1000 * total / DATASET % 10)) %" \
-                 "of the dataset; per node:$per)"
+            echo "   -np $np epoch $e: PFS bytes $total ($(share_of_dataset "$total") %" \
+                 "of the dataset; per node:$pfs_per)"
             [ "$e" -eq 0 ] || [ $((20 * total)) -le "$DATASET" ] ||
                 fail "-np $np epoch $e: $total PFS bytes > 5 % of the dataset ($DATASET)"
         done
