@@ -37,8 +37,10 @@
 # I/O bound), LINK_RATE (tc rate, default 1gbit), LINK_DELAY (netem delay,
 # default 50us, where the kernel has netem), PFS_OPTS (clairfs-pfsemu -o
 # options; default its own: 2 ms per open, 0.5 ms per read, 200 MiB/s
-# shared), MODEL_PFS_BW, MODEL_PFS_LATENCY (the performance model's), OMPI_*
-# as usual.  As root the Open MPI run-as-root variables are set.
+# shared: at 2 nodes as fast as both links together; PFS_OPTS=bandwidth=52428800
+# gives the job a quarter of it, a PFS shared as on a cluster), MODEL_PFS_BW,
+# MODEL_PFS_LATENCY (the performance model's), OMPI_* as usual.  As root the
+# Open MPI run-as-root variables are set.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=$ROOT/build
