@@ -13,10 +13,10 @@
 # the predicted opens missed (nothing is predicted before identification),
 # and every byte the trainer got equal to the source's.
 #
-# Then readers that are no torch shuffle, each on a fresh mount: every
-# file in sorted order (twice, 16 files per child process), find | xargs
-# cat, and Python
-# reading in random.shuffle order (three passes): the order is never
+# Then readers that are no torch shuffle, each on a fresh mount, all three
+# at once: every file in sorted order (twice, 16 files per child process),
+# find | xargs cat, and Python reading in random.shuffle order (three
+# passes): the order is never
 # identified (the gauge stays 0, the stats never say identified) and every
 # byte is right.
 #
@@ -38,17 +38,32 @@ pattern torch torch 1 23
 pattern torch-persistent torch 1 29 --persistent
 pattern sampler torch-sampler 1 31
 
-# reader NAME COMMAND...: COMMAND reads the mount $mnt (exported) and
-# compares with $src; then the order must not be identified.
-reader() {
+# reader_start NAME COMMAND...: a fresh mount $TMP/mnt-NAME read by COMMAND
+# in the background (COMMAND reads $mnt and compares with $src).  The
+# three readers run at once, and their mounts then search their opens
+# side by side: waiting for each in turn cost three minutes of an idle
+# host.
+declare -A reader_pid reader_daemon
+reader_start() {
     local name=$1
     shift
-    mnt=$TMP/mnt-$name
+    local mnt=$TMP/mnt-$name
     cfs_mount "$src" "$mnt" "$TMP/$name.daemon.log" -o ram=$ram,index="$TMP/index-$name" ||
         { fail "$name: mount"; return; }
-    check "$name: every byte equals the source's" "$@"
+    reader_daemon[$name]=$CFS_PID
+    "$@" >"$TMP/$name.reader.log" 2>&1 &
+    reader_pid[$name]=$!
+    cfs_pids+=($!)
+}
+
+# reader_end NAME DEADLINE: once the mount says its opens are not a torch
+# shuffle, or at DEADLINE (in $SECONDS) at the latest, the order must not be
+# identified; then the mount goes.
+reader_end() {
+    local name=$1 deadline=$2 mnt=$TMP/mnt-$1
+    [ -n "${reader_pid[$name]:-}" ] || return
     # Give the module the time it would take to search these opens.
-    for _ in $(seq 60); do
+    while [ "$SECONDS" -lt "$deadline" ]; do
         grep -q '^order: *not a torch shuffle' "$mnt/.clairfs/stats" && break
         sleep 1
     done
@@ -56,6 +71,7 @@ reader() {
     check "$name: clairfs_order_identified 0" test "$(m "$mnt" clairfs_order_identified)" = 0
     check "$name: the stats do not say identified" \
         bash -c '! grep -q "^order: *identified" "$1/.clairfs/stats"' _ "$mnt"
+    CFS_PID=${reader_daemon[$name]}
     check "$name: unmount is clean" cfs_umount "$mnt"
 }
 
@@ -104,7 +120,17 @@ for _ in range(3):
 EOF
 }
 
-reader sequential sequential
-reader find-xargs find_xargs
-reader shuffled shuffled
+readers=(sequential find-xargs shuffled)
+reader_start sequential sequential
+reader_start find-xargs find_xargs
+reader_start shuffled shuffled
+for name in "${readers[@]}"; do
+    [ -n "${reader_pid[$name]:-}" ] || continue
+    wait "${reader_pid[$name]}"
+    rc=$?
+    cat "$TMP/$name.reader.log"
+    check "$name: every byte equals the source's" test "$rc" -eq 0
+done
+deadline=$((SECONDS + 60))
+for name in "${readers[@]}"; do reader_end "$name" "$deadline"; done
 cfs_finish
