@@ -118,15 +118,31 @@ check "trainer on the source" timeout 120 "$TORCH_PY" "$CLAIRFS_TRAINER" --data 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,tcp \
     OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
 # submit NAME [VAR=VALUE...]: sbatch the job script as it is (the GPU and
-# CPU counts of its header overridden to fit this host), wait for its end.
+# CPU counts of its header overridden to fit this host), wait for its end
+# (at most 300 s); 0 when the job completed, 1 when it failed or was
+# cancelled.  The job's state is polled every 0.2 s: sbatch --wait polls at
+# intervals growing to 10 s, and spent more than a minute of this test
+# after jobs that had ended.
 submit() {
-    local name=$1
+    local name=$1 id state=
     shift
-    env "$@" DATA="$src" MNT="$TMP/mnt-$name-{rank}" SSD="$TMP/ssd-$name" CLAIRFS="$CLAIRFS" \
+    id=$(env "$@" DATA="$src" MNT="$TMP/mnt-$name-{rank}" SSD="$TMP/ssd-$name" CLAIRFS="$CLAIRFS" \
         GPUS_PER_NODE=1 SEED=$SEED EPOCHS=$EPOCHS BATCH=$BATCH WORKERS=$WORKERS RAM=64M \
         TRAINER_LAUNCH=srun CLAIRFS_LAUNCH=mpirun MASTER_PORT=$((base + 3)) \
-        timeout 300 sbatch --wait --quiet --nodes=2 --cpus-per-task=1 --gpus-per-node=0 \
-        --job-name="clairfs-$name" -o "$TMP/job-$name.out" "$JOB_SCRIPT"
+        sbatch --parsable --nodes=2 --cpus-per-task=1 --gpus-per-node=0 \
+        --job-name="clairfs-$name" -o "$TMP/job-$name.out" "$JOB_SCRIPT") || return 1
+    id=${id%%;*}
+    [ -n "$id" ] || return 1
+    for _ in $(seq 1500); do
+        # COMPLETING: ended, its processes not all gone yet.
+        state=$(scontrol -o show job "$id" 2>/dev/null | grep -o 'JobState=[A-Z_]*')
+        case ${state#JobState=} in
+        "" | PENDING | CONFIGURING | RUNNING | COMPLETING | SUSPENDED | REQUEUED*) sleep 0.2 ;;
+        *) break ;;
+        esac
+    done
+    echo "job $name ($id): ${state:-no state}"
+    [ "$state" = JobState=COMPLETED ]
 }
 no_mounts_left() {
     ! grep -q "$TMP/mnt-$1" /proc/self/mountinfo &&
