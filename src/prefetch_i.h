@@ -52,7 +52,10 @@
  *   3. the cache's lock (cache.c): with it held the cache calls
  *      next_use_cb (-> the tracker's leaf lock) and kernel_drop_cb (-> the
  *      stager's lock).  next_use_cb reads pf->track without plan_lock: a
- *      tracker swap first sets the cache's policy to NULL.
+ *      tracker swap first sets the cache's policy to NULL, or to
+ *      pf_pass_key_cb (takes no lock, never reads pf->track).  An open may
+ *      re-key the cache under plan_lock's read side (an epoch's or, without
+ *      a tracker, a pass's end).
  *   4. leaves, never held while taking another lock:
  *      - the tracker's leaf lock (pf_track's mu, prefetch_track.c);
  *      - the stager's lock (pf_stager's mu) with its cv and exit_cv;
@@ -244,7 +247,8 @@ struct cfs_prefetch {
 
     /* The tracker; replaced by "seed N" under the write lock.  The cache's
      * policy callback reads it without this lock: a swap first switches
-     * the cache to LRU. */
+     * the cache to LRU, or to the passes' keys (pf_pass_key_cb, which
+     * never reads it). */
     pthread_rwlock_t plan_lock;
     struct pf_track *track;
 

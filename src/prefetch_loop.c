@@ -170,6 +170,10 @@ static unsigned sweep_round(struct cfs_prefetch *pf)
             continue;
         }
         cfs_id id = cfs_catalog_sample_entry(pf->cat, pf->sweep_idx);
+        if (cfs_cache_state(pf->cache, id) != CFS_CACHE_ABSENT) {
+            pf->sweep_idx++; /* held or in flight: from the second pass on, most files */
+            continue;
+        }
         int rc = pf_fetch_start(pf, id, CFS_TIER_RAM, true, 0, NULL);
         if (rc == -EAGAIN || rc == -ENOMEM || rc == -ENOSPC)
             break; /* again at the next round */
