@@ -206,8 +206,9 @@ int cfs_prefetch_create(const struct cfs_prefetch_params *p, struct cfs_prefetch
      * for the whole epoch and fetches each file once; an identified order
      * (Belady) then keeps what was staged until read.  Not on a
      * distributed mount (each node reads its share only, and the PFS would
-     * serve the dataset once per node). */
-    pf->sweep = !pf->run.seeded && !pf->distributed && !pf->opts.no_sweep && pf->nsamples > 0;
+     * serve the dataset once per node), nor without a RAM tier. */
+    pf->sweep = !pf->run.seeded && !pf->distributed && !pf->opts.no_sweep && pf->nsamples > 0 &&
+                pf->run.ram > 0;
     if (pf->sweep && !(pf->pass_read = calloc(pf->nsamples, sizeof(*pf->pass_read))))
         goto nomem;
 
