@@ -39,8 +39,8 @@
 #   --rows      the rows, registered first (default "registered learned
 #               searching")
 #   --ram PCT   the RAM tier as a percentage of the dataset (default 200;
-#               below 100 there is no sweep: a staged file could be evicted
-#               unread)
+#               below 100 the sweep evicts files already read in the epoch
+#               to stage those not yet read)
 # Environment: BENCH_PFS (clairfs-pfsemu -o options; default
 # bandwidth=3145728: 3 MiB/s, its other defaults 2 ms per open, 0.5 ms per
 # read; BENCH_PFS= for its own 200 MiB/s), BENCH_TMP (default /dev/shm),

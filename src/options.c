@@ -225,7 +225,7 @@ static const struct opt_def options_table[] = {
     {"no_identify", OPT_FLAG, OFF(no_identify), NO_PRESENT, 0, 0, NULL,
      "without a seed, never learn the trainers' read order from their opens"},
     {"no_sweep", OPT_FLAG, OFF(no_sweep), NO_PRESENT, 0, 0, NULL,
-     "while the read order is unknown, never stage the dataset in index order into free RAM"},
+     "while the read order is unknown, never stage the files not yet read in index order into RAM"},
     {"record_opens", OPT_STRING, OFF(record_opens), NO_PRESENT, 0, 0, NULL,
      "FILE: write \"PID PPID PATH\" per open (for clairfs-plan --identify)"},
 };

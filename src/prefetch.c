@@ -198,16 +198,19 @@ int cfs_prefetch_create(const struct cfs_prefetch_params *p, struct cfs_prefetch
     for (uint64_t i = 0; i < pf->nsamples; i++)
         pf->sizes[i] = cfs_catalog_entry(pf->cat, cfs_catalog_sample_entry(pf->cat, i))->size;
     /* Every epoch reads every sample once (on one node), so while the
-     * order is unknown any file staged into free room is read before the
-     * epoch ends: the RAM tier fills at the PFS's full rate instead of one
-     * open at a time.  Where RAM is short too: the sweep only fills free
-     * room and stops when it is taken, mostly while the trainer starts and
-     * the source would idle; an identified order (Belady) keeps what it
-     * staged until read, and without one the trainer's reads may evict
-     * some of it unread (at most the RAM tier's bytes, fetched once).  Not
-     * on a distributed mount (each node reads its share only, and the PFS
-     * would serve the dataset once per node). */
-    pf->sweep = !pf->run.seeded && !pf->distributed && !pf->opts.no_sweep && pf->nsamples > 0;
+     * order is unknown any file not yet read in the current pass is read
+     * before the pass ends: the sweep stages those into RAM at the PFS's
+     * full rate instead of one open at a time.  Where RAM is short it
+     * makes room by evicting files already read in the pass, never one not
+     * yet read (prefetch_loop.c, "The passes"), so the source stays busy
+     * for the whole epoch and fetches each file once; an identified order
+     * (Belady) then keeps what was staged until read.  Not on a
+     * distributed mount (each node reads its share only, and the PFS would
+     * serve the dataset once per node), nor without a RAM tier. */
+    pf->sweep = !pf->run.seeded && !pf->distributed && !pf->opts.no_sweep && pf->nsamples > 0 &&
+                pf->run.ram > 0;
+    if (pf->sweep && !(pf->pass_read = calloc(pf->nsamples, sizeof(*pf->pass_read))))
+        goto nomem;
 
     if (pf->run.seeded && pf->nsamples > 0) {
         rc = track_create(pf, &pf->run, err, errlen, &pf->track);
@@ -254,7 +257,8 @@ int cfs_prefetch_start(struct cfs_prefetch *pf, char *err, size_t errlen)
         .nfiles = cfs_catalog_entry_count(pf->cat), .ram_bytes = pf->run.ram,
         .ssd_bytes = pf->run.ssd, .ssd_dir = pf->ssd_dir, .index = pf->index,
         .source = pf_source_cb, .source_arg = pf,
-        .next_use = pf->track ? pf_next_use_cb : NULL, .next_use_arg = pf,
+        .next_use = pf->track ? pf_next_use_cb : pf->pass_read ? pf_pass_key_cb : NULL,
+        .next_use_arg = pf,
         .kernel_drop = pf->opts.no_pagecache ? NULL : pf_kernel_drop_cb, .kernel_drop_arg = pf,
     };
     rc = cfs_cache_create(&cp, &pf->cache, err, errlen);
@@ -331,6 +335,7 @@ void cfs_prefetch_destroy(struct cfs_prefetch *pf)
     free(pf->ssd_dir);
     free(pf->index_dir);
     free(pf->sizes);
+    free((void *)pf->pass_read);
     pthread_cond_destroy(&pf->fin_cv);
     pthread_cond_destroy(&pf->idle_cv);
     pthread_cond_destroy(&pf->cv);

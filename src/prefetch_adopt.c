@@ -397,7 +397,9 @@ void pf_drop_adopted(struct cfs_prefetch *pf)
     uint64_t nagain = adopted ? trailing_misses(pf, again) : 0;
     struct pf_track *old = NULL;
     if (adopted) {
-        cfs_cache_set_policy(pf->cache, NULL, NULL);
+        /* No callback sees the swap: LRU, or the passes' keys where the
+         * mount sweeps (they never read the tracker). */
+        pf_policy_unordered(pf);
         old = pf->track;
         pf->track = NULL;
         pf->adopted = false;
@@ -453,7 +455,9 @@ void pf_end_epoch_order(struct cfs_prefetch *pf)
     struct pf_track *old = NULL;
     bool over = pf->adopted && pf->epoch_only;
     if (over) {
-        cfs_cache_set_policy(pf->cache, NULL, NULL);
+        /* No callback sees the swap: LRU, or the passes' keys where the
+         * mount sweeps (they never read the tracker). */
+        pf_policy_unordered(pf);
         old = pf->track;
         pf->track = NULL;
         pf->adopted = false;

@@ -52,7 +52,10 @@
  *   3. the cache's lock (cache.c): with it held the cache calls
  *      next_use_cb (-> the tracker's leaf lock) and kernel_drop_cb (-> the
  *      stager's lock).  next_use_cb reads pf->track without plan_lock: a
- *      tracker swap first sets the cache's policy to NULL.
+ *      tracker swap first sets the cache's policy to NULL, or to
+ *      pf_pass_key_cb (takes no lock, never reads pf->track).  An open may
+ *      re-key the cache under plan_lock's read side (an epoch's or, without
+ *      a tracker, a pass's end).
  *   4. leaves, never held while taking another lock:
  *      - the tracker's leaf lock (pf_track's mu, prefetch_track.c);
  *      - the stager's lock (pf_stager's mu) with its cv and exit_cv;
@@ -244,7 +247,8 @@ struct cfs_prefetch {
 
     /* The tracker; replaced by "seed N" under the write lock.  The cache's
      * policy callback reads it without this lock: a swap first switches
-     * the cache to LRU. */
+     * the cache to LRU, or to the passes' keys (pf_pass_key_cb, which
+     * never reads it). */
     pthread_rwlock_t plan_lock;
     struct pf_track *track;
 
@@ -265,10 +269,20 @@ struct cfs_prefetch {
     uint64_t owned_idx[CFS_TIER_COUNT]; /* distributed: cursor of the owned files' staging */
     uint64_t fetched_bytes;
     /* The sweep (prefetch_loop.c): while no order is known, one node
-     * stages the dataset in index order into its free RAM; sweep_idx
-     * is the next sample, the prefetcher thread's. */
+     * stages the samples not yet read in the current pass, in index order,
+     * into RAM, evicting only files read in this pass.  sweep: the mount
+     * sweeps (fixed at creation); sweep_idx is the next sample and
+     * sweep_pass the pass it belongs to, the prefetcher thread's. */
     bool sweep;
-    uint64_t sweep_idx;
+    uint64_t sweep_idx, sweep_pass;
+    /* The passes over the dataset (with the sweep only, else NULL): every
+     * nsamples opens of samples are a pass (one epoch when each sample is
+     * read once an epoch).  pass_read[s] is 1 + the pass of s's last open
+     * (0: never opened); pass_opens counts the opens since creation.  Set
+     * by the open path with relaxed atomics, no lock; read by the sweep
+     * and by the cache's policy while no order is known (pf_pass_key_cb). */
+    _Atomic uint32_t *pass_read;
+    atomic_uint_fast64_t pass_opens;
 
     /* SSD completions are written by a finisher thread: the io engine's
      * callbacks must not block on the disk. */
@@ -413,6 +427,23 @@ void *pf_finisher_main(void *arg);
 
 /* prefetch_loop.c: the prefetcher thread. */
 void *pf_prefetch_main(void *arg);
+/* The passes while no order is known (see pass_read above).  An open of
+ * sample s: true when it ended a pass (the next open starts one). */
+bool pf_pass_open(struct cfs_prefetch *pf, uint32_t s);
+/* The current pass. */
+uint64_t pf_pass_current(struct cfs_prefetch *pf);
+/* s was opened in pass `pass`. */
+bool pf_pass_was_read(const struct cfs_prefetch *pf, uint32_t s, uint64_t pass);
+/* The cache's policy while no order is known (cfs_cache_next_use_fn, arg
+ * the prefetcher): a file read in the current pass is needed only after
+ * every file not yet read in it, so it goes first and the sweep may evict
+ * it; a file not yet read is never evicted for a prefetch.  It never reads
+ * pf->track. */
+uint64_t pf_pass_key_cb(void *arg, uint32_t id);
+/* Install the cache's policy for no known order (plan_lock held for
+ * writing, or before any other thread runs): pf_pass_key_cb with the
+ * sweep, else LRU. */
+void pf_policy_unordered(struct cfs_prefetch *pf);
 
 /* prefetch.c: install tracker-to-be of *run in place of the current one
  * (replan_mu held): plans outside plan_lock, then under its write side

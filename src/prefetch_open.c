@@ -47,8 +47,9 @@ struct cfs_prefetch_file {
     pthread_mutex_t fd_mu;      /* a staged file's source fd opens at its first read */
 };
 
-/* An open seen by the tracker and by order identification (plan_lock held
- * for reading).  True when it moved the trainers to another epoch; *learn
+/* An open seen by the tracker, by the sweep's passes and by order
+ * identification (plan_lock held for reading).  True when it moved the
+ * trainers to another epoch, or without an order to another pass; *learn
  * when the identify module must hear of it, *drop when the adopted order
  * is to be dropped, *over when it was one epoch's and that epoch is over
  * (all after unlocking). */
@@ -59,8 +60,14 @@ static bool observe(struct cfs_prefetch *pf, uint32_t sample, const struct cfs_o
     *drop = *over = false;
     if (*learn)
         pf_learn_record(pf, sample);
-    if (!pf->track)
-        return false;
+    /* Counted with a tracker too: dropped, the order leaves the passes
+     * where the opens have them. */
+    bool pass_end = sample != CFS_NO_SAMPLE && pf_pass_open(pf, sample);
+    if (!pf->track) {
+        if (pass_end)
+            pf_policy_unordered(pf); /* every file is unread again: re-key */
+        return pass_end;
+    }
     struct pf_obs o;
     pf_track_open(pf->track, sample, &o);
     cfs_metrics_add(pf->m, o.hit ? CFS_M_PREDICTION_HIT : CFS_M_PREDICTION_MISS, 1);
@@ -218,7 +225,9 @@ int cfs_prefetch_open_as(struct cfs_prefetch *pf, cfs_id id, const struct cfs_op
     pthread_rwlock_rdlock(&pf->plan_lock);
     bool learn, drop, over;
     bool new_epoch = observe(pf, e->sample, who, &learn, &drop, &over);
-    unsigned demand_flags = pf->track ? 0 : CFS_CACHE_DEMAND;
+    /* With a plan, or the passes' keys, a file the policy would rather
+     * not keep is read directly: no eviction of a file needed sooner. */
+    unsigned demand_flags = pf->track || pf->pass_read ? 0 : CFS_CACHE_DEMAND;
     uint64_t t0 = pf_now_ns();
     bool waited = false;
     int rc = -ENOENT;
@@ -265,7 +274,7 @@ int cfs_prefetch_open_as(struct cfs_prefetch *pf, cfs_id id, const struct cfs_op
      * in flight): a direct read, from the owner when there is one. */
     int owner = rc && rc != -ESTALE ? pf_peer_choice(pf, e, true, &f->pfs_why) : -1;
     bool settled = owner >= 0 && pf_peer_settled(pf, e);
-    bool planned = pf->track != NULL;
+    bool prefetching = pf->track != NULL || pf->sweep;
     pthread_rwlock_unlock(&pf->plan_lock);
     observed(pf, e->sample, who, learn, drop, over);
     if (owner >= 0 && peer_read_direct(pf, id, e->size, (uint32_t)owner, settled, &f->pbuf) == 0) {
@@ -287,9 +296,10 @@ int cfs_prefetch_open_as(struct cfs_prefetch *pf, cfs_id id, const struct cfs_op
     }
     if (waited)
         cfs_metrics_add(pf->m, CFS_M_STALL_NS, pf_now_ns() - t0);
-    /* The position moved.  Without a plan the prefetcher has nothing to
-     * move to (set_seed wakes it when a plan comes). */
-    if (planned)
+    /* The position moved (or, sweeping, a file was read: room to make).
+     * Without a plan or a sweep the prefetcher has nothing to move to
+     * (set_seed wakes it when a plan comes). */
+    if (prefetching)
         pf_nudge(pf, new_epoch);
     if (rc) {
         pthread_mutex_destroy(&f->fd_mu);
@@ -340,7 +350,7 @@ int cfs_prefetch_open_seen(struct cfs_prefetch *pf, cfs_id id, const struct cfs_
     pthread_rwlock_rdlock(&pf->plan_lock);
     bool learn, drop, over;
     bool new_epoch = observe(pf, e->sample, who, &learn, &drop, &over);
-    bool planned = pf->track != NULL;
+    bool prefetching = pf->track != NULL || pf->sweep;
     pthread_rwlock_unlock(&pf->plan_lock);
     struct cfs_cache_handle h;
     enum cfs_metric source = CFS_M_READS_PFS; /* its pages are gone: READs to the source */
@@ -349,7 +359,7 @@ int cfs_prefetch_open_seen(struct cfs_prefetch *pf, cfs_id id, const struct cfs_
         cfs_cache_release(pf->cache, &h);
     }
     observed(pf, e->sample, who, learn, drop, over);
-    if (planned)
+    if (prefetching)
         pf_nudge(pf, new_epoch);
     atomic_fetch_add(&pf->kernel_opens, 1);
     cfs_metrics_add(pf->m, source, 1);
@@ -522,7 +532,7 @@ void cfs_prefetch_release(struct cfs_prefetch *pf, struct cfs_prefetch_file *f)
      * first when room is needed, for the next job that mounts the tier. */
     bool last = false;
     pthread_rwlock_rdlock(&pf->plan_lock);
-    bool planned = pf->track != NULL;
+    bool prefetching = pf->track != NULL || pf->sweep;
     if (ram && f->sample != CFS_NO_SAMPLE)
         last = pf->track && pf_track_next_use(pf->track, f->sample) == PF_NEVER &&
                !pf_owned_for_peers(pf, f->sample);
@@ -532,7 +542,7 @@ void cfs_prefetch_release(struct cfs_prefetch *pf, struct cfs_prefetch_file *f)
     else if (ram && !f->kernel)
         pf_stager_queue(atomic_load(&pf->stager), f->id); /* read again later: stage it */
     pf_update_gauges(pf);
-    if (planned)
+    if (prefetching)
         pf_nudge(pf, false); /* room freed: a refused prefetch may start */
     free(f);
 }

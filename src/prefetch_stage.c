@@ -246,9 +246,9 @@ static bool stage_eligible(void *arg, uint32_t id)
     if (!e || !S_ISREG(e->mode) || e->size == 0 || pf_is_changed(pf, id))
         return false;
     pthread_rwlock_rdlock(&pf->plan_lock);
-    /* Without a plan too (the reactive LRU cache), unless an SSD tier is
-     * there: LRU demotes RAM victims to it, and a staged entry has no
-     * buffer to demote.  Owned files too where peers can be served from
+    /* Without a plan too (the sweep's passes, or the reactive LRU cache),
+     * unless an SSD tier is there: RAM victims are demoted to it then,
+     * and a staged entry has no buffer to demote.  Owned files too where peers can be served from
      * the page cache (prefetch_retrieve.c). */
     bool ok = (pf->track || pf->run.ssd == 0) &&
               (pf_retrieve_possible(pf) ||

@@ -27,7 +27,7 @@
  * Eviction.  Each tier has a max-heap of its unpinned resident entries keyed
  * by next use: with a policy (next_use(id): position of the file's next read,
  * smaller = sooner, UINT64_MAX = never again) the entry used farthest in the
- * future goes first (Belady's MIN); without one (no seed) the key is the
+ * future goes first (Belady's MIN); without one the key is the
  * reverse of the last-use tick (LRU).  Keys are refreshed when an entry is
  * published, when its last pin is released (a read just consumed a use), on
  * cfs_cache_touch(), on cfs_cache_set_policy(), and for the heap top before it

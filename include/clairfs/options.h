@@ -56,7 +56,7 @@ struct cfs_options {
     bool allow_other;
     bool reclaim; /* detach a dead FUSE mount left on MOUNTPOINT, then mount */
     bool no_identify;   /* never learn the read order from the opens */
-    bool no_sweep;      /* never stage the dataset into free RAM while the order is unknown */
+    bool no_sweep;      /* never stage unread files into RAM while the order is unknown */
     char *record_opens; /* record_opens=FILE: "PID PPID PATH" per open (clairfs-plan --identify) */
 };
 

@@ -90,8 +90,8 @@
  * scan, or one hidden by a network source's attribute cache.
  *
  * Page cache (src/prefetch_stage.c, on unless -o no_pagecache; without a
- * plan only when there is no SSD tier, which the LRU feeds by demoting RAM
- * buffers).  A FUSE read round trip costs more than the copy it
+ * plan only when there is no SSD tier, which the cache feeds by demoting
+ * RAM buffers).  A FUSE read round trip costs more than the copy it
  * carries (docs/read-path.md: replying from tier memory reads ~110 KB files
  * at 1.7-2.3x the time of local memory; pages staged into the kernel page
  * cache read at 0.95-1.02x).  So a stager thread stores RAM entries into

@@ -304,6 +304,100 @@ START_TEST(path_sweep_without_seed)
 }
 END_TEST
 
+/* Bytes of the files the RAM tier holds now. */
+static uint64_t held_bytes(struct cfs_prefetch *pf, const struct fixture *fx)
+{
+    uint64_t held = 0;
+    for (uint32_t s = 0; s < NFILES; s++) {
+        cfs_id id = cfs_catalog_sample_entry(fx->cat, s);
+        char state[16];
+        ck_assert_int_eq(cfs_prefetch_state(pf, id, state, sizeof(state)), 0);
+        ck_assert_str_ne(state, "inflight");
+        if (strcmp(state, "ram") == 0)
+            held += cfs_catalog_entry(fx->cat, id)->size;
+    }
+    return held;
+}
+
+/* An epoch's opens from..to-1, in batches of 8, the prefetcher given its
+ * turn after each (as a trainer that computes between batches); then the
+ * bytes the PFS has served.  *next: the sample the epoch opens at `to`. */
+static uint64_t replay_epoch_slowly(struct cfs_prefetch *pf, const struct fixture *fx,
+                                    const struct cfs_metrics *m, uint32_t epoch, uint32_t from,
+                                    uint32_t to, uint32_t *next)
+{
+    uint32_t *s = epoch_stream(NFILES, 5, epoch);
+    for (uint32_t i = from; i < to; i++) {
+        read_check(pf, fx, s[i]);
+        if (i % 8 == 7)
+            ck_assert_int_eq(cfs_prefetch_wait_idle(pf, 30), 0);
+    }
+    ck_assert_int_eq(cfs_prefetch_wait_idle(pf, 30), 0);
+    if (next)
+        *next = to < NFILES ? s[to] : UINT32_MAX;
+    free(s);
+    return mget(m, CFS_M_FETCH_BYTES_PFS);
+}
+
+/* Bytes of sample s when the RAM tier does not hold it, else 0. */
+static uint64_t unheld_bytes(struct cfs_prefetch *pf, const struct fixture *fx, uint32_t s)
+{
+    cfs_id id = cfs_catalog_sample_entry(fx->cat, s);
+    char state[16];
+    ck_assert_int_eq(cfs_prefetch_state(pf, id, state, sizeof(state)), 0);
+    return strcmp(state, "ram") == 0 ? 0 : cfs_catalog_entry(fx->cat, id)->size;
+}
+
+/* Without a seed, RAM for half the dataset: once the free room is taken,
+ * the sweep goes on by evicting the files the trainer has read in this
+ * pass (never one it has not), so the source is used for the whole epoch:
+ * far more reads hit RAM than the free room could hold, and no file is
+ * fetched twice in an epoch (the PFS's bytes are the dataset's exactly,
+ * then in the next pass the files RAM did not hold at its start).  The
+ * tier never goes over its bound; every byte is compared. */
+START_TEST(path_sweep_evicts_read_files)
+{
+    struct fixture fx;
+    struct cfs_metrics m;
+    char opts[128];
+    fixture_init(&fx);
+    uint64_t ram = fx.total / 2;
+    snprintf(opts, sizeof(opts), "ram=%" PRIu64 ",%s", ram, io_kinds[_i]);
+    struct cfs_prefetch *pf = make_pf(&fx, opts, &m, NULL);
+    ck_assert_int_eq(cfs_prefetch_wait_idle(pf, 30), 0);
+    uint64_t first = mget(&m, CFS_M_READS_RAM);
+    ck_assert_uint_eq(first, 0);
+    /* What the free room alone gives: the files staged before any read. */
+    uint64_t room_files = mget(&m, CFS_M_FETCHES_PFS);
+    ck_assert_uint_lt(room_files, NFILES * 2 / 3);
+
+    /* Before the pass's last open (after it the sweep may begin the next
+     * one): every file read so far was fetched once, the last one at most
+     * once, if the sweep has staged it. */
+    uint32_t last;
+    uint64_t bytes = replay_epoch_slowly(pf, &fx, &m, 0, 0, NFILES - 1, &last);
+    ck_assert_uint_eq(bytes, fx.total - unheld_bytes(pf, &fx, last));
+    replay_epoch_slowly(pf, &fx, &m, 0, NFILES - 1, NFILES, NULL);
+    ck_assert_uint_eq(mget(&m, CFS_M_READS_RAM) + mget(&m, CFS_M_READS_PFS), NFILES);
+    ck_assert_uint_gt(mget(&m, CFS_M_READS_RAM), room_files + NFILES / 5);
+    ck_assert_uint_le(mget(&m, CFS_M_CACHE_PEAK_RAM), ram);
+    ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_HIT), 0);
+
+    /* The next pass: the sweep starts again from the first file; what RAM
+     * holds now is kept until read, the rest fetched once. */
+    uint64_t held = held_bytes(pf, &fx), bytes0 = mget(&m, CFS_M_FETCH_BYTES_PFS);
+    uint64_t ram0 = mget(&m, CFS_M_READS_RAM);
+    ck_assert_uint_gt(held, 0);
+    bytes = replay_epoch_slowly(pf, &fx, &m, 1, 0, NFILES - 1, &last);
+    ck_assert_uint_eq(bytes - bytes0, fx.total - held - unheld_bytes(pf, &fx, last));
+    replay_epoch_slowly(pf, &fx, &m, 1, NFILES - 1, NFILES, NULL);
+    ck_assert_uint_gt(mget(&m, CFS_M_READS_RAM) - ram0, room_files + NFILES / 5);
+    ck_assert_uint_le(mget(&m, CFS_M_CACHE_PEAK_RAM), ram);
+    cfs_prefetch_destroy(pf);
+    fixture_fini(&fx);
+}
+END_TEST
+
 /* Without a seed, no_sweep: reactive LRU, nothing predicted. */
 START_TEST(path_lru_without_seed)
 {
@@ -695,6 +789,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, path_planned_all_in_ram, 0, 2);
     tcase_add_loop_test(tc, path_sweep_without_seed, 0, 2);
+    tcase_add_loop_test(tc, path_sweep_evicts_read_files, 0, 2);
     tcase_add_loop_test(tc, path_lru_without_seed, 0, 2);
     tcase_add_loop_test(tc, path_small_ram, 0, 2);
     tcase_add_loop_test(tc, path_ssd_warm_and_corrupt, 0, 2);
