@@ -1025,7 +1025,8 @@ void cfs_identify_destroy(struct cfs_identify *id)
  * with (another rank whose first open is randperm[1], say), so a scan
  * started without it can pass over the true seed; it is cancelled and
  * started again with the new reader, for the first readers only (a shell
- * loop that runs one process per file must not restart scans forever). */
+ * loop that runs one process per file must not restart scans forever) and
+ * only within the first n opens (not for a later epoch's workers). */
 static void note_reader(struct cfs_identify *id, pid_t pid)
 {
     for (size_t i = 0; i < id->nreaders; i++)
@@ -1036,6 +1037,15 @@ static void note_reader(struct cfs_identify *id, pid_t pid)
     id->readers[id->nreaders++] = pid;
     if (id->state == CFS_IDENTIFY_IDENTIFIED)
         return; /* checked as the opens come */
+    /* First seen after a dataset's worth of opens (n: one epoch of every
+     * rank on this node, or more), the reader is a later epoch's - the
+     * DataLoader's new workers - and its first open is not the head of the
+     * epoch the running scan filters with.  Cancelling for it would throw
+     * the scan away at every epoch's start: at ImageNet's size on busy
+     * cores the scan at idle priority outlasts an epoch and would never
+     * end.  The next attempt takes the reader in. */
+    if (id->len >= id->p.n)
+        return;
     if (id->attempting)
         atomic_store(&id->cancel, true);
     else if (id->len >= IDENT_MIN_OPENS && id->next_attempt > id->len + 1)

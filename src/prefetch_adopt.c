@@ -193,6 +193,7 @@ static bool global_refines(const struct cfs_prefetch *pf, const struct cfs_ident
 struct replay_arg {
     const struct cfs_identified *id;
     uint64_t replayed;
+    uint32_t epoch; /* the tracker's after the replay */
 };
 
 /* Under the plan lock's write side: no open is running, every remembered
@@ -211,6 +212,18 @@ static void replay_epoch(struct cfs_prefetch *pf, struct pf_track *t, void *arg)
     uint64_t count = (len && opens ? (opens - 1) % len + 1 : 0) + since;
     if (count > seen)
         count = seen;
+    /* Identified epochs after its opens (a scan at idle priority that
+     * outlasted epochs): the ring no longer holds the identified epoch's
+     * start.  Replayed from the middle of an epoch, the count would be off
+     * by what the ring lost - more than the window, and the tracker would
+     * take the epoch's opens for the next epoch's and lose its place.  The
+     * whole epochs the ring lost are skipped instead: the replay starts at
+     * the first epoch start the ring holds. */
+    if (len && count > pf->seen_cap) {
+        uint64_t skip = (count - pf->seen_cap + len - 1) / len;
+        if (skip <= UINT32_MAX - epoch && pf_track_set_epoch(t, epoch + (uint32_t)skip) == 0)
+            count -= skip * len;
+    }
     if (count > pf->seen_cap)
         count = pf->seen_cap; /* 0 without a ring */
     for (uint64_t i = seen - count; i < seen; i++) {
@@ -218,6 +231,7 @@ static void replay_epoch(struct cfs_prefetch *pf, struct pf_track *t, void *arg)
         pf_track_open(t, atomic_load(&pf->seen[i % pf->seen_cap]), &o);
     }
     ra->replayed = count;
+    pf_track_position(t, NULL, &ra->epoch, NULL);
     pf->adopted = true;
     pf->epoch_only = ra->id->epoch_seed_only;
     /* Observed on to the end of the next epoch's start: the module checks
@@ -354,8 +368,8 @@ int cfs_prefetch_adopt(struct cfs_prefetch *pf, const struct cfs_identified *id,
     pf->ident = *id;
     pthread_mutex_unlock(&pf->order_mu);
     set_state(pf, PF_ORDER_IDENTIFIED);
-    cfs_info("order: %s %s; predicting it (%" PRIu64 " opens of epoch %u replayed)",
-             refining ? "refined to" : "identified", id->text, ra.replayed, id->epoch);
+    cfs_info("order: %s %s; predicting it (%" PRIu64 " opens replayed, now in epoch %u)",
+             refining ? "refined to" : "identified", id->text, ra.replayed, ra.epoch);
     /* One epoch's order identified after its end (the trainer paused
      * there): the replay has consumed it all. */
     pthread_rwlock_rdlock(&pf->plan_lock);

@@ -485,6 +485,47 @@ static int calls_of(struct seen *s)
     return __atomic_load_n(&s->calls, __ATOMIC_SEQ_CST);
 }
 
+/* A scan that outlasts an epoch: the next epoch's new workers (readers
+ * first seen after n opens) do not cancel it, so it ends and identifies
+ * from the opens it started with.  Before, every epoch's new workers
+ * restarted it from its first seed: at ImageNet's size on busy cores (the
+ * scan at idle priority, minutes) it never ended. */
+START_TEST(a_later_epochs_workers_do_not_restart_the_scan)
+{
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH,
+                        .seed = (1u << 26) - 3, /* the end of the range: the scan's last seeds */
+                        .n = 64,
+                        .world = 1,
+                        .batch = 4,
+                        .workers = 2,
+                        .ranks = 1,
+                        .epochs = 3};
+    struct opens o = simulate(&t, 3 * 64);
+    ck_assert_uint_eq(o.len, 3 * 64);
+    ck_assert_int_ne(o.pid[64], o.pid[0]); /* new workers every epoch */
+    struct seen seen = {0};
+    struct cfs_identify_params p = {.n = t.n, .nodes = 1, .global_max_offset = 4096,
+                                    .seed_first = 0, .seed_count = 1u << 26,
+                                    .on_identified = on_identified, .cb_arg = &seen};
+    struct cfs_identify *id;
+    char err[256];
+    ck_assert_int_eq(cfs_identify_create(&p, &id, err, sizeof(err)), 0);
+    for (size_t i = 0; i < 32; i++) /* the first attempt's opens */
+        cfs_identify_observe(id, o.s[i], o.pid[i], o.ppid[i]);
+    usleep(500000); /* its scan of 2^26 seeds has started (seconds) */
+    for (size_t i = 32; i < o.len; i++) /* epochs 1 and 2 meanwhile */
+        cfs_identify_observe(id, o.s[i], o.pid[i], o.ppid[i]);
+    for (int i = 0; i < 60000 && calls_of(&seen) < 1; i++)
+        usleep(10000);
+    ck_assert_int_ge(calls_of(&seen), 1);
+    ck_assert_uint_eq(seen.id.sampler.seed, t.seed);
+    ck_assert_int_eq(seen.id.sampler.kind, CFS_SAMPLER_TORCH);
+    ck_assert_uint_eq(seen.id.opens, 32); /* the scan that began at 32 opens, not a restart */
+    cfs_identify_destroy(id);
+    opens_free(&o);
+}
+END_TEST
+
 /* Epoch 0 of torch-sampler reads as torch-ddp at world 1 (the likelier);
  * its epoch 1 tells them apart and the module says so again. */
 START_TEST(the_thread_refines_with_the_next_epoch)
@@ -641,6 +682,7 @@ static Suite *identify_suite(void)
     tcase_add_test(big, torch_2_6_large_n_for_a_small_seed);
     tcase_add_test(big, the_thread_learns_and_restarts);
     tcase_add_test(big, the_thread_refines_with_the_next_epoch);
+    tcase_add_test(big, a_later_epochs_workers_do_not_restart_the_scan);
     tcase_add_test(big, torch_global_without_its_seed_epoch_by_epoch);
     if (!getenv("CFS_IDENTIFY_SKIP_FULL"))
         tcase_add_test(big, the_full_seed_range);

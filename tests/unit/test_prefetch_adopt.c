@@ -21,7 +21,7 @@
 #include "prefetch_fixture.h"
 #include "src/prefetch_i.h"
 
-#define FAKE_MAX 4096
+#define FAKE_MAX 8192
 
 struct fake_identify {
     uint32_t n, samples[FAKE_MAX];
@@ -157,6 +157,52 @@ START_TEST(adopt_predicts_as_registered)
     ck_assert_uint_eq(fake.n, learned); /* not observed after adoption */
     ck_assert_uint_eq(fake.restarts, 0);
     free(e0);
+    cfs_prefetch_destroy(pf);
+    fixture_fini(&fx);
+}
+END_TEST
+
+/* Identified epochs after the opens it was found from (a scan at idle
+ * priority outlasting epochs): the ring of opens (2 n + 4096) no longer
+ * holds epoch 0's start.  The replay skips the epochs the ring lost and
+ * starts at an epoch's start, so the tracker stands in the trainer's epoch
+ * at its count: every later open is predicted.  (Replayed from the ring's
+ * oldest open, mid-epoch, the count was off by more than the window and
+ * the order was dropped.) */
+START_TEST(adopt_after_more_epochs_than_the_ring_holds)
+{
+    struct fixture fx;
+    struct cfs_metrics m;
+    struct fake_identify fake = {.state = CFS_IDENTIFY_LEARNING};
+    char err[256];
+    const uint32_t epochs = 40, into = 50; /* 4850 opens > the ring's 4336 */
+    fixture_init(&fx);
+    struct cfs_prefetch *pf = make_pf(&fx, "ram=16M,no_sweep,epochs=60", &m, NULL);
+    cfs_prefetch_set_identify(pf, &fake_ops, &fake, NULL);
+    for (uint32_t e = 0; e <= epochs; e++) {
+        uint32_t *s = epoch_stream(NFILES, 7, e);
+        for (uint32_t i = 0; i < (e < epochs ? NFILES : into); i++)
+            read_check_as(pf, &fx, s[i], &trainer);
+        free(s);
+    }
+    ck_assert_uint_gt((uint64_t)epochs * NFILES + into, 2 * NFILES + 4096);
+    struct cfs_identified id = ddp7(1, 0, 30); /* from epoch 0's first 30 opens */
+    ck_assert_msg(cfs_prefetch_adopt(pf, &id, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_uint_eq(mget(&m, CFS_M_ORDER_IDENTIFIED), 1);
+    ck_assert_uint_eq(mget(&m, CFS_M_EPOCH), epochs);
+    ck_assert_int_eq(cfs_prefetch_wait_idle(pf, 30), 0);
+    uint32_t *s = epoch_stream(NFILES, 7, epochs);
+    for (uint32_t i = into; i < NFILES; i++)
+        read_check_as(pf, &fx, s[i], &trainer);
+    free(s);
+    s = epoch_stream(NFILES, 7, epochs + 1);
+    for (uint32_t i = 0; i < NFILES; i++)
+        read_check_as(pf, &fx, s[i], &trainer);
+    free(s);
+    ck_assert_uint_eq(mget(&m, CFS_M_EPOCH), epochs + 2);
+    ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_MISS), 0);
+    ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_HIT), NFILES - into + NFILES);
+    ck_assert_uint_eq(fake.restarts, 0);
     cfs_prefetch_destroy(pf);
     fixture_fini(&fx);
 }
@@ -499,6 +545,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, adopt_predicts_as_registered, 0,
                         sizeof(learn_cases) / sizeof(learn_cases[0]));
+    tcase_add_test(tc, adopt_after_more_epochs_than_the_ring_holds);
     tcase_add_test(tc, registered_seed_is_checked_not_replaced);
     tcase_add_loop_test(tc, registered_seed_refined_to_torch_global, 0, 3);
     tcase_add_test(tc, drop_after_64_misses_in_a_row);

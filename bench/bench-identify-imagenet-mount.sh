@@ -1,0 +1,341 @@
+#!/usr/bin/env bash
+# Time to identify a real trainer's order at ImageNet-1k's size INSIDE a
+# mount, with the 2^32 seed search at idle priority beside the running
+# trainer (bench-identify-torch.sh times the same search offline, at full
+# priority, without a trainer).
+#
+# The dataset is a tree shaped like ImageNet-1k's train split on tmpfs:
+# 1000 class folders, 1 281 167 files in all, 732 to 1300 a class (an
+# ImageNet-like spread, not ImageNet's own per-class counts), each file
+# 64-256 bytes of filler (NAME.JPEG: ImageFolder lists them; nothing
+# decodes them).  Per row one fresh mount (nothing registered: no seed=,
+# no sampler options; ram= the whole tree; a fresh index=), timed from the
+# mount to .clairfs/ready (the catalog scan), then a torch trainer through
+# it: torchvision ImageFolder(MNT, loader=read the bytes), DataLoader(
+# shuffle=True, generator=g seeded S, batch 32, 4 workers) (torch), or two
+# rank processes with DistributedSampler(world 2, seed=S) meeting at every
+# step over gloo as DDP's all-reduce would (torch-ddp), reading each file
+# whole, until the mount reports the order identified (.clairfs/metrics
+# clairfs_order_identified 1) and --after seconds more, and at least
+# --window seconds from the first open, at most --cap (epoch after epoch:
+# set_epoch(e) for torch-ddp).  Printed per row:
+# mount to ready; the trainer's start to its first open (torch import and
+# ImageFolder's listing through the mount); first open to identified as
+# seen from outside (polled every 0.5 s) and as the mount's log says it
+# ("after N opens in T s"); the CPU seconds the mount's SCHED_IDLE threads
+# (the search) had by then; the trainer's files/s while the search ran,
+# after it, and over the first --window seconds from the first open (the
+# same window for every row: a small seed, found at once, against a full
+# search).  Figures, not assertions.
+#
+# usage: bench/bench-identify-imagenet-mount.sh [--build DIR] [--rows "ROW ..."]
+#            [--cache DIR] [--cap S] [--after S] [--window S] [--files N]
+#   --rows     KIND:SEED ... with KIND torch or torch-ddp (default
+#              "torch:7 torch:4000000000 torch-ddp:4000000000")
+#   --cache    keep the generated tree in DIR/imagenet-N and reuse it there
+#              (default: generated in the work directory, removed at exit)
+#   --cap      stop a trainer this long after its first open even if
+#              nothing was identified (default 900)
+#   --after    keep training this long after the identification (default 60)
+#   --window   every row trains at least this long from its first open, and
+#              its files/s over it is printed (default 180)
+#   --files    dataset size (default 1281167; smaller sizes for a quick try,
+#              spread over 1000 classes as evenly as possible)
+# Environment: BENCH_TMP (default /dev/shm), BENCH_KEEP=1 (keep the work
+# directory: the daemons' logs, the trainers' progress, named on the last
+# line).
+set -uo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=${CLAIRFS_BUILD:-build} rows="torch:7 torch:4000000000 torch-ddp:4000000000"
+cache= cap=900 after=60 window=180 files=1281167
+while [ $# -gt 0 ]; do
+    case $1 in
+    --build) build=${2:?}; shift 2 ;;
+    --rows) rows=${2:?}; shift 2 ;;
+    --cache) cache=${2:?}; shift 2 ;;
+    --cap) cap=${2:?}; shift 2 ;;
+    --after) after=${2:?}; shift 2 ;;
+    --window) window=${2:?}; shift 2 ;;
+    --files) files=${2:?}; shift 2 ;;
+    -h | --help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "bench-identify-imagenet-mount: unknown argument $1 (see --help)" >&2; exit 2 ;;
+    esac
+done
+for row in $rows; do
+    case $row in
+    torch:[0-9]* | torch-ddp:[0-9]*) ;;
+    *) echo "bench-identify-imagenet-mount: bad row $row (KIND:SEED, KIND torch or torch-ddp)" >&2; exit 2 ;;
+    esac
+done
+case $build in /*) ;; *) build=$top/$build ;; esac
+CLAIRFS=$build/clairfs TORCH_PY=/usr/bin/python3
+[ -x "$CLAIRFS" ] || { echo "bench-identify-imagenet-mount: $CLAIRFS is not built" >&2; exit 1; }
+"$TORCH_PY" -c 'import torch, torchvision' 2>/dev/null ||
+    { echo "bench-identify-imagenet-mount: torch and torchvision do not import under $TORCH_PY" >&2; exit 1; }
+command -v fusermount3 >/dev/null || { echo "bench-identify-imagenet-mount: no fusermount3" >&2; exit 1; }
+
+work= mnts=() pids=()
+cleanup() {
+    local rc=$? m p
+    trap - EXIT INT TERM
+    for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && kill "$p" 2>/dev/null; done
+    for m in "${mnts[@]}"; do
+        grep -qF " $m " /proc/self/mountinfo && { fusermount3 -u "$m" 2>/dev/null || fusermount3 -u -z "$m"; }
+    done
+    for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
+    if [ -n "$work" ] && [ "${BENCH_KEEP:-0}" = 1 ]; then
+        echo "bench-identify-imagenet-mount: kept $work"
+    elif [ -n "$work" ]; then
+        rm -rf --one-file-system "$work"
+    fi
+    exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+now() { echo "$EPOCHREALTIME"; }
+sub() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", a - b }'; }
+load() { cut -d' ' -f1-3 /proc/loadavg; }
+
+work=$(mktemp -d "${BENCH_TMP:-/dev/shm}/clairfs-benchimagenet.XXXXXX") || exit 1
+
+# ---- the tree ----
+src=${cache:+$cache/imagenet-$files}
+src=${src:-$work/imagenet-$files}
+if [ -e "$src.complete" ]; then
+    echo "dataset: $files files in $src (reused)"
+else
+    avail=$(awk '/MemAvailable/ { print int($2 / 1024) }' /proc/meminfo)
+    need=$((files * 3 / 1000 + 512)) # MiB: ~1 KiB an inode, 4 KiB a page, and headroom
+    [ "$avail" -ge "$need" ] ||
+        { echo "bench-identify-imagenet-mount: $avail MiB available, the tree needs ~$need MiB" >&2; exit 1; }
+    rm -rf --one-file-system "$src"
+    mkdir -p "$src" || exit 1
+    t0=$(now)
+    "$TORCH_PY" - "$src" "$files" <<'PY' || { echo "bench-identify-imagenet-mount: generating the tree failed" >&2; exit 1; }
+import os, random, sys
+root, n = sys.argv[1], int(sys.argv[2])
+classes = 1000
+if n == 1281167:
+    # ImageNet-like: 934 classes of 1300, 66 from 732 to 1299 (sum 1 281 167)
+    counts = [1300] * classes
+    red = [round(732 + (1299 - 732) * i / 65) for i in range(66)]
+    excess = sum(red) + 934 * 1300 - n
+    for i in range(excess):
+        red[1 + i % 64] -= 1
+    for i, c in enumerate(red):
+        counts[(i * 151 + 7) % classes] = c
+else:
+    counts = [n // classes + (i < n % classes) for i in range(classes)]
+assert sum(counts) == n
+rnd = random.Random(5)
+blob = bytes(rnd.getrandbits(8) for _ in range(512))
+flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+for c in range(classes):
+    wnid = "n%08d" % (1440764 + c * 4111)
+    d = os.path.join(root, wnid)
+    os.mkdir(d)
+    for j in range(counts[c]):
+        fd = os.open("%s/%s_%d.JPEG" % (d, wnid, j + 1), flags, 0o644)
+        k = 64 + (j * 37 + c) % 193
+        os.write(fd, blob[k:k * 2])
+        os.close(fd)
+PY
+    touch "$src.complete" # beside the tree: a file in it would be in the catalog
+    echo "dataset: $files files generated in $src in $(sub "$(now)" "$t0") s (load $(load))"
+fi
+[ "$(find "$src" -mindepth 1 -maxdepth 1 -type d | wc -l)" -eq 1000 ] ||
+    { echo "bench-identify-imagenet-mount: $src does not hold 1000 class folders" >&2; exit 1; }
+nbytes=$(du -sb --apparent-size "$src" | cut -f1)
+
+# ---- the trainer ----
+cat >"$work/trainer.py" <<'PY'
+import os, sys, time
+import torch
+from torch.utils.data import DataLoader, DistributedSampler
+from torchvision.datasets import ImageFolder
+
+root, kind, seed, world, rank, out, stop, cap, port = sys.argv[1:]
+seed, world, rank, cap = int(seed), int(world), int(rank), float(cap)
+t_start = time.time()
+if world > 1:
+    import torch.distributed as dist
+    dist.init_process_group("gloo", init_method="tcp://127.0.0.1:" + port, world_size=world,
+                            rank=rank)
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return len(f.read())
+
+
+class Bytes(ImageFolder):
+    """ImageFolder's index, each item the file's length: read whole, not decoded.
+    A worker's first item notes the time (a file per worker) before it opens."""
+    first = False
+
+    def __getitem__(self, i):
+        if not self.first:
+            self.first = True
+            with open("%s.first.%d" % (out, os.getpid()), "w") as f:
+                f.write("%.6f\n" % time.time())
+        return read(self.samples[i][0])
+
+
+ds = Bytes(root, loader=read)
+t_listed = time.time()
+common = dict(batch_size=32, num_workers=4, collate_fn=list)
+if kind == "torch":
+    g = torch.Generator()
+    g.manual_seed(seed)
+    loader = DataLoader(ds, shuffle=True, generator=g, **common)
+else:
+    sampler = DistributedSampler(ds, num_replicas=world, rank=rank, shuffle=True, seed=seed)
+    sampler.set_epoch(0)
+    loader = DataLoader(ds, sampler=sampler, **common)
+n, last, epoch, stopped = 0, 0.0, 0, False
+with open(out, "w") as p:
+    p.write("start %.6f listed %.6f samples %d\n" % (t_start, t_listed, len(ds)))
+    while not stopped:  # epochs until told to stop
+        if kind != "torch":
+            sampler.set_epoch(epoch)
+        for b, items in enumerate(loader):
+            n += len(items)
+            if world > 1:  # DDP's gradient all-reduce: the ranks step together
+                dist.all_reduce(torch.zeros(4))
+            t = time.time()
+            if t - last >= 0.5:
+                p.write("%.6f %d\n" % (t, n))
+                p.flush()
+                last = t
+            if b % 16 == 0:
+                flag = torch.tensor([1 if os.path.exists(stop) or t - t_listed > cap else 0])
+                if world > 1:
+                    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+                if flag.item():
+                    stopped = True
+                    break
+        epoch += 1
+    p.write("%.6f %d\nend %d epochs\n" % (time.time(), n, epoch))
+del loader
+if world > 1:
+    dist.destroy_process_group()
+PY
+
+metric() { awk -v k="$2" '$1 == k { print $2 }' "$1/.clairfs/metrics" 2>/dev/null; }
+# idle_ticks PID: "TID TICKS" for each of PID's threads at SCHED_IDLE
+# (policy 5) or nice 19: the search's; summed over every TID seen (a
+# thread that ended keeps its last figure)
+idle_ticks() {
+    cat /proc/"$1"/task/*/stat 2>/dev/null |
+        awk '{ tid = $1; sub(/^.*\) /, ""); if ($39 == 5 || $17 == 19) print tid, $12 + $13 }'
+}
+declare -A ticks
+sample_idle() { local tid v; while read -r tid v; do ticks[$tid]=$v; done < <(idle_ticks "$1"); }
+idle_cpu() {
+    local tot=0 v
+    for v in "${ticks[@]}"; do tot=$((tot + v)); done
+    awk -v t="$tot" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.1f", t / hz }'
+}
+# rate FILE FROM TO: files/s the trainer read between two times (progress lines)
+rate() {
+    awk -v a="$2" -v b="$3" 'BEGIN { ta = tb = a; na = nb = 0 }
+        NF == 2 && $1 ~ /^[0-9.]+$/ {
+            if ($1 <= a) { ta = $1; na = $2 } if ($1 <= b) { tb = $1; nb = $2 } }
+        END { if (tb - ta >= 5) printf "%.0f", (nb - na) / (tb - ta); else printf "-" }' "$1"
+}
+
+results=()
+k=0
+for row in $rows; do
+    k=$((k + 1))
+    kind=${row%%:*} seed=${row#*:} mnt=$work/mnt-$k
+    world=1
+    [ "$kind" = torch-ddp ] && world=2
+    mkdir -p "$mnt"
+    # the RAM tier holds the tree: a page (4 KiB) a file at least, and room
+    opts="ram=$((files * 5 / 1024 + nbytes / 1048576 + 256))M,index=$work/index-$k"
+    t_mount=$(now) load_start=$(load)
+    "$CLAIRFS" -f -o "$opts" "$src" "$mnt" >"$work/clairfs-$k.log" 2>&1 &
+    dpid=$!
+    pids+=($dpid)
+    mnts+=("$mnt")
+    until [ -e "$mnt/.clairfs/ready" ]; do
+        kill -0 $dpid 2>/dev/null ||
+            { echo "bench-identify-imagenet-mount: clairfs exited before ready ($row):" >&2; tail -5 "$work/clairfs-$k.log" >&2; exit 1; }
+        sleep 0.2
+    done
+    t_ready=$(now)
+    echo "$row: mount to ready $(sub "$t_ready" "$t_mount") s (load $(load)); training"
+    tpids=()
+    for ((r = 0; r < world; r++)); do
+        "$TORCH_PY" "$work/trainer.py" "$mnt" "$kind" "$seed" $world $r "$work/progress-$k.$r" \
+            "$work/stop-$k" "$cap" $((29500 + k)) >"$work/trainer-$k.$r.out" 2>&1 &
+        tpids+=($!)
+        pids+=($!)
+    done
+    t_first= t_id= cpu_id= t_stop=
+    ticks=()
+    while :; do
+        sleep 0.5
+        alive=0
+        for p in "${tpids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+        [ $alive = 1 ] || break
+        t=$(now)
+        sample_idle $dpid
+        if [ -z "$t_first" ]; then
+            t_first=$(cat "$work"/progress-$k.*.first.* 2>/dev/null | sort -g | head -1)
+            continue
+        fi
+        if [ -z "$t_id" ] && [ "$(metric "$mnt" clairfs_order_identified)" = 1 ]; then
+            t_id=$t cpu_id=$(idle_cpu) load_id=$(load)
+            echo "$row: identified $(sub "$t_id" "$t_first") s after the first open (load $load_id)"
+        fi
+        if [ -z "$t_stop" ]; then
+            since=$(sub "$t" "$t_first")
+            if awk -v s="$since" -v w="$window" -v c="$cap" -v a="$after" -v i="${t_id:+$(sub "$t" "$t_id")}" \
+                'BEGIN { exit !(s >= c || (s >= w && i != "" && i >= a)) }'; then
+                t_stop=$t
+                touch "$work/stop-$k"
+            fi
+        elif awk -v x="$(sub "$t" "$t_stop")" 'BEGIN { exit !(x > 120) }'; then
+            echo "bench-identify-imagenet-mount: the trainer did not stop ($row); killing it" >&2
+            for p in "${tpids[@]}"; do kill "$p" 2>/dev/null; done
+        fi
+    done
+    for p in "${tpids[@]}"; do wait "$p" || echo "bench-identify-imagenet-mount: trainer $p exited $? ($row):" \
+        "$(tail -3 "$work"/trainer-$k.*.out)" >&2; done
+    [ -n "$t_id" ] || cpu_id=$(idle_cpu)
+    load_end=$(load)
+    order=$(grep '^order:' "$mnt/.clairfs/stats" 2>/dev/null | head -1)
+    logline=$(grep -h 'after [0-9]* opens in' "$work/clairfs-$k.log" | head -1)
+    fusermount3 -u "$mnt" || fusermount3 -u -z "$mnt"
+    wait $dpid 2>/dev/null
+    p0=$work/progress-$k.0
+    [ -n "$t_first" ] || { echo "bench-identify-imagenet-mount: no trainer opened a file ($row):" >&2; tail -5 "$work"/trainer-$k.*.out >&2; exit 1; }
+    read -r _ ts _ tl _ nsamples <"$p0"
+    t_end=$(awk 'NF == 2 && $1 ~ /^[0-9.]+$/ { t = $1 } END { print t }' "$p0")
+    # files/s: rank 0's, times the world (the ranks step together)
+    mul() { [ "$1" = - ] && echo - || echo $(($1 * world)); }
+    if [ -n "$t_id" ]; then
+        during=$(mul "$(rate "$p0" "$t_first" "$t_id")") post=$(mul "$(rate "$p0" "$t_id" "$t_end")")
+        ident=$(sub "$t_id" "$t_first")
+    else
+        during=$(mul "$(rate "$p0" "$t_first" "$t_end")") post=- ident=">$(sub "$t_end" "$t_first")"
+    fi
+    win=$(mul "$(rate "$p0" "$t_first" "$(awk -v a="$t_first" -v w="$window" 'BEGIN { printf "%.6f", a + w }')")")
+    mounts=$(echo "$logline" | sed -n 's/.*after \([0-9]*\) opens in \([0-9]*\) s.*/\1 opens, \2 s/p')
+    results+=("$(printf '%-10s %10s %6s %7s %6s %8s %18s %8s %8s %8s   %s' "$kind" "$seed" \
+        "$(sub "$t_ready" "$t_mount")" "$(sub "$t_first" "$ts")" "$ident" "$cpu_id" "${mounts:--}" \
+        "$during" "$post" "$win" "$load_start / ${load_id:-$load_end}")")
+    echo "$row: ${logline:-no identification logged}"
+    echo "$row: ${order:-no order line}"
+    echo "$row: $nsamples samples listed in $(sub "$tl" "$ts") s; stopped at $(sub "$t_end" "$t_first") s (load $load_end)"
+    unset load_id
+done
+
+echo
+echo "dataset: $files files, $((nbytes / 1024)) KiB, in 1000 class folders; $(nproc) CPUs; window ${window} s"
+printf '%-10s %10s %6s %7s %6s %8s %18s %8s %8s %8s   %s\n' sampler seed ready "1st-op" ident \
+    "idle-cpu" "mount says" "f/s srch" "f/s aft" "f/s win" "load at mount / identified"
+for r in "${results[@]}"; do echo "$r"; done
