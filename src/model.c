@@ -21,11 +21,26 @@ struct svc {
     uint64_t last;   /* the latest completion, ns */
 };
 
+/* A least-squares line through the PFS's completions, seconds against
+ * bytes, weighted as struct svc (no prior: measured completions only).  Its
+ * slope is the bandwidth one fetch sees (the PFS's share at the load the
+ * cluster puts on it, this node's concurrent fetches included), its
+ * intercept the per-file latency: both as the fetches measure them. */
+struct line_fit {
+    double w, x, y, xx, xy; /* weight; sums of bytes, seconds, bytes^2, bytes*seconds */
+};
+/* The fit speaks once it has about a quarter of its window, over sizes
+ * that vary (coefficient of variation >= 0.2: with files all of a size the
+ * slope is noise, and the configured share splits the time instead). */
+#define FIT_MIN_WEIGHT 16.0
+#define FIT_MIN_CV2 0.04
+
 struct cfs_model {
     struct cfs_model_params p;
     uint32_t nodes, clients;
-    pthread_mutex_t mu; /* svc[]: the peer thread, io completions and openers report */
+    pthread_mutex_t mu; /* svc[], pfs_fit: the peer thread, io completions and openers report */
     struct svc *svc;    /* per node, then the PFS's at [nodes] */
+    struct line_fit pfs_fit;
     _Atomic uint32_t *passed; /* per node: PFS choices since the last probe */
 };
 
@@ -224,10 +239,32 @@ static double peer_latency(const struct cfs_model *m, uint32_t node)
     return svc_latency(m, node, link_bw(m, CFS_TIER_RAM));
 }
 
+/* The measured line, when the PFS's figures are all left to measurement
+ * and the completions say enough: latency and seconds per byte (mu held). */
+static bool pfs_line(const struct cfs_model *m, double *lat, double *per_byte)
+{
+    const struct line_fit *f = &m->pfs_fit;
+    if (m->p.fixed & CFS_MODEL_FIXED_PFS || f->w < FIT_MIN_WEIGHT || !(f->x > 0))
+        return false;
+    double sxx = f->w * f->xx - f->x * f->x; /* weight^2 x variance */
+    if (!(sxx > FIT_MIN_CV2 * f->x * f->x))
+        return false;
+    double b = (f->w * f->xy - f->x * f->y) / sxx;
+    if (!(b > 0) || !isfinite(b))
+        return false; /* no bandwidth to see: time does not grow with size */
+    double a = (f->y - b * f->x) / f->w;
+    *lat = a > 1e-6 ? a : 1e-6;
+    *per_byte = b;
+    return true;
+}
+
 static double pfs_latency(const struct cfs_model *m)
 {
     if (m->p.fixed & CFS_MODEL_FIXED_PFS_LATENCY)
         return m->p.pfs_latency;
+    double lat, per_byte;
+    if (pfs_line(m, &lat, &per_byte))
+        return lat;
     return svc_latency(m, m->nodes, pfs_share(m));
 }
 
@@ -251,7 +288,21 @@ double cfs_model_pfs_latency(const struct cfs_model *m)
 
 double cfs_model_pfs_time(const struct cfs_model *m, uint64_t size)
 {
-    return cfs_model_pfs_latency(m) + (double)size / pfs_share(m);
+    pthread_mutex_lock((pthread_mutex_t *)&m->mu);
+    double lat, per_byte;
+    double t = pfs_line(m, &lat, &per_byte) ? lat + (double)size * per_byte
+                                            : pfs_latency(m) + (double)size / pfs_share(m);
+    pthread_mutex_unlock((pthread_mutex_t *)&m->mu);
+    return t;
+}
+
+double cfs_model_pfs_bandwidth(const struct cfs_model *m)
+{
+    pthread_mutex_lock((pthread_mutex_t *)&m->mu);
+    double lat, per_byte;
+    double bw = pfs_line(m, &lat, &per_byte) ? 1.0 / per_byte : pfs_share(m);
+    pthread_mutex_unlock((pthread_mutex_t *)&m->mu);
+    return bw;
 }
 
 double cfs_model_peer_time(const struct cfs_model *m, uint32_t node, enum cfs_tier tier,
@@ -339,7 +390,15 @@ void cfs_model_pfs_done(struct cfs_model *m, uint64_t bytes, uint64_t t0_ns, uin
     /* From its submission: the io engine runs this node's PFS fetches at
      * once (io_depth), so none waits behind another of ours, and what it
      * took is the PFS's latency at the load the cluster puts on it. */
+    double secs = (double)(now_ns - t0_ns) * 1e-9, x = (double)bytes;
+    const double keep = 1.0 - CFS_MODEL_DECAY;
     pthread_mutex_lock(&m->mu);
-    svc_add(&m->svc[m->nodes], bytes, (double)(now_ns - t0_ns) * 1e-9);
+    svc_add(&m->svc[m->nodes], bytes, secs);
+    struct line_fit *f = &m->pfs_fit;
+    f->w = f->w * keep + 1.0;
+    f->x = f->x * keep + x;
+    f->y = f->y * keep + secs;
+    f->xx = f->xx * keep + x * x;
+    f->xy = f->xy * keep + x * secs;
     pthread_mutex_unlock(&m->mu);
 }

@@ -3,10 +3,15 @@
  * or the PFS, as the NoPFS paper does: estimate the time of both; the
  * owner unless it is clearly the slower (below).
  *
- *   PFS:  pfs_latency + size / share, share = min(pfs_client_bw,
- *         pfs_bw / clients): the PFS's aggregate bandwidth is divided among
+ *   PFS:  latency + size / bandwidth, both measured: the least-squares
+ *         line through the PFS fetches' (bytes, seconds), weighted as the
+ *         sums below, once it has 16 completions' weight over sizes that
+ *         vary and a positive slope.  Before, or with files all of a size,
+ *         or with any PFS figure given in the model file: the measured (or
+ *         given) latency + size / share, share = min(pfs_client_bw,
+ *         pfs_bw / clients): the PFS's aggregate bandwidth divided among
  *         the nodes reading it at once (every node of the job, in a
- *         synchronous data-parallel run), and one client alone reaches at
+ *         synchronous data-parallel run), one client alone reaching at
  *         most pfs_client_bw.
  *   Peer: latency + size / min(net_bw, tier_bw of the owner's tier)
  *         + queued * per_file, the latency and the per-file service time
@@ -76,6 +81,9 @@ struct cfs_model_params {
  * measured one. */
 #define CFS_MODEL_FIXED_PFS_LATENCY (1u << 2)
 #define CFS_MODEL_FIXED_NET_LATENCY (1u << 4)
+/* Any PFS figure given: the PFS's time is the configured share's, not the
+ * measured line's. */
+#define CFS_MODEL_FIXED_PFS ((1u << 0) | (1u << 1) | CFS_MODEL_FIXED_PFS_LATENCY)
 
 enum cfs_model_source { CFS_MODEL_PFS = 0, CFS_MODEL_PEER = 1 };
 
@@ -129,5 +137,9 @@ void cfs_model_peer_done(struct cfs_model *m, uint32_t node, uint64_t bytes, uin
 void cfs_model_pfs_done(struct cfs_model *m, uint64_t bytes, uint64_t t0_ns, uint64_t now_ns);
 /* The PFS latency the model uses now (measured, else configured), s. */
 double cfs_model_pfs_latency(const struct cfs_model *m);
+/* The bandwidth one PFS fetch sees now, bytes/s: measured (the slope of
+ * the completions' seconds against their bytes) once they say enough,
+ * else the configured share. */
+double cfs_model_pfs_bandwidth(const struct cfs_model *m);
 
 #endif

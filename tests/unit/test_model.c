@@ -257,6 +257,58 @@ START_TEST(config_file_overrides_and_errors_name_the_line)
 }
 END_TEST
 
+/* Fetches of two sizes, each 3 ms + its bytes at 20 MB/s (what one fetch
+ * sees of a PFS shared with other jobs): the model's PFS time is that line,
+ * not the configured share's 1 GB/s. */
+static void pfs_line_samples(struct cfs_model *m, int count)
+{
+    for (int i = 0; i < count; i++) {
+        uint64_t bytes = i % 2 ? 500000 : 50000;
+        uint64_t ns = 3 * MS + bytes * 1000000000ull / 20000000ull;
+        cfs_model_pfs_done(m, bytes, 0, ns);
+    }
+}
+
+START_TEST(pfs_bandwidth_and_latency_are_measured)
+{
+    struct cfs_model *m = make(2, 2);
+    ck_assert_double_eq(cfs_model_pfs_bandwidth(m), 1e9); /* nothing measured: the share */
+    pfs_line_samples(m, 15);
+    ck_assert_double_eq(cfs_model_pfs_bandwidth(m), 1e9); /* too few to fit yet */
+    pfs_line_samples(m, 49);
+    ck_assert_double_eq_tol(cfs_model_pfs_bandwidth(m), 20e6, 1.0);
+    ck_assert_double_eq_tol(cfs_model_pfs_latency(m), 0.003, 1e-9);
+    ck_assert_double_eq_tol(cfs_model_pfs_time(m, 1000000), 0.003 + 0.05, 1e-9);
+    /* A peer measured at 40 ms a file keeps 1 MB (the PFS: 53 ms), which
+     * the mean PFS time split at the configured share (about 16 ms for
+     * 1 MB) would have sent to the PFS. */
+    for (int i = 0; i < 200; i++)
+        cfs_model_observe(m, 1, 0, 0.04);
+    ck_assert_int_eq(cfs_model_choose(m, 1, CFS_TIER_RAM, 1000000, 0, false), CFS_MODEL_PEER);
+    cfs_model_destroy(m);
+
+    /* Files all of one size: no slope to see, the share splits the time. */
+    m = make(2, 2);
+    for (int i = 0; i < 64; i++)
+        cfs_model_pfs_done(m, 110000, 0, 30 * MS);
+    ck_assert_double_eq(cfs_model_pfs_bandwidth(m), 1e9);
+    cfs_model_destroy(m);
+
+    /* A PFS bandwidth given in the model file is used as given. */
+    struct cfs_model_params p;
+    char err[256];
+    cfs_model_defaults(&p);
+    char *path = write_file("pfs_bw = 100M\n");
+    ck_assert_int_eq(cfs_model_load(path, &p, err, sizeof(err)), 0);
+    ck_assert_int_eq(cfs_model_create(&p, 2, 1, &m), 0);
+    pfs_line_samples(m, 64);
+    ck_assert_double_eq(cfs_model_pfs_bandwidth(m), 100.0 * 1024 * 1024);
+    cfs_model_destroy(m);
+    unlink(path);
+    free(path);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("model");
@@ -267,6 +319,7 @@ int main(void)
     tcase_add_test(tc, peer_service_leaves_out_the_queue);
     tcase_add_test(tc, the_owner_keeps_its_files_within_the_margin);
     tcase_add_test(tc, config_file_overrides_and_errors_name_the_line);
+    tcase_add_test(tc, pfs_bandwidth_and_latency_are_measured);
     suite_add_tcase(s, tc);
     return cfs_check_run(s);
 }
