@@ -74,25 +74,8 @@ CLAIRFS=$build/clairfs TORCH_PY=/usr/bin/python3
     { echo "bench-identify-imagenet-mount: torch and torchvision do not import under $TORCH_PY" >&2; exit 1; }
 command -v fusermount3 >/dev/null || { echo "bench-identify-imagenet-mount: no fusermount3" >&2; exit 1; }
 
-work= mnts=() pids=()
-cleanup() {
-    local rc=$? m p
-    trap - EXIT INT TERM
-    for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && kill "$p" 2>/dev/null; done
-    for m in "${mnts[@]}"; do
-        grep -qF " $m " /proc/self/mountinfo && { fusermount3 -u "$m" 2>/dev/null || fusermount3 -u -z "$m"; }
-    done
-    for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
-    if [ -n "$work" ] && [ "${BENCH_KEEP:-0}" = 1 ]; then
-        echo "bench-identify-imagenet-mount: kept $work"
-    elif [ -n "$work" ]; then
-        rm -rf --one-file-system "$work"
-    fi
-    exit $rc
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+bench_name=bench-identify-imagenet-mount
+. "$top/bench/mount_cleanup.sh"
 now() { echo "$EPOCHREALTIME"; }
 sub() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", a - b }'; }
 load() { cut -d' ' -f1-3 /proc/loadavg; }

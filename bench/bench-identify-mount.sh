@@ -77,24 +77,8 @@ done
     { echo "bench-identify-mount: torch and torchvision do not import under $TORCH_PY" >&2; exit 1; }
 TRAINER=$top/tests/integration/identify_trainer.py
 
-work= mnts=() pids=()
-cleanup() {
-    local rc=$? m p
-    trap - EXIT INT TERM
-    for m in "${mnts[@]}"; do
-        grep -qF " $m " /proc/self/mountinfo && { fusermount3 -u "$m" 2>/dev/null || fusermount3 -u -z "$m"; }
-    done
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
-    if [ -n "$work" ] && [ "${BENCH_KEEP:-0}" = 1 ]; then
-        echo "bench-identify-mount: kept $work"
-    elif [ -n "$work" ]; then
-        rm -rf --one-file-system "$work"
-    fi
-    exit $rc
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+bench_name=bench-identify-mount
+. "$top/bench/mount_cleanup.sh"
 
 wait_mounted() { # wait_mounted MNT PID
     local i
