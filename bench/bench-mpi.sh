@@ -39,7 +39,8 @@
 # options; default its own: 2 ms per open, 0.5 ms per read, 200 MiB/s
 # shared: at 2 nodes as fast as both links together; PFS_OPTS=bandwidth=52428800
 # gives the job a quarter of it, a PFS shared as on a cluster), MODEL_PFS_BW,
-# MODEL_PFS_LATENCY (the performance model's), OMPI_* as usual.  As root the
+# MODEL_PFS_LATENCY (given to the performance model, which measures both
+# otherwise), OMPI_* as usual.  As root the
 # Open MPI run-as-root variables are set.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -109,13 +110,13 @@ for _ in $(seq 100); do mountpoint -q "$W/pfs" && break; sleep 0.1; done
 mountpoint -q "$W/pfs" || { echo "pfsemu did not mount"; cat "$W/pfsemu.log"; exit 1; }
 
 SEED=3 BATCH=16
-# The model told the emulated PFS's shared bandwidth (clairfs-pfsemu's
-# default, or MODEL_PFS_BW when PFS_OPTS changes it); the latencies of the
-# PFS and of the peers are measured by the fetches (MODEL_PFS_LATENCY fixes
-# the PFS's instead).
+# The model measures the PFS (its latency and the bandwidth a fetch sees)
+# and the peers by their fetches; MODEL_PFS_BW or MODEL_PFS_LATENCY give the
+# PFS's figures instead.
 {
-    printf 'pfs_bw = %s\npfs_client_bw = %s\n' "${MODEL_PFS_BW:-200M}" "${MODEL_PFS_BW:-200M}"
+    [ -n "${MODEL_PFS_BW:-}" ] && printf 'pfs_bw = %s\npfs_client_bw = %s\n' "$MODEL_PFS_BW" "$MODEL_PFS_BW"
     [ -n "${MODEL_PFS_LATENCY:-}" ] && printf 'pfs_latency = %s\n' "$MODEL_PFS_LATENCY"
+    :
 } >"$W/model.conf"
 
 mib() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
