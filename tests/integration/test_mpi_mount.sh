@@ -130,15 +130,16 @@ epoch_on_all() {
 }
 
 # pfs_since NP: the PFS bytes the nodes fetched since the last call (the
-# caller's prev_pfs holds each node's count then, and is moved on), summed
-# in pfs_total and listed per node in pfs_per.
+# caller's prev_pfs holds each node's count then, none before the first
+# call, and is moved on), summed in pfs_total and listed per node in pfs_per.
 pfs_since() {
     local np=$1 r b
     pfs_total=0 pfs_per=""
     for r in $(seq 0 $((np - 1))); do
         b=$(metric "$TMP/m$r" 'clairfs_fetch_bytes_total{from="pfs"}')
-        pfs_per="$pfs_per $((b - prev_pfs[$r]))"
-        pfs_total=$((pfs_total + b - prev_pfs[$r]))
+        local before=${prev_pfs[$r]:-0} # none yet: the mount's start
+        pfs_per="$pfs_per $((b - before))"
+        pfs_total=$((pfs_total + b - before))
         prev_pfs[$r]=$b
     done
 }
@@ -254,7 +255,6 @@ scenario_placement() {
             "seed=7,world=$np,epochs=$EPOCHS,ram=$ram,ssd=0,index=$TMP/idx{rank},model=$TMP/model.conf" ||
             { fail "-np $np: start"; continue; }
         declare -A prev_pfs
-        for r in $(seq 0 $((np - 1))); do prev_pfs[$r]=0; done
         for e in $(seq 0 $((EPOCHS - 1))); do
             epoch_on_all "$np" "$e"
             pfs_since "$np"
@@ -289,7 +289,6 @@ scenario_measured() {
             "seed=7,world=$np,epochs=$EPOCHS,ram=$ram,ssd=0,index=$TMP/idx{rank},model=$TMP/measured.conf" ||
             { fail "-np $np: start"; continue; }
         declare -A prev_pfs
-        for r in $(seq 0 $((np - 1))); do prev_pfs[$r]=0; done
         for e in $(seq 0 $((EPOCHS - 1))); do
             epoch_on_all "$np" "$e"
             pfs_since "$np"
