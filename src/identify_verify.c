@@ -309,6 +309,8 @@ struct walk {
     uint32_t model_epoch;
     uint32_t *rank;   /* per reader: DDP rank (torch kinds: 0) */
     uint32_t *epoch0; /* per reader: the epoch of its first open */
+    uint64_t *start;  /* per reader: the rank's index of its first open */
+    uint64_t budget;  /* schedules followed before the walk gives up */
     uint32_t max_epoch;
     int err;
 };
@@ -393,10 +395,31 @@ static bool follow(struct walk *w, size_t i, uint32_t e, uint32_t r, uint64_t j,
     return true;
 }
 
-/* Reader i's first open must be a worker's first index in some epoch up to
- * one past the latest seen; the first such start whose schedule holds. */
-static bool place_reader(struct walk *w, size_t i, bool mark)
+/* May reader i read rank r, given the readers placed before it?  With
+ * workers a sharded kind's readers with one parent are one rank's workers,
+ * and a rank's workers have one parent (processes_consistent). */
+static bool rank_allowed(const struct walk *w, size_t i, uint32_t r)
 {
+    const struct ident_readers *rd = w->rd;
+    if (w->h->workers == 0 || !ident_sharded(w->h->kind))
+        return true;
+    for (size_t k = 0; k < i; k++)
+        if ((rd->r[k].ppid == rd->r[i].ppid) != (w->rank[k] == r))
+            return false;
+    return true;
+}
+
+/* Readers i.. placed: each one's first open a worker's first index in some
+ * epoch up to one past the latest seen, with its schedule holding and its
+ * rank consistent with its process.  Where a first open has several such
+ * places (an RA sampler's value read by two ranks' workers, a reader with
+ * one open so far) the first may be refuted only by a later reader's
+ * process: then the next place is tried (backtracking, within a budget of
+ * schedules followed; a walk out of budget fits nothing). */
+static bool place_from(struct walk *w, size_t i)
+{
+    if (i == w->rd->nr)
+        return true;
     const struct ident_hyp *h = w->h;
     uint32_t first = w->rd->r[i].s[0];
     uint32_t last = w->max_epoch + 1 < w->v->maxep ? w->max_epoch + 1 : w->v->maxep - 1;
@@ -415,13 +438,20 @@ static bool place_reader(struct walk *w, size_t i, bool mark)
             bool start = h->workers == 0
                              ? j == 0
                              : j % h->batch == 0 && j / h->batch < h->workers && j < h->rank_len;
-            if (!start)
+            if (!start || !rank_allowed(w, i, r))
                 continue;
+            if (w->budget == 0)
+                return false;
+            w->budget--;
             uint32_t saved = w->max_epoch;
-            if (follow(w, i, e, r, j, mark)) {
+            if (follow(w, i, e, r, j, false)) {
                 w->rank[i] = r;
                 w->epoch0[i] = e;
-                return true;
+                w->start[i] = j;
+                if (place_from(w, i + 1))
+                    return true;
+                if (w->err)
+                    return false;
             }
             w->max_epoch = saved;
         }
@@ -449,13 +479,22 @@ static bool processes_consistent(const struct walk *w)
     return true;
 }
 
+/* Every reader placed; with mark, the placement found is walked once more
+ * marking what it reads (the evidence counts the placement that fits, not
+ * the schedules tried on the way). */
 static bool walk_all(struct walk *w, bool mark)
 {
     w->max_epoch = 0;
-    for (size_t i = 0; i < w->rd->nr; i++)
-        if (!place_reader(w, i, mark))
-            return false;
-    return !w->err && processes_consistent(w);
+    w->budget = 64 * (uint64_t)w->rd->nr + 1024;
+    if (!place_from(w, 0) || w->err || !processes_consistent(w))
+        return false;
+    if (mark) {
+        w->max_epoch = 0;
+        for (size_t i = 0; i < w->rd->nr; i++)
+            if (!follow(w, i, w->epoch0[i], w->rank[i], w->start[i], true))
+                return false;
+    }
+    return !w->err;
 }
 
 /* --- Hypotheses. ------------------------------------------------------ */
@@ -501,6 +540,7 @@ struct search {
     const struct ident_readers *rd;
     struct view *v;
     uint32_t *rank, *epoch0;
+    uint64_t *start;
     size_t head; /* the reader at the head of the stream */
     double need_bits, best_bits;
     uint32_t max_epoch; /* the latest epoch the fit reached */
@@ -602,8 +642,12 @@ static bool try_variants(struct search *s, struct ident_hyp h)
                     continue; /* drop_last_batch changes nothing here */
                 if (h.rank_len == 0)
                     continue;
-                struct walk w = {
-                    .v = s->v, .h = &h, .rd = s->rd, .rank = s->rank, .epoch0 = s->epoch0};
+                struct walk w = {.v = s->v,
+                                 .h = &h,
+                                 .rd = s->rd,
+                                 .rank = s->rank,
+                                 .epoch0 = s->epoch0,
+                                 .start = s->start};
                 if (!walk_all(&w, false))
                     continue;
                 s->best_bits = evidence_bits(&w);
@@ -728,6 +772,7 @@ static int confirm(struct search *s, const struct ident_hyp *h)
                          .rd = s->rd,
                          .rank = s->rank,
                          .epoch0 = s->epoch0,
+                         .start = s->start,
                          .model = m,
                          .model_epoch = 0};
         rc = walk_all(&w, false) ? 0 : w.err ? w.err : -ENOENT;
@@ -823,8 +868,9 @@ int ident_verify(const struct cfs_identify_params *p, const struct ident_readers
     struct search s = {.p = p, .rd = rd, .need_bits = need_bits};
     s.rank = calloc(rd->nr, sizeof(*s.rank));
     s.epoch0 = calloc(rd->nr, sizeof(*s.epoch0));
+    s.start = calloc(rd->nr, sizeof(*s.start));
     int rc = -ENOMEM;
-    if (!s.rank || !s.epoch0)
+    if (!s.rank || !s.epoch0 || !s.start)
         goto out;
     rc = -ENOENT;
     *bits = 0;
@@ -838,6 +884,7 @@ int ident_verify(const struct cfs_identify_params *p, const struct ident_readers
 out:
     free(s.rank);
     free(s.epoch0);
+    free(s.start);
     return rc;
 }
 
@@ -848,12 +895,14 @@ int ident_verify_model(const struct cfs_identify_params *p, const struct ident_r
     struct search s = {.p = p, .rd = rd, .need_bits = need_bits};
     s.rank = calloc(rd->nr ? rd->nr : 1, sizeof(*s.rank));
     s.epoch0 = calloc(rd->nr ? rd->nr : 1, sizeof(*s.epoch0));
+    s.start = calloc(rd->nr ? rd->nr : 1, sizeof(*s.start));
     int rc = -ENOMEM;
     *bits = 0;
-    if (s.rank && s.epoch0)
+    if (s.rank && s.epoch0 && s.start)
         rc = verify_view(&s, model->kind, model->persistent_workers, (uint32_t)model->seed, 0,
                          model, 0, out, bits);
     free(s.rank);
     free(s.epoch0);
+    free(s.start);
     return rc;
 }

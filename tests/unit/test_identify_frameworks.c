@@ -271,6 +271,48 @@ START_TEST(torchvision_ra_worlds_and_workers)
 }
 END_TEST
 
+/* With RASampler at world 2 both ranks' worker 1 start with the same
+ * value (entries 2B-1 .. 2B+1 of the repeated list hold one index).  A
+ * worker that has opened only that one file fits either rank's worker 1;
+ * only its parent says which.  Seen in a mount: rank 1's worker 1 opening
+ * its first file right after rank 0's worker 1 made the first fit (rank 0)
+ * contradict the processes, and 2816 opens went by before another try. */
+START_TEST(ra_worker_with_one_open_takes_its_parents_rank)
+{
+    struct cfs_sampler_params sp = {.kind = CFS_SAMPLER_TORCHVISION_RA,
+                                    .seed = 100003,
+                                    .n = 3000,
+                                    .world = 2,
+                                    .batch = 8};
+    struct cfs_sampler *m;
+    char err[256];
+    ck_assert_int_eq(cfs_sampler_create(&sp, &m, err, sizeof(err)), 0);
+    ck_assert_int_eq(cfs_sampler_compute_epoch(m, 0), 0);
+    /* rank 0: worker 0's batches 0 and 2, worker 1's batch 1; rank 1:
+     * worker 0's batch 0, then worker 1's first open alone */
+    static const struct {
+        uint32_t rank, worker, from, count;
+    } reads[] = {{0, 0, 0, 8}, {0, 1, 8, 8}, {0, 0, 16, 8}, {1, 0, 0, 8}, {1, 1, 8, 1}};
+    struct opens o = {0};
+    for (size_t k = 0; k < sizeof(reads) / sizeof(reads[0]); k++)
+        for (uint32_t j = reads[k].from; j < reads[k].from + reads[k].count; j++)
+            push(&o, cfs_sampler_rank_at(m, reads[k].rank, j),
+                 (pid_t)(2000 + 100 * reads[k].rank + reads[k].worker),
+                 (pid_t)(1000 + reads[k].rank));
+    ck_assert_uint_eq(cfs_sampler_rank_at(m, 0, 8), cfs_sampler_rank_at(m, 1, 8));
+    cfs_sampler_destroy(m);
+    struct cfs_identify_params p = params(sp.n, sp.seed, RANGE);
+    struct cfs_identified id;
+    ck_assert_msg(identify(&p, &o, &id) == 0, "%s", id.text);
+    ck_assert_msg(id.sampler.kind == CFS_SAMPLER_TORCHVISION_RA, "%s", id.text);
+    ck_assert_uint_eq(id.sampler.seed, 100003);
+    ck_assert_uint_eq(id.sampler.world, 2);
+    ck_assert_uint_eq(id.sampler.batch, 8);
+    ck_assert_uint_eq(id.workers, 2);
+    opens_free(&o);
+}
+END_TEST
+
 /* A worker of a one-rank RASampler loader opens each file three times in a
  * row: one process, one reader, and its repeated opens are no evidence (a
  * chance fit of k distinct files of n has probability (n-k)!/n! however
@@ -516,6 +558,7 @@ static Suite *identify_frameworks_suite(void)
     tcase_add_test(t, the_thread_refines_accelerate_at_the_epoch_end);
     tcase_add_loop_test(t, the_thread_adds_the_ranks_that_start_late, 0, 2);
     tcase_add_loop_test(t, torchvision_ra_worlds_and_workers, 0, 4);
+    tcase_add_test(t, ra_worker_with_one_open_takes_its_parents_rank);
     tcase_add_test(t, repeated_opens_count_once);
     tcase_add_loop_test(t, timm_ra_is_identified_by_its_epoch, 0, 5);
     tcase_add_loop_test(t, ddp_and_accelerate_are_told_apart, 0, 5);
