@@ -38,9 +38,10 @@
  * candidates that fit with too little evidence and re-verifies them as
  * opens arrive (cheap), and scans again only when none still fits or the
  * opens fit nothing (then after they doubled: a scan costs minutes of idle
- * CPU).  Its scans run at SCHED_IDLE, as the seed search does; its checks
- * of kept candidates at the normal priority (milliseconds, and the data path
- * waits for them). */
+ * CPU).  Its scans run at SCHED_IDLE, as the seed search does, but for
+ * their first 2^20 seeds (and a registered seed's span): those and its
+ * checks of kept candidates run at the normal priority (milliseconds, and
+ * the data path waits for them). */
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -75,6 +76,7 @@
 #define FRUITLESS_SCANS 8u
 #define FRUITLESS_SCANS_HINTED 1u
 #define RANKS_CHECK 8u         /* opens to the next check while ranks are missing */
+#define SCAN_HEAD_SEEDS (1u << 20) /* scanned at the normal priority (attempt_all) */
 
 struct cand {
     uint32_t seed, skip, p0;
@@ -383,19 +385,35 @@ static int attempt_all(const struct cfs_identify_params *p, const struct ident_o
      * opens, checking the kept candidates - takes milliseconds and decides
      * what the data path predicts: a SCHED_IDLE thread would wait seconds
      * for a busy core just to start it, so the thread sleeps at the normal
-     * priority and drops it only here. */
-    if (cancel)
-        (void)cfs_thread_lower_priority();
+     * priority and drops it only for the long part of a scan.  A registered
+     * seed's span and the range's first SCAN_HEAD_SEEDS seeds (the seeds
+     * people pick; ~10 ms) are scanned before that: a trainer whose loader
+     * keeps every core busy starves a SCHED_IDLE thread for its whole
+     * epoch 0, and its seed would wait for the epoch's end. */
     uint64_t *fs = NULL, *ss = NULL;
     int rc = p->n >= 2 && rd->nr > 0 ? set_bits(&fs, &ss, rd, p->n) : -ENOENT;
     if (rc == 0 && p->hint && p->hint_has_seed)
         rc = scan(a, fs, ss, (uint32_t)p->hint->seed, HINT_SPAN);
     if (rc == 0 && a->rc == 0 && !a->fits && !global_tried) {
+        /* with a registered seed, a walk of the global stream (idle) */
+        if (cancel && p->hint_has_seed)
+            (void)cfs_thread_lower_priority();
         rc = global_step(a, obs, g);
         rc = rc == -ENOENT ? 0 : rc < 0 ? rc : a->rc != 0 || a->fits ? -ENOENT : 0;
     }
-    if (rc == 0 && a->rc == 0)
-        rc = scan(a, fs, ss, p->seed_first, count);
+    /* Lowered only where the long part begins: a SCHED_IDLE thread that
+     * meant to raise itself again soon could wait for a core first. */
+    uint64_t head = count < SCAN_HEAD_SEEDS ? count : SCAN_HEAD_SEEDS;
+    if (rc == 0 && a->rc == 0 && cancel) {
+        (void)cfs_thread_normal_priority();
+        rc = scan(a, fs, ss, p->seed_first, head);
+    } else {
+        head = 0;
+    }
+    if (cancel)
+        (void)cfs_thread_lower_priority();
+    if (rc == 0 && a->rc == 0 && count > head)
+        rc = scan(a, fs, ss, p->seed_first + (uint32_t)head, count - head);
     for (size_t i = 0; i < p->nmore_seeds && rc == 0 && a->rc == 0 && !a->fits; i++)
         rc = scan(a, fs, ss, p->more_seeds[i].first, p->more_seeds[i].count);
     free(fs);
@@ -928,6 +946,11 @@ static void *identify_thread(void *arg)
         free(s);
         free(pids);
         free(ppids);
+        cfs_debug("identify: attempt over %zu opens (%zu kept%s): %s%s after %.2f s", len, nkeep,
+                  kept_only ? ", kept only" : "",
+                  rc == 1 ? "identified" : rc == -ECANCELED ? "cancelled" : rc < 0 ? strerror(-rc)
+                  : a->fits ? "fits, short of evidence" : "nothing fits",
+                  current ? "" : " (the observations were reset meanwhile)", since(&id->first_open));
         if (!current)
             continue; /* restarted meanwhile: the observations are gone */
         id->global = global;

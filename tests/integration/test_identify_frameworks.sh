@@ -17,7 +17,10 @@
 # Each must end with clairfs_order_identified 1, `order: identified KIND`
 # in the stats, at least the opens of epochs 1-3 predicted, at most 1 % of
 # the predicted opens missed, and every byte the trainer got equal to the
-# source's.  (torchvision-ra with a seed below 4096 reads exactly as timm-ra
+# source's; and the order named from epoch 0's first opens, within the
+# epoch (the seeds here are below 2^20, which a scan covers at the normal
+# priority: a SCHED_IDLE scan would wait for the end of the epoch, whose
+# loader keeps both cores busy).  (torchvision-ra with a seed below 4096 reads exactly as timm-ra
 # and is named so: src/identify_frameworks.c.)
 #
 # Environment: CLAIRFS, CLAIRFS_GENDATA (lib.sh); CLAIRFS_IDENTIFY_PAUSE, the
@@ -32,7 +35,14 @@ cfs_setup
 identify_dataset
 
 # pattern KIND WORLD SEED [IDENTIFIED-AS]: one trainer run on a fresh mount.
-pattern() { identify_pattern "$1" "$1" "$2" "$3" "${4:-$1}"; }
+pattern() {
+    identify_pattern "$1" "$1" "$2" "$3" "${4:-$1}"
+    local at per
+    at=$(sed -n 's/.*identify: .* after \([0-9]*\) opens in .*/\1/p' "$TMP/$1.daemon.log" | head -1)
+    per=$(($(cat "$TMP/$1".rank*.log | wc -l) / EPOCHS))
+    check "$1: identified within epoch 0 (after ${at:-no} opens of its $per)" \
+        test "${at:-$per}" -lt "$per"
+}
 
 pattern hf-accelerate 2 17
 pattern torchvision-ra 2 100003
