@@ -1066,8 +1066,13 @@ static void note_reader(struct cfs_identify *id, pid_t pid)
      * epoch the running scan filters with.  Cancelling for it would throw
      * the scan away at every epoch's start: at ImageNet's size on busy
      * cores the scan at idle priority outlasts an epoch and would never
-     * end.  The next attempt takes the reader in. */
-    if (id->len >= id->p.n)
+     * end.  A node that runs only some of the ranks reads fewer than n
+     * files an epoch, so a reader first seen a minute after the first open
+     * (new_reader_seconds) does not restart it either: ranks start
+     * together.  The next attempt takes the reader in. */
+    double late = id->p.new_reader_seconds > 0 ? id->p.new_reader_seconds
+                                               : CFS_IDENTIFY_NEW_READER_SECONDS;
+    if (id->len >= id->p.n || (id->len > 0 && since(&id->first_open) > late))
         return;
     if (id->attempting)
         atomic_store(&id->cancel, true);

@@ -142,6 +142,10 @@ struct cfs_identify_params {
     /* torch-global (a registered seed read as torch.manual_seed's): the
      * largest rng_offset searched; 0 means CFS_IDENTIFY_GLOBAL_MAX_OFFSET. */
     uint64_t global_max_offset;
+    /* A reader first seen this long after the first open (seconds; 0
+     * means CFS_IDENTIFY_NEW_READER_SECONDS) never restarts a running scan
+     * (identify.c note_reader). */
+    double new_reader_seconds;
     cfs_identify_cb on_identified;    /* called from the module's thread */
     void *cb_arg;
 };
@@ -152,6 +156,10 @@ struct cfs_identify_params {
  * the loader (one or two per CPU dropout call and step). */
 #define CFS_IDENTIFY_GLOBAL_MAX_OFFSET (1ull << 25)
 #define CFS_IDENTIFY_GLOBAL_MAX_WORDS (1ull << 24)
+/* DDP ranks meet in init_process_group before they load data, so a rank
+ * that holds the head of the order opens its first file seconds after the
+ * first rank, not minutes. */
+#define CFS_IDENTIFY_NEW_READER_SECONDS 60.0
 
 struct cfs_identify;
 

@@ -526,6 +526,49 @@ START_TEST(a_later_epochs_workers_do_not_restart_the_scan)
 }
 END_TEST
 
+/* A node that runs 2 of 4 ranks reads n/2 files an epoch: the next
+ * epoch's new workers come before n opens, but long after the first open
+ * (here new_reader_seconds = 0.2 s; a minute in a mount), and do not
+ * restart the scan either. */
+START_TEST(a_partial_nodes_later_workers_do_not_restart_the_scan)
+{
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP,
+                        .seed = (1u << 26) - 3,
+                        .n = 64,
+                        .world = 4,
+                        .batch = 4,
+                        .workers = 2,
+                        .ranks = 2,
+                        .epochs = 3};
+    struct opens o = simulate(&t, 3 * 32);
+    ck_assert_uint_eq(o.len, 3 * 32);
+    ck_assert_int_ne(o.pid[32], o.pid[0]); /* new workers every epoch */
+    struct seen seen = {0};
+    struct cfs_identify_params p = {.n = t.n, .nodes = 1, .global_max_offset = 4096,
+                                    .seed_first = 0, .seed_count = 1u << 26,
+                                    .new_reader_seconds = 0.2,
+                                    .on_identified = on_identified, .cb_arg = &seen};
+    struct cfs_identify *id;
+    char err[256];
+    ck_assert_int_eq(cfs_identify_create(&p, &id, err, sizeof(err)), 0);
+    for (size_t i = 0; i < 32; i++) /* epoch 0 of this node: the first attempt's opens */
+        cfs_identify_observe(id, o.s[i], o.pid[i], o.ppid[i]);
+    usleep(500000); /* its scan of 2^26 seeds has started (seconds) */
+    for (size_t i = 32; i < o.len; i++) /* epochs 1 and 2 meanwhile, below n opens */
+        cfs_identify_observe(id, o.s[i], o.pid[i], o.ppid[i]);
+    for (int i = 0; i < 60000 && calls_of(&seen) < 1; i++)
+        usleep(10000);
+    ck_assert_int_ge(calls_of(&seen), 1);
+    ck_assert_uint_eq(seen.id.sampler.seed, t.seed);
+    ck_assert_int_eq(seen.id.sampler.kind, CFS_SAMPLER_TORCH_DDP);
+    ck_assert_uint_eq(seen.id.sampler.world, 4);
+    ck_assert_uint_eq(seen.id.rank_count, 2);
+    ck_assert_uint_eq(seen.id.opens, 32); /* the scan that began at 32 opens, not a restart */
+    cfs_identify_destroy(id);
+    opens_free(&o);
+}
+END_TEST
+
 /* Epoch 0 of torch-sampler reads as torch-ddp at world 1 (the likelier);
  * its epoch 1 tells them apart and the module says so again. */
 START_TEST(the_thread_refines_with_the_next_epoch)
@@ -683,6 +726,7 @@ static Suite *identify_suite(void)
     tcase_add_test(big, the_thread_learns_and_restarts);
     tcase_add_test(big, the_thread_refines_with_the_next_epoch);
     tcase_add_test(big, a_later_epochs_workers_do_not_restart_the_scan);
+    tcase_add_test(big, a_partial_nodes_later_workers_do_not_restart_the_scan);
     tcase_add_test(big, torch_global_without_its_seed_epoch_by_epoch);
     if (!getenv("CFS_IDENTIFY_SKIP_FULL"))
         tcase_add_test(big, the_full_seed_range);
