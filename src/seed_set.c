@@ -72,6 +72,58 @@ static inline uint32_t fast_mod(uint32_t r, uint64_t m, uint32_t n)
     return (uint32_t)(((unsigned __int128)(m * r) * n) >> 64);
 }
 
+#if SEED_WIDE
+#include <immintrin.h>
+
+/* r mod n of 8 lanes in doubles: q = floor(r / n) from r * (1 / n) may be
+ * one off where r / n is within 2^-52 of an integer, and r - q n, an
+ * integer below 2^33, is exact in a fused multiply-add; one correction
+ * either way makes it the remainder. */
+__attribute__((target("avx512f"))) static inline __m256i mod_8(__m256i r, __m512d nd, __m512d inv)
+{
+    __m512d x = _mm512_cvtepu32_pd(r);
+    __m512d q = _mm512_roundscale_pd(_mm512_mul_pd(x, inv), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    __m512d rem = _mm512_fnmadd_pd(q, nd, x);
+    rem = _mm512_mask_add_pd(rem, _mm512_cmp_pd_mask(rem, _mm512_setzero_pd(), _CMP_LT_OQ), rem,
+                             nd);
+    rem = _mm512_mask_sub_pd(rem, _mm512_cmp_pd_mask(rem, nd, _CMP_GE_OQ), rem, nd);
+    return _mm512_cvttpd_epu32(rem);
+}
+
+/* Bit l of the result: lane l's word mod n is in set (16 lanes). */
+__attribute__((target("avx512f"))) static inline uint32_t in_set_16(const uint32_t *words,
+                                                                   const uint64_t *set,
+                                                                   __m512d nd, __m512d inv)
+{
+    __m512i w = _mm512_loadu_si512((const void *)words);
+    __m256i lo = mod_8(_mm512_castsi512_si256(w), nd, inv);
+    __m256i hi = mod_8(_mm512_extracti64x4_epi64(w, 1), nd, inv);
+    __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+    /* the set's 64-bit words as 32-bit ones (little-endian): v / 32 < n / 32 + 1 */
+    __m512i got = _mm512_i32gather_epi32(_mm512_srli_epi32(v, 5), (const void *)set, 4);
+    __m512i bit = _mm512_srlv_epi32(got, _mm512_and_si512(v, _mm512_set1_epi32(31)));
+    return _mm512_test_epi32_mask(bit, _mm512_set1_epi32(1));
+}
+
+/* Position 0's test (randperm[0] = z_skip mod n in the first set) for the
+ * 128 lanes of a wide block at once, per skip: lanes[i] bit l for skip
+ * skips[i].  The scalar test costs as much as the seeding's third; few
+ * lanes pass. */
+__attribute__((target("avx512f"))) static void first_filter_wide(
+    const struct cfs_seed_set_problem *p, const uint32_t out[][WIDE_BLOCK], uint64_t lanes[][2])
+{
+    __m512d nd = _mm512_set1_pd((double)p->n), inv = _mm512_set1_pd(1.0 / (double)p->n);
+    for (size_t i = 0; i < p->nskips; i++)
+        for (int h = 0; h < 2; h++) {
+            uint64_t m = 0;
+            for (int c = 0; c < 4; c++)
+                m |= (uint64_t)in_set_16(&out[p->skips[i]][64 * h + 16 * c], p->first, nd, inv)
+                     << (16 * c);
+            lanes[i][h] = m;
+        }
+}
+#endif
+
 static bool lane_matches(const struct cfs_seed_set_problem *p, uint64_t m, const uint32_t *r,
                          uint32_t skip)
 {
@@ -103,6 +155,32 @@ static int forward_set(const struct cfs_seed_set_problem *p, uint32_t first, uin
         uint32_t seed0 = first + (uint32_t)done;
         uint64_t lanes = count - done < WIDE_BLOCK ? count - done : WIDE_BLOCK;
         block_outputs_lanes(seed0, nw, wide, out);
+#if SEED_WIDE
+        if (wide && p->pos == 0) {
+            /* only the lanes whose position 0 passes, in seed order */
+            uint64_t pass[4][2];
+            first_filter_wide(p, (const uint32_t(*)[WIDE_BLOCK])out, pass);
+            for (uint32_t h = 0; h < 2 && !stop; h++) {
+                uint64_t any = 0;
+                for (size_t i = 0; i < p->nskips; i++)
+                    any |= pass[i][h];
+                while (any && !stop) {
+                    uint32_t l = 64 * h + (uint32_t)__builtin_ctzll(any);
+                    any &= any - 1;
+                    if (l >= lanes)
+                        break;
+                    uint32_t r[CFS_WINDOW];
+                    for (uint32_t k = 0; k < nw; k++)
+                        r[k] = out[k][l];
+                    for (size_t i = 0; i < p->nskips && !stop; i++)
+                        if ((pass[i][h] >> (l % 64) & 1) && lane_matches(p, m, r, p->skips[i]))
+                            stop = found(arg, seed0 + l, p->skips[i]);
+                }
+            }
+            done += lanes;
+            continue;
+        }
+#endif
         for (uint32_t l = 0; l < lanes && !stop; l++) {
             uint32_t r[CFS_WINDOW];
             for (uint32_t k = 0; k < nw; k++)
