@@ -485,6 +485,40 @@ static int calls_of(struct seen *s)
     return __atomic_load_n(&s->calls, __ATOMIC_SEQ_CST);
 }
 
+/* Three epochs of t, a node's epoch `per` opens: the first epoch's 32
+ * opens start a scan of 2^26 seeds (t's seed at its end), the other
+ * epochs' opens, each with new workers, come while it runs; what the scan
+ * that began at 32 opens identified, not a restart's. */
+static struct cfs_identified scan_across_epochs(const struct trainer *t, size_t per,
+                                                double new_reader_seconds)
+{
+    struct opens o = simulate(t, 3 * per);
+    ck_assert_uint_eq(o.len, 3 * per);
+    ck_assert_int_ne(o.pid[per], o.pid[0]); /* new workers every epoch */
+    struct seen seen = {0};
+    struct cfs_identify_params p = {.n = t->n, .nodes = 1, .global_max_offset = 4096,
+                                    .seed_first = 0, .seed_count = 1u << 26,
+                                    .new_reader_seconds = new_reader_seconds,
+                                    .on_identified = on_identified, .cb_arg = &seen};
+    struct cfs_identify *id;
+    char err[256];
+    ck_assert_int_eq(cfs_identify_create(&p, &id, err, sizeof(err)), 0);
+    for (size_t i = 0; i < 32; i++) /* the first attempt's opens */
+        cfs_identify_observe(id, o.s[i], o.pid[i], o.ppid[i]);
+    usleep(500000); /* its scan of 2^26 seeds has started (seconds) */
+    for (size_t i = 32; i < o.len; i++) /* the later epochs meanwhile */
+        cfs_identify_observe(id, o.s[i], o.pid[i], o.ppid[i]);
+    for (int i = 0; i < 60000 && calls_of(&seen) < 1; i++)
+        usleep(10000);
+    ck_assert_int_ge(calls_of(&seen), 1);
+    ck_assert_uint_eq(seen.id.sampler.seed, t->seed);
+    ck_assert_int_eq(seen.id.sampler.kind, t->kind);
+    ck_assert_uint_eq(seen.id.opens, 32); /* the scan that began at 32 opens, not a restart */
+    cfs_identify_destroy(id);
+    opens_free(&o);
+    return seen.id;
+}
+
 /* A scan that outlasts an epoch: the next epoch's new workers (readers
  * first seen after n opens) do not cancel it, so it ends and identifies
  * from the opens it started with.  Before, every epoch's new workers
@@ -500,29 +534,7 @@ START_TEST(a_later_epochs_workers_do_not_restart_the_scan)
                         .workers = 2,
                         .ranks = 1,
                         .epochs = 3};
-    struct opens o = simulate(&t, 3 * 64);
-    ck_assert_uint_eq(o.len, 3 * 64);
-    ck_assert_int_ne(o.pid[64], o.pid[0]); /* new workers every epoch */
-    struct seen seen = {0};
-    struct cfs_identify_params p = {.n = t.n, .nodes = 1, .global_max_offset = 4096,
-                                    .seed_first = 0, .seed_count = 1u << 26,
-                                    .on_identified = on_identified, .cb_arg = &seen};
-    struct cfs_identify *id;
-    char err[256];
-    ck_assert_int_eq(cfs_identify_create(&p, &id, err, sizeof(err)), 0);
-    for (size_t i = 0; i < 32; i++) /* the first attempt's opens */
-        cfs_identify_observe(id, o.s[i], o.pid[i], o.ppid[i]);
-    usleep(500000); /* its scan of 2^26 seeds has started (seconds) */
-    for (size_t i = 32; i < o.len; i++) /* epochs 1 and 2 meanwhile */
-        cfs_identify_observe(id, o.s[i], o.pid[i], o.ppid[i]);
-    for (int i = 0; i < 60000 && calls_of(&seen) < 1; i++)
-        usleep(10000);
-    ck_assert_int_ge(calls_of(&seen), 1);
-    ck_assert_uint_eq(seen.id.sampler.seed, t.seed);
-    ck_assert_int_eq(seen.id.sampler.kind, CFS_SAMPLER_TORCH);
-    ck_assert_uint_eq(seen.id.opens, 32); /* the scan that began at 32 opens, not a restart */
-    cfs_identify_destroy(id);
-    opens_free(&o);
+    (void)scan_across_epochs(&t, 64, 0);
 }
 END_TEST
 
@@ -540,32 +552,9 @@ START_TEST(a_partial_nodes_later_workers_do_not_restart_the_scan)
                         .workers = 2,
                         .ranks = 2,
                         .epochs = 3};
-    struct opens o = simulate(&t, 3 * 32);
-    ck_assert_uint_eq(o.len, 3 * 32);
-    ck_assert_int_ne(o.pid[32], o.pid[0]); /* new workers every epoch */
-    struct seen seen = {0};
-    struct cfs_identify_params p = {.n = t.n, .nodes = 1, .global_max_offset = 4096,
-                                    .seed_first = 0, .seed_count = 1u << 26,
-                                    .new_reader_seconds = 0.2,
-                                    .on_identified = on_identified, .cb_arg = &seen};
-    struct cfs_identify *id;
-    char err[256];
-    ck_assert_int_eq(cfs_identify_create(&p, &id, err, sizeof(err)), 0);
-    for (size_t i = 0; i < 32; i++) /* epoch 0 of this node: the first attempt's opens */
-        cfs_identify_observe(id, o.s[i], o.pid[i], o.ppid[i]);
-    usleep(500000); /* its scan of 2^26 seeds has started (seconds) */
-    for (size_t i = 32; i < o.len; i++) /* epochs 1 and 2 meanwhile, below n opens */
-        cfs_identify_observe(id, o.s[i], o.pid[i], o.ppid[i]);
-    for (int i = 0; i < 60000 && calls_of(&seen) < 1; i++)
-        usleep(10000);
-    ck_assert_int_ge(calls_of(&seen), 1);
-    ck_assert_uint_eq(seen.id.sampler.seed, t.seed);
-    ck_assert_int_eq(seen.id.sampler.kind, CFS_SAMPLER_TORCH_DDP);
-    ck_assert_uint_eq(seen.id.sampler.world, 4);
-    ck_assert_uint_eq(seen.id.rank_count, 2);
-    ck_assert_uint_eq(seen.id.opens, 32); /* the scan that began at 32 opens, not a restart */
-    cfs_identify_destroy(id);
-    opens_free(&o);
+    struct cfs_identified id = scan_across_epochs(&t, 32, 0.2);
+    ck_assert_uint_eq(id.sampler.world, 4);
+    ck_assert_uint_eq(id.rank_count, 2);
 }
 END_TEST
 
