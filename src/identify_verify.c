@@ -310,6 +310,9 @@ struct walk {
     uint32_t *rank;   /* per reader: DDP rank (torch kinds: 0) */
     uint32_t *epoch0; /* per reader: the epoch of its first open */
     uint64_t *start;  /* per reader: the rank's index of its first open */
+    /* per reader, the placement search's state: the epoch and the choice
+     * of place to try next, and max_epoch before its placement */
+    uint32_t *try_epoch, *try_place, *max_before;
     uint64_t budget;  /* schedules followed before the walk gives up */
     uint32_t max_epoch;
     int err;
@@ -409,21 +412,16 @@ static bool rank_allowed(const struct walk *w, size_t i, uint32_t r)
     return true;
 }
 
-/* Readers i.. placed: each one's first open a worker's first index in some
- * epoch up to one past the latest seen, with its schedule holding and its
- * rank consistent with its process.  Where a first open has several such
- * places (an RA sampler's value read by two ranks' workers, a reader with
- * one open so far) the first may be refuted only by a later reader's
- * process: then the next place is tried (backtracking, within a budget of
- * schedules followed; a walk out of budget fits nothing). */
-static bool place_from(struct walk *w, size_t i)
+/* Reader i placed at the next place from its search state on: its first
+ * open a worker's first index in some epoch up to one past the latest
+ * seen, with its schedule holding and its rank consistent with its
+ * process.  False when no place is left (or the budget is spent). */
+static bool place_next(struct walk *w, size_t i)
 {
-    if (i == w->rd->nr)
-        return true;
     const struct ident_hyp *h = w->h;
     uint32_t first = w->rd->r[i].s[0];
     uint32_t last = w->max_epoch + 1 < w->v->maxep ? w->max_epoch + 1 : w->v->maxep - 1;
-    for (uint32_t e = 0; e <= last; e++) {
+    for (uint32_t e = w->try_epoch[i]; e <= last; e++) {
         uint32_t q = pos_of(w->v, e, first, &w->err);
         if (w->err)
             return false;
@@ -432,7 +430,7 @@ static bool place_from(struct walk *w, size_t i)
         uint32_t rs[IDENT_FW_MAX_CHOICES];
         uint64_t js[IDENT_FW_MAX_CHOICES];
         size_t nc = places(h, w->v->n, q, rs, js);
-        for (size_t c = 0; c < nc; c++) {
+        for (size_t c = e == w->try_epoch[i] ? w->try_place[i] : 0; c < nc; c++) {
             uint32_t r = rs[c];
             uint64_t j = js[c];
             bool start = h->workers == 0
@@ -443,20 +441,46 @@ static bool place_from(struct walk *w, size_t i)
             if (w->budget == 0)
                 return false;
             w->budget--;
-            uint32_t saved = w->max_epoch;
+            w->max_before[i] = w->max_epoch;
             if (follow(w, i, e, r, j, false)) {
                 w->rank[i] = r;
                 w->epoch0[i] = e;
                 w->start[i] = j;
-                if (place_from(w, i + 1))
-                    return true;
-                if (w->err)
-                    return false;
+                w->try_epoch[i] = e;
+                w->try_place[i] = (uint32_t)c + 1;
+                return true;
             }
-            w->max_epoch = saved;
+            w->max_epoch = w->max_before[i];
         }
     }
     return false;
+}
+
+/* Every reader placed, in order.  Where a first open has several places
+ * (an RA sampler's value read by two ranks' workers, a reader with one open
+ * so far) the first may be refuted only by a later reader's process: then
+ * the earlier reader moves to its next place (backtracking without
+ * recursion - a long window of a small dataset holds thousands of
+ * readers - within a budget of schedules followed; a walk out of budget
+ * fits nothing). */
+static bool place_all(struct walk *w)
+{
+    size_t nr = w->rd->nr, i = 0;
+    if (nr == 0)
+        return true;
+    w->try_epoch[0] = w->try_place[0] = 0;
+    for (;;) {
+        if (place_next(w, i)) {
+            if (++i == nr)
+                return true;
+            w->try_epoch[i] = w->try_place[i] = 0;
+            continue;
+        }
+        if (w->err || i == 0 || w->budget == 0)
+            return false;
+        i--; /* reader i's next place, with what it had seen before */
+        w->max_epoch = w->max_before[i];
+    }
 }
 
 /* Processes against the launch (see the top). */
@@ -486,7 +510,7 @@ static bool walk_all(struct walk *w, bool mark)
 {
     w->max_epoch = 0;
     w->budget = 64 * (uint64_t)w->rd->nr + 1024;
-    if (!place_from(w, 0) || w->err || !processes_consistent(w))
+    if (!place_all(w) || w->err || !processes_consistent(w))
         return false;
     if (mark) {
         w->max_epoch = 0;
@@ -539,7 +563,7 @@ struct search {
     const struct cfs_identify_params *p;
     const struct ident_readers *rd;
     struct view *v;
-    uint32_t *rank, *epoch0;
+    uint32_t *rank, *epoch0, *try_epoch, *try_place, *max_before;
     uint64_t *start;
     size_t head; /* the reader at the head of the stream */
     double need_bits, best_bits;
@@ -547,6 +571,29 @@ struct search {
     bool fits;
     struct ident_hyp best;
 };
+
+/* The per-reader arrays of a search (every walk of it shares them). */
+static bool search_alloc(struct search *s)
+{
+    size_t nr = s->rd->nr ? s->rd->nr : 1;
+    s->rank = calloc(nr, sizeof(*s->rank));
+    s->epoch0 = calloc(nr, sizeof(*s->epoch0));
+    s->try_epoch = calloc(nr, sizeof(*s->try_epoch));
+    s->try_place = calloc(nr, sizeof(*s->try_place));
+    s->max_before = calloc(nr, sizeof(*s->max_before));
+    s->start = calloc(nr, sizeof(*s->start));
+    return s->rank && s->epoch0 && s->try_epoch && s->try_place && s->max_before && s->start;
+}
+
+static void search_free(struct search *s)
+{
+    free(s->rank);
+    free(s->epoch0);
+    free(s->try_epoch);
+    free(s->try_place);
+    free(s->max_before);
+    free(s->start);
+}
 
 /* Before the head reader's first batch is done: its rank's other workers
  * (readers with its parent) start at w * B, w = 1 .. T-1, so their starts,
@@ -647,7 +694,10 @@ static bool try_variants(struct search *s, struct ident_hyp h)
                                  .rd = s->rd,
                                  .rank = s->rank,
                                  .epoch0 = s->epoch0,
-                                 .start = s->start};
+                                 .start = s->start,
+                                 .try_epoch = s->try_epoch,
+                                 .try_place = s->try_place,
+                                 .max_before = s->max_before};
                 if (!walk_all(&w, false))
                     continue;
                 s->best_bits = evidence_bits(&w);
@@ -773,6 +823,9 @@ static int confirm(struct search *s, const struct ident_hyp *h)
                          .rank = s->rank,
                          .epoch0 = s->epoch0,
                          .start = s->start,
+                         .try_epoch = s->try_epoch,
+                         .try_place = s->try_place,
+                         .max_before = s->max_before,
                          .model = m,
                          .model_epoch = 0};
         rc = walk_all(&w, false) ? 0 : w.err ? w.err : -ENOENT;
@@ -866,11 +919,8 @@ int ident_verify(const struct cfs_identify_params *p, const struct ident_readers
     } skip0[] = {{CFS_SAMPLER_TORCH_DDP, false}, {CFS_SAMPLER_TORCH_SAMPLER, false}},
       skip2[] = {{CFS_SAMPLER_TORCH, false}, {CFS_SAMPLER_TORCH, true}};
     struct search s = {.p = p, .rd = rd, .need_bits = need_bits};
-    s.rank = calloc(rd->nr, sizeof(*s.rank));
-    s.epoch0 = calloc(rd->nr, sizeof(*s.epoch0));
-    s.start = calloc(rd->nr, sizeof(*s.start));
     int rc = -ENOMEM;
-    if (!s.rank || !s.epoch0 || !s.start)
+    if (!search_alloc(&s))
         goto out;
     rc = -ENOENT;
     *bits = 0;
@@ -882,9 +932,7 @@ int ident_verify(const struct cfs_identify_params *p, const struct ident_readers
         rc = verify_view(&s, kind, pers, seed32, skip_words, NULL, p0, out, bits);
     }
 out:
-    free(s.rank);
-    free(s.epoch0);
-    free(s.start);
+    search_free(&s);
     return rc;
 }
 
@@ -893,16 +941,11 @@ int ident_verify_model(const struct cfs_identify_params *p, const struct ident_r
                        struct cfs_identified *out, double *bits)
 {
     struct search s = {.p = p, .rd = rd, .need_bits = need_bits};
-    s.rank = calloc(rd->nr ? rd->nr : 1, sizeof(*s.rank));
-    s.epoch0 = calloc(rd->nr ? rd->nr : 1, sizeof(*s.epoch0));
-    s.start = calloc(rd->nr ? rd->nr : 1, sizeof(*s.start));
     int rc = -ENOMEM;
     *bits = 0;
-    if (s.rank && s.epoch0 && s.start)
+    if (search_alloc(&s))
         rc = verify_view(&s, model->kind, model->persistent_workers, (uint32_t)model->seed, 0,
                          model, 0, out, bits);
-    free(s.rank);
-    free(s.epoch0);
-    free(s.start);
+    search_free(&s);
     return rc;
 }
