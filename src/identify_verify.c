@@ -595,6 +595,20 @@ static void search_free(struct search *s)
     free(s->start);
 }
 
+/* A walk of hypothesis h over the search's view and per-reader arrays. */
+static struct walk walk_of(const struct search *s, const struct ident_hyp *h)
+{
+    return (struct walk){.v = s->v,
+                         .h = h,
+                         .rd = s->rd,
+                         .rank = s->rank,
+                         .epoch0 = s->epoch0,
+                         .start = s->start,
+                         .try_epoch = s->try_epoch,
+                         .try_place = s->try_place,
+                         .max_before = s->max_before};
+}
+
 /* Before the head reader's first batch is done: its rank's other workers
  * (readers with its parent) start at w * B, w = 1 .. T-1, so their starts,
  * when they are exactly B, 2B, ..., (T-1)B, say B and T.  (A worker that
@@ -689,15 +703,7 @@ static bool try_variants(struct search *s, struct ident_hyp h)
                     continue; /* drop_last_batch changes nothing here */
                 if (h.rank_len == 0)
                     continue;
-                struct walk w = {.v = s->v,
-                                 .h = &h,
-                                 .rd = s->rd,
-                                 .rank = s->rank,
-                                 .epoch0 = s->epoch0,
-                                 .start = s->start,
-                                 .try_epoch = s->try_epoch,
-                                 .try_place = s->try_place,
-                                 .max_before = s->max_before};
+                struct walk w = walk_of(s, &h);
                 if (!walk_all(&w, false))
                     continue;
                 s->best_bits = evidence_bits(&w);
@@ -817,17 +823,8 @@ static int confirm(struct search *s, const struct ident_hyp *h)
         return rc;
     rc = -ENOENT;
     if (cfs_sampler_rank_len(m, 0, 0) == h->rank_len && cfs_sampler_compute_epoch(m, 0) == 0) {
-        struct walk w = {.v = s->v,
-                         .h = h,
-                         .rd = s->rd,
-                         .rank = s->rank,
-                         .epoch0 = s->epoch0,
-                         .start = s->start,
-                         .try_epoch = s->try_epoch,
-                         .try_place = s->try_place,
-                         .max_before = s->max_before,
-                         .model = m,
-                         .model_epoch = 0};
+        struct walk w = walk_of(s, h);
+        w.model = m;
         rc = walk_all(&w, false) ? 0 : w.err ? w.err : -ENOENT;
     }
     cfs_sampler_destroy(m);
