@@ -22,7 +22,11 @@
  * since came on top.  Those last opens
  * are replayed into the new tracker under the plan lock's write side (no
  * open in between), uncounted: they were not predicted.  From then on the
- * prefetcher runs as for a registered seed.
+ * prefetcher runs as for a registered seed.  The plan is made in two
+ * stages: first the epochs up to the trainer's and the next (a fraction
+ * of a second), then the whole span (100 epochs of ImageNet: seconds of
+ * CPU), whose tracker is replayed the same opens and every open since, so
+ * that the opens between identification and a long plan are predicted.
  *
  * One epoch's order.  An identification that says only its epoch
  * (identify.h epoch_seed_only: torch-global without a seed, or a fit the
@@ -125,6 +129,11 @@ void pf_learn_record(struct cfs_prefetch *pf, uint32_t s)
         atomic_store(&pf->observe_until, 0);
         atomic_store(&pf->learning, false); /* confirmed past an epoch's start */
     }
+    pf_seen_record(pf, s);
+}
+
+void pf_seen_record(struct cfs_prefetch *pf, uint32_t s)
+{
     if (!pf->seen)
         return;
     uint64_t i = atomic_fetch_add_explicit(&pf->seen_count, 1, memory_order_relaxed);
@@ -193,8 +202,21 @@ static bool global_refines(const struct cfs_prefetch *pf, const struct cfs_ident
 struct replay_arg {
     const struct cfs_identified *id;
     uint64_t replayed;
-    uint32_t epoch; /* the tracker's after the replay */
+    uint32_t epoch;      /* the tracker's after the replay */
+    uint32_t from_epoch; /* where the replay began (past the epochs the ring lost) */
+    uint64_t seen;       /* seen_count at the replay */
+    bool extend;         /* staged: seen keeps every open until the second replay */
 };
+
+/* The last count of the seen opens up to seen into t, uncounted. */
+static void replay_seen(struct cfs_prefetch *pf, struct pf_track *t, uint64_t seen,
+                        uint64_t count)
+{
+    for (uint64_t i = seen - count; i < seen; i++) {
+        struct pf_obs o;
+        pf_track_open(t, atomic_load(&pf->seen[i % pf->seen_cap]), &o);
+    }
+}
 
 /* Under the plan lock's write side: no open is running, every remembered
  * open is in seen. */
@@ -226,12 +248,12 @@ static void replay_epoch(struct cfs_prefetch *pf, struct pf_track *t, void *arg)
     }
     if (count > pf->seen_cap)
         count = pf->seen_cap; /* 0 without a ring */
-    for (uint64_t i = seen - count; i < seen; i++) {
-        struct pf_obs o;
-        pf_track_open(t, atomic_load(&pf->seen[i % pf->seen_cap]), &o);
-    }
+    pf_track_position(t, NULL, &ra->from_epoch, NULL);
+    replay_seen(pf, t, seen, count);
     ra->replayed = count;
+    ra->seen = seen;
     pf_track_position(t, NULL, &ra->epoch, NULL);
+    atomic_store(&pf->extending, ra->extend);
     pf->adopted = true;
     pf->epoch_only = ra->id->epoch_seed_only;
     /* Observed on to the end of the next epoch's start: the module checks
@@ -248,6 +270,30 @@ static void replay_epoch(struct cfs_prefetch *pf, struct pf_track *t, void *arg)
     atomic_store(&pf->block_misses, 0);
     atomic_store(&pf->recent_count, 0);
     atomic_store(&pf->drop_pending, false);
+}
+
+/* The second replay of a staged adoption (adopt_rest): the whole span's
+ * tracker hears what the first epochs' tracker heard - the first replay's
+ * opens and every open since (seen kept them: extending) - and so stands
+ * where that one stands, window and all.  More opens since than the ring
+ * holds (epochs read while a few epochs were planned: not on any dataset
+ * whose planning takes time) would leave it short by the rest. */
+static void replay_again(struct cfs_prefetch *pf, struct pf_track *t, void *arg)
+{
+    struct replay_arg *ra = arg;
+    uint64_t seen = atomic_load(&pf->seen_count);
+    uint64_t count = ra->replayed + (seen - ra->seen);
+    if (count > pf->seen_cap)
+        count = pf->seen_cap;
+    uint32_t epoch;
+    pf_track_position(t, NULL, &epoch, NULL);
+    if (ra->from_epoch != epoch)
+        (void)pf_track_set_epoch(t, ra->from_epoch);
+    replay_seen(pf, t, seen, count);
+    pf_track_position(t, NULL, &ra->epoch, NULL);
+    ra->replayed = count;
+    pf->adopted = true;
+    atomic_store(&pf->extending, false);
 }
 
 /* The first way the opens differ from the registered order, as
@@ -331,6 +377,38 @@ static int identified_run(const struct cfs_prefetch *pf, const struct cfs_identi
     return 0;
 }
 
+/* Epochs the first plan of a staged adoption covers: up to the one the
+ * trainer reads now (replay_epoch's count over the node's epoch), and the
+ * next; UINT32_MAX (not staged) where the node's epoch is not known. */
+static uint32_t first_epochs(struct cfs_prefetch *pf, const struct cfs_identified *id)
+{
+    uint64_t per = id->epoch_opens, module = id->opens_before + id->opens;
+    uint64_t seen = atomic_load(&pf->seen_count);
+    if (per == 0)
+        return UINT32_MAX;
+    uint64_t read = (id->opens ? (id->opens - 1) % per + 1 : 0) + (seen > module ? seen - module : 0);
+    uint64_t ahead = read / per;
+    return ahead < UINT32_MAX - 2 ? (uint32_t)ahead + 2 : UINT32_MAX;
+}
+
+/* A staged adoption's second plan: the whole span (run), its tracker
+ * replayed to where the first one stands.  Failing, the first epochs'
+ * plan stays: predicted to their end, then reactive. */
+static void adopt_rest(struct cfs_prefetch *pf, const struct cfs_run_config *run,
+                       struct replay_arg *ra)
+{
+    char err[256];
+    uint64_t t0 = pf_now_ns();
+    int rc = pf_replan(pf, run, replay_again, ra, err, sizeof(err));
+    atomic_store(&pf->extending, false); /* replay_again's too, under the lock */
+    if (rc < 0)
+        cfs_warn("order: planning epochs %u to %u: %s; predicting to epoch %u", ra->epoch,
+                 run->epochs - 1, err, pf->run.epochs - 1);
+    else
+        cfs_debug("order: planned to epoch %u in %.2f s (%" PRIu64 " opens replayed, in epoch %u)",
+                  run->epochs - 1, (double)(pf_now_ns() - t0) / 1e9, ra->replayed, ra->epoch);
+}
+
 int cfs_prefetch_adopt(struct cfs_prefetch *pf, const struct cfs_identified *id, char *err,
                        size_t errlen)
 {
@@ -361,7 +439,15 @@ int cfs_prefetch_adopt(struct cfs_prefetch *pf, const struct cfs_identified *id,
     struct cfs_run_config run;
     if ((rc = identified_run(pf, id, &run, err, errlen)) < 0)
         goto out;
-    struct replay_arg ra = {.id = id};
+    /* Staged: a plan of 100 epochs of ImageNet takes seconds of CPU that
+     * the trainer's opens would wait through unpredicted; the epochs it
+     * is in come first, the whole span right after (adopt_rest). */
+    uint32_t full = run.epochs;
+    uint32_t first = first_epochs(pf, id);
+    bool staged = !id->epoch_seed_only && full - run.start_epoch > first;
+    if (staged)
+        run.epochs = run.start_epoch + first;
+    struct replay_arg ra = {.id = id, .extend = staged};
     if ((rc = pf_replan(pf, &run, replay_epoch, &ra, err, errlen)) < 0)
         goto out;
     pthread_mutex_lock(&pf->order_mu);
@@ -370,6 +456,10 @@ int cfs_prefetch_adopt(struct cfs_prefetch *pf, const struct cfs_identified *id,
     set_state(pf, PF_ORDER_IDENTIFIED);
     cfs_info("order: %s %s; predicting it (%" PRIu64 " opens replayed, now in epoch %u)",
              refining ? "refined to" : "identified", id->text, ra.replayed, ra.epoch);
+    if (staged) {
+        run.epochs = full;
+        adopt_rest(pf, &run, &ra);
+    }
     /* One epoch's order identified after its end (the trainer paused
      * there): the replay has consumed it all. */
     pthread_rwlock_rdlock(&pf->plan_lock);

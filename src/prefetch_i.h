@@ -354,6 +354,9 @@ struct cfs_prefetch {
     _Atomic uint32_t *seen;
     uint64_t seen_cap;
     atomic_uint_fast64_t seen_count, observed;
+    /* An adoption planned its first epochs and plans the rest: every open
+     * goes to seen, learning or not (the second replay's). */
+    atomic_bool extending;
     /* After adoption: the last PF_RECENT opens (sample and hit; opener),
      * the current run of misses, and the misses of the current block. */
     _Atomic uint64_t recent[PF_RECENT][2];
@@ -457,6 +460,9 @@ int pf_replan(struct cfs_prefetch *pf, const struct cfs_run_config *run,
 /* prefetch_adopt.c: the open path's side of identification. */
 /* Learning: remember s (plan_lock read side held). */
 void pf_learn_record(struct cfs_prefetch *pf, uint32_t s);
+/* An adoption extending its plan: s remembered in seen only (plan_lock
+ * read side held). */
+void pf_seen_record(struct cfs_prefetch *pf, uint32_t s);
 /* Adopted: an open's outcome (plan_lock read side held).  True when it
  * ends a run of misses that must drop the order (once: the caller then
  * calls pf_drop_adopted after unlocking). */

@@ -60,6 +60,8 @@ static bool observe(struct cfs_prefetch *pf, uint32_t sample, const struct cfs_o
     *drop = *over = false;
     if (*learn)
         pf_learn_record(pf, sample);
+    else if (sample != CFS_NO_SAMPLE && atomic_load_explicit(&pf->extending, memory_order_relaxed))
+        pf_seen_record(pf, sample);
     /* Counted with a tracker too: dropped, the order leaves the passes
      * where the opens have them. */
     bool pass_end = sample != CFS_NO_SAMPLE && pf_pass_open(pf, sample);

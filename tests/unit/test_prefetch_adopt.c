@@ -208,6 +208,60 @@ START_TEST(adopt_after_more_epochs_than_the_ring_holds)
 }
 END_TEST
 
+/* The adoption plans the trainer's epoch and the next first, then the
+ * whole span: epochs past the first plan's are predicted too, the tracker
+ * of the whole span standing where the first one stood, also when the
+ * trainer is epochs ahead of the identification (more opens than the
+ * ring holds).  Without the second plan the opens after epoch 1 (or
+ * after the first plan's two epochs) would go unpredicted. */
+static const uint32_t staged_cases[][2] = {{40, 30}, {12 * NFILES + 50, 30}};
+
+START_TEST(staged_adoption_predicts_past_its_first_epochs)
+{
+    struct fixture fx;
+    struct cfs_metrics m;
+    struct fake_identify fake = {.state = CFS_IDENTIFY_LEARNING};
+    char err[256];
+    const uint32_t learned = staged_cases[_i][0], at = staged_cases[_i][1];
+    const uint32_t last = 20; /* read to the end of this epoch */
+    fixture_init(&fx);
+    struct cfs_prefetch *pf = make_pf(&fx, "ram=16M,no_sweep,epochs=30", &m, NULL);
+    cfs_prefetch_set_identify(pf, &fake_ops, &fake, NULL);
+    uint32_t e = 0, i = 0, *s = epoch_stream(NFILES, 7, 0);
+    for (uint32_t k = 0; k < learned; k++) {
+        read_check_as(pf, &fx, s[i++], &trainer);
+        if (i == NFILES) {
+            free(s);
+            s = epoch_stream(NFILES, 7, ++e);
+            i = 0;
+        }
+    }
+    struct cfs_identified id = ddp7(1, 0, at);
+    id.epoch_opens = NFILES; /* as the module says it: staged */
+    ck_assert_msg(cfs_prefetch_adopt(pf, &id, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_uint_eq(mget(&m, CFS_M_ORDER_IDENTIFIED), 1);
+    ck_assert_uint_eq(pf->run.epochs, 30); /* the whole span: 30 from epoch 0 */
+    ck_assert_uint_eq(mget(&m, CFS_M_EPOCH), e);
+    uint64_t after = 0;
+    for (;;) {
+        for (; i < NFILES; i++, after++)
+            read_check_as(pf, &fx, s[i], &trainer);
+        free(s);
+        if (e == last)
+            break;
+        s = epoch_stream(NFILES, 7, ++e);
+        i = 0;
+    }
+    ck_assert_uint_eq(mget(&m, CFS_M_EPOCH), last + 1);
+    ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_MISS), 0);
+    ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_HIT), after);
+    ck_assert_uint_eq(fake.restarts, 0);
+    ck_assert(!atomic_load(&pf->extending));
+    cfs_prefetch_destroy(pf);
+    fixture_fini(&fx);
+}
+END_TEST
+
 /* A registered seed is observed, checked against the identification, and
  * kept: the contradiction is named, the gauge says 0; a fitting
  * identification confirms it. */
@@ -546,6 +600,8 @@ int main(void)
     tcase_add_loop_test(tc, adopt_predicts_as_registered, 0,
                         sizeof(learn_cases) / sizeof(learn_cases[0]));
     tcase_add_test(tc, adopt_after_more_epochs_than_the_ring_holds);
+    tcase_add_loop_test(tc, staged_adoption_predicts_past_its_first_epochs, 0,
+                        sizeof(staged_cases) / sizeof(staged_cases[0]));
     tcase_add_test(tc, registered_seed_is_checked_not_replaced);
     tcase_add_loop_test(tc, registered_seed_refined_to_torch_global, 0, 3);
     tcase_add_test(tc, drop_after_64_misses_in_a_row);
