@@ -24,6 +24,8 @@ enum {
 
 typedef uint32_t v8u __attribute__((vector_size(32)));
 
+/* GCC only: clang 14 gives a static function's clones a global resolver,
+ * defined again in every file that includes this header. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define SEED_KERNEL __attribute__((target_clones("avx2", "default")))
 #else
@@ -111,7 +113,7 @@ SEED_KERNEL static void block_outputs(uint32_t seed0, uint32_t w0, uint32_t nw,
  * block_outputs_lanes() picks it at run time. */
 enum { WIDE_LANES = 16, WIDE_BLOCK = WIDE_LANES * NV };
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if defined(__x86_64__) && defined(__GNUC__)
 #define SEED_WIDE 1
 typedef uint32_t v16u __attribute__((vector_size(64)));
 
