@@ -110,6 +110,7 @@ struct cfs_identify {
     struct cand keep[MAX_KEEP]; /* under lock: fits short of evidence */
     size_t nkeep;
     pid_t readers[NEW_READER_RESTARTS]; /* under lock: the first readers seen */
+    pid_t reader_parents[NEW_READER_RESTARTS]; /* and their parents */
     size_t nreaders;
     bool attempting; /* under lock: the thread works on a snapshot */
     unsigned fruitless; /* under lock: scans in a row that found nothing fitting */
@@ -668,8 +669,10 @@ static void readers_of_window(struct cfs_identify *id)
         size_t k = 0;
         while (k < id->nreaders && id->readers[k] != id->pids[i])
             k++;
-        if (k == id->nreaders)
-            id->readers[id->nreaders++] = id->pids[i];
+        if (k == id->nreaders) {
+            id->readers[id->nreaders] = id->pids[i];
+            id->reader_parents[id->nreaders++] = id->ppids[i];
+        }
     }
 }
 
@@ -1050,14 +1053,18 @@ void cfs_identify_destroy(struct cfs_identify *id)
  * started again with the new reader, for the first readers only (a shell
  * loop that runs one process per file must not restart scans forever) and
  * only within the first n opens (not for a later epoch's workers). */
-static void note_reader(struct cfs_identify *id, pid_t pid)
+static void note_reader(struct cfs_identify *id, pid_t pid, pid_t ppid)
 {
-    for (size_t i = 0; i < id->nreaders; i++)
+    bool known_parent = false;
+    for (size_t i = 0; i < id->nreaders; i++) {
         if (id->readers[i] == pid)
             return;
+        known_parent |= id->reader_parents[i] == ppid;
+    }
     if (id->nreaders == NEW_READER_RESTARTS)
         return;
-    id->readers[id->nreaders++] = pid;
+    id->readers[id->nreaders] = pid;
+    id->reader_parents[id->nreaders++] = ppid;
     if (id->state == CFS_IDENTIFY_IDENTIFIED)
         return; /* checked as the opens come */
     /* First seen after a dataset's worth of opens (n: one epoch of every
@@ -1068,11 +1075,19 @@ static void note_reader(struct cfs_identify *id, pid_t pid)
      * cores the scan at idle priority outlasts an epoch and would never
      * end.  A node that runs only some of the ranks reads fewer than n
      * files an epoch, so a reader first seen a minute after the first open
-     * (new_reader_seconds) does not restart it either: ranks start
-     * together.  The next attempt takes the reader in. */
+     * (new_reader_seconds) does not restart it either - if a known
+     * reader's parent started it: a later epoch's workers are the same
+     * ranks' children.  One of a parent not seen yet is a rank that starts
+     * late (DDP ranks meet in init_process_group, then each lists the
+     * dataset on its own, 10 s and more for ImageNet through a busy
+     * mount, while the first rank's workers read ahead), and the scan
+     * without it, its first opens alone, cannot find the order: a late
+     * rank restarts it at any time in the first epoch.  The next attempt
+     * takes the reader in. */
     double late = id->p.new_reader_seconds > 0 ? id->p.new_reader_seconds
                                                : CFS_IDENTIFY_NEW_READER_SECONDS;
-    if (id->len >= id->p.n || (id->len > 0 && since(&id->first_open) > late))
+    if (id->len >= id->p.n ||
+        (known_parent && id->len > 0 && since(&id->first_open) > late))
         return;
     if (id->attempting)
         atomic_store(&id->cancel, true);
@@ -1090,7 +1105,7 @@ void cfs_identify_observe(struct cfs_identify *id, uint32_t sample, pid_t pid, p
     if (id->len < MAX_OBS) {
         if (id->len == 0)
             clock_gettime(CLOCK_MONOTONIC, &id->first_open);
-        note_reader(id, pid);
+        note_reader(id, pid, ppid);
         id->samples[id->len] = sample;
         id->pids[id->len] = pid;
         id->ppids[id->len] = ppid;
