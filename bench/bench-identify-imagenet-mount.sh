@@ -21,7 +21,7 @@
 # set_epoch(e) for torch-ddp).  Printed per row:
 # mount to ready; the trainer's start to its first open (torch import and
 # ImageFolder's listing through the mount); first open to identified as
-# seen from outside (polled every 0.5 s) and as the mount's log says it
+# seen from outside (polled every second) and as the mount's log says it
 # ("after N opens in T s"); the CPU seconds the mount's SCHED_IDLE threads
 # (the search) had by then; the trainer's files/s while the search ran,
 # after it, and over the first --window seconds from the first open (the
@@ -55,7 +55,9 @@
 #              latency_open=0.002,bandwidth=480000) and clairfs over that
 # Environment: BENCH_TMP (default /dev/shm), BENCH_KEEP=1 (keep the work
 # directory: the daemons' logs, the trainers' progress, named on the last
-# line).
+# line), BENCH_MOUNT_OPTS (more mount options, @K standing for the row's
+# number: record_opens=/tmp/opens-@K keeps each row's opens for
+# clairfs-plan --identify).
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${CLAIRFS_BUILD:-build} rows="torch:7 torch:4000000000 torch-ddp:4000000000"
@@ -72,6 +74,11 @@ while [ $# -gt 0 ]; do
     --pfs) pfs_opts=${2:?}; shift 2 ;;
     -h | --help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench-identify-imagenet-mount: unknown argument $1 (see --help)" >&2; exit 2 ;;
+    esac
+done
+for v in "$cap" "$after" "$window"; do
+    case $v in
+    '' | *[!0-9]*) echo "bench-identify-imagenet-mount: --cap, --after and --window take whole seconds, not $v" >&2; exit 2 ;;
     esac
 done
 for row in $rows; do
@@ -231,20 +238,49 @@ if world > 1:
     dist.destroy_process_group()
 PY
 
-metric() { awk -v k="$2" '$1 == k { print $2 }' "$1/.clairfs/metrics" 2>/dev/null; }
-# idle_ticks PID: "TID TICKS" for each of PID's threads at SCHED_IDLE
-# (policy 5) or nice 19: the search's; summed over every TID seen (a
-# thread that ended keeps its last figure)
-idle_ticks() {
-    cat /proc/"$1"/task/*/stat 2>/dev/null |
-        awk '{ tid = $1; sub(/^.*\) /, ""); if ($39 == 5 || $17 == 19) print tid, $12 + $13 }'
+# The polling loop below forks nothing but its sleep: at 2 Hz its awk, cat
+# and command substitutions took ~15 % of a core here, CPU the search at
+# idle priority would otherwise have had.  Times in it are integer
+# microseconds (usec, from $EPOCHREALTIME).
+usec() { REPLY=${1/./}; REPLY=$((10#$REPLY)); }
+# metric_of MNT NAME: REPLY := the metric's value (empty without it)
+metric_of() {
+    local k v
+    REPLY=
+    while read -r k v; do [ "$k" = "$2" ] && { REPLY=$v; return; }; done \
+        <"$1/.clairfs/metrics" 2>/dev/null
 }
+# sample_idle PID: for each of PID's threads at SCHED_IDLE (policy 5) or
+# nice 19 - the search's - its CPU ticks so far, kept per TID (a thread
+# that ended keeps its last figure)
 declare -A ticks
-sample_idle() { local tid v; while read -r tid v; do ticks[$tid]=$v; done < <(idle_ticks "$1"); }
+sample_idle() {
+    local f line rest
+    local -a v
+    for f in /proc/"$1"/task/*/stat; do
+        { read -r line <"$f"; } 2>/dev/null || continue # a thread that ended
+        rest=${line##*) } v=($rest)
+        if [ "${v[38]}" = 5 ] || [ "${v[16]}" = 19 ]; then
+            ticks[${line%% *}]=$((v[11] + v[12]))
+        fi
+    done
+}
 idle_cpu() {
     local tot=0 v
     for v in "${ticks[@]}"; do tot=$((tot + v)); done
     awk -v t="$tot" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.1f", t / hz }'
+}
+# first_open K: REPLY := the earliest first-open time the trainers of row K
+# wrote (empty before any)
+first_open() {
+    local f t best= bu=0
+    REPLY=
+    for f in "$work"/progress-$1.*.first.*; do
+        { read -r t <"$f"; } 2>/dev/null && [ -n "$t" ] || continue # none yet: the glob
+        usec "$t"
+        if [ -z "$best" ] || [ "$REPLY" -lt "$bu" ]; then best=$t bu=$REPLY; fi
+    done
+    REPLY=$best
 }
 # rate FILE FROM TO: files/s the trainer read between two times (progress lines)
 rate() {
@@ -264,6 +300,7 @@ for row in $rows; do
     mkdir -p "$mnt"
     # the RAM tier holds the tree: a page (4 KiB) a file at least, and room
     opts="ram=$((files * 5 / 1024 + nbytes / 1048576 + 256))M,index=$work/index-$k"
+    opts+=${BENCH_MOUNT_OPTS:+,${BENCH_MOUNT_OPTS//@K/$k}}
     t_mount=$(now) load_start=$(load)
     "$CLAIRFS" -f -o "$opts" "$under" "$mnt" >"$work/clairfs-$k.log" 2>&1 &
     dpid=$!
@@ -285,29 +322,35 @@ for row in $rows; do
     done
     t_first= t_id= cpu_id= t_stop=
     ticks=()
+    window_us=$((window * 1000000)) cap_us=$((cap * 1000000)) after_us=$((after * 1000000))
     while :; do
-        sleep 0.5
+        sleep 1
         alive=0
         for p in "${tpids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
         [ $alive = 1 ] || break
-        t=$(now)
+        t=$EPOCHREALTIME
+        usec "$t"; t_us=$REPLY
         sample_idle $dpid
         if [ -z "$t_first" ]; then
-            t_first=$(cat "$work"/progress-$k.*.first.* 2>/dev/null | sort -g | head -1)
+            first_open $k; t_first=$REPLY
+            [ -z "$t_first" ] || { usec "$t_first"; first_us=$REPLY; }
             continue
         fi
-        if [ -z "$t_id" ] && [ "$(metric "$mnt" clairfs_order_identified)" = 1 ]; then
-            t_id=$t cpu_id=$(idle_cpu) load_id=$(load)
-            echo "$row: identified $(sub "$t_id" "$t_first") s after the first open (load $load_id)"
+        if [ -z "$t_id" ]; then
+            metric_of "$mnt" clairfs_order_identified
+            if [ "$REPLY" = 1 ]; then
+                t_id=$t id_us=$t_us cpu_id=$(idle_cpu) load_id=$(load)
+                echo "$row: identified $(sub "$t_id" "$t_first") s after the first open (load $load_id)"
+            fi
         fi
         if [ -z "$t_stop" ]; then
-            since=$(sub "$t" "$t_first")
-            if awk -v s="$since" -v w="$window" -v c="$cap" -v a="$after" -v i="${t_id:+$(sub "$t" "$t_id")}" \
-                'BEGIN { exit !(s >= c || (s >= w && i != "" && i >= a)) }'; then
-                t_stop=$t
+            since=$((t_us - first_us))
+            if [ $since -ge $cap_us ] ||
+                { [ $since -ge $window_us ] && [ -n "$t_id" ] && [ $((t_us - id_us)) -ge $after_us ]; }; then
+                t_stop=$t stop_us=$t_us
                 touch "$work/stop-$k"
             fi
-        elif awk -v x="$(sub "$t" "$t_stop")" 'BEGIN { exit !(x > 120) }'; then
+        elif [ $((t_us - stop_us)) -gt 120000000 ]; then
             echo "bench-identify-imagenet-mount: the trainer did not stop ($row); killing it" >&2
             for p in "${tpids[@]}"; do kill "$p" 2>/dev/null; done
         fi
