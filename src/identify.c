@@ -111,6 +111,7 @@ struct cfs_identify {
     size_t nkeep;
     pid_t readers[NEW_READER_RESTARTS]; /* under lock: the first readers seen */
     pid_t reader_parents[NEW_READER_RESTARTS]; /* and their parents */
+    double reader_seen[NEW_READER_RESTARTS];   /* and when, seconds after first_open */
     size_t nreaders;
     bool attempting; /* under lock: the thread works on a snapshot */
     unsigned fruitless; /* under lock: scans in a row that found nothing fitting */
@@ -671,6 +672,7 @@ static void readers_of_window(struct cfs_identify *id)
             k++;
         if (k == id->nreaders) {
             id->readers[id->nreaders] = id->pids[i];
+            id->reader_seen[id->nreaders] = 0; /* the window's start */
             id->reader_parents[id->nreaders++] = id->ppids[i];
         }
     }
@@ -1055,15 +1057,17 @@ void cfs_identify_destroy(struct cfs_identify *id)
  * only within the first n opens (not for a later epoch's workers). */
 static void note_reader(struct cfs_identify *id, pid_t pid, pid_t ppid)
 {
-    bool known_parent = false;
+    double now = since(&id->first_open), parent_first = now;
     for (size_t i = 0; i < id->nreaders; i++) {
         if (id->readers[i] == pid)
             return;
-        known_parent |= id->reader_parents[i] == ppid;
+        if (id->reader_parents[i] == ppid && id->reader_seen[i] < parent_first)
+            parent_first = id->reader_seen[i];
     }
     if (id->nreaders == NEW_READER_RESTARTS)
         return;
     id->readers[id->nreaders] = pid;
+    id->reader_seen[id->nreaders] = now;
     id->reader_parents[id->nreaders++] = ppid;
     if (id->state == CFS_IDENTIFY_IDENTIFIED)
         return; /* checked as the opens come */
@@ -1074,20 +1078,20 @@ static void note_reader(struct cfs_identify *id, pid_t pid, pid_t ppid)
      * the scan away at every epoch's start: at ImageNet's size on busy
      * cores the scan at idle priority outlasts an epoch and would never
      * end.  A node that runs only some of the ranks reads fewer than n
-     * files an epoch, so a reader first seen a minute after the first open
-     * (new_reader_seconds) does not restart it either - if a known
-     * reader's parent started it: a later epoch's workers are the same
-     * ranks' children.  One of a parent not seen yet is a rank that starts
-     * late (DDP ranks meet in init_process_group, then each lists the
-     * dataset on its own, 10 s and more for ImageNet through a busy
-     * mount, while the first rank's workers read ahead), and the scan
-     * without it, its first opens alone, cannot find the order: a late
-     * rank restarts it at any time in the first epoch.  The next attempt
-     * takes the reader in. */
+     * files an epoch, so a reader first seen a minute after its parent's
+     * first reader (new_reader_seconds) does not restart it either: a
+     * later epoch's workers are the same ranks' children.  A rank can
+     * start late (DDP ranks meet in init_process_group, then each lists
+     * the dataset on its own, 10 s and more for ImageNet through a busy
+     * mount, while the first rank's workers read ahead), and a scan
+     * without its workers' first opens cannot find the order: the
+     * epoch's head is one of them.  So a reader of a new parent restarts
+     * the scan at any time in the first epoch, and so do its siblings
+     * within the minute after it (the worker with the head need not open
+     * first).  The next attempt takes the reader in. */
     double late = id->p.new_reader_seconds > 0 ? id->p.new_reader_seconds
                                                : CFS_IDENTIFY_NEW_READER_SECONDS;
-    if (id->len >= id->p.n ||
-        (known_parent && id->len > 0 && since(&id->first_open) > late))
+    if (id->len >= id->p.n || now - parent_first > late)
         return;
     if (id->attempting)
         atomic_store(&id->cancel, true);

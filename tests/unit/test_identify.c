@@ -541,12 +541,20 @@ END_TEST
 /* DDP ranks list the dataset each on its own after init_process_group;
  * one rank's workers can read a few batches ahead before the other's
  * start, and through a busy mount at ImageNet's size that is long past
- * new_reader_seconds (here 0.2 s).  The scan over the first rank's opens
- * alone cannot find the order (the epoch's head, rank 0's, is missing);
- * the late rank - a reader whose parent no reader had - cancels it and
- * the next scan, over both ranks' opens, finds the seed at once.  Before,
- * the first scan went on over all 2^32 seeds (minutes here, on a node a
- * whole epoch-0 scan's time wasted) and the order waited for the next. */
+ * new_reader_seconds.  The scan over the first rank's opens alone cannot
+ * find the order (the epoch's head, rank 0's worker 0's, is missing); the
+ * late rank - a reader whose parent no reader had - cancels it and the
+ * next scan, over both ranks' opens, finds the seed at once.  Case 1: the
+ * late rank's worker 1 opens first, its worker 0 (the head) half a second
+ * later: a sibling within new_reader_seconds of its parent's first reader
+ * restarts the scan too.  Before, the first scan went on over all 2^32
+ * seeds (minutes; in the mount a whole scan's time wasted, once a second
+ * one). */
+static const struct {
+    double new_reader_seconds, wait;
+    bool head_later;
+} late_cases[] = {{0.2, 0.5, false}, {1.0, 1.5, true}};
+
 START_TEST(a_late_ranks_first_open_restarts_the_scan)
 {
     struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP,
@@ -562,25 +570,34 @@ START_TEST(a_late_ranks_first_open_restarts_the_scan)
     struct seen seen = {0};
     struct cfs_identify_params p = {.n = t.n, .nodes = 1, .global_max_offset = 4096,
                                     .seed_first = 0, .seed_count = UINT32_MAX,
-                                    .new_reader_seconds = 0.2,
+                                    .new_reader_seconds = late_cases[_i].new_reader_seconds,
                                     .on_identified = on_identified, .cb_arg = &seen};
     struct cfs_identify *id;
     char err[256];
     ck_assert_int_eq(cfs_identify_create(&p, &id, err, sizeof(err)), 0);
-    size_t first = 0;
+    size_t first = 0, other = SIZE_MAX;
     for (size_t i = 0; i < o.len; i++) { /* rank 1's workers first, 48 opens */
         if (o.ppid[i] == 1001 && first < 48) {
             cfs_identify_observe(id, o.s[i], o.pid[i], o.ppid[i]);
             first++;
         } else {
+            if (other == SIZE_MAX && o.pid[i] == 2001)
+                other = late.len; /* rank 0's worker 1's first open */
             push(&late, o.s[i], o.pid[i], o.ppid[i]);
         }
     }
     ck_assert_uint_eq(first, 48);
-    usleep(500000); /* the scan over rank 1's opens is in its idle part */
+    ck_assert_uint_ne(other, SIZE_MAX);
+    ck_assert_int_eq(late.pid[0], 2000); /* rank 0's worker 0: the head */
+    usleep((useconds_t)(late_cases[_i].wait * 1e6)); /* the scan is in its idle part */
     ck_assert_int_eq(cfs_identify_state(id, NULL), CFS_IDENTIFY_LEARNING);
+    if (late_cases[_i].head_later) {
+        cfs_identify_observe(id, late.s[other], late.pid[other], late.ppid[other]);
+        usleep(500000); /* that scan, without the head, has passed seed 1000 */
+    }
     for (size_t i = 0; i < late.len; i++)
-        cfs_identify_observe(id, late.s[i], late.pid[i], late.ppid[i]);
+        if (!late_cases[_i].head_later || i != other)
+            cfs_identify_observe(id, late.s[i], late.pid[i], late.ppid[i]);
     for (int i = 0; i < 2000 && calls_of(&seen) < 1; i++)
         usleep(10000); /* 20 s: the first scan's 2^32 seeds take minutes */
     ck_assert_int_ge(calls_of(&seen), 1);
@@ -771,7 +788,8 @@ static Suite *identify_suite(void)
     tcase_add_test(big, the_thread_refines_with_the_next_epoch);
     tcase_add_test(big, a_later_epochs_workers_do_not_restart_the_scan);
     tcase_add_test(big, a_partial_nodes_later_workers_do_not_restart_the_scan);
-    tcase_add_test(big, a_late_ranks_first_open_restarts_the_scan);
+    tcase_add_loop_test(big, a_late_ranks_first_open_restarts_the_scan, 0,
+                        sizeof(late_cases) / sizeof(late_cases[0]));
     tcase_add_test(big, torch_global_without_its_seed_epoch_by_epoch);
     if (!getenv("CFS_IDENTIFY_SKIP_FULL"))
         tcase_add_test(big, the_full_seed_range);
