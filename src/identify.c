@@ -1057,15 +1057,15 @@ void cfs_identify_destroy(struct cfs_identify *id)
  * only within the first n opens (not for a later epoch's workers). */
 static void note_reader(struct cfs_identify *id, pid_t pid, pid_t ppid)
 {
-    double now = since(&id->first_open), parent_first = now;
-    for (size_t i = 0; i < id->nreaders; i++) {
+    for (size_t i = 0; i < id->nreaders; i++)
         if (id->readers[i] == pid)
-            return;
-        if (id->reader_parents[i] == ppid && id->reader_seen[i] < parent_first)
-            parent_first = id->reader_seen[i];
-    }
+            return; /* every open but a reader's first: nothing more */
     if (id->nreaders == NEW_READER_RESTARTS)
         return;
+    double now = since(&id->first_open), parent_first = now;
+    for (size_t i = 0; i < id->nreaders; i++)
+        if (id->reader_parents[i] == ppid && id->reader_seen[i] < parent_first)
+            parent_first = id->reader_seen[i];
     id->readers[id->nreaders] = pid;
     id->reader_seen[id->nreaders] = now;
     id->reader_parents[id->nreaders++] = ppid;
