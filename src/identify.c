@@ -215,6 +215,7 @@ struct attempt {
     uint64_t fits;
     bool scanning; /* candidates come from a scan (not the kept ones) */
     bool global_win; /* the outcome is identify_global.c's */
+    size_t readers;  /* processes among the opens (for the debug log) */
 };
 
 static bool on_candidate(void *arg, uint32_t seed, uint32_t skip)
@@ -573,6 +574,7 @@ static int attempt_snapshot(struct cfs_identify *id, const uint32_t *s, const pi
         return rc;
     struct ident_obs obs = {s, pids, ppids, len};
     rc = attempt_all(&id->p, &obs, &rd, &id->cancel, keep, nkeep, kept_only, g, a, out);
+    a->readers = rd.nr;
     ident_readers_free(&rd);
     return rc;
 }
@@ -938,6 +940,7 @@ static void *identify_thread(void *arg)
                          len > id->result.epoch_opens;
         pthread_mutex_unlock(&id->lock);
         struct cfs_identified out;
+        a->readers = 0;
         int rc = s && pids && ppids ? attempt_snapshot(id, s, pids, ppids, len, keep, nkeep,
                                                        kept_only, &global, &out, a)
                                     : -ENOMEM;
@@ -951,8 +954,8 @@ static void *identify_thread(void *arg)
         free(s);
         free(pids);
         free(ppids);
-        cfs_debug("identify: attempt over %zu opens (%zu kept%s): %s%s after %.2f s", len, nkeep,
-                  kept_only ? ", kept only" : "",
+        cfs_debug("identify: attempt over %zu opens of %zu readers (%zu kept%s): %s%s after %.2f s",
+                  len, a->readers, nkeep, kept_only ? ", kept only" : "",
                   rc == 1 ? "identified" : rc == -ECANCELED ? "cancelled" : rc < 0 ? strerror(-rc)
                   : a->fits ? "fits, short of evidence" : "nothing fits",
                   current ? "" : " (the observations were reset meanwhile)", since(&id->first_open));

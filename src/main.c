@@ -405,6 +405,8 @@ static int parse_command_line(struct daemon *d)
     }
     if (cl->debug)
         cfs_log_set_level(LOG_DEBUG);
+    if (cl->opts.log_level >= 0) /* over -d's: its FUSE trace alone with log_level=info */
+        cfs_log_set_level(cl->opts.log_level);
     if (d->peer && !cl->foreground) {
         cfs_info("running under MPI: staying in the foreground (Open MPI does not support "
                  "fork after MPI_Init)");

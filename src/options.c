@@ -156,6 +156,22 @@ static int parse_io(struct cfs_options *o, const char *v, char *err, size_t errl
     return 0;
 }
 
+static int parse_log_level(struct cfs_options *o, const char *v, char *err, size_t errlen)
+{
+    static const struct {
+        const char *name;
+        int level;
+    } levels[] = {{"error", LOG_ERR},   {"warning", LOG_WARNING}, {"notice", LOG_NOTICE},
+                  {"info", LOG_INFO},   {"debug", LOG_DEBUG}};
+    for (size_t i = 0; i < sizeof(levels) / sizeof(levels[0]); i++)
+        if (strcmp(v, levels[i].name) == 0) {
+            o->log_level = levels[i].level;
+            return 0;
+        }
+    return cfs_error_msg(err, errlen, -EINVAL,
+                         "option log_level=%s: expected error, warning, notice, info or debug", v);
+}
+
 static const struct opt_def options_table[] = {
     {"seed", OPT_U64, OFF(seed), OFF(has_seed), 0, UINT64_MAX, NULL,
      "the trainer's sampler seed; without it clairfs serves and caches but predicts nothing"},
@@ -228,6 +244,9 @@ static const struct opt_def options_table[] = {
      "while the read order is unknown, never stage the files not yet read in index order into RAM"},
     {"record_opens", OPT_STRING, OFF(record_opens), NO_PRESENT, 0, 0, NULL,
      "FILE: write \"PID PPID PATH\" per open (for clairfs-plan --identify)"},
+    {"log_level", OPT_SPECIAL, 0, NO_PRESENT, 0, 0, parse_log_level,
+     "LEVEL: error, warning, notice, info (default) or debug (the identification's attempts, "
+     "adoption and staging steps; -d also traces every FUSE request)"},
 };
 
 #define N_OPTIONS (sizeof(options_table) / sizeof(options_table[0]))
@@ -238,6 +257,7 @@ void cfs_options_init(struct cfs_options *o)
     o->sampler = CFS_SAMPLER_TORCH_DDP;
     o->world = 1;
     o->batch = 1;
+    o->log_level = -1;
     o->repetitions = 3;
     o->epochs = 100;
     o->order = CFS_ORDER_IMAGEFOLDER;

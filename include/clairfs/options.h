@@ -58,6 +58,7 @@ struct cfs_options {
     bool no_identify;   /* never learn the read order from the opens */
     bool no_sweep;      /* never stage unread files into RAM while the order is unknown */
     char *record_opens; /* record_opens=FILE: "PID PPID PATH" per open (clairfs-plan --identify) */
+    int log_level;      /* log_level=: a syslog level (LOG_ERR .. LOG_DEBUG); -1 unset */
 };
 
 /* Defaults for every option. */

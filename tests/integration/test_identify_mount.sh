@@ -38,17 +38,17 @@ pattern torch torch 1 23
 pattern torch-persistent torch 1 29 --persistent
 pattern sampler torch-sampler 1 31
 
-# reader_start NAME COMMAND...: a fresh mount $TMP/mnt-NAME read by COMMAND
-# in the background (COMMAND reads $mnt and compares with $src).  The
+# reader_start NAME OPTS COMMAND...: a fresh mount $TMP/mnt-NAME (more
+# mount options OPTS, "" for none) read by COMMAND in the background (COMMAND reads $mnt and compares with $src).  The
 # three readers run at once, and their mounts then search their opens
 # side by side: waiting for each in turn cost three minutes of an idle
 # host.
 declare -A reader_pid reader_daemon
 reader_start() {
-    local name=$1
-    shift
+    local name=$1 more=${2:+,$2}
+    shift 2
     local mnt=$TMP/mnt-$name
-    cfs_mount "$src" "$mnt" "$TMP/$name.daemon.log" -o ram=$ram,index="$TMP/index-$name" ||
+    cfs_mount "$src" "$mnt" "$TMP/$name.daemon.log" -o ram=$ram,index="$TMP/index-$name"$more ||
         { fail "$name: mount"; return; }
     reader_daemon[$name]=$CFS_PID
     "$@" >"$TMP/$name.reader.log" 2>&1 &
@@ -121,9 +121,11 @@ EOF
 }
 
 readers=(sequential find-xargs shuffled)
-reader_start sequential sequential
-reader_start find-xargs find_xargs
-reader_start shuffled shuffled
+# log_level=debug shows each attempt of the identification; warning hides
+# the lines that say what the mount does (checked below).
+reader_start sequential log_level=debug sequential
+reader_start find-xargs log_level=warning find_xargs
+reader_start shuffled "" shuffled
 for name in "${readers[@]}"; do
     [ -n "${reader_pid[$name]:-}" ] || continue
     wait "${reader_pid[$name]}"
@@ -133,4 +135,11 @@ for name in "${readers[@]}"; do
 done
 deadline=$((SECONDS + 60))
 for name in "${readers[@]}"; do reader_end "$name" "$deadline"; done
+check "log_level=debug: the identification's attempts are logged" \
+    grep -q "identify: attempt over 32 opens of " "$TMP/sequential.daemon.log"
+check "the default level logs what the mount does, not the attempts" bash -c \
+    'grep -q "^clairfs: mounted " "$1" && ! grep -q "identify: attempt over" "$1"' \
+    _ "$TMP/shuffled.daemon.log"
+check "log_level=warning: not even that" bash -c '! grep -q "mounted " "$1"' \
+    _ "$TMP/find-xargs.daemon.log"
 cfs_finish

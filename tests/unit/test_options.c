@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <syslog.h>
 
 #include "check_run.h"
 #include "clairfs/options.h"
@@ -32,9 +33,11 @@ START_TEST(list_sets_every_kind_of_option)
     struct cfs_options o;
     char err[256];
     cfs_options_init(&o);
+    ck_assert_int_eq(o.log_level, -1); /* unset: -d's or the default */
     ck_assert_int_eq(cfs_options_parse_list(&o,
         "seed=18446744073709551615,world=8,ranks=2-3,batch=32,drop_last,epochs=5,"
-        "start_epoch=1,ram=2G,ssd=10G,ssd_dir=/tmp/x{rank},sampler=list:/a/b,order=sorted,io=threads",
+        "start_epoch=1,ram=2G,ssd=10G,ssd_dir=/tmp/x{rank},sampler=list:/a/b,order=sorted,io=threads,"
+        "log_level=debug",
         err, sizeof(err)), 0);
     ck_assert(o.has_seed);
     ck_assert_uint_eq(o.seed, UINT64_MAX);
@@ -55,6 +58,7 @@ START_TEST(list_sets_every_kind_of_option)
     ck_assert_str_eq(o.sampler_list, "/a/b");
     ck_assert_int_eq(o.order, CFS_ORDER_SORTED);
     ck_assert_int_eq(o.io, CFS_IO_THREADS);
+    ck_assert_int_eq(o.log_level, LOG_DEBUG);
     ck_assert_int_eq(cfs_options_validate(&o, err, sizeof(err)), 0);
     cfs_options_free(&o);
 }
@@ -88,6 +92,7 @@ START_TEST(bad_values_name_the_option)
     assert_rejected("epochs=3,start_epoch=3", "start_epoch=3");
     assert_rejected("sampler=numpy", "sampler=numpy");
     assert_rejected("order=random", "order=random");
+    assert_rejected("log_level=verbose", "log_level=verbose");
     assert_rejected("drop_last=1", "drop_last");
     assert_rejected("seed", "seed needs a value");
     assert_rejected("ssd=1G", "ssd_dir");
