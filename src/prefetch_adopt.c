@@ -218,6 +218,18 @@ static void replay_seen(struct cfs_prefetch *pf, struct pf_track *t, uint64_t se
     }
 }
 
+/* Opens the trainer has read since the start of the epoch (of per opens)
+ * it read at identification: the module's opens into that epoch (the last
+ * open it heard ends an epoch or lies inside one) and every open seen since
+ * (seen, counted from the first epoch start as opens_before + opens are).
+ * 0 with per 0. */
+static uint64_t opens_into_epoch(const struct cfs_identified *id, uint64_t per, uint64_t seen)
+{
+    uint64_t module = id->opens_before + id->opens; /* what the module had heard */
+    uint64_t since = seen > module ? seen - module : 0;
+    return (per && id->opens ? (id->opens - 1) % per + 1 : 0) + since;
+}
+
 /* Under the plan lock's write side: no open is running, every remembered
  * open is in seen. */
 static void replay_epoch(struct cfs_prefetch *pf, struct pf_track *t, void *arg)
@@ -228,10 +240,7 @@ static void replay_epoch(struct cfs_prefetch *pf, struct pf_track *t, void *arg)
     uint32_t epoch;
     pf_track_position(t, &pos, &epoch, &(uint64_t){0});
     len = pf_track_epoch_len(t);
-    uint64_t module = ra->id->opens_before + ra->id->opens; /* what the module had heard */
-    uint64_t since = seen > module ? seen - module : 0;
-    uint64_t opens = ra->id->opens;
-    uint64_t count = (len && opens ? (opens - 1) % len + 1 : 0) + since;
+    uint64_t count = opens_into_epoch(ra->id, len, seen);
     if (count > seen)
         count = seen;
     /* Identified epochs after its opens (a scan at idle priority that
@@ -260,7 +269,7 @@ static void replay_epoch(struct cfs_prefetch *pf, struct pf_track *t, void *arg)
      * the order there (identify.c) and may refine it; one epoch's order,
      * for good: the module learns every next epoch from its opens. */
     uint64_t per = ra->id->epoch_opens;
-    uint64_t until = per && !pf->epoch_only ? (opens / per + 1) * per + CHECK_OPENS : 0;
+    uint64_t until = per && !pf->epoch_only ? (ra->id->opens / per + 1) * per + CHECK_OPENS : 0;
     if (until <= atomic_load(&pf->observed))
         until = 0;
     atomic_store(&pf->observe_until, until);
@@ -382,12 +391,10 @@ static int identified_run(const struct cfs_prefetch *pf, const struct cfs_identi
  * next; UINT32_MAX (not staged) where the node's epoch is not known. */
 static uint32_t first_epochs(struct cfs_prefetch *pf, const struct cfs_identified *id)
 {
-    uint64_t per = id->epoch_opens, module = id->opens_before + id->opens;
-    uint64_t seen = atomic_load(&pf->seen_count);
+    uint64_t per = id->epoch_opens;
     if (per == 0)
         return UINT32_MAX;
-    uint64_t read = (id->opens ? (id->opens - 1) % per + 1 : 0) + (seen > module ? seen - module : 0);
-    uint64_t ahead = read / per;
+    uint64_t ahead = opens_into_epoch(id, per, atomic_load(&pf->seen_count)) / per;
     return ahead < UINT32_MAX - 2 ? (uint32_t)ahead + 2 : UINT32_MAX;
 }
 
