@@ -562,6 +562,20 @@ static double since(const struct timespec *t0)
     return (double)(now.tv_sec - t0->tv_sec) + (double)(now.tv_nsec - t0->tv_nsec) * 1e-9;
 }
 
+/* Under the lock: the running attempt stops at its next check of cancel.
+ * Its thread may be in a scan's idle part: on cores that a trainer (or
+ * anything else) keeps busy, a SCHED_IDLE thread would not run to see the
+ * flag for seconds, and a minute was seen on a loaded host - while the
+ * attempt that should replace it waits.  So it is put back at the normal
+ * priority, where it finishes the chunk it is in (8192 seeds) and starts
+ * the next attempt; that lowers it again where its long part begins. */
+static void cancel_attempt(struct cfs_identify *id)
+{
+    atomic_store(&id->cancel, true);
+    if (id->attempting)
+        (void)cfs_thread_normal_priority_of(id->thread);
+}
+
 /* One attempt on a snapshot of the observations; called without the lock. */
 static int attempt_snapshot(struct cfs_identify *id, const uint32_t *s, const pid_t *pids,
                             const pid_t *ppids, size_t len, const struct cand *keep, size_t nkeep,
@@ -776,7 +790,7 @@ static void epoch_roll(struct cfs_identify *id)
         return;
     }
     if (id->attempting)
-        atomic_store(&id->cancel, true);
+        cancel_attempt(id);
     window_from(id, id->len, id->epochs.epoch + 1);
 }
 
@@ -1040,7 +1054,7 @@ void cfs_identify_destroy(struct cfs_identify *id)
         return;
     pthread_mutex_lock(&id->lock);
     id->stop = true;
-    atomic_store(&id->cancel, true);
+    cancel_attempt(id);
     pthread_cond_signal(&id->wake);
     pthread_mutex_unlock(&id->lock);
     pthread_join(id->thread, NULL);
@@ -1097,7 +1111,7 @@ static void note_reader(struct cfs_identify *id, pid_t pid, pid_t ppid)
     if (id->len >= id->p.n || now - parent_first > late)
         return;
     if (id->attempting)
-        atomic_store(&id->cancel, true);
+        cancel_attempt(id);
     else if (id->len >= IDENT_MIN_OPENS && id->next_attempt > id->len + 1)
         id->next_attempt = id->len + 1;
 }
@@ -1135,7 +1149,7 @@ void cfs_identify_restart(struct cfs_identify *id)
     memset(&id->result, 0, sizeof(id->result));
     memset(&id->global, 0, sizeof(id->global));
     memset(&id->epochs, 0, sizeof(id->epochs));
-    atomic_store(&id->cancel, true);
+    cancel_attempt(id);
     pthread_mutex_unlock(&id->lock);
 }
 

@@ -21,6 +21,11 @@ const char *cfs_thread_lower_priority(void)
 
 int cfs_thread_normal_priority(void)
 {
+    return cfs_thread_normal_priority_of(pthread_self());
+}
+
+int cfs_thread_normal_priority_of(pthread_t thread)
+{
     struct sched_param sp = {.sched_priority = 0};
-    return -pthread_setschedparam(pthread_self(), SCHED_OTHER, &sp);
+    return -pthread_setschedparam(thread, SCHED_OTHER, &sp);
 }
