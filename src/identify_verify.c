@@ -715,19 +715,37 @@ static bool try_variants(struct search *s, struct ident_hyp h)
     return false;
 }
 
+/* Reader i's first step in epoch 0: how far its second open lies past its
+ * first; 0 when it has not opened twice or they are not in that order. */
+static uint32_t first_step(struct search *s, size_t i, int *err)
+{
+    const struct ident_reader *a = &s->rd->r[i];
+    if (a->len < 2)
+        return 0;
+    uint32_t q0 = pos_of(s->v, 0, a->s[0], err), q1 = pos_of(s->v, 0, a->s[1], err);
+    return q0 != NONE && q1 != NONE && q1 > q0 ? q1 - q0 : 0;
+}
+
 /* The worlds to try for torch-ddp: the registered one, then the divisors
- * of the head reader's first step (above p0: the head is rank p0). */
+ * (above p0: the head is rank p0) of a reader's first step, which is W
+ * within a batch (W * T from a batch of one to the worker's next).  The
+ * head reader's when it has opened twice.  Before that, the first other
+ * reader's that has: a scan restarted for a late rank's readers takes its
+ * snapshot at each new reader's first open, so when rank 0 is the late
+ * one the last snapshot holds exactly one open of its worker 0, the head
+ * (an ImageNet run whose true seed was refuted here scanned all 2^32 seeds
+ * a second time).  Still at most MAX_WORLDS hypotheses; the walk refutes
+ * the wrong ones. */
 static size_t worlds(struct search *s, uint32_t p0, uint32_t *out, int *err)
 {
     size_t k = 0;
     const struct cfs_sampler_params *hint = s->p->hint;
     if (hint && hint->world > p0)
         out[k++] = hint->world;
-    const struct ident_reader *a = &s->rd->r[s->head];
-    uint32_t q = a->len > 1 ? pos_of(s->v, 0, a->s[1], err) : NONE;
-    if (q == NONE || q <= p0)
-        return k;
-    uint32_t d = q - p0;
+    uint32_t d = first_step(s, s->head, err);
+    for (size_t i = 0; d == 0 && i < s->rd->nr && !*err; i++)
+        if (i != s->head)
+            d = first_step(s, i, err);
     for (uint32_t w = p0 + 1; w <= d && k < MAX_WORLDS; w++)
         if (d % w == 0 && !(hint && w == hint->world))
             out[k++] = w;

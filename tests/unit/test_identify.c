@@ -207,6 +207,46 @@ START_TEST(small_datasets)
 }
 END_TEST
 
+/* The snapshot a late rank 0 leaves: the scan restarts at each of its
+ * readers' first opens, so the last restart sees its worker 0 - the head,
+ * randperm[0] - with that one open, behind rank 1's workers' dozens.  The
+ * world comes from another reader's first step then (its worker 0's second
+ * open, randperm[2], is not there to give it). */
+START_TEST(a_head_reader_with_one_open)
+{
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP,
+                        .seed = 4000000000u,
+                        .n = 10000,
+                        .world = 2,
+                        .batch = 8,
+                        .workers = 2,
+                        .ranks = 2,
+                        .epochs = 1};
+    struct opens all = simulate(&t, 400), o = {0};
+    for (size_t i = 0; i < all.len && o.len < 40; i++)
+        if (all.ppid[i] == 1001) /* rank 1's workers */
+            push(&o, all.s[i], all.pid[i], all.ppid[i]);
+    for (pid_t worker = 2001; worker >= 2000; worker--) /* rank 0's, its worker 0 last */
+        for (size_t i = 0; i < all.len; i++)
+            if (all.pid[i] == worker) {
+                push(&o, all.s[i], all.pid[i], all.ppid[i]);
+                break;
+            }
+    ck_assert_uint_eq(o.len, 42);
+    struct cfs_identify_params p = params(t.n, t.seed, 4096);
+    struct cfs_identified id;
+    ck_assert_msg(identify(&p, &o, &id) == 0, "%s", id.text);
+    ck_assert_int_eq(id.sampler.kind, CFS_SAMPLER_TORCH_DDP);
+    ck_assert_uint_eq(id.sampler.seed, (uint32_t)t.seed);
+    ck_assert_uint_eq(id.sampler.world, 2);
+    ck_assert_uint_eq(id.sampler.batch, 8);
+    ck_assert_uint_eq(id.workers, 2);
+    ck_assert_uint_eq(id.rank_count, 2);
+    opens_free(&all);
+    opens_free(&o);
+}
+END_TEST
+
 START_TEST(a_resumed_ddp_run)
 {
     struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP,
@@ -823,6 +863,7 @@ static Suite *identify_suite(void)
     tcase_add_loop_test(t, torch_sampler_is_told_from_ddp_by_its_second_epoch, 0, 5);
     tcase_add_test(t, small_datasets);
     tcase_add_test(t, a_resumed_ddp_run);
+    tcase_add_test(t, a_head_reader_with_one_open);
     tcase_add_test(t, the_second_node_of_a_ddp_run);
     tcase_add_test(t, a_contradicted_hint_is_reported);
     tcase_add_test(t, bad_input);
