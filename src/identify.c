@@ -46,6 +46,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1066,6 +1067,24 @@ void cfs_identify_destroy(struct cfs_identify *id)
     free(id);
 }
 
+static bool process_alive(const struct cfs_identify *id, pid_t pid)
+{
+    if (id->p.process_alive)
+        return id->p.process_alive(id->p.process_alive_arg, pid);
+    return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+}
+
+/* Under the lock: does a reader with parent ppid, other than pid, still
+ * run? */
+static bool sibling_alive(const struct cfs_identify *id, pid_t pid, pid_t ppid)
+{
+    for (size_t i = 0; i < id->nreaders; i++)
+        if (id->reader_parents[i] == ppid && id->readers[i] != pid &&
+            process_alive(id, id->readers[i]))
+            return true;
+    return false;
+}
+
 /* Under the lock: a reader's first open changes the sets a scan filters
  * with (another rank whose first open is randperm[1], say), so a scan
  * started without it can pass over the true seed; it is cancelled and
@@ -1105,10 +1124,15 @@ static void note_reader(struct cfs_identify *id, pid_t pid, pid_t ppid)
      * epoch's head is one of them.  So a reader of a new parent restarts
      * the scan at any time in the first epoch, and so do its siblings
      * within the minute after it (the worker with the head need not open
-     * first).  The next attempt takes the reader in. */
+     * first).  Past the minute a sibling that still runs says the same: a
+     * later epoch's workers start after their rank's last ones ended (a
+     * DataLoader joins its workers at the epoch's end), where ranks
+     * without workers - siblings under one launcher - run side by side,
+     * and one that starts minutes late holds the head as much as a late
+     * rank's workers do.  The next attempt takes the reader in. */
     double late = id->p.new_reader_seconds > 0 ? id->p.new_reader_seconds
                                                : CFS_IDENTIFY_NEW_READER_SECONDS;
-    if (id->len >= id->p.n || now - parent_first > late)
+    if (id->len >= id->p.n || (now - parent_first > late && !sibling_alive(id, pid, ppid)))
         return;
     if (id->attempting)
         cancel_attempt(id);

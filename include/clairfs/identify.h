@@ -142,10 +142,14 @@ struct cfs_identify_params {
     /* torch-global (a registered seed read as torch.manual_seed's): the
      * largest rng_offset searched; 0 means CFS_IDENTIFY_GLOBAL_MAX_OFFSET. */
     uint64_t global_max_offset;
-    /* A reader first seen this long after the first open (seconds; 0
-     * means CFS_IDENTIFY_NEW_READER_SECONDS) never restarts a running scan
-     * (identify.c note_reader). */
+    /* A reader first seen this long after its parent's first reader
+     * (seconds; 0 means CFS_IDENTIFY_NEW_READER_SECONDS) restarts a
+     * running scan only while a sibling reader still runs (identify.c
+     * note_reader). */
     double new_reader_seconds;
+    /* Whether process pid still runs; NULL: kill(pid, 0) says. */
+    bool (*process_alive)(void *arg, pid_t pid);
+    void *process_alive_arg;
     cfs_identify_cb on_identified;    /* called from the module's thread */
     void *cb_arg;
 };

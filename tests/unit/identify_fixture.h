@@ -105,6 +105,14 @@ static inline struct opens simulate(const struct trainer *t, size_t max)
     return o;
 }
 
+/* Simulated readers are no processes: none runs (as a later epoch's
+ * workers find their rank's earlier ones, ended). */
+static inline bool no_process(void *arg, pid_t pid)
+{
+    (void)arg, (void)pid;
+    return false;
+}
+
 static inline struct cfs_identify_params params(uint32_t n, uint64_t seed, uint64_t range)
 {
     /* The torch-global walk (test_identify_global.c) kept short: a
@@ -113,7 +121,8 @@ static inline struct cfs_identify_params params(uint32_t n, uint64_t seed, uint6
                                         .nodes = 1,
                                         .global_max_offset = 4096,
                                         .seed_first = (uint32_t)seed - (uint32_t)(range / 2),
-                                        .seed_count = range};
+                                        .seed_count = range,
+                                        .process_alive = no_process};
 }
 
 static inline int identify(const struct cfs_identify_params *p, const struct opens *o,

@@ -542,6 +542,7 @@ static struct cfs_identified scan_across_epochs(const struct trainer *t, size_t 
     struct cfs_identify_params p = {.n = t->n, .nodes = 1, .global_max_offset = 4096,
                                     .seed_first = 0, .seed_count = 1u << 26,
                                     .new_reader_seconds = new_reader_seconds,
+                                    .process_alive = no_process,
                                     .on_identified = on_identified, .cb_arg = &seen};
     struct cfs_identify *id;
     char err[256];
@@ -660,6 +661,7 @@ START_TEST(a_late_ranks_first_open_restarts_the_scan)
     struct cfs_identify_params p = {.n = t.n, .nodes = 1, .global_max_offset = 4096,
                                     .seed_first = 0, .seed_count = UINT32_MAX,
                                     .new_reader_seconds = late_cases[_i].new_reader_seconds,
+                                    .process_alive = no_process,
                                     .on_identified = on_identified, .cb_arg = &seen};
     struct cfs_identify *id;
     char err[256];
@@ -696,6 +698,68 @@ START_TEST(a_late_ranks_first_open_restarts_the_scan)
     ck_assert_uint_eq(seen.id.rank_count, 2);
     cfs_identify_destroy(id);
     opens_free(&late);
+    opens_free(&o);
+}
+END_TEST
+
+/* DDP without DataLoader workers: the ranks read themselves, siblings under
+ * one launcher (pids 1000 + r, parent 999).  Rank 0, with the head, starts
+ * long after rank 1 (past new_reader_seconds, 0.2 s here; a minute in a
+ * mount).  Case 0: rank 1 still runs, so rank 0 is a late rank: its first
+ * open restarts the scan, which finds the seed at once (before, the scan
+ * over rank 1's opens alone went on over 2^32 seeds, minutes).  Case 1:
+ * its sibling ended (a process per file, a later epoch's workers): no
+ * restart, the scan goes on. */
+static bool ranks_run(void *arg, pid_t pid)
+{
+    return *(const bool *)arg && (pid == 1000 || pid == 1001);
+}
+
+START_TEST(a_late_rank_without_workers_restarts_the_scan_while_its_sibling_runs)
+{
+    bool running = _i == 0;
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP,
+                        .seed = 1000,
+                        .n = 10000,
+                        .world = 2,
+                        .batch = 4,
+                        .workers = 0,
+                        .ranks = 2,
+                        .epochs = 1};
+    struct opens o = simulate(&t, 400);
+    struct seen seen = {0};
+    struct cfs_identify_params p = {.n = t.n, .nodes = 1, .global_max_offset = 4096,
+                                    .seed_first = 0, .seed_count = UINT32_MAX,
+                                    .new_reader_seconds = 0.2,
+                                    .process_alive = ranks_run, .process_alive_arg = &running,
+                                    .on_identified = on_identified, .cb_arg = &seen};
+    struct cfs_identify *id;
+    char err[256];
+    ck_assert_int_eq(cfs_identify_create(&p, &id, err, sizeof(err)), 0);
+    size_t rank1 = 0;
+    for (size_t i = 0; i < o.len && rank1 < 48; i++)
+        if (o.pid[i] == 1001) {
+            cfs_identify_observe(id, o.s[i], o.pid[i], o.ppid[i]);
+            rank1++;
+        }
+    ck_assert_uint_eq(rank1, 48);
+    usleep(500000); /* past new_reader_seconds; the scan is in its idle part */
+    for (size_t i = 0; i < o.len; i++)
+        if (o.pid[i] == 1000)
+            cfs_identify_observe(id, o.s[i], o.pid[i], o.ppid[i]);
+    /* running: 20 s at most (found at once); ended: 2 s, learning on */
+    for (int i = 0; i < (running ? 2000 : 200) && calls_of(&seen) < 1; i++)
+        usleep(10000);
+    if (running) {
+        ck_assert_int_ge(calls_of(&seen), 1);
+        ck_assert_uint_eq(seen.id.sampler.seed, t.seed);
+        ck_assert_uint_eq(seen.id.sampler.world, 2);
+        ck_assert_uint_eq(seen.id.rank_count, 2);
+    } else {
+        ck_assert_int_eq(calls_of(&seen), 0);
+        ck_assert_int_eq(cfs_identify_state(id, NULL), CFS_IDENTIFY_LEARNING);
+    }
+    cfs_identify_destroy(id);
     opens_free(&o);
 }
 END_TEST
@@ -881,6 +945,8 @@ static Suite *identify_suite(void)
     tcase_add_test(big, a_partial_nodes_later_workers_do_not_restart_the_scan);
     tcase_add_loop_test(big, a_late_ranks_first_open_restarts_the_scan, 0,
                         sizeof(late_cases) / sizeof(late_cases[0]));
+    tcase_add_loop_test(big, a_late_rank_without_workers_restarts_the_scan_while_its_sibling_runs,
+                        0, 2);
     tcase_add_test(big, torch_global_without_its_seed_epoch_by_epoch);
     if (!getenv("CFS_IDENTIFY_SKIP_FULL"))
         tcase_add_test(big, the_full_seed_range);
