@@ -22,7 +22,9 @@
 # mount to ready; the trainer's start to its first open (torch import and
 # ImageFolder's listing through the mount); first open to identified as
 # seen from outside (polled every second) and as the mount's log says it
-# ("after N opens in T s"); the CPU seconds the mount's SCHED_IDLE threads
+# ("after N opens in T s") and how long after that line it said it predicts
+# the order (the adoption's first plan; the log's lines are time-stamped as
+# they come); the CPU seconds the mount's SCHED_IDLE threads
 # (the search) had by then; the trainer's files/s while the search ran,
 # after it, and over the first --window seconds from the first open (the
 # same window for every row: a small seed, found at once, against a full
@@ -243,6 +245,11 @@ PY
 # idle priority would otherwise have had.  Times in it are integer
 # microseconds (usec, from $EPOCHREALTIME).
 usec() { REPLY=${1/./}; REPLY=$((10#$REPLY)); }
+# stamp: stdin to stdout, each line after the time it came ($EPOCHREALTIME)
+stamp() {
+    local line
+    while IFS= read -r line; do printf '%s %s\n' "$EPOCHREALTIME" "$line"; done
+}
 # metric_of MNT NAME: REPLY := the metric's value (empty without it)
 metric_of() {
     local k v
@@ -302,7 +309,8 @@ for row in $rows; do
     opts="ram=$((files * 5 / 1024 + nbytes / 1048576 + 256))M,index=$work/index-$k"
     opts+=${BENCH_MOUNT_OPTS:+,${BENCH_MOUNT_OPTS//@K/$k}}
     t_mount=$(now) load_start=$(load)
-    "$CLAIRFS" -f -o "$opts" "$under" "$mnt" >"$work/clairfs-$k.log" 2>&1 &
+    # each line of the mount's log stamped with the time it was written
+    "$CLAIRFS" -f -o "$opts" "$under" "$mnt" > >(stamp >"$work/clairfs-$k.log") 2>&1 &
     dpid=$!
     pids+=($dpid)
     mnts+=("$mnt")
@@ -361,6 +369,7 @@ for row in $rows; do
     load_end=$(load)
     order=$(grep '^order:' "$mnt/.clairfs/stats" 2>/dev/null | head -1)
     logline=$(grep -h 'after [0-9]* opens in' "$work/clairfs-$k.log" | head -1)
+    adopted=$(grep -h 'order: identified .*; predicting it' "$work/clairfs-$k.log" | head -1)
     fusermount3 -u "$mnt" || fusermount3 -u -z "$mnt"
     wait $dpid 2>/dev/null
     p0=$work/progress-$k.0
@@ -380,7 +389,9 @@ for row in $rows; do
     results+=("$(printf '%-10s %10s %6s %7s %6s %8s %18s %8s %8s %8s   %s' "$kind" "$seed" \
         "$(sub "$t_ready" "$t_mount")" "$(sub "$t_first" "$ts")" "$ident" "$cpu_id" "${mounts:--}" \
         "$during" "$post" "$win" "$load_start / ${load_id:-$load_end}")")
-    echo "$row: ${logline:-no identification logged}"
+    if [ -n "$logline" ]; then echo "$row: ${logline#* }"; else echo "$row: no identification logged"; fi
+    [ -z "$logline" ] || [ -z "$adopted" ] ||
+        echo "$row: predicting $(sub "${adopted%% *}" "${logline%% *}") s after the log named the order"
     echo "$row: ${order:-no order line}"
     echo "$row: $nsamples samples listed in $(sub "$tl" "$ts") s; stopped at $(sub "$t_end" "$t_first") s (load $load_end)"
     unset load_id

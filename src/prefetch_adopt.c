@@ -206,16 +206,19 @@ struct replay_arg {
     uint32_t from_epoch; /* where the replay began (past the epochs the ring lost) */
     uint64_t seen;       /* seen_count at the replay */
     bool extend;         /* staged: seen keeps every open until the second replay */
+    uint64_t replay_ns;  /* the last replay's time, the opens waiting (debug log) */
 };
 
 /* The last count of the seen opens up to seen into t, uncounted. */
 static void replay_seen(struct cfs_prefetch *pf, struct pf_track *t, uint64_t seen,
-                        uint64_t count)
+                        uint64_t count, struct replay_arg *ra)
 {
+    uint64_t t0 = pf_now_ns();
     for (uint64_t i = seen - count; i < seen; i++) {
         struct pf_obs o;
         pf_track_open(t, atomic_load(&pf->seen[i % pf->seen_cap]), &o);
     }
+    ra->replay_ns = pf_now_ns() - t0;
 }
 
 /* Opens the trainer has read since the start of the epoch (of per opens)
@@ -258,7 +261,7 @@ static void replay_epoch(struct cfs_prefetch *pf, struct pf_track *t, void *arg)
     if (count > pf->seen_cap)
         count = pf->seen_cap; /* 0 without a ring */
     pf_track_position(t, NULL, &ra->from_epoch, NULL);
-    replay_seen(pf, t, seen, count);
+    replay_seen(pf, t, seen, count, ra);
     ra->replayed = count;
     ra->seen = seen;
     pf_track_position(t, NULL, &ra->epoch, NULL);
@@ -298,7 +301,7 @@ static void replay_again(struct cfs_prefetch *pf, struct pf_track *t, void *arg)
     pf_track_position(t, NULL, &epoch, NULL);
     if (ra->from_epoch != epoch)
         (void)pf_track_set_epoch(t, ra->from_epoch);
-    replay_seen(pf, t, seen, count);
+    replay_seen(pf, t, seen, count, ra);
     pf_track_position(t, NULL, &ra->epoch, NULL);
     ra->replayed = count;
     pf->adopted = true;
@@ -412,8 +415,10 @@ static void adopt_rest(struct cfs_prefetch *pf, const struct cfs_run_config *run
         cfs_warn("order: planning epochs %u to %u: %s; predicting to epoch %u", ra->epoch,
                  run->epochs - 1, err, pf->run.epochs - 1);
     else
-        cfs_debug("order: planned to epoch %u in %.2f s (%" PRIu64 " opens replayed, in epoch %u)",
-                  run->epochs - 1, (double)(pf_now_ns() - t0) / 1e9, ra->replayed, ra->epoch);
+        cfs_debug("order: planned to epoch %u in %.2f s (%" PRIu64 " opens replayed in %.2f s, "
+                  "in epoch %u)",
+                  run->epochs - 1, (double)(pf_now_ns() - t0) / 1e9, ra->replayed,
+                  (double)ra->replay_ns / 1e9, ra->epoch);
 }
 
 int cfs_prefetch_adopt(struct cfs_prefetch *pf, const struct cfs_identified *id, char *err,
@@ -455,8 +460,12 @@ int cfs_prefetch_adopt(struct cfs_prefetch *pf, const struct cfs_identified *id,
     if (staged)
         run.epochs = run.start_epoch + first;
     struct replay_arg ra = {.id = id, .extend = staged};
+    uint64_t t0 = pf_now_ns();
     if ((rc = pf_replan(pf, &run, replay_epoch, &ra, err, errlen)) < 0)
         goto out;
+    cfs_debug("order: planned to epoch %u in %.2f s (%" PRIu64 " opens replayed in %.2f s)",
+              run.epochs - 1, (double)(pf_now_ns() - t0) / 1e9, ra.replayed,
+              (double)ra.replay_ns / 1e9);
     pthread_mutex_lock(&pf->order_mu);
     pf->ident = *id;
     pthread_mutex_unlock(&pf->order_mu);
