@@ -528,8 +528,22 @@ static int calls_of(struct seen *s)
     return __atomic_load_n(&s->calls, __ATOMIC_SEQ_CST);
 }
 
+/* The range of the scans that must outlast a few epochs' opens: 2^26
+ * seeds (seconds), a quarter of that where the sanitizers slow the scan
+ * some six times (the sanitizer stage: a minute a test otherwise). */
+#if defined(__SANITIZE_ADDRESS__)
+#define ACROSS_SEEDS (1u << 24)
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define ACROSS_SEEDS (1u << 24)
+#endif
+#endif
+#ifndef ACROSS_SEEDS
+#define ACROSS_SEEDS (1u << 26)
+#endif
+
 /* Three epochs of t, a node's epoch `per` opens: the first epoch's 32
- * opens start a scan of 2^26 seeds (t's seed at its end), the other
+ * opens start a scan of ACROSS_SEEDS seeds (t's seed at its end), the other
  * epochs' opens, each with new workers, come while it runs; what the scan
  * that began at 32 opens identified, not a restart's. */
 static struct cfs_identified scan_across_epochs(const struct trainer *t, size_t per,
@@ -540,7 +554,7 @@ static struct cfs_identified scan_across_epochs(const struct trainer *t, size_t 
     ck_assert_int_ne(o.pid[per], o.pid[0]); /* new workers every epoch */
     struct seen seen = {0};
     struct cfs_identify_params p = {.n = t->n, .nodes = 1, .global_max_offset = 4096,
-                                    .seed_first = 0, .seed_count = 1u << 26,
+                                    .seed_first = 0, .seed_count = ACROSS_SEEDS,
                                     .new_reader_seconds = new_reader_seconds,
                                     .process_alive = no_process,
                                     .on_identified = on_identified, .cb_arg = &seen};
@@ -549,7 +563,7 @@ static struct cfs_identified scan_across_epochs(const struct trainer *t, size_t 
     ck_assert_int_eq(cfs_identify_create(&p, &id, err, sizeof(err)), 0);
     for (size_t i = 0; i < 32; i++) /* the first attempt's opens */
         cfs_identify_observe(id, o.s[i], o.pid[i], o.ppid[i]);
-    usleep(500000); /* its scan of 2^26 seeds has started (seconds) */
+    usleep(500000); /* its scan has started (seconds) */
     for (size_t i = 32; i < o.len; i++) /* the later epochs meanwhile */
         cfs_identify_observe(id, o.s[i], o.pid[i], o.ppid[i]);
     for (int i = 0; i < 60000 && calls_of(&seen) < 1; i++)
@@ -571,7 +585,7 @@ static struct cfs_identified scan_across_epochs(const struct trainer *t, size_t 
 START_TEST(a_later_epochs_workers_do_not_restart_the_scan)
 {
     struct trainer t = {.kind = CFS_SAMPLER_TORCH,
-                        .seed = (1u << 26) - 3, /* the end of the range: the scan's last seeds */
+                        .seed = ACROSS_SEEDS - 3, /* the end of the range: the scan's last seeds */
                         .n = 64,
                         .world = 1,
                         .batch = 4,
@@ -771,7 +785,7 @@ END_TEST
 START_TEST(a_partial_nodes_later_workers_do_not_restart_the_scan)
 {
     struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP,
-                        .seed = (1u << 26) - 3,
+                        .seed = ACROSS_SEEDS - 3,
                         .n = 64,
                         .world = 4,
                         .batch = 4,
