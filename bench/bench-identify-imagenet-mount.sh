@@ -59,7 +59,10 @@
 # directory: the daemons' logs, the trainers' progress, named on the last
 # line), BENCH_MOUNT_OPTS (more mount options, @K standing for the row's
 # number: record_opens=/tmp/opens-@K keeps each row's opens for
-# clairfs-plan --identify).
+# clairfs-plan --identify), BENCH_RANK0_DELAY (torch-ddp: rank 0 builds its
+# DataLoader this many seconds after rank 1, so that rank 1's workers read
+# their prefetched batches first and rank 0 is the late rank, the head of
+# the epoch's order opening last; default 0).
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${CLAIRFS_BUILD:-build} rows="torch:7 torch:4000000000 torch-ddp:4000000000"
@@ -201,6 +204,8 @@ class Bytes(ImageFolder):
 
 
 ds = Bytes(root, loader=read)
+if rank == 0 and world > 1:
+    time.sleep(float(os.environ.get("BENCH_RANK0_DELAY", "0")))
 t_listed = time.time()
 common = dict(batch_size=32, num_workers=4, collate_fn=list)
 if kind == "torch":
