@@ -401,6 +401,16 @@ static uint32_t first_epochs(struct cfs_prefetch *pf, const struct cfs_identifie
     return ahead < UINT32_MAX - 2 ? (uint32_t)ahead + 2 : UINT32_MAX;
 }
 
+/* This thread's CPU time: the debug log sets a plan's time beside the
+ * trainer against the CPU it took, the share of a core it got. */
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+        return 0;
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 /* A staged adoption's second plan: the whole span (run), its tracker
  * replayed to where the first one stands.  Failing, the first epochs'
  * plan stays: predicted to their end, then reactive. */
@@ -408,16 +418,17 @@ static void adopt_rest(struct cfs_prefetch *pf, const struct cfs_run_config *run
                        struct replay_arg *ra)
 {
     char err[256];
-    uint64_t t0 = pf_now_ns();
+    uint64_t t0 = pf_now_ns(), cpu0 = thread_cpu_ns();
     int rc = pf_replan(pf, run, replay_again, ra, err, sizeof(err));
     atomic_store(&pf->extending, false); /* replay_again's too, under the lock */
     if (rc < 0)
         cfs_warn("order: planning epochs %u to %u: %s; predicting to epoch %u", ra->epoch,
                  run->epochs - 1, err, pf->run.epochs - 1);
     else
-        cfs_debug("order: planned to epoch %u in %.2f s (%" PRIu64 " opens replayed in %.2f s, "
-                  "in epoch %u)",
-                  run->epochs - 1, (double)(pf_now_ns() - t0) / 1e9, ra->replayed,
+        cfs_debug("order: planned to epoch %u in %.2f s, %.2f CPU s (%" PRIu64 " opens replayed "
+                  "in %.2f s, in epoch %u)",
+                  run->epochs - 1, (double)(pf_now_ns() - t0) / 1e9,
+                  (double)(thread_cpu_ns() - cpu0) / 1e9, ra->replayed,
                   (double)ra->replay_ns / 1e9, ra->epoch);
 }
 
@@ -460,12 +471,13 @@ int cfs_prefetch_adopt(struct cfs_prefetch *pf, const struct cfs_identified *id,
     if (staged)
         run.epochs = run.start_epoch + first;
     struct replay_arg ra = {.id = id, .extend = staged};
-    uint64_t t0 = pf_now_ns();
+    uint64_t t0 = pf_now_ns(), cpu0 = thread_cpu_ns();
     if ((rc = pf_replan(pf, &run, replay_epoch, &ra, err, errlen)) < 0)
         goto out;
-    cfs_debug("order: planned to epoch %u in %.2f s (%" PRIu64 " opens replayed in %.2f s)",
-              run.epochs - 1, (double)(pf_now_ns() - t0) / 1e9, ra.replayed,
-              (double)ra.replay_ns / 1e9);
+    cfs_debug("order: planned to epoch %u in %.2f s, %.2f CPU s (%" PRIu64 " opens replayed in "
+              "%.2f s)",
+              run.epochs - 1, (double)(pf_now_ns() - t0) / 1e9,
+              (double)(thread_cpu_ns() - cpu0) / 1e9, ra.replayed, (double)ra.replay_ns / 1e9);
     pthread_mutex_lock(&pf->order_mu);
     pf->ident = *id;
     pthread_mutex_unlock(&pf->order_mu);
