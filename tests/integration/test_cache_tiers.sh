@@ -115,8 +115,9 @@ if cfs_mount "$src" "$mnt" "$TMP/d-sweep.log" -o ram=64M,index="$TMP/ix-sweep"; 
     check "sweep: 2 epochs verified" bench "$mnt" "seed=5,epochs=2,$TRAINER"
     check "sweep: every read from RAM" test "$(m "$mnt" 'clairfs_reads_total{source="ram"}')" -eq $((2 * N))
     check "sweep: none from the source" test "$(m "$mnt" 'clairfs_reads_total{source="pfs"}')" -eq 0
-    # Staged pages the kernel reclaimed (memory pressure: a test beside
-    # this one) are read again from the source and counted as such.
+    # Staged pages the kernel reclaimed (memory pressure, or the proactive
+    # reclaim of include/clairfs/prefetch.h's "Page cache", more of it on a
+    # loaded host) are read again from the source and counted as such.
     check "sweep: each file fetched once, again only what the kernel reclaimed" test \
         "$(($(m "$mnt" 'clairfs_fetch_bytes_total{from="pfs"}') - \
             $(m "$mnt" 'clairfs_pfs_bytes_total{reason="reclaimed"}')))" -eq "$TOTAL"
