@@ -411,6 +411,16 @@ static uint64_t thread_cpu_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* The debug line of a plan begun at t0 (this thread's CPU at cpu0) that
+ * covers epochs to `last`, ra its replay. */
+static void debug_planned(uint32_t last, uint64_t t0, uint64_t cpu0, const struct replay_arg *ra)
+{
+    cfs_debug("order: planned to epoch %u in %.2f s, %.2f CPU s (%" PRIu64 " opens replayed in "
+              "%.2f s, in epoch %u)",
+              last, (double)(pf_now_ns() - t0) / 1e9, (double)(thread_cpu_ns() - cpu0) / 1e9,
+              ra->replayed, (double)ra->replay_ns / 1e9, ra->epoch);
+}
+
 /* A staged adoption's second plan: the whole span (run), its tracker
  * replayed to where the first one stands.  Failing, the first epochs'
  * plan stays: predicted to their end, then reactive. */
@@ -425,11 +435,7 @@ static void adopt_rest(struct cfs_prefetch *pf, const struct cfs_run_config *run
         cfs_warn("order: planning epochs %u to %u: %s; predicting to epoch %u", ra->epoch,
                  run->epochs - 1, err, pf->run.epochs - 1);
     else
-        cfs_debug("order: planned to epoch %u in %.2f s, %.2f CPU s (%" PRIu64 " opens replayed "
-                  "in %.2f s, in epoch %u)",
-                  run->epochs - 1, (double)(pf_now_ns() - t0) / 1e9,
-                  (double)(thread_cpu_ns() - cpu0) / 1e9, ra->replayed,
-                  (double)ra->replay_ns / 1e9, ra->epoch);
+        debug_planned(run->epochs - 1, t0, cpu0, ra);
 }
 
 int cfs_prefetch_adopt(struct cfs_prefetch *pf, const struct cfs_identified *id, char *err,
@@ -474,10 +480,7 @@ int cfs_prefetch_adopt(struct cfs_prefetch *pf, const struct cfs_identified *id,
     uint64_t t0 = pf_now_ns(), cpu0 = thread_cpu_ns();
     if ((rc = pf_replan(pf, &run, replay_epoch, &ra, err, errlen)) < 0)
         goto out;
-    cfs_debug("order: planned to epoch %u in %.2f s, %.2f CPU s (%" PRIu64 " opens replayed in "
-              "%.2f s)",
-              run.epochs - 1, (double)(pf_now_ns() - t0) / 1e9,
-              (double)(thread_cpu_ns() - cpu0) / 1e9, ra.replayed, (double)ra.replay_ns / 1e9);
+    debug_planned(run.epochs - 1, t0, cpu0, &ra);
     pthread_mutex_lock(&pf->order_mu);
     pf->ident = *id;
     pthread_mutex_unlock(&pf->order_mu);
