@@ -923,6 +923,7 @@ out:
 
 static void *identify_thread(void *arg)
 {
+    pthread_setname_np(pthread_self(), "cfs-identify");
     struct cfs_identify *id = arg;
     struct attempt *a = malloc(sizeof(*a)); /* scans yield (attempt_all) */
     pthread_mutex_lock(&id->lock);

@@ -82,6 +82,7 @@ void cfs_io_run_sync(int source_fd, struct cfs_io_req *req)
 
 static void *worker(void *arg)
 {
+    pthread_setname_np(pthread_self(), "cfs-io");
     struct cfs_io *io = arg;
     struct threads_be *be = io->be;
     pthread_mutex_lock(&io->lock);

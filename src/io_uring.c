@@ -288,6 +288,7 @@ static void handle(struct cfs_io *io, struct uring_be *be, uint64_t ud, int res)
 
 static void *engine(void *arg)
 {
+    pthread_setname_np(pthread_self(), "cfs-io-uring");
     struct cfs_io *io = arg;
     struct uring_be *be = io->be;
     arm_wake(be);

@@ -75,6 +75,7 @@ static int load_batch(struct cfs_loader *l, const uint32_t *stream, uint64_t n, 
 
 static void *worker_main(void *argp)
 {
+    pthread_setname_np(pthread_self(), "cfs-loader");
     struct worker *w = argp;
     struct cfs_loader *l = w->l;
     uint64_t generation = 0, next = 0;

@@ -184,6 +184,7 @@ static void probe_put(struct statfs_probe *p)
 
 static void *probe_run(void *arg)
 {
+    pthread_setname_np(pthread_self(), "cfs-probe");
     struct statfs_probe *p = arg;
     struct statfs sf;
     int e = statfs(p->path, &sf) < 0 ? errno : 0;

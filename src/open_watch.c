@@ -103,6 +103,7 @@ static int drain(struct cfs_open_watch *w)
 
 static void *watch_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "cfs-open-watch");
     struct cfs_open_watch *w = arg;
     for (;;) {
         poll_for(w->fan_fd, w->wake_fd, -1);

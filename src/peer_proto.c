@@ -818,6 +818,7 @@ static void teardown(struct cfs_peer *p)
 
 void *cfs_peer_comm_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "cfs-peer");
     struct cfs_peer *p = arg;
     uint64_t idle_ns = 0, burst_ns = 0, worked_ns = cfs_peer_now_ns();
     /* Our sleeps are tens of microseconds: the default 50 us timer slack

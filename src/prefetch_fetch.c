@@ -205,6 +205,7 @@ static void fetch_done(struct cfs_io_req *req)
 
 void *pf_finisher_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "cfs-finisher");
     struct cfs_prefetch *pf = arg;
     pthread_mutex_lock(&pf->mu);
     for (;;) {

@@ -286,6 +286,7 @@ static bool log_progress(struct cfs_prefetch *pf, double *last_t, uint64_t *last
 
 void *pf_prefetch_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "cfs-prefetch");
     struct cfs_prefetch *pf = arg;
     double interval = pf->progress_interval > 0 ? pf->progress_interval : 5.0;
     double last_t = now_sec();

@@ -136,6 +136,7 @@ static void stage_one(struct pf_stager *s, uint32_t id)
 
 static void *stager_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "cfs-stager");
     struct pf_stager *s = arg;
     pthread_mutex_lock(&s->mu);
     while (!s->stop) {

@@ -282,6 +282,7 @@ struct cfs_rng_search {
 
 static void *search_thread(void *arg)
 {
+    pthread_setname_np(pthread_self(), "cfs-rng-offset");
     struct cfs_rng_search *s = arg;
     atomic_store(&s->priority, cfs_thread_lower_priority());
     s->rc = run_walk(&s->p, s->first, s->step, s->count, &s->res, &s->ctl);

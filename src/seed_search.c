@@ -669,6 +669,7 @@ struct cfs_seed_search {
 
 static void *search_thread(void *arg)
 {
+    pthread_setname_np(pthread_self(), "cfs-seed-search");
     struct cfs_seed_search *s = arg;
     atomic_store(&s->priority, cfs_thread_lower_priority());
     struct run run = {.cancel = &s->cancel, .done = &s->done, .res = &s->res};

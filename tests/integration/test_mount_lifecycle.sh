@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The life of a mount: daemonized start returns only once the mount is live;
-# SIGTERM, SIGINT, SIGHUP and fusermount3 -u all unmount cleanly; a remount
-# reuses the catalog stored in the index; the default index location.
+# its threads are named by role; SIGTERM, SIGINT, SIGHUP and fusermount3 -u
+# all unmount cleanly; a remount reuses the catalog stored in the index; the
+# default index location.
 . "$(dirname "$0")/lib.sh"
 cfs_setup
 
@@ -22,6 +23,13 @@ pid=$(cfs_pid_of_mount "$mnt")
 if [ -n "$pid" ]; then
     cfs_pids+=("$pid")
     check "the daemon serves" cmp -s "$src/n0002/img_000085.JPEG" "$mnt/n0002/img_000085.JPEG"
+    # Named by role (docs/design.md, "Threads"), as top -H and perf show them.
+    check "its threads are named by role" bash -c '
+        names=" $(sort -u /proc/$1/task/*/comm | tr "\n" " ")"
+        for n in clairfs cfs-prefetch cfs-finisher cfs-stager cfs-identify; do
+            [[ $names == *" $n "* ]] || { echo "no $n among:$names"; exit 1; }
+        done
+        [[ $names == *" cfs-io-uring "* || $names == *" cfs-io "* ]]' _ "$pid"
     kill -TERM "$pid"
     check "SIGTERM to the daemon unmounts" cfs_wait_unmounted "$mnt"
     check "... and the daemon exits" bash -c 'for i in $(seq 100); do kill -0 $1 2>/dev/null || exit 0; sleep 0.05; done; exit 1' _ "$pid"
