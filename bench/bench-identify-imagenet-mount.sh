@@ -28,7 +28,9 @@
 # (the search) had by then; the trainer's files/s while the search ran,
 # after it, and over the first --window seconds from the first open (the
 # same window for every row: a small seed, found at once, against a full
-# search).  Figures, not assertions.
+# search); and where the CPU went from the first open to the
+# identification, in cores: the mount (the search apart), the emulator
+# (--pfs), the rest (the trainer) and idle.  Figures, not assertions.
 #
 # Where the trainer reads the tree directly (the default) its main process,
 # 4 workers and the mount keep both cores busy: the search at idle
@@ -157,12 +159,13 @@ fi
     { echo "bench-identify-imagenet-mount: $src does not hold 1000 class folders" >&2; exit 1; }
 nbytes=$(du -sb --apparent-size "$src" | cut -f1)
 # What clairfs mounts: the tree, or the emulated PFS over it.
-under=$src
+under=$src epid=
 if [ -n "$pfs_opts" ]; then
     under=$work/pfs
     mkdir -p "$under"
     "$PFSEMU" -f -o "$pfs_opts" "$src" "$under" >"$work/pfsemu.log" 2>&1 &
-    pids+=($!)
+    epid=$!
+    pids+=($epid)
     mnts+=("$under")
     for _ in $(seq 50); do mountpoint -q "$under" && break; sleep 0.1; done
     mountpoint -q "$under" ||
@@ -282,6 +285,37 @@ idle_cpu() {
     for v in "${ticks[@]}"; do tot=$((tot + v)); done
     awk -v t="$tot" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.1f", t / hz }'
 }
+# cpu_snap MOUNT_PID: REPLY := "busy idle mount emulator" CPU ticks so far
+# (the host's from /proc/stat; the mount's and the emulator's processes,
+# every thread), read without a fork
+proc_ticks() {
+    local line
+    local -a v
+    REPLY=0
+    [ -n "$1" ] && { read -r line <"/proc/$1/stat"; } 2>/dev/null || return 0
+    v=(${line##*) })
+    REPLY=$((v[11] + v[12]))
+}
+cpu_snap() {
+    local line m
+    local -a c
+    read -r line </proc/stat
+    c=($line)
+    proc_ticks "$1"; m=$REPLY
+    proc_ticks "$epid"
+    REPLY="$((c[1] + c[2] + c[3] + c[6] + c[7] + c[8])) $((c[4] + c[5])) $m $REPLY"
+}
+# cpu_split SNAP0 SNAP1 SEARCH_S: where the CPU went between two snapshots,
+# in cores: the mount (its search apart), the emulator, the rest (the
+# trainer and anything else) and idle
+cpu_split() {
+    awk -v a="$1" -v b="$2" -v srch="$3" -v hz="$(getconf CLK_TCK)" -v cpus="$(nproc)" 'BEGIN {
+        split(a, x, " "); split(b, y, " ")
+        busy = y[1] - x[1]; idle = y[2] - x[2]; m = y[3] - x[3]; e = y[4] - x[4]
+        t = (busy + idle) / cpus / hz; if (t <= 0) { print "-"; exit }
+        printf "mount %.2f (search %.2f), emulator %.2f, rest %.2f, idle %.2f cores over %.0f s",
+            m / hz / t, srch / t, e / hz / t, (busy - m - e) / hz / t, idle / hz / t, t }'
+}
 # first_open K: REPLY := the earliest first-open time the trainers of row K
 # wrote (empty before any)
 first_open() {
@@ -333,7 +367,7 @@ for row in $rows; do
         tpids+=($!)
         pids+=($!)
     done
-    t_first= t_id= cpu_id= t_stop=
+    t_first= t_id= cpu_id= t_stop= snap_first= snap_last= cpu_first=0
     ticks=()
     window_us=$((window * 1000000)) cap_us=$((cap * 1000000)) after_us=$((after * 1000000))
     while :; do
@@ -346,10 +380,11 @@ for row in $rows; do
         sample_idle $dpid
         if [ -z "$t_first" ]; then
             first_open $k; t_first=$REPLY
-            [ -z "$t_first" ] || { usec "$t_first"; first_us=$REPLY; }
+            [ -z "$t_first" ] || { usec "$t_first"; first_us=$REPLY; cpu_snap $dpid; snap_first=$REPLY cpu_first=$(idle_cpu); }
             continue
         fi
         if [ -z "$t_id" ]; then
+            cpu_snap $dpid; snap_last=$REPLY
             metric_of "$mnt" clairfs_order_identified
             if [ "$REPLY" = 1 ]; then
                 t_id=$t id_us=$t_us cpu_id=$(idle_cpu) load_id=$(load)
@@ -398,6 +433,10 @@ for row in $rows; do
     [ -z "$logline" ] || [ -z "$adopted" ] ||
         echo "$row: predicting $(sub "${adopted%% *}" "${logline%% *}") s after the log named the order"
     echo "$row: ${order:-no order line}"
+    upto="the end"
+    [ -z "$t_id" ] || upto="the identification"
+    [ -z "$snap_last" ] || echo "$row: CPU from the first open to $upto: $(cpu_split \
+        "$snap_first" "$snap_last" "$(awk -v c="$cpu_id" -v s="$cpu_first" 'BEGIN { print c - s }')")"
     echo "$row: $nsamples samples listed in $(sub "$tl" "$ts") s; stopped at $(sub "$t_end" "$t_first") s (load $load_end)"
     unset load_id
 done
