@@ -265,18 +265,25 @@ metric_of() {
     while read -r k v; do [ "$k" = "$2" ] && { REPLY=$v; return; }; done \
         <"$1/.clairfs/metrics" 2>/dev/null
 }
+# stat_of FILE: STAT := the fields of a /proc stat file after the command
+# name (STAT[0] the state, STAT[11] + STAT[12] the CPU ticks, STAT[16] the
+# nice value, STAT[38] the policy); false when it is gone
+stat_of() {
+    local line
+    { read -r line <"$1"; } 2>/dev/null || return 1
+    STAT=(${line##*) })
+}
 # sample_idle PID: for each of PID's threads at SCHED_IDLE (policy 5) or
 # nice 19 - the search's - its CPU ticks so far, kept per TID (a thread
 # that ended keeps its last figure)
 declare -A ticks
 sample_idle() {
-    local f line rest
-    local -a v
+    local f tid
     for f in /proc/"$1"/task/*/stat; do
-        { read -r line <"$f"; } 2>/dev/null || continue # a thread that ended
-        rest=${line##*) } v=($rest)
-        if [ "${v[38]}" = 5 ] || [ "${v[16]}" = 19 ]; then
-            ticks[${line%% *}]=$((v[11] + v[12]))
+        stat_of "$f" || continue # a thread that ended
+        if [ "${STAT[38]}" = 5 ] || [ "${STAT[16]}" = 19 ]; then
+            tid=${f%/stat}
+            ticks[${tid##*/}]=$((STAT[11] + STAT[12]))
         fi
     done
 }
@@ -285,17 +292,16 @@ idle_cpu() {
     for v in "${ticks[@]}"; do tot=$((tot + v)); done
     awk -v t="$tot" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.1f", t / hz }'
 }
+# proc_ticks PID: REPLY := the process's CPU ticks so far, every thread (0
+# without it)
+proc_ticks() {
+    REPLY=0
+    [ -n "$1" ] && stat_of "/proc/$1/stat" && REPLY=$((STAT[11] + STAT[12]))
+    return 0
+}
 # cpu_snap MOUNT_PID: REPLY := "busy idle mount emulator" CPU ticks so far
 # (the host's from /proc/stat; the mount's and the emulator's processes,
 # every thread), read without a fork
-proc_ticks() {
-    local line
-    local -a v
-    REPLY=0
-    [ -n "$1" ] && { read -r line <"/proc/$1/stat"; } 2>/dev/null || return 0
-    v=(${line##*) })
-    REPLY=$((v[11] + v[12]))
-}
 cpu_snap() {
     local line m
     local -a c
