@@ -248,6 +248,27 @@ cfs_small_dataset() {
         END { print s, n, m }')
 }
 
+# cfs_read_shuffled SRC MNT FROM TO: opens files FROM..TO-1 of one random
+# order of SRC's files (Python's, no torch shuffle) on MNT, 10 ms apart,
+# each compared with SRC's; prints the next file's relative path when TO is
+# short of the end.
+cfs_read_shuffled() {
+    "$PYTHON" - "$@" <<'EOF'
+import os, random, sys, time
+src, mnt, lo, hi = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+files = sorted(os.path.relpath(os.path.join(d, f), src)
+               for d, _, fs in os.walk(src) for f in fs)
+random.Random(7).shuffle(files)
+for rel in files[lo:hi]:
+    with open(os.path.join(mnt, rel), "rb") as a, open(os.path.join(src, rel), "rb") as b:
+        if a.read() != b.read():
+            sys.exit(f"differs: {rel}")
+    time.sleep(0.01)
+if hi < len(files):
+    print(files[hi])
+EOF
+}
+
 # cfs_replay SRC MNT OPTS [clairfs-bench args]: replay OPTS's trainer on MNT
 # like a DataLoader (4 workers, prefetch factor 2), every byte compared with
 # SRC; the output goes to $TMP/bench.log.  Needs CLAIRFS_BENCH.

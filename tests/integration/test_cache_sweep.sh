@@ -17,31 +17,12 @@ cfs_small_dataset "$src" || { fail "gendata"; cfs_finish; }
 RAM=$((PAGES * 4096 / 2))
 m() { cfs_metric "$1" "$2"; }
 
-# read_perm MNT FROM TO: open files FROM..TO-1 of one random order of the
-# dataset (10 ms apart), each compared with the source; prints the last
-# file's relative path when TO is one short of the end.
-read_perm() {
-    "$PYTHON" - "$src" "$1" "$2" "$3" <<'EOF'
-import os, random, sys, time
-src, mnt, lo, hi = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-files = sorted(os.path.relpath(os.path.join(d, f), src)
-               for d, _, fs in os.walk(src) for f in fs)
-random.Random(7).shuffle(files)
-for rel in files[lo:hi]:
-    with open(os.path.join(mnt, rel), "rb") as a, open(os.path.join(src, rel), "rb") as b:
-        if a.read() != b.read():
-            sys.exit(f"differs: {rel}")
-    time.sleep(0.01)
-if hi < len(files):
-    print(files[hi])
-EOF
-}
-
 pfs=$TMP/pfs
 cfs_pfsemu "$src" "$pfs" bandwidth=4M,latency_open=1ms || { fail "pfsemu"; cfs_finish; }
 mnt=$TMP/mnt
 if cfs_mount "$pfs" "$mnt" "$TMP/daemon.log" -o ram=$RAM,no_identify,index="$TMP/index"; then
-    last=$(read_perm "$mnt" 0 $((N - 1))) || fail "the first $((N - 1)) files equal the source's"
+    last=$(cfs_read_shuffled "$src" "$mnt" 0 $((N - 1))) ||
+        fail "the first $((N - 1)) files equal the source's"
     state=inflight
     for _ in $(seq 100); do
         state=$(getfattr --only-values -n user.clairfs.state "$mnt/$last" 2>/dev/null)
@@ -54,7 +35,7 @@ if cfs_mount "$pfs" "$mnt" "$TMP/daemon.log" -o ram=$RAM,no_identify,index="$TMP
     got=$(m "$mnt" 'clairfs_fetch_bytes_total{from="pfs"}')
     echo "before the last open: the last file $state, $got PFS bytes, dataset $TOTAL"
     check "no file fetched twice ($got PFS bytes, $want expected)" test "$got" -eq "$want"
-    read_perm "$mnt" $((N - 1)) "$N" >/dev/null || fail "the last file equals the source's"
+    cfs_read_shuffled "$src" "$mnt" $((N - 1)) "$N" >/dev/null || fail "the last file equals the source's"
     ram=$(m "$mnt" 'clairfs_reads_total{source="ram"}')
     pfsr=$(m "$mnt" 'clairfs_reads_total{source="pfs"}')
     echo "reads: $ram from RAM, $pfsr from the PFS, of $N; RAM tier $RAM bytes"
