@@ -13,6 +13,9 @@
 #   learned-nosweep, searching-nosweep (with --rows): the same with
 #                no_sweep, what the sweep (the dataset staged in index order
 #                while the order is unknown) is worth
+#   learned-sweepon, searching-sweepon (with --rows): the same with
+#                sweep=on, the sweep never held back (the default, auto,
+#                holds it while the scan gets less than half a core)
 #   noidentify (with --rows): nothing registered, no_identify: the sweep
 #                alone, without the search beside the trainer
 #   registered-ddp (with --rows): seed=23,batch=8 with the default sampler,
@@ -64,7 +67,7 @@ done
 for row in "${rows[@]}"; do
     case $row in
     registered | registered-ddp | learned | searching | learned-nosweep | searching-nosweep | \
-        noidentify) ;;
+        learned-sweepon | searching-sweepon | noidentify) ;;
     *) echo "bench-identify-mount: unknown row $row (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -115,7 +118,7 @@ run() {
     searching* | noidentify) seed=4000000000 ;;
     esac
     [ "$row" = noidentify ] && opts+=",no_identify"
-    case $row in *-nosweep) opts+=",no_sweep" ;; esac
+    case $row in *-nosweep) opts+=",no_sweep" ;; *-sweepon) opts+=",sweep=on" ;; esac
     mkdir -p "$mnt"
     "$CLAIRFS" -f -o "$opts,index=$work/index-$row-$k" "$work/pfs" "$mnt" >"$work/$row-$k.log" 2>&1 &
     local dpid=$!

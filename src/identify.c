@@ -83,6 +83,23 @@ struct cand {
     uint32_t seed, skip, p0;
 };
 
+/* The share of a core the module thread's scans get (cfs_identify_scan_share).
+ * A window is at least SCAN_WINDOW seconds of scanning; scans less than
+ * SCAN_GAP apart (a restart for a new reader, the next attempt) share one,
+ * and count as one scan to the caller.  Its own lock, a leaf: the data
+ * path asks without waiting for the module's. */
+#define SCAN_WINDOW 1.0
+#define SCAN_GAP 1.0
+struct scan_meter {
+    pthread_mutex_t mu;
+    clockid_t clock; /* the module thread's CPU time */
+    bool has_clock;
+    bool scanning;
+    double scan_end;   /* monotonic seconds */
+    double t0, cpu0;   /* the window's start, the thread's CPU time then */
+    double share;      /* of the last window; -1 before one */
+};
+
 /* torch-global without a seed (clairfs/identify.h): the window of one
  * epoch's opens that the module learns from. */
 enum { EPOCHS_OFF, EPOCHS_TRYING, EPOCHS_ON };
@@ -119,6 +136,7 @@ struct cfs_identify {
     struct ident_global global; /* under lock: a torch-global trainer's offsets */
     struct cand win;            /* under lock: the candidate of the last identification */
     struct ident_epochs epochs; /* under lock */
+    struct scan_meter meter;
 };
 
 /* --- Grouping the observations. ------------------------------------------ */
@@ -198,12 +216,58 @@ void ident_readers_free(struct ident_readers *rd)
     memset(rd, 0, sizeof(*rd));
 }
 
+/* --- The scans' share of a core. ------------------------------------------ */
+
+static double clock_sec(clockid_t clock)
+{
+    struct timespec ts;
+    if (clock_gettime(clock, &ts) != 0)
+        return -1;
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* On the module's thread, around each scan. */
+static void meter_scan(struct scan_meter *m, bool begin)
+{
+    if (!m)
+        return; /* offline */
+    double now = clock_sec(CLOCK_MONOTONIC);
+    pthread_mutex_lock(&m->mu);
+    if (begin && m->has_clock && (m->scan_end == 0 || now - m->scan_end > SCAN_GAP)) {
+        m->t0 = now; /* after a pause: a new window, nothing measured yet */
+        m->cpu0 = clock_sec(m->clock);
+        m->share = -1;
+    }
+    m->scanning = begin;
+    if (!begin)
+        m->scan_end = now;
+    pthread_mutex_unlock(&m->mu);
+}
+
+bool cfs_identify_scan_share(struct cfs_identify *id, double *share)
+{
+    struct scan_meter *m = &id->meter;
+    double now = clock_sec(CLOCK_MONOTONIC);
+    pthread_mutex_lock(&m->mu);
+    bool scanning = m->has_clock && (m->scanning || (m->scan_end > 0 && now - m->scan_end <= SCAN_GAP));
+    if (m->scanning && now - m->t0 >= SCAN_WINDOW) {
+        double cpu = clock_sec(m->clock);
+        m->share = cpu >= 0 ? (cpu - m->cpu0) / (now - m->t0) : -1;
+        m->t0 = now;
+        m->cpu0 = cpu;
+    }
+    *share = m->share;
+    pthread_mutex_unlock(&m->mu);
+    return scanning;
+}
+
 /* --- One attempt over a set of observations. ----------------------------- */
 
 struct attempt {
     const struct cfs_identify_params *p;
     const struct ident_readers *rd;
     const atomic_bool *cancel;
+    struct scan_meter *meter; /* NULL offline */
     double need_bits;
     uint32_t p0;
     int rc; /* 1 identified, -errno */
@@ -303,7 +367,9 @@ static int scan(struct attempt *a, const uint64_t *fs, const uint64_t *ss, uint3
                                           .second = ss};
         a->p0 = heads[h];
         uint64_t searched;
+        meter_scan(a->meter, true);
         int rc = cfs_seed_search_set(&sp, first, count, a->cancel, on_candidate, a, &searched);
+        meter_scan(a->meter, false);
         if (rc < 0)
             return rc;
         if (a->cancel && atomic_load(a->cancel))
@@ -359,11 +425,11 @@ static int global_step(struct attempt *a, const struct ident_obs *obs, struct id
  * (out->text says why), -errno. */
 static int attempt_all(const struct cfs_identify_params *p, const struct ident_obs *obs,
                        const struct ident_readers *rd, const atomic_bool *cancel,
-                       const struct cand *keep, size_t nkeep, bool kept_only,
+                       struct scan_meter *meter, const struct cand *keep, size_t nkeep, bool kept_only,
                        struct ident_global *g, struct attempt *a, struct cfs_identified *out)
 {
     memset(a, 0, sizeof(*a));
-    a->p = p, a->rd = rd, a->cancel = cancel, a->out = out;
+    a->p = p, a->rd = rd, a->cancel = cancel, a->meter = meter, a->out = out;
     if (p->n == 1 && rd->opens > 0) {
         trivial(p, rd, out);
         return 1;
@@ -539,7 +605,7 @@ int cfs_identify_offline(const struct cfs_identify_params *p, const uint32_t *sa
     }
     struct ident_obs obs = {samples, pids, ppids, count};
     struct ident_global g = {0};
-    rc = attempt_all(p, &obs, &rd, NULL, NULL, 0, false, &g, a, out);
+    rc = attempt_all(p, &obs, &rd, NULL, NULL, NULL, 0, false, &g, a, out);
     if (rc == 1) {
         finish(p, out, 0, false);
         rc = 0;
@@ -588,7 +654,8 @@ static int attempt_snapshot(struct cfs_identify *id, const uint32_t *s, const pi
     if (rc < 0)
         return rc;
     struct ident_obs obs = {s, pids, ppids, len};
-    rc = attempt_all(&id->p, &obs, &rd, &id->cancel, keep, nkeep, kept_only, g, a, out);
+    rc = attempt_all(&id->p, &obs, &rd, &id->cancel, &id->meter, keep, nkeep, kept_only, g,
+                     a, out);
     a->readers = rd.nr;
     ident_readers_free(&rd);
     return rc;
@@ -808,7 +875,7 @@ static int offline_window(const struct cfs_identify_params *p, const uint32_t *s
     if (rc < 0)
         return rc;
     struct ident_global g = {0};
-    rc = attempt_all(p, &obs, &rd, NULL, NULL, 0, false, &g, a, out);
+    rc = attempt_all(p, &obs, &rd, NULL, NULL, NULL, 0, false, &g, a, out);
     if (rc == 0)
         not_identified(a, rd.opens, out);
     ident_readers_free(&rd);
@@ -1029,13 +1096,21 @@ int cfs_identify_create(const struct cfs_identify_params *p, struct cfs_identify
         goto oom;
     pthread_mutex_init(&id->lock, NULL);
     pthread_cond_init(&id->wake, NULL);
+    pthread_mutex_init(&id->meter.mu, NULL);
+    id->meter.share = -1;
     int rc = -pthread_create(&id->thread, NULL, identify_thread, id);
     if (rc < 0) {
         snprintf(err, errlen, "identify: cannot start its thread: %s", strerror(-rc));
+        pthread_mutex_destroy(&id->meter.mu);
         pthread_cond_destroy(&id->wake);
         pthread_mutex_destroy(&id->lock);
         goto fail;
     }
+    /* Read by other threads (cfs_identify_scan_share): without it the
+     * scans' share is never measured and nothing holds back for it. */
+    pthread_mutex_lock(&id->meter.mu);
+    id->meter.has_clock = pthread_getcpuclockid(id->thread, &id->meter.clock) == 0;
+    pthread_mutex_unlock(&id->meter.mu);
     *out = id;
     return 0;
 oom:
@@ -1060,6 +1135,7 @@ void cfs_identify_destroy(struct cfs_identify *id)
     pthread_cond_signal(&id->wake);
     pthread_mutex_unlock(&id->lock);
     pthread_join(id->thread, NULL);
+    pthread_mutex_destroy(&id->meter.mu);
     pthread_cond_destroy(&id->wake);
     pthread_mutex_destroy(&id->lock);
     free(id->samples);

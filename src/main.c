@@ -651,8 +651,16 @@ static enum cfs_identify_state identify_state(void *arg, struct cfs_identified *
     return cfs_identify_state(arg, out);
 }
 
+static bool identify_scan_share(void *arg, double *share)
+{
+    return cfs_identify_scan_share(arg, share);
+}
+
 static const struct cfs_identify_ops identify_ops = {
-    .observe = identify_observe, .restart = identify_restart, .state = identify_state,
+    .observe = identify_observe,
+    .restart = identify_restart,
+    .state = identify_state,
+    .scan_share = identify_scan_share,
 };
 
 /* On the module's thread: predict what it found. */
@@ -758,6 +766,7 @@ static void teardown(struct daemon *d)
         fuse_session_destroy(d->se);
     cfs_fs_destroy(d->fs);
     cfs_openers_destroy(d->openers);
+    cfs_prefetch_stop(d->pf); /* its sweep asks the identification (scan_share) */
     cfs_identify_destroy(d->identify); /* no open observes now; it calls back no more */
     cfs_peer_leave(d->peer);    /* no more serving from, or fetching into, the cache */
     cfs_prefetch_destroy(d->pf); /* after the session: no request is left */

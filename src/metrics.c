@@ -119,6 +119,11 @@ static const struct metric_def metric_table[CFS_M_COUNT] = {
                                 "opens (or a registered one confirmed by them), 0 while "
                                 "learning or after a contradiction.",
                                 "order", "identified"},
+    [CFS_M_SWEEP_HELD] = {"clairfs_sweep_held", "", GAUGE, U_FLAG,
+                          "1 while the sweep (the files not yet read, staged in index order "
+                          "while no order is known) holds back because the order's search "
+                          "gets less than half a core: the cores are busy (sweep=auto).",
+                          "order", "sweep_held"},
     [CFS_M_PEER_LATE] = {"clairfs_peer_late_total", "", COUNTER, U_COUNT,
                          "Owned files a peer asked for before this node had begun fetching "
                          "them (fetched then, the reply held back until they arrive).",

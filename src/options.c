@@ -12,7 +12,7 @@
 /* How an option's value is read.  Every option is one row of options_table
  * below; parsing, --help and the man page's option list come from it. */
 enum opt_type {
-    OPT_FLAG,   /* no value: sets a bool */
+    OPT_FLAG,   /* no value: sets a bool, or calls the handler with NULL */
     OPT_U32,    /* decimal */
     OPT_U64,    /* decimal, full 64-bit range */
     OPT_SIZE,   /* bytes with K/M/G/T suffix */
@@ -156,6 +156,21 @@ static int parse_io(struct cfs_options *o, const char *v, char *err, size_t errl
     return 0;
 }
 
+static int parse_sweep(struct cfs_options *o, const char *v, char *err, size_t errlen)
+{
+    if (!v) /* no_sweep */
+        o->sweep = CFS_SWEEP_OFF;
+    else if (strcmp(v, "auto") == 0)
+        o->sweep = CFS_SWEEP_AUTO;
+    else if (strcmp(v, "on") == 0)
+        o->sweep = CFS_SWEEP_ON;
+    else if (strcmp(v, "off") == 0)
+        o->sweep = CFS_SWEEP_OFF;
+    else
+        return cfs_error_msg(err, errlen, -EINVAL, "option sweep=%s: expected auto, on or off", v);
+    return 0;
+}
+
 static int parse_log_level(struct cfs_options *o, const char *v, char *err, size_t errlen)
 {
     static const struct {
@@ -240,8 +255,10 @@ static const struct opt_def options_table[] = {
      "a dead FUSE mount on MOUNTPOINT (its daemon is gone) is detached and mounted over"},
     {"no_identify", OPT_FLAG, OFF(no_identify), NO_PRESENT, 0, 0, NULL,
      "without a seed, never learn the trainers' read order from their opens"},
-    {"no_sweep", OPT_FLAG, OFF(no_sweep), NO_PRESENT, 0, 0, NULL,
-     "while the read order is unknown, never stage the files not yet read in index order into RAM"},
+    {"sweep", OPT_SPECIAL, 0, NO_PRESENT, 0, 0, parse_sweep,
+     "auto (default), on or off: while the read order is unknown, stage the files not yet read "
+     "in index order into RAM; auto holds back while the order's search finds the cores busy"},
+    {"no_sweep", OPT_FLAG, 0, NO_PRESENT, 0, 0, parse_sweep, "the same as sweep=off"},
     {"record_opens", OPT_STRING, OFF(record_opens), NO_PRESENT, 0, 0, NULL,
      "FILE: write \"PID PPID PATH\" per open (for clairfs-plan --identify)"},
     {"log_level", OPT_SPECIAL, 0, NO_PRESENT, 0, 0, parse_log_level,
@@ -358,6 +375,8 @@ static int apply_option(struct cfs_options *o, const struct opt_def *d, const ch
     if (d->type == OPT_FLAG) {
         if (value)
             return cfs_error_msg(err, errlen, -EINVAL, "option %s takes no value", d->name);
+        if (d->handler) /* a flag that names a value of another option */
+            return d->handler(o, NULL, err, errlen);
         *(bool *)(base + d->offset) = true;
         return 0;
     }

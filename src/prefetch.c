@@ -207,8 +207,10 @@ int cfs_prefetch_create(const struct cfs_prefetch_params *p, struct cfs_prefetch
      * (Belady) then keeps what was staged until read.  Not on a
      * distributed mount (each node reads its share only, and the PFS would
      * serve the dataset once per node), nor without a RAM tier. */
-    pf->sweep = !pf->run.seeded && !pf->distributed && !pf->opts.no_sweep && pf->nsamples > 0 &&
+    pf->sweep = !pf->run.seeded && !pf->distributed && pf->opts.sweep != CFS_SWEEP_OFF &&
+                pf->nsamples > 0 &&
                 pf->run.ram > 0;
+    pf->sweep_auto = pf->opts.sweep == CFS_SWEEP_AUTO;
     if (pf->sweep && !(pf->pass_read = calloc(pf->nsamples, sizeof(*pf->pass_read))))
         goto nomem;
 
@@ -303,17 +305,25 @@ int cfs_prefetch_start(struct cfs_prefetch *pf, char *err, size_t errlen)
     return 0;
 }
 
+void cfs_prefetch_stop(struct cfs_prefetch *pf)
+{
+    if (!pf || !pf->running)
+        return;
+    pthread_mutex_lock(&pf->mu);
+    pf->stop = true;
+    pthread_cond_signal(&pf->cv);
+    pthread_mutex_unlock(&pf->mu);
+    pthread_join(pf->thread, NULL);
+    pthread_mutex_lock(&pf->mu);
+    pf->running = false; /* wait_idle reads it under mu */
+    pthread_mutex_unlock(&pf->mu);
+}
+
 void cfs_prefetch_destroy(struct cfs_prefetch *pf)
 {
     if (!pf)
         return;
-    if (pf->running) {
-        pthread_mutex_lock(&pf->mu);
-        pf->stop = true;
-        pthread_cond_signal(&pf->cv);
-        pthread_mutex_unlock(&pf->mu);
-        pthread_join(pf->thread, NULL);
-    }
+    cfs_prefetch_stop(pf);
     cfs_io_destroy(pf->io); /* every callback has run after it */
     if (pf->fin_running) {
         pthread_mutex_lock(&pf->mu);

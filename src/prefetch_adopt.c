@@ -96,6 +96,10 @@ void cfs_prefetch_set_identify(struct cfs_prefetch *pf, const struct cfs_identif
 {
     pf->id_ops = ops;
     pf->id_arg = arg;
+    pthread_mutex_lock(&pf->mu);
+    pf->scan_share = ops ? ops->scan_share : NULL;
+    pf->scan_share_arg = arg;
+    pthread_mutex_unlock(&pf->mu);
     snprintf(pf->id_off, sizeof(pf->id_off), "%s", off_reason ? off_reason : "off");
     if (!ops || pf->nsamples == 0)
         return;

@@ -31,6 +31,8 @@
  *     peer-layer lock when it calls us.
  *
  *   - the identify module's thread: cfs_prefetch_adopt (on_identified).
+ *   The prefetcher asks the identify ops (scan_share, for sweep=auto),
+ *   so main stops it (cfs_prefetch_stop) before destroying the module.
  *
  *   Locks, outermost first.  A thread holding one may take only locks
  *   further down this list:
@@ -61,7 +63,8 @@
  *      - the stager's lock (pf_stager's mu) with its cv and exit_cv;
  *      - pf->mu with pf->cv (wakes the prefetcher), pf->idle_cv (wakes
  *        wait_idle) and pf->fin_cv (wakes the finisher): stop, running,
- *        idle, wake_seq, inflight, fetched_bytes, the finisher's queue;
+ *        idle, wake_seq, inflight, fetched_bytes, the finisher's queue,
+ *        the scan_share op the prefetcher copies;
  *      - pf->order_mu: the order's state and what was identified (stats);
  *      - pf->zombie_mu with pf->zombie_cv: zombie_gen (stage_freed bumps
  *        it, then wakes the prefetcher after unlocking);
@@ -275,6 +278,14 @@ struct cfs_prefetch {
      * sweep_pass the pass it belongs to, the prefetcher thread's. */
     bool sweep;
     uint64_t sweep_idx, sweep_pass;
+    /* sweep=auto's brake (prefetch_loop.c sweep_holds): scan_share and its
+     * argument are the identification's (under mu: installed after this
+     * thread starts); sweep_held and held_since are this thread's. */
+    bool sweep_auto;
+    bool (*scan_share)(void *arg, double *share);
+    void *scan_share_arg;
+    bool sweep_held;
+    double held_since;
     /* The passes over the dataset (with the sweep only, else NULL): every
      * nsamples opens of samples are a pass (one epoch when each sample is
      * read once an epoch).  pass_read[s] is 1 + the pass of s's last open

@@ -14,7 +14,8 @@
  * Without a tracker (no order known yet) a round is the sweep instead,
  * where pf->sweep allows: the samples not yet read in the current pass,
  * in index order, into RAM, evicting only files read in this pass (see
- * "The passes" below).  The
+ * "The passes" below), unless it holds back for busy cores (sweep_holds).
+ * The
  * thread sleeps when a round started nothing and nobody woke it, and tells
  * wait_idle when nothing is in flight either.  With `progress` it logs the
  * warm-up (staged bytes against what the plan holds) until it is done. */
@@ -184,20 +185,81 @@ static unsigned sweep_round(struct cfs_prefetch *pf)
     return started;
 }
 
+/* sweep=auto's brake.  The sweep's fetches cost CPU (for each file a
+ * lookup, an open and reads through the source's client, a completion,
+ * context switches) and buy time only where the source is what the
+ * trainer waits for.  While the order's scan runs it measures what is
+ * idle: past its first seeds it runs at SCHED_IDLE, so the share of a core
+ * it gets is what the trainer and everything else leave (about one where
+ * the source is the limit, whatever the sweep does).  Below
+ * SWEEP_HOLD_BELOW the cores are busy, and the sweep's CPU comes out of
+ * the trainer's and the scan's: at ImageNet size over an emulated PFS on 2
+ * cores the trainer read 2.7-2.9x fewer files a second with it, and the
+ * scan needed 6-11 CPU s more for the same seeds (README, "Where that CPU
+ * goes").  The sweep then holds back, until the share is back at
+ * SWEEP_RESUME_AT, no scan runs, or the order is known (the plan then
+ * prefetches).  The prefetcher thread's. */
+#define SWEEP_HOLD_BELOW 0.5
+#define SWEEP_RESUME_AT 0.75
+
+/* The identification's answer (prefetch.h scan_share), asked before the
+ * round takes the plan lock: the identify ops are called with nothing
+ * held.  False without a scan, or where nothing can hold the sweep. */
+static bool scan_running(struct cfs_prefetch *pf, double *share)
+{
+    *share = -1;
+    if (!pf->sweep || !pf->sweep_auto)
+        return false;
+    pthread_mutex_lock(&pf->mu);
+    bool (*scan_share)(void *, double *) = pf->scan_share;
+    void *arg = pf->scan_share_arg;
+    pthread_mutex_unlock(&pf->mu);
+    return scan_share && scan_share(arg, share);
+}
+
+/* Whether the sweep holds back now, given what scan_running said. */
+static bool sweep_holds(struct cfs_prefetch *pf, bool order_known, bool scanning, double share)
+{
+    scanning = scanning && !order_known;
+    if (!pf->sweep_held && scanning && share >= 0 && share < SWEEP_HOLD_BELOW) {
+        pf->sweep_held = true;
+        pf->held_since = now_sec();
+        cfs_info("sweep: held back: the order's search gets %.2f of a core (the cores are busy; "
+                 "fetching ahead would take the trainer's CPU)",
+                 share);
+    } else if (pf->sweep_held && (!scanning || share >= SWEEP_RESUME_AT)) {
+        pf->sweep_held = false;
+        char why[64];
+        if (scanning)
+            snprintf(why, sizeof(why), "the search gets %.2f of a core", share);
+        else
+            snprintf(why, sizeof(why), "%s", order_known ? "the order is known" : "no search runs");
+        cfs_info("sweep: resumed after %.0f s held back: %s", now_sec() - pf->held_since, why);
+    } else {
+        return pf->sweep_held;
+    }
+    cfs_metrics_set(pf->m, CFS_M_SWEEP_HELD, pf->sweep_held);
+    return pf->sweep_held;
+}
+
 /* One pass: the window ahead of the trainer, then the planned tiers.
  * Returns the number of fetches started. */
 static unsigned prefetch_round(struct cfs_prefetch *pf)
 {
     unsigned started = 0;
     bool blocked = false;
+    double share;
+    bool scanning = scan_running(pf, &share);
 
     pthread_rwlock_rdlock(&pf->plan_lock);
     struct pf_track *t = pf->track;
     if (!t) {
-        if (pf->sweep)
+        if (pf->sweep && !sweep_holds(pf, false, scanning, share))
             started = sweep_round(pf);
         goto out;
     }
+    if (pf->sweep_held)
+        (void)sweep_holds(pf, true, scanning, share);
     uint64_t pos, gen;
     pf_track_position(t, &pos, NULL, &gen);
     if (gen != pf->scan_gen || pf->scan < pos) {

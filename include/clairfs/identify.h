@@ -188,6 +188,15 @@ enum cfs_identify_state {
 /* The state and, when identified, what (out may be NULL).  For stats. */
 enum cfs_identify_state cfs_identify_state(struct cfs_identify *id, struct cfs_identified *out);
 
+/* True while a scan runs (or ended within the last second: scans restarted
+ * for a new reader or tried again count as one), with *share the part of
+ * one core the module's thread got over its last second of scanning, -1
+ * before one is over.  Past its first 2^20 seeds a scan runs at SCHED_IDLE,
+ * on what the trainer and everything else leave idle: a share well below
+ * one says the cores are busy (the sweep then holds back, prefetch.h's
+ * scan_share).  Any thread; reads a clock at most once a second. */
+bool cfs_identify_scan_share(struct cfs_identify *id, double *share);
+
 /* Offline identification of a recorded open order (clairfs-plan
  * --identify): samples[i] opened by pids[i] (child of ppids[i]); pids and
  * ppids may be NULL (one reader).  Synchronous, full priority.  Returns 0

@@ -18,6 +18,14 @@ enum cfs_io_kind {
     CFS_IO_THREADS,
 };
 
+/* While no order is known, stage the files not yet read in index order
+ * (prefetch_loop.c's sweep)? */
+enum cfs_sweep_mode {
+    CFS_SWEEP_AUTO = 0, /* yes, but held back while the order's scan finds the cores busy */
+    CFS_SWEEP_ON,       /* yes, whatever the load */
+    CFS_SWEEP_OFF,      /* never: a reactive LRU cache until the order is known */
+};
+
 struct cfs_options {
     bool has_seed;
     uint64_t seed;
@@ -56,7 +64,7 @@ struct cfs_options {
     bool allow_other;
     bool reclaim; /* detach a dead FUSE mount left on MOUNTPOINT, then mount */
     bool no_identify;   /* never learn the read order from the opens */
-    bool no_sweep;      /* never stage unread files into RAM while the order is unknown */
+    enum cfs_sweep_mode sweep; /* sweep=; no_sweep is sweep=off */
     char *record_opens; /* record_opens=FILE: "PID PPID PATH" per open (clairfs-plan --identify) */
     int log_level;      /* log_level=: a syslog level (LOG_ERR .. LOG_DEBUG); -1 unset */
 };

@@ -190,6 +190,9 @@ bool cfs_prefetch_is_direct(const struct cfs_prefetch_file *f);
 /* Stops the prefetcher, cancels fetches, persists the SSD index.  Every
  * file handle must have been released.  Accepts NULL. */
 void cfs_prefetch_destroy(struct cfs_prefetch *pf);
+/* Stops the prefetcher thread only (destroy does it too), before what its
+ * rounds ask goes away: the identification's scan_share. */
+void cfs_prefetch_stop(struct cfs_prefetch *pf);
 
 /* Open regular file `id` for reading.  0 and *out, or -errno (the source
  * cannot be opened either). */
@@ -311,6 +314,9 @@ struct cfs_identify_ops {
     void (*observe)(void *arg, uint32_t sample, pid_t pid, pid_t ppid);
     void (*restart)(void *arg);
     enum cfs_identify_state (*state)(void *arg, struct cfs_identified *out);
+    /* Optional (sweep=auto): cfs_identify_scan_share; asked by the
+     * prefetcher thread, which cfs_prefetch_stop ends. */
+    bool (*scan_share)(void *arg, double *share);
 };
 /* Install before the first open (the mount: before the session serves);
  * ops NULL: identification is off and `off_reason` says why in the stats

@@ -523,6 +523,34 @@ START_TEST(the_thread_learns_and_restarts)
 }
 END_TEST
 
+/* cfs_identify_scan_share: nothing before a scan; while one runs, its
+ * thread's share of a core over its last second, within what one thread
+ * can get (how much depends on the host's load: SCHED_IDLE). */
+START_TEST(the_scans_share_of_a_core)
+{
+    struct cfs_identify_params p = params(100000, 0, 0);
+    p.seed_first = 0, p.seed_count = 0; /* every seed: seconds at least */
+    struct cfs_identify *id;
+    char err[256];
+    ck_assert_int_eq(cfs_identify_create(&p, &id, err, sizeof(err)), 0);
+    double share = 0;
+    ck_assert(!cfs_identify_scan_share(id, &share));
+    ck_assert(share < 0);
+    for (uint32_t i = 0; i < 64; i++) /* no shuffle, but a scan tries every seed */
+        cfs_identify_observe(id, (i * 7919u + 13) % 100000, 5000, 999);
+    bool scanning = false;
+    for (int i = 0; i < 500 && !scanning; i++) {
+        scanning = cfs_identify_scan_share(id, &share);
+        usleep(10000);
+    }
+    ck_assert(scanning);
+    usleep(1200000);
+    ck_assert(cfs_identify_scan_share(id, &share));
+    ck_assert_msg(share >= 0 && share <= 1.05, "share %.3f", share);
+    cfs_identify_destroy(id);
+}
+END_TEST
+
 static int calls_of(struct seen *s)
 {
     return __atomic_load_n(&s->calls, __ATOMIC_SEQ_CST);
@@ -954,6 +982,7 @@ static Suite *identify_suite(void)
     tcase_set_timeout(big, 600);
     tcase_add_test(big, torch_2_6_large_n_for_a_small_seed);
     tcase_add_test(big, the_thread_learns_and_restarts);
+    tcase_add_test(big, the_scans_share_of_a_core);
     tcase_add_test(big, the_thread_refines_with_the_next_epoch);
     tcase_add_test(big, a_later_epochs_workers_do_not_restart_the_scan);
     tcase_add_test(big, a_partial_nodes_later_workers_do_not_restart_the_scan);

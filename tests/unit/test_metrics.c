@@ -103,6 +103,11 @@ static const char expected_prometheus[] =
     "opens (or a registered one confirmed by them), 0 while learning or after a contradiction.\n"
     "# TYPE clairfs_order_identified gauge\n"
     "clairfs_order_identified 1\n"
+    "# HELP clairfs_sweep_held 1 while the sweep (the files not yet read, staged in index order "
+    "while no order is known) holds back because the order's search gets less than half a core: "
+    "the cores are busy (sweep=auto).\n"
+    "# TYPE clairfs_sweep_held gauge\n"
+    "clairfs_sweep_held 1\n"
     "# HELP clairfs_peer_late_total Owned files a peer asked for before this node had begun "
     "fetching them (fetched then, the reply held back until they arrive).\n"
     "# TYPE clairfs_peer_late_total counter\n"
@@ -143,7 +148,7 @@ static const char expected_stats[] =
     "index     write_errors 3\n"
     "fetches   pfs 8  peer 2\n"
     "fetchtime pfs 1.500 s  peer 0.250 s\n"
-    "order     identified yes\n"
+    "order     identified yes  sweep_held yes\n"
     "owner     late 0\n"
     "retrieve  asked 7  short 1\n"
     "pfs_why   unheld 1.00 KiB  unread 0 B  slow 0 B  model 2.00 KiB  fallback 512 B  reclaimed 512 B\n";
@@ -182,6 +187,7 @@ static void fill(struct cfs_metrics *m)
     cfs_metrics_add(m, CFS_M_FETCH_NS_PFS, 1500000000ull);
     cfs_metrics_add(m, CFS_M_FETCH_NS_PEER, 250000000ull);
     cfs_metrics_set(m, CFS_M_ORDER_IDENTIFIED, 1);
+    cfs_metrics_set(m, CFS_M_SWEEP_HELD, 1);
     cfs_metrics_add(m, CFS_M_PAGECACHE_RETRIEVES, 7);
     cfs_metrics_add(m, CFS_M_PAGECACHE_RETRIEVE_SHORT, 1);
     cfs_metrics_add(m, CFS_M_PFS_BYTES_UNHELD, 1024);

@@ -78,6 +78,31 @@ static void assert_rejected(const char *list, const char *needle)
     cfs_options_free(&o);
 }
 
+/* sweep=: auto by default; no_sweep is sweep=off, the later one wins. */
+START_TEST(sweep_modes)
+{
+    static const struct {
+        const char *list;
+        enum cfs_sweep_mode want;
+    } cases[] = {{"", CFS_SWEEP_AUTO},          {"sweep=on", CFS_SWEEP_ON},
+                 {"sweep=off", CFS_SWEEP_OFF},  {"no_sweep", CFS_SWEEP_OFF},
+                 {"sweep=on,no_sweep", CFS_SWEEP_OFF}, {"no_sweep,sweep=auto", CFS_SWEEP_AUTO}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct cfs_options o;
+        char err[256];
+        cfs_options_init(&o);
+        if (cases[i].list[0])
+            ck_assert_msg(cfs_options_parse_list(&o, cases[i].list, err, sizeof(err)) == 0, "%s: %s",
+                          cases[i].list, err);
+        ck_assert_msg(o.sweep == cases[i].want, "%s: sweep %d", cases[i].list, (int)o.sweep);
+        cfs_options_free(&o);
+    }
+    assert_rejected("sweep=yes", "sweep=yes: expected auto, on or off");
+    assert_rejected("sweep", "sweep needs a value");
+    assert_rejected("no_sweep=1", "no_sweep takes no value");
+}
+END_TEST
+
 START_TEST(bad_values_name_the_option)
 {
     assert_rejected("seed=abc", "seed=abc");
@@ -176,6 +201,7 @@ int main(void)
     tcase_add_test(tc, sizes_parse_with_binary_suffixes);
     tcase_add_test(tc, list_sets_every_kind_of_option);
     tcase_add_test(tc, bad_values_name_the_option);
+    tcase_add_test(tc, sweep_modes);
     tcase_add_test(tc, framework_samplers_and_their_limits);
     tcase_add_test(tc, rank_placeholder_expands_everywhere);
     suite_add_tcase(s, tc);

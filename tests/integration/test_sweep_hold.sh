@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# sweep=auto holds the sweep back while the order's search finds the cores
+# busy, and only then.  Over the emulated PFS (512 KiB/s: the sweep of the
+# dataset would take about 25 s), nothing registered, every core kept busy
+# by spinning loops; a reader opens 64 files of a random order (Python's,
+# no torch shuffle: the search scans every seed, past its first ones at
+# SCHED_IDLE, where the loops leave it nothing):
+#  - sweep=on: never held (clairfs_sweep_held 0), the PFS keeps serving;
+#  - the default (auto): clairfs_sweep_held turns 1, the log says how much
+#    of a core the search got, and once the fetches in flight are done the
+#    PFS serves nothing more;
+#  - the loops stopped, the search gets a core: the sweep resumes
+#    (clairfs_sweep_held 0, the log says so, the PFS serves again).
+# Every byte read equals the source's.  Serial: the last step needs the
+# host's cores idle.
+. "$(dirname "$0")/lib.sh"
+
+: "${CLAIRFS_PFSEMU:?CLAIRFS_PFSEMU must name clairfs-pfsemu}"
+cfs_setup
+src=$TMP/src
+cfs_small_dataset "$src" || { fail "gendata"; cfs_finish; }
+m() { cfs_metric "$1" "$2"; }
+pfs_bytes() { m "$1" 'clairfs_fetch_bytes_total{from="pfs"}'; }
+
+# wait_metric MNT NAME VALUE: up to 20 s.
+wait_metric() {
+    for _ in $(seq 200); do
+        [ "$(m "$1" "$2")" = "$3" ] && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+# settled MNT: the PFS bytes unchanged over a second (the fetches in flight
+# are done), within 15 s.
+settled() {
+    local a b
+    a=$(pfs_bytes "$1")
+    for _ in $(seq 15); do
+        sleep 1
+        b=$(pfs_bytes "$1")
+        [ "$a" = "$b" ] && return 0
+        a=$b
+    done
+    return 1
+}
+
+# grows MNT: the PFS serves more bytes within 3 s.
+grows() {
+    local a
+    a=$(pfs_bytes "$1")
+    for _ in $(seq 30); do
+        sleep 0.1
+        [ "$(pfs_bytes "$1")" -gt "$a" ] && return 0
+    done
+    return 1
+}
+
+pfs=$TMP/pfs
+cfs_pfsemu "$src" "$pfs" bandwidth=512K,latency_open=1ms || { fail "pfsemu"; cfs_finish; }
+spinners=()
+for _ in $(seq "$(nproc)"); do
+    bash -c 'while :; do :; done' &
+    spinners+=("$!")
+    cfs_pids+=("$!")
+done
+echo "$(nproc) spinning loops"
+
+mnt=$TMP/mnt-on
+if cfs_mount "$pfs" "$mnt" "$TMP/d-on.log" -o ram=64M,io_depth=8,sweep=on,index="$TMP/ix-on"; then
+    cfs_read_shuffled "$src" "$mnt" 0 64 >/dev/null || fail "sweep=on: 64 files equal the source's"
+    sleep 3
+    check "sweep=on: not held on busy cores" test "$(m "$mnt" clairfs_sweep_held)" = 0
+    check "sweep=on: the PFS keeps serving" grows "$mnt"
+    check "sweep=on: unmount" cfs_umount "$mnt"
+    check "sweep=on: nothing logged of holding back" \
+        bash -c "! grep -q 'sweep: held back' '$TMP/d-on.log'"
+else
+    fail "mount sweep=on"
+fi
+
+mnt=$TMP/mnt
+if cfs_mount "$pfs" "$mnt" "$TMP/daemon.log" -o ram=64M,io_depth=8,index="$TMP/index"; then
+    cfs_read_shuffled "$src" "$mnt" 0 64 >/dev/null || fail "64 files equal the source's"
+    check "busy cores: the sweep held back" wait_metric "$mnt" clairfs_sweep_held 1
+    check "busy cores: the log says what the search got" \
+        grep -Eq "sweep: held back: the order's search gets 0\.[0-4][0-9] of a core" \
+        "$TMP/daemon.log"
+    check "busy cores: the fetches in flight end" settled "$mnt"
+    held=$(pfs_bytes "$mnt")
+    sleep 3
+    now=$(pfs_bytes "$mnt")
+    echo "held: $held PFS bytes, 3 s later $now, dataset $TOTAL"
+    check "busy cores: nothing fetched while held" test "$now" -eq "$held"
+    check "busy cores: the dataset not all fetched" test "$now" -lt "$TOTAL"
+
+    kill "${spinners[@]}"
+    wait "${spinners[@]}" 2>/dev/null
+    check "idle cores: the sweep resumes" wait_metric "$mnt" clairfs_sweep_held 0
+    check "idle cores: the log says why" \
+        grep -Eq "sweep: resumed after [0-9]+ s held back: the search gets" "$TMP/daemon.log"
+    check "idle cores: the PFS serves again" grows "$mnt"
+    cfs_read_shuffled "$src" "$mnt" 64 96 >/dev/null || fail "32 more files equal the source's"
+    check "unmount" cfs_umount "$mnt"
+else
+    fail "mount"
+fi
+
+cfs_finish
