@@ -482,7 +482,10 @@ int cfs_prefetch_adopt(struct cfs_prefetch *pf, const struct cfs_identified *id,
         run.epochs = run.start_epoch + first;
     struct replay_arg ra = {.id = id, .extend = staged};
     uint64_t t0 = pf_now_ns(), cpu0 = thread_cpu_ns();
-    if ((rc = pf_replan(pf, &run, replay_epoch, &ra, err, errlen)) < 0)
+    atomic_store(&pf->adopting, true);
+    rc = pf_replan(pf, &run, replay_epoch, &ra, err, errlen);
+    atomic_store(&pf->adopting, false);
+    if (rc < 0)
         goto out;
     debug_planned(run.epochs - 1, t0, cpu0, &ra);
     pthread_mutex_lock(&pf->order_mu);

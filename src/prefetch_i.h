@@ -368,6 +368,10 @@ struct cfs_prefetch {
     /* An adoption planned its first epochs and plans the rest: every open
      * goes to seen, learning or not (the second replay's). */
     atomic_bool extending;
+    /* An adoption plans the order's first epochs: a held sweep stays held
+     * (the plan prefetches in a moment; the sweep would take the CPU the
+     * planning and the trainer need). */
+    atomic_bool adopting;
     /* After adoption: the last PF_RECENT opens (sample and hit; opener),
      * the current run of misses, and the misses of the current block. */
     _Atomic uint64_t recent[PF_RECENT][2];

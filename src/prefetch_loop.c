@@ -197,8 +197,9 @@ static unsigned sweep_round(struct cfs_prefetch *pf)
  * cores the trainer read 2.7-2.9x fewer files a second with it, and the
  * scan needed 6-11 CPU s more for the same seeds (README, "Where that CPU
  * goes").  The sweep then holds back, until the share is back at
- * SWEEP_RESUME_AT, no scan runs, or the order is known (the plan then
- * prefetches).  The prefetcher thread's. */
+ * SWEEP_RESUME_AT, no scan runs (but while an identified order is being
+ * planned: it prefetches in a moment), or the order is known.  The
+ * prefetcher thread's. */
 #define SWEEP_HOLD_BELOW 0.5
 #define SWEEP_RESUME_AT 0.75
 
@@ -227,7 +228,8 @@ static bool sweep_holds(struct cfs_prefetch *pf, bool order_known, bool scanning
         cfs_info("sweep: held back: the order's search gets %.2f of a core (the cores are busy; "
                  "fetching ahead would take the trainer's CPU)",
                  share);
-    } else if (pf->sweep_held && (!scanning || share >= SWEEP_RESUME_AT)) {
+    } else if (pf->sweep_held && ((!scanning && !atomic_load(&pf->adopting)) ||
+                                  share >= SWEEP_RESUME_AT)) {
         pf->sweep_held = false;
         char why[64];
         if (scanning)
