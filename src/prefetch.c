@@ -152,7 +152,18 @@ int cfs_prefetch_create(const struct cfs_prefetch_params *p, struct cfs_prefetch
         snprintf(err, errlen, "prefetch: out of memory");
         return rc;
     }
-    pthread_rwlock_init(&pf->plan_lock, NULL);
+    /* Writers first.  An open holds the read side while its demand fetch
+     * runs, and a trainer's workers keep one in flight at nearly every
+     * moment: with readers first, a re-plan waited for a moment when none
+     * held it (an adoption at ImageNet size over the emulated PFS: 17 and
+     * 62 s for 1.5 CPU s of planning).  Now it waits for the opens in
+     * flight only, and new opens wait for it.  No thread takes the read
+     * side twice (the second would wait behind a waiting writer). */
+    pthread_rwlockattr_t plan_attr;
+    pthread_rwlockattr_init(&plan_attr);
+    pthread_rwlockattr_setkind_np(&plan_attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&pf->plan_lock, &plan_attr);
+    pthread_rwlockattr_destroy(&plan_attr);
     pthread_mutex_init(&pf->mu, NULL);
     pthread_mutex_init(&pf->gauge_mu, NULL);
     pthread_mutex_init(&pf->zombie_mu, NULL);
@@ -490,7 +501,10 @@ int pf_replan(struct cfs_prefetch *pf, const struct cfs_run_config *run,
     int rc = track_create(pf, run, err, errlen, &t);
     if (rc)
         return rc;
+    uint64_t t0 = pf_now_ns();
     pthread_rwlock_wrlock(&pf->plan_lock);
+    cfs_debug("order: the new plan waited %.3f s for the opens in flight",
+              (double)(pf_now_ns() - t0) / 1e9);
     cfs_cache_set_policy(pf->cache, NULL, NULL); /* no callback sees the swap */
     pf->adopted = false; /* the replay of an adoption says otherwise */
     if (replay)

@@ -45,7 +45,9 @@
  *      under the write lock by set_seed).  Read: open, release, state,
  *      stats, set_epoch, prefetch_round, log_progress, stage_eligible,
  *      cfs_prefetch_provide (tryrdlock).
- *      Write: pf_replan (set_seed, adopt) and drop only.  Under the read lock an open may call
+ *      Write: pf_replan (set_seed, adopt) and drop only; writers first (a
+ *      waiting writer holds new readers back: no thread may take the read
+ *      side twice).  Under the read lock an open may call
  *      fetch_start (and so everything below, also fetch_finish for a
  *      synchronous demand fetch) and wait up to ZOMBIE_WAIT_NS on
  *      zombie_cv.
