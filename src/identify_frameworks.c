@@ -34,7 +34,10 @@
  * but the rules differ: an accelerate rank reads B consecutive positions,
  * then jumps to its next batch at T * W * B (T workers; W * B without
  * workers), so the first jump gives B and T * W; an RA rank r0 < R reads
- * positions (r0 + i * W) / R, so its second open gives W to within R values.
+ * positions (r0 + i * W) / R, so its second open gives W to within R values,
+ * and before its first jump its siblings' starts give B and T.  The RA
+ * samplers' first value opens the epoch for up to R ranks: identify_verify.c
+ * tries each reader that starts with it as the head.
  *
  * Where they cannot be told from torch-ddp: with batches of one sample
  * accelerate hands out what DistributedSampler does; at world 1 it reads
@@ -207,6 +210,56 @@ static bool ra_schedule(const struct ident_fw_head *hd, uint32_t r0, struct iden
     return true;
 }
 
+/* Does some place of the value at position q sit at rank r0's index j
+ * (entry r0 + j W)? */
+static bool ra_at(uint32_t q, uint32_t r0, uint32_t world, uint64_t j)
+{
+    uint64_t e = r0 + j * world;
+    return e / RA_REPETITIONS == q;
+}
+
+/* RA, the head still in its first batch (ra_schedule saw no jump): worker
+ * w of its rank starts at index w B, so the siblings' first opens, when
+ * each sits at a distinct multiple of one B (some place of its value:
+ * repeated values sit at R entries), give B and T = siblings + 1, as
+ * identify_verify.c's schedule_from_siblings does for torch-ddp.  Each B
+ * that the first sibling's places allow is a hypothesis; the walk tells
+ * them apart.  (A worker that has opened nothing yet makes T too small:
+ * the walk of the head's next batch refutes it.) */
+static bool ra_siblings(const struct ident_fw_head *hd, uint32_t r0, struct ident_hyp h,
+                        struct ident_hyp *out, size_t *k, size_t max)
+{
+    size_t t = hd->nsiblings;
+    if (t == 0 || t + 1 > IDENT_MAX_WORLD)
+        return true;
+    uint32_t q0 = hd->sibling_first[0];
+    for (uint64_t e = (uint64_t)q0 * RA_REPETITIONS; e < ((uint64_t)q0 + 1) * RA_REPETITIONS;
+         e++) {
+        if (e % h.world != r0)
+            continue;
+        uint64_t j0 = e / h.world;
+        for (uint64_t w0 = 1; w0 <= t; w0++) {
+            if (j0 % w0 != 0 || j0 / w0 < hd->len || j0 / w0 > UINT32_MAX)
+                continue; /* B: past every open the head made in its first batch */
+            uint64_t b = j0 / w0;
+            bool used[IDENT_MAX_WORLD] = {false}, ok = true;
+            for (size_t i = 0; i < t && ok; i++) {
+                ok = false;
+                for (uint64_t w = 1; w <= t && !ok; w++)
+                    if (!used[w] && ra_at(hd->sibling_first[i], r0, h.world, w * b))
+                        used[w] = ok = true;
+            }
+            if (!ok)
+                continue;
+            h.batch = (uint32_t)b;
+            h.workers = (uint32_t)t + 1;
+            if (!push(out, k, max, h))
+                return false;
+        }
+    }
+    return true;
+}
+
 static size_t ra_hyps(const struct ident_fw_head *hd, struct ident_hyp *out, size_t max)
 {
     size_t k = 0;
@@ -224,7 +277,11 @@ static size_t ra_hyps(const struct ident_fw_head *hd, struct ident_hyp *out, siz
             if (r0 >= w)
                 continue;
             struct ident_hyp h = {.kind = CFS_SAMPLER_TORCHVISION_RA, .world = w};
-            if (ra_schedule(hd, r0, &h) && !push(out, &k, max, h))
+            if (!ra_schedule(hd, r0, &h))
+                continue;
+            if (h.workers == 0 && !ra_siblings(hd, r0, h, out, &k, max))
+                return k;
+            if (!push(out, &k, max, h))
                 return k;
         }
     }

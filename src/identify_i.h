@@ -124,6 +124,11 @@ struct ident_fw_head {
     size_t len;
     uint64_t n;
     uint32_t hint_batch;
+    /* The epoch-0 positions of the first opens of the head's siblings
+     * (readers with its parent: its rank's other workers), which say B and
+     * T while the head has not finished its first batch. */
+    const uint32_t *sibling_first;
+    size_t nsiblings;
 };
 /* The framework hypotheses (kind, world, batch, workers) these opens
  * allow, at most max; drop_last variants are the caller's. */

@@ -766,21 +766,53 @@ static uint32_t head_pos(void *arg, size_t i)
     return pos_of(h->s->v, 0, h->s->rd->r[h->s->head].s[i], h->err);
 }
 
-static bool try_frameworks(struct search *s, int *err)
+/* One head: its hypotheses (identify_frameworks.c), each walked. */
+static bool try_frameworks_head(struct search *s, int *err)
 {
     const struct cfs_sampler_params *hint = s->p->hint;
     struct head_pos arg = {s, err};
+    const struct ident_reader *a = &s->rd->r[s->head];
+    uint32_t siblings[IDENT_MAX_WORLD];
+    size_t ns = 0;
+    for (size_t i = 0; i < s->rd->nr && ns < IDENT_MAX_WORLD; i++) {
+        if (i == s->head || s->rd->r[i].ppid != a->ppid || s->rd->r[i].len == 0)
+            continue;
+        uint32_t q = pos_of(s->v, 0, s->rd->r[i].s[0], err);
+        if (q != NONE)
+            siblings[ns++] = q;
+    }
     struct ident_fw_head hd = {.pos = head_pos,
                                .arg = &arg,
-                               .len = s->rd->r[s->head].len,
+                               .len = a->len,
                                .n = s->p->n,
-                               .hint_batch = hint ? hint->batch : 0};
+                               .hint_batch = hint ? hint->batch : 0,
+                               .sibling_first = siblings,
+                               .nsiblings = ns};
     struct ident_hyp hyps[FW_HYPS];
     size_t nh = ident_fw_hypotheses(&hd, hyps, FW_HYPS);
     for (size_t i = 0; i < nh && !*err; i++)
         if (try_variants(s, hyps[i]))
             return true;
     return false;
+}
+
+/* An RA sampler's first value opens the epoch at R entries, so up to R
+ * readers (ranks 0 .. R-1's first workers) start with it, and the one
+ * whose rank's schedule shows (its first batch done, or its siblings
+ * started) may be any of them: each is tried as the head. */
+static bool try_frameworks(struct search *s, int *err)
+{
+    size_t head = s->head;
+    bool fit = try_frameworks_head(s, err);
+    for (size_t i = 0; i < s->rd->nr && !fit && !*err; i++) {
+        if (i == head || pos_of(s->v, 0, s->rd->r[i].s[0], err) != 0)
+            continue;
+        s->head = i;
+        fit = try_frameworks_head(s, err);
+    }
+    if (!fit)
+        s->head = head;
+    return fit;
 }
 
 static bool fw_kind(enum cfs_sampler_kind kind)
