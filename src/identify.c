@@ -249,7 +249,8 @@ bool cfs_identify_scan_share(struct cfs_identify *id, double *share)
     struct scan_meter *m = &id->meter;
     double now = clock_sec(CLOCK_MONOTONIC);
     pthread_mutex_lock(&m->mu);
-    bool scanning = m->has_clock && (m->scanning || (m->scan_end > 0 && now - m->scan_end <= SCAN_GAP));
+    bool scanning = m->has_clock &&
+                    (m->scanning || (m->scan_end > 0 && now - m->scan_end <= SCAN_GAP));
     if (m->scanning && now - m->t0 >= SCAN_WINDOW) {
         double cpu = clock_sec(m->clock);
         m->share = cpu >= 0 ? (cpu - m->cpu0) / (now - m->t0) : -1;
@@ -425,8 +426,9 @@ static int global_step(struct attempt *a, const struct ident_obs *obs, struct id
  * (out->text says why), -errno. */
 static int attempt_all(const struct cfs_identify_params *p, const struct ident_obs *obs,
                        const struct ident_readers *rd, const atomic_bool *cancel,
-                       struct scan_meter *meter, const struct cand *keep, size_t nkeep, bool kept_only,
-                       struct ident_global *g, struct attempt *a, struct cfs_identified *out)
+                       struct scan_meter *meter, const struct cand *keep, size_t nkeep,
+                       bool kept_only, struct ident_global *g, struct attempt *a,
+                       struct cfs_identified *out)
 {
     memset(a, 0, sizeof(*a));
     a->p = p, a->rd = rd, a->cancel = cancel, a->meter = meter, a->out = out;

@@ -92,8 +92,8 @@ START_TEST(sweep_modes)
         char err[256];
         cfs_options_init(&o);
         if (cases[i].list[0])
-            ck_assert_msg(cfs_options_parse_list(&o, cases[i].list, err, sizeof(err)) == 0, "%s: %s",
-                          cases[i].list, err);
+            ck_assert_msg(cfs_options_parse_list(&o, cases[i].list, err, sizeof(err)) == 0,
+                          "%s: %s", cases[i].list, err);
         ck_assert_msg(o.sweep == cases[i].want, "%s: sweep %d", cases[i].list, (int)o.sweep);
         cfs_options_free(&o);
     }
