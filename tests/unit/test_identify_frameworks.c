@@ -271,48 +271,6 @@ START_TEST(torchvision_ra_worlds_and_workers)
 }
 END_TEST
 
-/* With RASampler at world 2 both ranks' worker 1 start with the same
- * value (entries 2B-1 .. 2B+1 of the repeated list hold one index).  A
- * worker that has opened only that one file fits either rank's worker 1;
- * only its parent says which.  Seen in a mount: rank 1's worker 1 opening
- * its first file right after rank 0's worker 1 made the first fit (rank 0)
- * contradict the processes, and 2816 opens went by before another try. */
-START_TEST(ra_worker_with_one_open_takes_its_parents_rank)
-{
-    struct cfs_sampler_params sp = {.kind = CFS_SAMPLER_TORCHVISION_RA,
-                                    .seed = 100003,
-                                    .n = 3000,
-                                    .world = 2,
-                                    .batch = 8};
-    struct cfs_sampler *m;
-    char err[256];
-    ck_assert_int_eq(cfs_sampler_create(&sp, &m, err, sizeof(err)), 0);
-    ck_assert_int_eq(cfs_sampler_compute_epoch(m, 0), 0);
-    /* rank 0: worker 0's batches 0 and 2, worker 1's batch 1; rank 1:
-     * worker 0's batch 0, then worker 1's first open alone */
-    static const struct {
-        uint32_t rank, worker, from, count;
-    } reads[] = {{0, 0, 0, 8}, {0, 1, 8, 8}, {0, 0, 16, 8}, {1, 0, 0, 8}, {1, 1, 8, 1}};
-    struct opens o = {0};
-    for (size_t k = 0; k < sizeof(reads) / sizeof(reads[0]); k++)
-        for (uint32_t j = reads[k].from; j < reads[k].from + reads[k].count; j++)
-            push(&o, cfs_sampler_rank_at(m, reads[k].rank, j),
-                 (pid_t)(2000 + 100 * reads[k].rank + reads[k].worker),
-                 (pid_t)(1000 + reads[k].rank));
-    ck_assert_uint_eq(cfs_sampler_rank_at(m, 0, 8), cfs_sampler_rank_at(m, 1, 8));
-    cfs_sampler_destroy(m);
-    struct cfs_identify_params p = params(sp.n, sp.seed, RANGE);
-    struct cfs_identified id;
-    ck_assert_msg(identify(&p, &o, &id) == 0, "%s", id.text);
-    ck_assert_msg(id.sampler.kind == CFS_SAMPLER_TORCHVISION_RA, "%s", id.text);
-    ck_assert_uint_eq(id.sampler.seed, 100003);
-    ck_assert_uint_eq(id.sampler.world, 2);
-    ck_assert_uint_eq(id.sampler.batch, 8);
-    ck_assert_uint_eq(id.workers, 2);
-    opens_free(&o);
-}
-END_TEST
-
 /* RASampler opens as a DataLoader dispatches them (2 workers, prefetch
  * factor 2), the first 32-odd opens of an epoch: reads[] is rank, worker,
  * first index, count, one reader after the other. */
@@ -349,6 +307,23 @@ static void expect_ra(uint32_t world, const struct ra_read *reads, size_t nreads
     ck_assert_uint_eq(id.workers, 2);
     opens_free(&o);
 }
+
+/* With RASampler at world 2 both ranks' worker 1 start with the same
+ * value (entries 2B-1 .. 2B+1 of the repeated list hold one index).  A
+ * worker that has opened only that one file fits either rank's worker 1;
+ * only its parent says which.  Seen in a mount: rank 1's worker 1 opening
+ * its first file right after rank 0's worker 1 made the first fit (rank 0)
+ * contradict the processes, and 2816 opens went by before another try. */
+START_TEST(ra_worker_with_one_open_takes_its_parents_rank)
+{
+    /* rank 0: worker 0's batches 0 and 2, worker 1's batch 1; rank 1:
+     * worker 0's batch 0, then worker 1's first open alone (the value
+     * rank 0's worker 1 opened first) */
+    static const struct ra_read reads[] = {
+        {0, 0, 0, 8}, {0, 1, 8, 8}, {0, 0, 16, 8}, {1, 0, 0, 8}, {1, 1, 8, 1}};
+    expect_ra(2, reads, sizeof(reads) / sizeof(reads[0]));
+}
+END_TEST
 
 /* The reader at the epoch's head (rank 0's worker 0) has not finished its
  * first batch, so its opens show no worker's jump; its sibling's start
