@@ -142,49 +142,55 @@ static int parse_torch(struct cfs_options *o, const char *v, char *err, size_t e
     return 0;
 }
 
+/* An option whose value is one of a few words: their index in names, or
+ * -EINVAL with "option KEY=V: expected a, b or c". */
+static int keyword(const char *key, const char *v, const char *const *names, size_t n, char *err,
+                   size_t errlen)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(v, names[i]) == 0)
+            return (int)i;
+    char list[128] = "";
+    for (size_t i = 0; i < n; i++) {
+        size_t at = strlen(list);
+        snprintf(list + at, sizeof(list) - at, "%s%s",
+                 i == 0 ? "" : i + 1 == n ? " or " : ", ", names[i]);
+    }
+    return cfs_error_msg(err, errlen, -EINVAL, "option %s=%s: expected %s", key, v, list);
+}
+
 static int parse_io(struct cfs_options *o, const char *v, char *err, size_t errlen)
 {
-    if (strcmp(v, "auto") == 0)
-        o->io = CFS_IO_AUTO;
-    else if (strcmp(v, "uring") == 0)
-        o->io = CFS_IO_URING;
-    else if (strcmp(v, "threads") == 0)
-        o->io = CFS_IO_THREADS;
-    else
-        return cfs_error_msg(err, errlen, -EINVAL, "option io=%s: expected auto, uring or threads",
-                             v);
+    static const char *const names[] = {"auto", "uring", "threads"};
+    static const enum cfs_io_kind kinds[] = {CFS_IO_AUTO, CFS_IO_URING, CFS_IO_THREADS};
+    int k = keyword("io", v, names, sizeof(names) / sizeof(*names), err, errlen);
+    if (k < 0)
+        return k;
+    o->io = kinds[k];
     return 0;
 }
 
 static int parse_sweep(struct cfs_options *o, const char *v, char *err, size_t errlen)
 {
-    if (!v) /* no_sweep */
-        o->sweep = CFS_SWEEP_OFF;
-    else if (strcmp(v, "auto") == 0)
-        o->sweep = CFS_SWEEP_AUTO;
-    else if (strcmp(v, "on") == 0)
-        o->sweep = CFS_SWEEP_ON;
-    else if (strcmp(v, "off") == 0)
-        o->sweep = CFS_SWEEP_OFF;
-    else
-        return cfs_error_msg(err, errlen, -EINVAL, "option sweep=%s: expected auto, on or off", v);
+    static const char *const names[] = {"auto", "on", "off"};
+    static const enum cfs_sweep_mode modes[] = {CFS_SWEEP_AUTO, CFS_SWEEP_ON, CFS_SWEEP_OFF};
+    int k = v ? keyword("sweep", v, names, sizeof(names) / sizeof(*names), err, errlen)
+              : 2; /* no_sweep */
+    if (k < 0)
+        return k;
+    o->sweep = modes[k];
     return 0;
 }
 
 static int parse_log_level(struct cfs_options *o, const char *v, char *err, size_t errlen)
 {
-    static const struct {
-        const char *name;
-        int level;
-    } levels[] = {{"error", LOG_ERR},   {"warning", LOG_WARNING}, {"notice", LOG_NOTICE},
-                  {"info", LOG_INFO},   {"debug", LOG_DEBUG}};
-    for (size_t i = 0; i < sizeof(levels) / sizeof(levels[0]); i++)
-        if (strcmp(v, levels[i].name) == 0) {
-            o->log_level = levels[i].level;
-            return 0;
-        }
-    return cfs_error_msg(err, errlen, -EINVAL,
-                         "option log_level=%s: expected error, warning, notice, info or debug", v);
+    static const char *const names[] = {"error", "warning", "notice", "info", "debug"};
+    static const int levels[] = {LOG_ERR, LOG_WARNING, LOG_NOTICE, LOG_INFO, LOG_DEBUG};
+    int k = keyword("log_level", v, names, sizeof(names) / sizeof(*names), err, errlen);
+    if (k < 0)
+        return k;
+    o->log_level = levels[k];
+    return 0;
 }
 
 static const struct opt_def options_table[] = {
