@@ -221,7 +221,6 @@ int cfs_prefetch_create(const struct cfs_prefetch_params *p, struct cfs_prefetch
     pf->sweep = !pf->run.seeded && !pf->distributed && pf->opts.sweep != CFS_SWEEP_OFF &&
                 pf->nsamples > 0 &&
                 pf->run.ram > 0;
-    pf->sweep_auto = pf->opts.sweep == CFS_SWEEP_AUTO;
     if (pf->sweep && !(pf->pass_read = calloc(pf->nsamples, sizeof(*pf->pass_read))))
         goto nomem;
 
@@ -503,8 +502,7 @@ int pf_replan(struct cfs_prefetch *pf, const struct cfs_run_config *run,
         return rc;
     uint64_t t0 = pf_now_ns();
     pthread_rwlock_wrlock(&pf->plan_lock);
-    cfs_debug("order: the new plan waited %.3f s for the opens in flight",
-              (double)(pf_now_ns() - t0) / 1e9);
+    uint64_t waited = pf_now_ns() - t0;
     cfs_cache_set_policy(pf->cache, NULL, NULL); /* no callback sees the swap */
     pf->adopted = false; /* the replay of an adoption says otherwise */
     if (replay)
@@ -530,6 +528,7 @@ int pf_replan(struct cfs_prefetch *pf, const struct cfs_run_config *run,
     uint32_t epoch;
     pf_track_position(t, &pos, &epoch, &(uint64_t){0});
     pthread_rwlock_unlock(&pf->plan_lock);
+    cfs_debug("order: the new plan waited %.3f s for the opens in flight", (double)waited / 1e9);
     cfs_metrics_set(pf->m, CFS_M_EPOCH, epoch);
     pf_track_destroy(old);
     pf_wake(pf);

@@ -39,7 +39,9 @@
  *   0. pf->replan_mu: serialises what replaces the plan (set_seed, adopt,
  *      drop: prefetch_adopt.c), held while planning outside plan_lock.  An
  *      open never takes it under plan_lock: it drops an adopted order after
- *      unlocking.  The identify ops are called with nothing held.
+ *      unlocking.  The identify ops are called with nothing held, but
+ *      scan_share (its meter's leaf lock: the prefetcher's round, under
+ *      plan_lock's read side, while no order is planned).
  *   1. pf->plan_lock (rwlock): pf->track, run's seed and the prefetcher's cursors
  *      (scan, scan_gen, order_idx, owned_idx: the prefetcher thread's, reset
  *      under the write lock by set_seed).  Read: open, release, state,
@@ -283,7 +285,6 @@ struct cfs_prefetch {
     /* sweep=auto's brake (prefetch_loop.c sweep_holds): scan_share and its
      * argument are the identification's (under mu: installed after this
      * thread starts); sweep_held and held_since are this thread's. */
-    bool sweep_auto;
     bool (*scan_share)(void *arg, double *share);
     void *scan_share_arg;
     bool sweep_held;

@@ -203,25 +203,23 @@ static unsigned sweep_round(struct cfs_prefetch *pf)
 #define SWEEP_HOLD_BELOW 0.5
 #define SWEEP_RESUME_AT 0.75
 
-/* The identification's answer (prefetch.h scan_share), asked before the
- * round takes the plan lock: the identify ops are called with nothing
- * held.  False without a scan, or where nothing can hold the sweep. */
-static bool scan_running(struct cfs_prefetch *pf, double *share)
+/* Whether the sweep holds back now (no order planned yet: order_known
+ * false), or may go on (an order planned).  The identification's
+ * scan_share takes only its meter's leaf lock, so it is asked under the
+ * plan lock's read side, and only while no order is planned. */
+static bool sweep_holds(struct cfs_prefetch *pf, bool order_known)
 {
-    *share = -1;
-    if (!pf->sweep || !pf->sweep_auto)
+    if (pf->opts.sweep != CFS_SWEEP_AUTO)
         return false;
-    pthread_mutex_lock(&pf->mu);
-    bool (*scan_share)(void *, double *) = pf->scan_share;
-    void *arg = pf->scan_share_arg;
-    pthread_mutex_unlock(&pf->mu);
-    return scan_share && scan_share(arg, share);
-}
-
-/* Whether the sweep holds back now, given what scan_running said. */
-static bool sweep_holds(struct cfs_prefetch *pf, bool order_known, bool scanning, double share)
-{
-    scanning = scanning && !order_known;
+    double share = -1;
+    bool scanning = false;
+    if (!order_known) {
+        pthread_mutex_lock(&pf->mu);
+        bool (*scan_share)(void *, double *) = pf->scan_share;
+        void *arg = pf->scan_share_arg;
+        pthread_mutex_unlock(&pf->mu);
+        scanning = scan_share && scan_share(arg, &share);
+    }
     if (!pf->sweep_held && scanning && share >= 0 && share < SWEEP_HOLD_BELOW) {
         pf->sweep_held = true;
         pf->held_since = now_sec();
@@ -250,18 +248,16 @@ static unsigned prefetch_round(struct cfs_prefetch *pf)
 {
     unsigned started = 0;
     bool blocked = false;
-    double share;
-    bool scanning = scan_running(pf, &share);
 
     pthread_rwlock_rdlock(&pf->plan_lock);
     struct pf_track *t = pf->track;
     if (!t) {
-        if (pf->sweep && !sweep_holds(pf, false, scanning, share))
+        if (pf->sweep && !sweep_holds(pf, false))
             started = sweep_round(pf);
         goto out;
     }
     if (pf->sweep_held)
-        (void)sweep_holds(pf, true, scanning, share);
+        (void)sweep_holds(pf, true);
     uint64_t pos, gen;
     pf_track_position(t, &pos, NULL, &gen);
     if (gen != pf->scan_gen || pf->scan < pos) {
