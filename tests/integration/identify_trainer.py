@@ -176,6 +176,10 @@ def main():
                     "names that epoch's private seed (an epoch long enough for the search)")
     ap.add_argument("--step-seconds", type=float, default=0,
                     help="sleep this long a step (the wait for a GPU's step)")
+    ap.add_argument("--slow-steps", type=int, default=0,
+                    help="only the first N steps of each epoch sleep --step-seconds (0: every "
+                    "step): the steps around an identification, where the opens' pace bounds "
+                    "the misses; the rest at the loader's pace")
     ap.add_argument("--port", type=int, default=29500, help="rendezvous port (world > 1)")
     args = ap.parse_args()
     if args.world > 1:
@@ -202,7 +206,7 @@ def main():
                 if args.kind == "torch-global":
                     with torch.no_grad():  # Dropout on the CPU: the global generator
                         args.model(torch.ones(len(batch), 16))
-                if args.step_seconds:
+                if args.step_seconds and (not args.slow_steps or step_i < args.slow_steps):
                     time.sleep(args.step_seconds)
                 for i, got in batch:
                     if i not in want:

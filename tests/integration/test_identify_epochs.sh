@@ -33,7 +33,7 @@ cfs_mount "$src" "$mnt" "$TMP/daemon.log" -o ram=$ram,index="$TMP/index" ||
     { fail "mount"; cfs_finish; }
 timeout 1500 "$TORCH_PY" "$TRAINER" --data "$mnt" --src "$src" --kind torch-global \
     --seed 612 --epochs $EPOCHS --batch $BATCH --workers $WORKERS --pause "$PAUSE" \
-    --pause-epochs --snapshot "$TMP/epoch1.metrics" --step-seconds 0.04 \
+    --pause-epochs --snapshot "$TMP/epoch1.metrics" --step-seconds 0.04 --slow-steps 50 \
     --log "$TMP/rank0.log" &
 pid=$!
 cfs_pids+=($pid)

@@ -32,7 +32,7 @@ cfs_mount "$src" "$mnt" "$TMP/daemon.log" -o ram=$ram,index="$TMP/index",seed=$S
     { fail "mount"; cfs_finish; }
 timeout 900 "$TORCH_PY" "$TRAINER" --data "$mnt" --src "$src" --kind torch-global \
     --seed $SEED --epochs $EPOCHS --batch $BATCH --workers $WORKERS --pause "$PAUSE" \
-    --snapshot "$TMP/resumed.metrics" --step-seconds 0.04 --log "$TMP/rank0.log" &
+    --snapshot "$TMP/resumed.metrics" --step-seconds 0.04 --slow-steps 50 --log "$TMP/rank0.log" &
 pid=$!
 cfs_pids+=($pid)
 rc=0
