@@ -13,12 +13,11 @@
 # the predicted opens missed (nothing is predicted before identification),
 # and every byte the trainer got equal to the source's.
 #
-# Then readers that are no torch shuffle, each on a fresh mount, all three
-# at once: every file in sorted order (twice, 16 files per child process),
-# find | xargs cat, and Python reading in random.shuffle order (three
-# passes): the order is never
-# identified (the gauge stays 0, the stats never say identified) and every
-# byte is right.
+# Beside them, from the start, readers that are no torch shuffle, each on a
+# fresh mount, all three at once: every file in sorted order (twice, 16
+# files per child process), find | xargs cat, and Python reading in
+# random.shuffle order (three passes): the order is never identified (the
+# gauge stays 0, the stats never say identified) and every byte is right.
 #
 # Environment: CLAIRFS, CLAIRFS_GENDATA (lib.sh); CLAIRFS_IDENTIFY_PAUSE, the
 # most seconds a trainer waits for identification after epoch 0 (300).
@@ -33,16 +32,11 @@ identify_dataset
 pattern() { identify_pattern "$1" "$2" "$3" "$4" "$2" ${5:+"$5"}; }
 m() { cfs_metric "$1" "$2"; }
 
-pattern ddp torch-ddp 2 17
-pattern torch torch 1 23
-pattern torch-persistent torch 1 29 --persistent
-pattern sampler torch-sampler 1 31
-
 # reader_start NAME OPTS COMMAND...: a fresh mount $TMP/mnt-NAME (more
-# mount options OPTS, "" for none) read by COMMAND in the background (COMMAND reads $mnt and compares with $src).  The
-# three readers run at once, and their mounts then search their opens
-# side by side: waiting for each in turn cost three minutes of an idle
-# host.
+# mount options OPTS, "" for none) read by COMMAND in the background
+# (COMMAND reads $mnt and compares with $src).  The three readers run at
+# once, and their mounts then search their opens side by side, beside the
+# trainers: waiting for each in turn cost three minutes of an idle host.
 declare -A reader_pid reader_daemon
 reader_start() {
     local name=$1 more=${2:+,$2}
@@ -126,6 +120,16 @@ readers=(sequential find-xargs shuffled)
 reader_start sequential log_level=debug sequential
 reader_start find-xargs log_level=warning find_xargs
 reader_start shuffled "" shuffled
+deadline=$((SECONDS + 60))
+
+# The trainers run while those mounts search: their seeds are among the
+# first a search tries, at normal priority, where the readers' searches,
+# past theirs, run at SCHED_IDLE.
+pattern ddp torch-ddp 2 17
+pattern torch torch 1 23
+pattern torch-persistent torch 1 29 --persistent
+pattern sampler torch-sampler 1 31
+
 for name in "${readers[@]}"; do
     [ -n "${reader_pid[$name]:-}" ] || continue
     wait "${reader_pid[$name]}"
@@ -133,7 +137,6 @@ for name in "${readers[@]}"; do
     cat "$TMP/$name.reader.log"
     check "$name: every byte equals the source's" test "$rc" -eq 0
 done
-deadline=$((SECONDS + 60))
 for name in "${readers[@]}"; do reader_end "$name" "$deadline"; done
 check "log_level=debug: the identification's attempts are logged" \
     grep -q "identify: attempt over 32 opens of " "$TMP/sequential.daemon.log"
