@@ -93,10 +93,6 @@ run_asan() {
     meson compile -C "$dir" >/dev/null || return 1
     mkdir -p "$logs"
     local rc=0
-    # The identify test's scan of all 2^32 seeds is the same loop as its
-    # windowed scans, 13 times slower instrumented (30 min): left to the
-    # normal suite.
-    CFS_IDENTIFY_SKIP_FULL=1 \
     ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:abort_on_error=0:log_path=$logs/asan:log_exe_name=1" \
     LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0" \
     UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_path=$logs/ubsan:log_exe_name=1" \
