@@ -10,8 +10,8 @@
 # trainer without a seed (torch.manual_seed, a model built, shuffle=True
 # without a generator) is identified epoch by epoch, each line naming the
 # private seed real torch drew for that epoch.  The searched
-# seeds are a window around the true one (--seeds; the full 2^32 range is
-# the unit test's and the benchmark's).  Exits 77 without torch.
+# seeds are a window around the true one (--seeds; ranges of all 2^32
+# seeds are the unit test's, begun near their seed, and the benchmark's).  Exits 77 without torch.
 #
 # usage: test_plan_identify.sh PATH/TO/clairfs-plan
 set -u
