@@ -29,7 +29,7 @@
 #           deltas), every read verified against the source, and on every
 #           node clairfs_pfs_bytes_total's reasons add up to those bytes.
 #   idle    -np 2 (shared memory, then TCP), mounted and unread: each
-#           daemon uses < 5 % of a core over 10 s (utime + stime from
+#           daemon uses < 5 % of a core over 5 s (utime + stime from
 #           /proc/PID/stat).
 # Environment: CLAIRFS, CLAIRFS_GENDATA, CLAIRFS_BENCH, CLAIRFS_PLAN,
 # CLAIRFS_PFSEMU (tests/meson.build).
@@ -434,7 +434,7 @@ scenario_idle() {
             before+=("$(cpu_ticks "$pid")")
         done
         t0=$(date +%s%N)
-        sleep 10
+        sleep 5
         t1=$(date +%s%N)
         for r in 0 1; do
             local used=$(($(cpu_ticks "${pids[$r]}") - before[$r]))
