@@ -57,6 +57,11 @@
 #              spread over 1000 classes as evenly as possible)
 #   --pfs OPTS mount the tree through clairfs-pfsemu -o OPTS (e.g.
 #              latency_open=0.002,bandwidth=480000) and clairfs over that
+#   --work US  each item costs the trainer's worker US microseconds of CPU
+#              after its read (a JPEG's decode and augmentation: ~1500 on
+#              one of these cores), so that the loader, not the tree, keeps
+#              the cores busy: the search beside a CPU-bound trainer
+#              (default 0)
 # Environment: BENCH_TMP (default /dev/shm), BENCH_KEEP=1 (keep the work
 # directory: the daemons' logs, the trainers' progress, named on the last
 # line), BENCH_MOUNT_OPTS (more mount options, @K standing for the row's
@@ -68,7 +73,7 @@
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${CLAIRFS_BUILD:-build} rows="torch:7 torch:4000000000 torch-ddp:4000000000"
-cache= cap=900 after=60 window=180 files=1281167 pfs_opts=
+cache= cap=900 after=60 window=180 files=1281167 pfs_opts= work=0
 while [ $# -gt 0 ]; do
     case $1 in
     --build) build=${2:?}; shift 2 ;;
@@ -79,15 +84,17 @@ while [ $# -gt 0 ]; do
     --window) window=${2:?}; shift 2 ;;
     --files) files=${2:?}; shift 2 ;;
     --pfs) pfs_opts=${2:?}; shift 2 ;;
+    --work) work=${2:?}; shift 2 ;;
     -h | --help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench-identify-imagenet-mount: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
-for v in "$cap" "$after" "$window"; do
+for v in "$cap" "$after" "$window" "$work"; do
     case $v in
-    '' | *[!0-9]*) echo "bench-identify-imagenet-mount: --cap, --after and --window take whole seconds, not $v" >&2; exit 2 ;;
+    '' | *[!0-9]*) echo "bench-identify-imagenet-mount: --cap, --after, --window and --work take whole numbers, not $v" >&2; exit 2 ;;
     esac
 done
+export BENCH_WORK_US=$work
 for row in $rows; do
     case $row in
     torch:[0-9]* | torch-ddp:[0-9]*) ;;
@@ -188,9 +195,17 @@ if world > 1:
                             rank=rank)
 
 
+WORK = int(os.environ.get("BENCH_WORK_US", "0")) * 1e-6
+
+
 def read(path):
     with open(path, "rb") as f:
-        return len(f.read())
+        size = len(f.read())
+    if WORK:  # a decode's CPU (--work)
+        until = time.process_time() + WORK
+        while time.process_time() < until:
+            pass
+    return size
 
 
 class Bytes(ImageFolder):
@@ -414,6 +429,7 @@ for row in $rows; do
     [ -n "$t_id" ] || cpu_id=$(idle_cpu)
     load_end=$(load)
     order=$(grep '^order:' "$mnt/.clairfs/stats" 2>/dev/null | head -1)
+    search=$(grep '^search ' "$mnt/.clairfs/stats" 2>/dev/null | head -1)
     logline=$(grep -h 'after [0-9]* opens in' "$work/clairfs-$k.log" | head -1)
     adopted=$(grep -h 'order: identified .*; predicting it' "$work/clairfs-$k.log" | head -1)
     fusermount3 -u "$mnt" || fusermount3 -u -z "$mnt"
@@ -439,6 +455,7 @@ for row in $rows; do
     [ -z "$logline" ] || [ -z "$adopted" ] ||
         echo "$row: predicting $(sub "${adopted%% *}" "${logline%% *}") s after the log named the order"
     echo "$row: ${order:-no order line}"
+    echo "$row: the search's CPU by priority: ${search#search }"
     upto="the end"
     [ -z "$t_id" ] || upto="the identification"
     [ -z "$snap_last" ] || echo "$row: CPU from the first open to $upto: $(cpu_split \

@@ -57,6 +57,7 @@
 
 #include "clairfs/identify.h"
 #include "clairfs/log.h"
+#include "clairfs/metrics.h"
 #include "clairfs/seed_search.h"
 #include "clairfs/thread_priority.h"
 #include "identify_i.h"
@@ -100,6 +101,38 @@ struct scan_meter {
     double share;      /* of the last window; -1 before one */
 };
 
+/* The scans' priority and budget.  Past their head the scans run at
+ * SCHED_IDLE; where the trainers keep every core busy that is next to
+ * nothing (6 % of a core beside an ImageNet loader on 2 cores), and the
+ * 2^32 seeds (a CPU minute) would outlast the epoch.  search_budget lets
+ * them run at the normal priority while the CPU time spent so is below
+ * that share of the cores over the trainers' first epoch, projected from
+ * their pace (cfs_identify_search_allowance): a long epoch pays a known
+ * few percent for its order.  The budget is spent only while running
+ * raised, and a core that something leaves idle serves the scan at idle
+ * priority at no cost.  Between chunks of PACE_CHUNK seeds the module
+ * thread charges its CPU time to the priority it ran at (the metrics) and
+ * picks the next chunk's. */
+#define PACE_CHUNK (1ull << 20) /* ~13 ms of a core: seconds at idle on busy cores */
+#define PACE_GAP 1.0            /* seconds between opens counted as reading, at most */
+#define PACE_MIN_READING 1.0    /* seconds of reading before a pace is known */
+struct search_pace {
+    double budget;
+    unsigned cores;
+    uint64_t n;
+    struct cfs_metrics *metrics;
+    /* Stored under the module's lock (observe, restart), read by the thread. */
+    _Atomic uint64_t opens;
+    _Atomic uint64_t reading_us;
+    atomic_bool reset; /* a restart: nothing of the budget spent yet */
+    /* The module thread's own. */
+    bool idle;       /* the priority it runs at */
+    bool raised;     /* in a scan's long part, at the normal priority */
+    double cpu_mark; /* its CPU time when last charged */
+    double spent;    /* CPU seconds run raised */
+    bool said_raised, said_spent;
+};
+
 /* torch-global without a seed (clairfs/identify.h): the window of one
  * epoch's opens that the module learns from. */
 enum { EPOCHS_OFF, EPOCHS_TRYING, EPOCHS_ON };
@@ -121,6 +154,7 @@ struct cfs_identify {
     uint64_t generation;
     bool stop;
     struct timespec first_open;
+    double last_open; /* under lock: seconds after first_open */
     enum cfs_identify_state state;
     struct cfs_identified result;
     atomic_bool cancel;
@@ -137,6 +171,7 @@ struct cfs_identify {
     struct cand win;            /* under lock: the candidate of the last identification */
     struct ident_epochs epochs; /* under lock */
     struct scan_meter meter;
+    struct search_pace pace;
 };
 
 /* --- Grouping the observations. ------------------------------------------ */
@@ -262,6 +297,74 @@ bool cfs_identify_scan_share(struct cfs_identify *id, double *share)
     return scanning;
 }
 
+double cfs_identify_search_allowance(double budget, unsigned cores, uint64_t n, uint64_t opens,
+                                     double reading)
+{
+    if (budget <= 0 || cores == 0 || opens == 0 || reading < PACE_MIN_READING)
+        return 0;
+    double epoch = reading * (double)n / (double)opens;
+    return budget * cores * (epoch > reading ? epoch : reading);
+}
+
+/* On the module thread: its CPU time since the last charge, to the
+ * priority it ran at. */
+static void pace_charge(struct search_pace *pc)
+{
+    double cpu = clock_sec(CLOCK_THREAD_CPUTIME_ID);
+    double d = cpu - pc->cpu_mark;
+    if (cpu < 0 || d <= 0)
+        return;
+    pc->cpu_mark = cpu;
+    if (pc->raised)
+        pc->spent += d;
+    if (pc->metrics)
+        cfs_metrics_add(pc->metrics, pc->idle ? CFS_M_SEARCH_NS_IDLE : CFS_M_SEARCH_NS_NORMAL,
+                        (uint64_t)(d * 1e9));
+}
+
+/* On the module thread: run at idle priority from now, or at the normal
+ * one (outside the budget: the head of a scan, the checks). */
+static void pace_priority(struct search_pace *pc, bool idle)
+{
+    pace_charge(pc);
+    if (idle)
+        (void)cfs_thread_lower_priority();
+    else
+        (void)cfs_thread_normal_priority();
+    pc->idle = idle;
+    pc->raised = false;
+}
+
+/* Before each chunk of a scan's long part: raised while the budget lasts. */
+static void pace_chunk(struct search_pace *pc)
+{
+    if (atomic_exchange(&pc->reset, false))
+        pc->spent = 0, pc->said_raised = pc->said_spent = false;
+    pace_charge(pc);
+    uint64_t opens = atomic_load(&pc->opens);
+    double reading = (double)atomic_load(&pc->reading_us) * 1e-6;
+    double allow = cfs_identify_search_allowance(pc->budget, pc->cores, pc->n, opens, reading);
+    bool raise = pc->spent < allow;
+    if (raise == pc->raised)
+        return;
+    if (raise ? cfs_thread_normal_priority() < 0
+              : strcmp(cfs_thread_lower_priority(), "normal") == 0)
+        return;
+    pc->raised = raise;
+    pc->idle = !raise;
+    if (raise && !pc->said_raised) {
+        pc->said_raised = true;
+        cfs_info("identify: the search runs at the normal priority within its budget: up to "
+                 "%.1f CPU s (search_budget=%.0f %% of %u CPUs over an epoch of %.0f s at the "
+                 "trainers' pace)", allow, pc->budget * 100, pc->cores,
+                 allow / (pc->budget * pc->cores));
+    } else if (!raise && !pc->said_spent) {
+        pc->said_spent = true;
+        cfs_info("identify: the search's budget is spent (%.1f CPU s at the normal priority): "
+                 "back at idle priority", pc->spent);
+    }
+}
+
 /* --- One attempt over a set of observations. ----------------------------- */
 
 struct attempt {
@@ -269,6 +372,8 @@ struct attempt {
     const struct ident_readers *rd;
     const atomic_bool *cancel;
     struct scan_meter *meter; /* NULL offline */
+    struct search_pace *pace; /* NULL offline */
+    bool paced;               /* a scan's long part: its chunks paced */
     double need_bits;
     uint32_t p0;
     int rc; /* 1 identified, -errno */
@@ -367,9 +472,23 @@ static int scan(struct attempt *a, const uint64_t *fs, const uint64_t *ss, uint3
                                           .first = fs,
                                           .second = ss};
         a->p0 = heads[h];
-        uint64_t searched;
         meter_scan(a->meter, true);
-        int rc = cfs_seed_search_set(&sp, first, count, a->cancel, on_candidate, a, &searched);
+        /* In chunks where paced; a candidate that stops the search stops
+         * the chunks too (on_candidate: a fit, short of evidence or not). */
+        int rc = 0;
+        for (uint64_t done = 0; done < count && rc == 0 && a->rc == 0;) {
+            uint64_t step = a->paced && count - done > PACE_CHUNK ? PACE_CHUNK : count - done;
+            uint64_t searched, fits = a->fits;
+            if (a->paced)
+                pace_chunk(a->pace);
+            rc = cfs_seed_search_set(&sp, first + (uint32_t)done, step, a->cancel, on_candidate,
+                                     a, &searched);
+            if (a->scanning && a->fits > fits)
+                break;
+            if (a->cancel && atomic_load(a->cancel))
+                break;
+            done += step;
+        }
         meter_scan(a->meter, false);
         if (rc < 0)
             return rc;
@@ -426,12 +545,13 @@ static int global_step(struct attempt *a, const struct ident_obs *obs, struct id
  * (out->text says why), -errno. */
 static int attempt_all(const struct cfs_identify_params *p, const struct ident_obs *obs,
                        const struct ident_readers *rd, const atomic_bool *cancel,
-                       struct scan_meter *meter, const struct cand *keep, size_t nkeep,
+                       struct scan_meter *meter, struct search_pace *pace,
+                       const struct cand *keep, size_t nkeep,
                        bool kept_only, struct ident_global *g, struct attempt *a,
                        struct cfs_identified *out)
 {
     memset(a, 0, sizeof(*a));
-    a->p = p, a->rd = rd, a->cancel = cancel, a->meter = meter, a->out = out;
+    a->p = p, a->rd = rd, a->cancel = cancel, a->meter = meter, a->pace = pace, a->out = out;
     if (p->n == 1 && rd->opens > 0) {
         trivial(p, rd, out);
         return 1;
@@ -468,30 +588,32 @@ static int attempt_all(const struct cfs_identify_params *p, const struct ident_o
         rc = scan(a, fs, ss, (uint32_t)p->hint->seed, HINT_SPAN);
     if (rc == 0 && a->rc == 0 && !a->fits && !global_tried) {
         /* with a registered seed, a walk of the global stream (idle) */
-        if (cancel && p->hint_has_seed)
-            (void)cfs_thread_lower_priority();
+        if (pace && p->hint_has_seed)
+            pace_priority(pace, true);
         rc = global_step(a, obs, g);
         rc = rc == -ENOENT ? 0 : rc < 0 ? rc : a->rc != 0 || a->fits ? -ENOENT : 0;
     }
     /* Lowered only where the long part begins: a SCHED_IDLE thread that
      * meant to raise itself again soon could wait for a core first. */
     uint64_t head = count < SCAN_HEAD_SEEDS ? count : SCAN_HEAD_SEEDS;
-    if (rc == 0 && a->rc == 0 && cancel) {
-        (void)cfs_thread_normal_priority();
+    if (rc == 0 && a->rc == 0 && pace) {
+        pace_priority(pace, false);
         rc = scan(a, fs, ss, p->seed_first, head);
     } else {
         head = 0;
     }
-    if (cancel)
-        (void)cfs_thread_lower_priority();
+    if (pace)
+        pace_priority(pace, true);
+    a->paced = pace != NULL;
     if (rc == 0 && a->rc == 0 && count > head)
         rc = scan(a, fs, ss, p->seed_first + (uint32_t)head, count - head);
     for (size_t i = 0; i < p->nmore_seeds && rc == 0 && a->rc == 0 && !a->fits; i++)
         rc = scan(a, fs, ss, p->more_seeds[i].first, p->more_seeds[i].count);
+    a->paced = false;
     free(fs);
     free(ss);
-    if (cancel)
-        (void)cfs_thread_normal_priority();
+    if (pace)
+        pace_priority(pace, false);
     if (rc == -ENOENT)
         rc = 0;
     return rc < 0 ? rc : a->rc;
@@ -607,7 +729,7 @@ int cfs_identify_offline(const struct cfs_identify_params *p, const uint32_t *sa
     }
     struct ident_obs obs = {samples, pids, ppids, count};
     struct ident_global g = {0};
-    rc = attempt_all(p, &obs, &rd, NULL, NULL, NULL, 0, false, &g, a, out);
+    rc = attempt_all(p, &obs, &rd, NULL, NULL, NULL, NULL, 0, false, &g, a, out);
     if (rc == 1) {
         finish(p, out, 0, false);
         rc = 0;
@@ -656,8 +778,9 @@ static int attempt_snapshot(struct cfs_identify *id, const uint32_t *s, const pi
     if (rc < 0)
         return rc;
     struct ident_obs obs = {s, pids, ppids, len};
-    rc = attempt_all(&id->p, &obs, &rd, &id->cancel, &id->meter, keep, nkeep, kept_only, g,
-                     a, out);
+    rc = attempt_all(&id->p, &obs, &rd, &id->cancel, &id->meter, &id->pace, keep, nkeep,
+                     kept_only, g, a, out);
+    pace_charge(&id->pace); /* the checks too, at the normal priority */
     a->readers = rd.nr;
     ident_readers_free(&rd);
     return rc;
@@ -877,7 +1000,7 @@ static int offline_window(const struct cfs_identify_params *p, const uint32_t *s
     if (rc < 0)
         return rc;
     struct ident_global g = {0};
-    rc = attempt_all(p, &obs, &rd, NULL, NULL, NULL, 0, false, &g, a, out);
+    rc = attempt_all(p, &obs, &rd, NULL, NULL, NULL, NULL, 0, false, &g, a, out);
     if (rc == 0)
         not_identified(a, rd.opens, out);
     ident_readers_free(&rd);
@@ -995,6 +1118,7 @@ static void *identify_thread(void *arg)
     pthread_setname_np(pthread_self(), "cfs-identify");
     struct cfs_identify *id = arg;
     struct attempt *a = malloc(sizeof(*a)); /* scans yield (attempt_all) */
+    id->pace.cpu_mark = clock_sec(CLOCK_THREAD_CPUTIME_ID);
     pthread_mutex_lock(&id->lock);
     while (!id->stop) {
         if (id->len < id->next_attempt || !a) {
@@ -1071,6 +1195,16 @@ static void *identify_thread(void *arg)
     return NULL;
 }
 
+/* The CPUs this process may run on. */
+static unsigned online_cpus(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
+        return (unsigned)CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (unsigned)n : 1;
+}
+
 int cfs_identify_create(const struct cfs_identify_params *p, struct cfs_identify **out, char *err,
                         size_t errlen)
 {
@@ -1100,6 +1234,10 @@ int cfs_identify_create(const struct cfs_identify_params *p, struct cfs_identify
     pthread_cond_init(&id->wake, NULL);
     pthread_mutex_init(&id->meter.mu, NULL);
     id->meter.share = -1;
+    id->pace.budget = p->search_budget;
+    id->pace.cores = p->cores ? p->cores : online_cpus();
+    id->pace.n = p->n;
+    id->pace.metrics = p->metrics;
     int rc = -pthread_create(&id->thread, NULL, identify_thread, id);
     if (rc < 0) {
         snprintf(err, errlen, "identify: cannot start its thread: %s", strerror(-rc));
@@ -1227,8 +1365,15 @@ void cfs_identify_observe(struct cfs_identify *id, uint32_t sample, pid_t pid, p
     if (id->epochs.stage != EPOCHS_OFF && id->len == id->epochs.per)
         epoch_roll(id); /* this open begins the next epoch */
     if (id->len < MAX_OBS) {
-        if (id->len == 0)
+        if (id->len == 0) {
             clock_gettime(CLOCK_MONOTONIC, &id->first_open);
+            id->last_open = 0;
+        }
+        /* the trainers' pace, for the search's budget */
+        double now = since(&id->first_open), gap = now - id->last_open;
+        id->last_open = now;
+        atomic_fetch_add(&id->pace.reading_us, (uint64_t)((gap < PACE_GAP ? gap : PACE_GAP) * 1e6));
+        atomic_fetch_add(&id->pace.opens, 1);
         note_reader(id, pid, ppid);
         id->samples[id->len] = sample;
         id->pids[id->len] = pid;
@@ -1252,6 +1397,9 @@ void cfs_identify_restart(struct cfs_identify *id)
     memset(&id->result, 0, sizeof(id->result));
     memset(&id->global, 0, sizeof(id->global));
     memset(&id->epochs, 0, sizeof(id->epochs));
+    atomic_store(&id->pace.opens, 0);
+    atomic_store(&id->pace.reading_us, 0);
+    atomic_store(&id->pace.reset, true);
     cancel_attempt(id);
     pthread_mutex_unlock(&id->lock);
 }

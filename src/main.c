@@ -694,6 +694,7 @@ static int start_identify(struct daemon *d)
         .n = cfs_catalog_sample_count(d->catalog), .algo = d->run.sampler.randperm,
         .hint = d->run.seeded ? &d->run.sampler : NULL, .hint_has_seed = d->run.seeded,
         .node = (uint32_t)d->rank, .nodes = (uint32_t)d->nodes,
+        .search_budget = d->cl.opts.search_budget / 100.0, .metrics = &d->metrics,
         .on_identified = on_identified, .cb_arg = d->pf,
     };
     if (cfs_identify_create(&ip, &d->identify, d->err, sizeof(d->err)) < 0)

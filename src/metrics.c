@@ -124,6 +124,16 @@ static const struct metric_def metric_table[CFS_M_COUNT] = {
                           "while no order is known) holds back because the order's search "
                           "gets less than half a core: the cores are busy (sweep=auto).",
                           "order", "sweep_held"},
+    [CFS_M_SEARCH_NS_NORMAL] = {"clairfs_search_cpu_seconds_total", "priority=\"normal\"",
+                                COUNTER, U_NS,
+                                "CPU time of the order's seed scans (the identification's "
+                                "thread), by the priority they ran at: normal (their first "
+                                "seeds, the checks of candidates, and what search_budget= "
+                                "allows while the cores are busy) or idle (SCHED_IDLE: what "
+                                "everything else leaves).",
+                                "search", "normal"},
+    [CFS_M_SEARCH_NS_IDLE] = {"clairfs_search_cpu_seconds_total", "priority=\"idle\"", COUNTER,
+                              U_NS, NULL, "search", "idle"},
     [CFS_M_PEER_LATE] = {"clairfs_peer_late_total", "", COUNTER, U_COUNT,
                          "Owned files a peer asked for before this node had begun fetching "
                          "them (fetched then, the reply held back until they arrive).",

@@ -85,6 +85,8 @@
 
 #include "clairfs/sampler.h"
 
+struct cfs_metrics;
+
 /* What was identified: a sampler configuration that reproduces the opens,
  * the ranks of it that this node's processes are, and where in the run the
  * trainer stood when it was identified. */
@@ -147,6 +149,18 @@ struct cfs_identify_params {
      * running scan only while a sibling reader still runs (identify.c
      * note_reader). */
     double new_reader_seconds;
+    /* Past its first seeds a scan runs at SCHED_IDLE, on what everything
+     * else leaves idle, but it may take up to this share (0..1) of the
+     * CPUs' time at the normal priority, counted over the time the
+     * trainers have been reading and the rest of one epoch of n opens at
+     * their pace (ident_pace_allowance): where they keep every core busy
+     * for a long epoch, the order is still learned in it, at a bounded
+     * cost.  0: idle priority only.  The mount's search_budget=. */
+    double search_budget;
+    unsigned cores;               /* the CPUs it counts; 0: those this process may use */
+    /* The scans' CPU time by priority (clairfs_search_cpu_seconds_total);
+     * NULL: not counted. */
+    struct cfs_metrics *metrics;
     /* Whether process pid still runs; NULL: kill(pid, 0) says. */
     bool (*process_alive)(void *arg, pid_t pid);
     void *process_alive_arg;
@@ -196,6 +210,14 @@ enum cfs_identify_state cfs_identify_state(struct cfs_identify *id, struct cfs_i
  * one says the cores are busy (the sweep then holds back, prefetch.h's
  * scan_share).  Any thread; reads a clock at most once a second. */
 bool cfs_identify_scan_share(struct cfs_identify *id, double *share);
+
+/* The CPU seconds the scans may take at the normal priority under
+ * search_budget (a share of `cores` CPUs): budget x cores x the longer of
+ * `reading` (the seconds the trainers have been reading, pauses of more
+ * than a second counted as one) and one epoch of n opens at the pace of
+ * the `opens` seen in them.  0 before a second of reading: no pace yet. */
+double cfs_identify_search_allowance(double budget, unsigned cores, uint64_t n, uint64_t opens,
+                                     double reading);
 
 /* Offline identification of a recorded open order (clairfs-plan
  * --identify): samples[i] opened by pids[i] (child of ppids[i]); pids and

@@ -52,6 +52,8 @@ enum cfs_metric {
     CFS_M_FETCH_NS_PEER,
     CFS_M_ORDER_IDENTIFIED,   /* 0/1: the read order was identified from the opens */
     CFS_M_SWEEP_HELD,         /* 0/1: the sweep holds back (the order's scan finds busy cores) */
+    CFS_M_SEARCH_NS_NORMAL,   /* the order's scans' CPU time at the normal priority */
+    CFS_M_SEARCH_NS_IDLE,     /* ... and at SCHED_IDLE */
     CFS_M_PEER_LATE,          /* owned files a peer asked for before this node began them */
     CFS_M_PAGECACHE_RETRIEVES, /* staged owned files read back from the page cache for peers */
     CFS_M_PAGECACHE_RETRIEVE_SHORT, /* ... of which the kernel had dropped pages */

@@ -8,9 +8,14 @@
 # no torch shuffle: the search scans every seed, past its first ones at
 # SCHED_IDLE, where the loops leave it nothing):
 #  - sweep=on: never held (clairfs_sweep_held 0), the PFS keeps serving;
-#  - the default (auto): clairfs_sweep_held turns 1, the log says how much
-#    of a core the search got, and once the fetches in flight are done the
-#    PFS serves nothing more;
+#    with search_budget=100 there (all the CPUs' time over the epoch the
+#    reader's pace projects) the search runs at the normal priority: the
+#    log says so, clairfs_search_cpu_seconds_total{priority="normal"}
+#    passes a second of CPU while the loops spin;
+#  - the default (auto, search_budget=3): the search runs raised until its
+#    budget is spent (the log says so), then clairfs_sweep_held turns 1,
+#    the log says how much of a core the search got, and once the fetches
+#    in flight are done the PFS serves nothing more;
 #  - the loops stopped, the search gets a core: the sweep resumes
 #    (clairfs_sweep_held 0, the log says so, the PFS serves again).
 # Every byte read equals the source's.  Serial: the last step needs the
@@ -69,11 +74,21 @@ done
 echo "$(nproc) spinning loops"
 
 mnt=$TMP/mnt-on
-if cfs_mount "$pfs" "$mnt" "$TMP/d-on.log" -o ram=64M,io_depth=1,sweep=on,index="$TMP/ix-on"; then
+if cfs_mount "$pfs" "$mnt" "$TMP/d-on.log" \
+    -o ram=64M,io_depth=1,sweep=on,search_budget=100,index="$TMP/ix-on"; then
     cfs_read_shuffled "$src" "$mnt" 0 32 >/dev/null || fail "sweep=on: 32 files equal the source's"
     sleep 3
     check "sweep=on: not held on busy cores" test "$(m "$mnt" clairfs_sweep_held)" = 0
     check "sweep=on: the PFS keeps serving" grows "$mnt"
+    normal=$(m "$mnt" 'clairfs_search_cpu_seconds_total{priority="normal"}')
+    idle=$(m "$mnt" 'clairfs_search_cpu_seconds_total{priority="idle"}')
+    echo "search_budget=100: the search's CPU: normal $normal s, idle $idle s"
+    check "search_budget=100: the search runs raised on busy cores ($normal CPU s)" \
+        awk -v s="$normal" 'BEGIN { exit !(s >= 1.0) }'
+    check "search_budget=100: the log says so" \
+        grep -q "identify: the search runs at the normal priority within its budget" "$TMP/d-on.log"
+    check "search_budget=100: not spent" \
+        bash -c "! grep -q 'budget is spent' '$TMP/d-on.log'"
     check "sweep=on: unmount" cfs_umount "$mnt"
     check "sweep=on: nothing logged of holding back" \
         bash -c "! grep -q 'sweep: held back' '$TMP/d-on.log'"
@@ -85,6 +100,9 @@ mnt=$TMP/mnt
 if cfs_mount "$pfs" "$mnt" "$TMP/daemon.log" -o ram=64M,io_depth=1,index="$TMP/index"; then
     cfs_read_shuffled "$src" "$mnt" 0 32 >/dev/null || fail "32 files equal the source's"
     check "busy cores: the sweep held back" wait_metric "$mnt" clairfs_sweep_held 1
+    check "busy cores: the search's budget spent first" \
+        grep -q "identify: the search's budget is spent (.* CPU s at the normal priority)" \
+        "$TMP/daemon.log"
     check "busy cores: the log says what the search got" \
         grep -Eq "sweep: held back: the order's search gets 0\.[0-4][0-9] of a core" \
         "$TMP/daemon.log"

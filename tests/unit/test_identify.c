@@ -25,6 +25,7 @@
 
 #include "check_run.h"
 #include "clairfs/identify.h"
+#include "clairfs/metrics.h"
 #include "clairfs/sampler.h"
 #include "clairfs/seed_search.h"
 #include "identify_fixture.h"
@@ -564,6 +565,56 @@ START_TEST(the_scans_share_of_a_core)
 }
 END_TEST
 
+/* The CPU seconds the scans may take at the normal priority: the budget's
+ * share of the cores over the longer of the reading so far and one epoch
+ * at its pace; nothing before a second of reading or without a budget. */
+START_TEST(the_search_budget_counts_one_epoch_at_the_trainers_pace)
+{
+    /* ImageNet on 2 CPUs, 5000 opens in 4 s: an epoch of 1025 s */
+    ck_assert_double_eq_tol(cfs_identify_search_allowance(0.03, 2, 1281167, 5000, 4.0),
+                            0.03 * 2 * 1281167 * 4.0 / 5000, 1e-9);
+    /* past the epoch, the reading itself */
+    ck_assert_double_eq_tol(cfs_identify_search_allowance(0.03, 2, 1000, 5000, 100.0), 6.0, 1e-9);
+    ck_assert(cfs_identify_search_allowance(0.03, 2, 1281167, 5000, 0.9) == 0);
+    ck_assert(cfs_identify_search_allowance(0, 2, 1281167, 5000, 4.0) == 0);
+    ck_assert(cfs_identify_search_allowance(0.03, 2, 1281167, 0, 4.0) == 0);
+}
+END_TEST
+
+/* A scan past its head runs at the normal priority while the budget lasts
+ * (search_budget 1: all of two CPUs over the epoch's 100000 opens at 40
+ * opens in 1.6 s, an hour; the first attempt, at 32 opens, already past
+ * the second of reading that gives a pace), at idle priority without one
+ * (where the other tests can leave it nothing: only its head, 2^20 seeds
+ * at the normal priority, is sure to run); the metrics count its CPU
+ * time by the priority it ran at. */
+START_TEST(the_search_runs_raised_within_its_budget)
+{
+    struct cfs_metrics m;
+    cfs_metrics_init(&m);
+    struct cfs_identify_params p = params(100000, 0, 0);
+    p.seed_first = 0, p.seed_count = 0; /* every seed: a CPU minute */
+    p.search_budget = _i == 0 ? 1.0 : 0;
+    p.cores = 2;
+    p.metrics = &m;
+    struct cfs_identify *id;
+    char err[256];
+    ck_assert_int_eq(cfs_identify_create(&p, &id, err, sizeof(err)), 0);
+    for (uint32_t i = 0; i < 40; i++) { /* no shuffle: the scan tries every seed */
+        usleep(40000);
+        cfs_identify_observe(id, (i * 7919u + 13) % 100000, 5000, 999);
+    }
+    usleep(1500000);
+    cfs_identify_destroy(id); /* the counts are final */
+    double normal = (double)cfs_metrics_get(&m, CFS_M_SEARCH_NS_NORMAL) * 1e-9;
+    double idle = (double)cfs_metrics_get(&m, CFS_M_SEARCH_NS_IDLE) * 1e-9;
+    if (_i == 0)
+        ck_assert_msg(normal > 0.5 && idle < 0.1, "normal %.3f s, idle %.3f s", normal, idle);
+    else
+        ck_assert_msg(normal > 0 && normal < 0.5, "normal %.3f s, idle %.3f s", normal, idle);
+}
+END_TEST
+
 static int calls_of(struct seen *s)
 {
     return __atomic_load_n(&s->calls, __ATOMIC_SEQ_CST);
@@ -996,6 +1047,8 @@ static Suite *identify_suite(void)
     tcase_add_test(big, torch_2_6_large_n_for_a_small_seed);
     tcase_add_test(big, the_thread_learns_and_restarts);
     tcase_add_test(big, the_scans_share_of_a_core);
+    tcase_add_test(big, the_search_budget_counts_one_epoch_at_the_trainers_pace);
+    tcase_add_loop_test(big, the_search_runs_raised_within_its_budget, 0, 2);
     tcase_add_test(big, the_thread_refines_with_the_next_epoch);
     tcase_add_test(big, a_later_epochs_workers_do_not_restart_the_scan);
     tcase_add_test(big, a_partial_nodes_later_workers_do_not_restart_the_scan);

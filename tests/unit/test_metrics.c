@@ -108,6 +108,13 @@ static const char expected_prometheus[] =
     "the cores are busy (sweep=auto).\n"
     "# TYPE clairfs_sweep_held gauge\n"
     "clairfs_sweep_held 1\n"
+    "# HELP clairfs_search_cpu_seconds_total CPU time of the order's seed scans (the "
+    "identification's thread), by the priority they ran at: normal (their first seeds, the "
+    "checks of candidates, and what search_budget= allows while the cores are busy) or idle "
+    "(SCHED_IDLE: what everything else leaves).\n"
+    "# TYPE clairfs_search_cpu_seconds_total counter\n"
+    "clairfs_search_cpu_seconds_total{priority=\"normal\"} 2.500000000\n"
+    "clairfs_search_cpu_seconds_total{priority=\"idle\"} 61.000000000\n"
     "# HELP clairfs_peer_late_total Owned files a peer asked for before this node had begun "
     "fetching them (fetched then, the reply held back until they arrive).\n"
     "# TYPE clairfs_peer_late_total counter\n"
@@ -149,6 +156,7 @@ static const char expected_stats[] =
     "fetches   pfs 8  peer 2\n"
     "fetchtime pfs 1.500 s  peer 0.250 s\n"
     "order     identified yes  sweep_held yes\n"
+    "search    normal 2.500 s  idle 61.000 s\n"
     "owner     late 0\n"
     "retrieve  asked 7  short 1\n"
     "pfs_why   unheld 1.00 KiB  unread 0 B  slow 0 B  model 2.00 KiB  fallback 512 B  reclaimed 512 B\n";
@@ -188,6 +196,8 @@ static void fill(struct cfs_metrics *m)
     cfs_metrics_add(m, CFS_M_FETCH_NS_PEER, 250000000ull);
     cfs_metrics_set(m, CFS_M_ORDER_IDENTIFIED, 1);
     cfs_metrics_set(m, CFS_M_SWEEP_HELD, 1);
+    cfs_metrics_add(m, CFS_M_SEARCH_NS_NORMAL, 2500000000ull);
+    cfs_metrics_add(m, CFS_M_SEARCH_NS_IDLE, 61000000000ull);
     cfs_metrics_add(m, CFS_M_PAGECACHE_RETRIEVES, 7);
     cfs_metrics_add(m, CFS_M_PAGECACHE_RETRIEVE_SHORT, 1);
     cfs_metrics_add(m, CFS_M_PFS_BYTES_UNHELD, 1024);

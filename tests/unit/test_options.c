@@ -103,6 +103,23 @@ START_TEST(sweep_modes)
 }
 END_TEST
 
+START_TEST(search_budget_is_a_percent)
+{
+    struct cfs_options o;
+    char err[256];
+    cfs_options_init(&o);
+    ck_assert_uint_eq(o.search_budget, 3);
+    ck_assert_int_eq(cfs_options_parse_list(&o, "search_budget=0", err, sizeof(err)), 0);
+    ck_assert_uint_eq(o.search_budget, 0);
+    ck_assert_int_eq(cfs_options_parse_list(&o, "search_budget=100", err, sizeof(err)), 0);
+    ck_assert_uint_eq(o.search_budget, 100);
+    cfs_options_free(&o);
+    assert_rejected("search_budget=101", "search_budget=101");
+    assert_rejected("search_budget=2.5", "search_budget=2.5");
+    assert_rejected("search_budget=-1", "search_budget=-1");
+}
+END_TEST
+
 START_TEST(bad_values_name_the_option)
 {
     assert_rejected("seed=abc", "seed=abc");
@@ -202,6 +219,7 @@ int main(void)
     tcase_add_test(tc, list_sets_every_kind_of_option);
     tcase_add_test(tc, bad_values_name_the_option);
     tcase_add_test(tc, sweep_modes);
+    tcase_add_test(tc, search_budget_is_a_percent);
     tcase_add_test(tc, framework_samplers_and_their_limits);
     tcase_add_test(tc, rank_placeholder_expands_everywhere);
     suite_add_tcase(s, tc);
