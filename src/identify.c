@@ -113,7 +113,7 @@ struct scan_meter {
  * priority at no cost.  Between chunks of PACE_CHUNK seeds the module
  * thread charges its CPU time to the priority it ran at (the metrics) and
  * picks the next chunk's. */
-#define PACE_CHUNK (1ull << 20) /* ~13 ms of a core: seconds at idle on busy cores */
+#define PACE_CHUNK (1ull << 16) /* ~1 ms of a core: under a second at idle on busy cores */
 #define PACE_GAP 1.0            /* seconds between opens counted as reading, at most */
 #define PACE_MIN_READING 1.0    /* seconds of reading before a pace is known */
 struct search_pace {

@@ -12,10 +12,10 @@
 #    reader's pace projects) the search runs at the normal priority: the
 #    log says so, clairfs_search_cpu_seconds_total{priority="normal"}
 #    passes a second of CPU while the loops spin;
-#  - the default (auto, search_budget=3): the search runs raised until its
-#    budget is spent (the log says so), then clairfs_sweep_held turns 1,
-#    the log says how much of a core the search got, and once the fetches
-#    in flight are done the PFS serves nothing more;
+#  - the default (auto, search_budget=3): clairfs_sweep_held turns 1, the
+#    log says how much of a core the search got; the search runs raised
+#    until its small budget is spent (the log says so), and once the
+#    fetches in flight are done the PFS serves nothing more;
 #  - the loops stopped, the search gets a core: the sweep resumes
 #    (clairfs_sweep_held 0, the log says so, the PFS serves again).
 # Every byte read equals the source's.  Serial: the last step needs the
@@ -33,6 +33,15 @@ pfs_bytes() { m "$1" 'clairfs_fetch_bytes_total{from="pfs"}'; }
 wait_metric() {
     for _ in $(seq 200); do
         [ "$(m "$1" "$2")" = "$3" ] && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+# wait_log PATTERN FILE: FILE has a line matching PATTERN within 20 s.
+wait_log() {
+    for _ in $(seq 200); do
+        grep -q "$1" "$2" && return 0
         sleep 0.1
     done
     return 1
@@ -100,8 +109,8 @@ mnt=$TMP/mnt
 if cfs_mount "$pfs" "$mnt" "$TMP/daemon.log" -o ram=64M,io_depth=1,index="$TMP/index"; then
     cfs_read_shuffled "$src" "$mnt" 0 32 >/dev/null || fail "32 files equal the source's"
     check "busy cores: the sweep held back" wait_metric "$mnt" clairfs_sweep_held 1
-    check "busy cores: the search's budget spent first" \
-        grep -q "identify: the search's budget is spent (.* CPU s at the normal priority)" \
+    check "busy cores: the search's budget is spent (the log says so)" \
+        wait_log "identify: the search's budget is spent (.* CPU s at the normal priority)" \
         "$TMP/daemon.log"
     check "busy cores: the log says what the search got" \
         grep -Eq "sweep: held back: the order's search gets 0\.[0-4][0-9] of a core" \
