@@ -12,10 +12,10 @@
 #    reader's pace projects) the search runs at the normal priority: the
 #    log says so, clairfs_search_cpu_seconds_total{priority="normal"}
 #    passes a second of CPU while the loops spin;
-#  - the default (auto, search_budget=3): clairfs_sweep_held turns 1, the
-#    log says how much of a core the search got; the search runs raised
-#    until its small budget is spent (the log says so), and once the
-#    fetches in flight are done the PFS serves nothing more;
+#  - sweep=auto (the default), search_budget=3: clairfs_sweep_held turns
+#    1, the log says how much of a core the search got; the search runs
+#    raised until its small budget is spent (the log says so), and once
+#    the fetches in flight are done the PFS serves nothing more;
 #  - the loops stopped, the search gets a core: the sweep resumes
 #    (clairfs_sweep_held 0, the log says so, the PFS serves again).
 # Every byte read equals the source's.  Serial: the last step needs the
@@ -106,7 +106,7 @@ else
 fi
 
 mnt=$TMP/mnt
-if cfs_mount "$pfs" "$mnt" "$TMP/daemon.log" -o ram=64M,io_depth=1,index="$TMP/index"; then
+if cfs_mount "$pfs" "$mnt" "$TMP/daemon.log" -o ram=64M,io_depth=1,search_budget=3,index="$TMP/index"; then
     cfs_read_shuffled "$src" "$mnt" 0 32 >/dev/null || fail "32 files equal the source's"
     check "busy cores: the sweep held back" wait_metric "$mnt" clairfs_sweep_held 1
     check "busy cores: the search's budget is spent (the log says so)" \
