@@ -267,7 +267,8 @@ static const struct opt_def options_table[] = {
     {"no_sweep", OPT_FLAG, 0, NO_PRESENT, 0, 0, parse_sweep, "the same as sweep=off"},
     {"search_budget", OPT_U32, OFF(search_budget), NO_PRESENT, 0, 100, NULL,
      "PCT: the share of the CPUs' time over the trainer's first epoch that the order's search "
-     "may take at normal priority, default 0 (idle priority only); see the man page first"},
+     "may take at normal priority, default 0 (idle priority only): it pays beside a trainer "
+     "that computes, and slows one that waits for its storage"},
     {"record_opens", OPT_STRING, OFF(record_opens), NO_PRESENT, 0, 0, NULL,
      "FILE: write \"PID PPID PATH\" per open (for clairfs-plan --identify)"},
     {"log_level", OPT_SPECIAL, 0, NO_PRESENT, 0, 0, parse_log_level,
