@@ -154,7 +154,7 @@ struct cfs_identify {
     uint64_t generation;
     bool stop;
     struct timespec first_open;
-    double last_open; /* under lock: seconds after first_open */
+    double last_open; /* under lock: monotonic seconds of the last open, 0 before one */
     enum cfs_identify_state state;
     struct cfs_identified result;
     atomic_bool cancel;
@@ -1365,12 +1365,12 @@ void cfs_identify_observe(struct cfs_identify *id, uint32_t sample, pid_t pid, p
     if (id->epochs.stage != EPOCHS_OFF && id->len == id->epochs.per)
         epoch_roll(id); /* this open begins the next epoch */
     if (id->len < MAX_OBS) {
-        if (id->len == 0) {
+        if (id->len == 0)
             clock_gettime(CLOCK_MONOTONIC, &id->first_open);
-            id->last_open = 0;
-        }
-        /* the trainers' pace, for the search's budget */
-        double now = since(&id->first_open), gap = now - id->last_open;
+        /* the trainers' pace, for the search's budget (absolute times:
+         * an epoch's window moves first_open) */
+        double now = clock_sec(CLOCK_MONOTONIC);
+        double gap = id->last_open > 0 && now > id->last_open ? now - id->last_open : 0;
         id->last_open = now;
         atomic_fetch_add(&id->pace.reading_us, (uint64_t)((gap < PACE_GAP ? gap : PACE_GAP) * 1e6));
         atomic_fetch_add(&id->pace.opens, 1);
@@ -1399,6 +1399,7 @@ void cfs_identify_restart(struct cfs_identify *id)
     memset(&id->epochs, 0, sizeof(id->epochs));
     atomic_store(&id->pace.opens, 0);
     atomic_store(&id->pace.reading_us, 0);
+    id->last_open = 0;
     atomic_store(&id->pace.reset, true);
     cancel_attempt(id);
     pthread_mutex_unlock(&id->lock);
