@@ -1367,13 +1367,16 @@ void cfs_identify_observe(struct cfs_identify *id, uint32_t sample, pid_t pid, p
     if (id->len < MAX_OBS) {
         if (id->len == 0)
             clock_gettime(CLOCK_MONOTONIC, &id->first_open);
-        /* the trainers' pace, for the search's budget (absolute times:
-         * an epoch's window moves first_open) */
-        double now = clock_sec(CLOCK_MONOTONIC);
-        double gap = id->last_open > 0 && now > id->last_open ? now - id->last_open : 0;
-        id->last_open = now;
-        atomic_fetch_add(&id->pace.reading_us, (uint64_t)((gap < PACE_GAP ? gap : PACE_GAP) * 1e6));
-        atomic_fetch_add(&id->pace.opens, 1);
+        /* the trainers' pace, for the search's budget only (absolute
+         * times: an epoch's window moves first_open) */
+        if (id->pace.budget > 0) {
+            double now = clock_sec(CLOCK_MONOTONIC);
+            double gap = id->last_open > 0 && now > id->last_open ? now - id->last_open : 0;
+            id->last_open = now;
+            atomic_fetch_add(&id->pace.reading_us,
+                             (uint64_t)((gap < PACE_GAP ? gap : PACE_GAP) * 1e6));
+            atomic_fetch_add(&id->pace.opens, 1);
+        }
         note_reader(id, pid, ppid);
         id->samples[id->len] = sample;
         id->pids[id->len] = pid;
