@@ -19,9 +19,11 @@
  * so at identification the trainer had read ((opens - 1) mod L) + 1 files
  * of its epoch, L being what this node reads in one epoch (L of them: the
  * epoch is complete, the tracker moves on), and every open remembered
- * since came on top.  Those last opens
- * are replayed into the new tracker under the plan lock's write side (no
- * open in between), uncounted: they were not predicted.  From then on the
+ * since came on top.  Those last opens (from the epoch before the
+ * trainer's: a search that outlasted epochs is planned from there, not
+ * from the identified epoch) are replayed into the new tracker under the
+ * plan lock's write side (no open in between), uncounted: they were not
+ * predicted.  From then on the
  * prefetcher runs as for a registered seed.  The plan is made in two
  * stages: first the epochs up to the trainer's and the next (a fraction
  * of a second), then the whole span (100 epochs of ImageNet: seconds of
@@ -205,6 +207,7 @@ static bool global_refines(const struct cfs_prefetch *pf, const struct cfs_ident
 
 struct replay_arg {
     const struct cfs_identified *id;
+    uint32_t passed;     /* whole epochs the plan begins after the identified one */
     uint64_t replayed;
     uint32_t epoch;      /* the tracker's after the replay */
     uint32_t from_epoch; /* where the replay began (past the epochs the ring lost) */
@@ -248,6 +251,8 @@ static void replay_epoch(struct cfs_prefetch *pf, struct pf_track *t, void *arg)
     pf_track_position(t, &pos, &epoch, &(uint64_t){0});
     len = pf_track_epoch_len(t);
     uint64_t count = opens_into_epoch(ra->id, len, seen);
+    if (len && count / len >= ra->passed)
+        count -= (uint64_t)ra->passed * len; /* epochs before the plan's first */
     if (count > seen)
         count = seen;
     /* Identified epochs after its opens (a scan at idle priority that
@@ -364,9 +369,10 @@ static void check_registered(struct cfs_prefetch *pf, const struct cfs_identifie
     }
 }
 
-/* The identified order as a run configuration of this node. */
+/* The identified order as a run configuration of this node, planned from
+ * `passed` epochs after the identified one (epochs_passed). */
 static int identified_run(const struct cfs_prefetch *pf, const struct cfs_identified *id,
-                          struct cfs_run_config *run, char *err, size_t errlen)
+                          uint32_t passed, struct cfs_run_config *run, char *err, size_t errlen)
 {
     const struct cfs_sampler_params *sp = &id->sampler;
     if (sp->n != pf->nsamples || sp->kind == CFS_SAMPLER_LIST || sp->world == 0 ||
@@ -382,10 +388,10 @@ static int identified_run(const struct cfs_prefetch *pf, const struct cfs_identi
     run->sampler.list_path = NULL;
     run->world = sp->world;
     run->ranks = (struct cfs_rank_range){.first = id->rank_first, .count = id->rank_count};
-    run->start_epoch = id->epoch;
+    run->start_epoch = id->epoch + passed;
     /* As many epochs ahead as the mount would plan for a registered run. */
-    uint32_t span = pf->plan_span;
-    run->epochs = id->epoch + (span > UINT32_MAX - id->epoch ? UINT32_MAX - id->epoch : span);
+    uint32_t span = pf->plan_span, start = run->start_epoch;
+    run->epochs = start + (span > UINT32_MAX - start ? UINT32_MAX - start : span);
     if (id->epoch_seed_only)
         run->epochs = id->epoch + 1; /* the next epoch is not known yet */
     run->window = cfs_run_default_window(sp->batch, id->rank_count);
@@ -393,16 +399,30 @@ static int identified_run(const struct cfs_prefetch *pf, const struct cfs_identi
     return 0;
 }
 
-/* Epochs the first plan of a staged adoption covers: up to the one the
- * trainer reads now (replay_epoch's count over the node's epoch), and the
- * next; UINT32_MAX (not staged) where the node's epoch is not known. */
-static uint32_t first_epochs(struct cfs_prefetch *pf, const struct cfs_identified *id)
+/* Whole epochs the trainer has finished since the identified one began
+ * (replay_epoch's count over the node's epoch); UINT32_MAX where the
+ * node's epoch is not known. */
+static uint32_t epochs_ahead(struct cfs_prefetch *pf, const struct cfs_identified *id)
 {
     uint64_t per = id->epoch_opens;
     if (per == 0)
         return UINT32_MAX;
     uint64_t ahead = opens_into_epoch(id, per, atomic_load(&pf->seen_count)) / per;
-    return ahead < UINT32_MAX - 2 ? (uint32_t)ahead + 2 : UINT32_MAX;
+    return ahead < UINT32_MAX - 2 ? (uint32_t)ahead : UINT32_MAX;
+}
+
+/* Epochs the plan skips after the identified one: all the trainer has
+ * finished since, but the last (replayed, as the epoch before the
+ * trainer's always is).  A search can outlast the plan's span - 280
+ * epochs of a 10 000-file tree read from RAM, an epoch a second - and a
+ * plan begun at the identified epoch would end before the trainer's: the
+ * tracker could not stand there and the order would be dropped at once. */
+static uint32_t epochs_passed(uint32_t ahead, const struct cfs_identified *id)
+{
+    if (ahead == UINT32_MAX || ahead < 2 || id->epoch_seed_only ||
+        ahead - 1 > UINT32_MAX - 2 - id->epoch)
+        return 0;
+    return ahead - 1;
 }
 
 /* This thread's CPU time: the debug log sets a plan's time beside the
@@ -470,17 +490,19 @@ int cfs_prefetch_adopt(struct cfs_prefetch *pf, const struct cfs_identified *id,
         goto out;
     }
     struct cfs_run_config run;
-    if ((rc = identified_run(pf, id, &run, err, errlen)) < 0)
+    uint32_t ahead = epochs_ahead(pf, id), passed = epochs_passed(ahead, id);
+    if ((rc = identified_run(pf, id, passed, &run, err, errlen)) < 0)
         goto out;
     /* Staged: a plan of 100 epochs of ImageNet takes seconds of CPU that
-     * the trainer's opens would wait through unpredicted; the epochs it
-     * is in come first, the whole span right after (adopt_rest). */
+     * the trainer's opens would wait through unpredicted; the epoch it is
+     * in and the next come first (UINT32_MAX: not staged, the node's epoch
+     * unknown), the whole span right after (adopt_rest). */
     uint32_t full = run.epochs;
-    uint32_t first = first_epochs(pf, id);
+    uint32_t first = ahead == UINT32_MAX ? UINT32_MAX : ahead - passed + 2;
     bool staged = !id->epoch_seed_only && full - run.start_epoch > first;
     if (staged)
         run.epochs = run.start_epoch + first;
-    struct replay_arg ra = {.id = id, .extend = staged};
+    struct replay_arg ra = {.id = id, .passed = passed, .extend = staged};
     uint64_t t0 = pf_now_ns(), cpu0 = thread_cpu_ns();
     atomic_store(&pf->adopting, true);
     rc = pf_replan(pf, &run, replay_epoch, &ra, err, errlen);

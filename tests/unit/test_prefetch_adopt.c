@@ -208,6 +208,52 @@ START_TEST(adopt_after_more_epochs_than_the_ring_holds)
 }
 END_TEST
 
+/* Identified after more epochs than the plan spans (a search that
+ * outlasted them: 280 epochs of a 10 000-file tree read from RAM): the
+ * plan begins at the epoch before the trainer's, not at the identified
+ * one, whose span would end before the trainer's epoch - the tracker
+ * could not stand there and the order was dropped at once.  Every open
+ * after the adoption is predicted, past the first plan's epochs too. */
+START_TEST(adopt_after_more_epochs_than_the_plan_spans)
+{
+    struct fixture fx;
+    struct cfs_metrics m;
+    struct fake_identify fake = {.state = CFS_IDENTIFY_LEARNING};
+    char err[256];
+    const uint32_t epochs = 40, into = 50, span = 30;
+    fixture_init(&fx);
+    struct cfs_prefetch *pf = make_pf(&fx, "ram=16M,no_sweep,epochs=30", &m, NULL);
+    cfs_prefetch_set_identify(pf, &fake_ops, &fake, NULL);
+    for (uint32_t e = 0; e <= epochs; e++) {
+        uint32_t *s = epoch_stream(NFILES, 7, e);
+        for (uint32_t i = 0; i < (e < epochs ? NFILES : into); i++)
+            read_check_as(pf, &fx, s[i], &trainer);
+        free(s);
+    }
+    struct cfs_identified id = ddp7(1, 0, 30); /* from epoch 0's first 30 opens */
+    id.epoch_opens = NFILES;
+    ck_assert_msg(cfs_prefetch_adopt(pf, &id, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_uint_eq(mget(&m, CFS_M_ORDER_IDENTIFIED), 1);
+    ck_assert_uint_eq(mget(&m, CFS_M_EPOCH), epochs);
+    ck_assert_uint_eq(pf->run.start_epoch, epochs - 1);
+    ck_assert_uint_eq(pf->run.epochs, epochs - 1 + span);
+    ck_assert_int_eq(cfs_prefetch_wait_idle(pf, 30), 0);
+    uint64_t after = 0;
+    for (uint32_t e = epochs; e < epochs + 4; e++) {
+        uint32_t *s = epoch_stream(NFILES, 7, e);
+        for (uint32_t i = e == epochs ? into : 0; i < NFILES; i++, after++)
+            read_check_as(pf, &fx, s[i], &trainer);
+        free(s);
+    }
+    ck_assert_uint_eq(mget(&m, CFS_M_EPOCH), epochs + 4);
+    ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_MISS), 0);
+    ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_HIT), after);
+    ck_assert_uint_eq(fake.restarts, 0);
+    cfs_prefetch_destroy(pf);
+    fixture_fini(&fx);
+}
+END_TEST
+
 /* The adoption plans the trainer's epoch and the next first, then the
  * whole span: epochs past the first plan's are predicted too, the tracker
  * of the whole span standing where the first one stood, also when the
@@ -240,7 +286,11 @@ START_TEST(staged_adoption_predicts_past_its_first_epochs)
     id.epoch_opens = NFILES; /* as the module says it: staged */
     ck_assert_msg(cfs_prefetch_adopt(pf, &id, err, sizeof(err)) == 0, "%s", err);
     ck_assert_uint_eq(mget(&m, CFS_M_ORDER_IDENTIFIED), 1);
-    ck_assert_uint_eq(pf->run.epochs, 30); /* the whole span: 30 from epoch 0 */
+    /* the whole span: 30 from epoch 0, or from the epoch before the
+     * trainer's when it is further on */
+    uint32_t start = learned / NFILES > 1 ? learned / NFILES - 1 : 0;
+    ck_assert_uint_eq(pf->run.start_epoch, start);
+    ck_assert_uint_eq(pf->run.epochs, start + 30);
     ck_assert_uint_eq(mget(&m, CFS_M_EPOCH), e);
     uint64_t after = 0;
     for (;;) {
@@ -600,6 +650,7 @@ int main(void)
     tcase_add_loop_test(tc, adopt_predicts_as_registered, 0,
                         sizeof(learn_cases) / sizeof(learn_cases[0]));
     tcase_add_test(tc, adopt_after_more_epochs_than_the_ring_holds);
+    tcase_add_test(tc, adopt_after_more_epochs_than_the_plan_spans);
     tcase_add_loop_test(tc, staged_adoption_predicts_past_its_first_epochs, 0,
                         sizeof(staged_cases) / sizeof(staged_cases[0]));
     tcase_add_test(tc, registered_seed_is_checked_not_replaced);
