@@ -149,9 +149,49 @@ static size_t accelerate_padded(const struct ident_fw_head *hd, struct ident_hyp
     return 1;
 }
 
+/* accelerate, the head still in its first batch (`opened` opens, no jump
+ * yet): worker w of its rank starts at the rank's batch w, global batch
+ * w W, position w W B, so its siblings' first opens, when each sits at a
+ * distinct multiple 1 .. T-1 of one m, say T = siblings + 1 and W B = m.
+ * Each W that divides m with B = m / W past the head's opens is a
+ * hypothesis; the walk tells them apart (other ranks' readers, the head's
+ * next batch).  Without one, an attempt whose head had not finished its
+ * batch fit nothing, and the scan that followed at idle priority waited
+ * for the loader's epoch to end. */
+static size_t accelerate_siblings(const struct ident_fw_head *hd, size_t opened,
+                                  struct ident_hyp *out, size_t max)
+{
+    size_t t = hd->nsiblings, k = 0;
+    if (t == 0 || t + 1 > IDENT_MAX_WORLD)
+        return 0;
+    uint32_t m = UINT32_MAX;
+    for (size_t i = 0; i < t; i++)
+        if (hd->sibling_first[i] < m)
+            m = hd->sibling_first[i];
+    if (m == 0 || m < opened)
+        return 0;
+    bool used[IDENT_MAX_WORLD + 1] = {false};
+    for (size_t i = 0; i < t; i++) {
+        uint32_t q = hd->sibling_first[i];
+        if (q % m != 0 || q / m > t || used[q / m])
+            return 0;
+        used[q / m] = true;
+    }
+    for (uint32_t w = 1; w <= m && w <= IDENT_MAX_WORLD; w++) {
+        if (m % w != 0 || m / w < opened)
+            continue;
+        struct ident_hyp h = {.kind = CFS_SAMPLER_HF_ACCELERATE,
+                              .world = w,
+                              .batch = m / w,
+                              .workers = (uint32_t)t + 1};
+        if (!push(out, &k, max, h))
+            break;
+    }
+    return k;
+}
+
 /* accelerate: B consecutive positions, then T' * W * B (T' = T, or 1
- * without workers).  No jump seen yet: no hypothesis (the next attempt,
- * with more opens, sees it). */
+ * without workers).  No jump seen yet: the siblings' starts, if any. */
 static size_t accelerate_hyps(const struct ident_fw_head *hd, struct ident_hyp *out, size_t max)
 {
     size_t i = 1, k = 0;
@@ -159,6 +199,8 @@ static size_t accelerate_hyps(const struct ident_fw_head *hd, struct ident_hyp *
         i++;
     if (i == hd->n)
         return accelerate_padded(hd, out, max);
+    if (i == hd->len)
+        return accelerate_siblings(hd, i, out, max);
     uint32_t q = i < hd->len ? hd->pos(hd->arg, i) : NONE;
     if (q == NONE || q % i != 0)
         return 0;

@@ -271,16 +271,18 @@ START_TEST(torchvision_ra_worlds_and_workers)
 }
 END_TEST
 
-/* RASampler opens as a DataLoader dispatches them (2 workers, prefetch
- * factor 2), the first 32-odd opens of an epoch: reads[] is rank, worker,
- * first index, count, one reader after the other. */
-struct ra_read {
+/* A framework sampler's opens as a DataLoader dispatches them (2
+ * workers, prefetch factor 2), the first 32-odd opens of an epoch: reads[]
+ * is rank, worker, first index of the rank's, count, one reader after the
+ * other; identified as that kind, seed, world, batch 8 and 2 workers. */
+struct fw_read {
     uint32_t rank, worker, from, count;
 };
 
-static void expect_ra(uint32_t world, const struct ra_read *reads, size_t nreads)
+static void expect_reads(enum cfs_sampler_kind kind, uint32_t world, const struct fw_read *reads,
+                         size_t nreads)
 {
-    struct cfs_sampler_params sp = {.kind = CFS_SAMPLER_TORCHVISION_RA,
+    struct cfs_sampler_params sp = {.kind = kind,
                                     .seed = 100003,
                                     .n = 3000,
                                     .world = world,
@@ -300,7 +302,7 @@ static void expect_ra(uint32_t world, const struct ra_read *reads, size_t nreads
     struct cfs_identify_params p = params(sp.n, sp.seed, RANGE);
     struct cfs_identified id;
     ck_assert_msg(identify(&p, &o, &id) == 0, "%s", id.text);
-    ck_assert_msg(id.sampler.kind == CFS_SAMPLER_TORCHVISION_RA, "%s", id.text);
+    ck_assert_msg(id.sampler.kind == kind, "%s", id.text);
     ck_assert_uint_eq(id.sampler.seed, 100003);
     ck_assert_uint_eq(id.sampler.world, world);
     ck_assert_uint_eq(id.sampler.batch, 8);
@@ -319,9 +321,9 @@ START_TEST(ra_worker_with_one_open_takes_its_parents_rank)
     /* rank 0: worker 0's batches 0 and 2, worker 1's batch 1; rank 1:
      * worker 0's batch 0, then worker 1's first open alone (the value
      * rank 0's worker 1 opened first) */
-    static const struct ra_read reads[] = {
+    static const struct fw_read reads[] = {
         {0, 0, 0, 8}, {0, 1, 8, 8}, {0, 0, 16, 8}, {1, 0, 0, 8}, {1, 1, 8, 1}};
-    expect_ra(2, reads, sizeof(reads) / sizeof(reads[0]));
+    expect_reads(CFS_SAMPLER_TORCHVISION_RA, 2, reads, sizeof(reads) / sizeof(reads[0]));
 }
 END_TEST
 
@@ -334,9 +336,24 @@ END_TEST
  * within it. */
 START_TEST(ra_head_in_its_first_batch_takes_b_from_its_sibling)
 {
-    static const struct ra_read reads[] = {
+    static const struct fw_read reads[] = {
         {0, 0, 0, 5}, {1, 0, 0, 8}, {0, 1, 8, 8}, {1, 1, 8, 8}, {0, 1, 24, 4}};
-    expect_ra(2, reads, sizeof(reads) / sizeof(reads[0]));
+    expect_reads(CFS_SAMPLER_TORCHVISION_RA, 2, reads, sizeof(reads) / sizeof(reads[0]));
+}
+END_TEST
+
+/* accelerate's head (rank 0's worker 0, its batch 0) has not finished its
+ * first batch either: its worker 1 starts at the rank's batch 1, global
+ * batch W, position W B - W B and the workers, each W that divides it a
+ * hypothesis.  Seen in identify_frameworks (the mount test) once in about
+ * fifty runs: an attempt over 32 opens of the four readers fit nothing,
+ * the scan went on at idle priority beside the loader, and the order was
+ * named after epoch 0 (3008 opens) instead of within it. */
+START_TEST(accelerate_head_in_its_first_batch_takes_wb_from_its_sibling)
+{
+    static const struct fw_read reads[] = {
+        {0, 0, 0, 5}, {1, 0, 0, 8}, {0, 1, 8, 8}, {1, 1, 8, 8}, {1, 0, 16, 4}};
+    expect_reads(CFS_SAMPLER_HF_ACCELERATE, 2, reads, sizeof(reads) / sizeof(reads[0]));
 }
 END_TEST
 
@@ -346,9 +363,9 @@ END_TEST
  * batch and does: each reader that starts at the head is tried. */
 START_TEST(ra_head_is_any_rank_that_starts_with_the_first_value)
 {
-    static const struct ra_read reads[] = {{2, 0, 0, 5}, {0, 0, 0, 8}, {0, 1, 8, 8},
+    static const struct fw_read reads[] = {{2, 0, 0, 5}, {0, 0, 0, 8}, {0, 1, 8, 8},
                                            {0, 0, 16, 3}, {1, 0, 0, 6}, {1, 1, 8, 4}};
-    expect_ra(3, reads, sizeof(reads) / sizeof(reads[0]));
+    expect_reads(CFS_SAMPLER_TORCHVISION_RA, 3, reads, sizeof(reads) / sizeof(reads[0]));
 }
 END_TEST
 
@@ -599,6 +616,7 @@ static Suite *identify_frameworks_suite(void)
     tcase_add_loop_test(t, torchvision_ra_worlds_and_workers, 0, 4);
     tcase_add_test(t, ra_worker_with_one_open_takes_its_parents_rank);
     tcase_add_test(t, ra_head_in_its_first_batch_takes_b_from_its_sibling);
+    tcase_add_test(t, accelerate_head_in_its_first_batch_takes_wb_from_its_sibling);
     tcase_add_test(t, ra_head_is_any_rank_that_starts_with_the_first_value);
     tcase_add_test(t, repeated_opens_count_once);
     tcase_add_loop_test(t, timm_ra_is_identified_by_its_epoch, 0, 5);
