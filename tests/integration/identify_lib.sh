@@ -28,12 +28,15 @@ identify_dataset() {
 # order must be identified as WANT (clairfs_order_identified 1, the stats'
 # order line), the opens of epochs 1-3 predicted, at most 1 % of them
 # missed, every byte equal to the source's, the unmount clean.
+# CLAIRFS_IDENTIFY_MOUNT_OPTS adds mount options (log_level=debug: each
+# attempt's outcome in $TMP/NAME.daemon.log, for a run that went wrong).
 identify_pattern() {
     local name=$1 kind=$2 world=$3 seed=$4 want=$5
     shift 5
     local mnt=$TMP/mnt-$name pids=() r rc=0 port t0=$SECONDS
     port=$("$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-    cfs_mount "$src" "$mnt" "$TMP/$name.daemon.log" -o ram=$ram,index="$TMP/index-$name" ||
+    cfs_mount "$src" "$mnt" "$TMP/$name.daemon.log" \
+        -o ram=$ram,index="$TMP/index-$name"${CLAIRFS_IDENTIFY_MOUNT_OPTS:+,$CLAIRFS_IDENTIFY_MOUNT_OPTS} ||
         { fail "$name: mount"; return; }
     for r in $(seq 0 $((world - 1))); do
         timeout 900 "$TORCH_PY" "$TRAINER" --data "$mnt" --src "$src" --kind "$kind" \
