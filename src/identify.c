@@ -164,6 +164,9 @@ struct cfs_identify {
     pid_t readers[NEW_READER_RESTARTS]; /* under lock: the first readers seen */
     pid_t reader_parents[NEW_READER_RESTARTS]; /* and their parents */
     double reader_seen[NEW_READER_RESTARTS];   /* and when, seconds after first_open */
+    uint32_t reader_first[NEW_READER_RESTARTS]; /* and the sample each opened first */
+    bool reader_two[NEW_READER_RESTARTS];      /* and whether a second distinct one */
+    bool reader_restarts[NEW_READER_RESTARTS]; /* and whether its opens restart a scan */
     size_t nreaders;
     bool attempting; /* under lock: the thread works on a snapshot */
     unsigned fruitless; /* under lock: scans in a row that found nothing fitting */
@@ -882,7 +885,12 @@ static void readers_of_window(struct cfs_identify *id)
         if (k == id->nreaders) {
             id->readers[id->nreaders] = id->pids[i];
             id->reader_seen[id->nreaders] = 0; /* the window's start */
+            id->reader_first[id->nreaders] = id->samples[i];
+            id->reader_two[id->nreaders] = false;
+            id->reader_restarts[id->nreaders] = true;
             id->reader_parents[id->nreaders++] = id->ppids[i];
+        } else if (id->samples[i] != id->reader_first[k]) {
+            id->reader_two[k] = true;
         }
     }
 }
@@ -1302,26 +1310,54 @@ static bool sibling_alive(const struct cfs_identify *id, pid_t pid, pid_t ppid)
     return false;
 }
 
+/* Under the lock: reader i opened `sample`.  Its second distinct open
+ * joins the scan's second set as its first open joins the first
+ * (randperm[p0 + 1] is the head's second open when its batch holds two
+ * samples or more), so a scan begun while the head had opened once cannot
+ * pass its true seed - and no new reader may come to cancel it: seen as
+ * accelerate's head slow to its second open while three workers read 31
+ * files, the scan at idle priority then waiting for the loader's epoch to
+ * end.  It restarts the scan as the reader's first open did, once. */
+static void note_second(struct cfs_identify *id, size_t i, uint32_t sample)
+{
+    if (id->reader_two[i] || sample == id->reader_first[i])
+        return;
+    id->reader_two[i] = true;
+    if (!id->reader_restarts[i] || id->state == CFS_IDENTIFY_IDENTIFIED || id->len >= id->p.n)
+        return;
+    if (id->attempting)
+        cancel_attempt(id);
+    else if (id->len >= IDENT_MIN_OPENS && id->next_attempt > id->len + 1)
+        id->next_attempt = id->len + 1;
+}
+
 /* Under the lock: a reader's first open changes the sets a scan filters
  * with (another rank whose first open is randperm[1], say), so a scan
  * started without it can pass over the true seed; it is cancelled and
  * started again with the new reader, for the first readers only (a shell
  * loop that runs one process per file must not restart scans forever) and
- * only within the first n opens (not for a later epoch's workers). */
-static void note_reader(struct cfs_identify *id, pid_t pid, pid_t ppid)
+ * only within the first n opens (not for a later epoch's workers); so is
+ * its second distinct open (note_second). */
+static void note_reader(struct cfs_identify *id, uint32_t sample, pid_t pid, pid_t ppid)
 {
     for (size_t i = 0; i < id->nreaders; i++)
-        if (id->readers[i] == pid)
-            return; /* every open but a reader's first: nothing more */
+        if (id->readers[i] == pid) {
+            note_second(id, i, sample);
+            return; /* every open but a reader's first two: nothing more */
+        }
     if (id->nreaders == NEW_READER_RESTARTS)
         return;
     double now = since(&id->first_open), parent_first = now;
     for (size_t i = 0; i < id->nreaders; i++)
         if (id->reader_parents[i] == ppid && id->reader_seen[i] < parent_first)
             parent_first = id->reader_seen[i];
-    id->readers[id->nreaders] = pid;
-    id->reader_seen[id->nreaders] = now;
-    id->reader_parents[id->nreaders++] = ppid;
+    size_t r = id->nreaders++;
+    id->readers[r] = pid;
+    id->reader_seen[r] = now;
+    id->reader_parents[r] = ppid;
+    id->reader_first[r] = sample;
+    id->reader_two[r] = false;
+    id->reader_restarts[r] = false; /* unless its first open restarts the scan */
     if (id->state == CFS_IDENTIFY_IDENTIFIED)
         return; /* checked as the opens come */
     /* First seen after a dataset's worth of opens (n: one epoch of every
@@ -1351,6 +1387,7 @@ static void note_reader(struct cfs_identify *id, pid_t pid, pid_t ppid)
                                                : CFS_IDENTIFY_NEW_READER_SECONDS;
     if (id->len >= id->p.n || (now - parent_first > late && !sibling_alive(id, pid, ppid)))
         return;
+    id->reader_restarts[r] = true;
     if (id->attempting)
         cancel_attempt(id);
     else if (id->len >= IDENT_MIN_OPENS && id->next_attempt > id->len + 1)
@@ -1377,7 +1414,7 @@ void cfs_identify_observe(struct cfs_identify *id, uint32_t sample, pid_t pid, p
                              (uint64_t)((gap < PACE_GAP ? gap : PACE_GAP) * 1e6));
             atomic_fetch_add(&id->pace.opens, 1);
         }
-        note_reader(id, pid, ppid);
+        note_reader(id, sample, pid, ppid);
         id->samples[id->len] = sample;
         id->pids[id->len] = pid;
         id->ppids[id->len] = ppid;
