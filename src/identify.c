@@ -112,10 +112,22 @@ struct scan_meter {
  * raised, and a core that something leaves idle serves the scan at idle
  * priority at no cost.  Between chunks of PACE_CHUNK seeds the module
  * thread charges its CPU time to the priority it ran at (the metrics) and
- * picks the next chunk's. */
+ * picks the next chunk's.
+ *
+ * Raised only where the trainers compute on every core
+ * (cfs_identify_search_raise).  At idle priority the scan gets what they
+ * leave idle, measured over probes of PACE_PROBE seconds; from a quarter
+ * of a core up the host has idle time - the trainers wait, for their
+ * storage most likely - and a raised scan would gain little CPU while
+ * every wake-up in their chain of short-lived threads (loader workers,
+ * FUSE requests, fetches) queued behind it: 2050 files/s fell to 417 over
+ * an emulated PFS.  A raised spell ends after PACE_SPELL seconds for
+ * another probe at idle priority, as the trainers may have moved on. */
 #define PACE_CHUNK (1ull << 16) /* ~1 ms of a core: under a second at idle on busy cores */
 #define PACE_GAP 1.0            /* seconds between opens counted as reading, at most */
 #define PACE_MIN_READING 1.0    /* seconds of reading before a pace is known */
+#define PACE_PROBE 2.0          /* seconds at idle priority that measure its share */
+#define PACE_SPELL 20.0         /* seconds raised between probes */
 struct search_pace {
     double budget;
     unsigned cores;
@@ -131,6 +143,9 @@ struct search_pace {
     double cpu_mark; /* its CPU time when last charged */
     double spent;    /* CPU seconds run raised */
     bool said_raised, said_spent;
+    double probe_wall, probe_cpu; /* the idle probe's start (monotonic, thread CPU); 0: none */
+    double idle_share;            /* of a core at idle priority, the last probe's; -1: none */
+    double raised_at;             /* monotonic seconds the raised spell began */
 };
 
 /* torch-global without a seed (clairfs/identify.h): the window of one
@@ -336,18 +351,38 @@ static void pace_priority(struct search_pace *pc, bool idle)
         (void)cfs_thread_normal_priority();
     pc->idle = idle;
     pc->raised = false;
+    pc->probe_wall = 0; /* a probe measures a scan's long part alone */
 }
 
-/* Before each chunk of a scan's long part: raised while the budget lasts. */
+bool cfs_identify_search_raise(double spent, double allow, double idle_share, double raised_for)
+{
+    if (spent >= allow)
+        return false;
+    if (raised_for >= 0)
+        return raised_for < PACE_SPELL;
+    return idle_share >= 0 && idle_share < CFS_IDENTIFY_IDLE_ENOUGH;
+}
+
+/* Before each chunk of a scan's long part: at idle priority, the probe of
+ * the share of a core it gets; raised while the budget lasts and the
+ * cores are busy (cfs_identify_search_raise). */
 static void pace_chunk(struct search_pace *pc)
 {
     if (atomic_exchange(&pc->reset, false))
         pc->spent = 0, pc->said_raised = pc->said_spent = false;
     pace_charge(pc);
+    double now = clock_sec(CLOCK_MONOTONIC);
+    if (!pc->raised && pc->probe_wall <= 0) {
+        pc->probe_wall = now, pc->probe_cpu = pc->cpu_mark;
+    } else if (!pc->raised && now - pc->probe_wall >= PACE_PROBE) {
+        pc->idle_share = (pc->cpu_mark - pc->probe_cpu) / (now - pc->probe_wall);
+        pc->probe_wall = now, pc->probe_cpu = pc->cpu_mark;
+    }
     uint64_t opens = atomic_load(&pc->opens);
     double reading = (double)atomic_load(&pc->reading_us) * 1e-6;
     double allow = cfs_identify_search_allowance(pc->budget, pc->cores, pc->n, opens, reading);
-    bool raise = pc->spent < allow;
+    bool raise = cfs_identify_search_raise(pc->spent, allow, pc->idle_share,
+                                           pc->raised ? now - pc->raised_at : -1);
     if (raise == pc->raised)
         return;
     if (raise ? cfs_thread_normal_priority() < 0
@@ -355,16 +390,27 @@ static void pace_chunk(struct search_pace *pc)
         return;
     pc->raised = raise;
     pc->idle = !raise;
+    double share = pc->idle_share;
+    if (raise) {
+        pc->raised_at = now;
+    } else {
+        pc->probe_wall = now, pc->probe_cpu = pc->cpu_mark;
+        pc->idle_share = -1; /* the next spell waits for a probe */
+    }
     if (raise && !pc->said_raised) {
         pc->said_raised = true;
         cfs_info("identify: the search runs at the normal priority within its budget: up to "
                  "%.1f CPU s (search_budget=%.0f %% of %u CPUs over an epoch of %.0f s at the "
-                 "trainers' pace)", allow, pc->budget * 100, pc->cores,
-                 allow / (pc->budget * pc->cores));
-    } else if (!raise && !pc->said_spent) {
+                 "trainers' pace; at idle priority it got %.2f of a core: the cores are busy)",
+                 allow, pc->budget * 100, pc->cores, allow / (pc->budget * pc->cores), share);
+    } else if (!raise && pc->spent >= allow && !pc->said_spent) {
         pc->said_spent = true;
         cfs_info("identify: the search's budget is spent (%.1f CPU s at the normal priority): "
                  "back at idle priority", pc->spent);
+    } else {
+        cfs_debug("identify: the search runs at %s priority (%.1f of %.1f CPU s of its budget "
+                  "spent; at idle priority it got %.2f of a core)",
+                  raise ? "the normal" : "idle", pc->spent, allow, share);
     }
 }
 
@@ -1242,6 +1288,7 @@ int cfs_identify_create(const struct cfs_identify_params *p, struct cfs_identify
     pthread_cond_init(&id->wake, NULL);
     pthread_mutex_init(&id->meter.mu, NULL);
     id->meter.share = -1;
+    id->pace.idle_share = -1;
     id->pace.budget = p->search_budget;
     id->pace.cores = p->cores ? p->cores : online_cpus();
     id->pace.n = p->n;

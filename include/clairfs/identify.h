@@ -219,6 +219,15 @@ bool cfs_identify_scan_share(struct cfs_identify *id, double *share);
 double cfs_identify_search_allowance(double budget, unsigned cores, uint64_t n, uint64_t opens,
                                      double reading);
 
+/* Whether a scan's next chunk runs at the normal priority: while `spent`
+ * (CPU seconds run so) is below the allowance, and only where the cores
+ * are busy - at idle priority the scan got less than
+ * CFS_IDENTIFY_IDLE_ENOUGH of a core over its last probe (idle_share; < 0
+ * not measured) - for a spell of at most a few seconds (raised_for: how
+ * long it has run raised, < 0 not raised), then another probe. */
+#define CFS_IDENTIFY_IDLE_ENOUGH 0.25
+bool cfs_identify_search_raise(double spent, double allow, double idle_share, double raised_for);
+
 /* Offline identification of a recorded open order (clairfs-plan
  * --identify): samples[i] opened by pids[i] (child of ppids[i]); pids and
  * ppids may be NULL (one reader).  Synchronous, full priority.  Returns 0

@@ -9,9 +9,10 @@
 # SCHED_IDLE, where the loops leave it nothing):
 #  - sweep=on: never held (clairfs_sweep_held 0), the PFS keeps serving;
 #    with search_budget=100 there (all the CPUs' time over the epoch the
-#    reader's pace projects) the search runs at the normal priority: the
-#    log says so, clairfs_search_cpu_seconds_total{priority="normal"}
-#    passes a second of CPU while the loops spin;
+#    reader's pace projects) the search runs at the normal priority once
+#    its probe at idle priority found the cores busy: the log says so,
+#    clairfs_search_cpu_seconds_total{priority="normal"} passes a second
+#    of CPU while the loops spin;
 #  - sweep=auto (the default), search_budget=3: clairfs_sweep_held turns
 #    1, the log says how much of a core the search got; the search runs
 #    raised until its small budget is spent (the log says so), and once
@@ -89,7 +90,12 @@ if cfs_mount "$pfs" "$mnt" "$TMP/d-on.log" \
     sleep 3
     check "sweep=on: not held on busy cores" test "$(m "$mnt" clairfs_sweep_held)" = 0
     check "sweep=on: the PFS keeps serving" grows "$mnt"
-    normal=$(m "$mnt" 'clairfs_search_cpu_seconds_total{priority="normal"}')
+    # raised after its probe at idle priority (2 s) finds the cores busy
+    for _ in $(seq 30); do
+        normal=$(m "$mnt" 'clairfs_search_cpu_seconds_total{priority="normal"}')
+        awk -v s="$normal" 'BEGIN { exit !(s >= 1.0) }' && break
+        sleep 0.5
+    done
     idle=$(m "$mnt" 'clairfs_search_cpu_seconds_total{priority="idle"}')
     echo "search_budget=100: the search's CPU: normal $normal s, idle $idle s"
     check "search_budget=100: the search runs raised on busy cores ($normal CPU s)" \

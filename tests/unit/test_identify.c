@@ -16,7 +16,9 @@
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -578,20 +580,47 @@ START_TEST(the_search_budget_counts_one_epoch_at_the_trainers_pace)
     ck_assert(cfs_identify_search_allowance(0.03, 2, 1281167, 5000, 0.9) == 0);
     ck_assert(cfs_identify_search_allowance(0, 2, 1281167, 5000, 4.0) == 0);
     ck_assert(cfs_identify_search_allowance(0.03, 2, 1281167, 0, 4.0) == 0);
+    /* raised within the allowance only where the cores are busy: at idle
+     * priority the last probe got less than a quarter of a core; a raised
+     * spell lasts seconds, then a probe */
+    ck_assert(!cfs_identify_search_raise(0, 10, -1, -1));   /* no probe yet */
+    ck_assert(cfs_identify_search_raise(0, 10, 0.08, -1));  /* busy cores */
+    ck_assert(!cfs_identify_search_raise(0, 10, 0.38, -1)); /* idle time: the trainers wait */
+    ck_assert(!cfs_identify_search_raise(10, 10, 0.08, -1)); /* spent */
+    ck_assert(cfs_identify_search_raise(9, 10, -1, 5));     /* a spell */
+    ck_assert(!cfs_identify_search_raise(9, 10, -1, 25));   /* then a probe */
+    ck_assert(!cfs_identify_search_raise(10, 10, -1, 5));
 }
 END_TEST
+
+static atomic_bool spinning;
+
+static void *spin(void *arg)
+{
+    (void)arg;
+    while (atomic_load_explicit(&spinning, memory_order_relaxed))
+        ;
+    return NULL;
+}
 
 /* A scan past its head runs at the normal priority while the budget lasts
  * (search_budget 1: all of two CPUs over the epoch's 100000 opens at 40
  * opens in 1.6 s, an hour; the first attempt, at 32 opens, already past
- * the second of reading that gives a pace), at idle priority without one
- * (where the other tests can leave it nothing: only its head, 2^20 seeds
- * at the normal priority, is sure to run); the metrics count its CPU
- * time by the priority it ran at. */
+ * the second of reading that gives a pace) where the cores are busy (a
+ * spinning thread a CPU: its probe at idle priority gets next to nothing),
+ * at idle priority without one (only its head, 2^20 seeds at the normal
+ * priority, is sure to run); the metrics count its CPU time by the
+ * priority it ran at. */
 START_TEST(the_search_runs_raised_within_its_budget)
 {
     struct cfs_metrics m;
     cfs_metrics_init(&m);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    pthread_t spinners[8];
+    size_t nspin = cpus > 0 && cpus < 8 ? (size_t)cpus : 8;
+    atomic_store(&spinning, true);
+    for (size_t i = 0; i < nspin; i++)
+        ck_assert_int_eq(pthread_create(&spinners[i], NULL, spin, NULL), 0);
     struct cfs_identify_params p = params(100000, 0, 0);
     p.seed_first = 0, p.seed_count = 0; /* every seed: a CPU minute */
     p.search_budget = _i == 0 ? 1.0 : 0;
@@ -604,8 +633,11 @@ START_TEST(the_search_runs_raised_within_its_budget)
         usleep(40000);
         cfs_identify_observe(id, (i * 7919u + 13) % 100000, 5000, 999);
     }
-    usleep(1500000);
+    usleep(4000000); /* the probe's 2 s, then raised */
     cfs_identify_destroy(id); /* the counts are final */
+    atomic_store(&spinning, false);
+    for (size_t i = 0; i < nspin; i++)
+        pthread_join(spinners[i], NULL);
     double normal = (double)cfs_metrics_get(&m, CFS_M_SEARCH_NS_NORMAL) * 1e-9;
     double idle = (double)cfs_metrics_get(&m, CFS_M_SEARCH_NS_IDLE) * 1e-9;
     if (_i == 0)
