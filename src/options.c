@@ -267,8 +267,7 @@ static const struct opt_def options_table[] = {
     {"no_sweep", OPT_FLAG, 0, NO_PRESENT, 0, 0, parse_sweep, "the same as sweep=off"},
     {"search_budget", OPT_U32, OFF(search_budget), NO_PRESENT, 0, 100, NULL,
      "PCT: the share of the CPUs' time over the trainer's first epoch that the order's search "
-     "may take at normal priority, default 0 (idle priority only): it pays beside a trainer "
-     "that computes, and slows one that waits for its storage"},
+     "may take at normal priority where the cores are busy, default 3; 0: idle priority only"},
     {"record_opens", OPT_STRING, OFF(record_opens), NO_PRESENT, 0, 0, NULL,
      "FILE: write \"PID PPID PATH\" per open (for clairfs-plan --identify)"},
     {"log_level", OPT_SPECIAL, 0, NO_PRESENT, 0, 0, parse_log_level,
@@ -292,6 +291,7 @@ void cfs_options_init(struct cfs_options *o)
     o->io = CFS_IO_AUTO;
     o->io_depth = 64;
     o->peer_timeout = 2.0;
+    o->search_budget = 3;
 }
 
 void cfs_options_free(struct cfs_options *o)

@@ -153,9 +153,11 @@ struct cfs_identify_params {
      * else leaves idle, but it may take up to this share (0..1) of the
      * CPUs' time at the normal priority, counted over the time the
      * trainers have been reading and the rest of one epoch of n opens at
-     * their pace (ident_pace_allowance): where they keep every core busy
-     * for a long epoch, the order is still learned in it, at a bounded
-     * cost.  0: idle priority only.  The mount's search_budget=. */
+     * their pace (cfs_identify_search_allowance), while the cores are
+     * busy (cfs_identify_search_raise): where the trainers keep every core
+     * busy for a long epoch, the order is still learned in it, at a
+     * bounded cost.  0: idle priority only.  The mount's search_budget=
+     * (default 3 %). */
     double search_budget;
     unsigned cores;               /* the CPUs it counts; 0: those this process may use */
     /* The scans' CPU time by priority (clairfs_search_cpu_seconds_total);

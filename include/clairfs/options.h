@@ -65,7 +65,7 @@ struct cfs_options {
     bool reclaim; /* detach a dead FUSE mount left on MOUNTPOINT, then mount */
     bool no_identify;   /* never learn the read order from the opens */
     enum cfs_sweep_mode sweep; /* sweep=; no_sweep is sweep=off */
-    uint32_t search_budget; /* percent (identify.h's search_budget), default 0 */
+    uint32_t search_budget; /* percent (identify.h's search_budget), default 3 */
     char *record_opens; /* record_opens=FILE: "PID PPID PATH" per open (clairfs-plan --identify) */
     int log_level;      /* log_level=: a syslog level (LOG_ERR .. LOG_DEBUG); -1 unset */
 };

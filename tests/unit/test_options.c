@@ -108,7 +108,7 @@ START_TEST(search_budget_is_a_percent)
     struct cfs_options o;
     char err[256];
     cfs_options_init(&o);
-    ck_assert_uint_eq(o.search_budget, 0);
+    ck_assert_uint_eq(o.search_budget, 3);
     ck_assert_int_eq(cfs_options_parse_list(&o, "search_budget=0", err, sizeof(err)), 0);
     ck_assert_uint_eq(o.search_budget, 0);
     ck_assert_int_eq(cfs_options_parse_list(&o, "search_budget=100", err, sizeof(err)), 0);
