@@ -162,6 +162,19 @@ START_TEST(adopt_predicts_as_registered)
 }
 END_TEST
 
+/* The trainer reads epochs 0 .. epochs - 1 of torch-ddp seed 7 whole,
+ * then the first `into` opens of epoch `epochs`. */
+static void read_until(struct cfs_prefetch *pf, struct fixture *fx, uint32_t epochs,
+                       uint32_t into)
+{
+    for (uint32_t e = 0; e <= epochs; e++) {
+        uint32_t *s = epoch_stream(NFILES, 7, e);
+        for (uint32_t i = 0; i < (e < epochs ? NFILES : into); i++)
+            read_check_as(pf, fx, s[i], &trainer);
+        free(s);
+    }
+}
+
 /* Identified epochs after the opens it was found from (a scan at idle
  * priority outlasting epochs): the ring of opens (2 n + 4096) no longer
  * holds epoch 0's start.  The replay skips the epochs the ring lost and
@@ -179,12 +192,7 @@ START_TEST(adopt_after_more_epochs_than_the_ring_holds)
     fixture_init(&fx);
     struct cfs_prefetch *pf = make_pf(&fx, "ram=16M,no_sweep,epochs=60", &m, NULL);
     cfs_prefetch_set_identify(pf, &fake_ops, &fake, NULL);
-    for (uint32_t e = 0; e <= epochs; e++) {
-        uint32_t *s = epoch_stream(NFILES, 7, e);
-        for (uint32_t i = 0; i < (e < epochs ? NFILES : into); i++)
-            read_check_as(pf, &fx, s[i], &trainer);
-        free(s);
-    }
+    read_until(pf, &fx, epochs, into);
     ck_assert_uint_gt((uint64_t)epochs * NFILES + into, 2 * NFILES + 4096);
     struct cfs_identified id = ddp7(1, 0, 30); /* from epoch 0's first 30 opens */
     ck_assert_msg(cfs_prefetch_adopt(pf, &id, err, sizeof(err)) == 0, "%s", err);
@@ -224,12 +232,7 @@ START_TEST(adopt_after_more_epochs_than_the_plan_spans)
     fixture_init(&fx);
     struct cfs_prefetch *pf = make_pf(&fx, "ram=16M,no_sweep,epochs=30", &m, NULL);
     cfs_prefetch_set_identify(pf, &fake_ops, &fake, NULL);
-    for (uint32_t e = 0; e <= epochs; e++) {
-        uint32_t *s = epoch_stream(NFILES, 7, e);
-        for (uint32_t i = 0; i < (e < epochs ? NFILES : into); i++)
-            read_check_as(pf, &fx, s[i], &trainer);
-        free(s);
-    }
+    read_until(pf, &fx, epochs, into);
     struct cfs_identified id = ddp7(1, 0, 30); /* from epoch 0's first 30 opens */
     id.epoch_opens = NFILES;
     ck_assert_msg(cfs_prefetch_adopt(pf, &id, err, sizeof(err)) == 0, "%s", err);
