@@ -1357,6 +1357,16 @@ static bool sibling_alive(const struct cfs_identify *id, pid_t pid, pid_t ppid)
     return false;
 }
 
+/* Under the lock: the running scan is cancelled (and started again with
+ * the opens so far), or the next attempt comes with the next open. */
+static void restart_scan(struct cfs_identify *id)
+{
+    if (id->attempting)
+        cancel_attempt(id);
+    else if (id->len >= IDENT_MIN_OPENS && id->next_attempt > id->len + 1)
+        id->next_attempt = id->len + 1;
+}
+
 /* Under the lock: reader i opened `sample`.  Its second distinct open
  * joins the scan's second set as its first open joins the first
  * (randperm[p0 + 1] is the head's second open when its batch holds two
@@ -1372,10 +1382,7 @@ static void note_second(struct cfs_identify *id, size_t i, uint32_t sample)
     id->reader_two[i] = true;
     if (!id->reader_restarts[i] || id->state == CFS_IDENTIFY_IDENTIFIED || id->len >= id->p.n)
         return;
-    if (id->attempting)
-        cancel_attempt(id);
-    else if (id->len >= IDENT_MIN_OPENS && id->next_attempt > id->len + 1)
-        id->next_attempt = id->len + 1;
+    restart_scan(id);
 }
 
 /* Under the lock: a reader's first open changes the sets a scan filters
@@ -1435,10 +1442,7 @@ static void note_reader(struct cfs_identify *id, uint32_t sample, pid_t pid, pid
     if (id->len >= id->p.n || (now - parent_first > late && !sibling_alive(id, pid, ppid)))
         return;
     id->reader_restarts[r] = true;
-    if (id->attempting)
-        cancel_attempt(id);
-    else if (id->len >= IDENT_MIN_OPENS && id->next_attempt > id->len + 1)
-        id->next_attempt = id->len + 1;
+    restart_scan(id);
 }
 
 void cfs_identify_observe(struct cfs_identify *id, uint32_t sample, pid_t pid, pid_t ppid)
