@@ -162,21 +162,11 @@ static size_t accelerate_siblings(const struct ident_fw_head *hd, size_t opened,
                                   struct ident_hyp *out, size_t max)
 {
     size_t t = hd->nsiblings, k = 0;
-    if (t == 0 || t + 1 > IDENT_MAX_WORLD)
+    if (t + 1 > IDENT_MAX_WORLD)
         return 0;
-    uint32_t m = UINT32_MAX;
-    for (size_t i = 0; i < t; i++)
-        if (hd->sibling_first[i] < m)
-            m = hd->sibling_first[i];
+    uint32_t m = ident_stride_of_starts(hd->sibling_first, t);
     if (m == 0 || m < opened)
         return 0;
-    bool used[IDENT_MAX_WORLD + 1] = {false};
-    for (size_t i = 0; i < t; i++) {
-        uint32_t q = hd->sibling_first[i];
-        if (q % m != 0 || q / m > t || used[q / m])
-            return 0;
-        used[q / m] = true;
-    }
     for (uint32_t w = 1; w <= m && w <= IDENT_MAX_WORLD; w++) {
         if (m % w != 0 || m / w < opened)
             continue;

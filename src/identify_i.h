@@ -133,6 +133,11 @@ struct ident_fw_head {
 /* The framework hypotheses (kind, world, batch, workers) these opens
  * allow, at most max; drop_last variants are the caller's. */
 size_t ident_fw_hypotheses(const struct ident_fw_head *hd, struct ident_hyp *out, size_t max);
+
+/* Workers 1 .. k of a rank start at w times one stride (torch-ddp's and
+ * accelerate's batches, in their own units): the least of starts[0 .. k)
+ * when each is a distinct multiple 1 .. k of it, else 0. */
+uint32_t ident_stride_of_starts(const uint32_t *starts, size_t k);
 /* Is a torchvision-ra fit with candidate seed seed32 to be named timm-ra
  * (seed32 is then the epoch the observation began in)? */
 bool ident_fw_timm(uint32_t seed32, const struct cfs_sampler_params *hint);

@@ -618,9 +618,8 @@ static void schedule_from_siblings(struct search *s, struct ident_hyp *h, int *e
 {
     const struct ident_readers *rd = s->rd;
     const struct ident_reader *a = &rd->r[s->head];
-    uint64_t starts[MAX_WORLDS];
+    uint32_t starts[MAX_WORLDS];
     size_t k = 0;
-    uint64_t min = UINT64_MAX;
     for (size_t i = 0; i < rd->nr; i++) {
         if (i == s->head || rd->r[i].ppid != a->ppid)
             continue;
@@ -629,25 +628,34 @@ static void schedule_from_siblings(struct search *s, struct ident_hyp *h, int *e
             return;
         if (h->kind == CFS_SAMPLER_TORCH_DDP && q % h->world != h->p0 % h->world)
             continue; /* another rank (siblings without workers) */
-        uint64_t j = h->kind == CFS_SAMPLER_TORCH_DDP ? q / h->world : q;
+        uint32_t j = h->kind == CFS_SAMPLER_TORCH_DDP ? q / h->world : q;
         if (j == 0)
             return; /* ranks reading one stream: no workers */
         starts[k++] = j;
-        if (j < min)
-            min = j;
     }
-    if (k == 0 || min > UINT32_MAX)
+    uint32_t stride = ident_stride_of_starts(starts, k);
+    if (stride == 0)
         return;
+    h->batch = stride;
+    h->workers = (uint32_t)k + 1;
+}
+
+uint32_t ident_stride_of_starts(const uint32_t *starts, size_t k)
+{
+    uint32_t min = UINT32_MAX;
+    for (size_t i = 0; i < k; i++)
+        if (starts[i] < min)
+            min = starts[i];
+    if (k == 0 || min == 0)
+        return 0;
     for (size_t i = 0; i < k; i++) {
-        uint64_t w = starts[i] / min;
-        if (starts[i] % min != 0 || w > k)
-            return;
+        if (starts[i] % min != 0 || starts[i] / min > k)
+            return 0;
         for (size_t j = 0; j < i; j++)
             if (starts[j] == starts[i])
-                return;
+                return 0;
     }
-    h->batch = (uint32_t)min;
-    h->workers = (uint32_t)k + 1;
+    return min;
 }
 
 /* Batch and workers from the head reader's opens, for world W. */
