@@ -2,6 +2,7 @@
  * the key = value file (format in include/clairfs/cluster_env.h).  Pure
  * apart from reading the file. */
 #include "clairfs/cluster_env.h"
+#include "clairfs/options.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -89,33 +90,6 @@ double cfs_cluster_env_pfs_bw(const struct cfs_cluster_env *e, uint32_t readers)
     return e->pfs_bw[n - 1];
 }
 
-/* A non-negative finite number, with a K/M/G/T suffix (powers of 1024)
- * when `scaled`. */
-static int parse_number(const char *s, bool scaled, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || errno || !(v >= 0) || !isfinite(v))
-        return -EINVAL;
-    if (scaled && *end) {
-        static const char units[] = "KMGT";
-        const char *u = strchr(units, toupper((unsigned char)*end));
-        if (!u)
-            return -EINVAL;
-        for (const char *k = units; k <= u; k++)
-            v *= 1024;
-        end++;
-        if (*end == 'i')
-            end++;
-        if (*end == 'B')
-            end++;
-    }
-    if (*end)
-        return -EINVAL;
-    *out = v;
-    return 0;
-}
 
 /* "R:BW R:BW ..." */
 static int parse_pfs_curve(char *v, struct cfs_cluster_env *e)
@@ -131,7 +105,7 @@ static int parse_pfs_curve(char *v, struct cfs_cluster_env *e)
         unsigned long r = strtoul(tok, &end, 10);
         double bw;
         if (*tok == '-' || end == tok || *end || errno || r == 0 || r > UINT32_MAX ||
-            (n && r <= e->pfs_readers[n - 1]) || parse_number(colon + 1, true, &bw) < 0 || bw <= 0)
+            (n && r <= e->pfs_readers[n - 1]) || cfs_parse_quantity(colon + 1, true, &bw) < 0 || bw <= 0)
             return -EINVAL;
         e->pfs_readers[n] = (uint32_t)r;
         e->pfs_bw[n] = bw;
@@ -172,7 +146,7 @@ static int set_key(size_t k, char *v, struct cfs_cluster_env *e)
     double d;
     if (keys[k].kind == CURVE)
         return parse_pfs_curve(v, e);
-    if (parse_number(v, keys[k].kind == BW || keys[k].kind == SIZE, &d) < 0)
+    if (cfs_parse_quantity(v, keys[k].kind == BW || keys[k].kind == SIZE, &d) < 0)
         return -EINVAL;
     switch (keys[k].kind) {
     case BW:

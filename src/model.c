@@ -1,5 +1,6 @@
 /* The performance model; the design is at the top of include/clairfs/model.h. */
 #include "clairfs/model.h"
+#include "clairfs/options.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -60,32 +61,6 @@ void cfs_model_defaults(struct cfs_model_params *out)
     };
 }
 
-static int parse_value(const char *s, bool bytes, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || errno || !(v >= 0) || !isfinite(v))
-        return -EINVAL;
-    if (bytes && *end) {
-        static const char units[] = "KMGT";
-        const char *u = strchr(units, toupper((unsigned char)*end));
-        if (!u)
-            return -EINVAL;
-        v *= pow(1024.0, (double)(u - units + 1));
-        end++;
-        if (*end == 'i' || *end == 'B')
-            end++;
-        if (*end == 'B')
-            end++;
-    }
-    while (isspace((unsigned char)*end))
-        end++;
-    if (*end)
-        return -EINVAL;
-    *out = v;
-    return 0;
-}
 
 int cfs_model_load(const char *path, struct cfs_model_params *p, char *err, size_t errlen)
 {
@@ -148,7 +123,7 @@ int cfs_model_load(const char *path, struct cfs_model_params *p, char *err, size
             break;
         }
         double d;
-        if (parse_value(v, keys[i].bytes, &d) < 0 || (keys[i].bytes && d <= 0)) {
+        if (cfs_parse_quantity(v, keys[i].bytes, &d) < 0 || (keys[i].bytes && d <= 0)) {
             snprintf(err, errlen, "%s:%u: %s = %s: expected a %s", path, lineno, k, v,
                      keys[i].bytes ? "positive bandwidth in bytes/s (K/M/G/T suffix)"
                                    : "time in seconds");

@@ -322,44 +322,38 @@ int cfs_parse_u64(const char *s, uint64_t max, uint64_t *out)
     return 0;
 }
 
-int cfs_parse_size(const char *s, uint64_t *out)
+int cfs_parse_quantity(const char *s, bool scaled, double *out)
 {
-    if (!s || !(isdigit((unsigned char)s[0]) || s[0] == '.'))
-        return -EINVAL;
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno || end == s || !isfinite(v) || v < 0)
+    if (end == s || errno || !(v >= 0) || !isfinite(v))
         return -EINVAL;
-    double mult = 1;
-    switch (toupper((unsigned char)*end)) {
-    case '\0':
-        break;
-    case 'K':
-        mult = 1024.0;
-        break;
-    case 'M':
-        mult = 1024.0 * 1024;
-        break;
-    case 'G':
-        mult = 1024.0 * 1024 * 1024;
-        break;
-    case 'T':
-        mult = 1024.0 * 1024 * 1024 * 1024;
-        break;
-    default:
-        return -EINVAL;
-    }
-    if (*end) {
+    if (scaled && *end && !isspace((unsigned char)*end)) {
+        static const char units[] = "KMGT";
+        const char *u = strchr(units, toupper((unsigned char)*end));
+        if (!u)
+            return -EINVAL;
+        v *= pow(1024.0, (double)(u - units + 1));
         end++;
-        if (*end == 'i' && end[1] == 'B')
-            end += 2;
-        else if (toupper((unsigned char)*end) == 'B')
+        if (*end == 'i')
+            end++;
+        if (toupper((unsigned char)*end) == 'B')
             end++;
     }
-    if (*end != '\0')
+    while (isspace((unsigned char)*end))
+        end++;
+    if (*end)
         return -EINVAL;
-    double bytes = v * mult;
+    *out = v;
+    return 0;
+}
+
+int cfs_parse_size(const char *s, uint64_t *out)
+{
+    double bytes;
+    if (!s || !(isdigit((unsigned char)s[0]) || s[0] == '.') || cfs_parse_quantity(s, true, &bytes) < 0)
+        return -EINVAL;
     if (bytes >= 18446744073709551615.0)
         return -ERANGE;
     *out = (uint64_t)bytes;

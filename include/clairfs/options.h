@@ -89,6 +89,10 @@ char *cfs_options_expand_rank(const char *s, int rank);
 /* The -o list for --help, one option a line, from the table. */
 void cfs_options_print_help(FILE *f);
 
+/* A non-negative finite number; with `scaled`, a K/M/G/T suffix (powers of
+ * 1024, then an optional "i" and "B"); trailing blanks allowed.  -EINVAL if
+ * bad.  The one parser of quantities: options, model= and --env files. */
+int cfs_parse_quantity(const char *s, bool scaled, double *out);
 /* "123", "4K", "1.5G", "10M" (powers of 1024) -> bytes.  -EINVAL if bad. */
 int cfs_parse_size(const char *s, uint64_t *out);
 /* Decimal unsigned integer with range check; -EINVAL / -ERANGE. */
