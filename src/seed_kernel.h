@@ -193,4 +193,47 @@ static inline bool seed_wide_supported(void)
 #endif
 }
 
+/* --- The first steps of the forward Fisher-Yates, sparsely. --------------- */
+
+/* The positions the first `steps` swaps touched and the values they hold:
+ * at most two new positions a step, few steps, so a linear list. */
+struct window_swaps {
+    uint32_t key[2 * CFS_WINDOW], val[2 * CFS_WINDOW];
+    unsigned nk;
+};
+
+/* Replay swaps 0 .. steps - 1 (steps <= CFS_WINDOW) of randperm(n) from the
+ * draws r[0 ..]. */
+static inline void window_shuffle(const uint32_t *r, uint64_t n, uint32_t steps,
+                                  struct window_swaps *w)
+{
+    w->nk = 0;
+    for (uint32_t k = 0; k < steps; k++) {
+        uint32_t b = k + r[k] % (uint32_t)(n - k);
+        int ia = -1, ib = -1;
+        for (unsigned i = 0; i < w->nk; i++) {
+            if (w->key[i] == k)
+                ia = (int)i;
+            if (w->key[i] == b)
+                ib = (int)i;
+        }
+        if (ia < 0)
+            w->key[w->nk] = k, w->val[w->nk] = k, ia = (int)w->nk++;
+        if (ib < 0)
+            w->key[w->nk] = b, w->val[w->nk] = b, ib = (int)w->nk++;
+        uint32_t t = w->val[ia];
+        w->val[ia] = w->val[ib];
+        w->val[ib] = t;
+    }
+}
+
+/* The value at position pos after the replayed swaps. */
+static inline uint32_t window_value(const struct window_swaps *w, uint32_t pos)
+{
+    for (unsigned j = 0; j < w->nk; j++)
+        if (w->key[j] == pos)
+            return w->val[j];
+    return pos;
+}
+
 #endif

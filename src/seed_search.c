@@ -265,37 +265,11 @@ static void map_swap(struct sparse_map *m, uint32_t a, uint32_t b)
  * hold, given the draws r[0 .. nwin-1]? Few positions: a linear list. */
 static bool window_ok(const struct search_ctx *x, const uint32_t *r)
 {
-    uint32_t key[2 * CFS_WINDOW], val[2 * CFS_WINDOW];
-    unsigned nk = 0;
-    for (uint32_t k = 0; k < x->nwin; k++) {
-        uint32_t b = k + r[k] % (uint32_t)(x->n - k);
-        int ia = -1, ib = -1;
-        for (unsigned i = 0; i < nk; i++) {
-            if (key[i] == k)
-                ia = (int)i;
-            if (key[i] == b)
-                ib = (int)i;
-        }
-        if (ia < 0) {
-            key[nk] = k, val[nk] = k, ia = (int)nk++;
-        }
-        if (ib < 0) {
-            key[nk] = b, val[nk] = b, ib = (int)nk++;
-        }
-        uint32_t t = val[ia];
-        val[ia] = val[ib];
-        val[ib] = t;
-    }
-    for (size_t i = 0; i < x->nc; i++) {
-        if (x->c[i].pos >= CFS_WINDOW)
-            continue;
-        uint32_t got = x->c[i].pos;
-        for (unsigned j = 0; j < nk; j++)
-            if (key[j] == x->c[i].pos)
-                got = val[j];
-        if (got != x->c[i].value)
+    struct window_swaps w;
+    window_shuffle(r, x->n, x->nwin, &w);
+    for (size_t i = 0; i < x->nc; i++)
+        if (x->c[i].pos < CFS_WINDOW && window_value(&w, x->c[i].pos) != x->c[i].value)
             return false;
-    }
     return true;
 }
 

@@ -31,32 +31,10 @@ static inline bool in_set(const uint64_t *set, uint32_t v)
  * last step is n - 2). */
 static void window_values(const uint32_t *r, uint64_t n, uint32_t pos, uint32_t out[2])
 {
-    uint32_t key[2 * CFS_WINDOW], val[2 * CFS_WINDOW];
-    unsigned nk = 0;
-    uint64_t steps = (uint64_t)pos + 2 < n - 1 ? (uint64_t)pos + 2 : n - 1;
-    for (uint32_t k = 0; k < steps; k++) {
-        uint32_t b = k + r[k] % (uint32_t)(n - k);
-        int ia = -1, ib = -1;
-        for (unsigned i = 0; i < nk; i++) {
-            if (key[i] == k)
-                ia = (int)i;
-            if (key[i] == b)
-                ib = (int)i;
-        }
-        if (ia < 0)
-            key[nk] = k, val[nk] = k, ia = (int)nk++;
-        if (ib < 0)
-            key[nk] = b, val[nk] = b, ib = (int)nk++;
-        uint32_t t = val[ia];
-        val[ia] = val[ib];
-        val[ib] = t;
-    }
-    for (int q = 0; q < 2; q++) {
-        out[q] = pos + (uint32_t)q;
-        for (unsigned j = 0; j < nk; j++)
-            if (key[j] == pos + (uint32_t)q)
-                out[q] = val[j];
-    }
+    struct window_swaps w;
+    window_shuffle(r, n, (uint64_t)pos + 2 < n - 1 ? pos + 2 : (uint32_t)(n - 1), &w);
+    out[0] = window_value(&w, pos);
+    out[1] = window_value(&w, pos + 1);
 }
 
 static bool values_match(const struct cfs_seed_set_problem *p, const uint32_t v[2])
