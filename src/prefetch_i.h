@@ -9,8 +9,9 @@
  *   prefetch_track.c    the position tracker, the only part that sees the
  *                       planner (it does not know struct cfs_prefetch);
  *   prefetch_state.c    what every file does to the shared state: wake-ups,
- *                       gauges, the cache's eviction keys, the changed
- *                       sources, the plan's replacement (pf_replan);
+ *                       gauges, the cache's eviction keys (the tracker's,
+ *                       the passes'), the changed sources, the plan's
+ *                       replacement (pf_replan);
  *   prefetch_retrieve.c owned files read back from the page cache for peers;
  *   prefetch_stage.c    the page-cache stager thread, and its glue
  *                       (kernel_start/stop, forgot, all_staged);
@@ -428,6 +429,23 @@ bool pf_owned_for_peers(const struct cfs_prefetch *pf, uint32_t s);
 uint64_t pf_sample_next_use(struct cfs_prefetch *pf, uint32_t s);
 /* The cache's policy callback (cfs_cache_next_use_fn), arg the prefetcher. */
 uint64_t pf_next_use_cb(void *arg, uint32_t id);
+/* The passes while no order is known (see pass_read above).  An open of
+ * sample s: true when it ended a pass (the next open starts one). */
+bool pf_pass_open(struct cfs_prefetch *pf, uint32_t s);
+/* The current pass. */
+uint64_t pf_pass_current(struct cfs_prefetch *pf);
+/* s was opened in pass `pass`. */
+bool pf_pass_was_read(const struct cfs_prefetch *pf, uint32_t s, uint64_t pass);
+/* The cache's policy while no order is known (cfs_cache_next_use_fn, arg
+ * the prefetcher): a file read in the current pass is needed only after
+ * every file not yet read in it, so it goes first and the sweep may evict
+ * it; a file not yet read is never evicted for a prefetch.  It never reads
+ * pf->track. */
+uint64_t pf_pass_key_cb(void *arg, uint32_t id);
+/* Install the cache's policy for no known order (plan_lock held for
+ * writing, or before any other thread runs): pf_pass_key_cb with the
+ * sweep, else LRU. */
+void pf_policy_unordered(struct cfs_prefetch *pf);
 /* The tracker of run configuration *run (the kept one, or a copy that
  * differs in its order): this node's plan and the window. */
 int pf_tracker_of_run(const struct cfs_prefetch *pf, const struct cfs_run_config *run,
@@ -485,23 +503,6 @@ void *pf_finisher_main(void *arg);
 
 /* prefetch_loop.c: the prefetcher thread. */
 void *pf_prefetch_main(void *arg);
-/* The passes while no order is known (see pass_read above).  An open of
- * sample s: true when it ended a pass (the next open starts one). */
-bool pf_pass_open(struct cfs_prefetch *pf, uint32_t s);
-/* The current pass. */
-uint64_t pf_pass_current(struct cfs_prefetch *pf);
-/* s was opened in pass `pass`. */
-bool pf_pass_was_read(const struct cfs_prefetch *pf, uint32_t s, uint64_t pass);
-/* The cache's policy while no order is known (cfs_cache_next_use_fn, arg
- * the prefetcher): a file read in the current pass is needed only after
- * every file not yet read in it, so it goes first and the sweep may evict
- * it; a file not yet read is never evicted for a prefetch.  It never reads
- * pf->track. */
-uint64_t pf_pass_key_cb(void *arg, uint32_t id);
-/* Install the cache's policy for no known order (plan_lock held for
- * writing, or before any other thread runs): pf_pass_key_cb with the
- * sweep, else LRU. */
-void pf_policy_unordered(struct cfs_prefetch *pf);
 
 /* prefetch_adopt.c: the open path's side of identification. */
 /* Learning: remember s (plan_lock read side held). */
