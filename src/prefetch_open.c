@@ -187,11 +187,6 @@ static int peer_read_direct(struct cfs_prefetch *pf, uint32_t id, uint64_t size,
     return rc;
 }
 
-int cfs_prefetch_open(struct cfs_prefetch *pf, cfs_id id, struct cfs_prefetch_file **out)
-{
-    return cfs_prefetch_open_as(pf, id, NULL, out);
-}
-
 /* A handle for an open of regular file id: its entry in *e, no bytes yet. */
 static int file_new(struct cfs_prefetch *pf, cfs_id id, const struct cfs_entry **e,
                     struct cfs_prefetch_file **out)
