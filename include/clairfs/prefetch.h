@@ -220,9 +220,6 @@ struct cfs_prefetch_extent {
  * -errno. */
 int cfs_prefetch_read(struct cfs_prefetch *pf, struct cfs_prefetch_file *f, uint64_t off,
                       size_t size, void *scratch, struct cfs_prefetch_extent *x);
-/* The same, copied into buf: bytes read or -errno. */
-ssize_t cfs_prefetch_pread(struct cfs_prefetch *pf, struct cfs_prefetch_file *f, void *buf,
-                           size_t size, uint64_t off);
 void cfs_prefetch_release(struct cfs_prefetch *pf, struct cfs_prefetch_file *f);
 /* Size of the opened file (the catalog's). */
 uint64_t cfs_prefetch_file_size(const struct cfs_prefetch_file *f);
