@@ -133,7 +133,7 @@ int cfs_prefetch_create(const struct cfs_prefetch_params *p, struct cfs_prefetch
      * before the pass ends: the sweep stages those into RAM at the PFS's
      * full rate instead of one open at a time.  Where RAM is short it
      * makes room by evicting files already read in the pass, never one not
-     * yet read (prefetch_loop.c, "The passes"), so the source stays busy
+     * yet read (prefetch_state.c, "The passes"), so the source stays busy
      * for the whole epoch and fetches each file once; an identified order
      * (Belady) then keeps what was staged until read.  Not on a
      * distributed mount (each node reads its share only, and the PFS would

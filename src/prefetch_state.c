@@ -4,15 +4,15 @@
  * without), remember the source files found changed, and replace the
  * plan.
  *
- * Why a module of its own: these lived in prefetch.c beside create,
- * destroy and the commands, so the open path, the fetches, the stager and
- * adoption called up into the file that called down into them, and none
- * of them could be read, or changed, without the whole ring in mind.  Here
- * they sit below every other file of the prefetcher but the tracker: the
- * others call down into this one, never the other way (the layers are at
- * the top of prefetch_i.h).  So what belongs here needs nothing but the
- * struct, the tracker, the cache and the metrics; whatever fetches,
- * stages, identifies or serves belongs above. */
+ * Why a module of its own: every thread of the data path does these, and
+ * they need nothing but the struct, the tracker, the cache and the
+ * metrics.  Kept in the top file (create, destroy, commands), they made the
+ * open path, the fetches, the stager and adoption call up into the file
+ * that calls down into them: a circle in which no file could be read, or
+ * changed, alone.  Here they sit below every other file of the prefetcher
+ * but the tracker, and call nothing above (the layers are at the top of
+ * prefetch_i.h).  So what belongs here is only what needs no more than
+ * that; whatever fetches, stages, identifies or serves belongs above. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -181,7 +181,7 @@ int pf_tracker_of_run(const struct cfs_prefetch *pf, const struct cfs_run_config
 /* Every plan after creation comes through here (the seed command, an
  * adoption and its second stage), so that the order of the swap - the
  * cache's policy off, the replay, the swap, the cursors reset, the policy
- * back on - is written once, where the locks it relies on are mapped. */
+ * back on - is written once. */
 int pf_replan(struct cfs_prefetch *pf, const struct cfs_run_config *run,
               void (*replay)(struct cfs_prefetch *, struct pf_track *, void *), void *arg,
               char *err, size_t errlen)
