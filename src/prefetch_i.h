@@ -23,9 +23,10 @@
  *   prefetch_open.c     open/read/release (the FUSE workers');
  *   prefetch.c          the top: create/start/destroy, the control
  *                       commands, stats, the state xattr, serving peers.
- * To check it: for the objects of libcfs-prefetch, the pairs "A uses a
- * symbol B defines" (nm -u, nm -g --defined-only) sorted by tsort print no
- * loop, and every pair goes down this list.
+ * The unit test prefetch_layers (tests/integration/test_prefetch_layers.sh)
+ * holds the code to it: from the library's symbols (nm), every call from
+ * one file into another goes down this list, and the list names exactly
+ * the library's files.
  *
  * Threads and locks (the one map; keep it true when the code changes).
  *
