@@ -1,10 +1,12 @@
-/* The prefetcher's state and control: create/start/destroy, the cache's
- * eviction key (the tracker's next use; owned files count as needed now),
- * the wake-ups and gauges the other threads share, the `control` commands
+/* The prefetcher's top: create/start/destroy, the `control` commands
  * (epoch, seed), stats, the state xattr, and serving this node's entries
- * to its peers.  The design is at the top of include/clairfs/prefetch.h;
- * the files of the data path and the map of threads and locks are at the
- * top of prefetch_i.h. */
+ * to its peers: what the daemon calls besides the open path
+ * (prefetch_open.c).  It calls down into the other files and none of them
+ * calls it: the state they share, and what each does to it (wake-ups,
+ * gauges, eviction keys, the plan's replacement), is prefetch_state.c's,
+ * so that a change here cannot reach back into a thread of the data path.
+ * The design is at the top of include/clairfs/prefetch.h; the layers and
+ * the map of threads and locks are at the top of prefetch_i.h. */
 #include "clairfs/prefetch.h"
 
 #include <errno.h>
@@ -24,88 +26,6 @@
 #include "clairfs/plan.h"
 #include "clairfs/run_config.h"
 #include "prefetch_i.h"
-
-void pf_wake(struct cfs_prefetch *pf)
-{
-    pthread_mutex_lock(&pf->mu);
-    pf->wake_seq++;
-    pf->idle = false;
-    pthread_cond_signal(&pf->cv);
-    pthread_mutex_unlock(&pf->mu);
-}
-
-/* The trainers moved (an open, a release).  Waking the prefetcher costs two
- * context switches, as much as serving a staged file's open, and one open
- * rarely gives it more than one file to start: wake it every NUDGE_EVERY
- * moves (the window ahead of the trainers is ~1000 files deep), and at once
- * when the epoch changed (the next one is materialised). */
-#define NUDGE_EVERY 16u
-
-void pf_nudge(struct cfs_prefetch *pf, bool now)
-{
-    if (now || atomic_fetch_add(&pf->moves, 1) + 1 >= NUDGE_EVERY) {
-        atomic_store(&pf->moves, 0);
-        pf_wake(pf);
-    }
-}
-
-/* Serialised, so that the last writer publishes the newest figures: a
- * thread that read the stats before another's change cannot overwrite the
- * gauges after it. */
-void pf_update_gauges(struct cfs_prefetch *pf)
-{
-    struct cfs_cache_stats st;
-    pthread_mutex_lock(&pf->gauge_mu);
-    cfs_cache_stats(pf->cache, &st);
-    cfs_metrics_set(pf->m, CFS_M_CACHE_BYTES_RAM, st.bytes[CFS_TIER_RAM]);
-    cfs_metrics_set(pf->m, CFS_M_CACHE_BYTES_SSD, st.bytes[CFS_TIER_SSD]);
-    cfs_metrics_set(pf->m, CFS_M_CACHE_PEAK_RAM, st.peak[CFS_TIER_RAM]);
-    cfs_metrics_set(pf->m, CFS_M_CACHE_PEAK_SSD, st.peak[CFS_TIER_SSD]);
-    cfs_metrics_set(pf->m, CFS_M_CHECKSUM_FAILURES, st.checksum_failures);
-    cfs_metrics_set(pf->m, CFS_M_PAGECACHE_BYTES, st.kernel_bytes);
-    cfs_metrics_set(pf->m, CFS_M_INDEX_WRITE_ERRORS,
-                    st.index_write_errors + (pf->index_unopened ? 1 : 0));
-    if (st.index_write_errors && !atomic_exchange(&pf->index_error_logged, true))
-        cfs_warn("index %s: writing the SSD tier's records failed (%s); serving without "
-                 "persisting them", pf->index_dir ? pf->index_dir : "(none)",
-                 strerror(-st.index_error));
-    pthread_mutex_unlock(&pf->gauge_mu);
-}
-
-/* ---- the cache's callbacks */
-
-bool pf_owned_for_peers(const struct cfs_prefetch *pf, uint32_t s)
-{
-    return pf->distributed && pf->track &&
-           pf_track_owner(pf->track, s, NULL, NULL) == pf->node;
-}
-
-/* Owned files count as needed now, for the whole run. */
-uint64_t pf_sample_next_use(struct cfs_prefetch *pf, uint32_t s)
-{
-    if (pf_owned_for_peers(pf, s))
-        return 0;
-    return pf_track_next_use(pf->track, s);
-}
-
-uint64_t pf_next_use_cb(void *arg, uint32_t id)
-{
-    struct cfs_prefetch *pf = arg;
-    const struct cfs_entry *e = cfs_catalog_entry(pf->cat, id);
-    if (!e || e->sample == CFS_NO_SAMPLE || !pf->track)
-        return UINT64_MAX;
-    return pf_sample_next_use(pf, e->sample);
-}
-
-/* The tracker of the run configuration `run` (the kept one, or a copy that
- * differs in its seed): the plan of this node and the window. */
-static int track_create(const struct cfs_prefetch *pf, const struct cfs_run_config *run,
-                        char *err, size_t errlen, struct pf_track **out)
-{
-    struct pf_track_params tp = {.window = run->window};
-    cfs_run_config_plan_params(run, pf->sizes, &tp.plan);
-    return pf_track_create(&tp, out, err, errlen);
-}
 
 /* pf->run := a deep copy of *run (node_ranks and the sampler's list). */
 static int keep_run_config(struct cfs_prefetch *pf, const struct cfs_run_config *run)
@@ -213,7 +133,7 @@ int cfs_prefetch_create(const struct cfs_prefetch_params *p, struct cfs_prefetch
      * before the pass ends: the sweep stages those into RAM at the PFS's
      * full rate instead of one open at a time.  Where RAM is short it
      * makes room by evicting files already read in the pass, never one not
-     * yet read (prefetch_loop.c, "The passes"), so the source stays busy
+     * yet read (prefetch_state.c, "The passes"), so the source stays busy
      * for the whole epoch and fetches each file once; an identified order
      * (Belady) then keeps what was staged until read.  Not on a
      * distributed mount (each node reads its share only, and the PFS would
@@ -225,7 +145,7 @@ int cfs_prefetch_create(const struct cfs_prefetch_params *p, struct cfs_prefetch
         goto nomem;
 
     if (pf->run.seeded && pf->nsamples > 0) {
-        rc = track_create(pf, &pf->run, err, errlen, &pf->track);
+        rc = pf_tracker_of_run(pf, &pf->run, err, errlen, &pf->track);
         if (rc)
             goto fail;
         cfs_metrics_set(pf->m, CFS_M_EPOCH, pf->run.start_epoch);
@@ -486,51 +406,6 @@ static int set_epoch(struct cfs_prefetch *pf, uint32_t epoch)
     cfs_metrics_set(pf->m, CFS_M_EPOCH, epoch);
     if (pf->track)
         cfs_cache_set_policy(pf->cache, pf_next_use_cb, pf);
-    pf_wake(pf);
-    return 0;
-}
-
-int pf_replan(struct cfs_prefetch *pf, const struct cfs_run_config *run,
-              void (*replay)(struct cfs_prefetch *, struct pf_track *, void *), void *arg,
-              char *err, size_t errlen)
-{
-    struct pf_track *t = NULL, *old;
-    /* Plan outside plan_lock: the mount keeps serving meanwhile (replan_mu
-     * keeps every other re-plan out). */
-    int rc = track_create(pf, run, err, errlen, &t);
-    if (rc)
-        return rc;
-    uint64_t t0 = pf_now_ns();
-    pthread_rwlock_wrlock(&pf->plan_lock);
-    uint64_t waited = pf_now_ns() - t0;
-    cfs_cache_set_policy(pf->cache, NULL, NULL); /* no callback sees the swap */
-    pf->adopted = false; /* the replay of an adoption says otherwise */
-    if (replay)
-        replay(pf, t, arg);
-    old = pf->track;
-    pf->track = t;
-    struct cfs_sampler_params sp = run->sampler;
-    sp.list_path = pf->run.sampler.list_path; /* the kept copy (an identified order has none) */
-    pf->run.sampler = sp;
-    pf->run.world = run->world;
-    pf->run.start_epoch = run->start_epoch;
-    pf->run.epochs = run->epochs;
-    pf->run.ranks = run->ranks;
-    if (!pf->distributed)
-        pf->run.node_ranks[pf->node] = run->ranks;
-    pf->run.window = run->window;
-    pf->run.seeded = run->seeded;
-    pf->scan = 0;
-    pf->scan_gen = UINT64_MAX;
-    pf->order_idx[0] = pf->order_idx[1] = 0;
-    cfs_cache_set_policy(pf->cache, pf_next_use_cb, pf);
-    uint64_t pos;
-    uint32_t epoch;
-    pf_track_position(t, &pos, &epoch, &(uint64_t){0});
-    pthread_rwlock_unlock(&pf->plan_lock);
-    cfs_debug("order: the new plan waited %.3f s for the opens in flight", (double)waited / 1e9);
-    cfs_metrics_set(pf->m, CFS_M_EPOCH, epoch);
-    pf_track_destroy(old);
     pf_wake(pf);
     return 0;
 }

@@ -13,7 +13,8 @@
  * Identity ("Exactness" in prefetch.h): a fetch from the source publishes
  * its bytes only when the file's size and mtime after the last read are
  * still the catalog's; a file found changed is remembered in a bitmap,
- * counted and logged once. */
+ * counted and logged once (pf_mark_changed, prefetch_state.c: the stager
+ * and the open path ask it too). */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -82,24 +83,6 @@ bool pf_fd_is_catalogs(int fd, const struct cfs_entry *e)
     struct stat st;
     return fstat(fd, &st) == 0 && same_identity(e, (uint64_t)st.st_size, st.st_mtim.tv_sec,
                                                 (uint32_t)st.st_mtim.tv_nsec);
-}
-
-bool pf_is_changed(const struct cfs_prefetch *pf, uint32_t id)
-{
-    return pf->changed && id < cfs_catalog_entry_count(pf->cat) &&
-           (atomic_load(&pf->changed[id / 64]) >> (id % 64) & 1);
-}
-
-void pf_mark_changed(struct cfs_prefetch *pf, uint32_t id, const char *path)
-{
-    uint64_t bit = 1ull << (id % 64);
-    if (!pf->changed || id >= cfs_catalog_entry_count(pf->cat) ||
-        (atomic_fetch_or(&pf->changed[id / 64], bit) & bit))
-        return;
-    cfs_metrics_add(pf->m, CFS_M_SOURCE_CHANGED, 1);
-    cfs_warn("%s changed under the mount (size or mtime differ from the catalog): not served "
-             "unless cached (ESTALE); remount with -o rescan to serve the new version",
-             path);
 }
 
 /* -ESTALE matters: the kernel has the catalog's size, so a changed file

@@ -2,12 +2,31 @@
  * the position tracker (the only part that sees the planner), and the
  * page-cache stager.  The design is at the top of include/clairfs/prefetch.h.
  *
- * Files.  prefetch.c: state and control (create/start/destroy, the cache's
- * eviction key, epoch and seed commands, stats, the state xattr, serving
- * peers).  prefetch_fetch.c: one fetch from the PFS or a peer, and the
- * source's identity.  prefetch_loop.c: the prefetcher thread and its
- * cursors.  prefetch_open.c: open/read/release.  prefetch_stage.c: the
- * stager thread and its glue.  prefetch_track.c: the position tracker.
+ * Layers.  Each file calls only files listed before it here (besides the
+ * modules outside the prefetcher), never one after it: no circle, so a file
+ * reads knowing only what is below it, and a change reaches only what is
+ * above.  Bottom up:
+ *   prefetch_track.c    the position tracker, the only part that sees the
+ *                       planner (it does not know struct cfs_prefetch);
+ *   prefetch_state.c    what every file does to the shared state: wake-ups,
+ *                       gauges, the cache's eviction keys (the tracker's,
+ *                       the passes'), the changed sources, the plan's
+ *                       replacement (pf_replan);
+ *   prefetch_retrieve.c owned files read back from the page cache for peers;
+ *   prefetch_stage.c    the page-cache stager thread, and its glue
+ *                       (kernel_start/stop, forgot, all_staged);
+ *   prefetch_fetch.c    one fetch from the PFS or a peer, the finisher
+ *                       thread, the source's identity;
+ *   prefetch_loop.c     the prefetcher thread and its cursors, the sweep;
+ *   prefetch_adopt.c    order identification's side: learning, adoption,
+ *                       self-correction, the order line of the stats;
+ *   prefetch_open.c     open/read/release (the FUSE workers');
+ *   prefetch.c          the top: create/start/destroy, the control
+ *                       commands, stats, the state xattr, serving peers.
+ * The unit test prefetch_layers (tests/integration/test_prefetch_layers.sh)
+ * holds the code to it: from the library's symbols (nm), every call from
+ * one file into another goes down this list, and the list names exactly
+ * the library's files.
  *
  * Threads and locks (the one map; keep it true when the code changes).
  *
@@ -395,7 +414,11 @@ static inline uint64_t pf_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* prefetch.c: state shared by the threads. */
+/* ---- The files' entry points, bottom up (the layers at the top); the
+ * tracker's and the stager's are above, before the struct they do not
+ * need. */
+
+/* prefetch_state.c: the shared state's operations. */
 void pf_wake(struct cfs_prefetch *pf);
 /* The trainers moved (an open, a release); now: the epoch changed. */
 void pf_nudge(struct cfs_prefetch *pf, bool now);
@@ -403,6 +426,42 @@ void pf_update_gauges(struct cfs_prefetch *pf);
 /* This node keeps sample s for its peers (plan_lock held, or the cache's
  * policy callback, which a tracker swap excludes). */
 bool pf_owned_for_peers(const struct cfs_prefetch *pf, uint32_t s);
+/* The eviction key of sample s: owned files count as needed now. */
+uint64_t pf_sample_next_use(struct cfs_prefetch *pf, uint32_t s);
+/* The cache's policy callback (cfs_cache_next_use_fn), arg the prefetcher. */
+uint64_t pf_next_use_cb(void *arg, uint32_t id);
+/* The passes while no order is known (see pass_read above).  An open of
+ * sample s: true when it ended a pass (the next open starts one). */
+bool pf_pass_open(struct cfs_prefetch *pf, uint32_t s);
+/* The current pass. */
+uint64_t pf_pass_current(struct cfs_prefetch *pf);
+/* s was opened in pass `pass`. */
+bool pf_pass_was_read(const struct cfs_prefetch *pf, uint32_t s, uint64_t pass);
+/* The cache's policy while no order is known (cfs_cache_next_use_fn, arg
+ * the prefetcher): a file read in the current pass is needed only after
+ * every file not yet read in it, so it goes first and the sweep may evict
+ * it; a file not yet read is never evicted for a prefetch.  It never reads
+ * pf->track. */
+uint64_t pf_pass_key_cb(void *arg, uint32_t id);
+/* Install the cache's policy for no known order (plan_lock held for
+ * writing, or before any other thread runs): pf_pass_key_cb with the
+ * sweep, else LRU. */
+void pf_policy_unordered(struct cfs_prefetch *pf);
+/* The tracker of run configuration *run (the kept one, or a copy that
+ * differs in its order): this node's plan and the window. */
+int pf_tracker_of_run(const struct cfs_prefetch *pf, const struct cfs_run_config *run,
+                      char *err, size_t errlen, struct pf_track **out);
+/* Install tracker-to-be of *run in place of the current one (replan_mu
+ * held): plans outside plan_lock, then under its write side calls
+ * replay(pf, new tracker, arg) (may be NULL), swaps, and frees the old
+ * tracker outside.  pf->run takes run's sampler, world, epochs, ranks,
+ * window and seeded flag. */
+int pf_replan(struct cfs_prefetch *pf, const struct cfs_run_config *run,
+              void (*replay)(struct cfs_prefetch *, struct pf_track *, void *), void *arg,
+              char *err, size_t errlen);
+bool pf_is_changed(const struct cfs_prefetch *pf, uint32_t id);
+/* Remember that id's source changed; count and log it the first time. */
+void pf_mark_changed(struct cfs_prefetch *pf, uint32_t id, const char *path);
 
 /* prefetch_retrieve.c: owned files staged in the page cache, read back
  * for peers.  possible: the session can retrieve (owned files may then be
@@ -414,18 +473,15 @@ bool pf_retrieve_possible(const struct cfs_prefetch *pf);
 int pf_retrieve_provide(struct cfs_prefetch *pf, uint32_t id, uint64_t size, uint64_t xxh3,
                         struct cfs_peer_view *v);
 void pf_retrieve_destroy(struct cfs_prefetch *pf);
-/* The eviction key of sample s: owned files count as needed now. */
-uint64_t pf_sample_next_use(struct cfs_prefetch *pf, uint32_t s);
-/* The cache's policy callback (cfs_cache_next_use_fn), arg the prefetcher. */
-uint64_t pf_next_use_cb(void *arg, uint32_t id);
+
+/* prefetch_stage.c (besides the stager above): the cache's kernel_drop
+ * callback (cache lock held). */
+void pf_kernel_drop_cb(void *arg);
 
 /* prefetch_fetch.c: fetches and the source's identity. */
 /* The cache's source callback (cfs_cache_source_fn), arg the prefetcher. */
 int pf_source_cb(void *arg, uint32_t id, struct cfs_cache_source *out);
 bool pf_fd_is_catalogs(int fd, const struct cfs_entry *e);
-bool pf_is_changed(const struct cfs_prefetch *pf, uint32_t id);
-/* Remember that id's source changed; count and log it the first time. */
-void pf_mark_changed(struct cfs_prefetch *pf, uint32_t id, const char *path);
 /* Open entry id's source for direct reads: 0 and *fd, or -errno (-ESTALE:
  * not the catalog's file any more). */
 int pf_open_source(struct cfs_prefetch *pf, uint32_t id, int *fd);
@@ -448,32 +504,6 @@ void *pf_finisher_main(void *arg);
 
 /* prefetch_loop.c: the prefetcher thread. */
 void *pf_prefetch_main(void *arg);
-/* The passes while no order is known (see pass_read above).  An open of
- * sample s: true when it ended a pass (the next open starts one). */
-bool pf_pass_open(struct cfs_prefetch *pf, uint32_t s);
-/* The current pass. */
-uint64_t pf_pass_current(struct cfs_prefetch *pf);
-/* s was opened in pass `pass`. */
-bool pf_pass_was_read(const struct cfs_prefetch *pf, uint32_t s, uint64_t pass);
-/* The cache's policy while no order is known (cfs_cache_next_use_fn, arg
- * the prefetcher): a file read in the current pass is needed only after
- * every file not yet read in it, so it goes first and the sweep may evict
- * it; a file not yet read is never evicted for a prefetch.  It never reads
- * pf->track. */
-uint64_t pf_pass_key_cb(void *arg, uint32_t id);
-/* Install the cache's policy for no known order (plan_lock held for
- * writing, or before any other thread runs): pf_pass_key_cb with the
- * sweep, else LRU. */
-void pf_policy_unordered(struct cfs_prefetch *pf);
-
-/* prefetch.c: install tracker-to-be of *run in place of the current one
- * (replan_mu held): plans outside plan_lock, then under its write side
- * calls replay(pf, new tracker, arg) (may be NULL), swaps, and frees the
- * old tracker outside.  pf->run takes run's sampler, world, epochs, ranks,
- * window and seeded flag. */
-int pf_replan(struct cfs_prefetch *pf, const struct cfs_run_config *run,
-              void (*replay)(struct cfs_prefetch *, struct pf_track *, void *), void *arg,
-              char *err, size_t errlen);
 
 /* prefetch_adopt.c: the open path's side of identification. */
 /* Learning: remember s (plan_lock read side held). */
@@ -494,8 +524,5 @@ void pf_end_epoch_order(struct cfs_prefetch *pf);
 /* Initialises and frees the identification state (create/destroy). */
 void pf_identify_init(struct cfs_prefetch *pf);
 void pf_identify_free(struct cfs_prefetch *pf);
-
-/* prefetch_stage.c: the cache's kernel_drop callback (cache lock held). */
-void pf_kernel_drop_cb(void *arg);
 
 #endif

@@ -14,7 +14,8 @@
  * Without a tracker (no order known yet) a round is the sweep instead,
  * where pf->sweep allows: the samples not yet read in the current pass,
  * in index order, into RAM, evicting only files read in this pass (see
- * "The passes" below), unless it holds back for busy cores (sweep_holds).
+ * "The passes" in prefetch_state.c), unless it holds back for busy cores
+ * (sweep_holds).
  * The
  * thread sleeps when a round started nothing and nobody woke it, and tells
  * wait_idle when nothing is in flight either.  With `progress` it logs the
@@ -85,71 +86,6 @@ static unsigned fetch_tier_order(struct cfs_prefetch *pf, struct pf_track *t, en
         cursor[k]++;
     }
     return started;
-}
-
-/* ---- The passes.  While no order is known, the trainer's epoch is a
- * permutation of the samples: each is read once before any is read again.
- * So a file already read in the current pass is worth nothing until every
- * other file has been read, and a file not yet read will be, before the
- * pass ends.  The sweep fetches only files not yet read, and the cache's
- * policy (pf_pass_key_cb) lets it evict only files already read: every
- * byte swept is read from RAM in the same pass, and no file is fetched
- * twice in one (nor does a trainer's demand fetch evict a file not yet
- * read: its own file, just read, is worth no more than those).
- *
- * Where a pass ends is counted, not observed: every nsamples opens of
- * samples.  For a permutation that is the epoch's end exactly.  An epoch
- * that reads some files twice (padding to the world size) or leaves some
- * out (drop_last) moves the boundary by as many opens: the files read
- * across it are taken for the other pass's, at worst read from the source
- * once more or swept once too many, never wrong, and the count never
- * stalls (a boundary that waited for every sample would never come when
- * some are never read).  At a pass's end every entry is re-keyed and the
- * sweep starts again from the first sample. */
-
-bool pf_pass_open(struct cfs_prefetch *pf, uint32_t s)
-{
-    if (!pf->pass_read || s >= pf->nsamples)
-        return false;
-    uint64_t k = atomic_fetch_add_explicit(&pf->pass_opens, 1, memory_order_relaxed);
-    atomic_store_explicit(&pf->pass_read[s], (uint32_t)(k / pf->nsamples + 1),
-                          memory_order_relaxed);
-    return (k + 1) % pf->nsamples == 0;
-}
-
-uint64_t pf_pass_current(struct cfs_prefetch *pf)
-{
-    return atomic_load_explicit(&pf->pass_opens, memory_order_relaxed) / pf->nsamples;
-}
-
-bool pf_pass_was_read(const struct cfs_prefetch *pf, uint32_t s, uint64_t pass)
-{
-    return atomic_load_explicit(&pf->pass_read[s], memory_order_relaxed) == (uint32_t)(pass + 1);
-}
-
-/* Keys (larger goes first): a file read in this pass is evicted before any
- * other, and a fetch of one (a demand fetch: the open marked it) evicts
- * nothing, since the cache refuses a victim needed no later than the new
- * file; a file not yet read is refused as a victim to every fetch but one
- * with CFS_CACHE_DEMAND, which the open path does not use meanwhile. */
-#define PASS_KEY_READ (UINT64_MAX - 1)
-#define PASS_KEY_UNREAD (UINT64_MAX / 2)
-
-uint64_t pf_pass_key_cb(void *arg, uint32_t id)
-{
-    struct cfs_prefetch *pf = arg;
-    const struct cfs_entry *e = cfs_catalog_entry(pf->cat, id);
-    if (!e || e->sample == CFS_NO_SAMPLE || e->sample >= pf->nsamples)
-        return UINT64_MAX;
-    return pf_pass_was_read(pf, e->sample, pf_pass_current(pf)) ? PASS_KEY_READ : PASS_KEY_UNREAD;
-}
-
-void pf_policy_unordered(struct cfs_prefetch *pf)
-{
-    if (pf->pass_read)
-        cfs_cache_set_policy(pf->cache, pf_pass_key_cb, pf);
-    else
-        cfs_cache_set_policy(pf->cache, NULL, NULL);
 }
 
 /* While no order is known: the samples not yet read in this pass, in

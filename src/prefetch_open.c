@@ -187,11 +187,6 @@ static int peer_read_direct(struct cfs_prefetch *pf, uint32_t id, uint64_t size,
     return rc;
 }
 
-int cfs_prefetch_open(struct cfs_prefetch *pf, cfs_id id, struct cfs_prefetch_file **out)
-{
-    return cfs_prefetch_open_as(pf, id, NULL, out);
-}
-
 /* A handle for an open of regular file id: its entry in *e, no bytes yet. */
 static int file_new(struct cfs_prefetch *pf, cfs_id id, const struct cfs_entry **e,
                     struct cfs_prefetch_file **out)
@@ -476,32 +471,6 @@ int cfs_prefetch_read(struct cfs_prefetch *pf, struct cfs_prefetch_file *f, uint
     x->data = scratch;
     x->len = got;
     return 0;
-}
-
-ssize_t cfs_prefetch_pread(struct cfs_prefetch *pf, struct cfs_prefetch_file *f, void *buf,
-                           size_t size, uint64_t off)
-{
-    struct cfs_prefetch_extent x;
-    int rc = cfs_prefetch_read(pf, f, off, size, buf, &x);
-    if (rc)
-        return rc;
-    if (x.data) {
-        if (x.data != buf)
-            memcpy(buf, x.data, x.len);
-        return (ssize_t)x.len;
-    }
-    size_t got = 0;
-    while (got < x.len) {
-        ssize_t n = pread(x.fd, (char *)buf + got, x.len - got, (off_t)(x.pos + got));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -errno;
-        if (n == 0)
-            return -EIO; /* the entry was checked: it cannot be short */
-        got += (size_t)n;
-    }
-    return (ssize_t)got;
 }
 
 bool cfs_prefetch_is_direct(const struct cfs_prefetch_file *f)

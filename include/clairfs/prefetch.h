@@ -5,7 +5,7 @@
  * those outside the index order: they are cached reactively); the plan
  * speaks of samples (dataset indices); the catalog maps one to the other.
  *
- * An open (cfs_prefetch_open) first tells the position tracker (see
+ * An open (cfs_prefetch_open_as) first tells the position tracker (see
  * src/prefetch_track.c: a count of expected opens, immune to DataLoader
  * reordering) and counts the prediction; then it takes a pinned cache
  * handle: a RAM or SSD entry is served as it is; a fetch in flight is waited
@@ -194,16 +194,14 @@ void cfs_prefetch_destroy(struct cfs_prefetch *pf);
  * rounds ask goes away: the identification's scan_share. */
 void cfs_prefetch_stop(struct cfs_prefetch *pf);
 
-/* Open regular file `id` for reading.  0 and *out, or -errno (the source
- * cannot be opened either). */
-int cfs_prefetch_open(struct cfs_prefetch *pf, cfs_id id, struct cfs_prefetch_file **out);
 /* Who opens: the caller's process (thread group) and its parent, 0 when
  * unknown (another pid namespace, a process already gone). */
 struct cfs_opener {
     pid_t pid, ppid;
 };
-/* The same, by `who` (NULL: unknown), which order identification learns
- * from while the order is not known. */
+/* Open regular file `id` for reading, by `who` (NULL: unknown), which
+ * order identification learns from while the order is not known.  0 and
+ * *out, or -errno (the source cannot be opened either). */
 int cfs_prefetch_open_as(struct cfs_prefetch *pf, cfs_id id, const struct cfs_opener *who,
                          struct cfs_prefetch_file **out);
 
@@ -222,9 +220,6 @@ struct cfs_prefetch_extent {
  * -errno. */
 int cfs_prefetch_read(struct cfs_prefetch *pf, struct cfs_prefetch_file *f, uint64_t off,
                       size_t size, void *scratch, struct cfs_prefetch_extent *x);
-/* The same, copied into buf: bytes read or -errno. */
-ssize_t cfs_prefetch_pread(struct cfs_prefetch *pf, struct cfs_prefetch_file *f, void *buf,
-                           size_t size, uint64_t off);
 void cfs_prefetch_release(struct cfs_prefetch *pf, struct cfs_prefetch_file *f);
 /* Size of the opened file (the catalog's). */
 uint64_t cfs_prefetch_file_size(const struct cfs_prefetch_file *f);

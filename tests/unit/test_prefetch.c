@@ -175,7 +175,7 @@ START_TEST(path_staged_into_a_fake_page_cache)
      * read that reaches clairfs. */
     cfs_id id0 = cfs_catalog_sample_entry(fx.cat, 0);
     struct cfs_prefetch_file *f = NULL;
-    ck_assert_int_eq(cfs_prefetch_open(pf, id0, &f), 0);
+    ck_assert_int_eq(cfs_prefetch_open_as(pf, id0, NULL, &f), 0);
     ck_assert(cfs_prefetch_keep_cache(f));
     ck_assert(cfs_prefetch_is_direct(f));
     cfs_prefetch_release(pf, f);
@@ -233,7 +233,7 @@ START_TEST(path_all_staged_and_unseen_reads)
     k.unknown[hidden] = false;
     pthread_mutex_unlock(&k.mu);
     struct cfs_prefetch_file *f = NULL;
-    ck_assert_int_eq(cfs_prefetch_open(pf, hidden, &f), 0);
+    ck_assert_int_eq(cfs_prefetch_open_as(pf, hidden, NULL, &f), 0);
     cfs_prefetch_release(pf, f);
     ck_assert(wait_metric(&m, CFS_M_PAGECACHE_STAGED, NFILES - 1));
     for (int i = 0; i < 300 && !cfs_prefetch_all_staged(pf); i++)
@@ -250,7 +250,7 @@ START_TEST(path_all_staged_and_unseen_reads)
     ck_assert_int_eq(cfs_prefetch_open_unseen(pf, id0, &f), 0);
     ck_assert(cfs_prefetch_is_direct(f));
     ck_assert(!cfs_prefetch_keep_cache(f));
-    ck_assert_int_eq(cfs_prefetch_pread(pf, f, got, size + 1, 0), (ssize_t)size);
+    ck_assert_int_eq(read_into(pf, f, got, size + 1, 0), (ssize_t)size);
     ck_assert(memcmp(got, want, size) == 0);
     cfs_prefetch_release(pf, f);
     free(want);
