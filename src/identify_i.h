@@ -308,13 +308,12 @@ struct ident_pace {
 void ident_pace_charge(struct ident_pace *pc);
 void ident_pace_priority(struct ident_pace *pc, bool idle);
 void ident_pace_chunk(struct ident_pace *pc);
-/* ident_pace_chunk's decisions, its measurements given: the thread's CPU
- * seconds cpu charged; at monotonic second now, should the next chunk
- * run raised (*allow: the budget's CPU seconds); the thread now runs
- * raised or not (its priority changed). */
+/* ident_pace_chunk with its measurements given: the thread's CPU seconds
+ * cpu charged, at monotonic second now; set_priority(raised) changes the
+ * thread's priority (false: refused, the pace stays as it was). */
 void ident_pace_charge_at(struct ident_pace *pc, double cpu);
-bool ident_pace_wants_raised(struct ident_pace *pc, double now, double *allow);
-void ident_pace_switched(struct ident_pace *pc, bool raised, double now, double allow);
+void ident_pace_chunk_at(struct ident_pace *pc, double now, double cpu,
+                         bool (*set_priority)(bool raised));
 
 /* --- One attempt over a set of observations (identify_scan.c). ---------- */
 

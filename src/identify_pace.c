@@ -26,9 +26,9 @@
  * seconds for another probe at idle priority, as the trainers may have
  * moved on.
  *
- * The decisions (ident_pace_wants_raised, ident_pace_switched,
- * ident_meter_share_at) take their measurements as arguments, so what the
- * pace decides is tested with the clocks it would read given, never by
+ * The decisions (ident_pace_chunk_at, ident_meter_share_at) take their
+ * measurements - the clocks' readings, the priority's change - as
+ * arguments, so what the pace decides is tested with them given, never by
  * how a host's scheduler shared its CPU.
  *
  * The meter.  The data path's sweep holds back while a scan runs on busy
@@ -168,7 +168,9 @@ static void pace_probe(struct ident_pace *pc, double now)
     }
 }
 
-bool ident_pace_wants_raised(struct ident_pace *pc, double now, double *allow)
+/* Should the next chunk run raised, at monotonic second now (*allow: the
+ * budget's CPU seconds)? */
+static bool wants_raised(struct ident_pace *pc, double now, double *allow)
 {
     pace_probe(pc, now);
     uint64_t opens = atomic_load(&pc->opens);
@@ -178,7 +180,8 @@ bool ident_pace_wants_raised(struct ident_pace *pc, double now, double *allow)
                                      pc->raised ? now - pc->raised_at : -1);
 }
 
-void ident_pace_switched(struct ident_pace *pc, bool raise, double now, double allow)
+/* The thread now runs raised or not (its priority changed at now). */
+static void switched(struct ident_pace *pc, bool raise, double now, double allow)
 {
     pc->raised = raise;
     pc->idle = !raise;
@@ -206,17 +209,29 @@ void ident_pace_switched(struct ident_pace *pc, bool raise, double now, double a
     }
 }
 
-void ident_pace_chunk(struct ident_pace *pc)
+void ident_pace_chunk_at(struct ident_pace *pc, double now, double cpu,
+                         bool (*set_priority)(bool raised))
 {
     if (atomic_exchange(&pc->reset, false))
         pc->spent = 0, pc->said_raised = pc->said_spent = false;
-    ident_pace_charge(pc);
-    double now = ident_clock_sec(CLOCK_MONOTONIC), allow;
-    bool raise = ident_pace_wants_raised(pc, now, &allow);
-    if (raise == pc->raised)
+    ident_pace_charge_at(pc, cpu);
+    double allow;
+    bool raise = wants_raised(pc, now, &allow);
+    if (raise == pc->raised || !set_priority(raise))
         return;
-    if (raise ? cfs_thread_normal_priority() < 0
-              : strcmp(cfs_thread_lower_priority(), "normal") == 0)
-        return;
-    ident_pace_switched(pc, raise, now, allow);
+    switched(pc, raise, now, allow);
+}
+
+/* The module thread at the normal priority (raised) or idle: false when
+ * the change was refused (the lowering fell through to "normal"). */
+static bool set_thread_priority(bool raised)
+{
+    return raised ? cfs_thread_normal_priority() >= 0
+                  : strcmp(cfs_thread_lower_priority(), "normal") != 0;
+}
+
+void ident_pace_chunk(struct ident_pace *pc)
+{
+    double cpu = ident_clock_sec(CLOCK_THREAD_CPUTIME_ID);
+    ident_pace_chunk_at(pc, ident_clock_sec(CLOCK_MONOTONIC), cpu, set_thread_priority);
 }
