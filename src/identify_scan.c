@@ -33,6 +33,8 @@
  * and the first open that differs from it.  For the torch models that is
  * the second open whenever it differs from the first, and when it does not
  * the set only grows: no seed the old constraint passed is lost, the sets
+ * keep at most two values a reader (the filter's pass rate is the same) and
+ * it is still one scan for every model.
  *
  * Why the head at the normal priority.  A scan's long part yields to the
  * trainer (identify_pace.c).  Its head - a registered seed's span, the
