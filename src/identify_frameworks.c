@@ -47,7 +47,11 @@
  * without workers its ranks, siblings under the launcher, read what W
  * persistent workers of one torch-ddp rank read, but for the padding of the
  * last round.  torch-ddp is tried first and named until a padding shows
- * (the module checks again at the next epoch's start, identify.c). */
+ * (the module checks again at the next epoch's start, identify_thread.c).
+ *
+ * ident_stride_of_starts, the siblings' starts read as one stride, lives
+ * here, below identify_verify.c, which reads torch-ddp's batches from it
+ * as accelerate's are read here. */
 #include <stddef.h>
 #include <stdint.h>
 
@@ -56,7 +60,6 @@
 #define RA_REPETITIONS 3u /* the frameworks' default (sampler_framework.c) */
 #define RA_SELECTED_ROUND 256u
 #define TIMM_EPOCHS 4096u /* candidate seeds below this are read as epochs */
-#define NONE UINT32_MAX
 
 bool ident_sharded(enum cfs_sampler_kind kind)
 {
@@ -149,6 +152,25 @@ static size_t accelerate_padded(const struct ident_fw_head *hd, struct ident_hyp
     return 1;
 }
 
+/* Workers 1 .. k of a rank start at w times one stride (identify_i.h). */
+uint32_t ident_stride_of_starts(const uint32_t *starts, size_t k)
+{
+    uint32_t min = UINT32_MAX;
+    for (size_t i = 0; i < k; i++)
+        if (starts[i] < min)
+            min = starts[i];
+    if (k == 0 || min == 0)
+        return 0;
+    for (size_t i = 0; i < k; i++) {
+        if (starts[i] % min != 0 || starts[i] / min > k)
+            return 0;
+        for (size_t j = 0; j < i; j++)
+            if (starts[j] == starts[i])
+                return 0;
+    }
+    return min;
+}
+
 /* accelerate, the head still in its first batch (`opened` opens, no jump
  * yet): worker w of its rank starts at the rank's batch w, global batch
  * w W, position w W B, so its siblings' first opens, when each sits at a
@@ -191,8 +213,8 @@ static size_t accelerate_hyps(const struct ident_fw_head *hd, struct ident_hyp *
         return accelerate_padded(hd, out, max);
     if (i == hd->len)
         return accelerate_siblings(hd, i, out, max);
-    uint32_t q = i < hd->len ? hd->pos(hd->arg, i) : NONE;
-    if (q == NONE || q % i != 0)
+    uint32_t q = i < hd->len ? hd->pos(hd->arg, i) : IDENT_NONE;
+    if (q == IDENT_NONE || q % i != 0)
         return 0;
     uint32_t tw = q / (uint32_t)i; /* T' * W */
     uint32_t batch = (uint32_t)i;
@@ -222,7 +244,7 @@ static bool ra_schedule(const struct ident_fw_head *hd, uint32_t r0, struct iden
     uint64_t end = hd->n / RA_SELECTED_ROUND * RA_SELECTED_ROUND / h->world;
     for (size_t i = 1; i < hd->len && i < end; i++) {
         uint32_t q = hd->pos(hd->arg, i);
-        if (q == NONE)
+        if (q == IDENT_NONE)
             return true;
         if (q == (r0 + i * h->world) / RA_REPETITIONS)
             continue;
@@ -295,8 +317,8 @@ static bool ra_siblings(const struct ident_fw_head *hd, uint32_t r0, struct iden
 static size_t ra_hyps(const struct ident_fw_head *hd, struct ident_hyp *out, size_t max)
 {
     size_t k = 0;
-    uint32_t q1 = hd->len < 2 ? NONE : hd->pos(hd->arg, 1);
-    if (q1 == NONE)
+    uint32_t q1 = hd->len < 2 ? IDENT_NONE : hd->pos(hd->arg, 1);
+    if (q1 == IDENT_NONE)
         return 0;
     /* the head is whichever of ranks 0 .. R-1 opened the epoch's first
      * value first: rank r0 reads entry r0 first, then r0 + W */

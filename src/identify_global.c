@@ -1,7 +1,7 @@
 /* Order identification of a torch-global trainer (clairfs/sampler.h) from
  * a registered seed S: torch.manual_seed(S), a model built (K words of the
  * global generator), DataLoader(shuffle=True) without a generator, G words
- * an epoch outside the loader.  identify.c calls this with its
+ * an epoch outside the loader.  identify_scan.c calls this with its
  * observations when the registered seed did not explain them as the
  * registered kind; identify_verify.c judges every candidate.
  *

@@ -1,18 +1,48 @@
-/* Private to order identification: the split between the module
- * (identify.c: observations, the thread, the seed scans), the
- * verification of one candidate seed against every observed open
- * (identify_verify.c) and the frameworks' samplers as hypotheses of it
- * (identify_frameworks.c). */
+/* Private to order identification (clairfs/identify.h).  The module is
+ * eleven files in layers; a file calls only the files below it, never one
+ * above, so each can be read knowing only what lies under it:
+ *
+ *   identify.c             the opens as they come: observe, restart, state;
+ *                          which readers restart a running scan
+ *   identify_thread.c      the module's thread: create/destroy, an attempt
+ *                          on a snapshot of the opens, what its outcome
+ *                          changes, when the next attempt comes
+ *   identify_epochs.c      torch-global without a seed: one epoch's window
+ *                          of opens at a time, on the mount and offline
+ *   identify_scan.c        one attempt: the kept candidates, the seed scans
+ *                          over the sets of first and second opens,
+ *                          cfs_identify_offline, the result in words
+ *   identify_pace.c        the scans' priority, budget and share of a core
+ *   identify_global.c      torch-global from a registered seed (K and G)
+ *   identify_verify.c      one candidate seed: the hypotheses (world, batch,
+ *                          workers, the frameworks') tried on it
+ *   identify_walk.c        one hypothesis followed over every reader, and
+ *                          the evidence of its fit
+ *   identify_view.c        where each value sits in a candidate's epochs
+ *   identify_frameworks.c  the frameworks' samplers as hypotheses
+ *   identify_readers.c     the opens grouped by process
+ *
+ * identify_pace.c, identify_view.c, identify_frameworks.c and
+ * identify_readers.c call no other identify file; identify_global.c calls
+ * only identify_verify.c and identify_readers.c.  (The object files' graph
+ * of calls - nm -u against nm -g --defined-only - sorts with tsort.) */
 #ifndef CLAIRFS_IDENTIFY_I_H
 #define CLAIRFS_IDENTIFY_I_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "clairfs/identify.h"
+#include "clairfs/sampler.h"
+
+#define IDENT_NONE UINT32_MAX /* a position not known */
+
+/* --- The opens grouped by process (identify_readers.c). ----------------- */
 
 /* Opens of one process, in order. */
 struct ident_reader {
@@ -33,12 +63,125 @@ int ident_group(const uint32_t *samples, const pid_t *pids, const pid_t *ppids, 
                 struct ident_readers *out);
 void ident_readers_free(struct ident_readers *rd);
 
+
 /* A false identification stays below 2^-40 when the evidence of a fit, in
  * bits, reaches this much plus log2 of the candidate seeds tried (see
  * identify_verify.c for the argument). */
 #define IDENT_SAFETY_BITS 40.0
 #define IDENT_HYPOTHESIS_BITS 12.0 /* at most 4096 hypotheses a seed */
 #define IDENT_MIN_OPENS 32
+
+/* One hypothesis of how the opens follow from a candidate's epochs. */
+struct ident_hyp {
+    enum cfs_sampler_kind kind;
+    bool persistent, drop_last, drop_last_batch;
+    uint32_t world, batch, workers, p0;
+    uint64_t rank_len; /* indices a rank reads in an epoch */
+};
+
+#define IDENT_MAX_WORLD 64 /* the largest world a hypothesis guesses */
+
+/* --- The frameworks' samplers (identify_frameworks.c). ------------------ */
+
+/* Ranks read disjoint parts of one permutation per epoch, drawn from a
+ * generator seeded afresh: torch-ddp and the frameworks' samplers. */
+bool ident_sharded(enum cfs_sampler_kind kind);
+/* For h of a framework kind (hf-accelerate, torchvision-ra): the indices
+ * a rank reads per epoch; the permutation position of rank r's index j;
+ * the (rank, index) pairs that read position q, at most
+ * ident_fw_choices(h) of them, into r[] and j[]. */
+uint64_t ident_fw_rank_len(const struct ident_hyp *h, uint64_t n);
+uint32_t ident_fw_position(const struct ident_hyp *h, uint64_t n, uint32_t r, uint64_t j);
+size_t ident_fw_places(const struct ident_hyp *h, uint64_t n, uint32_t q, uint32_t *r, uint64_t *j);
+uint32_t ident_fw_choices(const struct ident_hyp *h);
+#define IDENT_FW_MAX_CHOICES 3
+
+/* The reader that opened the epoch's first permutation entry: pos(arg, i)
+ * is the position of its open i (i < len) in the candidate's epoch 0
+ * (IDENT_NONE where unknown; pos(arg, 0) = 0); a registered batch (0:
+ * none). */
+struct ident_fw_head {
+    uint32_t (*pos)(void *arg, size_t i);
+    void *arg;
+    size_t len;
+    uint64_t n;
+    uint32_t hint_batch;
+    /* The epoch-0 positions of the first opens of the head's siblings
+     * (readers with its parent: its rank's other workers), which say B and
+     * T while the head has not finished its first batch. */
+    const uint32_t *sibling_first;
+    size_t nsiblings;
+};
+/* The framework hypotheses (kind, world, batch, workers) these opens
+ * allow, at most max; drop_last variants are the caller's. */
+size_t ident_fw_hypotheses(const struct ident_fw_head *hd, struct ident_hyp *out, size_t max);
+
+/* Workers 1 .. k of a rank start at w times one stride (torch-ddp's and
+ * accelerate's batches, in their own units): the least of starts[0 .. k)
+ * when each is a distinct multiple 1 .. k of it, else 0. */
+uint32_t ident_stride_of_starts(const uint32_t *starts, size_t k);
+/* Is a torchvision-ra fit with candidate seed seed32 to be named timm-ra
+ * (seed32 is then the epoch the observation began in)? */
+bool ident_fw_timm(uint32_t seed32, const struct cfs_sampler_params *hint);
+
+
+/* --- A candidate's epochs (identify_view.c). ----------------------------- */
+
+/* Where each value sits in each epoch of one generator family. */
+struct ident_view {
+    enum cfs_sampler_kind kind;
+    bool persistent;
+    uint32_t seed32, skip;
+    uint64_t n;
+    enum cfs_randperm_algo algo;
+    bool sparse;
+    struct cfs_sampler *s;
+    /* the model the epochs come from (world 1, batch 1) */
+    struct cfs_sampler_params base;
+    uint32_t **inv;  /* dense: inv[e][v]; sparse: hash, keys then positions */
+    uint64_t **seen; /* bitsets of explained positions, per epoch */
+    uint32_t nep, maxep, hbits, width;
+};
+
+/* model: a full sampler configuration to take the epochs from (torch-global,
+ * identify_global.c); NULL: kind's, seeded seed32.  0, -ENOMEM, -ENOTSUP (a
+ * model above the dense n), -errno; ident_view_free in every case. */
+int ident_view_init(struct ident_view *v, const struct cfs_identify_params *p,
+                    enum cfs_sampler_kind kind, bool persistent, uint32_t seed32, uint32_t skip,
+                    const struct cfs_sampler_params *model);
+void ident_view_free(struct ident_view *v);
+/* Position of value x in epoch e, IDENT_NONE when unknown (beyond the
+ * epochs kept, outside the sparse window) or on error (*err set). */
+uint32_t ident_pos_of(struct ident_view *v, uint32_t e, uint32_t x, int *err);
+
+/* --- One hypothesis over every reader (identify_walk.c). ----------------- */
+
+struct ident_walk {
+    struct ident_view *v;
+    const struct ident_hyp *h;
+    const struct ident_readers *rd;
+    struct cfs_sampler *model; /* confirming: compare with rank_at */
+    uint32_t model_epoch;
+    uint32_t *rank;   /* per reader: DDP rank (torch kinds: 0) */
+    uint32_t *epoch0; /* per reader: the epoch of its first open */
+    uint64_t *start;  /* per reader: the rank's index of its first open */
+    /* per reader, the placement search's state: the epoch and the choice
+     * of place to try next, and max_epoch before its placement */
+    uint32_t *try_epoch, *try_place, *max_before;
+    uint64_t budget;  /* schedules followed before the walk gives up */
+    uint32_t max_epoch;
+    int err;
+};
+
+/* Every reader placed at a worker's first batch of some epoch and followed
+ * on its schedule; with mark, the placement found is walked once more
+ * marking what it reads.  False when none fits (or w->err). */
+bool ident_walk_all(struct ident_walk *w, bool mark);
+/* The evidence of h's fit, in bits (identify_walk.c's top comment); -1
+ * when it does not fit. */
+double ident_walk_evidence(struct ident_walk *w);
+
+/* --- One candidate (identify_verify.c). ---------------------------------- */
 
 /* Verdict on one candidate: generator seed seed32 (mod 2^32) drawing
  * skip_words before the first randperm, the head of the stream at randperm
@@ -56,7 +199,7 @@ int ident_verify_model(const struct cfs_identify_params *p, const struct ident_r
                        const struct cfs_sampler_params *model, double need_bits,
                        struct cfs_identified *out, double *bits);
 
-/* --- torch-global (identify_global.c). ---------------------------------- */
+/* --- torch-global from a registered seed (identify_global.c). ----------- */
 
 /* The opens as observed, in order. */
 struct ident_obs {
@@ -89,57 +232,223 @@ double ident_global_candidates(const struct cfs_identify_params *p);
 /* " rng_offset=K rng_epoch_words=G" for a torch-global id, else "". */
 void ident_global_describe(const struct cfs_identified *id, char *buf, size_t len);
 
-/* One hypothesis of how the opens follow from a candidate's epochs. */
-struct ident_hyp {
-    enum cfs_sampler_kind kind;
-    bool persistent, drop_last, drop_last_batch;
-    uint32_t world, batch, workers, p0;
-    uint64_t rank_len; /* indices a rank reads in an epoch */
+
+/* --- The scans' priority, budget and share of a core (identify_pace.c). -- */
+
+static inline double ident_clock_sec(clockid_t clock)
+{
+    struct timespec ts;
+    if (clock_gettime(clock, &ts) != 0)
+        return -1;
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Seconds on the monotonic clock since t0. */
+static inline double ident_seconds_since(const struct timespec *t0)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)(now.tv_sec - t0->tv_sec) + (double)(now.tv_nsec - t0->tv_nsec) * 1e-9;
+}
+
+/* The share of a core the module thread's scans get (cfs_identify_scan_share).
+ * Its own lock, a leaf: the data path asks without waiting for the module's. */
+struct ident_scan_meter {
+    pthread_mutex_t mu;
+    clockid_t clock; /* the module thread's CPU time */
+    bool has_clock;
+    bool scanning;
+    double scan_end;   /* monotonic seconds */
+    double t0, cpu0;   /* the window's start, the thread's CPU time then */
+    double share;      /* of the last window; -1 before one */
 };
 
-#define IDENT_MAX_WORLD 64 /* the largest world a hypothesis guesses */
+/* On the module's thread, around each scan. */
+void ident_meter_scan(struct ident_scan_meter *m, bool begin);
+/* The meter's arithmetic, its measurements given (m->mu held, or a meter
+ * no other thread sees): a scan begins or ends at monotonic second now,
+ * the module thread's CPU seconds then cpu; does a window close at now
+ * (its CPU time is then needed); is a scan running (or ended less than a
+ * gap ago) at now, *share the last window's. */
+void ident_meter_scan_at(struct ident_scan_meter *m, bool begin, double now, double cpu);
+bool ident_meter_window_closes(const struct ident_scan_meter *m, double now);
+bool ident_meter_share_at(struct ident_scan_meter *m, double now, double cpu, double *share);
 
-/* --- The frameworks' samplers (identify_frameworks.c). --- */
+#define IDENT_PACE_CHUNK (1ull << 16) /* ~1 ms of a core: under a second at idle on busy cores */
+#define IDENT_PACE_GAP 1.0         /* seconds between opens counted as reading, at most */
+#define IDENT_PACE_MIN_READING 1.0 /* seconds of reading before a pace is known */
+#define IDENT_PACE_PROBE 2.0       /* seconds at idle priority that measure its share */
+#define IDENT_PACE_SPELL 20.0      /* seconds raised between probes */
 
-/* Ranks read disjoint parts of one permutation per epoch, drawn from a
- * generator seeded afresh: torch-ddp and the frameworks' samplers. */
-bool ident_sharded(enum cfs_sampler_kind kind);
-/* For h of a framework kind (hf-accelerate, torchvision-ra): the indices
- * a rank reads per epoch; the permutation position of rank r's index j;
- * the (rank, index) pairs that read position q, at most
- * ident_fw_choices(h) of them, into r[] and j[]. */
-uint64_t ident_fw_rank_len(const struct ident_hyp *h, uint64_t n);
-uint32_t ident_fw_position(const struct ident_hyp *h, uint64_t n, uint32_t r, uint64_t j);
-size_t ident_fw_places(const struct ident_hyp *h, uint64_t n, uint32_t q, uint32_t *r, uint64_t *j);
-uint32_t ident_fw_choices(const struct ident_hyp *h);
-#define IDENT_FW_MAX_CHOICES 3
-
-/* The reader that opened the epoch's first permutation entry: pos(arg, i)
- * is the position of its open i (i < len) in the candidate's epoch 0
- * (UINT32_MAX where unknown; pos(arg, 0) = 0); a registered batch (0:
- * none). */
-struct ident_fw_head {
-    uint32_t (*pos)(void *arg, size_t i);
-    void *arg;
-    size_t len;
+/* The scans' pace (identify_pace.c's top comment). */
+struct ident_pace {
+    double budget;
+    unsigned cores;
     uint64_t n;
-    uint32_t hint_batch;
-    /* The epoch-0 positions of the first opens of the head's siblings
-     * (readers with its parent: its rank's other workers), which say B and
-     * T while the head has not finished its first batch. */
-    const uint32_t *sibling_first;
-    size_t nsiblings;
+    struct cfs_metrics *metrics;
+    /* Stored under the module's lock (observe, restart), read by the thread. */
+    _Atomic uint64_t opens;
+    _Atomic uint64_t reading_us;
+    atomic_bool reset; /* a restart: nothing of the budget spent yet */
+    /* The module thread's own. */
+    bool idle;       /* the priority it runs at */
+    bool raised;     /* in a scan's long part, at the normal priority */
+    double cpu_mark; /* its CPU time when last charged */
+    double spent;    /* CPU seconds run raised */
+    bool said_raised, said_spent;
+    double probe_wall, probe_cpu; /* the idle probe's start (monotonic, thread CPU); 0: none */
+    double idle_share;            /* of a core at idle priority, the last probe's; -1: none */
+    double raised_at;             /* monotonic seconds the raised spell began */
 };
-/* The framework hypotheses (kind, world, batch, workers) these opens
- * allow, at most max; drop_last variants are the caller's. */
-size_t ident_fw_hypotheses(const struct ident_fw_head *hd, struct ident_hyp *out, size_t max);
 
-/* Workers 1 .. k of a rank start at w times one stride (torch-ddp's and
- * accelerate's batches, in their own units): the least of starts[0 .. k)
- * when each is a distinct multiple 1 .. k of it, else 0. */
-uint32_t ident_stride_of_starts(const uint32_t *starts, size_t k);
-/* Is a torchvision-ra fit with candidate seed seed32 to be named timm-ra
- * (seed32 is then the epoch the observation began in)? */
-bool ident_fw_timm(uint32_t seed32, const struct cfs_sampler_params *hint);
+/* On the module thread: its CPU time since the last charge, to the
+ * priority it ran at; run at idle priority from now, or at the normal
+ * one (outside the budget: the head of a scan, the checks); before each
+ * chunk of a scan's long part, the priority of the next. */
+void ident_pace_charge(struct ident_pace *pc);
+void ident_pace_priority(struct ident_pace *pc, bool idle);
+void ident_pace_chunk(struct ident_pace *pc);
+/* ident_pace_chunk with its measurements given: the thread's CPU seconds
+ * cpu charged, at monotonic second now; set_priority(raised) changes the
+ * thread's priority (false: refused, the pace stays as it was). */
+void ident_pace_charge_at(struct ident_pace *pc, double cpu);
+void ident_pace_chunk_at(struct ident_pace *pc, double now, double cpu,
+                         bool (*set_priority)(bool raised));
+
+/* --- One attempt over a set of observations (identify_scan.c). ---------- */
+
+#define IDENT_MAX_KEEP 16 /* fits short of evidence kept between attempts */
+
+/* A candidate: seed (mod 2^32), words skipped, the head's position. */
+struct ident_cand {
+    uint32_t seed, skip, p0;
+};
+
+struct ident_attempt {
+    const struct cfs_identify_params *p;
+    const struct ident_readers *rd;
+    const atomic_bool *cancel;
+    struct ident_scan_meter *meter; /* NULL offline */
+    struct ident_pace *pace;        /* NULL offline */
+    bool paced;                     /* a scan's long part: its chunks paced */
+    double need_bits;
+    uint32_t p0;
+    int rc; /* 1 identified, -errno */
+    struct cfs_identified *out;
+    struct ident_cand win;      /* what identified */
+    struct cfs_identified near; /* the best fit short of evidence */
+    double near_bits;
+    struct ident_cand keep[IDENT_MAX_KEEP];
+    size_t nkeep;
+    uint64_t fits;
+    bool scanning;   /* candidates come from a scan (not the kept ones) */
+    bool global_win; /* the outcome is identify_global.c's */
+    size_t readers;  /* processes among the opens (for the debug log) */
+};
+
+/* What an attempt is given: the opens (obs, grouped: rd), the module's
+ * cancel flag, meter and pace (NULL offline), the candidates kept from
+ * the last attempt (kept_only: those alone), what is known of a
+ * torch-global trainer. */
+struct ident_attempt_in {
+    const struct cfs_identify_params *p;
+    const struct ident_obs *obs;
+    const struct ident_readers *rd;
+    const atomic_bool *cancel;
+    struct ident_scan_meter *meter;
+    struct ident_pace *pace;
+    const struct ident_cand *keep;
+    size_t nkeep;
+    bool kept_only;
+};
+
+/* Fills out (or a "why not" text in out) from in's observations, g what
+ * is known of a torch-global trainer.  1 identified, 0 not (out->text
+ * says why), -errno. */
+int ident_attempt_all(const struct ident_attempt_in *in, struct ident_global *g,
+                      struct ident_attempt *a, struct cfs_identified *out);
+/* The result in words (id->text), its seed's high bits from the registered
+ * seed where they agree; the registered values the opens contradict (logged
+ * with log_contradiction). */
+void ident_finish(const struct cfs_identify_params *p, struct cfs_identified *id, double seconds,
+                  bool log_contradiction);
+/* out: nothing identified from `opens` opens, and why (a's best fit). */
+void ident_not_identified(const struct ident_attempt *a, uint64_t opens,
+                          struct cfs_identified *out);
+
+/* --- The module's state. ------------------------------------------------ */
+
+/* Opens kept for verification: an ImageNet epoch (1 281 167) and the next
+ * epoch's first opens, where what the first epoch left open shows (the
+ * pages are touched only as opens come). */
+#define IDENT_MAX_OBS (1u << 21)
+#define IDENT_NEW_READER_RESTARTS 64 /* readers whose first open restarts a scan */
+
+/* torch-global without a seed (clairfs/identify.h): the window of one
+ * epoch's opens that the module learns from. */
+enum { IDENT_EPOCHS_OFF, IDENT_EPOCHS_TRYING, IDENT_EPOCHS_ON };
+struct ident_epochs {
+    unsigned stage;     /* TRYING: one fresh seed's epoch was refuted by the next */
+    uint32_t epoch;     /* the trainer's epoch the window holds */
+    uint64_t per;       /* opens an epoch */
+    uint64_t before;    /* opens observed before the window (since the restart) */
+};
+
+struct cfs_identify {
+    struct cfs_identify_params p;
+    struct cfs_sampler_params hint;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    uint32_t *samples; /* under lock */
+    pid_t *pids, *ppids;
+    size_t len, next_attempt;
+    uint64_t generation;
+    bool stop;
+    struct timespec first_open;
+    double last_open; /* under lock: monotonic seconds of the last open, 0 before one */
+    enum cfs_identify_state state;
+    struct cfs_identified result;
+    atomic_bool cancel;
+    pthread_t thread;
+    struct ident_cand keep[IDENT_MAX_KEEP]; /* under lock: fits short of evidence */
+    size_t nkeep;
+    pid_t readers[IDENT_NEW_READER_RESTARTS];          /* under lock: the first readers seen */
+    pid_t reader_parents[IDENT_NEW_READER_RESTARTS];   /* and their parents */
+    double reader_seen[IDENT_NEW_READER_RESTARTS];     /* and when, seconds after first_open */
+    uint32_t reader_first[IDENT_NEW_READER_RESTARTS];  /* and the sample each opened first */
+    bool reader_two[IDENT_NEW_READER_RESTARTS];        /* and whether a second distinct one */
+    bool reader_restarts[IDENT_NEW_READER_RESTARTS];   /* and whether its opens restart a scan */
+    size_t nreaders;
+    bool attempting; /* under lock: the thread works on a snapshot */
+    unsigned fruitless; /* under lock: scans in a row that found nothing fitting */
+    struct ident_global global; /* under lock: a torch-global trainer's offsets */
+    struct ident_cand win;      /* under lock: the candidate of the last identification */
+    struct ident_epochs epochs; /* under lock */
+    struct ident_scan_meter meter;
+    struct ident_pace pace;
+};
+
+/* --- One epoch at a time (identify_epochs.c). --------------------------- */
+
+/* Under the lock: the observations become the window of opens [from, len)
+ * for the trainer's epoch `epoch`; learning starts again on them. */
+void ident_window_from(struct cfs_identify *id, size_t from, uint32_t epoch);
+/* On the thread, after an attempt over s[0, len) that refuted the
+ * identification: if that was one fresh epoch and it explains the first
+ * epoch_opens opens, the rest is the next epoch's, to be scanned alone
+ * (true).  Takes and returns with the lock held. */
+bool ident_try_next_epoch(struct cfs_identify *id, const uint32_t *s, const pid_t *pids,
+                          const pid_t *ppids, size_t len);
+/* On the thread, the lock held: out (candidate win) fits the current
+ * observations.  In a window, a fresh epoch is torch-global's (named so,
+ * planned as the torch-ddp epoch that reads it); anything else ends the
+ * windows. */
+void ident_epoch_fit(struct cfs_identify *id, struct cfs_identified *out, struct ident_cand win);
+
+/* --- The module's thread (identify_thread.c). --------------------------- */
+
+/* Under the lock: the running attempt stops at its next check of cancel
+ * (and the thread is put back at the normal priority to see it). */
+void ident_cancel_attempt(struct cfs_identify *id);
 
 #endif

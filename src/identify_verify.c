@@ -1,40 +1,29 @@
 /* Does a candidate seed explain the opens?  (Order identification, the
- * verification half; identify.c finds the candidates.)
+ * verification half; identify_scan.c finds the candidates.)
  *
  * A candidate is a generator seed (mod 2^32) and the words drawn before
  * its first randperm: 2 is the torch model's epoch 0 (the loader's
  * _base_seed), 0 is torch-ddp's every epoch (a fresh generator seeded S +
  * e) and torch-sampler's epoch 0.  For each sampler kind that fits the skip
- * this file takes the model's epoch permutations (clairfs/sampler.h: the
- * exact torch orders, not a re-derivation) and asks, for each observed
- * open, where in the epoch it sits.  The rest is the DataLoader's
- * schedule, which the opens themselves reveal:
+ * this file takes the model's epoch permutations (identify_view.c) and
+ * forms hypotheses of the DataLoader's schedule, which the opens
+ * themselves reveal; identify_walk.c follows each over every reader and
+ * weighs its evidence.  The hypotheses come from the head reader:
  *
  *   - the reader whose first open is the head of the stream (position p0:
  *     rank p0's first sample) is worker 0 of its rank; its second open is
  *     at position p0 + W (batch >= 2) or p0 + W * T (batch 1), so the world
  *     W is a divisor of that distance (or the registered world);
  *   - that reader reads stream indices 0 .. B-1, then jumps to T * B:
- *     batch B and workers T (no jump seen: no workers, T = 0);
- *   - every other reader must then start at a worker's first batch w * B
- *     (w < T; index 0 without workers) of some epoch, and every later open
- *     must be exactly the next index of the schedule: batches w, w + T,
- *     ... of the rank's stream, rank r = position mod W for torch-ddp; at
- *     the end of the rank's stream (drop_last, drop_last_batch applied)
- *     a process without workers, or a persistent worker, goes on with the
- *     next epoch; a non-persistent worker's process ends;
- *   - processes are consistent with the launch: without workers the
- *     readers are the rank processes themselves (siblings: one parent);
- *     with workers, readers with one parent are one rank's workers (one r).
+ *     batch B and workers T (no jump seen: no workers, T = 0); before its
+ *     first batch is done, its siblings' first opens at B, 2B, ... say B
+ *     and T.
  *
  * The frameworks' samplers (hf-accelerate, torchvision-ra, timm-ra) draw
  * their epochs as torch-ddp does and are tried on its candidates after it;
  * where their ranks' indices sit, and the schedule their head reader
  * shows, is identify_frameworks.c's (so is which of them the opens cannot
- * tell from torch-ddp).  A reader of an RA sampler opens each file up to
- * three times in an epoch: its start may be any of a value's places (the
- * evidence pays for that choice), and a repeated open explains nothing new
- * (the evidence counts permutation positions, not opens).
+ * tell from torch-ddp).
  *
  * The first hypothesis that explains every open wins (registered values
  * are tried first; then world ascending, drop_last false first, persistent
@@ -43,511 +32,16 @@
  * frameworks', unless a framework sampler is registered).  The winner is then
  * replayed once more through cfs_sampler_rank_at() with its full
  * parameters, so the answer is what the model, as the planner will run
- * it, reads.
- *
- * Why a fit is not luck.  Take an order that is not one of these shuffles,
- * as random as any: each epoch a permutation of n unrelated to MT19937.
- * A fixed seed and hypothesis predicts one exact sequence; the chance that
- * k distinct positions of an epoch agree is (n-k)!/n!.  The fit chose, per
- * reader, where it starts (at most n positions times the epochs tried) and
- * B, T from one more open: subtracting log2 of those choices from the
- * log2(n!/(n-k)!) summed over epochs leaves the evidence E in bits.  The
- * union over at most 2^12 hypotheses per seed and the S seeds x skips tried
- * bounds the chance of any false fit by S * 2^12 * 2^-E; identification
- * demands E >= log2 S + 12 + 40, so a false identification has probability
- * below 2^-40, and at least IDENT_MIN_OPENS opens.  The same bound holds
- * the other way round for any fixed order the generator did not make,
- * structured ones included (sequential, strided, reversed): taking each
- * seed's randperm as a uniformly random permutation - what torch relies on
- * - the chance that one seed reproduces k of its positions is the same
- * (n-k)!/n!.
- *
- * Large n (above DENSE_MAX) keeps no n-entry arrays: the values at the
- * first SPARSE_WINDOW positions of each epoch come from a sparse replay
- * (forward Fisher-Yates) or cfs_seed_inside_out_at (torch >= 2.6's large-n
- * shuffle), opens outside that window end a reader's verification, and
- * the stateful torch models are verified in their epoch 0 only. */
+ * it, reads. */
 #include <errno.h>
-#include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "clairfs/sampler.h"
-#include "clairfs/seed_search.h"
 #include "identify_i.h"
 
-#define DENSE_MAX (1u << 22)
-#define SPARSE_WINDOW (1u << 18)
-#define VIEW_BYTES (256ull << 20) /* epoch inverses kept per candidate */
-#define MAX_EPOCHS 4096u
 #define MAX_WORLDS IDENT_MAX_WORLD
 #define FW_HYPS 64
-#define NONE UINT32_MAX
-
-/* Where each value sits in each epoch of one generator family. */
-struct view {
-    enum cfs_sampler_kind kind;
-    bool persistent;
-    uint32_t seed32, skip;
-    uint64_t n;
-    enum cfs_randperm_algo algo;
-    bool sparse;
-    struct cfs_sampler *s;
-    /* the model the epochs come from (world 1, batch 1) */
-    struct cfs_sampler_params base;
-    uint32_t **inv;  /* dense: inv[e][v]; sparse: hash, keys then positions */
-    uint64_t **seen; /* bitsets of explained positions, per epoch */
-    uint32_t nep, maxep, hbits, width;
-};
-
-static uint32_t hash_slot(uint32_t v, uint32_t bits)
-{
-    return (v * 0x9e3779b1u) >> (32 - bits);
-}
-
-static void sparse_put(uint32_t *tab, uint32_t bits, uint32_t v, uint32_t pos)
-{
-    uint32_t cap = 1u << bits, i = hash_slot(v, bits);
-    while (tab[i] != NONE)
-        i = (i + 1) & (cap - 1);
-    tab[i] = v;
-    tab[cap + i] = pos;
-}
-
-static uint32_t sparse_get(const uint32_t *tab, uint32_t bits, uint32_t v)
-{
-    uint32_t cap = 1u << bits, i = hash_slot(v, bits);
-    while (tab[i] != NONE) {
-        if (tab[i] == v)
-            return tab[cap + i];
-        i = (i + 1) & (cap - 1);
-    }
-    return NONE;
-}
-
-/* Forward Fisher-Yates, values at positions 0 .. w-1 only: steps 0 .. w-1
- * touch at most 2w positions, kept in a small table. */
-static int forward_window(uint32_t seed, uint32_t skip, uint64_t n, uint32_t w, uint32_t *vals)
-{
-    uint32_t bits = 4;
-    while ((1u << bits) < 4 * w)
-        bits++;
-    uint32_t *tab = malloc(sizeof(*tab) * 2 * ((size_t)1 << bits));
-    if (!tab)
-        return -ENOMEM;
-    memset(tab, 0xff, sizeof(*tab) * ((size_t)1 << bits));
-    uint32_t cap = 1u << bits;
-    struct cfs_mt19937 mt;
-    cfs_mt19937_seed(&mt, seed);
-    cfs_mt19937_discard(&mt, skip);
-    for (uint32_t k = 0; k < w && k + 1 < n; k++) {
-        uint32_t b = k + cfs_mt19937_next32(&mt) % (uint32_t)(n - k);
-        uint32_t ia = hash_slot(k, bits), ib;
-        while (tab[ia] != NONE && tab[ia] != k)
-            ia = (ia + 1) & (cap - 1);
-        if (tab[ia] == NONE)
-            tab[ia] = k, tab[cap + ia] = k;
-        ib = hash_slot(b, bits);
-        while (tab[ib] != NONE && tab[ib] != b)
-            ib = (ib + 1) & (cap - 1);
-        if (tab[ib] == NONE)
-            tab[ib] = b, tab[cap + ib] = b;
-        uint32_t t = tab[cap + ia];
-        tab[cap + ia] = tab[cap + ib];
-        tab[cap + ib] = t;
-    }
-    for (uint32_t q = 0; q < w; q++) {
-        uint32_t got = sparse_get(tab, bits, q);
-        vals[q] = got == NONE ? q : got;
-    }
-    free(tab);
-    return 0;
-}
-
-/* model: a full sampler configuration to take the epochs from (torch-global,
- * identify_global.c); NULL: kind's, seeded seed32. */
-static int view_init(struct view *v, const struct cfs_identify_params *p,
-                     enum cfs_sampler_kind kind, bool persistent, uint32_t seed32, uint32_t skip,
-                     const struct cfs_sampler_params *model)
-{
-    memset(v, 0, sizeof(*v));
-    v->kind = kind, v->persistent = persistent, v->seed32 = seed32, v->skip = skip;
-    v->n = p->n, v->algo = p->algo;
-    v->sparse = p->n > DENSE_MAX;
-    v->width = v->sparse ? SPARSE_WINDOW : (uint32_t)p->n;
-    v->hbits = 4;
-    while ((1u << v->hbits) < 2 * v->width)
-        v->hbits++;
-    uint64_t per = v->sparse ? 8ull << v->hbits : 4ull * p->n;
-    v->maxep = (uint32_t)(VIEW_BYTES / per < MAX_EPOCHS ? VIEW_BYTES / per : MAX_EPOCHS);
-    if (v->maxep == 0)
-        v->maxep = 1;
-    if (v->sparse && kind != CFS_SAMPLER_TORCH_DDP)
-        v->maxep = 1; /* the stateful models' later epochs need the whole stream */
-    v->inv = calloc(v->maxep, sizeof(*v->inv));
-    v->seen = calloc(v->maxep, sizeof(*v->seen));
-    if (!v->inv || !v->seen)
-        return -ENOMEM;
-    struct cfs_sampler_params sp = {.kind = kind,
-                                    .seed = seed32,
-                                    .n = p->n,
-                                    .world = 1,
-                                    .batch = 1,
-                                    .persistent_workers = persistent,
-                                    .randperm = p->algo};
-    if (model) {
-        sp = *model;
-        sp.world = 1, sp.batch = 1, sp.list_path = NULL;
-    }
-    v->base = sp;
-    if (v->sparse)
-        return model ? -ENOTSUP : 0;
-    char err[256];
-    return cfs_sampler_create(&sp, &v->s, err, sizeof(err));
-}
-
-static void view_free(struct view *v)
-{
-    for (uint32_t e = 0; v->inv && e < v->nep; e++) {
-        free(v->inv[e]);
-        free(v->seen[e]);
-    }
-    free(v->inv);
-    free(v->seen);
-    cfs_sampler_destroy(v->s);
-}
-
-static int sparse_epoch(struct view *v, uint32_t e, uint32_t *tab)
-{
-    uint32_t w = v->width < v->n ? v->width : (uint32_t)v->n;
-    uint32_t *vals = malloc(sizeof(*vals) * w);
-    int rc = -ENOMEM;
-    if (!vals)
-        return rc;
-    uint32_t seed = v->kind == CFS_SAMPLER_TORCH_DDP ? v->seed32 + e : v->seed32;
-    if (v->algo == CFS_RANDPERM_CURRENT && v->n >= UINT32_MAX / 20u) {
-        uint32_t *pos = malloc(sizeof(*pos) * w);
-        rc = -ENOMEM;
-        if (pos) {
-            for (uint32_t q = 0; q < w; q++)
-                pos[q] = q;
-            rc = cfs_seed_inside_out_at(seed, v->skip, v->n, pos, w, vals);
-            free(pos);
-        }
-    } else {
-        rc = forward_window(seed, v->skip, v->n, w, vals);
-    }
-    if (rc == 0) {
-        memset(tab, 0xff, sizeof(*tab) << v->hbits);
-        for (uint32_t q = 0; q < w; q++)
-            sparse_put(tab, v->hbits, vals[q], q);
-    }
-    free(vals);
-    return rc;
-}
-
-/* Computes epochs up to e (the models are iterated upwards). */
-static int view_epoch(struct view *v, uint32_t e)
-{
-    for (; v->nep <= e; v->nep++) {
-        uint32_t ep = v->nep;
-        size_t entries = v->sparse ? (size_t)2 << v->hbits : (size_t)v->n;
-        size_t width = v->sparse ? v->width : (size_t)v->n;
-        v->inv[ep] = malloc(entries * sizeof(uint32_t));
-        v->seen[ep] = calloc((width + 63) / 64, sizeof(uint64_t));
-        if (!v->inv[ep] || !v->seen[ep]) {
-            v->nep++;
-            return -ENOMEM;
-        }
-        if (v->sparse) {
-            int rc = sparse_epoch(v, ep, v->inv[ep]);
-            if (rc < 0) {
-                v->nep++;
-                return rc;
-            }
-            continue;
-        }
-        const uint32_t *order;
-        uint64_t len, step, stride;
-        int rc = cfs_sampler_compute_epoch(v->s, ep);
-        if (rc == 0)
-            rc = cfs_sampler_epoch_order(v->s, &order, &len, &step, &stride);
-        if (rc < 0) {
-            v->nep++;
-            return rc;
-        }
-        for (uint32_t q = 0; q < len; q++)
-            v->inv[ep][order[q]] = q;
-    }
-    return 0;
-}
-
-/* Position of value x in epoch e, NONE when unknown (beyond the epochs
- * kept, outside the sparse window) or on error (*err set). */
-static uint32_t pos_of(struct view *v, uint32_t e, uint32_t x, int *err)
-{
-    if (e >= v->maxep || x >= v->n)
-        return NONE;
-    if (e >= v->nep) {
-        int rc = view_epoch(v, e);
-        if (rc < 0) {
-            *err = rc;
-            return NONE;
-        }
-    }
-    return v->sparse ? sparse_get(v->inv[e], v->hbits, x) : v->inv[e][x];
-}
-
-/* --- Walking the schedule. ----------------------------------------------- */
-
-struct walk {
-    struct view *v;
-    const struct ident_hyp *h;
-    const struct ident_readers *rd;
-    struct cfs_sampler *model; /* confirming: compare with rank_at */
-    uint32_t model_epoch;
-    uint32_t *rank;   /* per reader: DDP rank (torch kinds: 0) */
-    uint32_t *epoch0; /* per reader: the epoch of its first open */
-    uint64_t *start;  /* per reader: the rank's index of its first open */
-    /* per reader, the placement search's state: the epoch and the choice
-     * of place to try next, and max_epoch before its placement */
-    uint32_t *try_epoch, *try_place, *max_before;
-    uint64_t budget;  /* schedules followed before the walk gives up */
-    uint32_t max_epoch;
-    int err;
-};
-
-static uint64_t next_index(const struct ident_hyp *h, uint64_t j)
-{
-    if (h->workers == 0 || (j + 1) % h->batch != 0)
-        return j + 1;
-    return j + (uint64_t)(h->workers - 1) * h->batch + 1;
-}
-
-static uint32_t position(const struct ident_hyp *h, uint64_t n, uint32_t r, uint64_t j)
-{
-    if (h->kind == CFS_SAMPLER_TORCH_DDP)
-        return (uint32_t)((r + j * h->world) % n);
-    return ident_sharded(h->kind) ? ident_fw_position(h, n, r, j) : (uint32_t)j;
-}
-
-/* The (rank, index) pairs that read permutation position q: one for the
- * torch kinds, up to IDENT_FW_MAX_CHOICES for the RA samplers (every value
- * is repeated). */
-static size_t places(const struct ident_hyp *h, uint64_t n, uint32_t q, uint32_t *r, uint64_t *j)
-{
-    if (h->kind == CFS_SAMPLER_TORCH_DDP) {
-        r[0] = q % h->world, j[0] = q / h->world;
-        return 1;
-    }
-    if (ident_sharded(h->kind))
-        return ident_fw_places(h, n, q, r, j);
-    r[0] = 0, j[0] = q;
-    return 1;
-}
-
-/* Is x what the schedule puts at (epoch e, rank r, index j)?  1 yes, 0 no,
- * -1 unknown (not kept: verification of the reader stops there). */
-static int agrees(struct walk *w, uint32_t e, uint32_t r, uint64_t j, uint32_t x, bool mark)
-{
-    if (w->model) {
-        if (e != w->model_epoch && cfs_sampler_compute_epoch(w->model, e) < 0) {
-            w->err = -EIO;
-            return 0;
-        }
-        w->model_epoch = e;
-        return cfs_sampler_rank_at(w->model, r, j) == x;
-    }
-    uint32_t q = pos_of(w->v, e, x, &w->err);
-    if (q == NONE)
-        return e < w->v->maxep && !w->err ? (w->v->sparse ? -1 : 0) : -1;
-    uint32_t want = position(w->h, w->v->n, r, j);
-    if (q != want)
-        return 0;
-    if (mark)
-        w->v->seen[e][q / 64] |= 1ull << (q % 64);
-    return 1;
-}
-
-/* Follows reader i from (e, r, j); false at the first open off schedule. */
-static bool follow(struct walk *w, size_t i, uint32_t e, uint32_t r, uint64_t j, bool mark)
-{
-    const struct ident_hyp *h = w->h;
-    const struct ident_reader *rd = &w->rd->r[i];
-    uint64_t start = j;
-    if (agrees(w, e, r, j, rd->s[0], mark) != 1)
-        return false;
-    for (size_t k = 1; k < rd->len; k++) {
-        j = next_index(h, j);
-        if (j >= h->rank_len) {
-            if (h->workers > 0 && !h->persistent)
-                return false; /* that worker's process ended with its epoch */
-            e++, j = start;
-            if (e >= w->v->maxep)
-                break;
-        }
-        int a = agrees(w, e, r, j, rd->s[k], mark);
-        if (a < 0)
-            break;
-        if (a == 0)
-            return false;
-    }
-    if (e > w->max_epoch && e < w->v->maxep)
-        w->max_epoch = e;
-    return true;
-}
-
-/* May reader i read rank r, given the readers placed before it?  With
- * workers a sharded kind's readers with one parent are one rank's workers,
- * and a rank's workers have one parent (processes_consistent). */
-static bool rank_allowed(const struct walk *w, size_t i, uint32_t r)
-{
-    const struct ident_readers *rd = w->rd;
-    if (w->h->workers == 0 || !ident_sharded(w->h->kind))
-        return true;
-    for (size_t k = 0; k < i; k++)
-        if ((rd->r[k].ppid == rd->r[i].ppid) != (w->rank[k] == r))
-            return false;
-    return true;
-}
-
-/* Reader i placed at the next place from its search state on: its first
- * open a worker's first index in some epoch up to one past the latest
- * seen, with its schedule holding and its rank consistent with its
- * process.  False when no place is left (or the budget is spent). */
-static bool place_next(struct walk *w, size_t i)
-{
-    const struct ident_hyp *h = w->h;
-    uint32_t first = w->rd->r[i].s[0];
-    uint32_t last = w->max_epoch + 1 < w->v->maxep ? w->max_epoch + 1 : w->v->maxep - 1;
-    for (uint32_t e = w->try_epoch[i]; e <= last; e++) {
-        uint32_t q = pos_of(w->v, e, first, &w->err);
-        if (w->err)
-            return false;
-        if (q == NONE)
-            continue;
-        uint32_t rs[IDENT_FW_MAX_CHOICES];
-        uint64_t js[IDENT_FW_MAX_CHOICES];
-        size_t nc = places(h, w->v->n, q, rs, js);
-        for (size_t c = e == w->try_epoch[i] ? w->try_place[i] : 0; c < nc; c++) {
-            uint32_t r = rs[c];
-            uint64_t j = js[c];
-            bool start = h->workers == 0
-                             ? j == 0
-                             : j % h->batch == 0 && j / h->batch < h->workers && j < h->rank_len;
-            if (!start || !rank_allowed(w, i, r))
-                continue;
-            if (w->budget == 0)
-                return false;
-            w->budget--;
-            w->max_before[i] = w->max_epoch;
-            if (follow(w, i, e, r, j, false)) {
-                w->rank[i] = r;
-                w->epoch0[i] = e;
-                w->start[i] = j;
-                w->try_epoch[i] = e;
-                w->try_place[i] = (uint32_t)c + 1;
-                return true;
-            }
-            w->max_epoch = w->max_before[i];
-        }
-    }
-    return false;
-}
-
-/* Every reader placed, in order.  Where a first open has several places
- * (an RA sampler's value read by two ranks' workers, a reader with one open
- * so far) the first may be refuted only by a later reader's process: then
- * the earlier reader moves to its next place (backtracking without
- * recursion - a long window of a small dataset holds thousands of
- * readers - within a budget of schedules followed; a walk out of budget
- * fits nothing). */
-static bool place_all(struct walk *w)
-{
-    size_t nr = w->rd->nr, i = 0;
-    if (nr == 0)
-        return true;
-    w->try_epoch[0] = w->try_place[0] = 0;
-    for (;;) {
-        if (place_next(w, i)) {
-            if (++i == nr)
-                return true;
-            w->try_epoch[i] = w->try_place[i] = 0;
-            continue;
-        }
-        if (w->err || i == 0 || w->budget == 0)
-            return false;
-        i--; /* reader i's next place, with what it had seen before */
-        w->max_epoch = w->max_before[i];
-    }
-}
-
-/* Processes against the launch (see the top). */
-static bool processes_consistent(const struct walk *w)
-{
-    const struct ident_readers *rd = w->rd;
-    for (size_t a = 0; a < rd->nr; a++)
-        for (size_t b = a + 1; b < rd->nr; b++) {
-            if (w->h->workers == 0) {
-                if (rd->r[a].ppid != rd->r[b].ppid)
-                    return false;
-                continue;
-            }
-            if (!ident_sharded(w->h->kind))
-                continue;
-            bool same_rank = rd->r[a].ppid == rd->r[b].ppid;
-            if (same_rank != (w->rank[a] == w->rank[b]))
-                return false;
-        }
-    return true;
-}
-
-/* Every reader placed; with mark, the placement found is walked once more
- * marking what it reads (the evidence counts the placement that fits, not
- * the schedules tried on the way). */
-static bool walk_all(struct walk *w, bool mark)
-{
-    w->max_epoch = 0;
-    w->budget = 64 * (uint64_t)w->rd->nr + 1024;
-    if (!place_all(w) || w->err || !processes_consistent(w))
-        return false;
-    if (mark) {
-        w->max_epoch = 0;
-        for (size_t i = 0; i < w->rd->nr; i++)
-            if (!follow(w, i, w->epoch0[i], w->rank[i], w->start[i], true))
-                return false;
-    }
-    return !w->err;
-}
-
-/* --- Hypotheses. ------------------------------------------------------ */
-
-static double log2_falling(uint64_t n, uint64_t k)
-{
-    return (lgamma((double)n + 1.0) - lgamma((double)(n - k) + 1.0)) / log(2.0);
-}
-
-static double evidence_bits(struct walk *w)
-{
-    struct view *v = w->v;
-    for (uint32_t e = 0; e < v->nep; e++)
-        memset(v->seen[e], 0, ((v->sparse ? v->width : v->n) + 63) / 64 * sizeof(uint64_t));
-    if (!walk_all(w, true))
-        return -1;
-    double bits = 0;
-    for (uint32_t e = 0; e < v->nep; e++) {
-        uint64_t k = 0, words = ((v->sparse ? v->width : v->n) + 63) / 64;
-        for (uint64_t i = 0; i < words; i++)
-            k += (uint64_t)__builtin_popcountll(v->seen[e][i]);
-        bits += log2_falling(v->n, k);
-    }
-    /* each reader's start: a position, an epoch, and which of a repeated
-     * value's places (RA) */
-    double per_reader = log2((double)v->n) + log2((double)w->max_epoch + 2.0) +
-                        log2((double)ident_fw_choices(w->h));
-    return bits - per_reader * (double)w->rd->nr - log2((double)v->n);
-}
 
 static uint64_t rank_len_of(const struct ident_hyp *h, uint64_t n)
 {
@@ -562,7 +56,7 @@ static uint64_t rank_len_of(const struct ident_hyp *h, uint64_t n)
 struct search {
     const struct cfs_identify_params *p;
     const struct ident_readers *rd;
-    struct view *v;
+    struct ident_view *v;
     uint32_t *rank, *epoch0, *try_epoch, *try_place, *max_before;
     uint64_t *start;
     size_t head; /* the reader at the head of the stream */
@@ -596,9 +90,9 @@ static void search_free(struct search *s)
 }
 
 /* A walk of hypothesis h over the search's view and per-reader arrays. */
-static struct walk walk_of(const struct search *s, const struct ident_hyp *h)
+static struct ident_walk walk_of(const struct search *s, const struct ident_hyp *h)
 {
-    return (struct walk){.v = s->v,
+    return (struct ident_walk){.v = s->v,
                          .h = h,
                          .rd = s->rd,
                          .rank = s->rank,
@@ -623,8 +117,8 @@ static void schedule_from_siblings(struct search *s, struct ident_hyp *h, int *e
     for (size_t i = 0; i < rd->nr; i++) {
         if (i == s->head || rd->r[i].ppid != a->ppid)
             continue;
-        uint32_t q = pos_of(s->v, 0, rd->r[i].s[0], err);
-        if (q == NONE || k == MAX_WORLDS)
+        uint32_t q = ident_pos_of(s->v, 0, rd->r[i].s[0], err);
+        if (q == IDENT_NONE || k == MAX_WORLDS)
             return;
         if (h->kind == CFS_SAMPLER_TORCH_DDP && q % h->world != h->p0 % h->world)
             continue; /* another rank (siblings without workers) */
@@ -640,24 +134,6 @@ static void schedule_from_siblings(struct search *s, struct ident_hyp *h, int *e
     h->workers = (uint32_t)k + 1;
 }
 
-uint32_t ident_stride_of_starts(const uint32_t *starts, size_t k)
-{
-    uint32_t min = UINT32_MAX;
-    for (size_t i = 0; i < k; i++)
-        if (starts[i] < min)
-            min = starts[i];
-    if (k == 0 || min == 0)
-        return 0;
-    for (size_t i = 0; i < k; i++) {
-        if (starts[i] % min != 0 || starts[i] / min > k)
-            return 0;
-        for (size_t j = 0; j < i; j++)
-            if (starts[j] == starts[i])
-                return 0;
-    }
-    return min;
-}
-
 /* Batch and workers from the head reader's opens, for world W. */
 static void schedule_from_head(struct search *s, struct ident_hyp *h, int *err)
 {
@@ -666,8 +142,8 @@ static void schedule_from_head(struct search *s, struct ident_hyp *h, int *err)
     h->batch = hint && hint->batch ? hint->batch : 1;
     h->workers = 0;
     for (size_t i = 1; i < a->len; i++) {
-        uint32_t q = pos_of(s->v, 0, a->s[i], err);
-        if (q == NONE)
+        uint32_t q = ident_pos_of(s->v, 0, a->s[i], err);
+        if (q == IDENT_NONE)
             return;
         uint64_t j = q;
         if (h->kind == CFS_SAMPLER_TORCH_DDP) {
@@ -711,10 +187,10 @@ static bool try_variants(struct search *s, struct ident_hyp h)
                     continue; /* drop_last_batch changes nothing here */
                 if (h.rank_len == 0)
                     continue;
-                struct walk w = walk_of(s, &h);
-                if (!walk_all(&w, false))
+                struct ident_walk w = walk_of(s, &h);
+                if (!ident_walk_all(&w, false))
                     continue;
-                s->best_bits = evidence_bits(&w);
+                s->best_bits = ident_walk_evidence(&w);
                 s->max_epoch = w.max_epoch;
                 s->best = h;
                 s->fits = true;
@@ -730,8 +206,8 @@ static uint32_t first_step(struct search *s, size_t i, int *err)
     const struct ident_reader *a = &s->rd->r[i];
     if (a->len < 2)
         return 0;
-    uint32_t q0 = pos_of(s->v, 0, a->s[0], err), q1 = pos_of(s->v, 0, a->s[1], err);
-    return q0 != NONE && q1 != NONE && q1 > q0 ? q1 - q0 : 0;
+    uint32_t q0 = ident_pos_of(s->v, 0, a->s[0], err), q1 = ident_pos_of(s->v, 0, a->s[1], err);
+    return q0 != IDENT_NONE && q1 != IDENT_NONE && q1 > q0 ? q1 - q0 : 0;
 }
 
 /* The worlds to try for torch-ddp: the registered one, then the divisors
@@ -771,7 +247,7 @@ struct head_pos {
 static uint32_t head_pos(void *arg, size_t i)
 {
     struct head_pos *h = arg;
-    return pos_of(h->s->v, 0, h->s->rd->r[h->s->head].s[i], h->err);
+    return ident_pos_of(h->s->v, 0, h->s->rd->r[h->s->head].s[i], h->err);
 }
 
 /* One head: its hypotheses (identify_frameworks.c), each walked. */
@@ -785,8 +261,8 @@ static bool try_frameworks_head(struct search *s, int *err)
     for (size_t i = 0; i < s->rd->nr && ns < IDENT_MAX_WORLD; i++) {
         if (i == s->head || s->rd->r[i].ppid != a->ppid || s->rd->r[i].len == 0)
             continue;
-        uint32_t q = pos_of(s->v, 0, s->rd->r[i].s[0], err);
-        if (q != NONE)
+        uint32_t q = ident_pos_of(s->v, 0, s->rd->r[i].s[0], err);
+        if (q != IDENT_NONE)
             siblings[ns++] = q;
     }
     struct ident_fw_head hd = {.pos = head_pos,
@@ -813,7 +289,7 @@ static bool try_frameworks(struct search *s, int *err)
     size_t head = s->head;
     bool fit = try_frameworks_head(s, err);
     for (size_t i = 0; i < s->rd->nr && !fit && !*err; i++) {
-        if (i == head || pos_of(s->v, 0, s->rd->r[i].s[0], err) != 0)
+        if (i == head || ident_pos_of(s->v, 0, s->rd->r[i].s[0], err) != 0)
             continue;
         s->head = i;
         fit = try_frameworks_head(s, err);
@@ -832,7 +308,7 @@ static bool try_view(struct search *s, uint32_t p0, int *err)
 {
     s->head = s->rd->nr;
     for (size_t i = 0; i < s->rd->nr; i++)
-        if (pos_of(s->v, 0, s->rd->r[i].s[0], err) == p0) {
+        if (ident_pos_of(s->v, 0, s->rd->r[i].s[0], err) == p0) {
             s->head = i;
             break;
         }
@@ -881,9 +357,9 @@ static int confirm(struct search *s, const struct ident_hyp *h)
         return rc;
     rc = -ENOENT;
     if (cfs_sampler_rank_len(m, 0, 0) == h->rank_len && cfs_sampler_compute_epoch(m, 0) == 0) {
-        struct walk w = walk_of(s, h);
+        struct ident_walk w = walk_of(s, h);
         w.model = m;
-        rc = walk_all(&w, false) ? 0 : w.err ? w.err : -ENOENT;
+        rc = ident_walk_all(&w, false) ? 0 : w.err ? w.err : -ENOENT;
     }
     cfs_sampler_destroy(m);
     return rc;
@@ -946,8 +422,8 @@ static int verify_view(struct search *s, enum cfs_sampler_kind kind, bool pers, 
                        uint32_t skip, const struct cfs_sampler_params *model, uint32_t p0,
                        struct cfs_identified *out, double *bits)
 {
-    struct view v;
-    int rc = -ENOENT, err = view_init(&v, s->p, kind, pers, seed32, skip, model);
+    struct ident_view v;
+    int rc = -ENOENT, err = ident_view_init(&v, s->p, kind, pers, seed32, skip, model);
     s->v = &v;
     s->fits = false;
     if (err == 0 && try_view(s, p0, &err) && s->fits) {
@@ -958,7 +434,7 @@ static int verify_view(struct search *s, enum cfs_sampler_kind kind, bool pers, 
             rc = s->best_bits >= s->need_bits && s->rd->opens >= IDENT_MIN_OPENS ? 1 : 0;
         }
     }
-    view_free(&v);
+    ident_view_free(&v);
     return err < 0 && err != -ENOENT ? err : rc;
 }
 

@@ -177,8 +177,16 @@ bool pf_adopted_outcome(struct cfs_prefetch *pf, uint32_t s, const struct cfs_op
 
 /* ---- adoption */
 
-/* Would the planner read the same from a and b? */
-static bool same_order(const struct cfs_identified *a, const struct cfs_identified *b)
+/* Would the planner read the same from a and b: the sampler's parameters
+ * and this node's ranks, what a plan is made from?  Narrower than the
+ * identify module's same_identification (identify_thread.c), which also
+ * calls on_identified again for a change in the workers or in what is
+ * confirmed (epoch_words_known, epoch_seed_only).  The workers, and G
+ * confirmed at the value planned, change no plan: such an identification
+ * is confirmed, not replanned.  An epoch_seed_only plan ends at its
+ * epoch's end (pf_end_epoch_order) and the next identification is adopted
+ * as a new one, with its own epoch_seed_only. */
+static bool plans_alike(const struct cfs_identified *a, const struct cfs_identified *b)
 {
     const struct cfs_sampler_params *x = &a->sampler, *y = &b->sampler;
     return x->kind == y->kind && x->seed == y->seed && x->world == y->world &&
@@ -474,7 +482,7 @@ int cfs_prefetch_adopt(struct cfs_prefetch *pf, const struct cfs_identified *id,
     bool refining = pf->adopted;
     if (refining) {
         pthread_mutex_lock(&pf->order_mu);
-        bool same = same_order(&pf->ident, id);
+        bool same = plans_alike(&pf->ident, id);
         pthread_mutex_unlock(&pf->order_mu);
         if (same)
             goto out; /* confirmed */

@@ -1,0 +1,273 @@
+/* torch-global without a seed: learnt one epoch at a time (the public
+ * header's account of the windows says what is found).
+ *
+ * Why windows.  Such a trainer seeds each epoch's permutation from a draw
+ * nobody registered: one epoch reads as the first randperm of a fresh
+ * generator (torch-ddp at world 1, or torch-sampler), and the next epoch
+ * as another, unrelated one.  A scan over the opens of both epochs fits
+ * nothing - every seed explains at most one of them - so once the next
+ * epoch's first opens refute the first epoch's fit while that fit still
+ * explains its whole epoch, the module keeps only the next epoch's opens
+ * (a window: ident_window_from) and scans them alone.  A second fresh
+ * seed there is torch-global; from then on each epoch's window is scanned
+ * for its own seed, and planned as the torch-ddp epoch that reads it.
+ *
+ * Why the same rules offline.  clairfs-plan --identify replays a record
+ * of opens (cfs_identify_offline_epochs) and must name what a mount would
+ * learn from it: epoch 0 from its head, 32 opens doubled while they fit
+ * nothing; the whole epoch checked before the next is learnt alone. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clairfs/log.h"
+#include "identify_i.h"
+
+/* A fit that is one fresh generator's first randperm: what torch-global
+ * reads each epoch, and what torch-ddp at world 1 or torch-sampler read in
+ * the epoch identified; nothing registered to say which. */
+static bool fresh_epoch(const struct cfs_identify_params *p, const struct cfs_identified *o,
+                        struct ident_cand win)
+{
+    enum cfs_sampler_kind k = o->sampler.kind;
+    return !p->hint_has_seed && p->nodes <= 1 && win.skip == 0 && win.p0 == 0 &&
+           o->sampler.world == 1 && o->epoch == 0 && o->epoch_opens > 0 &&
+           o->opens <= o->epoch_opens &&
+           (k == CFS_SAMPLER_TORCH_DDP || k == CFS_SAMPLER_TORCH_SAMPLER);
+}
+
+/* Under the lock: the first readers of the window, as identify.c's
+ * note_reader keeps them (a scan is restarted for a new reader, not for
+ * one already in). */
+static void readers_of_window(struct cfs_identify *id)
+{
+    id->nreaders = 0;
+    for (size_t i = 0; i < id->len && id->nreaders < IDENT_NEW_READER_RESTARTS; i++) {
+        size_t k = 0;
+        while (k < id->nreaders && id->readers[k] != id->pids[i])
+            k++;
+        if (k == id->nreaders) {
+            id->readers[id->nreaders] = id->pids[i];
+            id->reader_seen[id->nreaders] = 0; /* the window's start */
+            id->reader_first[id->nreaders] = id->samples[i];
+            id->reader_two[id->nreaders] = false;
+            id->reader_restarts[id->nreaders] = true;
+            id->reader_parents[id->nreaders++] = id->ppids[i];
+        } else if (id->samples[i] != id->reader_first[k]) {
+            id->reader_two[k] = true;
+        }
+    }
+}
+
+/* Under the lock: the observations become the window of opens [from, len)
+ * for the trainer's epoch `epoch`; learning starts again on them. */
+void ident_window_from(struct cfs_identify *id, size_t from, uint32_t epoch)
+{
+    memmove(id->samples, id->samples + from, (id->len - from) * sizeof(*id->samples));
+    memmove(id->pids, id->pids + from, (id->len - from) * sizeof(*id->pids));
+    memmove(id->ppids, id->ppids + from, (id->len - from) * sizeof(*id->ppids));
+    id->epochs.before += from;
+    id->epochs.epoch = epoch;
+    id->len -= from;
+    id->generation++;
+    id->state = CFS_IDENTIFY_LEARNING;
+    id->next_attempt = id->len > IDENT_MIN_OPENS ? id->len : IDENT_MIN_OPENS;
+    id->nkeep = 0;
+    id->fruitless = 0;
+    clock_gettime(CLOCK_MONOTONIC, &id->first_open);
+    readers_of_window(id);
+}
+
+/* On the thread, after an attempt over s[0, len) that refuted the
+ * identification: if that was one fresh epoch and it explains the first
+ * epoch_opens opens, the rest is the next epoch's, to be scanned alone.
+ * Takes and returns with the lock held. */
+bool ident_try_next_epoch(struct cfs_identify *id, const uint32_t *s, const pid_t *pids,
+                           const pid_t *ppids, size_t len)
+{
+    const struct cfs_identified *r = &id->result;
+    uint64_t per = r->epoch_opens;
+    struct ident_cand win = id->win;
+    if (!r->epoch_seed_only || r->per_epoch_global || !fresh_epoch(&id->p, r, win) || len < per ||
+        per > IDENT_MAX_OBS / 2 || id->epochs.stage != IDENT_EPOCHS_OFF)
+        return false;
+    uint64_t gen = id->generation;
+    struct cfs_identify_params p = id->p;
+    pthread_mutex_unlock(&id->lock);
+    struct ident_readers rd;
+    struct cfs_identified fit;
+    double bits;
+    int rc = ident_group(s, pids, ppids, per, &rd);
+    if (rc == 0) {
+        rc = ident_verify(&p, &rd, win.seed, win.skip, win.p0, 0.0, &fit, &bits);
+        ident_readers_free(&rd);
+    }
+    pthread_mutex_lock(&id->lock);
+    if (rc < 0 || gen != id->generation || id->len < per)
+        return false;
+    id->epochs = (struct ident_epochs){
+        .stage = IDENT_EPOCHS_TRYING, .per = per, .before = id->epochs.before};
+    ident_window_from(id, per, r->epoch + 1);
+    cfs_info("identify: epoch %u does not continue the order of epoch %u (%s): learning it "
+             "from its own opens",
+             id->epochs.epoch, r->epoch, r->text);
+    return true;
+}
+
+/* A fresh epoch's fit, out, named as torch-global's epoch e: planned as the
+ * torch-ddp epoch that reads it (seeded seed + e: this epoch's seed). */
+static void as_epoch_global(struct cfs_identified *out, uint32_t e)
+{
+    out->epoch_seed_only = true;
+    out->per_epoch_global = true;
+    out->sampler.kind = CFS_SAMPLER_TORCH_DDP;
+    out->sampler.seed = (uint32_t)((uint32_t)out->sampler.seed - e);
+    out->sampler.persistent_workers = false;
+    out->epoch = e;
+}
+
+/* On the thread, the lock held: out fits the current observations.  In a
+ * window, a fresh epoch is torch-global's (named so, planned as the
+ * torch-ddp epoch that reads it); anything else ends the windows. */
+void ident_epoch_fit(struct cfs_identify *id, struct cfs_identified *out, struct ident_cand win)
+{
+    out->opens_before = id->epochs.before;
+    bool fresh = fresh_epoch(&id->p, out, win);
+    out->epoch_seed_only = fresh;
+    if (id->epochs.stage == IDENT_EPOCHS_OFF)
+        return;
+    if (!fresh) {
+        id->epochs.stage = IDENT_EPOCHS_OFF;
+        return;
+    }
+    id->epochs.stage = IDENT_EPOCHS_ON;
+    as_epoch_global(out, id->epochs.epoch);
+}
+
+/* Offline: the attempt over opens [from, from + len) of a record alone.  1
+ * identified (out), 0 not (out->text says why), -errno. */
+static int offline_window(const struct cfs_identify_params *p, const uint32_t *s,
+                          const pid_t *pids, const pid_t *ppids, size_t from, size_t len,
+                          struct ident_attempt *a, struct cfs_identified *out)
+{
+    struct ident_obs obs = {s + from, pids ? pids + from : NULL, ppids ? ppids + from : NULL,
+                            len};
+    struct ident_readers rd;
+    int rc = ident_group(obs.s, obs.pids, obs.ppids, len, &rd);
+    if (rc < 0)
+        return rc;
+    struct ident_global g = {0};
+    rc = ident_attempt_all(&(struct ident_attempt_in){.p = p, .obs = &obs, .rd = &rd}, &g, a, out);
+    if (rc == 0)
+        ident_not_identified(a, rd.opens, out);
+    ident_readers_free(&rd);
+    return rc;
+}
+
+/* Offline: opens [from, from + len) as torch-global's epoch e, a fresh
+ * generator's first randperm.  1 (out named so), 0 not (out->text), -errno. */
+static int offline_epoch(const struct cfs_identify_params *p, const uint32_t *s,
+                         const pid_t *pids, const pid_t *ppids, size_t from, size_t len,
+                         uint32_t e, struct ident_attempt *a, struct cfs_identified *out)
+{
+    int rc = offline_window(p, s, pids, ppids, from, len, a, out);
+    if (rc != 1)
+        return rc;
+    if (!fresh_epoch(p, out, a->win)) {
+        char was[sizeof(out->text)];
+        ident_finish(p, out, 0, false);
+        memcpy(was, out->text, sizeof(was));
+        snprintf(out->text, sizeof(out->text), "its opens fit %.200s, not a fresh generator's",
+                 was);
+        return 0;
+    }
+    as_epoch_global(out, e);
+    out->opens_before = from;
+    ident_finish(p, out, 0, false);
+    return 1;
+}
+
+int cfs_identify_offline_epochs(const struct cfs_identify_params *p, const uint32_t *samples,
+                                const pid_t *pids, const pid_t *ppids, size_t count,
+                                cfs_identify_cb each, void *arg, struct cfs_identified *out,
+                                char *err, size_t errlen)
+{
+    memset(out, 0, sizeof(*out));
+    out->opens = count;
+    snprintf(out->text, sizeof(out->text), "no known torch order fits these %zu opens", count);
+    if (p->hint_has_seed || p->nodes > 1 || p->n < 2 || p->n > UINT32_MAX ||
+        count < IDENT_MIN_OPENS)
+        return -ENOENT;
+    for (size_t i = 0; i < count; i++)
+        if (samples[i] >= p->n) {
+            snprintf(err, errlen, "identify: open %zu is sample %u, beyond the %llu samples", i,
+                     samples[i], (unsigned long long)p->n);
+            return -EINVAL;
+        }
+    struct ident_attempt *a = malloc(sizeof(*a));
+    struct ident_readers rd = {0};
+    if (!a) {
+        snprintf(err, errlen, "identify: out of memory for %zu opens", count);
+        return -ENOMEM;
+    }
+    /* Epoch 0 from its head, as the mount finds it: 32 opens, doubled
+     * while they fit nothing (or too little); short of the whole record,
+     * which the caller found no one order explains. */
+    struct cfs_identified first;
+    int rc = 0;
+    for (size_t head = IDENT_MIN_OPENS; head < count && rc == 0; head *= 2)
+        rc = offline_window(p, samples, pids, ppids, 0, head, a, &first);
+    uint64_t per = rc == 1 ? first.epoch_opens : 0;
+    if (rc < 0)
+        goto fail;
+    if (rc == 0 || !fresh_epoch(p, &first, a->win) || per >= count) {
+        rc = -ENOENT; /* not one fresh epoch, or nothing after it */
+        goto out;
+    }
+    /* ... that explains its whole epoch, as the mount checks before it
+     * learns the next epoch alone (ident_try_next_epoch) */
+    struct ident_cand win = a->win;
+    double bits;
+    if ((rc = ident_group(samples, pids, ppids, per, &rd)) < 0)
+        goto fail;
+    rc = ident_verify(p, &rd, win.seed, win.skip, win.p0, cfs_identify_evidence_needed(p),
+                      &first, &bits);
+    if (rc < 0 && rc != -ENOENT)
+        goto fail;
+    if (rc != 1 || !fresh_epoch(p, &first, win)) {
+        rc = -ENOENT;
+        goto out;
+    }
+    as_epoch_global(&first, 0);
+    ident_finish(p, &first, 0, false);
+    /* Every later epoch alone; the second names torch-global. */
+    int found = 1;
+    uint32_t e = 1;
+    for (uint64_t from = per; from < count && count - from >= IDENT_MIN_OPENS; from += per, e++) {
+        struct cfs_identified cur;
+        size_t len = count - from < per ? count - from : per;
+        rc = offline_epoch(p, samples, pids, ppids, from, len, e, a, &cur);
+        if (rc < 0)
+            goto fail;
+        if (rc == 0) {
+            if (found > 1)
+                snprintf(out->text, sizeof(out->text), "epoch %u: %.200s", e, cur.text);
+            break;
+        }
+        if (found++ == 1 && each)
+            each(arg, &first);
+        if (each)
+            each(arg, &cur);
+        *out = cur;
+    }
+    rc = rc == 1 && found > 1 ? found : -ENOENT;
+    goto out;
+fail:
+    snprintf(err, errlen, "identify: %s", strerror(-rc));
+out:
+    ident_readers_free(&rd);
+    free(a);
+    return rc;
+}

@@ -1,0 +1,237 @@
+/* The scans' priority and budget, and the share of a core they get.
+ *
+ * Why idle priority.  A scan over 2^32 seeds is a CPU minute; the trainer
+ * it learns from must not wait for it.  So past its head (identify_scan.c)
+ * a scan runs at SCHED_IDLE, as the seed search does: a core that
+ * something leaves idle serves it at no cost.  But where the trainers keep
+ * every core busy that is next to nothing (6 % of a core beside an
+ * ImageNet loader on 2 cores), and the scan would outlast the epoch.
+ *
+ * Why a budget.  search_budget lets the scan run at the normal priority
+ * while the CPU time spent so is below that share of the cores over the
+ * trainers' first epoch, projected from their pace
+ * (cfs_identify_search_allowance): a long epoch pays a known few percent
+ * for its order.  The budget is spent only while running raised.  Between
+ * chunks of IDENT_PACE_CHUNK seeds the module thread charges its CPU time
+ * to the priority it ran at (the metrics) and picks the next chunk's.
+ *
+ * Why only on busy cores.  Raised only where the trainers compute on
+ * every core (cfs_identify_search_raise).  At idle priority the scan gets
+ * what they leave idle, measured over probes of IDENT_PACE_PROBE seconds;
+ * from a quarter of a core up the host has idle time - the trainers wait,
+ * for their storage most likely - and a raised scan would gain little CPU
+ * while every wake-up in their chain of short-lived threads (loader
+ * workers, FUSE requests, fetches) queued behind it: 2050 files/s fell to
+ * 417 over an emulated PFS.  A raised spell ends after IDENT_PACE_SPELL
+ * seconds for another probe at idle priority, as the trainers may have
+ * moved on.
+ *
+ * The decisions (ident_pace_chunk_at, ident_meter_share_at) take their
+ * measurements - the clocks' readings, the priority's change - as
+ * arguments, so what the pace decides is tested with them given, never by
+ * how a host's scheduler shared its CPU.
+ *
+ * The meter.  The data path's sweep holds back while a scan runs on busy
+ * cores (cfs_identify_scan_share).  A window is at least SCAN_WINDOW
+ * seconds of scanning; scans less than SCAN_GAP apart (a restart for a new
+ * reader, the next attempt) share one, and count as one scan to the
+ * caller.  The meter has its own lock, a leaf: the data path asks without
+ * waiting for the module's. */
+#include <string.h>
+
+#include "clairfs/log.h"
+#include "clairfs/metrics.h"
+#include "clairfs/thread_priority.h"
+#include "identify_i.h"
+
+#define SCAN_WINDOW 1.0
+#define SCAN_GAP 1.0
+
+/* --- The scans' share of a core. ------------------------------------------ */
+
+void ident_meter_scan_at(struct ident_scan_meter *m, bool begin, double now, double cpu)
+{
+    if (begin && m->has_clock && (m->scan_end == 0 || now - m->scan_end > SCAN_GAP)) {
+        m->t0 = now; /* after a pause: a new window, nothing measured yet */
+        m->cpu0 = cpu;
+        m->share = -1;
+    }
+    m->scanning = begin;
+    if (!begin)
+        m->scan_end = now;
+}
+
+void ident_meter_scan(struct ident_scan_meter *m, bool begin)
+{
+    if (!m)
+        return; /* offline */
+    double now = ident_clock_sec(CLOCK_MONOTONIC);
+    pthread_mutex_lock(&m->mu);
+    double cpu = begin && m->has_clock ? ident_clock_sec(m->clock) : -1;
+    ident_meter_scan_at(m, begin, now, cpu);
+    pthread_mutex_unlock(&m->mu);
+}
+
+bool ident_meter_window_closes(const struct ident_scan_meter *m, double now)
+{
+    return m->scanning && now - m->t0 >= SCAN_WINDOW;
+}
+
+bool ident_meter_share_at(struct ident_scan_meter *m, double now, double cpu, double *share)
+{
+    bool scanning = m->has_clock &&
+                    (m->scanning || (m->scan_end > 0 && now - m->scan_end <= SCAN_GAP));
+    if (ident_meter_window_closes(m, now)) {
+        m->share = cpu >= 0 ? (cpu - m->cpu0) / (now - m->t0) : -1;
+        m->t0 = now;
+        m->cpu0 = cpu;
+    }
+    *share = m->share;
+    return scanning;
+}
+
+bool cfs_identify_scan_share(struct cfs_identify *id, double *share)
+{
+    struct ident_scan_meter *m = &id->meter;
+    double now = ident_clock_sec(CLOCK_MONOTONIC);
+    pthread_mutex_lock(&m->mu);
+    /* the thread's CPU clock is read only where a window closes: at most
+     * once a second (clairfs/identify.h) */
+    double cpu = ident_meter_window_closes(m, now) ? ident_clock_sec(m->clock) : -1;
+    bool scanning = ident_meter_share_at(m, now, cpu, share);
+    pthread_mutex_unlock(&m->mu);
+    return scanning;
+}
+
+/* --- The scans' priority within the budget. ------------------------------- */
+
+double cfs_identify_search_allowance(double budget, unsigned cores, uint64_t n, uint64_t opens,
+                                     double reading)
+{
+    if (budget <= 0 || cores == 0 || opens == 0 || reading < IDENT_PACE_MIN_READING)
+        return 0;
+    double epoch = reading * (double)n / (double)opens;
+    return budget * cores * (epoch > reading ? epoch : reading);
+}
+
+bool cfs_identify_search_raise(double spent, double allow, double idle_share, double raised_for)
+{
+    if (spent >= allow)
+        return false;
+    if (raised_for >= 0)
+        return raised_for < IDENT_PACE_SPELL;
+    return idle_share >= 0 && idle_share < CFS_IDENTIFY_IDLE_ENOUGH;
+}
+
+void ident_pace_charge_at(struct ident_pace *pc, double cpu)
+{
+    double d = cpu - pc->cpu_mark;
+    if (cpu < 0 || d <= 0)
+        return;
+    pc->cpu_mark = cpu;
+    if (pc->raised)
+        pc->spent += d;
+    if (pc->metrics)
+        cfs_metrics_add(pc->metrics, pc->idle ? CFS_M_SEARCH_NS_IDLE : CFS_M_SEARCH_NS_NORMAL,
+                        (uint64_t)(d * 1e9));
+}
+
+void ident_pace_charge(struct ident_pace *pc)
+{
+    ident_pace_charge_at(pc, ident_clock_sec(CLOCK_THREAD_CPUTIME_ID));
+}
+
+void ident_pace_priority(struct ident_pace *pc, bool idle)
+{
+    ident_pace_charge(pc);
+    if (idle)
+        (void)cfs_thread_lower_priority();
+    else
+        (void)cfs_thread_normal_priority();
+    pc->idle = idle;
+    pc->raised = false;
+    pc->probe_wall = 0; /* a probe measures a scan's long part alone */
+}
+
+/* At idle priority, the probe of the share of a core the scan gets: one
+ * begins where none runs, and one that has lasted IDENT_PACE_PROBE seconds
+ * gives idle_share and begins the next. */
+static void pace_probe(struct ident_pace *pc, double now)
+{
+    if (pc->raised)
+        return;
+    if (pc->probe_wall <= 0) {
+        pc->probe_wall = now, pc->probe_cpu = pc->cpu_mark;
+    } else if (now - pc->probe_wall >= IDENT_PACE_PROBE) {
+        pc->idle_share = (pc->cpu_mark - pc->probe_cpu) / (now - pc->probe_wall);
+        pc->probe_wall = now, pc->probe_cpu = pc->cpu_mark;
+    }
+}
+
+/* Should the next chunk run raised, at monotonic second now (*allow: the
+ * budget's CPU seconds)? */
+static bool wants_raised(struct ident_pace *pc, double now, double *allow)
+{
+    pace_probe(pc, now);
+    uint64_t opens = atomic_load(&pc->opens);
+    double reading = (double)atomic_load(&pc->reading_us) * 1e-6;
+    *allow = cfs_identify_search_allowance(pc->budget, pc->cores, pc->n, opens, reading);
+    return cfs_identify_search_raise(pc->spent, *allow, pc->idle_share,
+                                     pc->raised ? now - pc->raised_at : -1);
+}
+
+/* The thread now runs raised or not (its priority changed at now). */
+static void switched(struct ident_pace *pc, bool raise, double now, double allow)
+{
+    pc->raised = raise;
+    pc->idle = !raise;
+    double share = pc->idle_share;
+    if (raise) {
+        pc->raised_at = now;
+    } else {
+        pc->probe_wall = now, pc->probe_cpu = pc->cpu_mark;
+        pc->idle_share = -1; /* the next spell waits for a probe */
+    }
+    if (raise && !pc->said_raised) {
+        pc->said_raised = true;
+        cfs_info("identify: the search runs at the normal priority within its budget: up to "
+                 "%.1f CPU s (search_budget=%.0f %% of %u CPUs over an epoch of %.0f s at the "
+                 "trainers' pace; at idle priority it got %.2f of a core: the cores are busy)",
+                 allow, pc->budget * 100, pc->cores, allow / (pc->budget * pc->cores), share);
+    } else if (!raise && pc->spent >= allow && !pc->said_spent) {
+        pc->said_spent = true;
+        cfs_info("identify: the search's budget is spent (%.1f CPU s at the normal priority): "
+                 "back at idle priority", pc->spent);
+    } else {
+        cfs_debug("identify: the search runs at %s priority (%.1f of %.1f CPU s of its budget "
+                  "spent; at idle priority it got %.2f of a core)",
+                  raise ? "the normal" : "idle", pc->spent, allow, share);
+    }
+}
+
+void ident_pace_chunk_at(struct ident_pace *pc, double now, double cpu,
+                         bool (*set_priority)(bool raised))
+{
+    if (atomic_exchange(&pc->reset, false))
+        pc->spent = 0, pc->said_raised = pc->said_spent = false;
+    ident_pace_charge_at(pc, cpu);
+    double allow;
+    bool raise = wants_raised(pc, now, &allow);
+    if (raise == pc->raised || !set_priority(raise))
+        return;
+    switched(pc, raise, now, allow);
+}
+
+/* The module thread at the normal priority (raised) or idle: false when
+ * the change was refused (the lowering fell through to "normal"). */
+static bool set_thread_priority(bool raised)
+{
+    return raised ? cfs_thread_normal_priority() >= 0
+                  : strcmp(cfs_thread_lower_priority(), "normal") != 0;
+}
+
+void ident_pace_chunk(struct ident_pace *pc)
+{
+    double cpu = ident_clock_sec(CLOCK_THREAD_CPUTIME_ID);
+    ident_pace_chunk_at(pc, ident_clock_sec(CLOCK_MONOTONIC), cpu, set_thread_priority);
+}

@@ -1,0 +1,721 @@
+/* Order identification on the module's thread: opens simulated from the
+ * exact sampler models (identify_fixture.h) are observed one by one as a
+ * mount would; the thread identifies, restarts, refines with the next
+ * epoch, learns torch-global one epoch at a time, and restarts its scan for
+ * a late rank's readers but not for a later epoch's workers.  The scans'
+ * pace and their share of a core are tested with their measurements given
+ * (identify_pace.c): what the pace decides, never how a host's scheduler
+ * shared its CPU.
+ *
+ * Cost: the threads' cases wait for their scans to start, be cancelled or
+ * find their seed (seconds each; the scans that must outlast a few epochs'
+ * opens search 2^26 seeds). */
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check_run.h"
+#include "clairfs/identify.h"
+#include "clairfs/metrics.h"
+#include "clairfs/sampler.h"
+#include "identify_fixture.h"
+#include "src/identify_i.h" /* the pace's and the meter's decisions, measurements given */
+
+struct seen {
+    int calls;
+    struct cfs_identified id;
+};
+
+static void on_identified(void *arg, const struct cfs_identified *id)
+{
+    struct seen *s = arg;
+    s->id = *id;
+    __atomic_add_fetch(&s->calls, 1, __ATOMIC_SEQ_CST);
+}
+
+static enum cfs_identify_state wait_state(struct cfs_identify *id, enum cfs_identify_state want)
+{
+    enum cfs_identify_state st = cfs_identify_state(id, NULL);
+    for (int i = 0; i < 3000 && st != want; i++) {
+        usleep(10000);
+        st = cfs_identify_state(id, NULL);
+    }
+    return st;
+}
+
+START_TEST(the_thread_learns_and_restarts)
+{
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP,
+                        .seed = 31337,
+                        .n = 10000,
+                        .world = 2,
+                        .batch = 8,
+                        .workers = 2,
+                        .ranks = 2,
+                        .epochs = 1};
+    struct opens o = simulate(&t, 200);
+    struct seen seen = {0};
+    struct cfs_identify_params p = params(t.n, t.seed, 4096);
+    p.on_identified = on_identified;
+    p.cb_arg = &seen;
+    struct cfs_identify *id;
+    char err[256];
+    ck_assert_int_eq(cfs_identify_create(&p, &id, err, sizeof(err)), 0);
+    ck_assert_int_eq(cfs_identify_state(id, NULL), CFS_IDENTIFY_LEARNING);
+    for (size_t i = 0; i < o.len; i++)
+        cfs_identify_observe(id, o.s[i], o.pid[i], o.ppid[i]);
+    ck_assert_int_eq(wait_state(id, CFS_IDENTIFY_IDENTIFIED), CFS_IDENTIFY_IDENTIFIED);
+    struct cfs_identified got;
+    ck_assert_int_eq(cfs_identify_state(id, &got), CFS_IDENTIFY_IDENTIFIED);
+    /* the state turns before the callback runs (on the module's thread) */
+    for (int i = 0; i < 3000 && __atomic_load_n(&seen.calls, __ATOMIC_SEQ_CST) < 1; i++)
+        usleep(10000);
+    ck_assert_int_eq(__atomic_load_n(&seen.calls, __ATOMIC_SEQ_CST), 1);
+    ck_assert_uint_eq(got.sampler.seed, 31337);
+    ck_assert_uint_eq(seen.id.sampler.world, 2);
+    cfs_identify_restart(id);
+    ck_assert_int_eq(cfs_identify_state(id, NULL), CFS_IDENTIFY_LEARNING);
+    /* a sequential reader afterwards: not a shuffle */
+    for (uint32_t i = 0; i < 64; i++)
+        cfs_identify_observe(id, i, 5000, 999);
+    ck_assert_int_eq(wait_state(id, CFS_IDENTIFY_NOT_A_SHUFFLE), CFS_IDENTIFY_NOT_A_SHUFFLE);
+    ck_assert_int_eq(__atomic_load_n(&seen.calls, __ATOMIC_SEQ_CST), 1);
+    cfs_identify_destroy(id);
+    opens_free(&o);
+}
+END_TEST
+
+/* cfs_identify_scan_share on the module: nothing before a scan; a scan
+ * once one runs (every seed of the range: seconds at least). */
+START_TEST(the_scans_share_of_a_core)
+{
+    struct cfs_identify_params p = params(100000, 0, 0);
+    p.seed_first = 0, p.seed_count = 0;
+    struct cfs_identify *id;
+    char err[256];
+    ck_assert_int_eq(cfs_identify_create(&p, &id, err, sizeof(err)), 0);
+    double share = 0;
+    ck_assert(!cfs_identify_scan_share(id, &share));
+    ck_assert(share < 0);
+    for (uint32_t i = 0; i < 64; i++) /* no shuffle, but a scan tries every seed */
+        cfs_identify_observe(id, (i * 7919u + 13) % 100000, 5000, 999);
+    bool scanning = false;
+    for (int i = 0; i < 500 && !scanning; i++) {
+        scanning = cfs_identify_scan_share(id, &share);
+        usleep(10000);
+    }
+    ck_assert(scanning);
+    cfs_identify_destroy(id);
+}
+END_TEST
+
+/* The meter's arithmetic, its clocks given: a window of at least a second
+ * of scanning gives the thread's CPU seconds over it; scans less than a
+ * second apart are one scan, sharing a window; after a pause a scan starts
+ * a new window, nothing measured yet; without the thread's CPU clock
+ * nothing is measured and no scan is said to run. */
+START_TEST(the_meter_measures_a_window_of_scanning)
+{
+    struct ident_scan_meter m = {.has_clock = true, .share = -1};
+    double share;
+    ck_assert(!ident_meter_share_at(&m, 100.0, -1, &share));
+    ck_assert(share < 0);
+    ident_meter_scan_at(&m, true, 100.0, 5.0);
+    ck_assert(!ident_meter_window_closes(&m, 100.5));
+    ck_assert(ident_meter_share_at(&m, 100.5, -1, &share));
+    ck_assert(share < 0); /* less than a window */
+    ck_assert(ident_meter_window_closes(&m, 101.2));
+    ck_assert(ident_meter_share_at(&m, 101.2, 5.6, &share));
+    ck_assert_double_eq_tol(share, 0.5, 1e-9);
+    ident_meter_scan_at(&m, false, 101.5, -1);
+    ck_assert(!ident_meter_window_closes(&m, 103.0)); /* ended: no window runs */
+    ck_assert(ident_meter_share_at(&m, 102.0, -1, &share)); /* within the gap: one scan */
+    ck_assert_double_eq_tol(share, 0.5, 1e-9);
+    ident_meter_scan_at(&m, true, 102.2, 5.9); /* the next attempt: the same window */
+    ck_assert(ident_meter_share_at(&m, 102.4, 6.0, &share));
+    ck_assert_double_eq_tol(share, 0.4 / 1.2, 1e-9);
+    ident_meter_scan_at(&m, false, 103.0, -1);
+    ck_assert(!ident_meter_share_at(&m, 104.5, -1, &share)); /* past the gap */
+    ident_meter_scan_at(&m, true, 110.0, 8.0); /* after a pause: a new window */
+    ck_assert(ident_meter_share_at(&m, 110.1, -1, &share));
+    ck_assert(share < 0);
+    ck_assert(ident_meter_share_at(&m, 111.0, 8.25, &share));
+    ck_assert_double_eq_tol(share, 0.25, 1e-9);
+
+    struct ident_scan_meter blind = {.has_clock = false, .share = -1};
+    ident_meter_scan_at(&blind, true, 100.0, -1);
+    ck_assert(!ident_meter_share_at(&blind, 100.5, -1, &share));
+    ck_assert(share < 0);
+}
+END_TEST
+
+/* The CPU seconds the scans may take at the normal priority: the budget's
+ * share of the cores over the longer of the reading so far and one epoch
+ * at its pace; nothing before a second of reading or without a budget. */
+START_TEST(the_search_budget_counts_one_epoch_at_the_trainers_pace)
+{
+    /* ImageNet on 2 CPUs, 5000 opens in 4 s: an epoch of 1025 s */
+    ck_assert_double_eq_tol(cfs_identify_search_allowance(0.03, 2, 1281167, 5000, 4.0),
+                            0.03 * 2 * 1281167 * 4.0 / 5000, 1e-9);
+    /* past the epoch, the reading itself */
+    ck_assert_double_eq_tol(cfs_identify_search_allowance(0.03, 2, 1000, 5000, 100.0), 6.0, 1e-9);
+    ck_assert(cfs_identify_search_allowance(0.03, 2, 1281167, 5000, 0.9) == 0);
+    ck_assert(cfs_identify_search_allowance(0, 2, 1281167, 5000, 4.0) == 0);
+    ck_assert(cfs_identify_search_allowance(0.03, 2, 1281167, 0, 4.0) == 0);
+    /* raised within the allowance only where the cores are busy: at idle
+     * priority the last probe got less than a quarter of a core; a raised
+     * spell lasts seconds, then a probe */
+    ck_assert(!cfs_identify_search_raise(0, 10, -1, -1));   /* no probe yet */
+    ck_assert(cfs_identify_search_raise(0, 10, 0.08, -1));  /* busy cores */
+    ck_assert(!cfs_identify_search_raise(0, 10, 0.38, -1)); /* idle time: the trainers wait */
+    ck_assert(!cfs_identify_search_raise(10, 10, 0.08, -1)); /* spent */
+    ck_assert(cfs_identify_search_raise(9, 10, -1, 5));     /* a spell */
+    ck_assert(!cfs_identify_search_raise(9, 10, -1, 25));   /* then a probe */
+    ck_assert(!cfs_identify_search_raise(10, 10, -1, 5));
+}
+END_TEST
+
+/* The priorities the pace asked for, in order (its set_priority). */
+static struct {
+    int calls;
+    bool raised[16];
+    bool refuse; /* the change is refused (SCHED_IDLE not allowed, say) */
+} asked;
+
+static bool set_priority(bool raised)
+{
+    if (asked.calls < 16)
+        asked.raised[asked.calls] = raised;
+    asked.calls++;
+    return !asked.refuse;
+}
+
+/* A scan's long part beginning at idle priority, the trainers' pace 40
+ * opens in 1.6 s of an epoch of 100000 opens on 2 CPUs: an epoch of 4000 s,
+ * an allowance of budget * 2 * 4000 CPU seconds. */
+static void pace_init(struct ident_pace *pc, double budget, struct cfs_metrics *m)
+{
+    memset(pc, 0, sizeof(*pc));
+    pc->budget = budget, pc->cores = 2, pc->n = 100000, pc->metrics = m;
+    atomic_init(&pc->opens, 40);
+    atomic_init(&pc->reading_us, 1600000);
+    atomic_init(&pc->reset, false);
+    pc->idle = true;
+    pc->idle_share = -1;
+    memset(&asked, 0, sizeof(asked));
+}
+
+/* One chunk t seconds into the scan's long part (the monotonic clock's
+ * second 1000 + t), the thread's CPU seconds cpu: is the next chunk
+ * raised? */
+static bool chunk(struct ident_pace *pc, double t, double cpu)
+{
+    ident_pace_chunk_at(pc, 1000.0 + t, cpu, set_priority);
+    return pc->raised;
+}
+
+/* Where the cores are busy (a probe at idle priority gets 0.005 of a
+ * core), the scan runs raised after a probe of 2 s, for spells of 20 s
+ * with a probe between, its raised CPU spent from the budget and counted
+ * as normal priority, its idle CPU free and counted as idle; a probe that
+ * finds idle time (half a core) keeps it at idle priority. */
+START_TEST(the_search_runs_raised_on_busy_cores_within_its_budget)
+{
+    struct cfs_metrics m;
+    cfs_metrics_init(&m);
+    struct ident_pace pc;
+    pace_init(&pc, 1.0, &m);
+    ck_assert(!chunk(&pc, 0, 0));        /* the probe begins */
+    ck_assert(!chunk(&pc, 1.0, 0.005));  /* a second of it: no share yet */
+    ck_assert(chunk(&pc, IDENT_PACE_PROBE, 0.01)); /* 0.005 of a core: busy */
+    ck_assert_int_eq(asked.calls, 1);
+    ck_assert(asked.raised[0]);
+    ck_assert(!pc.idle);
+    ck_assert(chunk(&pc, 3.0, 1.01));    /* raised: a CPU second from the budget */
+    ck_assert_double_eq_tol(pc.spent, 1.0, 1e-9);
+    ck_assert(chunk(&pc, 2.0 + IDENT_PACE_SPELL - 0.5, 19.5));
+    ck_assert_int_eq(asked.calls, 1);
+    ck_assert(!chunk(&pc, 2.0 + IDENT_PACE_SPELL, 20.0)); /* the spell ends: a probe */
+    ck_assert_int_eq(asked.calls, 2);
+    ck_assert(!asked.raised[1]);
+    ck_assert(pc.idle);
+    ck_assert_double_eq_tol(pc.spent, 19.99, 1e-9);
+    ck_assert(!chunk(&pc, 24.0, 21.0)); /* half a core at idle priority: the trainers wait */
+    ck_assert(!chunk(&pc, 26.0, 22.0));
+    ck_assert_int_eq(asked.calls, 2);
+    ck_assert_double_eq_tol(pc.spent, 19.99, 1e-9); /* idle CPU costs nothing */
+    ck_assert(!chunk(&pc, 27.0, 22.005));
+    ck_assert(chunk(&pc, 28.0, 22.01)); /* busy again: raised again */
+    ck_assert_int_eq(asked.calls, 3);
+    ck_assert(asked.raised[2]);
+    /* CPU by the priority it ran at: raised 2.0 .. 22.0, idle the rest */
+    ck_assert_double_eq_tol((double)cfs_metrics_get(&m, CFS_M_SEARCH_NS_NORMAL), 19.99e9, 1e3);
+    ck_assert_double_eq_tol((double)cfs_metrics_get(&m, CFS_M_SEARCH_NS_IDLE), 2.02e9, 1e3);
+}
+END_TEST
+
+/* The budget spent, the scan goes back to idle priority and stays there on
+ * busy cores, until a restart gives it its budget again; without a budget
+ * it is never raised; a refused change leaves the pace as it was, to be
+ * asked again at the next chunk. */
+START_TEST(the_search_stays_idle_past_its_budget)
+{
+    struct ident_pace pc;
+    pace_init(&pc, 0.0001, NULL); /* 0.8 CPU s */
+    chunk(&pc, 0, 0);
+    ck_assert(chunk(&pc, 2.0, 0.01));
+    ck_assert(!chunk(&pc, 3.0, 1.01)); /* a CPU second: spent */
+    ck_assert_int_eq(asked.calls, 2);
+    ck_assert(!asked.raised[1]);
+    for (int t = 5; t <= 15; t += 2) /* busy cores, probe after probe */
+        ck_assert(!chunk(&pc, t, 1.01 + t * 0.001));
+    ck_assert_int_eq(asked.calls, 2);
+    atomic_store(&pc.reset, true); /* cfs_identify_restart */
+    ck_assert(chunk(&pc, 17.0, 1.03));
+    ck_assert_double_eq_tol(pc.spent, 0, 1e-9);
+    ck_assert_int_eq(asked.calls, 3);
+
+    pace_init(&pc, 0, NULL);
+    for (int t = 0; t <= 30; t += 2)
+        ck_assert(!chunk(&pc, t, t * 0.001));
+    ck_assert_int_eq(asked.calls, 0);
+
+    pace_init(&pc, 1.0, NULL);
+    asked.refuse = true;
+    chunk(&pc, 0, 0);
+    ck_assert(!chunk(&pc, 2.0, 0.01)); /* refused: still idle */
+    ck_assert(pc.idle);
+    ck_assert_int_eq(asked.calls, 1);
+    asked.refuse = false;
+    ck_assert(chunk(&pc, 2.5, 0.011)); /* asked again */
+    ck_assert_int_eq(asked.calls, 2);
+}
+END_TEST
+
+
+static int calls_of(struct seen *s)
+{
+    return __atomic_load_n(&s->calls, __ATOMIC_SEQ_CST);
+}
+
+/* The range of the scans that must outlast a few epochs' opens: 2^26
+ * seeds (seconds), a quarter of that where the sanitizers slow the scan
+ * some six times (the sanitizer stage: a minute a test otherwise). */
+#if defined(__SANITIZE_ADDRESS__)
+#define ACROSS_SEEDS (1u << 24)
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define ACROSS_SEEDS (1u << 24)
+#endif
+#endif
+#ifndef ACROSS_SEEDS
+#define ACROSS_SEEDS (1u << 26)
+#endif
+
+/* Three epochs of t, a node's epoch `per` opens: the first epoch's 32
+ * opens start a scan of ACROSS_SEEDS seeds (t's seed at its end), the other
+ * epochs' opens, each with new workers, come while it runs; what the scan
+ * that began at 32 opens identified, not a restart's. */
+static struct cfs_identified scan_across_epochs(const struct trainer *t, size_t per,
+                                                double new_reader_seconds)
+{
+    struct opens o = simulate(t, 3 * per);
+    ck_assert_uint_eq(o.len, 3 * per);
+    ck_assert_int_ne(o.pid[per], o.pid[0]); /* new workers every epoch */
+    struct seen seen = {0};
+    struct cfs_identify_params p = {.n = t->n, .nodes = 1, .global_max_offset = 4096,
+                                    .seed_first = 0, .seed_count = ACROSS_SEEDS,
+                                    .new_reader_seconds = new_reader_seconds,
+                                    .process_alive = no_process,
+                                    .on_identified = on_identified, .cb_arg = &seen};
+    struct cfs_identify *id;
+    char err[256];
+    ck_assert_int_eq(cfs_identify_create(&p, &id, err, sizeof(err)), 0);
+    for (size_t i = 0; i < 32; i++) /* the first attempt's opens */
+        cfs_identify_observe(id, o.s[i], o.pid[i], o.ppid[i]);
+    usleep(500000); /* its scan has started (seconds) */
+    for (size_t i = 32; i < o.len; i++) /* the later epochs meanwhile */
+        cfs_identify_observe(id, o.s[i], o.pid[i], o.ppid[i]);
+    for (int i = 0; i < 60000 && calls_of(&seen) < 1; i++)
+        usleep(10000);
+    ck_assert_int_ge(calls_of(&seen), 1);
+    ck_assert_uint_eq(seen.id.sampler.seed, t->seed);
+    ck_assert_int_eq(seen.id.sampler.kind, t->kind);
+    ck_assert_uint_eq(seen.id.opens, 32); /* the scan that began at 32 opens, not a restart */
+    cfs_identify_destroy(id);
+    opens_free(&o);
+    return seen.id;
+}
+
+/* A scan that outlasts an epoch: the next epoch's new workers (readers
+ * first seen after n opens) do not cancel it, so it ends and identifies
+ * from the opens it started with.  Before, every epoch's new workers
+ * restarted it from its first seed: at ImageNet's size on busy cores (the
+ * scan at idle priority, minutes) it never ended. */
+START_TEST(a_later_epochs_workers_do_not_restart_the_scan)
+{
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH,
+                        .seed = ACROSS_SEEDS - 3, /* the end of the range: the scan's last seeds */
+                        .n = 64,
+                        .world = 1,
+                        .batch = 4,
+                        .workers = 2,
+                        .ranks = 1,
+                        .epochs = 3};
+    (void)scan_across_epochs(&t, 64, 0);
+}
+END_TEST
+
+/* DDP ranks list the dataset each on its own after init_process_group;
+ * one rank's workers can read a few batches ahead before the other's
+ * start, and through a busy mount at ImageNet's size that is long past
+ * new_reader_seconds.  The scan over the first rank's opens alone cannot
+ * find the order (the epoch's head, rank 0's worker 0's, is missing); the
+ * late rank - a reader whose parent no reader had - cancels it and the
+ * next scan, over both ranks' opens, finds the seed at once.  Case 1: the
+ * late rank's worker 1 opens first, its worker 0 (the head) half a second
+ * later: a sibling within new_reader_seconds of its parent's first reader
+ * restarts the scan too (2.5 s of slack for the half-second sleep on a
+ * loaded host).  Before, the first scan went on over all 2^32 seeds
+ * (minutes; in the mount a whole scan's time wasted, once a second one).
+ * Each restarting open leaves the module's thread at the normal priority
+ * (observe_restarting). */
+static const struct {
+    double new_reader_seconds, wait;
+    bool head_later;
+} late_cases[] = {{0.2, 0.5, false}, {3.0, 3.5, true}};
+
+/* Threads of this process at SCHED_IDLE (policy 5: field 41 of
+ * /proc/self/task/TID/stat): the module's thread in a scan's idle part. */
+static int idle_threads(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *e;
+    int idle = 0;
+    ck_assert_ptr_nonnull(d);
+    while ((e = readdir(d))) {
+        char path[300], line[1024];
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof(path), "/proc/self/task/%s/stat", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue; /* a thread that ended */
+        char *got = fgets(line, sizeof(line), f);
+        fclose(f);
+        char *p = got ? strrchr(line, ')') : NULL;
+        int field = 2; /* ")" ends field 2 */
+        for (char *tok = p ? strtok(p + 1, " ") : NULL; tok; tok = strtok(NULL, " "))
+            if (++field == 41) {
+                idle += atoi(tok) == SCHED_IDLE;
+                break;
+            }
+    }
+    closedir(d);
+    return idle;
+}
+
+/* observe() for an open that restarts the running scan: the module's thread,
+ * in the scan's idle part before it, is back at the normal priority when
+ * observe returns (on busy cores it would not run to see the cancellation;
+ * the next attempt's first part, 2^20 seeds, takes longer than this check). */
+static void observe_restarting(struct cfs_identify *id, uint32_t s, pid_t pid, pid_t ppid)
+{
+    int before = idle_threads();
+    cfs_identify_observe(id, s, pid, ppid);
+    if (before == 0)
+        return; /* SCHED_IDLE refused here: the module fell back to nice 19 */
+    ck_assert_int_eq(before, 1);
+    ck_assert_int_eq(idle_threads(), 0);
+}
+
+START_TEST(a_late_ranks_first_open_restarts_the_scan)
+{
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP,
+                        .seed = 1000, /* the head of the range: found as soon as scanned */
+                        .n = 10000,
+                        .world = 2,
+                        .batch = 4,
+                        .workers = 2,
+                        .ranks = 2,
+                        .epochs = 1};
+    struct opens o = simulate(&t, 400);
+    struct opens late = {0};
+    struct seen seen = {0};
+    struct cfs_identify_params p = {.n = t.n, .nodes = 1, .global_max_offset = 4096,
+                                    .seed_first = 0, .seed_count = UINT32_MAX,
+                                    .new_reader_seconds = late_cases[_i].new_reader_seconds,
+                                    .process_alive = no_process,
+                                    .on_identified = on_identified, .cb_arg = &seen};
+    struct cfs_identify *id;
+    char err[256];
+    ck_assert_int_eq(cfs_identify_create(&p, &id, err, sizeof(err)), 0);
+    size_t first = 0, other = SIZE_MAX;
+    for (size_t i = 0; i < o.len; i++) { /* rank 1's workers first, 48 opens */
+        if (o.ppid[i] == 1001 && first < 48) {
+            cfs_identify_observe(id, o.s[i], o.pid[i], o.ppid[i]);
+            first++;
+        } else {
+            if (other == SIZE_MAX && o.pid[i] == 2001)
+                other = late.len; /* rank 0's worker 1's first open */
+            push(&late, o.s[i], o.pid[i], o.ppid[i]);
+        }
+    }
+    ck_assert_uint_eq(first, 48);
+    ck_assert_uint_ne(other, SIZE_MAX);
+    ck_assert_int_eq(late.pid[0], 2000); /* rank 0's worker 0: the head */
+    usleep((useconds_t)(late_cases[_i].wait * 1e6)); /* the scan is in its idle part */
+    ck_assert_int_eq(cfs_identify_state(id, NULL), CFS_IDENTIFY_LEARNING);
+    if (late_cases[_i].head_later) {
+        observe_restarting(id, late.s[other], late.pid[other], late.ppid[other]);
+        usleep(500000); /* that scan, without the head, has passed seed 1000 */
+    }
+    observe_restarting(id, late.s[0], late.pid[0], late.ppid[0]);
+    for (size_t i = 1; i < late.len; i++)
+        if (!late_cases[_i].head_later || i != other)
+            cfs_identify_observe(id, late.s[i], late.pid[i], late.ppid[i]);
+    for (int i = 0; i < 2000 && calls_of(&seen) < 1; i++)
+        usleep(10000); /* 20 s: the first scan's 2^32 seeds take minutes */
+    ck_assert_int_ge(calls_of(&seen), 1);
+    ck_assert_uint_eq(seen.id.sampler.seed, t.seed);
+    ck_assert_uint_eq(seen.id.sampler.world, 2);
+    ck_assert_uint_eq(seen.id.rank_count, 2);
+    cfs_identify_destroy(id);
+    opens_free(&late);
+    opens_free(&o);
+}
+END_TEST
+
+/* DDP without DataLoader workers: the ranks read themselves, siblings under
+ * one launcher (pids 1000 + r, parent 999).  Rank 0, with the head, starts
+ * long after rank 1 (past new_reader_seconds, 0.2 s here; a minute in a
+ * mount).  Case 0: rank 1 still runs, so rank 0 is a late rank: its first
+ * open restarts the scan, which finds the seed at once (before, the scan
+ * over rank 1's opens alone went on over 2^32 seeds, minutes).  Case 1:
+ * its sibling ended (a process per file, a later epoch's workers): no
+ * restart, the scan goes on. */
+static bool ranks_run(void *arg, pid_t pid)
+{
+    return *(const bool *)arg && (pid == 1000 || pid == 1001);
+}
+
+START_TEST(a_late_rank_without_workers_restarts_the_scan_while_its_sibling_runs)
+{
+    bool running = _i == 0;
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP,
+                        .seed = 1000,
+                        .n = 10000,
+                        .world = 2,
+                        .batch = 4,
+                        .workers = 0,
+                        .ranks = 2,
+                        .epochs = 1};
+    struct opens o = simulate(&t, 400);
+    struct seen seen = {0};
+    struct cfs_identify_params p = {.n = t.n, .nodes = 1, .global_max_offset = 4096,
+                                    .seed_first = 0, .seed_count = UINT32_MAX,
+                                    .new_reader_seconds = 0.2,
+                                    .process_alive = ranks_run, .process_alive_arg = &running,
+                                    .on_identified = on_identified, .cb_arg = &seen};
+    struct cfs_identify *id;
+    char err[256];
+    ck_assert_int_eq(cfs_identify_create(&p, &id, err, sizeof(err)), 0);
+    size_t rank1 = 0;
+    for (size_t i = 0; i < o.len && rank1 < 48; i++)
+        if (o.pid[i] == 1001) {
+            cfs_identify_observe(id, o.s[i], o.pid[i], o.ppid[i]);
+            rank1++;
+        }
+    ck_assert_uint_eq(rank1, 48);
+    usleep(500000); /* past new_reader_seconds; the scan is in its idle part */
+    for (size_t i = 0; i < o.len; i++)
+        if (o.pid[i] == 1000)
+            cfs_identify_observe(id, o.s[i], o.pid[i], o.ppid[i]);
+    /* running: 20 s at most (found at once); ended: 2 s, learning on */
+    for (int i = 0; i < (running ? 2000 : 200) && calls_of(&seen) < 1; i++)
+        usleep(10000);
+    if (running) {
+        ck_assert_int_ge(calls_of(&seen), 1);
+        ck_assert_uint_eq(seen.id.sampler.seed, t.seed);
+        ck_assert_uint_eq(seen.id.sampler.world, 2);
+        ck_assert_uint_eq(seen.id.rank_count, 2);
+    } else {
+        ck_assert_int_eq(calls_of(&seen), 0);
+        ck_assert_int_eq(cfs_identify_state(id, NULL), CFS_IDENTIFY_LEARNING);
+    }
+    cfs_identify_destroy(id);
+    opens_free(&o);
+}
+END_TEST
+
+/* A node that runs 2 of 4 ranks reads n/2 files an epoch: the next
+ * epoch's new workers come before n opens, but long after the first open
+ * (here new_reader_seconds = 0.2 s; a minute in a mount), and do not
+ * restart the scan either. */
+START_TEST(a_partial_nodes_later_workers_do_not_restart_the_scan)
+{
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP,
+                        .seed = ACROSS_SEEDS - 3,
+                        .n = 64,
+                        .world = 4,
+                        .batch = 4,
+                        .workers = 2,
+                        .ranks = 2,
+                        .epochs = 3};
+    struct cfs_identified id = scan_across_epochs(&t, 32, 0.2);
+    ck_assert_uint_eq(id.sampler.world, 4);
+    ck_assert_uint_eq(id.rank_count, 2);
+}
+END_TEST
+
+/* Epoch 0 of torch-sampler reads as torch-ddp at world 1 (the likelier);
+ * its epoch 1 tells them apart and the module says so again. */
+START_TEST(the_thread_refines_with_the_next_epoch)
+{
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH_SAMPLER,
+                        .seed = 2024,
+                        .n = 200,
+                        .world = 1,
+                        .batch = 4,
+                        .workers = 2,
+                        .ranks = 1,
+                        .persistent = true,
+                        .epochs = 2};
+    struct opens o = simulate(&t, 100000);
+    ck_assert_uint_eq(o.len, 400);
+    struct seen seen = {0};
+    struct cfs_identify_params p = params(t.n, t.seed, 4096);
+    p.on_identified = on_identified;
+    p.cb_arg = &seen;
+    struct cfs_identify *id;
+    char err[256];
+    ck_assert_int_eq(cfs_identify_create(&p, &id, err, sizeof(err)), 0);
+    for (size_t i = 0; i < 200; i++)
+        cfs_identify_observe(id, o.s[i], o.pid[i], o.ppid[i]);
+    ck_assert_int_eq(wait_state(id, CFS_IDENTIFY_IDENTIFIED), CFS_IDENTIFY_IDENTIFIED);
+    for (int i = 0; i < 3000 && calls_of(&seen) < 1; i++)
+        usleep(10000);
+    ck_assert_int_eq(calls_of(&seen), 1);
+    ck_assert_int_eq(seen.id.sampler.kind, CFS_SAMPLER_TORCH_DDP);
+    ck_assert(seen.id.epoch_seed_only); /* nothing yet says the next epoch */
+    ck_assert(!seen.id.per_epoch_global);
+    for (size_t i = 200; i < o.len; i++)
+        cfs_identify_observe(id, o.s[i], o.pid[i], o.ppid[i]);
+    for (int i = 0; i < 3000 && calls_of(&seen) < 2; i++)
+        usleep(10000);
+    ck_assert_int_eq(calls_of(&seen), 2);
+    struct cfs_identified got;
+    ck_assert_int_eq(cfs_identify_state(id, &got), CFS_IDENTIFY_IDENTIFIED);
+    ck_assert_int_eq(got.sampler.kind, CFS_SAMPLER_TORCH_SAMPLER);
+    ck_assert_int_eq(seen.id.sampler.kind, CFS_SAMPLER_TORCH_SAMPLER);
+    ck_assert(got.sampler.persistent_workers);
+    ck_assert_uint_eq(got.sampler.seed, 2024);
+    ck_assert_uint_eq(got.epoch, 1);
+    ck_assert(!got.epoch_seed_only && !got.per_epoch_global);
+    cfs_identify_destroy(id);
+    opens_free(&o);
+}
+END_TEST
+
+/* torch-global without its seed: every epoch the first randperm of a
+ * private generator seeded anew.  Epoch 0 reads as torch-ddp at world 1 and
+ * says that epoch only; epoch 1 refutes it and fits a second fresh seed:
+ * torch-global, learnt again from each epoch's first opens (DataLoader
+ * workers, not persistent: new processes each epoch). */
+START_TEST(torch_global_without_its_seed_epoch_by_epoch)
+{
+    const uint32_t center = 0x5eed0000u, n = 1500;
+    const uint32_t seeds[] = {center - 20000, center + 7, center + 13000, center - 3};
+    struct cfs_identify_params p = params(n, center, 1u << 16);
+    struct seen seen = {0};
+    p.on_identified = on_identified;
+    p.cb_arg = &seen;
+    struct cfs_identify *id;
+    char err[256];
+    ck_assert_int_eq(cfs_identify_create(&p, &id, err, sizeof(err)), 0);
+    struct opens ep[4];
+    for (uint32_t e = 0; e < 4; e++) {
+        struct trainer t = {.kind = CFS_SAMPLER_TORCH_SAMPLER,
+                            .seed = seeds[e],
+                            .n = n,
+                            .world = 1,
+                            .batch = 8,
+                            .workers = 2,
+                            .ranks = 1,
+                            .epochs = 1};
+        ep[e] = simulate(&t, SIZE_MAX);
+        ck_assert_uint_eq(ep[e].len, n);
+        for (size_t i = 0; i < n; i++)
+            ep[e].pid[i] += (pid_t)(100000 * e); /* this epoch's workers */
+    }
+    for (uint32_t e = 0; e < 4; e++) {
+        /* the epoch's first batches, then the module's answer, then the rest */
+        for (size_t i = 0; i < 96; i++)
+            cfs_identify_observe(id, ep[e].s[i], ep[e].pid[i], ep[e].ppid[i]);
+        for (int i = 0; i < 3000 && calls_of(&seen) < (int)e + 1; i++)
+            usleep(10000);
+        ck_assert_int_eq(calls_of(&seen), e + 1);
+        struct cfs_identified got = seen.id;
+        ck_assert_msg(got.epoch_seed_only, "epoch %u: %s", e, got.text);
+        ck_assert_int_eq(got.sampler.kind, CFS_SAMPLER_TORCH_DDP);
+        ck_assert_uint_eq(got.sampler.world, 1);
+        ck_assert_uint_eq(got.epoch, e);
+        /* torch-ddp reads seed + epoch: the epoch's private seed */
+        ck_assert_uint_eq((uint32_t)(got.sampler.seed + e), seeds[e]);
+        ck_assert_uint_eq(got.opens_before, (uint64_t)n * e);
+        ck_assert_uint_eq(got.workers, 2);
+        ck_assert(got.per_epoch_global == (e > 0));
+        if (e > 0)
+            ck_assert_msg(strstr(got.text, "torch-global (no seed registered) epoch") != NULL,
+                          "%s", got.text);
+        for (size_t i = 96; i < n; i++)
+            cfs_identify_observe(id, ep[e].s[i], ep[e].pid[i], ep[e].ppid[i]);
+    }
+    /* a reader that is no shuffle afterwards: the window ends unidentified */
+    for (uint32_t i = 0; i < 2 * n; i++)
+        cfs_identify_observe(id, i % n, 7000, 999);
+    usleep(100000);
+    ck_assert_int_eq(calls_of(&seen), 4);
+    ck_assert_int_ne(cfs_identify_state(id, NULL), CFS_IDENTIFY_IDENTIFIED);
+    cfs_identify_destroy(id);
+    for (uint32_t e = 0; e < 4; e++)
+        opens_free(&ep[e]);
+}
+END_TEST
+
+static Suite *identify_thread_suite(void)
+{
+    Suite *s = suite_create("identify_thread");
+    TCase *p = tcase_create("pace");
+    tcase_add_test(p, the_meter_measures_a_window_of_scanning);
+    tcase_add_test(p, the_search_budget_counts_one_epoch_at_the_trainers_pace);
+    tcase_add_test(p, the_search_runs_raised_on_busy_cores_within_its_budget);
+    tcase_add_test(p, the_search_stays_idle_past_its_budget);
+    suite_add_tcase(s, p);
+    TCase *t = tcase_create("thread");
+    tcase_set_timeout(t, 600);
+    tcase_add_test(t, the_thread_learns_and_restarts);
+    tcase_add_test(t, the_scans_share_of_a_core);
+    tcase_add_test(t, the_thread_refines_with_the_next_epoch);
+    tcase_add_test(t, a_later_epochs_workers_do_not_restart_the_scan);
+    tcase_add_test(t, a_partial_nodes_later_workers_do_not_restart_the_scan);
+    tcase_add_loop_test(t, a_late_ranks_first_open_restarts_the_scan, 0,
+                        sizeof(late_cases) / sizeof(late_cases[0]));
+    tcase_add_loop_test(t, a_late_rank_without_workers_restarts_the_scan_while_its_sibling_runs,
+                        0, 2);
+    tcase_add_test(t, torch_global_without_its_seed_epoch_by_epoch);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+int main(void)
+{
+    return cfs_check_run(identify_thread_suite());
+}
