@@ -286,7 +286,7 @@ static void replay_epoch(struct cfs_prefetch *pf, struct pf_track *t, void *arg)
     pf->adopted = true;
     pf->epoch_only = ra->id->epoch_seed_only;
     /* Observed on to the end of the next epoch's start: the module checks
-     * the order there (identify.c) and may refine it; one epoch's order,
+     * the order there (identify_thread.c) and may refine it; one epoch's order,
      * for good: the module learns every next epoch from its opens. */
     uint64_t per = ra->id->epoch_opens;
     uint64_t until = per && !pf->epoch_only ? (ra->id->opens / per + 1) * per + CHECK_OPENS : 0;
