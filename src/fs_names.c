@@ -111,6 +111,24 @@ static void forget_one(struct cfs_fs *fs, fuse_ino_t ino, uint64_t n)
         cfs_prefetch_forgot(fs->prefetch, (cfs_id)(ino - 1));
 }
 
+/* The catalog directory behind ino, or NULL once the reply is sent:
+ * ESTALE for an inode that is no catalog entry, ENOTDIR for anything but a
+ * directory. */
+static const struct cfs_entry *dir_or_reply_err(fuse_req_t req, const struct cfs_fs *fs,
+                                                fuse_ino_t ino, cfs_id *id)
+{
+    const struct cfs_entry *e = entry_of(fs, ino, id);
+    if (!e || is_ctl_ino(ino)) {
+        fuse_reply_err(req, e ? ENOTDIR : ESTALE);
+        return NULL;
+    }
+    if (!S_ISDIR(e->mode)) {
+        fuse_reply_err(req, ENOTDIR);
+        return NULL;
+    }
+    return e;
+}
+
 /* ---- names ----------------------------------------------------------------- */
 
 void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -135,15 +153,9 @@ void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         return;
     }
     cfs_id dir;
-    const struct cfs_entry *e = entry_of(fs, parent, &dir);
-    if (!e || is_ctl_ino(parent)) {
-        fuse_reply_err(req, e ? ENOTDIR : ESTALE);
+    const struct cfs_entry *e = dir_or_reply_err(req, fs, parent, &dir);
+    if (!e)
         return;
-    }
-    if (!S_ISDIR(e->mode)) {
-        fuse_reply_err(req, ENOTDIR);
-        return;
-    }
     cfs_id child;
     if (strcmp(name, ".") == 0)
         child = dir;
@@ -223,15 +235,8 @@ void fs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         fuse_reply_open(req, fi);
         return;
     }
-    const struct cfs_entry *e = entry_of(fs, ino, &id);
-    if (!e || is_ctl_ino(ino)) {
-        fuse_reply_err(req, e ? ENOTDIR : ESTALE);
+    if (!dir_or_reply_err(req, fs, ino, &id))
         return;
-    }
-    if (!S_ISDIR(e->mode)) {
-        fuse_reply_err(req, ENOTDIR);
-        return;
-    }
     /* Listings never change: let the kernel keep them across opens. */
     fi->cache_readdir = 1;
     fi->keep_cache = 1;
