@@ -1,3 +1,14 @@
+/* The control namespace's contents (clairfs/ctl.h): the names and modes of
+ * the files in .clairfs/, the text each shows, and the commands `control`
+ * takes.  Kept free of FUSE so that the unit tests and the fuzzer drive it
+ * exactly as the FUSE layer (src/fs_ctl.c) does, one buffer per write.
+ *
+ * A write is parsed whole before its first command is delivered, so that a
+ * typo on the third line does not leave the first two applied; the lock
+ * only keeps two writers' commands from interleaving.  Each text is
+ * rendered from one metrics snapshot (metrics.c), so that a reader sees
+ * figures of one instant; ready is a flag the daemon sets, read by every
+ * lookup without the lock. */
 #include "clairfs/ctl.h"
 
 #include <errno.h>

@@ -2,8 +2,8 @@
  * presented as a read-only filesystem.  Private to the daemon (it includes
  * the FUSE headers).  Names and attributes come from the catalog, file
  * bytes from the data path (prefetch.h), symlink targets and statfs from
- * the source directory, the control files from the ctl module (fs.c, and
- * fs_ctl.c for .clairfs/ and the state xattr).
+ * the source directory, the control files from the ctl module (src/fs*.c;
+ * fs_i.h says which file does what, and their layer order).
  *
  * Inodes need no table: a catalog entry's inode is its id + 1 (the root,
  * id 0, is FUSE_ROOT_ID), and the control namespace lives at the top of the

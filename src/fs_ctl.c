@@ -138,12 +138,6 @@ void fs_ctl_read(fuse_req_t req, struct ctl_handle *h, size_t size, off_t off)
     fuse_reply_buf(req, h->text + off, n < size ? n : size);
 }
 
-void fs_ctl_handle_free(struct ctl_handle *h)
-{
-    free(h->text);
-    free(h);
-}
-
 void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
                  struct fuse_file_info *fi)
 {
@@ -228,4 +222,3 @@ void fs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
     else
         reply_xattr_value(req, "", 0, size);
 }
-

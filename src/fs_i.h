@@ -1,6 +1,23 @@
-/* Private to the FUSE layer (fs.c, fs_ctl.c): the filesystem's state and
- * the inode scheme both files speak.  Catalog entry id -> inode id + 1;
- * the control namespace at the top of the 64-bit inode space. */
+/* Private to the FUSE layer (fs*.c): the filesystem's state and the inode
+ * scheme its files speak.  Catalog entry id -> inode id + 1; the control
+ * namespace at the top of the 64-bit inode space.
+ *
+ * The layer order of the fs files, lowest first.  A file calls only files
+ * on the lines above its own, never one below, so that each can be read
+ * knowing only what is above it.  Checked over the objects: the graph "A
+ * uses a symbol B defines" (nm -u, nm -g --defined-only) has no circle
+ * (tsort):
+ *
+ *   fs_open.c         the open file handles (fi->fh), reference-counted
+ *   fs_ctl.c          .clairfs/ and the user.clairfs.state xattr
+ *   fs_names.c        lookups, attributes, listings, statfs; lookup counts
+ *   fs_kernel_open.c  -o kernel_open's switch and the open watch
+ *   fs_pagecache.c    page-cache staging's notifications (cfs_kernel_ops)
+ *   fs_files.c        open, read, release
+ *   fs.c              the operations table, INIT, create and destroy
+ *
+ * fs_names.c, fs_kernel_open.c and fs_pagecache.c call none of each other;
+ * fs.c reaches the others only through the table and the life cycle. */
 #ifndef CLAIRFS_FS_I_H
 #define CLAIRFS_FS_I_H
 
@@ -93,12 +110,16 @@ struct fs_open {
     struct fs_open *prev, *next; /* cfs_fs.opens, under opens_mu */
 };
 
+/* --- The file handles (fs_open.c). --- */
+
 /* A handle for handle (one reference), listed in fs->opens: a RELEASE the
  * kernel still had queued when the mount went away never arrives, and
  * cfs_fs_destroy() releases what is left.  NULL when out of memory. */
 struct fs_open *fs_open_new(struct cfs_fs *fs, enum open_kind kind, void *handle);
 /* Drops a reference; the last one releases the handle and unlists it. */
 void fs_open_put(struct cfs_fs *fs, struct fs_open *o);
+/* Releases every handle still listed, once the session has stopped. */
+void fs_open_free_all(struct cfs_fs *fs);
 
 static inline struct fs_open *open_of(const struct fuse_file_info *fi)
 {
@@ -136,10 +157,9 @@ static inline bool fs_ctl_file_visible(const struct cfs_fs *fs, enum cfs_ctl_fil
 int fs_ctl_stat(const struct cfs_fs *fs, fuse_ino_t ino, struct stat *st);
 /* The inode of `name` in .clairfs/ ("." and ".." included), 0 when absent. */
 fuse_ino_t fs_ctl_lookup(const struct cfs_fs *fs, const char *name);
-/* OPEN and READ of a control inode; a handle is freed by fs_ctl_handle_free. */
+/* OPEN and READ of a control inode; the handle is an OPEN_CTL fs_open. */
 void fs_ctl_open(fuse_req_t req, struct cfs_fs *fs, fuse_ino_t ino, struct fuse_file_info *fi);
 void fs_ctl_read(fuse_req_t req, struct ctl_handle *h, size_t size, off_t off);
-void fs_ctl_handle_free(struct ctl_handle *h);
 /* Operations: writes and truncation reach only .clairfs/control; the
  * user.clairfs.state xattr of regular files. */
 void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
@@ -148,5 +168,50 @@ void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set
                    struct fuse_file_info *fi);
 void fs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size);
 void fs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
+
+/* --- Names, attributes and listings (fs_names.c). --- */
+
+void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name);
+void fs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup);
+void fs_op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets);
+void fs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void fs_op_readlink(fuse_req_t req, fuse_ino_t ino);
+void fs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void fs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                   struct fuse_file_info *fi);
+void fs_op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                       struct fuse_file_info *fi);
+void fs_op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void fs_op_statfs(fuse_req_t req, fuse_ino_t ino);
+
+/* --- -o kernel_open: the switch and the open watch (fs_kernel_open.c). --- */
+
+struct cfs_opener;
+/* Who opened entry id from thread tid, in *who ({0, 0} when nobody asks:
+ * only while the order is learnt or the opens are recorded), and the
+ * record of the open when record_opens= is on. */
+void fs_opener_of(struct cfs_fs *fs, pid_t tid, cfs_id id, struct cfs_opener *who);
+/* Notes an open served through FUSE while the watch starts, before its
+ * reply: the watch skips its event. */
+void fs_note_served(struct cfs_fs *fs, pid_t tid, cfs_id id);
+/* True once opens are off (the caller answers ENOSYS); switches them off,
+ * starting the watch, once every file is in the page cache. */
+bool fs_switch_opens_off(struct cfs_fs *fs);
+/* Waits until every open the kernel made before now is counted; a no-op
+ * before the switch. */
+void fs_settle_watch(struct cfs_fs *fs);
+
+/* --- Page-cache staging, the kernel side (fs_pagecache.c). --- */
+
+/* The kernel's answer to a retrieve (cfs_kernel_ops.retrieve). */
+void fs_op_retrieve_reply(fuse_req_t req, void *cookie, fuse_ino_t ino, off_t offset,
+                          struct fuse_bufvec *bufv);
+
+/* --- Open, read and release (fs_files.c). --- */
+
+void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                struct fuse_file_info *fi);
+void fs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 
 #endif

@@ -1,5 +1,8 @@
-/* The I/O engine's front end: request queues by priority, cancellation,
- * drain, and the choice of back end (see the essay in clairfs/io.h). */
+/* The I/O engine's front end: submission, cancellation, drain, and the
+ * choice of back end (see the essay in clairfs/io.h).  The queues
+ * themselves, and what a back end does with a request, are io_queue.c's:
+ * this file sits above the back ends and picks one, and they sit above
+ * io_queue.c, so that no call goes back up. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -12,122 +15,6 @@
 #ifndef FUSE_SUPER_MAGIC
 #define FUSE_SUPER_MAGIC 0x65735546
 #endif
-
-/* Set on engine threads so that cfs_io_drain() from a callback fails
- * instead of waiting for itself. */
-static _Thread_local bool in_callback;
-
-static void list_push(struct cfs_io_list *l, struct cfs_io_req *r)
-{
-    r->next_ = NULL;
-    r->prev_ = l->tail;
-    if (l->tail)
-        l->tail->next_ = r;
-    else
-        l->head = r;
-    l->tail = r;
-}
-
-static void list_remove(struct cfs_io_list *l, struct cfs_io_req *r)
-{
-    if (r->prev_)
-        r->prev_->next_ = r->next_;
-    else
-        l->head = r->next_;
-    if (r->next_)
-        r->next_->prev_ = r->prev_;
-    else
-        l->tail = r->prev_;
-    r->next_ = r->prev_ = NULL;
-}
-
-struct cfs_io_req *cfs_io__next(struct cfs_io *io, bool can_start, bool *cancelled)
-{
-    struct cfs_io_req *r = io->cancelled.head;
-    if (r) {
-        list_remove(&io->cancelled, r);
-        r->state_ = CFS_IO_ST_RUNNING;
-        *cancelled = true;
-        return r;
-    }
-    *cancelled = false;
-    if (!can_start)
-        return NULL;
-    for (int c = 0; c < CFS_IO_NPRIO; c++) {
-        r = io->queue[c].head;
-        if (r) {
-            list_remove(&io->queue[c], r);
-            r->state_ = CFS_IO_ST_RUNNING;
-            return r;
-        }
-    }
-    return NULL;
-}
-
-void cfs_io__cancel_all(struct cfs_io *io)
-{
-    for (int c = 0; c < CFS_IO_NPRIO; c++) {
-        struct cfs_io_req *r;
-        while ((r = io->queue[c].head)) {
-            list_remove(&io->queue[c], r);
-            r->state_ = CFS_IO_ST_CANCELLED;
-            list_push(&io->cancelled, r);
-        }
-    }
-}
-
-void cfs_io__complete(struct cfs_io *io, struct cfs_io_req *req, int64_t res)
-{
-    req->res = res;
-    req->state_ = CFS_IO_ST_DONE;
-    in_callback = true;
-    req->done(req);
-    in_callback = false;
-    /* req may be gone now. */
-    pthread_mutex_lock(&io->lock);
-    if (--io->outstanding == 0)
-        pthread_cond_broadcast(&io->idle);
-    pthread_mutex_unlock(&io->lock);
-}
-
-/* A whole-file fetch reads up to cap + 1 bytes, the last into a scratch
- * byte, so that a file longer than the buffer shows. */
-static uint64_t read_limit(const struct cfs_io_req *req)
-{
-    return (req->flags & CFS_IO_RANGE) ? req->cap : (uint64_t)req->cap + 1;
-}
-
-int cfs_io__iov(const struct cfs_io_req *req, uint64_t got, unsigned char *scratch,
-                struct iovec iov[2], size_t *asked)
-{
-    uint64_t n = read_limit(req) - got;
-    if (n > CFS_IO_CHUNK)
-        n = CFS_IO_CHUNK;
-    *asked = n;
-    int cnt = 0;
-    if (got < req->cap) {
-        uint64_t in_buf = req->cap - got < n ? req->cap - got : n;
-        iov[cnt++] = (struct iovec){(char *)req->buf + got, in_buf};
-        n -= in_buf;
-    }
-    if (n > 0)
-        iov[cnt++] = (struct iovec){scratch, 1};
-    return cnt;
-}
-
-bool cfs_io__finished(const struct cfs_io_req *req, uint64_t got, int64_t last, size_t asked,
-                      int64_t *res)
-{
-    if (!(req->flags & CFS_IO_RANGE) && got > req->cap) {
-        *res = -EFBIG;
-        return true;
-    }
-    *res = (int64_t)got;
-    if (last == 0 || got == read_limit(req))
-        return true;
-    /* Short, and the catalog's size reached: that is EOF, skip the probe. */
-    return (size_t)last < asked && req->size_hint == got;
-}
 
 static bool req_valid(const struct cfs_io_req *r)
 {
@@ -152,7 +39,7 @@ int cfs_io_submit(struct cfs_io *io, struct cfs_io_req *req)
     req->res = 0;
     req->has_st = false; /* a resubmitted request must not keep an old identity */
     req->state_ = CFS_IO_ST_QUEUED;
-    list_push(&io->queue[req->prio], req);
+    cfs_io__list_push(&io->queue[req->prio], req);
     io->outstanding++;
     io->ops->kick(io);
     pthread_mutex_unlock(&io->lock);
@@ -164,9 +51,9 @@ int cfs_io_cancel(struct cfs_io *io, struct cfs_io_req *req)
     int rc = -EBUSY;
     pthread_mutex_lock(&io->lock);
     if (req->state_ == CFS_IO_ST_QUEUED) {
-        list_remove(&io->queue[req->prio], req);
+        cfs_io__list_remove(&io->queue[req->prio], req);
         req->state_ = CFS_IO_ST_CANCELLED;
-        list_push(&io->cancelled, req);
+        cfs_io__list_push(&io->cancelled, req);
         io->ops->kick(io);
         rc = 0;
     }
@@ -176,7 +63,7 @@ int cfs_io_cancel(struct cfs_io *io, struct cfs_io_req *req)
 
 int cfs_io_drain(struct cfs_io *io)
 {
-    if (in_callback)
+    if (cfs_io__in_callback())
         return -EDEADLK;
     pthread_mutex_lock(&io->lock);
     while (io->outstanding > 0)

@@ -49,6 +49,13 @@ struct cfs_io {
     bool stopping;
 };
 
+/* --- io_queue.c: the queues, shared by the front end and the back ends. --- */
+
+/* Under io->lock: append r to l, or take it out of l. */
+void cfs_io__list_push(struct cfs_io_list *l, struct cfs_io_req *r);
+void cfs_io__list_remove(struct cfs_io_list *l, struct cfs_io_req *r);
+/* True on a thread inside a request's callback (cfs_io_drain() refuses). */
+bool cfs_io__in_callback(void);
 /* Under io->lock: the next request to act on.  A cancelled one first (its
  * callback is due, *cancelled is set), then, if can_start, the oldest
  * request of the highest class, marked running.  NULL when none. */
@@ -75,6 +82,8 @@ static inline bool cfs_io__wants_stat(const struct cfs_io_req *req, int64_t res)
 {
     return res >= 0 && !(req->flags & CFS_IO_RANGE);
 }
+
+/* --- The back ends (io_threads.c, io_uring.c). --- */
 
 extern const struct cfs_io_ops cfs_io_threads_ops;
 #if HAVE_IO_URING

@@ -1,3 +1,14 @@
+/* The DataLoader emulation behind clairfs-bench (clairfs/loader.h): a
+ * trainer rank's stream cut into batches and loaded by worker threads in
+ * the order PyTorch's multiprocessing loader opens files, so that a
+ * benchmark shows clairfs the interleaving a real trainer makes.  No I/O
+ * here: the caller's fetch callback does it.
+ *
+ * One lock over the whole loader, a condition per worker to wake it and
+ * one for the main loop: the state is a handful of counters (what was
+ * sent, what was received, which batches are done), and the round robin
+ * makes a worker's queue a counter too (below), so there are no queues to
+ * keep in step with PyTorch's, only its arithmetic. */
 #include "clairfs/loader.h"
 
 #include <errno.h>

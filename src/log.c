@@ -1,3 +1,11 @@
+/* The project's one log sink (clairfs/log.h): stderr with the program's
+ * name until the daemon detaches, syslog after, filtered by one level.
+ * Also the one-line error messages that library modules hand back instead
+ * of logging (cfs_error_msg): a module returns -errno and a message, and
+ * only the caller that can act on the failure decides whether it is worth
+ * a log line.  A message loses its line breaks, because a name in it (a
+ * path, an option value) comes from the user and must not forge a second
+ * log line. */
 #include "clairfs/log.h"
 
 #include <pthread.h>

@@ -1,3 +1,12 @@
+/* The mount's counters and gauges (clairfs/metrics.h) and their two
+ * renderings, Prometheus text for .clairfs/metrics and the one-screen
+ * summary for .clairfs/stats.  Everything about a metric but its value is
+ * one row of metric_table: its Prometheus family, labels, type, unit, help
+ * and place on the stats screen, so that adding a figure is one enum value
+ * and one row, and the two renderings cannot disagree on what a slot is.
+ * Rendering works on a snapshot, so one rendering never shows two reads of
+ * the same slot; it writes through a memstream, whose failure shows only
+ * at fclose. */
 #include "clairfs/metrics.h"
 
 #include <errno.h>

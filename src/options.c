@@ -1,3 +1,12 @@
+/* The mount options (clairfs/options.h): one table, options_table, that
+ * both the parser and --help read, so that an option cannot be parsed one
+ * way and described another.  Shared
+ * by the daemon, clairfs-plan and clairfs-bench, so the same option means
+ * the same thing in each.  Most rows are a type and a range; the options
+ * whose value is a word or a list (sampler=, order=, ranks=, io=, ...)
+ * have a parser of their own here.  Checks that look at several options
+ * together wait for cfs_options_validate(), so that options may come in
+ * any order. */
 #include "clairfs/options.h"
 
 #include <ctype.h>

@@ -7,14 +7,6 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
-
-uint64_t cfs_peer_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static int mpi_error(int rc, const char *what, char *err, size_t errlen)
 {

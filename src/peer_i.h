@@ -6,6 +6,7 @@
 #include <mpi.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <time.h>
 
 #include "clairfs/peer.h"
 
@@ -162,6 +163,15 @@ void peer_defer_reply(struct cfs_peer *p, int src, const struct peer_req_ent *q,
 int peer_defer_poll(struct cfs_peer *p, uint64_t now);
 void peer_defer_flush(struct cfs_peer *p, int src);
 void peer_defer_free(struct cfs_peer *p);
-uint64_t cfs_peer_now_ns(void);
+
+/* The monotonic clock in ns, the one time base of the protocol's timeouts
+ * and deferrals.  Inline here rather than in peer.c, which would make
+ * peer_proto.c call back up into the file that starts it. */
+static inline uint64_t cfs_peer_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 #endif

@@ -1,4 +1,5 @@
-/* Private to the planner (plan.c, plan_stream.c, sim.c). */
+/* Private to the planner (plan.c, plan_query.c, plan_stream.c); the
+ * simulator (sim.c) is a client and asks through clairfs/plan.h. */
 #ifndef CLAIRFS_PLAN_I_H
 #define CLAIRFS_PLAN_I_H
 

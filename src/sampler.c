@@ -40,21 +40,6 @@ struct cfs_sampler {
     char err[320];
 };
 
-const char *cfs_sampler_kind_name(enum cfs_sampler_kind kind)
-{
-    switch (kind) {
-    case CFS_SAMPLER_TORCH_DDP: return "torch-ddp";
-    case CFS_SAMPLER_TORCH: return "torch";
-    case CFS_SAMPLER_TORCH_SAMPLER: return "torch-sampler";
-    case CFS_SAMPLER_LIST: return "list";
-    case CFS_SAMPLER_HF_ACCELERATE: return "hf-accelerate";
-    case CFS_SAMPLER_TORCHVISION_RA: return "torchvision-ra";
-    case CFS_SAMPLER_TIMM_RA: return "timm-ra";
-    case CFS_SAMPLER_TORCH_GLOBAL: return "torch-global";
-    }
-    return "?";
-}
-
 /* The generator at the start of epoch 0: torch-global's trainer has drawn
  * rng_offset words of the global generator (model construction) first. */
 static void stateful_start(struct cfs_sampler *s)

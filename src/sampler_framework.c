@@ -27,12 +27,6 @@
 #define RA_SELECTED_ROUND 256
 #define RA_DEFAULT_REPETITIONS 3
 
-bool cfs_framework_kind(enum cfs_sampler_kind kind)
-{
-    return kind == CFS_SAMPLER_HF_ACCELERATE || kind == CFS_SAMPLER_TORCHVISION_RA ||
-           kind == CFS_SAMPLER_TIMM_RA;
-}
-
 static uint32_t repetitions(const struct cfs_sampler_params *p)
 {
     return p->repetitions ? p->repetitions : RA_DEFAULT_REPETITIONS;

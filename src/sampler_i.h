@@ -1,5 +1,6 @@
-/* Private to the sampler module: the list:FILE reader (src/sampler_list.c)
- * and the frameworks' samplers (src/sampler_framework.c). */
+/* Private to the sampler module: the list:FILE reader (src/sampler_list.c),
+ * the frameworks' samplers (src/sampler_framework.c) and the kinds' facts
+ * (src/sampler_kind.c), all below src/sampler.c. */
 #ifndef CLAIRFS_SAMPLER_I_H
 #define CLAIRFS_SAMPLER_I_H
 
@@ -26,7 +27,7 @@ uint64_t cfs_sampler_list_max_epoch_total(const struct cfs_sampler_list *l);
 int cfs_sampler_list_load(struct cfs_sampler_list *l, uint32_t epoch, uint32_t *buf, char *err,
                           size_t errlen);
 
-/* hf-accelerate, torchvision-ra, timm-ra. */
+/* hf-accelerate, torchvision-ra, timm-ra (sampler_kind.c). */
 bool cfs_framework_kind(enum cfs_sampler_kind kind);
 
 /* How a framework kind's epoch is laid out: every rank reads rank_len

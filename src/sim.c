@@ -1,5 +1,10 @@
 /* The cache simulator: one walk over the planned node's stream, the four
- * policies of clairfs/sim.h updated side by side at every access. */
+ * policies of clairfs/sim.h updated side by side at every access.
+ *
+ * A client of the planner like any other: what it needs of a file (its
+ * size, whether the node pins it for its peers or for itself, who else pins
+ * it and since when) it asks through clairfs/plan.h, so that the plan's
+ * layout can change without the simulator noticing. */
 #include "clairfs/sim.h"
 
 #include <errno.h>
@@ -7,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plan_i.h"
 
 #define NONE32 UINT32_MAX
 
@@ -26,10 +30,10 @@ const char *cfs_sim_policy_name(enum cfs_sim_policy policy)
 int cfs_sim_result_init(struct cfs_sim_result *r, const struct cfs_plan *p)
 {
     memset(r, 0, sizeof(*r));
-    r->start_epoch = p->start_epoch;
-    r->nepochs = p->nepochs;
+    r->start_epoch = cfs_plan_start_epoch(p);
+    r->nepochs = cfs_plan_epoch_count(p);
     for (int i = 0; i < CFS_SIM_POLICIES; i++) {
-        r->epoch[i] = calloc(p->nepochs, sizeof(struct cfs_sim_epoch));
+        r->epoch[i] = calloc(r->nepochs, sizeof(struct cfs_sim_epoch));
         if (!r->epoch[i]) {
             cfs_sim_result_free(r);
             return -ENOMEM;
@@ -197,14 +201,15 @@ enum { LOCAL = 0, PEER = 1, PFS = 2 };
 
 int cfs_sim_run(const struct cfs_plan *p, struct cfs_sim_result *r, char *err, size_t errlen)
 {
-    const uint64_t n = p->n;
+    const uint64_t n = cfs_plan_sample_count(p);
+    const uint32_t start_epoch = cfs_plan_start_epoch(p), node = cfs_plan_node(p);
     struct cfs_plan_walk *w = NULL;
-    struct lru lru = {.head = NONE32, .tail = NONE32, .cap = p->ram + p->ssd};
+    struct lru lru = {.head = NONE32, .tail = NONE32, .cap = cfs_plan_capacity(p)};
     struct minheap h = {0};
     uint8_t *seen = NULL; /* bit0: static set fetched, bit2: in LRU */
     int rc = -ENOMEM;
 
-    if (r->nepochs != p->nepochs || r->start_epoch != p->start_epoch) {
+    if (r->nepochs != cfs_plan_epoch_count(p) || r->start_epoch != start_epoch) {
         if (err && errlen)
             snprintf(err, errlen, "simulator: result and plan cover different epochs");
         return -EINVAL;
@@ -221,11 +226,11 @@ int cfs_sim_run(const struct cfs_plan *p, struct cfs_sim_result *r, char *err, s
     memset(lru.next, 0xFF, n * sizeof(uint32_t));
     memset(h.at, 0xFF, n * sizeof(uint32_t));
     uint8_t *in_lru = seen; /* bit2 */
-    h.cap = p->ram + p->ssd;
+    h.cap = cfs_plan_capacity(p);
     uint64_t pinned = 0;
     for (uint64_t f = 0; f < n; f++)
-        if (p->flags[f] & PLAN_PEER_PINNED)
-            pinned += p->sizes[f];
+        if (cfs_plan_peer_pinned(p, (uint32_t)f))
+            pinned += cfs_plan_file_size(p, (uint32_t)f);
     h.cap = pinned > h.cap ? 0 : h.cap - pinned;
 
     rc = cfs_plan_walk_create(p, &w, err, errlen);
@@ -234,8 +239,8 @@ int cfs_sim_run(const struct cfs_plan *p, struct cfs_sim_result *r, char *err, s
     struct cfs_plan_access a;
     while ((rc = cfs_plan_walk_next(w, &a)) == 1) {
         uint32_t f = a.sample;
-        uint64_t sz = p->sizes[f];
-        uint32_t rel = a.epoch - p->start_epoch;
+        uint64_t sz = cfs_plan_file_size(p, f);
+        uint32_t rel = a.epoch - start_epoch;
 
         if (a.new_epoch) /* keys beyond the old window are now exact */
             for (uint64_t i = 0; i < h.len; i++) {
@@ -260,7 +265,7 @@ int cfs_sim_run(const struct cfs_plan *p, struct cfs_sim_result *r, char *err, s
                     uint32_t t = lru.tail;
                     lru_unlink(&lru, t);
                     in_lru[t] &= (uint8_t)~4;
-                    lru.used -= p->sizes[t];
+                    lru.used -= cfs_plan_file_size(p, t);
                 }
                 lru_push_front(&lru, f);
                 in_lru[f] |= 4;
@@ -270,8 +275,9 @@ int cfs_sim_run(const struct cfs_plan *p, struct cfs_sim_result *r, char *err, s
 
         /* Static pinning (NoPFS). */
         int where;
-        bool earlier_pinner = p->static_pinners[f] > 0 && p->static_epoch[f] < rel;
-        if (p->flags[f] & PLAN_STATIC) {
+        bool earlier_pinner =
+            cfs_plan_static_pinners(p, f) > 0 && cfs_plan_static_pinner_epoch(p, f) < rel;
+        if (cfs_plan_static_pinned(p, f)) {
             where = (seen[f] & 1) ? LOCAL : earlier_pinner ? PEER : PFS;
             seen[f] |= 1;
         } else if (earlier_pinner) {
@@ -282,8 +288,8 @@ int cfs_sim_run(const struct cfs_plan *p, struct cfs_sim_result *r, char *err, s
         count(&r->epoch[CFS_SIM_STATIC][rel], where, sz);
 
         /* Clairvoyant. */
-        if (p->flags[f] & PLAN_PEER_PINNED) {
-            where = rel <= p->owner_epoch[f] ? PFS : LOCAL;
+        if (cfs_plan_peer_pinned(p, f)) {
+            where = rel <= cfs_plan_owner_epoch(p, f) ? PFS : LOCAL;
         } else {
             uint64_t next = cfs_plan_walk_next_use(w, f, NULL);
             if (h.at[f] != NONE32) {
@@ -296,15 +302,16 @@ int cfs_sim_run(const struct cfs_plan *p, struct cfs_sim_result *r, char *err, s
                     heap_rekey(&h, f, next);
                 }
             } else {
-                uint32_t o = p->owner[f];
-                where = (o != CFS_NODE_NONE && o != p->node && p->owner_epoch[f] < rel) ? PEER
-                                                                                          : PFS;
+                uint32_t o = cfs_plan_owner(p, f, NULL);
+                where = (o != CFS_NODE_NONE && o != node && cfs_plan_owner_epoch(p, f) < rel)
+                            ? PEER
+                            : PFS;
                 if (next != CFS_POS_NEVER && sz <= h.cap) {
                     /* Evict farther entries until f fits; bypass if it cannot. */
                     while (h.used + sz > h.cap && h.len && h.key[h.heap[0]] > next) {
                         uint32_t t = h.heap[0];
                         heap_remove_top(&h);
-                        h.used -= p->sizes[t];
+                        h.used -= cfs_plan_file_size(p, t);
                     }
                     if (h.used + sz <= h.cap) {
                         h.key[f] = next;

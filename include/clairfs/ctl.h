@@ -1,7 +1,7 @@
 /* The control namespace MOUNTPOINT/.clairfs/ (docs/design.md, "The
  * interface contract", ".clairfs/"), without FUSE:
  * which files exist, what reading them shows, and what writing `control`
- * does.  The FUSE layer (fs.c) only maps inodes and file handles onto this,
+ * does.  The FUSE layer (fs_ctl.c) only maps inodes and file handles onto this,
  * so everything here is unit-tested and can be fuzzed.
  *
  *   ready    exists once the daemon says so (cfs_ctl_set_ready); empty

@@ -117,10 +117,12 @@ int cfs_plan_create(const struct cfs_plan_params *p, struct cfs_plan **out, char
 void cfs_plan_destroy(struct cfs_plan *p);
 
 uint64_t cfs_plan_sample_count(const struct cfs_plan *p);
-uint32_t cfs_plan_nodes(const struct cfs_plan *p);
-uint32_t cfs_plan_node(const struct cfs_plan *p);
+uint32_t cfs_plan_node(const struct cfs_plan *p); /* the node planned in detail */
 struct cfs_rank_range cfs_plan_node_ranks(const struct cfs_plan *p, uint32_t node);
+uint32_t cfs_plan_start_epoch(const struct cfs_plan *p);
 uint32_t cfs_plan_epoch_count(const struct cfs_plan *p); /* epochs - start_epoch */
+/* A node's cache, both tiers: ram + ssd. */
+uint64_t cfs_plan_capacity(const struct cfs_plan *p);
 /* Position of the first access of epoch start_epoch+rel; rel = epoch count
  * gives the stream length. */
 uint64_t cfs_plan_epoch_start(const struct cfs_plan *p, uint32_t rel);
@@ -184,6 +186,9 @@ uint64_t cfs_plan_walk_next_use(const struct cfs_plan_walk *w, uint32_t sample, 
 
 /* Simulation support (src/sim.c): per-file facts about the other nodes, at
  * epoch granularity (relative epochs, saturating at 255). */
+/* The planned node owns the file and another node reads it: the node
+ * keeps it for its peers for the whole run. */
+bool cfs_plan_peer_pinned(const struct cfs_plan *p, uint32_t sample);
 /* The file is in the node's own top-frequency set (NoPFS static pinning). */
 bool cfs_plan_static_pinned(const struct cfs_plan *p, uint32_t sample);
 /* Nodes that pin the file under static pinning, and the first epoch in which

@@ -1,0 +1,200 @@
+/* -o kernel_open: the switch that, once every file is in the page cache,
+ * lets the kernel open files without asking (the first OPEN answered
+ * ENOSYS), and the open watch (open_watch.h, fanotify) through which
+ * clairfs still sees those opens afterwards.  It is a file of its own
+ * because it is the part of the FUSE layer about the opens FUSE no longer
+ * sends: who opened (opener.h), the watch over every directory of the
+ * mount, and the note of the opens served through FUSE while the watch
+ * starts (fs_i.h, served[]), so that none counts twice.  The open path
+ * (fs_files.c) asks it whether to switch and tells it what it served; a
+ * control file's snapshot first waits for the opens already made
+ * (fs_settle_watch), so that a reader sees its own opens counted. */
+#include "fs_i.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "clairfs/log.h"
+#include "open_watch.h"
+#include "opener.h"
+
+/* Who opened entry id (process and parent), and the record of it: the
+ * opener costs a table look-up (a /proc read once a second per thread), so
+ * only while the order is learnt, or recorded. */
+void fs_opener_of(struct cfs_fs *fs, pid_t tid, cfs_id id, struct cfs_opener *who)
+{
+    *who = (struct cfs_opener){0, 0};
+    bool record = cfs_openers_recording(fs->openers);
+    if (record || (fs->openers && cfs_prefetch_learning(fs->prefetch)))
+        cfs_openers_lookup(fs->openers, tid, who);
+    if (record) {
+        char path[PATH_MAX];
+        if (cfs_catalog_path(fs->catalog, id, path, sizeof(path)) >= 0)
+            cfs_openers_record(fs->openers, who, path);
+    }
+}
+
+/* An open served through FUSE while the open watch starts: its event is
+ * to be skipped (fs_i.h). */
+void fs_note_served(struct cfs_fs *fs, pid_t tid, cfs_id id)
+{
+    pthread_mutex_lock(&fs->served_mu);
+    struct fs_served_open *s = &fs->served[fs->served_next++ % 64];
+    s->tid = tid;
+    s->id = id;
+    clock_gettime(CLOCK_MONOTONIC, &s->at);
+    pthread_mutex_unlock(&fs->served_mu);
+}
+
+/* Whether the watch's open event (tid, id) is one served through FUSE: a
+ * note of the last 100 ms (an open's event follows its reply within
+ * microseconds; an older note is of an open whose directory was not
+ * marked yet, which sent no event, and must not hide the same thread's
+ * next open of that file), taken once. */
+static bool was_served(struct cfs_fs *fs, pid_t tid, cfs_id id)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    bool found = false;
+    pthread_mutex_lock(&fs->served_mu);
+    for (unsigned i = 0; i < 64 && !found; i++) {
+        struct fs_served_open *s = &fs->served[i];
+        int64_t age_ns = (int64_t)(now.tv_sec - s->at.tv_sec) * 1000000000 +
+                         (now.tv_nsec - s->at.tv_nsec);
+        if (s->tid == tid && s->id == id && s->tid != 0 && age_ns < 100000000) {
+            s->tid = 0;
+            found = true;
+        }
+    }
+    pthread_mutex_unlock(&fs->served_mu);
+    return found;
+}
+
+/* An open or close the kernel made without asking (open_watch.h). */
+static void watched_open(void *arg, uint64_t node, pid_t tid, bool opened, bool closed)
+{
+    struct cfs_fs *fs = arg;
+    cfs_id id;
+    if (is_ctl_ino((fuse_ino_t)node) || !entry_of(fs, (fuse_ino_t)node, &id))
+        return;
+    if (opened && !was_served(fs, tid, id)) {
+        struct cfs_opener who;
+        fs_opener_of(fs, tid, id, &who);
+        (void)cfs_prefetch_open_seen(fs->prefetch, id, &who);
+    }
+    if (closed)
+        cfs_prefetch_close_seen(fs->prefetch, id);
+}
+
+/* The open watch over every directory of the mount, or NULL with the
+ * reason in err.  Each mark looks its directory up through the mount, so
+ * this runs in a FUSE worker while others answer those lookups. */
+static struct cfs_open_watch *watch_every_dir(struct cfs_fs *fs, char *err, size_t errlen)
+{
+    struct cfs_open_watch *w;
+    if (!fs->mountpoint) {
+        snprintf(err, errlen, "open watch: off");
+        return NULL;
+    }
+    if (cfs_open_watch_start(watched_open, fs, &w, err, errlen) < 0)
+        return NULL;
+    size_t base = strlen(fs->mountpoint);
+    char path[PATH_MAX];
+    if (base + 2 > sizeof(path)) {
+        snprintf(err, errlen, "open watch: %s: %s", fs->mountpoint, strerror(ENAMETOOLONG));
+        goto fail;
+    }
+    memcpy(path, fs->mountpoint, base);
+    for (cfs_id id = 0; id < fs->nentries; id++) {
+        const struct cfs_entry *e = cfs_catalog_entry(fs->catalog, id);
+        if (!e || !S_ISDIR(e->mode))
+            continue;
+        path[base] = '/';
+        if (cfs_catalog_path(fs->catalog, id, path + base + 1, sizeof(path) - base - 1) < 0) {
+            snprintf(err, errlen, "open watch: a directory's path: %s", strerror(ENAMETOOLONG));
+            goto fail;
+        }
+        if (cfs_open_watch_dir(w, path, err, errlen) < 0)
+            goto fail;
+    }
+    return w;
+fail:
+    cfs_open_watch_stop(w);
+    return NULL;
+}
+
+/* -o kernel_open: true once every file is in the page cache.  The first
+ * ENOSYS makes the kernel stop sending OPEN (and with it RELEASE; FLUSH
+ * stops at the first close, which libfuse answers ENOSYS): from then on a
+ * cached epoch costs no round trip.  The opens are then seen afterwards by
+ * the open watch, started before the first ENOSYS so that it sees every
+ * open the kernel makes by itself: each counts a read and moves the
+ * trainer's position, and a file read for the last time is dropped at its
+ * close, as before the switch.  Where the watch cannot start (fanotify
+ * needs CAP_SYS_ADMIN) clairfs no longer sees opens: neither the trainer's
+ * position nor the per-open counts move and no file is dropped after its
+ * last read (unmount or the kernel's reclaim frees them); the opens in
+ * flight at the switch are still answered ENOSYS and counted here.  Opens
+ * served through FUSE while the watch starts are counted by that path and
+ * their events skipped (fs_note_served). */
+bool fs_switch_opens_off(struct cfs_fs *fs)
+{
+    if (atomic_load_explicit(&fs->opens_off, memory_order_acquire))
+        return true;
+    if (!cfs_prefetch_all_staged(fs->prefetch))
+        return false;
+    /* One open switches; the others meanwhile are served as before, since
+     * the marks may need lookups that only a free FUSE worker can answer. */
+    if (pthread_mutex_trylock(&fs->switch_mu) != 0)
+        return false;
+    if (!atomic_load(&fs->opens_off)) {
+        char err[PATH_MAX + 128];
+        atomic_store(&fs->watching, true);
+        fs->watch = watch_every_dir(fs, err, sizeof(err));
+        atomic_store(&fs->watching, fs->watch != NULL);
+        if (fs->watch)
+            cfs_info("kernel_open: every file is in the page cache; the kernel opens files "
+                     "without asking clairfs from now on (opens are counted as the mount "
+                     "sees them afterwards)");
+        else
+            cfs_info("kernel_open: every file is in the page cache; the kernel opens files "
+                     "without asking clairfs from now on (reads are no longer counted per "
+                     "open: %s)",
+                     err);
+        atomic_store_explicit(&fs->opens_off, true, memory_order_release);
+    }
+    pthread_mutex_unlock(&fs->switch_mu);
+    return true;
+}
+
+/* Every open the kernel made before now is counted (open_watch.h); a
+ * no-op before the switch. */
+void fs_settle_watch(struct cfs_fs *fs)
+{
+    if (!atomic_load_explicit(&fs->opens_off, memory_order_acquire))
+        return;
+    pthread_mutex_lock(&fs->switch_mu);
+    cfs_open_watch_sync(fs->watch, 0.5);
+    pthread_mutex_unlock(&fs->switch_mu);
+}
+
+void cfs_fs_stop_watch(struct cfs_fs *fs)
+{
+    if (!fs)
+        return;
+    pthread_mutex_lock(&fs->switch_mu);
+    if (fs->watch)
+        cfs_info("open watch: %" PRIu64 " opens and closes seen, %" PRIu64 " overflows",
+                 cfs_open_watch_events(fs->watch), cfs_open_watch_lost(fs->watch));
+    cfs_open_watch_stop(fs->watch);
+    fs->watch = NULL;
+    pthread_mutex_unlock(&fs->switch_mu);
+}
