@@ -98,14 +98,13 @@ mnt=$TMP/mnt-on
 if cfs_mount "$pfs" "$mnt" "$TMP/d-on.log" \
     -o ram=64M,io_depth=1,sweep=on,search_budget=100,index="$TMP/ix-on"; then
     cfs_read_shuffled "$src" "$mnt" 0 32 >/dev/null || fail "sweep=on: 32 files equal the source's"
-    sleep 3
-    check "sweep=on: not held on busy cores" test "$(m "$mnt" clairfs_sweep_held)" = 0
-    check "sweep=on: the PFS keeps serving" grows "$mnt"
-    # raised after its probe at idle priority (2 s) finds the cores busy:
-    # from then on its CPU at the normal priority grows (at idle priority
-    # the loops would leave it nothing)
+    # raised after its probe at idle priority (2 s) finds the cores busy,
+    # where sweep=auto would hold: from then on its CPU at the normal
+    # priority grows (at idle priority the loops would leave it nothing)
     check "search_budget=100: the search runs raised on busy cores (the log says so)" \
         wait_log "identify: the search runs at the normal priority within its budget" "$TMP/d-on.log"
+    check "sweep=on: not held on busy cores" test "$(m "$mnt" clairfs_sweep_held)" = 0
+    check "sweep=on: the PFS keeps serving" grows "$mnt"
     check "search_budget=100: its CPU at the normal priority grows" \
         grows_metric "$mnt" 'clairfs_search_cpu_seconds_total{priority="normal"}'
     echo "search_budget=100: the search's CPU s (a benchmark's figure, not checked):" \
