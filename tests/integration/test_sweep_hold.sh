@@ -30,15 +30,6 @@ cfs_small_dataset "$src" || { fail "gendata"; cfs_finish; }
 m() { cfs_metric "$1" "$2"; }
 pfs_bytes() { m "$1" 'clairfs_fetch_bytes_total{from="pfs"}'; }
 
-# wait_metric MNT NAME VALUE: up to 20 s.
-wait_metric() {
-    for _ in $(seq 200); do
-        [ "$(m "$1" "$2")" = "$3" ] && return 0
-        sleep 0.1
-    done
-    return 1
-}
-
 # wait_log PATTERN FILE: FILE has a line matching PATTERN within 20 s.
 wait_log() {
     for _ in $(seq 200); do
@@ -122,7 +113,7 @@ fi
 mnt=$TMP/mnt
 if cfs_mount "$pfs" "$mnt" "$TMP/daemon.log" -o ram=64M,io_depth=1,search_budget=3,index="$TMP/index"; then
     cfs_read_shuffled "$src" "$mnt" 0 32 >/dev/null || fail "32 files equal the source's"
-    check "busy cores: the sweep held back" wait_metric "$mnt" clairfs_sweep_held 1
+    check "busy cores: the sweep held back" cfs_wait_metric "$mnt" clairfs_sweep_held 1
     check "busy cores: the search's budget is spent (the log says so)" \
         wait_log "identify: the search's budget is spent (.* CPU s at the normal priority)" \
         "$TMP/daemon.log"
@@ -139,7 +130,7 @@ if cfs_mount "$pfs" "$mnt" "$TMP/daemon.log" -o ram=64M,io_depth=1,search_budget
 
     kill "${spinners[@]}"
     wait "${spinners[@]}" 2>/dev/null
-    check "idle cores: the sweep resumes" wait_metric "$mnt" clairfs_sweep_held 0
+    check "idle cores: the sweep resumes" cfs_wait_metric "$mnt" clairfs_sweep_held 0
     check "idle cores: the log says why" \
         grep -Eq "sweep: resumed after [0-9]+ s held back: the search gets" "$TMP/daemon.log"
     check "idle cores: the PFS serves again" grows "$mnt"
