@@ -12,11 +12,6 @@ if [ ! -f "$build/build.ninja" ]; then
     meson setup "$build" >/dev/null
 fi
 meson compile -C "$build"
-# Without arguments: every suite but `slow` (end-to-end learning runs that
-# take longer than the whole suite may; run them with --suite slow).
-if [ $# -eq 0 ]; then
-    set -- --no-suite slow
-fi
 meson test -C "$build" --print-errorlogs --num-processes 2 "$@"
 
 # Sanitizers, valgrind and fuzzing; CLAIRFS_SKIP_SANITIZERS=1 skips.

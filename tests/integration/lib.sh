@@ -166,6 +166,17 @@ cfs_metric() {
     awk -v k="$2" '$1 == k { print $2 }' "$1/.clairfs/metrics"
 }
 
+# cfs_wait_metric MNT 'name{labels}' VALUE: until the metric reads VALUE,
+# up to 20 s (what the daemon does after a reader's close, such as a file
+# dropped at its last read's release, lands a moment later).
+cfs_wait_metric() {
+    for _ in $(seq 200); do
+        [ "$(cfs_metric "$1" "$2")" = "$3" ] && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
 # cfs_refuse WHAT TEXT WATCH CLAIRFS-ARGS...: clairfs with those arguments
 # must fail (not time out) with exactly one stderr line holding TEXT, and
 # leave the mounts on WATCH as they were.

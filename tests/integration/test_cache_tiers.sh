@@ -48,7 +48,7 @@ for io in auto threads; do
     check "io=$io: all predicted" test "$(m "$mnt" 'clairfs_prediction_total{result="hit"}')" -eq $((3 * N))
     check "io=$io: no misses" test "$(m "$mnt" 'clairfs_prediction_total{result="miss"}')" -eq 0
     check "io=$io: epoch 3 after the run" test "$(m "$mnt" clairfs_epoch)" -eq 3
-    check "io=$io: RAM empty after the last reads" test "$(m "$mnt" 'clairfs_cache_bytes{tier="ram"}')" -eq 0
+    check "io=$io: RAM empty after the last reads" cfs_wait_metric "$mnt" 'clairfs_cache_bytes{tier="ram"}' 0
     check "io=$io: clean unmount" cfs_umount "$mnt"
 done
 

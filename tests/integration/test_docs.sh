@@ -1,33 +1,83 @@
 #!/usr/bin/env bash
 # The option table is the one source of truth: every -o option that
-# `clairfs --help` lists must be documented in the man page and README, and
-# docs/design.md's interface contract must list the same options and metric
-# families.  Every user program has a man page that renders without warnings.
+# `clairfs --help` lists has its own entry in the man page's option list and
+# its own row in README's and docs/design.md's option tables, and they list
+# no other; every metric family src/metrics.c renders has its own row in
+# README's and docs/design.md's metric tables, and they list no other.
+# Every user program has a man page that renders without warnings.
 set -u
 clairfs=${CLAIRFS:?CLAIRFS must name the clairfs binary}
 root=${CLAIRFS_SOURCE_ROOT:?}
 failures=0
 
-options=$("$clairfs" --help | sed -n 's/^ *-o \([a-z_]*\).*/\1/p' | sort -u)
-[ -n "$options" ] || { echo "FAIL: clairfs --help lists no -o options"; exit 1; }
-for opt in $options; do
-    grep -q "^\.BI\? $opt\b\|^\.B $opt\$\|^\.BI $opt=" "$root/man/clairfs.1" ||
-        { echo "FAIL: -o $opt is missing from man/clairfs.1"; failures=$((failures + 1)); }
-    grep -q "\`$opt[=\`]" "$root/README.md" ||
-        { echo "FAIL: -o $opt is missing from README.md's option table"; failures=$((failures + 1)); }
-    grep -q "\`$opt[=\`]" "$root/docs/design.md" ||
-        { echo "FAIL: -o $opt is missing from docs/design.md's option table"; failures=$((failures + 1)); }
-done
+# table_rows FILE HEADER: the first cells of the markdown table whose header
+# row starts with HEADER, one a line (an escaped "\|" inside a cell kept).
+table_rows() {
+    awk -v head="$2" '
+        index($0, head) == 1 { on = 1; next }
+        on && /^\|---/ { next }
+        on && !/^\|/ { exit }
+        on { gsub(/\\\|/, "\001"); split($0, c, "|"); gsub("\001", "|", c[2]); print c[2] }
+    ' "$1"
+}
+# row_names: the names rows document, sorted: in each first cell the first
+# `code` span and every span after a comma, up to its "=" or "{"
+# (`io=auto` / `uring`, `io_depth=N` names io and io_depth, not uring), a
+# span "_x" after `a_b` naming a_x (`clairfs_catalog_files`, `_dirs`).
+row_names() {
+    awk '{
+        n = split($0, t, "`")
+        first = ""
+        for (i = 2; i <= n; i += 2) {
+            if (i > 2 && index(t[i - 1], ",") == 0) continue
+            s = t[i]; sub(/[={].*/, "", s)
+            if (substr(s, 1, 1) == "_" && first != "") { b = first; sub(/_[a-z]*$/, "", b); s = b s }
+            if (first == "") first = s
+            print s
+        }
+    }' | sort -u
+}
+# man_options PAGE: the names of the .TP entries of the "Mount options"
+# subsection (".B name" or ".BI name= VALUE").
+man_options() {
+    awk '/^\.SS Mount options/ { on = 1; next }
+         on && /^\.S[HS]/ { exit }
+         on && tp { s = $2; sub(/=.*/, "", s); print s }
+         { tp = on && /^\.TP/ }' "$1" | sort -u
+}
+# same WHAT EXPECTED-LIST ACTUAL-LIST: the two sorted lists are equal; each
+# name missing from the document, and each documented name that does not
+# exist, is one failure.
+same() {
+    local what=$1 name
+    for name in $(comm -23 <(echo "$2") <(echo "$3")); do
+        echo "FAIL: $name has no row in $what"; failures=$((failures + 1))
+    done
+    for name in $(comm -13 <(echo "$2") <(echo "$3")); do
+        echo "FAIL: $what has a row for $name, which does not exist"; failures=$((failures + 1))
+    done
+}
+
+# Every -o option `clairfs --help` lists has its own row (an entry of the
+# man page's option list, a row of the markdown tables): the option named
+# in a row's meaning, or as a value of another option, is not documented.
+options=$("$clairfs" --help | sed -n 's/^ *-o \([a-z_][a-z_]*\).*/\1/p' | sort -u)
+[ "$(echo "$options" | wc -l)" -ge 30 ] ||
+    { echo "FAIL: clairfs --help lists $(echo "$options" | wc -l) -o options"; exit 1; }
+same "man/clairfs.1's Mount options" "$options" "$(man_options "$root/man/clairfs.1")"
+same "README.md's option table" "$options" "$(table_rows "$root/README.md" '| option | meaning |' | row_names)"
+same "docs/design.md's option table" "$options" \
+    "$(table_rows "$root/docs/design.md" '| option | meaning |' | row_names)"
 echo "checked $(echo "$options" | wc -l) options"
 
-# Every metric family the daemon renders is in README's metrics table.
+# Every metric family the daemon renders has its row in README's metrics
+# table and docs/design.md's metric families.
 metrics=$(grep -o '"clairfs_[a-z_]*"' "$root/src/metrics.c" | tr -d '"' | sort -u)
-for name in $metrics; do
-    grep -q "\`$name\|\`clairfs_catalog_files\`, .*\`${name#clairfs_catalog}\`" "$root/README.md" ||
-        { echo "FAIL: metric $name is missing from README.md"; failures=$((failures + 1)); }
-    grep -q "^| \`$name\` |" "$root/docs/design.md" ||
-        { echo "FAIL: metric $name is missing from docs/design.md's metric families"; failures=$((failures + 1)); }
-done
+[ "$(echo "$metrics" | wc -l)" -ge 20 ] ||
+    { echo "FAIL: src/metrics.c names $(echo "$metrics" | wc -l) metric families"; exit 1; }
+same "README.md's metrics table" "$metrics" "$(table_rows "$root/README.md" '| metric | meaning |' | row_names)"
+same "docs/design.md's metric families" "$metrics" \
+    "$(table_rows "$root/docs/design.md" '| family | labels |' | row_names)"
 echo "checked $(echo "$metrics" | wc -l) metric families"
 
 # Every user program (the daemon and tools/clairfs-*) has a man page, and

