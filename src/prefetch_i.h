@@ -23,7 +23,7 @@
  *   prefetch_open.c     open/read/release (the FUSE workers');
  *   prefetch.c          the top: create/start/destroy, the control
  *                       commands, stats, the state xattr, serving peers.
- * The unit test prefetch_layers (tests/integration/test_prefetch_layers.sh)
+ * The unit test layers (tests/integration/test_layers.sh)
  * holds the code to it: from the library's symbols (nm), every call from
  * one file into another goes down this list, and the list names exactly
  * the library's files.
