@@ -261,9 +261,9 @@ static const struct opt_def options_table[] = {
     {"kernel_open", OPT_FLAG, OFF(kernel_open), NO_PRESENT, 0, 0, NULL,
      "once every file is staged, let the kernel open files without asking clairfs"},
     {"model", OPT_STRING, OFF(model_file), NO_PRESENT, 0, 0, NULL,
-     "FILE of key = value lines: the performance model that picks peer or PFS per fetch"},
+     "FILE: key = value lines, the performance model that picks peer or PFS per fetch"},
     {"metrics_listen", OPT_STRING, OFF(metrics_listen), NO_PRESENT, 0, 0, NULL,
-     "serve GET /metrics for Prometheus; {rank} may appear in PORT (9400+{rank})"},
+     "HOST:PORT: serve GET /metrics for Prometheus; {rank} may appear in PORT (9400+{rank})"},
     {"allow_other", OPT_FLAG, OFF(allow_other), NO_PRESENT, 0, 0, NULL,
      "let users other than the mounter read the mount"},
     {"reclaim", OPT_FLAG, OFF(reclaim), NO_PRESENT, 0, 0, NULL,
@@ -539,24 +539,36 @@ char *cfs_options_expand_rank(const char *s, int rank)
     return out;
 }
 
+/* The argument's name: a help line may open with it ("PCT: ..."), else the
+ * type's. */
+static const char *help_arg(const struct opt_def *d, const char **help)
+{
+    static char named[24];
+    const char *colon = strstr(d->help, ": ");
+    size_t len = colon ? (size_t)(colon - d->help) : 0;
+    if (len && len < sizeof(named) && strspn(d->help, "ABCDEFGHIJKLMNOPQRSTUVWXYZ:") >= len) {
+        snprintf(named, sizeof(named), "=%.*s", (int)len, d->help);
+        *help = colon + 2;
+        return named;
+    }
+    *help = d->help;
+    return d->type == OPT_FLAG      ? ""
+           : d->type == OPT_SIZE    ? "=SIZE"
+           : d->type == OPT_STRING  ? "=DIR"
+           : d->type == OPT_SECONDS ? "=SEC"
+           : d->type == OPT_SPECIAL ? "=..."
+                                    : "=N";
+}
+
 void cfs_options_print_help(FILE *f)
 {
     for (size_t i = 0; i < N_OPTIONS; i++) {
         const struct opt_def *d = &options_table[i];
-        char lhs[40];
-        /* A string names a directory, but for the two that name a file and an
-         * address. */
-        const char *string_arg = strcmp(d->name, "model") == 0            ? "=FILE"
-                                 : strcmp(d->name, "metrics_listen") == 0 ? "=HOST:PORT"
-                                                                          : "=DIR";
-        const char *arg = d->type == OPT_FLAG      ? ""
-                          : d->type == OPT_SIZE    ? "=SIZE"
-                          : d->type == OPT_STRING  ? string_arg
-                          : d->type == OPT_SECONDS ? "=SEC"
-                          : d->type == OPT_SPECIAL ? "=..."
-                                                   : "=N";
+        const char *help;
+        const char *arg = help_arg(d, &help);
+        char lhs[48];
         snprintf(lhs, sizeof(lhs), "-o %s%s", d->name, arg);
-        fprintf(f, "    %-26s %s\n", lhs, d->help);
+        fprintf(f, "    %-26s %s\n", lhs, help);
     }
 }
 
