@@ -8,11 +8,14 @@
  * adopted order that
  * mispredicts 64 opens in a row, or half of a block of 256, is dropped and
  * the module restarted once with the misses; one epoch's order ends with
- * its epoch, and a lasting one after it is planned the mount's epochs. */
+ * its epoch, and a lasting one after it is planned the mount's epochs;
+ * sweep=auto holds the sweep while the search reports little of a core. */
 #include <check.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check_run.h"
 #include "clairfs/identify.h"
@@ -29,6 +32,8 @@ struct fake_identify {
     unsigned restarts;
     uint32_t observed_at_restart;
     enum cfs_identify_state state;
+    _Atomic bool scanning; /* what the search reports of its share of a core */
+    _Atomic double share;
 };
 
 static void fake_observe(void *arg, uint32_t sample, pid_t pid, pid_t ppid)
@@ -594,6 +599,59 @@ START_TEST(off_observes_nothing)
 }
 END_TEST
 
+/* sweep=auto's brake, on the share of a core the search reports (a fake
+ * here: the decision, not how a scheduler shares the CPU): held while a
+ * scan gets less than half a core, resumed at three quarters, or when no
+ * scan runs; the gauge follows each decision. */
+/* What the fake search reports of its share of a core. */
+static bool fake_scan_share(void *arg, double *share)
+{
+    struct fake_identify *f = arg;
+    *share = atomic_load(&f->share);
+    return atomic_load(&f->scanning);
+}
+
+/* The gauge reaches `want` within 20 s (the prefetcher decides each round). */
+static bool sweep_held_becomes(const struct cfs_metrics *m, uint64_t want)
+{
+    for (int i = 0; i < 2000; i++) {
+        if (mget(m, CFS_M_SWEEP_HELD) == want)
+            return true;
+        usleep(10000);
+    }
+    return false;
+}
+
+START_TEST(sweep_auto_holds_while_the_search_gets_little_of_a_core)
+{
+    struct fixture fx;
+    struct cfs_metrics m;
+    static struct fake_identify f = {.state = CFS_IDENTIFY_LEARNING};
+    static const struct cfs_identify_ops ops = {fake_observe, fake_restart, fake_state,
+                                                fake_scan_share};
+    atomic_store(&f.scanning, true);
+    atomic_store(&f.share, 0.1);
+    fixture_init(&fx);
+    struct cfs_prefetch *pf = make_pf(&fx, "ram=16M,sweep=auto", &m, NULL);
+    cfs_prefetch_set_identify(pf, &ops, &f, NULL);
+    ck_assert_msg(sweep_held_becomes(&m, 1), "a scan at 0.1 of a core holds the sweep");
+    /* Between the two thresholds: still held after two rounds of the
+     * prefetcher (a round a second while it has nothing to fetch). */
+    atomic_store(&f.share, 0.6);
+    usleep(2500000);
+    ck_assert_uint_eq(mget(&m, CFS_M_SWEEP_HELD), 1);
+    atomic_store(&f.share, 0.8);
+    ck_assert_msg(sweep_held_becomes(&m, 0), "a scan at 0.8 of a core resumes it");
+    atomic_store(&f.share, 0.2);
+    ck_assert_msg(sweep_held_becomes(&m, 1), "held again at 0.2");
+    atomic_store(&f.scanning, false);
+    ck_assert_msg(sweep_held_becomes(&m, 0), "no scan: resumed");
+    read_check_as(pf, &fx, 3, &trainer);
+    cfs_prefetch_destroy(pf);
+    fixture_fini(&fx);
+}
+END_TEST
+
 /* One epoch's order (epoch_seed_only), identified at that epoch's end, is
  * ended at once; a lasting order identified in the next epoch is then
  * planned as far ahead as the mount's own run (epochs=4: epochs 1-3), not
@@ -662,6 +720,7 @@ int main(void)
     tcase_add_test(tc, drop_after_half_a_block_missed);
     tcase_add_test(tc, registered_seed_never_drops);
     tcase_add_test(tc, off_observes_nothing);
+    tcase_add_test(tc, sweep_auto_holds_while_the_search_gets_little_of_a_core);
     tcase_add_test(tc, one_epoch_order_then_a_lasting_one);
     suite_add_tcase(s, tc);
     return cfs_check_run(s);
