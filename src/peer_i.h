@@ -1,5 +1,28 @@
-/* Private to the peer module: the node context shared by peer.c (API,
- * lifecycle) and peer_proto.c (the communication thread). */
+/* Private to the peer module over MPI: the node context its files share, the
+ * wire format, and the calls from one of its files into another.  The
+ * design is at the top of include/clairfs/peer.h.
+ *
+ * Layers.  Each file calls only files listed before it here, never one
+ * after it: no circle, so a file reads knowing only what is below it, and a
+ * change reaches only what is above.  Below them all, in the library every
+ * build has (cfs-peer-base, no MPI): peer_single.c (one node, its ops
+ * table) and peer_agree.c (the agreement's values and comparison).  Then
+ * the MPI library (cfs-peer), bottom up:
+ *   peer_slots.c    the slot table of posted MPI requests, and
+ *                   peer_send_ctrl, which both sides send with;
+ *   peer_serve.c    the serving side: one requested file pinned, read
+ *                   (SSD) and its data send posted;
+ *   peer_defer.c    REPLYs held back for files this node is fetching,
+ *                   asking the provider again through peer_serve_one;
+ *   peer_proto.c    the communication thread: the client side, the
+ *                   control messages in, completions, timeouts, leaving;
+ *   peer.c          init, the agreement collective, the client API, the
+ *                   ops table, start and lifecycle (it starts the thread);
+ *   peer_startup.c  the start-up meetings, through peer.c's public API.
+ * To check it: for the objects of build/libcfs-peer.a.p, the pairs "user
+ * definer" (a symbol one uses, from nm -u, that the other defines, from
+ * nm -g --defined-only) through tsort: no "input contains a loop", and
+ * every pair goes down this list. */
 #ifndef CLAIRFS_PEER_I_H
 #define CLAIRFS_PEER_I_H
 
@@ -151,10 +174,22 @@ struct cfs_peer {
     } st;
 };
 
-void *cfs_peer_comm_main(void *arg);
+/* peer_slots.c: a free slot for a request about to be posted (or -ENOMEM),
+ * its owner once posted, the slot back once completed or not posted; the
+ * table freed at teardown.  peer_send_ctrl takes msg (freed on failure). */
+int peer_slot_get(struct cfs_peer *p);
+void peer_slot_set(struct cfs_peer *p, int s, enum peer_slot_kind k, void *obj);
+void peer_slot_put(struct cfs_peer *p, int s);
+void peer_slots_free(struct cfs_peer *p);
 int peer_send_ctrl(struct cfs_peer *p, int dest, void *msg, size_t len);
+
+/* peer_serve.c: one requested file, its data send posted and r filled
+ * (r->status -EAGAIN: in flight here, the REPLY waits); a data send's pin
+ * and buffers released once it completed. */
 void peer_serve_one(struct cfs_peer *p, int src, const struct peer_req_ent *q,
                     struct peer_rep_ent *r);
+void peer_send_release(struct peer_send *s);
+
 /* peer_defer.c: hold a REPLY whose entries include -EAGAIN ones; retry them
  * (returns the replies sent); flush (every node's when src < 0) answering
  * the awaited ones "not held"; free everything at teardown. */
@@ -163,6 +198,9 @@ void peer_defer_reply(struct cfs_peer *p, int src, const struct peer_req_ent *q,
 int peer_defer_poll(struct cfs_peer *p, uint64_t now);
 void peer_defer_flush(struct cfs_peer *p, int src);
 void peer_defer_free(struct cfs_peer *p);
+
+/* peer_proto.c: the communication thread (peer.c starts it). */
+void *cfs_peer_comm_main(void *arg);
 
 /* The monotonic clock in ns, the one time base of the protocol's timeouts
  * and deferrals.  Inline here rather than in peer.c, which would make

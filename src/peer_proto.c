@@ -1,7 +1,10 @@
 /* The communication thread: owns every MPI call after start-up.  One loop
  * takes new requests, sends batches, answers control messages, tests the
  * table of outstanding MPI requests and checks deadlines (protocol in
- * include/clairfs/peer.h). */
+ * include/clairfs/peer.h).  Here the client side and the dispatch; what it
+ * dispatches to on the serving side is below it: one file served
+ * (peer_serve.c), replies held back (peer_defer.c), the table of requests
+ * and the control sends (peer_slots.c). */
 #include "peer_i.h"
 
 #include <stdio.h>
@@ -31,64 +34,6 @@
 #define BURST_NS 100000u        /* polling without sleep, transfers in flight */
 #define BACKOFF_MAX_FACTOR 8
 
-/* --- The slot table: MPI requests and what they belong to. --- */
-
-static int slot_grow(struct cfs_peer *p)
-{
-    int n = p->nslots ? p->nslots * 2 : 256;
-    MPI_Request *mreq = realloc(p->mreq, (size_t)n * sizeof(*mreq));
-    if (mreq)
-        p->mreq = mreq;
-    enum peer_slot_kind *kind = realloc(p->kind, (size_t)n * sizeof(*kind));
-    if (kind)
-        p->kind = kind;
-    void **obj = realloc(p->obj, (size_t)n * sizeof(*obj));
-    if (obj)
-        p->obj = obj;
-    int *fs = realloc(p->free_slots, (size_t)n * sizeof(*fs));
-    if (fs)
-        p->free_slots = fs;
-    int *di = realloc(p->done_idx, (size_t)n * sizeof(*di));
-    if (di)
-        p->done_idx = di;
-    MPI_Status *ds = realloc(p->done_st, (size_t)n * sizeof(*ds));
-    if (ds)
-        p->done_st = ds;
-    if (!mreq || !kind || !obj || !fs || !di || !ds)
-        return -ENOMEM;
-    for (int i = n - 1; i >= p->nslots; i--) {
-        p->mreq[i] = MPI_REQUEST_NULL;
-        p->kind[i] = PEER_SLOT_FREE;
-        p->obj[i] = NULL;
-        p->free_slots[p->nfree++] = i;
-    }
-    p->nslots = n;
-    return 0;
-}
-
-/* A free slot for a request about to be posted, or -ENOMEM. */
-static int slot_get(struct cfs_peer *p)
-{
-    if (!p->nfree && slot_grow(p) < 0)
-        return -ENOMEM;
-    return p->free_slots[--p->nfree];
-}
-
-static void slot_put(struct cfs_peer *p, int s)
-{
-    p->mreq[s] = MPI_REQUEST_NULL;
-    p->kind[s] = PEER_SLOT_FREE;
-    p->obj[s] = NULL;
-    p->free_slots[p->nfree++] = s;
-}
-
-static void slot_set(struct cfs_peer *p, int s, enum peer_slot_kind k, void *obj)
-{
-    p->kind[s] = k;
-    p->obj[s] = obj;
-    p->used++;
-}
-
 /* b's REPLY came, or none will: its receives still posted now await data. */
 static void batch_set_replied(struct cfs_peer *p, struct peer_batch *b)
 {
@@ -99,24 +44,6 @@ static void batch_set_replied(struct cfs_peer *p, struct peer_batch *b)
 }
 
 /* --- Control messages out. --- */
-
-int peer_send_ctrl(struct cfs_peer *p, int dest, void *msg, size_t len)
-{
-    int s = slot_get(p);
-    if (s < 0) {
-        free(msg);
-        return s;
-    }
-    int rc = MPI_Isend(msg, (int)len, MPI_BYTE, dest, PEER_TAG_CTRL, p->comm, &p->mreq[s]);
-    if (rc != MPI_SUCCESS) {
-        cfs_err("peers: sending a control message to rank %d failed (MPI error %d)", dest, rc);
-        free(msg);
-        slot_put(p, s);
-        return -EIO;
-    }
-    slot_set(p, s, PEER_SLOT_CTRL_SEND, msg);
-    return 0;
-}
 
 static int send_simple(struct cfs_peer *p, int dest, enum peer_msg_type type)
 {
@@ -257,10 +184,10 @@ static int send_batch(struct cfs_peer *p, uint32_t dest, uint64_t now)
         ent[i].cap = x->posted;
         b->pending_user++;
         x->bounce = malloc(x->posted ? x->posted : 1);
-        int s = x->bounce ? slot_get(p) : -ENOMEM;
+        int s = x->bounce ? peer_slot_get(p) : -ENOMEM;
         if (s >= 0 && MPI_Irecv(x->bounce, (int)x->posted, MPI_BYTE, (int)dest, (int)u->tag_,
                                 p->comm, &p->mreq[s]) != MPI_SUCCESS) {
-            slot_put(p, s);
+            peer_slot_put(p, s);
             s = -EIO;
         }
         if (s < 0) {
@@ -269,7 +196,7 @@ static int send_batch(struct cfs_peer *p, uint32_t dest, uint64_t now)
             x->status = s;
             continue;
         }
-        slot_set(p, s, PEER_SLOT_DATA_RECV, x);
+        peer_slot_set(p, s, PEER_SLOT_DATA_RECV, x);
         x->slot = s;
         b->active_recvs++;
         p->awaiting++;
@@ -398,101 +325,6 @@ static void check_timeouts(struct cfs_peer *p, uint64_t now)
         else
             mark_slow(p, (uint32_t)d, now);
     }
-}
-
-/* --- Server side. --- */
-
-static void send_release(struct peer_send *s)
-{
-    if (s->pinned && s->view.release)
-        s->view.release(s->view.release_arg, &s->view);
-    s->pinned = false;
-    free(s->bounce);
-    free(s);
-}
-
-static int read_full(int fd, void *buf, uint64_t len, uint64_t off)
-{
-    uint64_t done = 0;
-    while (done < len) {
-        ssize_t n = pread(fd, (char *)buf + done, len - done, (off_t)(off + done));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -EIO;
-        done += (uint64_t)n;
-    }
-    return 0;
-}
-
-/* One requested file: post its data send, fill its reply entry. */
-void peer_serve_one(struct cfs_peer *p, int src, const struct peer_req_ent *q,
-                    struct peer_rep_ent *r)
-{
-    r->tag = q->tag;
-    r->len = 0;
-    r->xxh3 = 0;
-    if (!p->params.provide || q->cap == UINT64_MAX) {
-        r->status = -ENOENT;
-        goto notheld;
-    }
-    struct peer_send *s = calloc(1, sizeof(*s));
-    if (!s) {
-        r->status = -ENOMEM;
-        return;
-    }
-    int rc = p->params.provide(p->params.provide_arg, q->id, &s->view);
-    if (rc == -EAGAIN) {
-        free(s);
-        r->status = rc; /* in flight here: the reply waits for it */
-        return;
-    }
-    if (rc < 0) {
-        free(s);
-        r->status = rc;
-        goto notheld;
-    }
-    s->pinned = true;
-    const void *data = s->view.data;
-    uint64_t len = s->view.len;
-    if (len > q->cap) {
-        send_release(s);
-        r->status = -EFBIG;
-        return;
-    }
-    if (!data) {
-        /* SSD entry: one pread into a bounce buffer, the pin goes at once. */
-        s->bounce = malloc(len ? len : 1);
-        rc = s->bounce ? read_full(s->view.fd, s->bounce, len, s->view.offset) : -ENOMEM;
-        if (s->view.release)
-            s->view.release(s->view.release_arg, &s->view);
-        s->pinned = false;
-        if (rc < 0) {
-            send_release(s);
-            r->status = rc;
-            return;
-        }
-        data = s->bounce;
-        atomic_fetch_add_explicit(&p->st.ssd_bounces, 1, memory_order_relaxed);
-    }
-    r->xxh3 = s->view.has_xxh3 ? s->view.xxh3 : XXH3_64bits(data, len);
-    int slot = slot_get(p);
-    if (slot < 0 || MPI_Isend(data, (int)len, MPI_BYTE, src, (int)q->tag, p->comm,
-                              &p->mreq[slot]) != MPI_SUCCESS) {
-        if (slot >= 0)
-            slot_put(p, slot);
-        send_release(s);
-        r->status = -EIO;
-        return;
-    }
-    slot_set(p, slot, PEER_SLOT_DATA_SEND, s);
-    r->status = 0;
-    r->len = len;
-    atomic_fetch_add_explicit(&p->st.served, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&p->st.served_bytes, len, memory_order_relaxed);
-    return;
-notheld:
-    atomic_fetch_add_explicit(&p->st.notheld, 1, memory_order_relaxed);
 }
 
 /* --- Control messages in: one handler per type. --- */
@@ -660,7 +492,7 @@ static void done_data_send(struct cfs_peer *p, void *obj, MPI_Status *st)
 {
     (void)p;
     (void)st;
-    send_release(obj);
+    peer_send_release(obj);
 }
 
 static void done_ctrl_send(struct cfs_peer *p, void *obj, MPI_Status *st)
@@ -692,7 +524,7 @@ static int poll_slots(struct cfs_peer *p)
         void *obj = p->obj[s];
         if (rc == MPI_SUCCESS)
             p->done_st[i].MPI_ERROR = MPI_SUCCESS;
-        slot_put(p, s);
+        peer_slot_put(p, s);
         p->used--;
         if (k < PEER_SLOT_NKINDS && slot_handlers[k])
             slot_handlers[k](p, obj, &p->done_st[i]);
@@ -781,7 +613,7 @@ static void teardown(struct cfs_peer *p)
         default:
             break;
         }
-        slot_put(p, s);
+        peer_slot_put(p, s);
     }
     p->used = 0;
     p->awaiting = 0;
@@ -806,14 +638,7 @@ static void teardown(struct cfs_peer *p)
         if (!flag)
             MPI_Request_free(&p->ctrl_req);
     }
-    free(p->mreq);
-    free(p->kind);
-    free(p->obj);
-    free(p->free_slots);
-    free(p->done_idx);
-    free(p->done_st);
-    p->mreq = NULL;
-    p->nslots = p->nfree = 0;
+    peer_slots_free(p);
 }
 
 void *cfs_peer_comm_main(void *arg)
