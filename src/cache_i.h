@@ -1,13 +1,16 @@
-/* Private to the cache module.  Layer order, top to bottom (each file calls
- * only the ones below it):
- *   cache.c       the core: entry states, tiers, eviction, fetches and
- *                 readers, the queue of index records and the judgement of
- *                 stored entries at a warm restart (public API, cache.h);
+/* Private to the cache module.
+ *
+ * Layers.  A file calls only files listed before it here, never one after
+ * it (checked by the unit test layers).  Bottom up:
+ *   cache_ssd.c   the SSD store (cache_ssd.h): entry files and their records;
+ *                 it includes nothing of this header;
+ *   cache_heap.c  the eviction heaps: a max-heap of entries on their key;
  *   cache_kernel.c kernel-backed RAM entries and their zombies (public
  *                 kernel API of cache.h; cache_zombify for the core);
- *   cache_heap.c  the eviction heaps: a max-heap of entries on their key;
- *   cache_ssd.c   the SSD store (cache_ssd.h): entry files and their records;
- *                 it includes nothing of this header. */
+ *   cache.c       the core: entry states, tiers, eviction, fetches and
+ *                 readers, the queue of index records and the judgement of
+ *                 stored entries at a warm restart (public API, cache.h).
+ */
 #ifndef CLAIRFS_CACHE_I_H
 #define CLAIRFS_CACHE_I_H
 

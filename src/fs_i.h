@@ -2,12 +2,10 @@
  * scheme its files speak.  Catalog entry id -> inode id + 1; the control
  * namespace at the top of the 64-bit inode space.
  *
- * The layer order of the fs files, lowest first.  A file calls only files
- * on the lines above its own, never one below, so that each can be read
- * knowing only what is above it.  Checked over the objects: the graph "A
- * uses a symbol B defines" (nm -u, nm -g --defined-only) has no circle
- * (tsort):
- *
+ * Layers.  A file calls only files listed before it here, never one after
+ * it, so that each can be read knowing only what is below it; the unit
+ * test layers (tests/integration/test_layers.sh) holds the code to it from
+ * the objects' symbols.  Bottom up:
  *   fs_open.c         the open file handles (fi->fh), reference-counted
  *   fs_ctl.c          .clairfs/ and the user.clairfs.state xattr
  *   fs_names.c        lookups, attributes, listings, statfs; lookup counts
