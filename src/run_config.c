@@ -61,6 +61,12 @@ static const char *human(uint64_t b, char *buf, size_t len)
     return buf;
 }
 
+/* pct % of x, exactly (x up to 2^64). */
+static uint64_t pct_of(uint64_t x, unsigned pct)
+{
+    return (uint64_t)((unsigned __int128)x * pct / 100);
+}
+
 /* Where the usable memory figure comes from, for the notes. */
 static void usable_words(const struct cfs_node_memory *m, char *buf, size_t len)
 {
@@ -84,7 +90,7 @@ static void ram_capacity(const struct cfs_run_inputs *in, struct cfs_run_config 
     c->ram_note[0] = '\0';
     if (o->has_ram) {
         c->ram = o->ram;
-        uint64_t cap = usable / 100 * CFS_RAM_CAP_PCT;
+        uint64_t cap = pct_of(usable, CFS_RAM_CAP_PCT);
         if (usable && o->ram > cap) {
             usable_words(m, from, sizeof(from));
             c->ram = cap;
@@ -112,14 +118,14 @@ static void ram_capacity(const struct cfs_run_inputs *in, struct cfs_run_config 
             snprintf(from, sizeof(from), "%u %% of the node's %s (MemTotal), in whole GiB "
                      "(distributed: the same on every node)", CFS_RAM_SHARE_PCT,
                      human(base, a, sizeof(a)));
-        share = base / 100 * CFS_RAM_SHARE_PCT;
+        share = pct_of(base, CFS_RAM_SHARE_PCT);
         if (share >= (1ull << 30))
             share &= ~((1ull << 30) - 1);
     } else {
         char words[400];
         usable_words(m, words, sizeof(words));
         snprintf(from, sizeof(from), "%u %% of %s", CFS_RAM_SHARE_PCT, words);
-        share = usable / 100 * CFS_RAM_SHARE_PCT;
+        share = pct_of(usable, CFS_RAM_SHARE_PCT);
     }
     if (share == 0) {
         snprintf(c->ram_note, sizeof(c->ram_note),
