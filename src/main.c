@@ -571,7 +571,8 @@ static int load_catalog(struct daemon *d)
         .order_list = o->order_list,
         .index_dir = d->index_dir,
         .rescan = o->rescan,
-        /* Without a seed nothing is predicted: any readable tree mounts. */
+        /* Without a registered seed the order is optional: a tree it does not
+         * fit mounts, every file served and cached (nothing to learn from). */
         .order_optional = !o->has_seed,
     };
     /* The index is only a cache: damage costs a rebuild, never the mount.

@@ -225,7 +225,7 @@ static const struct opt_def options_table[] = {
     {"ssd", OPT_SIZE, OFF(ssd), OFF(has_ssd), 0, UINT64_MAX, NULL, U,
      "SSD tier; default half of ssd_dir's free space"},
     {"ssd_dir", OPT_STRING, OFF(ssd_dir), NO_PRESENT, 0, 0, NULL, U,
-     "directory of the SSD tier ({rank}: the MPI rank)"},
+     "the SSD tier's directory ({rank}: MPI rank)"},
     {"index", OPT_STRING, OFF(index_dir), NO_PRESENT, 0, 0, NULL, U,
      "index directory; default ~/.cache/clairfs/..."},
     {"metrics_listen", OPT_STRING, OFF(metrics_listen), NO_PRESENT, 0, 0, NULL, U,
