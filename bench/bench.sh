@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The side-by-side benchmark behind README's "Performance" section: one trainer replay (clairfs-bench,
+# The side-by-side benchmark behind docs/performance.md: one trainer replay (clairfs-bench,
 # 4 DataLoader workers, batches of 32, a training step per batch) over every
 # way of reaching a generated ImageNet-like dataset, in one run:
 #
@@ -24,7 +24,7 @@
 # ratio to the limit and the speedup over the PFS, writes CSV and a PNG plot
 # to the output directory and, for a complete run, the committed copy in
 # docs/bench/ (latest.png, latest.csv, latest.md) and the figures in the
-# "Performance" section of README.md.
+# docs/performance.md.
 #
 # usage: bench/bench.sh [--quick] [--out DIR] [options]
 #   --quick          2000 files (~250 MB) instead of 8000 (~0.9 GB)
@@ -34,7 +34,7 @@
 #                    compute of an epoch is half the PFS's pure-I/O epoch)
 #   --only REGEX     run only the configurations whose id matches (ids look
 #                    like n1-train-clairfs-seed-r50); implies --no-docs
-#   --no-docs        leave docs/bench/ and README.md alone
+#   --no-docs        leave docs/bench/ and docs/performance.md alone
 # Environment: BENCH_PFS (clairfs-pfsemu -o options, default its defaults),
 # BENCH_TMP (a tmpfs directory for the dataset, mounts and caches, default
 # /dev/shm), BENCH_TIMEOUT (seconds per configuration, default from the
@@ -596,25 +596,25 @@ table text
 echo
 echo "results: $out/bench.csv, $out/bench.md$([ $plot_ok -eq 1 ] && echo ", $out/bench.png")"
 
-# --- the committed copy and README's figures (complete runs only)
+# --- the committed copy and docs/performance.md's figures (complete runs only)
 if [ $docs -eq 1 ]; then
     mkdir -p "$top/docs/bench"
     cp "$out/bench.csv" "$top/docs/bench/latest.csv"
     cp "$out/bench.md" "$top/docs/bench/latest.md"
     [ $plot_ok -eq 1 ] && cp "$out/bench.png" "$top/docs/bench/latest.png"
-    readme=$top/README.md
+    readme=$top/docs/performance.md
     if grep -q '^<!-- bench:begin -->' "$readme" && grep -q '^<!-- bench:end -->' "$readme"; then
         {
             echo "Latest run ($date_s, $machine), \`$cmdline\`:"
             table md | sed '/^\*\*.*pure I\/O/,$d'
             echo
-            echo "Pure-I/O rows and clairfs's counters: [docs/bench/latest.md](docs/bench/latest.md)."
+            echo "Pure-I/O rows and clairfs's counters: [bench/latest.md](bench/latest.md)."
         } >"$work/readme-block"
         awk -v blk="$work/readme-block" '
             /^<!-- bench:begin -->/ { print; while ((getline l < blk) > 0) print l; skip = 1; next }
             /^<!-- bench:end -->/ { skip = 0 }
             !skip' "$readme" >"$work/README.new" && cat "$work/README.new" >"$readme"
     fi
-    echo "updated docs/bench/latest.{csv,md$([ $plot_ok -eq 1 ] && echo ,png)} and README.md's figures"
+    echo "updated docs/bench/latest.{csv,md$([ $plot_ok -eq 1 ] && echo ,png)} and docs/performance.md's figures"
 fi
 exit 0

@@ -9,8 +9,8 @@
 # until every node's .clairfs/ready exists; run torchrun on every node with
 # --data at the node-local mount; unmount every node at the end, also when
 # training fails or the job is cancelled (trap on EXIT/TERM).  Open MPI
-# aborts the whole clairfs job when one daemon dies (README, "Distributed
-# runs"): the trap still unmounts what is left, so that no node keeps a
+# aborts the whole clairfs job when one daemon dies (docs/distributed.md):
+# the trap still unmounts what is left, so that no node keeps a
 # dead mount.
 #
 #SBATCH --job-name=clairfs-train
@@ -44,7 +44,10 @@ TRAINER_LAUNCH=${TRAINER_LAUNCH:-torchrun}
 # -------------------------------------------------------------------------
 
 # The trainer's sampler settings, identical on every node (checked at start:
-# a node whose seed or dataset differs stops the mount on every node).
+# a node whose seed or dataset differs stops the mount on every node).  A
+# one-node mount learns them from the opens (examples/job-clairfs.sh); a
+# distributed one plans one order on every node before the first open, so
+# here they are registered.
 OPTS="seed=$SEED,world=$WORLD,batch=$BATCH,epochs=$EPOCHS,ram=$RAM"
 OPTS="$OPTS,ssd_dir=$SSD/{rank},index=$SSD/{rank}/index"
 

@@ -36,6 +36,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fanotify.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -49,6 +51,7 @@
 #include "clairfs/log.h"
 #include "clairfs/metrics.h"
 #include "clairfs/metrics_http.h"
+#include "clairfs/node_memory.h"
 #include "clairfs/options.h"
 #include "clairfs/peer.h"
 #include "clairfs/peer_startup.h"
@@ -161,7 +164,7 @@ static int cmdline_proc(void *data, const char *arg, int key, struct fuse_args *
     }
     rc = cfs_options_set(&cl->opts, arg, cl->err, sizeof(cl->err));
     if (rc == 0)
-        return strcmp(arg, "allow_other") == 0 ? 1 : 0;
+        return 0; /* allow_other reaches libfuse from mount_session, once checked */
     if (rc != -ENOENT) {
         if (rc == -ENOMEM)
             snprintf(cl->err, sizeof(cl->err), "out of memory");
@@ -182,15 +185,16 @@ static int cmdline_proc(void *data, const char *arg, int key, struct fuse_args *
 static void print_help(void)
 {
     printf(USAGE "\n\n"
-           "Serves the directory SOURCE read-only at MOUNTPOINT and prefetches the files a\n"
-           "PyTorch trainer will read, in the order its sampler will read them.\n\n"
+           "Serves the directory SOURCE read-only at MOUNTPOINT, learns from the opens the\n"
+           "order a PyTorch trainer reads its files in, and stages each file into RAM (or\n"
+           "an SSD directory) before it is read.  Nothing needs to be given:\n"
+           "    clairfs SOURCE MOUNTPOINT\n\n"
            "General options:\n"
            "    -h, --help             print this help and exit\n"
            "    -V, --version          print the version and exit\n"
            "    -f                     stay in the foreground (log to stderr)\n"
            "    -d, -o debug           foreground, debug log and FUSE request trace\n"
-           "    -o OPT[,OPT...]        mount options, below\n\n"
-           "clairfs options:\n");
+           "    -o OPT[,OPT...]        mount options, below\n\n");
     cfs_options_print_help(stdout);
     printf("\nFUSE and mount options:\n"
            "    allow_root             let root read a mount of another user\n"
@@ -279,8 +283,11 @@ static char *index_dir_for(const struct cfs_options *o, const char *source, int 
     if (n < 0)
         return NULL;
     int rc = mkdir_p(base, 0700);
+    if (rc == 0 && access(base, W_OK | X_OK) != 0)
+        rc = -errno; /* there, but not this user's to write (a shared or read-only home) */
     if (rc < 0)
-        snprintf(err, errlen, "index directory %s: %s (give -o index=DIR)", base, strerror(-rc));
+        snprintf(err, errlen, "index directory %s: %s; give -o index=DIR, a directory you can write",
+                 base, strerror(-rc));
     else if (asprintf(&dir, "%s/%016llx", base,
                       (unsigned long long)XXH64(source, strlen(source), 0)) < 0)
         dir = NULL;
@@ -354,6 +361,8 @@ struct daemon {
     char *fsname, *mount_opts;
     struct fuse_session *se;
     bool signals, mounted;
+    const char *identify_off;  /* why the order is not learnt, or NULL */
+    bool search_stays_idle;    /* the search cannot leave idle priority (check_privileges) */
 };
 
 /* A phase's result: go on, stop with status 0 (--help), or fail (d->err
@@ -415,6 +424,105 @@ static int parse_command_line(struct daemon *d)
     return cfs_options_validate(&cl->opts, d->err, sizeof(d->err)) < 0 ? PHASE_FAILED : PHASE_OK;
 }
 
+/* /etc/fuse.conf's user_allow_other: what lets fusermount3 mount with
+ * allow_other for a user other than root. */
+static bool fuse_conf_allows_other(void)
+{
+    FILE *f = fopen("/etc/fuse.conf", "re");
+    if (!f)
+        return false;
+    char line[256];
+    bool yes = false;
+    while (!yes && fgets(line, sizeof(line), f)) {
+        char word[64];
+        yes = sscanf(line, " %63s", word) == 1 && strcmp(word, "user_allow_other") == 0;
+    }
+    fclose(f);
+    return yes;
+}
+
+/* Whether the effective capability set holds CAP (linux/capability.h's
+ * number), from /proc/self/status: no libcap for two bits. */
+static bool has_capability(int cap)
+{
+    FILE *f = fopen("/proc/self/status", "re");
+    if (!f)
+        return false;
+    char line[256];
+    unsigned long long eff = 0;
+    while (fgets(line, sizeof(line), f))
+        if (sscanf(line, "CapEff: %llx", &eff) == 1)
+            break;
+    fclose(f);
+    return (eff >> cap) & 1;
+}
+
+#define CAP_SYS_ADMIN_BIT 21
+#define CAP_SYS_NICE_BIT 23
+
+/* kernel_open's open watch: the same fanotify_init as open_watch.c, tried. */
+static bool open_watch_allowed(void)
+{
+    int fd = fanotify_init(FAN_CLASS_NOTIF | FAN_CLOEXEC | FAN_NONBLOCK | FAN_REPORT_FID |
+                               FAN_REPORT_TID,
+                           O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno != EPERM; /* another error is no privilege's: the switch reports it */
+    close(fd);
+    return true;
+}
+
+/* A thread at idle priority (the order's search, past its first seeds)
+ * may return to the normal one only with CAP_SYS_NICE or an RLIMIT_NICE
+ * that allows the nice value it had; the soft limit is raised to the hard
+ * one where that is enough. */
+static bool search_can_leave_idle(void)
+{
+    if (geteuid() == 0 || has_capability(CAP_SYS_NICE_BIT))
+        return true;
+    errno = 0;
+    int nice_now = getpriority(PRIO_PROCESS, 0);
+    if (errno)
+        return false;
+    rlim_t need = (rlim_t)(20 - nice_now);
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NICE, &rl) != 0)
+        return false;
+    if (rl.rlim_cur >= need)
+        return true;
+    if (rl.rlim_max < need)
+        return false;
+    rl.rlim_cur = need;
+    return setrlimit(RLIMIT_NICE, &rl) == 0;
+}
+
+/* What an ordinary user may not do, said once each with what the mount
+ * does instead: warnings for what the user asked for (on stderr, before
+ * the mount), an info line at the mount for the defaults (log_started). */
+static int check_privileges(struct daemon *d)
+{
+    struct cfs_options *o = &d->cl.opts;
+    unsigned uid = (unsigned)getuid();
+    if (geteuid() != 0 && o->allow_other && !fuse_conf_allows_other()) {
+        cfs_warn("allow_other: fusermount3 lets a user's mount admit other users only where "
+                 "/etc/fuse.conf says user_allow_other, and it does not: mounting for uid %u "
+                 "alone",
+                 uid);
+        o->allow_other = false;
+    }
+    if (o->kernel_open && !has_capability(CAP_SYS_ADMIN_BIT) && !open_watch_allowed())
+        cfs_warn("kernel_open: its open watch (fanotify) needs CAP_SYS_ADMIN, which uid %u "
+                 "lacks: once every file is staged the kernel opens files unseen, and reads, "
+                 "the epoch and the trainer's position stop counting",
+                 uid);
+    if (geteuid() != 0 && o->reclaim)
+        cfs_info("reclaim: umount2(MNT_DETACH) needs root; as uid %u a dead mount is detached "
+                 "with fusermount3 -u -z, which detaches only this user's own mounts",
+                 uid);
+    d->search_stays_idle = !o->no_identify && !search_can_leave_idle();
+    return PHASE_OK;
+}
+
 /* SOURCE, MOUNTPOINT, the SSD tier's directory and the index directory. */
 static int check_paths(struct daemon *d)
 {
@@ -463,7 +571,8 @@ static int load_catalog(struct daemon *d)
         .order_list = o->order_list,
         .index_dir = d->index_dir,
         .rescan = o->rescan,
-        /* Without a seed nothing is predicted: any readable tree mounts. */
+        /* Without a registered seed the order is optional: a tree it does not
+         * fit mounts, every file served and cached (nothing to learn from). */
         .order_optional = !o->has_seed,
     };
     /* The index is only a cache: damage costs a rebuild, never the mount.
@@ -506,19 +615,39 @@ static int load_catalog(struct daemon *d)
     return cfs_fs_create(&fc, &d->fs, d->err, sizeof(d->err)) < 0 ? PHASE_FAILED : PHASE_OK;
 }
 
+/* The dataset as the RAM tier charges it: every regular file rounded up to
+ * the cache's 4 KiB pages (cache_i.h's cache_round), so that a default
+ * tier "as large as the dataset" holds all of it. */
+static uint64_t dataset_tier_bytes(const struct cfs_catalog *cat)
+{
+    uint64_t sum = 0;
+    for (uint32_t id = 0; id < cfs_catalog_entry_count(cat); id++) {
+        const struct cfs_entry *e = cfs_catalog_entry(cat, id);
+        if (e && S_ISREG(e->mode))
+            sum += (e->size + 4095) / 4096 * 4096;
+    }
+    return sum;
+}
+
 /* The run configuration, then the first meeting of the nodes: every node's
  * ranks, and the agreement on catalog and configuration. */
 static int configure_run(struct daemon *d)
 {
+    struct cfs_node_memory memory;
+    cfs_node_memory_read("/proc", "/sys/fs/cgroup", &memory);
     struct cfs_run_inputs in = {
         .opts = &d->cl.opts,
         .nsamples = cfs_catalog_sample_count(d->catalog),
         .nodes = (uint32_t)d->nodes,
         .node = (uint32_t)d->rank,
         .ssd_dir = d->ssd_dir,
+        .memory = &memory,
+        .dataset_bytes = dataset_tier_bytes(d->catalog),
     };
     if (cfs_run_config_make(&in, &d->run, d->err, sizeof(d->err)) < 0)
         return PHASE_FAILED;
+    if (d->run.ram_capped) /* before the mount: on the terminal, where ram= can be fixed */
+        cfs_warn("%s", d->run.ram_note);
     return cfs_peer_startup_meet_config(d->startup, &d->run, cfs_catalog_hash(d->catalog),
                                         d->err, sizeof(d->err)) < 0
                ? PHASE_FAILED
@@ -566,6 +695,7 @@ static int mount_session(struct daemon *d)
     if (fuse_opt_add_opt_escaped(&d->mount_opts, fsname_opt) < 0 ||
         fuse_opt_add_opt(&d->mount_opts, subtype) < 0 ||
         fuse_opt_add_opt(&d->mount_opts, "default_permissions") < 0 ||
+        (cl->opts.allow_other && fuse_opt_add_opt(&d->mount_opts, "allow_other") < 0) ||
         fuse_opt_add_arg(&d->args, "-o") < 0 || fuse_opt_add_arg(&d->args, d->mount_opts) < 0 ||
         (cl->debug && fuse_opt_add_arg(&d->args, "-d") < 0))
         return nomem(d);
@@ -603,7 +733,7 @@ static int mount_session(struct daemon *d)
                  cfs_catalog_not_stored(d->catalog));
     if (cfs_catalog_order_unavailable(d->catalog))
         cfs_info("no index order (%s): every file is served and cached as it is read; "
-                 "a seed needs the order",
+                 "nothing is predicted without the order (order= names it)",
                  cfs_catalog_order_unavailable(d->catalog));
     return PHASE_OK;
 }
@@ -619,10 +749,23 @@ static void log_started(const struct daemon *d)
                  run->epochs - run->start_epoch, (unsigned long long)run->sampler.seed,
                  d->plan_secs, pst.io_engine, (unsigned long long)pst.cache_capacity[0],
                  (unsigned long long)pst.cache_capacity[1], (unsigned long long)pst.loaded);
-    else
-        cfs_info("no seed: reactive LRU caching; io %s; ram %llu, ssd %llu bytes", pst.io_engine,
-                 (unsigned long long)pst.cache_capacity[0],
+    else if (d->identify_off)
+        cfs_info("order not registered and not learnt (identification: %s): a reactive cache; "
+                 "io %s; ram %llu, ssd %llu bytes",
+                 d->identify_off, pst.io_engine, (unsigned long long)pst.cache_capacity[0],
                  (unsigned long long)pst.cache_capacity[1]);
+    else
+        cfs_info("learning the read order from the opens (a reactive cache until it is known); "
+                 "io %s; ram %llu, ssd %llu bytes",
+                 pst.io_engine, (unsigned long long)pst.cache_capacity[0],
+                 (unsigned long long)pst.cache_capacity[1]);
+    if (run->ram_derived)
+        cfs_info("ram tier %s (ram= sets it)", run->ram_note);
+    if (d->search_stays_idle && !d->identify_off)
+        cfs_info("search_budget: a thread leaves idle priority only with CAP_SYS_NICE or "
+                 "RLIMIT_NICE 20, which uid %u lacks: the order's search stays at idle priority "
+                 "once there (search_budget= has no effect)",
+                 (unsigned)getuid());
     if (d->http)
         cfs_info("metrics: http://%s/metrics (port %u)", d->cl.opts.metrics_listen,
                  cfs_metrics_http_port(d->http));
@@ -687,6 +830,7 @@ static int start_identify(struct daemon *d)
         off = "no index order";
     }
     if (off) {
+        d->identify_off = off;
         cfs_prefetch_set_identify(d->pf, NULL, NULL, off);
         return PHASE_OK;
     }
@@ -802,7 +946,7 @@ int main(int argc, char **argv)
     /* The mount's life in order; the first phase that does not answer
      * PHASE_OK ends it, and teardown undoes whatever ran. */
     static int (*const phases[])(struct daemon *) = {
-        parse_command_line, check_paths,  load_catalog,  configure_run,
+        parse_command_line, check_privileges, check_paths, load_catalog, configure_run,
         prepare_data_path,  mount_session, start_serving,
     };
     rc = start_peers(&d, &argc, &argv); /* MPI_Init may take its own arguments */

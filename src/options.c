@@ -30,6 +30,8 @@ enum opt_type {
     OPT_SPECIAL /* parsed by a handler */
 };
 
+enum opt_group { OPT_GROUP_USER, OPT_GROUP_HINT, OPT_GROUP_TUNE, OPT_GROUP_DEBUG, OPT_GROUPS };
+
 struct opt_def {
     const char *name;
     enum opt_type type;
@@ -37,7 +39,8 @@ struct opt_def {
     size_t present_offset; /* bool set when given, or (size_t)-1 */
     uint64_t min, max;
     int (*handler)(struct cfs_options *o, const char *value, char *err, size_t errlen);
-    const char *help;
+    enum opt_group group; /* --help's heading */
+    const char *help;     /* one short line; "ARG: ..." names the argument */
 };
 
 #define NO_PRESENT ((size_t)-1)
@@ -202,87 +205,99 @@ static int parse_log_level(struct cfs_options *o, const char *v, char *err, size
     return 0;
 }
 
-static const struct opt_def options_table[] = {
-    {"seed", OPT_U64, OFF(seed), OFF(has_seed), 0, UINT64_MAX, NULL,
-     "the trainer's sampler seed; without it clairfs serves and caches but predicts nothing"},
-    {"sampler", OPT_SPECIAL, 0, NO_PRESENT, 0, 0, parse_sampler,
-     "torch-ddp (default), torch, torch-sampler, lightning, hf-accelerate, torchvision-ra, "
-     "timm-ra, torch-global or list:FILE: the trainer's sampling pattern"},
-    {"torch", OPT_SPECIAL, 0, NO_PRESENT, 0, 0, parse_torch,
-     "current (torch >= 2.6, default) or legacy: the trainer's randperm for n >= 214748364"},
-    {"world", OPT_U32, OFF(world), NO_PRESENT, 1, UINT32_MAX, NULL,
-     "trainer world size (num_replicas), default 1"},
-    {"ranks", OPT_SPECIAL, 0, NO_PRESENT, 0, 0, parse_ranks,
-     "A-B: trainer ranks whose reads this mount serves (default all, or node i's block)"},
-    {"batch", OPT_U32, OFF(batch), NO_PRESENT, 1, UINT32_MAX, NULL,
-     "DataLoader batch_size, default 1"},
-    {"drop_last", OPT_FLAG, OFF(drop_last), NO_PRESENT, 0, 0, NULL,
-     "DistributedSampler(drop_last=True)"},
-    {"drop_last_batch", OPT_FLAG, OFF(drop_last_batch), NO_PRESENT, 0, 0, NULL,
-     "DataLoader(drop_last=True): the last incomplete batch is not read"},
-    {"persistent_workers", OPT_FLAG, OFF(persistent_workers), NO_PRESENT, 0, 0, NULL,
-     "DataLoader(persistent_workers=True) (sampler=torch, torch-global)"},
-    {"repetitions", OPT_SPECIAL, 0, NO_PRESENT, 0, 0, parse_repetitions,
-     "repeats of each index (sampler=torchvision-ra, timm-ra), default 3"},
-    {"rng_offset", OPT_U64, OFF(rng_offset), NO_PRESENT, 0, UINT64_MAX, NULL,
-     "global-generator words drawn before the loader's first epoch (sampler=torch-global), "
-     "default 0"},
-    {"rng_epoch_words", OPT_U64, OFF(rng_epoch_words), NO_PRESENT, 0, UINT64_MAX, NULL,
-     "global-generator words each epoch draws outside the loader (sampler=torch-global), "
-     "default 0"},
-    {"epochs", OPT_U32, OFF(epochs), NO_PRESENT, 1, UINT32_MAX, NULL,
-     "epochs the trainer runs, default 100"},
-    {"start_epoch", OPT_U32, OFF(start_epoch), NO_PRESENT, 0, UINT32_MAX, NULL,
-     "first epoch (a resumed run), default 0"},
-    {"order", OPT_SPECIAL, 0, NO_PRESENT, 0, 0, parse_order,
-     "imagefolder (default), sorted or list:FILE: how dataset index maps to files"},
-    {"ram", OPT_SIZE, OFF(ram), NO_PRESENT, 0, UINT64_MAX, NULL,
-     "RAM tier capacity (K/M/G/T suffix), default 1G"},
-    {"ssd", OPT_SIZE, OFF(ssd), OFF(has_ssd), 0, UINT64_MAX, NULL,
-     "SSD tier capacity, default half the free space of ssd_dir"},
-    {"ssd_dir", OPT_STRING, OFF(ssd_dir), NO_PRESENT, 0, 0, NULL,
-     "directory of the SSD tier; {rank} is replaced by the MPI rank"},
-    {"index", OPT_STRING, OFF(index_dir), NO_PRESENT, 0, 0, NULL,
-     "LMDB environment directory, default ssd_dir/index or ~/.cache/clairfs/<source hash>"},
-    {"rescan", OPT_FLAG, OFF(rescan), NO_PRESENT, 0, 0, NULL,
-     "scan SOURCE even when the stored catalog is valid"},
-    {"io", OPT_SPECIAL, 0, NO_PRESENT, 0, 0, parse_io,
-     "auto (default), uring or threads: the I/O engine"},
-    {"io_depth", OPT_U32, OFF(io_depth), NO_PRESENT, 1, 4096, NULL,
-     "fetches in flight, default 64"},
-    {"lookahead", OPT_U32, OFF(lookahead), NO_PRESENT, 1, UINT32_MAX, NULL,
-     "files the prefetcher may run ahead of the trainers, default: as the tiers allow"},
-    {"peer_timeout", OPT_SECONDS, OFF(peer_timeout), NO_PRESENT, 0, 0, NULL,
-     "seconds before a silent peer is marked slow, default 2"},
-    {"no_peers", OPT_FLAG, OFF(no_peers), NO_PRESENT, 0, 0, NULL,
-     "under MPI, never fetch from other nodes"},
-    {"no_pagecache", OPT_FLAG, OFF(no_pagecache), NO_PRESENT, 0, 0, NULL,
-     "answer every read from the tiers: never stage files into the kernel page cache"},
-    {"kernel_open", OPT_FLAG, OFF(kernel_open), NO_PRESENT, 0, 0, NULL,
-     "once every file is staged, let the kernel open files without asking clairfs"},
-    {"model", OPT_STRING, OFF(model_file), NO_PRESENT, 0, 0, NULL,
-     "FILE: key = value lines, the performance model that picks peer or PFS per fetch"},
-    {"metrics_listen", OPT_STRING, OFF(metrics_listen), NO_PRESENT, 0, 0, NULL,
-     "HOST:PORT: serve GET /metrics for Prometheus; {rank} may appear in PORT (9400+{rank})"},
-    {"allow_other", OPT_FLAG, OFF(allow_other), NO_PRESENT, 0, 0, NULL,
-     "let users other than the mounter read the mount"},
-    {"reclaim", OPT_FLAG, OFF(reclaim), NO_PRESENT, 0, 0, NULL,
-     "a dead FUSE mount on MOUNTPOINT (its daemon is gone) is detached and mounted over"},
-    {"no_identify", OPT_FLAG, OFF(no_identify), NO_PRESENT, 0, 0, NULL,
-     "without a seed, never learn the trainers' read order from their opens"},
-    {"sweep", OPT_SPECIAL, 0, NO_PRESENT, 0, 0, parse_sweep,
-     "auto (default), on or off: while the read order is unknown, stage the files not yet read "
-     "in index order into RAM; auto holds back while the order's search finds the cores busy"},
-    {"no_sweep", OPT_FLAG, 0, NO_PRESENT, 0, 0, parse_sweep, "the same as sweep=off"},
-    {"search_budget", OPT_U32, OFF(search_budget), NO_PRESENT, 0, 100, NULL,
-     "PCT: the share of the CPUs' time over the trainer's first epoch that the order's search "
-     "may take at normal priority where the cores are busy, default 3; 0: idle priority only"},
-    {"record_opens", OPT_STRING, OFF(record_opens), NO_PRESENT, 0, 0, NULL,
-     "FILE: write \"PID PPID PATH\" per open (for clairfs-plan --identify)"},
-    {"log_level", OPT_SPECIAL, 0, NO_PRESENT, 0, 0, parse_log_level,
-     "LEVEL: error, warning, notice, info (default) or debug (the identification's attempts, "
-     "adoption and staging steps; -d also traces every FUSE request)"},
+/* --help's groups, in the order it prints them: what a user sets, the
+ * order's hints (the mount learns the order from the opens; these are for
+ * the few cases it cannot, man clairfs(1)), tuning, and debugging. */
+static const char *const group_titles[] = {
+    [OPT_GROUP_USER] = "Tiers, metrics, access",
+    [OPT_GROUP_HINT] = "Hints for the read order (it is learnt from the opens: man clairfs, HINTS)",
+    [OPT_GROUP_TUNE] = "Tuning",
+    [OPT_GROUP_DEBUG] = "Debugging",
 };
+
+#define U OPT_GROUP_USER
+#define H OPT_GROUP_HINT
+#define T OPT_GROUP_TUNE
+#define D OPT_GROUP_DEBUG
+static const struct opt_def options_table[] = {
+    {"ram", OPT_SIZE, OFF(ram), OFF(has_ram), 0, UINT64_MAX, NULL, U,
+     "RAM tier; default half the available memory"},
+    {"ssd", OPT_SIZE, OFF(ssd), OFF(has_ssd), 0, UINT64_MAX, NULL, U,
+     "SSD tier; default half of ssd_dir's free space"},
+    {"ssd_dir", OPT_STRING, OFF(ssd_dir), NO_PRESENT, 0, 0, NULL, U,
+     "the SSD tier's directory ({rank}: MPI rank)"},
+    {"index", OPT_STRING, OFF(index_dir), NO_PRESENT, 0, 0, NULL, U,
+     "index directory; default ~/.cache/clairfs/..."},
+    {"metrics_listen", OPT_STRING, OFF(metrics_listen), NO_PRESENT, 0, 0, NULL, U,
+     "HOST:PORT: serve /metrics to Prometheus"},
+    {"allow_other", OPT_FLAG, OFF(allow_other), NO_PRESENT, 0, 0, NULL, U,
+     "let other users read the mount"},
+    {"reclaim", OPT_FLAG, OFF(reclaim), NO_PRESENT, 0, 0, NULL, U,
+     "replace a dead mount left on MOUNTPOINT"},
+    {"seed", OPT_U64, OFF(seed), OFF(has_seed), 0, UINT64_MAX, NULL, H,
+     "the sampler's seed"},
+    {"sampler", OPT_SPECIAL, 0, NO_PRESENT, 0, 0, parse_sampler, H,
+     "KIND: torch-ddp, torch, torch-global, ..., list:FILE"},
+    {"torch", OPT_SPECIAL, 0, NO_PRESENT, 0, 0, parse_torch, H,
+     "VERSION: current (>= 2.6) or legacy randperm"},
+    {"world", OPT_U32, OFF(world), NO_PRESENT, 1, UINT32_MAX, NULL, H,
+     "trainer world size"},
+    {"ranks", OPT_SPECIAL, 0, NO_PRESENT, 0, 0, parse_ranks, H,
+     "A-B: the trainer ranks this mount serves"},
+    {"batch", OPT_U32, OFF(batch), NO_PRESENT, 1, UINT32_MAX, NULL, H,
+     "DataLoader batch_size"},
+    {"drop_last", OPT_FLAG, OFF(drop_last), NO_PRESENT, 0, 0, NULL, H,
+     "DistributedSampler(drop_last=True)"},
+    {"drop_last_batch", OPT_FLAG, OFF(drop_last_batch), NO_PRESENT, 0, 0, NULL, H,
+     "DataLoader(drop_last=True)"},
+    {"persistent_workers", OPT_FLAG, OFF(persistent_workers), NO_PRESENT, 0, 0, NULL, H,
+     "DataLoader(persistent_workers=True)"},
+    {"repetitions", OPT_SPECIAL, 0, NO_PRESENT, 0, 0, parse_repetitions, H,
+     "N: repeats of each index (torchvision-ra, timm-ra)"},
+    {"rng_offset", OPT_U64, OFF(rng_offset), NO_PRESENT, 0, UINT64_MAX, NULL, H,
+     "torch-global: words drawn before epoch 0"},
+    {"rng_epoch_words", OPT_U64, OFF(rng_epoch_words), NO_PRESENT, 0, UINT64_MAX, NULL, H,
+     "torch-global: words each epoch draws elsewhere"},
+    {"epochs", OPT_U32, OFF(epochs), NO_PRESENT, 1, UINT32_MAX, NULL, H,
+     "epochs the trainer runs (default 100)"},
+    {"start_epoch", OPT_U32, OFF(start_epoch), NO_PRESENT, 0, UINT32_MAX, NULL, H,
+     "first epoch of a resumed run"},
+    {"order", OPT_SPECIAL, 0, NO_PRESENT, 0, 0, parse_order, H,
+     "ORDER: imagefolder, sorted or list:FILE"},
+    {"rescan", OPT_FLAG, OFF(rescan), NO_PRESENT, 0, 0, NULL, T,
+     "scan SOURCE again though the index has it"},
+    {"io", OPT_SPECIAL, 0, NO_PRESENT, 0, 0, parse_io, T,
+     "ENGINE: auto, uring or threads"},
+    {"io_depth", OPT_U32, OFF(io_depth), NO_PRESENT, 1, 4096, NULL, T,
+     "fetches in flight (default 64)"},
+    {"lookahead", OPT_U32, OFF(lookahead), NO_PRESENT, 1, UINT32_MAX, NULL, T,
+     "files to fetch ahead of the trainers"},
+    {"no_pagecache", OPT_FLAG, OFF(no_pagecache), NO_PRESENT, 0, 0, NULL, T,
+     "keep the RAM tier out of the page cache"},
+    {"kernel_open", OPT_FLAG, OFF(kernel_open), NO_PRESENT, 0, 0, NULL, T,
+     "all staged: let the kernel open files itself"},
+    {"sweep", OPT_SPECIAL, 0, NO_PRESENT, 0, 0, parse_sweep, T,
+     "MODE: auto, on or off: stage in index order meanwhile"},
+    {"no_sweep", OPT_FLAG, 0, NO_PRESENT, 0, 0, parse_sweep, T, "the same as sweep=off"},
+    {"search_budget", OPT_U32, OFF(search_budget), NO_PRESENT, 0, 100, NULL, T,
+     "PCT: CPU the order's search may take (default 3)"},
+    {"no_identify", OPT_FLAG, OFF(no_identify), NO_PRESENT, 0, 0, NULL, T,
+     "never learn the order from the opens"},
+    {"peer_timeout", OPT_SECONDS, OFF(peer_timeout), NO_PRESENT, 0, 0, NULL, T,
+     "seconds before a silent MPI peer is slow"},
+    {"no_peers", OPT_FLAG, OFF(no_peers), NO_PRESENT, 0, 0, NULL, T,
+     "under MPI, never fetch from other nodes"},
+    {"model", OPT_STRING, OFF(model_file), NO_PRESENT, 0, 0, NULL, T,
+     "FILE: the peer-or-PFS model's figures (MPI)"},
+    {"record_opens", OPT_STRING, OFF(record_opens), NO_PRESENT, 0, 0, NULL, D,
+     "FILE: write PID PPID PATH per open"},
+    {"log_level", OPT_SPECIAL, 0, NO_PRESENT, 0, 0, parse_log_level, D,
+     "LEVEL: error, warning, notice, info or debug"},
+};
+#undef U
+#undef H
+#undef T
+#undef D
 
 #define N_OPTIONS (sizeof(options_table) / sizeof(options_table[0]))
 
@@ -296,7 +311,7 @@ void cfs_options_init(struct cfs_options *o)
     o->repetitions = 3;
     o->epochs = 100;
     o->order = CFS_ORDER_IMAGEFOLDER;
-    o->ram = 1ull << 30;
+    o->ram = CFS_RAM_FALLBACK; /* callers without the node's memory */
     o->io = CFS_IO_AUTO;
     o->io_depth = 64;
     o->peer_timeout = 2.0;
@@ -546,7 +561,8 @@ static const char *help_arg(const struct opt_def *d, const char **help)
     static char named[24];
     const char *colon = strstr(d->help, ": ");
     size_t len = colon ? (size_t)(colon - d->help) : 0;
-    if (len && len < sizeof(named) && strspn(d->help, "ABCDEFGHIJKLMNOPQRSTUVWXYZ:") >= len) {
+    if (d->type != OPT_FLAG && len && len < sizeof(named) &&
+        strspn(d->help, "ABCDEFGHIJKLMNOPQRSTUVWXYZ:-") >= len) {
         snprintf(named, sizeof(named), "=%.*s", (int)len, d->help);
         *help = colon + 2;
         return named;
@@ -562,13 +578,18 @@ static const char *help_arg(const struct opt_def *d, const char **help)
 
 void cfs_options_print_help(FILE *f)
 {
-    for (size_t i = 0; i < N_OPTIONS; i++) {
-        const struct opt_def *d = &options_table[i];
-        const char *help;
-        const char *arg = help_arg(d, &help);
-        char lhs[48];
-        snprintf(lhs, sizeof(lhs), "-o %s%s", d->name, arg);
-        fprintf(f, "    %-26s %s\n", lhs, help);
+    for (int g = 0; g < OPT_GROUPS; g++) {
+        fprintf(f, "%s%s:\n", g ? "\n" : "", group_titles[g]);
+        for (size_t i = 0; i < N_OPTIONS; i++) {
+            const struct opt_def *d = &options_table[i];
+            if ((int)d->group != g)
+                continue;
+            const char *help;
+            const char *arg = help_arg(d, &help);
+            char lhs[48];
+            snprintf(lhs, sizeof(lhs), "-o %s%s", d->name, arg);
+            fprintf(f, "    %-28s %s\n", lhs, help);
+        }
     }
 }
 

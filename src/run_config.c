@@ -13,6 +13,7 @@
 #include <sys/statvfs.h>
 
 #include "clairfs/log.h"
+#include "clairfs/node_memory.h"
 #include "clairfs/options.h"
 
 uint32_t cfs_run_default_window(uint32_t batch, uint32_t rank_count)
@@ -41,6 +42,104 @@ static int check_inputs(const struct cfs_run_inputs *in, char *err, size_t errle
                                  o->world);
     }
     return 0;
+}
+
+/* "12.0 GiB", "512.0 MiB": a size for the log. */
+static const char *human(uint64_t b, char *buf, size_t len)
+{
+    static const char *const units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)b;
+    int u = 0;
+    while (v >= 1024 && u < 4) {
+        v /= 1024;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, len, "%llu bytes", (unsigned long long)b);
+    else
+        snprintf(buf, len, "%.1f %s", v, units[u]);
+    return buf;
+}
+
+/* pct % of x, exactly (x up to 2^64). */
+static uint64_t pct_of(uint64_t x, unsigned pct)
+{
+    return (uint64_t)((unsigned __int128)x * pct / 100);
+}
+
+/* Where the usable memory figure comes from, for the notes. */
+static void usable_words(const struct cfs_node_memory *m, char *buf, size_t len)
+{
+    char a[32], b[32];
+    if (m->limited && (m->available == 0 || m->cgroup_room < m->available))
+        snprintf(buf, len, "the %s left under cgroup %s's memory limit of %s",
+                 human(m->cgroup_room, a, sizeof(a)), m->cgroup, human(m->cgroup_max, b, sizeof(b)));
+    else
+        snprintf(buf, len, "the %s available (MemAvailable)", human(m->available, a, sizeof(a)));
+}
+
+/* The RAM tier: ram= up to the cap; without it the node's share (see
+ * run_config.h for the rule and docs/memory.md for why it is safe). */
+static void ram_capacity(const struct cfs_run_inputs *in, struct cfs_run_config *c)
+{
+    const struct cfs_options *o = in->opts;
+    const struct cfs_node_memory *m = in->memory;
+    uint64_t usable = m ? cfs_node_memory_usable(m) : 0;
+    char from[480], a[32], b[32];
+    c->ram_derived = c->ram_capped = false;
+    c->ram_note[0] = '\0';
+    if (o->has_ram) {
+        c->ram = o->ram;
+        uint64_t cap = pct_of(usable, CFS_RAM_CAP_PCT);
+        if (usable && o->ram > cap) {
+            usable_words(m, from, sizeof(from));
+            c->ram = cap;
+            c->ram_capped = true;
+            snprintf(c->ram_note, sizeof(c->ram_note),
+                     "ram=%s is more than %s: using %s, %u %% of it",
+                     human(o->ram, a, sizeof(a)), from, human(cap, b, sizeof(b)), CFS_RAM_CAP_PCT);
+        }
+        return;
+    }
+    c->ram = o->ram; /* CFS_RAM_FALLBACK unless a caller set it */
+    if (!m)
+        return;
+    c->ram_derived = true;
+    uint64_t share;
+    if (c->distributed) {
+        /* The same figure on every node: not what is free this minute. */
+        bool by_cgroup = m->limited && m->cgroup_max < m->total;
+        uint64_t base = by_cgroup ? m->cgroup_max : m->total;
+        if (by_cgroup)
+            snprintf(from, sizeof(from), "%u %% of cgroup %s's memory limit of %s, in whole GiB "
+                     "(distributed: the same on every node)", CFS_RAM_SHARE_PCT, m->cgroup,
+                     human(base, a, sizeof(a)));
+        else
+            snprintf(from, sizeof(from), "%u %% of the node's %s (MemTotal), in whole GiB "
+                     "(distributed: the same on every node)", CFS_RAM_SHARE_PCT,
+                     human(base, a, sizeof(a)));
+        share = pct_of(base, CFS_RAM_SHARE_PCT);
+        if (share >= (1ull << 30))
+            share &= ~((1ull << 30) - 1);
+    } else {
+        char words[400];
+        usable_words(m, words, sizeof(words));
+        snprintf(from, sizeof(from), "%u %% of %s", CFS_RAM_SHARE_PCT, words);
+        share = pct_of(usable, CFS_RAM_SHARE_PCT);
+    }
+    if (share == 0) {
+        snprintf(c->ram_note, sizeof(c->ram_note),
+                 "%s: the node's memory is unknown (/proc/meminfo)", human(c->ram, b, sizeof(b)));
+        return;
+    }
+    if (in->dataset_bytes && in->dataset_bytes < share) {
+        c->ram = in->dataset_bytes;
+        snprintf(c->ram_note, sizeof(c->ram_note), "%s: the dataset's size, below %s (%s)",
+                 human(c->ram, a, sizeof(a)), from, human(share, b, sizeof(b)));
+    } else {
+        c->ram = share;
+        snprintf(c->ram_note, sizeof(c->ram_note), "%s: %s", human(c->ram, a, sizeof(a)), from);
+    }
 }
 
 /* ssd= bytes; without it half the free space of ssd_dir; no ssd_dir, none. */
@@ -90,6 +189,7 @@ int cfs_run_config_make(const struct cfs_run_inputs *in, struct cfs_run_config *
         .ram = o->ram,
     };
     cfs_options_sampler_params(o, in->nsamples, &c.sampler);
+    ram_capacity(in, &c);
     if ((rc = ssd_capacity(in, &c, err, errlen)) < 0)
         return rc;
 

@@ -2,8 +2,9 @@
 # The main job on an embedded default, on a fresh machine: install what is
 # missing, build, generate an ImageNet-like sample dataset, put an emulated
 # loaded parallel filesystem (clairfs-pfsemu) in front of it, mount clairfs
-# with the trainer's seed over that, and train the same DDP job on the PFS
-# directly and through clairfs.  Prints epoch times, the ratio and clairfs's
+# over that with nothing but the two paths (it learns the trainer's order
+# from the opens), and train the same DDP job on the PFS directly and
+# through clairfs.  Installs only the demo's packages (tools/deps.sh demo).  Prints epoch times, the ratio and clairfs's
 # stats, and removes everything it made, also on failure or Ctrl-C.
 #
 # usage: tools/demo.sh [--files N] [--classes N] [--epochs E] [--bench]
@@ -72,8 +73,8 @@ wait_for() {
     return 1
 }
 
-say "setting up (tools/deps.sh, meson)"
-tools/deps.sh
+say "setting up (tools/deps.sh demo, meson)"
+tools/deps.sh demo
 build=${CLAIRFS_BUILD:-build}
 [ -f "$build/build.ninja" ] || meson setup "$build" >/dev/null
 meson compile -C "$build" clairfs clairfs-pfsemu clairfs-bench clairfs-stat >/dev/null
@@ -98,11 +99,11 @@ say "emulated loaded PFS: clairfs-pfsemu -o $PFS_OPTS"
 pfs_pid=$!
 wait_for "$pfs_mnt/n0000" "$pfs_pid" pfsemu
 
-# RAM for the whole dataset plus a margin: the case clairfs is built for.
-ram=$((nbytes / 1048576 * 5 / 4 + 16))M
-cfs_opts=seed=$SEED,world=$WORLD,batch=$BATCH,epochs=$epochs,ram=$ram,index=$work/index
-say "clairfs -o $cfs_opts PFS MOUNTPOINT"
-"$build/clairfs" -f -o "$cfs_opts" "$pfs_mnt" "$cfs_mnt" >"$work/clairfs.log" 2>&1 &
+# Nothing registered: the order is learnt from the trainer's opens, and the
+# RAM tier is sized from the machine (here: the dataset).  The index goes
+# to the demo's directory (XDG_CACHE_HOME), so that nothing stays behind.
+say "clairfs PFS MOUNTPOINT"
+XDG_CACHE_HOME=$work/cache "$build/clairfs" -f "$pfs_mnt" "$cfs_mnt" >"$work/clairfs.log" 2>&1 &
 cfs_pid=$!
 wait_for "$cfs_mnt/.clairfs/ready" "$cfs_pid" clairfs
 
@@ -145,6 +146,8 @@ join "$work/pfs.times" "$work/clairfs.times" | awk '
 
 say "cat $cfs_mnt/.clairfs/stats"
 cat "$cfs_mnt/.clairfs/stats"
+say "what the mount learnt and sized (its log)"
+grep -E 'ram tier|identify|order' "$work/clairfs.log" || true
 say "clairfs-stat MOUNTPOINT 0 (totals; clairfs-stat MOUNTPOINT 1 gives a live view)"
 "$build/clairfs-stat" "$cfs_mnt" 0
 say "done; cleaning up"

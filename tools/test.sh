@@ -5,7 +5,7 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 
-tools/deps.sh
+tools/deps.sh test
 
 build=${CLAIRFS_BUILD:-build}
 if [ ! -f "$build/build.ninja" ]; then

@@ -12,6 +12,11 @@
 #include "clairfs/catalog.h"
 #include "clairfs/sampler.h"
 
+/* The RAM tier without ram= where the node's memory is not known (the
+ * tools that model a mount; the mount itself sizes it from the node:
+ * run_config.h). */
+#define CFS_RAM_FALLBACK (1ull << 30)
+
 enum cfs_io_kind {
     CFS_IO_AUTO = 0, /* io_uring when the kernel allows, else threads */
     CFS_IO_URING,
@@ -47,6 +52,7 @@ struct cfs_options {
     enum cfs_order order;
     char *order_list; /* order=list:FILE */
     uint64_t ram;
+    bool has_ram; /* ram= given: else the run configuration sizes the tier from the node */
     uint64_t ssd;
     bool has_ssd;
     char *ssd_dir;

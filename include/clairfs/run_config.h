@@ -11,6 +11,26 @@
  *    serves the contiguous block cfs_plan_default_ranks(world, N, j).  Every
  *    node's ranks are those blocks unless the caller knows better (the
  *    mount's start-up meeting gathers each node's own).
+ *  - RAM tier: ram= bytes, but never more than CFS_RAM_CAP_PCT % of the
+ *    memory this process may still use (node_memory.h: MemAvailable, or
+ *    the cgroup's room when smaller); a larger ram= is cut to that cap and
+ *    flagged (ram_capped) for the caller to warn once.  Without ram=,
+ *    CFS_RAM_SHARE_PCT % of that memory, never more than the dataset as
+ *    the tier counts it (dataset_bytes).  On a distributed mount every node
+ *    must plan with the same figure, and what a node has available differs
+ *    from node to node by the minute: there the share is of the cgroup's
+ *    memory.max (a Slurm job gets the same on every node), else of
+ *    MemTotal, rounded down to a whole GiB.  A caller that gives no memory
+ *    (clairfs-plan, clairfs-bench: they model a mount rather than run one)
+ *    gets the options' ram (CFS_RAM_FALLBACK, options.h).  ram_note says, in words, what the figure came
+ *    from, for the mount's log.
+ *
+ *    Why half is safe (docs/memory.md): staged RAM-tier files are clean
+ *    page cache of the mount's inodes, which the kernel reclaims under
+ *    pressure (within the cgroup too, before its OOM killer) and clairfs
+ *    then reads again from the source; only files fetched but not yet
+ *    staged are the daemon's own memory, and half leaves the other half to
+ *    the trainer even if the whole tier were in that state.
  *  - SSD tier: none without ssd_dir; ssd= bytes; without ssd=, half the free
  *    space of the ssd_dir directory (statvfs), a node-local figure that the
  *    nodes therefore do not compare.
@@ -34,6 +54,10 @@
 #include "clairfs/sampler.h"
 
 struct cfs_options;
+struct cfs_node_memory;
+
+#define CFS_RAM_SHARE_PCT 50u              /* default RAM tier: this share of usable memory */
+#define CFS_RAM_CAP_PCT 90u                /* ram= is cut to this share of usable memory */
 
 #define CFS_WINDOW_MIN 1024u
 #define CFS_WINDOW_MAX (1u << 24)
@@ -47,6 +71,10 @@ struct cfs_run_inputs {
      * this node's from ranks=. */
     const struct cfs_rank_range *node_ranks;
     uint32_t window;                /* reordering slack in files; 0: the default */
+    /* The node's memory, or NULL: the RAM default is CFS_RAM_FALLBACK and
+     * ram= is taken as given. */
+    const struct cfs_node_memory *memory;
+    uint64_t dataset_bytes;         /* the dataset as the RAM tier charges it; 0: unknown */
 };
 
 struct cfs_run_config {
@@ -61,6 +89,9 @@ struct cfs_run_config {
     struct cfs_rank_range ranks;       /* this node's trainer ranks */
     struct cfs_rank_range *node_ranks; /* nodes entries, every node's (owned) */
     uint64_t ram, ssd;                 /* tier capacities in bytes */
+    bool ram_derived;                  /* no ram=: derived from the node (ram_note says how) */
+    bool ram_capped;                   /* ram= was above the cap and cut to it */
+    char ram_note[640];               /* what ram came from, for the log */
     bool ssd_from_free_space;          /* ssd is half of ssd_dir's free space (no ssd=) */
     uint32_t window;                   /* reordering slack in files, never 0 */
 };

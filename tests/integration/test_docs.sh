@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # The option table is the one source of truth: every -o option that
-# `clairfs --help` lists has its own entry in the man page's option list and
-# its own row in README's and docs/design.md's option tables, and they list
-# no other; every metric family src/metrics.c renders has its own row in
-# README's and docs/design.md's metric tables, and they list no other.
-# Every user program has a man page that renders without warnings.
+# `clairfs --help` lists has its own entry in the man page's option list
+# (the reference) and its own row in docs/design.md's contract table, and
+# they list no other; --help prints them in its four groups, one line each
+# within 80 columns.  Every metric family src/metrics.c renders has its own
+# row in docs/metrics.md and in docs/design.md's metric families, and they
+# list no other.  README stays a few screens (at most 300 lines), links
+# only to files that exist, and no page says a seed must be registered for
+# prediction.  Every user program has a man page that renders without
+# warnings.
 set -u
 clairfs=${CLAIRFS:?CLAIRFS must name the clairfs binary}
 root=${CLAIRFS_SOURCE_ROOT:?}
@@ -65,20 +69,40 @@ options=$("$clairfs" --help | sed -n 's/^ *-o \([a-z_][a-z_]*\).*/\1/p' | sort -
 [ "$(echo "$options" | wc -l)" -ge 30 ] ||
     { echo "FAIL: clairfs --help lists $(echo "$options" | wc -l) -o options"; exit 1; }
 same "man/clairfs.1's Mount options" "$options" "$(man_options "$root/man/clairfs.1")"
-same "README.md's option table" "$options" "$(table_rows "$root/README.md" '| option | meaning |' | row_names)"
 same "docs/design.md's option table" "$options" \
     "$(table_rows "$root/docs/design.md" '| option | meaning |' | row_names)"
 echo "checked $(echo "$options" | wc -l) options"
 
-# Every metric family the daemon renders has its row in README's metrics
+# --help: the four groups, in order, and every line of them within 80 columns.
+help=$("$clairfs" --help)
+groups=$(echo "$help" | grep -E '^[A-Z][^:]*:$|^Hints for' | sed 's/[ (:].*//' | tr '\n' ' ')
+[ "$groups" = "General Tiers, Hints Tuning Debugging FUSE " ] ||
+    { echo "FAIL: clairfs --help's headings: $groups"; failures=$((failures + 1)); }
+long=$(echo "$help" | awk 'length > 80')
+[ -z "$long" ] || { echo "FAIL: --help lines over 80 columns: $long"; failures=$((failures + 1)); }
+
+# Every metric family the daemon renders has its row in docs/metrics.md's
 # table and docs/design.md's metric families.
 metrics=$(grep -o '"clairfs_[a-z_]*"' "$root/src/metrics.c" | tr -d '"' | sort -u)
 [ "$(echo "$metrics" | wc -l)" -ge 20 ] ||
     { echo "FAIL: src/metrics.c names $(echo "$metrics" | wc -l) metric families"; exit 1; }
-same "README.md's metrics table" "$metrics" "$(table_rows "$root/README.md" '| metric | meaning |' | row_names)"
+same "docs/metrics.md's table" "$metrics" "$(table_rows "$root/docs/metrics.md" '| metric | meaning |' | row_names)"
 same "docs/design.md's metric families" "$metrics" \
     "$(table_rows "$root/docs/design.md" '| family | labels |' | row_names)"
 echo "checked $(echo "$metrics" | wc -l) metric families"
+
+# README: a few screens, and every relative link it gives names a file.
+lines=$(wc -l <"$root/README.md")
+[ "$lines" -le 300 ] || { echo "FAIL: README.md has $lines lines (at most 300)"; failures=$((failures + 1)); }
+for link in $(grep -o '](\([a-z][^)#]*\))' "$root/README.md" | sed 's/^](//; s/)$//' | grep -v '^https\?:'); do
+    [ -e "$root/$link" ] || { echo "FAIL: README.md links to $link, which does not exist"; failures=$((failures + 1)); }
+done
+# The mount learns the order by itself: no page, nor --help, may say a seed
+# is needed to predict.
+said=$( { "$clairfs" --help; cat "$root/README.md" "$root/man/clairfs.1" "$root"/docs/*.md \
+    "$root"/examples/*.md; } | grep -inE 'predicts? nothing|without (a|it|the) seed[^.]*(predict|serves and caches)|seed (is|must be) (needed|required)|seed must be registered|needs? a seed')
+[ -z "$said" ] || { echo "FAIL: a page says a seed is needed: $said"; failures=$((failures + 1)); }
+echo "checked README ($lines lines) and the seed's wording"
 
 # Every user program (the daemon and tools/clairfs-*) has a man page, and
 # every page renders without warnings.

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "check_run.h"
+#include "clairfs/node_memory.h"
 #include "clairfs/options.h"
 #include "clairfs/run_config.h"
 #include "src/prefetch_i.h"
@@ -262,6 +263,79 @@ START_TEST(bad_inputs_are_refused_with_a_message)
 }
 END_TEST
 
+/* The RAM tier: without ram= half of what the node can give, at most the
+ * dataset; ram= above 90 % of it is cut there; distributed, half of the
+ * cgroup's limit (else MemTotal) in whole GiB; no figures, the options'. */
+START_TEST(ram_default_from_the_node)
+{
+    const uint64_t G = 1ull << 30;
+    struct cfs_node_memory node = {.total = 512 * G, .available = 400 * G};
+    struct cfs_options o;
+    parse(&o, "");
+    struct cfs_run_inputs in = {.opts = &o, .nsamples = 10, .nodes = 1, .node = 0,
+                                .memory = &node, .dataset_bytes = 1000 * G};
+    struct cfs_run_config c;
+    char err[256];
+    ck_assert_int_eq(cfs_run_config_make(&in, &c, err, sizeof(err)), 0);
+    ck_assert_uint_eq(c.ram, 200 * G);
+    ck_assert(c.ram_derived && !c.ram_capped);
+    ck_assert_msg(strstr(c.ram_note, "50 % of the 400.0 GiB available (MemAvailable)"), "%s",
+                  c.ram_note);
+    cfs_run_config_free(&c);
+
+    in.dataset_bytes = 3 * G + 4096; /* a smaller dataset: all of it, not more */
+    ck_assert_int_eq(cfs_run_config_make(&in, &c, err, sizeof(err)), 0);
+    ck_assert_uint_eq(c.ram, 3 * G + 4096);
+    ck_assert_msg(strstr(c.ram_note, "the dataset's size"), "%s", c.ram_note);
+    cfs_run_config_free(&c);
+
+    /* A Slurm job's cgroup: 64 GiB, 60 left. */
+    node.limited = true;
+    node.cgroup_max = 64 * G;
+    node.cgroup_room = 60 * G;
+    snprintf(node.cgroup, sizeof(node.cgroup), "/job_7");
+    in.dataset_bytes = 1000 * G;
+    ck_assert_int_eq(cfs_run_config_make(&in, &c, err, sizeof(err)), 0);
+    ck_assert_uint_eq(c.ram, 30 * G);
+    ck_assert_msg(strstr(c.ram_note, "cgroup /job_7's memory limit of 64.0 GiB"), "%s", c.ram_note);
+    cfs_run_config_free(&c);
+
+    /* ram= above the cap (90 % of 60 GiB = 54 GiB) is cut to it. */
+    parse(&o, "ram=100G");
+    ck_assert_int_eq(cfs_run_config_make(&in, &c, err, sizeof(err)), 0);
+    ck_assert_uint_eq(c.ram, 54 * G);
+    ck_assert(c.ram_capped && !c.ram_derived);
+    cfs_run_config_free(&c);
+    parse(&o, "ram=50G"); /* below it: as given */
+    ck_assert_int_eq(cfs_run_config_make(&in, &c, err, sizeof(err)), 0);
+    ck_assert_uint_eq(c.ram, 50 * G);
+    ck_assert(!c.ram_capped && !c.ram_derived);
+    cfs_run_config_free(&c);
+
+    /* Distributed: half the cgroup's limit, whatever is free this minute. */
+    parse(&o, "seed=1,world=4");
+    in.nodes = 2;
+    node.cgroup_room = 13 * G + 12345;
+    ck_assert_int_eq(cfs_run_config_make(&in, &c, err, sizeof(err)), 0);
+    ck_assert_uint_eq(c.ram, 32 * G);
+    node.limited = false; /* no cgroup: half of MemTotal */
+    node.total = 255 * G + 777;
+    ck_assert_int_eq(cfs_run_config_make(&in, &c, err, sizeof(err)), 0);
+    ck_assert_uint_eq(c.ram, 127 * G);
+    cfs_run_config_free(&c);
+
+    /* No figures (clairfs-plan, clairfs-bench): the options' default. */
+    in.memory = NULL;
+    in.nodes = 1;
+    parse(&o, "");
+    ck_assert_int_eq(cfs_run_config_make(&in, &c, err, sizeof(err)), 0);
+    ck_assert_uint_eq(c.ram, CFS_RAM_FALLBACK);
+    ck_assert(!c.ram_derived);
+    cfs_run_config_free(&c);
+    cfs_options_free(&o);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("run_config");
@@ -270,6 +344,7 @@ int main(void)
     tcase_add_test(tc, ranks_from_option_default_blocks_and_no_peers);
     tcase_add_test(tc, default_window_is_the_trackers);
     tcase_add_test(tc, bad_inputs_are_refused_with_a_message);
+    tcase_add_test(tc, ram_default_from_the_node);
     suite_add_tcase(s, tc);
     return cfs_check_run(s);
 }
