@@ -65,8 +65,8 @@ struct cfs_catalog_params {
     const char *order_list; /* CFS_ORDER_LIST */
     const char *index_dir;  /* LMDB environment; NULL: no persistence */
     bool rescan;            /* ignore a stored catalog */
-    /* The index order is only wanted, not needed (a mount without a seed
-     * predicts nothing): a tree the order does not fit still opens, with no
+    /* The index order is only wanted, not needed (without it a mount
+     * predicts nothing, but serves): a tree the order does not fit still opens, with no
      * samples, and cfs_catalog_order_unavailable() says why.  Without it
      * such a tree is an error.  A stored copy made without an order is
      * reused only when the order is optional again. */

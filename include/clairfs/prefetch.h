@@ -28,8 +28,9 @@
  * reads the source directly.  clairfs_stall_seconds_total is the time opens
  * waited for fetches plus the time of direct reads.
  * clairfs_fetch_bytes_total{from="pfs"} counts every byte read from the
- * source (fetches and direct reads).  Without a seed nothing is predicted
- * and clairfs_prediction_total stays 0.
+ * source (fetches and direct reads).  Until an order is known (registered,
+ * or identified from the opens) nothing is predicted and
+ * clairfs_prediction_total stays 0.
  *
  * The prefetcher thread walks the node's stream from the trainer's position
  * forward (at most `lookahead` files, default: as far as the two
