@@ -46,6 +46,7 @@ struct cfs_options {
     uint32_t start_epoch;
     enum cfs_order order;
     char *order_list; /* order=list:FILE */
+    char *order_root; /* order=KIND:ROOT (relative to the source) */
     uint64_t ram;
     uint64_t ssd;
     bool has_ssd;
