@@ -58,6 +58,13 @@ int64_t cfs_catalog_append(struct cfs_catalog *c, const char *name, size_t len, 
 /* Recount the regular files, directories and bytes. */
 void cfs_catalog_totals(struct cfs_catalog *c);
 
+/* An entry's name and its length (names may hold any byte but '/' and NUL). */
+static inline const char *cfs_name_of(const struct cfs_catalog *c, cfs_id id, size_t *len)
+{
+    *len = c->e[id].name_len;
+    return c->names + c->e[id].name_off;
+}
+
 /* A one-line message into err (names may hold newlines). */
 void cfs_catalog_errf(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -113,12 +113,6 @@
 
 /* ---- which entries each library takes for a sample ---- */
 
-static const char *name_of(const struct cfs_catalog *c, cfs_id id, size_t *len)
-{
-    *len = c->e[id].name_len;
-    return c->names + c->e[id].name_off;
-}
-
 static bool hidden(const struct cfs_catalog *c, cfs_id id)
 {
     return c->e[id].name_len && c->names[c->e[id].name_off] == '.';
@@ -130,7 +124,7 @@ static const char *const tv_ext[] = {".jpg", ".jpeg", ".png",  ".ppm",  ".bmp",
 static bool imagefolder_keep(const struct cfs_catalog *c, cfs_id id)
 {
     size_t len;
-    const char *nm = name_of(c, id, &len);
+    const char *nm = cfs_name_of(c, id, &len);
     return c->e[id].loop_dir == CFS_ID_NONE && cfs_name_endswith(nm, len, tv_ext);
 }
 
@@ -141,7 +135,7 @@ static const char *const ycls_ext[] = {".jpg", ".jpeg", ".png",  ".bmp",
 static bool ultralytics_cls_keep(const struct cfs_catalog *c, cfs_id id)
 {
     size_t len;
-    const char *nm = name_of(c, id, &len);
+    const char *nm = cfs_name_of(c, id, &len);
     return S_ISREG(c->e[id].mode) && cfs_name_endswith(nm, len, ycls_ext);
 }
 
@@ -150,7 +144,7 @@ static const char *const timm_ext[] = {".png", ".jpg", ".jpeg", NULL};
 static bool timm_keep(const struct cfs_catalog *c, cfs_id id)
 {
     size_t len;
-    const char *nm = name_of(c, id, &len);
+    const char *nm = cfs_name_of(c, id, &len);
     return c->e[id].loop_dir == CFS_ID_NONE && cfs_name_suffix_in(nm, len, true, timm_ext);
 }
 
@@ -160,7 +154,7 @@ static const char *const mmp_ext[] = {".jpg", ".jpeg", ".png", ".ppm",
 static bool mmpretrain_keep(const struct cfs_catalog *c, cfs_id id)
 {
     size_t len;
-    const char *nm = name_of(c, id, &len);
+    const char *nm = cfs_name_of(c, id, &len);
     return S_ISREG(c->e[id].mode) && !hidden(c, id) && cfs_name_endswith(nm, len, mmp_ext);
 }
 
@@ -170,7 +164,7 @@ static const char *const yolo_ext[] = {".bmp", ".dng",  ".jpeg", ".jpg", ".mpo",
 static bool ultralytics_keep(const struct cfs_catalog *c, cfs_id id)
 {
     size_t len;
-    const char *nm = name_of(c, id, &len);
+    const char *nm = cfs_name_of(c, id, &len);
     return S_ISREG(c->e[id].mode) && !hidden(c, id) && cfs_name_suffix_in(nm, len, false, yolo_ext);
 }
 

@@ -46,12 +46,6 @@ int cfs_idlist_push(struct cfs_idlist *l, cfs_id id)
     return 0;
 }
 
-static const char *name_of(const struct cfs_catalog *c, cfs_id id, size_t *len)
-{
-    *len = c->e[id].name_len;
-    return c->names + c->e[id].name_off;
-}
-
 /* ---- sorted(paths) ---- */
 
 static int key_cmp(const void *pa, const void *pb, void *arg)
@@ -60,7 +54,7 @@ static int key_cmp(const void *pa, const void *pb, void *arg)
     const struct cfs_catalog *c = r->cat;
     cfs_id ia = *(const cfs_id *)pa, ib = *(const cfs_id *)pb;
     size_t la, lb;
-    const char *x = name_of(c, ia, &la), *y = name_of(c, ib, &lb);
+    const char *x = cfs_name_of(c, ia, &la), *y = cfs_name_of(c, ib, &lb);
     int ta = S_ISDIR(c->e[ia].mode) ? '/' : -1, tb = S_ISDIR(c->e[ib].mode) ? '/' : -1;
     if (r->python)
         return cfs_pykey_cmp(x, la, ta, y, lb, tb);
@@ -161,7 +155,8 @@ static int py_name_cmp(const void *pa, const void *pb, void *arg)
 {
     const struct cfs_catalog *c = arg;
     size_t la, lb;
-    const char *x = name_of(c, *(const cfs_id *)pa, &la), *y = name_of(c, *(const cfs_id *)pb, &lb);
+    const char *x = cfs_name_of(c, *(const cfs_id *)pa, &la),
+               *y = cfs_name_of(c, *(const cfs_id *)pb, &lb);
     return cfs_pystr_cmp(x, la, y, lb);
 }
 
@@ -171,7 +166,7 @@ void cfs_walk_py_sort(const struct cfs_catalog *c, cfs_id *ids, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i++) {
         size_t len;
-        const char *nm = name_of(c, ids[i], &len);
+        const char *nm = cfs_name_of(c, ids[i], &len);
         if (!cfs_utf8_valid(nm, len)) {
             qsort_r(ids, n, sizeof(*ids), py_name_cmp, (void *)c);
             return;

@@ -9,8 +9,8 @@
  * links are followed (as torchvision does with followlinks=True): a link to
  * a file or directory is presented as that file or directory; a broken link
  * or one that would loop is kept as a symlink.  How the catalog's files
- * layer (entry points, store, scan and order, table) is in
- * src/catalog_i.h. */
+ * layer (entry points, store, scan and orders, walks, table and names) is
+ * in src/catalog_i.h. */
 #ifndef CLAIRFS_CATALOG_H
 #define CLAIRFS_CATALOG_H
 
