@@ -3,11 +3,11 @@
  * cfs_catalog_open() is the only place that knows the whole sequence:
  * reuse the stored copy when it is still valid for the source
  * (catalog_store.c), else scan SOURCE (catalog_scan.c), put it in index
- * order (catalog_order.c; where the order is optional and does not fit
- * the tree, the catalog keeps no samples and the reason), count the
- * totals and store the result.  The
- * synthetic catalogs, for planning at scale without a dataset, are built
- * here too, straight into the structure.
+ * order at the order's root (catalog_order.c; where the order is optional
+ * and does not fit the tree, the catalog keeps no samples and the reason),
+ * count the totals and store the result.  The synthetic catalogs, for
+ * planning at scale without a dataset, are built here too, straight into
+ * the structure.
  *
  * Place in the layer order (src/catalog_i.h): the highest layer; it calls
  * every file below it and none of them calls it. */
@@ -21,7 +21,6 @@ int cfs_catalog_open(const struct cfs_catalog_params *p, struct cfs_catalog **ou
                      size_t errlen)
 {
     struct cfs_catalog *c = NULL;
-    struct cfs_scan_aux aux = {0};
     int rc;
 
     *out = NULL;
@@ -33,9 +32,13 @@ int cfs_catalog_open(const struct cfs_catalog_params *p, struct cfs_catalog **ou
         cfs_catalog_errf(err, errlen, "order=list needs a file: order=list:FILE");
         return -EINVAL;
     }
-    if (p->order != CFS_ORDER_IMAGEFOLDER && p->order != CFS_ORDER_SORTED &&
-        p->order != CFS_ORDER_LIST) {
+    if ((unsigned)p->order >= CFS_ORDER_KINDS) {
         cfs_catalog_errf(err, errlen, "unknown index order %d", (int)p->order);
+        return -EINVAL;
+    }
+    if (p->order == CFS_ORDER_LIST && p->order_root && *p->order_root) {
+        cfs_catalog_errf(err, errlen,
+                         "order=list:FILE takes no root: its paths are relative to the source");
         return -EINVAL;
     }
     if (p->index_dir && !p->rescan) {
@@ -53,13 +56,13 @@ int cfs_catalog_open(const struct cfs_catalog_params *p, struct cfs_catalog **ou
         cfs_catalog_errf(err, errlen, "out of memory");
         goto out;
     }
-    rc = cfs_catalog_scan(c, p->source, &aux, err, errlen);
+    rc = cfs_catalog_scan(c, p->source, err, errlen);
     if (rc < 0)
         goto out;
-    rc = cfs_catalog_build_order(c, p, &aux, err, errlen);
+    rc = cfs_catalog_build_order(c, p, err, errlen);
     if (rc < 0 && rc != -ENOMEM && p->order_optional) {
-        /* Not an ImageFolder (or the list does not fit): every file is
-         * still served, none is a sample. */
+        /* Not an ImageFolder (or the list or the root does not fit): every
+         * file is still served, none is a sample. */
         rc = cfs_catalog_drop_order(c, err);
         if (err && errlen)
             err[0] = '\0';
@@ -85,7 +88,6 @@ int cfs_catalog_open(const struct cfs_catalog_params *p, struct cfs_catalog **ou
     c = NULL;
     rc = 0;
 out:
-    free(aux.loop);
     cfs_catalog_destroy(c);
     return rc;
 }

@@ -1,39 +1,109 @@
-/* Index order: which file dataset index i names, the numbering a PyTorch
+/* Index orders: which file dataset index i names, the numbering a library's
  * dataset gives its samples and that a sampler's indices refer to.
  *
- * Place in the layer order (src/catalog_i.h): layer 1.  It fills the
- * sample list of a scanned catalog through the structure's accessors
- * (catalog_table.c), using the scan's facts handed over in cfs_scan_aux;
- * catalog.c calls it after the scan.
+ * Users mount a dataset's root and train on a folder below it (MNT/train
+ * beside MNT/val), so an order is rooted at any directory of the catalog
+ * (order=KIND:ROOT) and built from the entries alone, without touching
+ * SOURCE: the mount builds its own order that way, and the identification
+ * tries many candidate roots the same way.  Each kind below transcribes
+ * one library's code; the walks it is made of are in catalog_walk.c and
+ * Python's name comparisons in catalog_names.c.  Every path below is
+ * relative to the root, and "Python order" is str order by code point with
+ * undecodable bytes as U+DC80..U+DCFF (surrogateescape).
+ *
+ * Place in the layer order (src/catalog_i.h): layer 2.  It reads the
+ * structure (catalog_table.c) through the walks (catalog_walk.c) and, for
+ * the mount, writes the sample list; catalog.c calls it after a scan.
+ *
+ * Shared by every kind: symbolic links are followed as the scan presents
+ * them (as os.walk(followlinks=True), glob and os.scandir do), except a
+ * link back to one of its own ancestors, which the libraries walk until the
+ * kernel's ELOOP stops them, repeating files, and which is not followed
+ * here (an entry with loop_dir set; for os.walk it is a directory, never a
+ * file).  A root where a kind finds no sample is CFS_ORDER_EMPTY (every
+ * library raises there); the mount takes it as an empty index, since an
+ * empty SOURCE is a valid, empty dataset for the filesystem.
  *
  * order=sorted: every regular file (or link to one) by relative path,
- * bytewise.  A directory's subtree sorts as if its name ended in '/', so
- * "a b" (0x20) comes before "a/x" and "a/x" before "a0"; a depth-first walk
- * that orders siblings by that key gives exactly the sorted path list.
+ * bytewise ("a b" before "a/x" before "a0").
  *
  * order=imagefolder: torchvision 0.14's ImageFolder(root).samples.
  *   classes  = sorted(e.name for e in os.scandir(root) if e.is_dir())
  *   per class: for root, _, files in sorted(os.walk(class, followlinks=True)):
- *                  for f in sorted(files): keep if f.lower() ends with an
- *                  image extension
- * Python sorts str by code point, with undecodable bytes as U+DC80..U+DCFF
- * (pystr_cmp), and sorted(os.walk()) sorts directories by their whole
- * path: "a/b c" comes before "a/b/x" (' ' < '/'), so a class's directories
- * are collected and sorted as paths, not walked depth first.  os.walk's
- * "files" are all non-directories, broken links included, so a broken link
- * named x.jpg is a sample, as it is for torchvision.  A class without any
- * image is an error (torchvision raises FileNotFoundError); a root without
- * class directories gives an empty index (torchvision raises too, but an
- * empty SOURCE is a valid, empty dataset for the filesystem).
- * Divergence: a link to one of its own ancestors is walked by os.walk until
- * the kernel's ELOOP stops it, repeating files; here it is not followed.
+ *                  for f in sorted(files): keep if f.lower() ends with one of
+ *                  .jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp
+ * sorted(os.walk()) sorts directories by their whole path: "a/b c" before
+ * "a/b/x" (' ' < '/').  os.walk's "files" are all non-directories, broken
+ * links included, so a broken link named x.jpg is a sample, as it is for
+ * torchvision.  A class without any image cannot be built (torchvision
+ * raises FileNotFoundError); a root without class folders is EMPTY.
  *
- * order=list:FILE: one relative path a line.  Every byte but '\n' is part
- * of the path (names may start with '#' or hold spaces), empty lines are
- * ignored, and "" and "." components are skipped ("./a//b" is "a/b").  A
- * path that is not a non-directory entry of SOURCE is an error naming the
- * file and the line.  A path may repeat; the entry's `sample` field is then
- * its first position. */
+ * order=ultralytics-cls: ultralytics ClassificationDataset(root), read at
+ * ultralytics/data/dataset.py 0088d787 (8.3 series): with torchvision >=
+ * 0.18 it is ImageFolder(root, allow_empty=True), so a class without
+ * images is no error, then verify_images() keeps the samples PIL opens with
+ * a format in IMG_FORMATS and sides of 10 px or more.  From the entries:
+ * broken links are left out (PIL cannot open them), and so are .ppm and
+ * .pgm files (PIL says PPM, which IMG_FORMATS lacks); the other files are
+ * taken to be the images their names say.  Not modelled: fraction < 1.
+ *
+ * order=timm: timm 1.0.29.dev0 (huggingface/pytorch-image-models aa4b5850,
+ * timm/data/readers/reader_image_folder.py, find_images_and_targets with
+ * its defaults, as ImageDataset(root) and create_dataset('', root) use it):
+ *   for root, subdirs, files in os.walk(folder, topdown=False,
+ *                                       followlinks=True):
+ *       for f in files: keep if os.path.splitext(f)[1].lower() in
+ *                       {'.png', '.jpg', '.jpeg'}   (img_extensions.py)
+ *   images sorted by natural_key(path), natural_key(s) =
+ *       [int(t) if t.isdigit() else t for t in re.split(r'(\d+)', s.lower())]
+ * Every file below the root counts, in any folder at any depth, files
+ * directly in the root too (the label, the leaf folder's name with
+ * leaf_name_only=True, does not change the order).  "img2" sorts before
+ * "img10", "B.jpg" between "a.jpg" and "c.jpg"; splitext finds no
+ * extension in ".jpg" or "..jpg".  Divergences: paths with equal keys ("a1"
+ * and "a01", "A.jpg" and "a.jpg") keep os.walk's order in timm, which is
+ * the directory listing's, and are bytewise here; non-ASCII letters are not
+ * lowered here and non-ASCII digits are not numbers (Python does both, and
+ * int() raises on a superscript digit).
+ *
+ * order=mmpretrain: mmpretrain 1.2.0 (open-mmlab/mmpretrain ee7f2e88,
+ * mmpretrain/datasets/custom.py, CustomDataset(data_prefix=root) with
+ * with_label=True and no ann_file; ImageNet(...) without ann_file is the
+ * same) over mmengine's LocalBackend.list_dir_or_file (open-mmlab/mmengine
+ * 17a824cb, mmengine/fileio/backends/local_backend.py):
+ *   find_folders: folders = sorted(names of os.scandir(root) entries for
+ *                 which osp.isdir() holds, hidden ones included)
+ *   get_samples:  for each folder: sorted(relative paths of every entry
+ *                 below it, recursively, with is_file() and a name not
+ *                 starting with '.'), kept if path.lower() ends with one of
+ *                 .jpg .jpeg .png .ppm .bmp .pgm .tif
+ * So: class folders in Python order, each one's files by relative path in
+ * Python order (a plain sort of paths, "a b/x" before "a/x"); hidden files
+ * are left out but hidden folders are walked; broken links, fifos and the
+ * like are not files; files directly in the root are no samples; a class
+ * without images is only a warning.
+ *
+ * order=ultralytics: the YOLO detection dataset, ultralytics
+ * YOLODataset(img_path=root).im_files, read at ultralytics/data/base.py
+ * 002363f1 (BaseDataset.get_img_files) and ultralytics/data/utils.py
+ * 00bfe345 (IMG_FORMATS):
+ *   f = glob.glob(str(p / "**" / "*.*"), recursive=True)
+ *   im_files = sorted(x for x in f if x.rpartition(".")[-1].lower() in
+ *       {bmp dng jpeg jpg mpo png tif tiff webp pfm heic})
+ * glob skips hidden names in "*.*" and does not descend into hidden
+ * folders; "*.*" needs a dot in the name.  get_labels() then drops the
+ * images verify_image_label() cannot open (a directory named x.jpg, a broken
+ * link): regular files only here, the others taken to be valid images.
+ * Labels (img2label_paths: .../images/... -> .../labels/....txt) do not
+ * change the order.  Not modelled: a list file as img_path (use
+ * order=list:FILE), fraction < 1.
+ *
+ * order=list:FILE: one relative path a line, always relative to SOURCE
+ * (no ROOT).  Every byte but '\n' is part of the path (names may start with
+ * '#' or hold spaces), empty lines are ignored, and "" and "." components
+ * are skipped ("./a//b" is "a/b").  A path that is not a non-directory
+ * entry of SOURCE is an error naming the file and the line.  A path may
+ * repeat; the entry's `sample` field is then its first position. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,377 +111,221 @@
 
 #include "catalog_i.h"
 
-static void emit(struct cfs_catalog *c, cfs_id id)
+/* ---- which entries each library takes for a sample ---- */
+
+static bool hidden(const struct cfs_catalog *c, cfs_id id)
 {
-    if (c->e[id].sample == CFS_NO_SAMPLE)
-        c->e[id].sample = (uint32_t)c->nsamples;
-    c->samples[c->nsamples++] = id;
+    return c->e[id].name_len && c->names[c->e[id].name_off] == '.';
 }
 
-/* ---- order=sorted ---- */
+static const char *const tv_ext[] = {".jpg", ".jpeg", ".png",  ".ppm",  ".bmp",
+                                     ".pgm", ".tif",  ".tiff", ".webp", NULL};
 
-static int key_cmp(const void *pa, const void *pb, void *arg)
+static bool imagefolder_keep(const struct cfs_catalog *c, cfs_id id)
 {
-    const struct cfs_catalog *c = arg;
-    const struct cfs_entry *a = &c->e[*(const cfs_id *)pa], *b = &c->e[*(const cfs_id *)pb];
-    const unsigned char *x = (const unsigned char *)c->names + a->name_off;
-    const unsigned char *y = (const unsigned char *)c->names + b->name_off;
-    size_t n = a->name_len < b->name_len ? a->name_len : b->name_len;
-    int d = memcmp(x, y, n);
-    if (d)
-        return d;
-    /* One name is a prefix of the other: the next key byte is '/' for a
-     * directory, the end for anything else. */
-    int ca = a->name_len > n ? x[n] : S_ISDIR(a->mode) ? '/' : -1;
-    int cb = b->name_len > n ? y[n] : S_ISDIR(b->mode) ? '/' : -1;
-    return (ca > cb) - (ca < cb);
+    size_t len;
+    const char *nm = cfs_name_of(c, id, &len);
+    return c->e[id].loop_dir == CFS_ID_NONE && cfs_name_endswith(nm, len, tv_ext);
 }
 
-struct frame {
-    cfs_id *kids; /* NULL: children in id order */
-    cfs_id first;
-    uint32_t n, pos;
-};
+/* torchvision's list less the PPM format (.ppm, .pgm), regular files only. */
+static const char *const ycls_ext[] = {".jpg", ".jpeg", ".png",  ".bmp",
+                                       ".tif", ".tiff", ".webp", NULL};
 
-static int order_sorted(struct cfs_catalog *c)
+static bool ultralytics_cls_keep(const struct cfs_catalog *c, cfs_id id)
 {
-    uint32_t cap = 64, depth = 0;
-    struct frame *st = malloc(cap * sizeof(*st));
-    int rc = -ENOMEM;
-    if (!st)
-        return -ENOMEM;
-    st[0] = (struct frame){NULL, c->e[0].first_child, c->e[0].nchildren, 0};
-    depth = 1;
-    bool first_frame = true;
-    while (depth > 0) {
-        struct frame *f = &st[depth - 1];
-        if (first_frame) {
-            first_frame = false;
-            bool subdirs = false;
-            for (uint32_t i = 0; i < f->n && !subdirs; i++)
-                subdirs = S_ISDIR(c->e[f->first + i].mode);
-            if (subdirs) {
-                f->kids = malloc(f->n * sizeof(cfs_id));
-                if (!f->kids)
-                    goto out;
-                for (uint32_t i = 0; i < f->n; i++)
-                    f->kids[i] = f->first + i;
-                qsort_r(f->kids, f->n, sizeof(cfs_id), key_cmp, c);
-            }
-        }
-        if (f->pos == f->n) {
-            free(f->kids);
-            depth--;
-            continue;
-        }
-        cfs_id id = f->kids ? f->kids[f->pos] : f->first + f->pos;
-        f->pos++;
-        const struct cfs_entry *e = &c->e[id];
-        if (S_ISREG(e->mode)) {
-            emit(c, id);
-        } else if (S_ISDIR(e->mode) && e->nchildren) {
-            if (depth == cap) {
-                struct frame *ns = realloc(st, 2 * cap * sizeof(*st));
-                if (!ns)
-                    goto out;
-                st = ns;
-                cap *= 2;
-            }
-            st[depth++] = (struct frame){NULL, e->first_child, e->nchildren, 0};
-            first_frame = true;
-        }
-    }
-    rc = 0;
-out:
-    while (depth > 0)
-        free(st[--depth].kids);
-    free(st);
-    return rc;
+    size_t len;
+    const char *nm = cfs_name_of(c, id, &len);
+    return S_ISREG(c->e[id].mode) && cfs_name_endswith(nm, len, ycls_ext);
 }
 
-/* ---- order=imagefolder ---- */
+static const char *const timm_ext[] = {".png", ".jpg", ".jpeg", NULL};
 
-/* Python str order of file names: code points of the UTF-8 decoding with
- * surrogateescape (an undecodable byte b becomes U+DC00+b). */
-
-/* One code point of Python's UTF-8 decoding with surrogateescape.  A byte
- * that does not start a complete, shortest-form, non-surrogate sequence is
- * escaped alone; this gives the same result as Python's maximal-subpart
- * error ranges, since every byte in such a range is escaped one by one. */
-static uint32_t cp_next(const unsigned char *s, size_t n, size_t *i)
+static bool timm_keep(const struct cfs_catalog *c, cfs_id id)
 {
-    size_t k = *i;
-    unsigned b = s[k];
-    if (b < 0x80) {
-        *i = k + 1;
-        return b;
-    }
-    unsigned need = 0, lo = 0x80, hi = 0xBF;
-    uint32_t cp = 0;
-    if (b >= 0xC2 && b <= 0xDF) {
-        need = 1;
-        cp = b & 0x1F;
-    } else if (b >= 0xE0 && b <= 0xEF) {
-        need = 2;
-        cp = b & 0x0F;
-        if (b == 0xE0)
-            lo = 0xA0;
-        else if (b == 0xED)
-            hi = 0x9F;
-    } else if (b >= 0xF0 && b <= 0xF4) {
-        need = 3;
-        cp = b & 0x07;
-        if (b == 0xF0)
-            lo = 0x90;
-        else if (b == 0xF4)
-            hi = 0x8F;
-    }
-    if (need == 0 || k + need >= n)
-        goto escape;
-    for (unsigned j = 1; j <= need; j++) {
-        unsigned t = s[k + j];
-        if (t < (j == 1 ? lo : 0x80) || t > (j == 1 ? hi : 0xBF))
-            goto escape;
-        cp = (cp << 6) | (t & 0x3F);
-    }
-    *i = k + 1 + need;
-    return cp;
-escape:
-    *i = k + 1;
-    return 0xDC00 + b;
+    size_t len;
+    const char *nm = cfs_name_of(c, id, &len);
+    return c->e[id].loop_dir == CFS_ID_NONE && cfs_name_suffix_in(nm, len, true, timm_ext);
 }
 
-static int pystr_cmp(const char *a, size_t alen, const char *b, size_t blen)
+static const char *const mmp_ext[] = {".jpg", ".jpeg", ".png", ".ppm",
+                                      ".bmp", ".pgm",  ".tif", NULL};
+
+static bool mmpretrain_keep(const struct cfs_catalog *c, cfs_id id)
 {
-    const unsigned char *x = (const unsigned char *)a, *y = (const unsigned char *)b;
-    size_t i = 0, j = 0;
-    while (i < alen && j < blen) {
-        if (x[i] < 0x80 && y[j] < 0x80) {
-            if (x[i] != y[j])
-                return x[i] < y[j] ? -1 : 1;
-            i++;
-            j++;
-            continue;
-        }
-        uint32_t ca = cp_next(x, alen, &i), cb = cp_next(y, blen, &j);
-        if (ca != cb)
-            return ca < cb ? -1 : 1;
-    }
-    return (i < alen) - (j < blen);
+    size_t len;
+    const char *nm = cfs_name_of(c, id, &len);
+    return S_ISREG(c->e[id].mode) && !hidden(c, id) && cfs_name_endswith(nm, len, mmp_ext);
 }
 
-static bool utf8_valid(const char *s, size_t len)
+static const char *const yolo_ext[] = {".bmp", ".dng",  ".jpeg", ".jpg", ".mpo",  ".png",
+                                       ".tif", ".tiff", ".webp", ".pfm", ".heic", NULL};
+
+static bool ultralytics_keep(const struct cfs_catalog *c, cfs_id id)
 {
-    const unsigned char *x = (const unsigned char *)s;
-    size_t i = 0;
-    while (i < len) {
-        if (x[i] < 0x80) {
-            i++;
-            continue;
-        }
-        if (cp_next(x, len, &i) - 0xDC80u < 0x80u)
-            return false;
-    }
-    return true;
+    size_t len;
+    const char *nm = cfs_name_of(c, id, &len);
+    return S_ISREG(c->e[id].mode) && !hidden(c, id) && cfs_name_suffix_in(nm, len, false, yolo_ext);
 }
 
-static const char *const img_ext[] = {".jpg", ".jpeg", ".png", ".ppm", ".bmp",
-                                      ".pgm", ".tif", ".tiff", ".webp"};
-
-static bool is_image(const char *name, size_t len)
+static bool not_hidden(const struct cfs_catalog *c, cfs_id id)
 {
-    /* Python's str.lower() maps no non-ASCII character to these ASCII
-     * letters, so an ASCII fold is exact here. */
-    for (size_t k = 0; k < sizeof(img_ext) / sizeof(img_ext[0]); k++) {
-        size_t el = strlen(img_ext[k]), i = 0;
-        if (len < el)
-            continue;
-        for (const char *t = name + len - el; i < el; i++) {
-            char ch = t[i] >= 'A' && t[i] <= 'Z' ? (char)(t[i] + 32) : t[i];
-            if (ch != img_ext[k][i])
-                break;
-        }
-        if (i == el)
-            return true;
-    }
-    return false;
+    return !hidden(c, id);
 }
 
-static int py_name_cmp(const void *pa, const void *pb, void *arg)
+static bool regular(const struct cfs_catalog *c, cfs_id id)
 {
-    const struct cfs_catalog *c = arg;
-    const struct cfs_entry *a = &c->e[*(const cfs_id *)pa], *b = &c->e[*(const cfs_id *)pb];
-    return pystr_cmp(c->names + a->name_off, a->name_len, c->names + b->name_off, b->name_len);
+    return S_ISREG(c->e[id].mode);
 }
 
-/* ids[0..n) are in bytewise name order; put them in Python order.  The two
- * agree unless a name is not valid UTF-8. */
-static void py_sort_names(struct cfs_catalog *c, cfs_id *ids, uint32_t n)
+/* ---- the orders ---- */
+
+/* "'train'" or "the source", for messages. */
+static const char *where(const struct cfs_catalog *c, cfs_id root, char *buf, size_t len)
 {
-    for (uint32_t i = 0; i < n; i++) {
-        const struct cfs_entry *e = &c->e[ids[i]];
-        if (!utf8_valid(c->names + e->name_off, e->name_len)) {
-            qsort_r(ids, n, sizeof(*ids), py_name_cmp, c);
-            return;
+    if (root == 0 || len < 3)
+        return "the source";
+    buf[0] = '\'';
+    int n = cfs_catalog_path(c, root, buf + 1, len - 2);
+    if (n < 0)
+        return "the order's root";
+    memcpy(buf + 1 + n, "'", 2);
+    return buf;
+}
+
+/* ImageFolder's shape: class folders, each walked as sorted(os.walk()).
+ * Strict: a class without a sample cannot be built (torchvision without
+ * allow_empty); else it adds nothing. */
+static int class_folders(const struct cfs_catalog *c, cfs_id root, cfs_walk_keep keep, bool strict,
+                         struct cfs_idlist *out, char *why, size_t whylen)
+{
+    cfs_id *classes;
+    uint32_t ncls;
+    int rc = cfs_walk_subdirs(c, root, &classes, &ncls);
+    for (uint32_t k = 0; rc == 0 && k < ncls; k++) {
+        uint64_t before = out->n;
+        rc = cfs_walk_os_sorted(c, classes[k], keep, out);
+        if (rc == 0 && strict && out->n == before) {
+            cfs_catalog_errf(why, whylen,
+                             "order=imagefolder: class folder '%s' holds no image file "
+                             "(torchvision's ImageFolder would fail too); use order=sorted or "
+                             "order=list:FILE",
+                             cfs_catalog_name(c, classes[k]));
+            rc = CFS_ORDER_NOT_BUILDABLE;
         }
     }
-}
-
-struct dirpath {
-    cfs_id id;
-    uint32_t off, len; /* into a path pool */
-};
-
-static int dirpath_cmp(const void *pa, const void *pb, void *arg)
-{
-    const char *pool = arg;
-    const struct dirpath *a = pa, *b = pb;
-    return pystr_cmp(pool + a->off, a->len, pool + b->off, b->len);
-}
-
-struct ifscratch {
-    struct dirpath *dirs;
-    size_t ndirs, dcap;
-    char *pool;
-    size_t plen, pcap;
-    cfs_id *kids;
-    size_t kcap;
-};
-
-static int push_dir(const struct cfs_catalog *c, struct ifscratch *w, cfs_id id)
-{
-    if (w->ndirs == w->dcap) {
-        size_t ncap = w->dcap ? 2 * w->dcap : 64;
-        struct dirpath *d = realloc(w->dirs, ncap * sizeof(*d));
-        if (!d)
-            return -ENOMEM;
-        w->dirs = d;
-        w->dcap = ncap;
+    if (rc == 0 && ncls == 0) {
+        char buf[512];
+        cfs_catalog_errf(why, whylen, "order=%s: %s holds no class folder",
+                         strict ? "imagefolder" : "ultralytics-cls",
+                         where(c, root, buf, sizeof(buf)));
+        rc = CFS_ORDER_EMPTY;
     }
-    for (;;) {
-        /* The pool starts unallocated: no pointer arithmetic on NULL. */
-        int len = w->pool ? cfs_catalog_path(c, id, w->pool + w->plen, w->pcap - w->plen)
-                          : -ENAMETOOLONG;
-        if (len >= 0) {
-            w->dirs[w->ndirs++] = (struct dirpath){id, (uint32_t)w->plen, (uint32_t)len};
-            w->plen += (size_t)len;
-            return 0;
-        }
-        size_t ncap = w->pcap ? 2 * w->pcap : 65536;
-        char *p = realloc(w->pool, ncap);
-        if (!p)
-            return -ENOMEM;
-        w->pool = p;
-        w->pcap = ncap;
-    }
-}
-
-static int order_class(struct cfs_catalog *c, const struct cfs_scan_aux *aux, struct ifscratch *w,
-                       cfs_id cls, char *err, size_t errlen)
-{
-    w->ndirs = 0;
-    w->plen = 0;
-    int rc = push_dir(c, w, cls);
-    /* Every directory of the class subtree (the list itself is the stack). */
-    for (size_t i = 0; rc == 0 && i < w->ndirs; i++) {
-        const struct cfs_entry *d = &c->e[w->dirs[i].id];
-        for (uint32_t k = 0; rc == 0 && k < d->nchildren; k++)
-            if (S_ISDIR(c->e[d->first_child + k].mode))
-                rc = push_dir(c, w, d->first_child + k);
-    }
-    if (rc < 0)
-        return rc;
-    if (w->ndirs > 1)
-        qsort_r(w->dirs, w->ndirs, sizeof(*w->dirs), dirpath_cmp, w->pool);
-    uint64_t before = c->nsamples;
-    for (size_t i = 0; i < w->ndirs; i++) {
-        const struct cfs_entry *d = &c->e[w->dirs[i].id];
-        if (d->nchildren > w->kcap) {
-            cfs_id *k = realloc(w->kids, d->nchildren * sizeof(*k));
-            if (!k)
-                return -ENOMEM;
-            w->kids = k;
-            w->kcap = d->nchildren;
-        }
-        uint32_t nk = 0;
-        for (uint32_t k = 0; k < d->nchildren; k++) {
-            cfs_id id = d->first_child + k;
-            const struct cfs_entry *e = &c->e[id];
-            if (S_ISDIR(e->mode) || (aux && aux->loop && aux->loop[id]))
-                continue;
-            if (is_image(c->names + e->name_off, e->name_len))
-                w->kids[nk++] = id;
-        }
-        py_sort_names(c, w->kids, nk);
-        for (uint32_t k = 0; k < nk; k++)
-            emit(c, w->kids[k]);
-    }
-    if (c->nsamples == before) {
-        cfs_catalog_errf(err, errlen,
-                         "order=imagefolder: class folder '%s' holds no image file "
-                         "(torchvision's ImageFolder would fail too); use order=sorted or "
-                         "order=list:FILE",
-                         c->names + c->e[cls].name_off);
-        return -ENOENT;
-    }
-    return 0;
-}
-
-static int order_imagefolder(struct cfs_catalog *c, const struct cfs_scan_aux *aux, char *err,
-                             size_t errlen)
-{
-    const struct cfs_entry *root = &c->e[0];
-    struct ifscratch w = {0};
-    cfs_id *classes = malloc((root->nchildren + 1) * sizeof(*classes));
-    uint32_t ncls = 0;
-    int rc = -ENOMEM;
-    if (!classes)
-        goto out;
-    for (uint32_t k = 0; k < root->nchildren; k++)
-        if (S_ISDIR(c->e[root->first_child + k].mode))
-            classes[ncls++] = root->first_child + k;
-    py_sort_names(c, classes, ncls);
-    rc = 0;
-    for (uint32_t k = 0; rc == 0 && k < ncls; k++)
-        rc = order_class(c, aux, &w, classes[k], err, errlen);
-out:
-    if (rc == -ENOMEM)
-        cfs_catalog_errf(err, errlen, "out of memory");
     free(classes);
-    free(w.dirs);
-    free(w.pool);
-    free(w.kids);
     return rc;
+}
+
+/* mmpretrain's shape: class folders, each one's files as sorted paths. */
+static int mmpretrain(const struct cfs_catalog *c, cfs_id root, struct cfs_idlist *out)
+{
+    struct cfs_walk_rules r = {.cat = c, .python = true, .keep = mmpretrain_keep};
+    cfs_id *classes;
+    uint32_t ncls;
+    int rc = cfs_walk_subdirs(c, root, &classes, &ncls);
+    for (uint32_t k = 0; rc == 0 && k < ncls; k++)
+        rc = cfs_walk_sorted(&r, classes[k], out);
+    free(classes);
+    return rc;
+}
+
+static int build(const struct cfs_catalog *c, enum cfs_order kind, cfs_id root,
+                 struct cfs_idlist *out, char *why, size_t whylen)
+{
+    struct cfs_walk_rules sorted = {.cat = c, .python = false, .keep = regular};
+    struct cfs_walk_rules yolo = {
+        .cat = c, .python = true, .keep = ultralytics_keep, .enter = not_hidden};
+    switch (kind) {
+    case CFS_ORDER_IMAGEFOLDER:
+        return class_folders(c, root, imagefolder_keep, true, out, why, whylen);
+    case CFS_ORDER_ULTRALYTICS_CLS:
+        return class_folders(c, root, ultralytics_cls_keep, false, out, why, whylen);
+    case CFS_ORDER_SORTED:
+        return cfs_walk_sorted(&sorted, root, out);
+    case CFS_ORDER_TIMM:
+        return cfs_walk_natural(c, root, timm_keep, out);
+    case CFS_ORDER_MMPRETRAIN:
+        return mmpretrain(c, root, out);
+    case CFS_ORDER_ULTRALYTICS:
+        return cfs_walk_sorted(&yolo, root, out);
+    case CFS_ORDER_LIST:
+        break;
+    }
+    cfs_catalog_errf(why, whylen, "order %s cannot be built from the catalog alone",
+                     cfs_order_name(kind));
+    return -EINVAL;
+}
+
+int cfs_catalog_order_at(const struct cfs_catalog *c, enum cfs_order kind, cfs_id root,
+                         cfs_id **samples, uint64_t *n, char *why, size_t whylen)
+{
+    *samples = NULL;
+    *n = 0;
+    if (root >= c->n || !S_ISDIR(c->e[root].mode)) {
+        cfs_catalog_errf(why, whylen, "order=%s: entry %u is not a directory", cfs_order_name(kind),
+                         (unsigned)root);
+        return -ENOTDIR;
+    }
+    struct cfs_idlist out = {0};
+    int rc = build(c, kind, root, &out, why, whylen);
+    if (rc == 0 && out.n == 0) {
+        char buf[512];
+        cfs_catalog_errf(why, whylen, "order=%s: %s holds no sample", cfs_order_name(kind),
+                         where(c, root, buf, sizeof(buf)));
+        rc = CFS_ORDER_EMPTY;
+    }
+    if (rc == -ENOMEM)
+        cfs_catalog_errf(why, whylen, "out of memory");
+    if (rc != 0) {
+        free(out.v);
+        return rc;
+    }
+    *samples = out.v;
+    *n = out.n;
+    return 0;
 }
 
 /* ---- order=list:FILE ---- */
 
-static cfs_id resolve(const struct cfs_catalog *c, char *path)
+static int list_line(const struct cfs_catalog *c, const char *file, size_t lineno, char *line,
+                     size_t len, struct cfs_idlist *out, char *err, size_t errlen)
 {
-    cfs_id id = 0;
-    char *save = NULL;
-    for (char *tok = strtok_r(path, "/", &save); tok; tok = strtok_r(NULL, "/", &save)) {
-        if (strcmp(tok, ".") == 0)
-            continue;
-        id = cfs_catalog_lookup(c, id, tok);
-        if (id == CFS_ID_NONE)
-            return CFS_ID_NONE;
+    if (memchr(line, '\0', len)) {
+        cfs_catalog_errf(err, errlen, "order=list:%s line %zu: path holds a NUL byte", file,
+                         lineno);
+        return -EINVAL;
     }
-    return id;
+    cfs_id id = cfs_catalog_resolve(c, line);
+    if (id == CFS_ID_NONE || S_ISDIR(c->e[id].mode)) {
+        cfs_catalog_errf(err, errlen, "order=list:%s line %zu: '%s' is %s", file, lineno, line,
+                         id == CFS_ID_NONE ? "not in the source" : "a directory, not a file");
+        return id == CFS_ID_NONE ? -ENOENT : -EISDIR;
+    }
+    return cfs_idlist_push(out, id);
 }
 
-static int order_list(struct cfs_catalog *c, const char *file, char *err, size_t errlen)
+static int order_list(const struct cfs_catalog *c, const char *file, struct cfs_idlist *out,
+                      char *err, size_t errlen)
 {
     FILE *f = fopen(file, "re");
-    char *line = NULL, *copy = NULL;
-    size_t lcap = 0, cap = c->nsamples, lineno = 0;
+    char *line = NULL;
+    size_t lcap = 0, lineno = 0;
     int rc = 0;
     if (!f) {
         rc = -errno;
         cfs_catalog_errf(err, errlen, "order=list:%s: %s", file, strerror(-rc));
         return rc;
     }
-    for (;;) {
+    while (rc == 0) {
         errno = 0;
         ssize_t len = getline(&line, &lcap, f);
         if (len < 0) {
@@ -424,72 +338,53 @@ static int order_list(struct cfs_catalog *c, const char *file, char *err, size_t
         lineno++;
         if (len > 0 && line[len - 1] == '\n')
             line[--len] = '\0';
-        if (len == 0)
-            continue;
-        if (memchr(line, '\0', (size_t)len)) {
-            rc = -EINVAL;
-            cfs_catalog_errf(err, errlen, "order=list:%s line %zu: path holds a NUL byte", file,
-                             lineno);
-            break;
-        }
-        free(copy);
-        copy = strdup(line);
-        if (!copy) {
-            rc = -ENOMEM;
-            break;
-        }
-        cfs_id id = resolve(c, copy);
-        if (id == CFS_ID_NONE || S_ISDIR(c->e[id].mode)) {
-            rc = id == CFS_ID_NONE ? -ENOENT : -EISDIR;
-            cfs_catalog_errf(err, errlen, "order=list:%s line %zu: '%s' is %s", file, lineno, line,
-                             id == CFS_ID_NONE ? "not in the source" : "a directory, not a file");
-            break;
-        }
-        if (c->nsamples == cap) {
-            size_t ncap = cap ? 2 * cap : 1024;
-            cfs_id *s = realloc(c->samples, ncap * sizeof(*s));
-            if (!s) {
-                rc = -ENOMEM;
-                break;
-            }
-            c->samples = s;
-            cap = ncap;
-        }
-        emit(c, id);
+        if (len > 0)
+            rc = list_line(c, file, lineno, line, (size_t)len, out, err, errlen);
     }
     if (rc == -ENOMEM)
         cfs_catalog_errf(err, errlen, "out of memory");
-    free(copy);
     free(line);
     fclose(f);
     return rc;
 }
 
-int cfs_catalog_build_order(struct cfs_catalog *c, const struct cfs_catalog_params *p,
-                            const struct cfs_scan_aux *aux, char *err, size_t errlen)
+/* ---- the mount's own order ---- */
+
+int cfs_catalog_build_order(struct cfs_catalog *c, const struct cfs_catalog_params *p, char *err,
+                            size_t errlen)
 {
-    free(c->samples);
-    c->nsamples = 0;
-    for (uint32_t i = 0; i < c->n; i++)
-        c->e[i].sample = CFS_NO_SAMPLE;
-    c->samples = malloc(((size_t)c->n + 1) * sizeof(cfs_id));
-    if (!c->samples) {
-        cfs_catalog_errf(err, errlen, "out of memory");
-        return -ENOMEM;
+    struct cfs_idlist out = {0};
+    int rc;
+    if (p->order == CFS_ORDER_LIST) {
+        rc = order_list(c, p->order_list, &out, err, errlen);
+    } else {
+        const char *rp = p->order_root ? p->order_root : "";
+        cfs_id root = cfs_catalog_resolve(c, rp);
+        if (root == CFS_ID_NONE || !S_ISDIR(c->e[root].mode)) {
+            cfs_catalog_errf(err, errlen, "order=%s:%s: '%s' is not a directory of the source",
+                             cfs_order_name(p->order), rp, rp);
+            return root == CFS_ID_NONE ? -ENOENT : -ENOTDIR;
+        }
+        uint64_t n;
+        rc = cfs_catalog_order_at(c, p->order, root, &out.v, &n, err, errlen);
+        out.n = n;
+        /* An empty SOURCE (or root) is a valid, empty dataset. */
+        if (rc == CFS_ORDER_EMPTY) {
+            rc = 0;
+            if (err && errlen)
+                err[0] = '\0';
+        }
+        if (rc == CFS_ORDER_NOT_BUILDABLE)
+            rc = -ENOENT;
     }
-    switch (p->order) {
-    case CFS_ORDER_SORTED: {
-        int rc = order_sorted(c);
-        if (rc < 0)
+    if (rc == 0 && !out.v && !(out.v = malloc(sizeof(cfs_id))))
+        rc = -ENOMEM;
+    if (rc < 0) {
+        if (rc == -ENOMEM)
             cfs_catalog_errf(err, errlen, "out of memory");
+        free(out.v);
         return rc;
     }
-    case CFS_ORDER_IMAGEFOLDER:
-        return order_imagefolder(c, aux, err, errlen);
-    case CFS_ORDER_LIST:
-        free(c->samples);
-        c->samples = NULL;
-        return order_list(c, p->order_list, err, errlen);
-    }
-    return -EINVAL;
+    cfs_catalog_set_order(c, out.v, out.n);
+    return 0;
 }

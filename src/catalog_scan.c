@@ -1,8 +1,8 @@
 /* Scanning SOURCE into the catalog.
  *
- * Place in the layer order (src/catalog_i.h): layer 1.  It fills the
- * entries through the structure's append (catalog_table.c) and hands the
- * facts the index order needs in cfs_scan_aux; catalog.c calls it.
+ * Place in the layer order (src/catalog_i.h): layer 2.  It fills the
+ * entries through the structure's append (catalog_table.c); catalog.c
+ * calls it.
  *
  * Breadth first: directory i is read when the loop over ids reaches it, its
  * entries are appended at the end, then that range is sorted by name, so a
@@ -15,7 +15,10 @@
  * linked directory is scanned under the link's name.  A link whose target
  * directory is the directory holding it or one of its ancestors (same
  * st_dev/st_ino) would make the tree infinite; it stays a symlink, as does a
- * broken link.  Entries that vanish between readdir and stat, and
+ * broken link, with that ancestor in its entry's loop_dir: Python's is_dir()
+ * says True for it, so os.walk lists it among the directories, not the
+ * files, and the orders (which may be built long after the scan, from a
+ * stored copy) need to tell it from a broken link.  Entries that vanish between readdir and stat, and
  * directories that cannot be opened, are skipped and counted. */
 #include <dirent.h>
 #include <errno.h>
@@ -33,7 +36,6 @@ struct devino {
 
 struct scan {
     struct cfs_catalog *c;
-    struct cfs_scan_aux *aux;
     struct devino *di; /* per id; set for directories */
     uint32_t side_cap;
     int srcfd;
@@ -49,16 +51,12 @@ static int side_grow(struct scan *s)
     if (!di)
         return -ENOMEM;
     s->di = di;
-    uint8_t *loop = realloc(s->aux->loop, cap);
-    if (!loop)
-        return -ENOMEM;
-    s->aux->loop = loop;
     s->side_cap = cap;
     return 0;
 }
 
 static int append(struct scan *s, const char *name, size_t len, const struct stat *st, cfs_id parent,
-                  bool loop)
+                  cfs_id loop_dir)
 {
     int64_t id = cfs_catalog_append(s->c, name, len, st, parent);
     if (id < 0)
@@ -68,17 +66,18 @@ static int append(struct scan *s, const char *name, size_t len, const struct sta
         return rc;
     s->di[id].dev = st->st_dev;
     s->di[id].ino = st->st_ino;
-    s->aux->loop[id] = loop;
+    s->c->e[id].loop_dir = loop_dir;
     return 0;
 }
 
-static bool is_ancestor(const struct scan *s, cfs_id dir, const struct stat *st)
+/* The ancestor of dir (itself included) that st is, or CFS_ID_NONE. */
+static cfs_id ancestor(const struct scan *s, cfs_id dir, const struct stat *st)
 {
     for (cfs_id a = dir;; a = s->c->e[a].parent) {
         if (s->di[a].dev == (uint64_t)st->st_dev && s->di[a].ino == (uint64_t)st->st_ino)
-            return true;
+            return a;
         if (a == 0)
-            return false;
+            return CFS_ID_NONE;
     }
 }
 
@@ -100,8 +99,7 @@ static int sort_range(struct scan *s, uint32_t first)
     uint32_t *perm = malloc(k * sizeof(*perm));
     struct cfs_entry *te = malloc(k * sizeof(*te));
     struct devino *td = malloc(k * sizeof(*td));
-    uint8_t *tl = malloc(k);
-    if (!perm || !te || !td || !tl)
+    if (!perm || !te || !td)
         goto out;
     bool sorted = true;
     for (uint32_t i = 0; i < k; i++) {
@@ -116,18 +114,15 @@ static int sort_range(struct scan *s, uint32_t first)
              * blob is the same for the same tree. */
             memcpy(&te[i], &c->e[perm[i]], sizeof(*te));
             td[i] = s->di[perm[i]];
-            tl[i] = s->aux->loop[perm[i]];
         }
         memcpy(c->e + first, te, k * sizeof(*te));
         memcpy(s->di + first, td, k * sizeof(*td));
-        memcpy(s->aux->loop + first, tl, k);
     }
     rc = 0;
 out:
     free(perm);
     free(te);
     free(td);
-    free(tl);
     return rc;
 }
 
@@ -184,14 +179,14 @@ static int scan_dir(struct scan *s, cfs_id id)
             c->skipped++;
             continue;
         }
-        bool loop = false;
+        cfs_id loop_dir = CFS_ID_NONE;
         if (S_ISLNK(st.st_mode) && fstatat(dfd, nm, &tst, 0) == 0) {
-            if (S_ISDIR(tst.st_mode) && is_ancestor(s, id, &tst))
-                loop = true;
-            else
+            if (S_ISDIR(tst.st_mode))
+                loop_dir = ancestor(s, id, &tst);
+            if (loop_dir == CFS_ID_NONE)
                 st = tst;
         }
-        rc = append(s, nm, strlen(nm), &st, id, loop);
+        rc = append(s, nm, strlen(nm), &st, id, loop_dir);
         if (rc < 0)
             break;
     }
@@ -206,8 +201,7 @@ static int scan_dir(struct scan *s, cfs_id id)
     return 0;
 }
 
-int cfs_catalog_scan(struct cfs_catalog *c, const char *source, struct cfs_scan_aux *aux, char *err,
-                     size_t errlen)
+int cfs_catalog_scan(struct cfs_catalog *c, const char *source, char *err, size_t errlen)
 {
     struct scan *s = calloc(1, sizeof(*s));
     int rc;
@@ -216,7 +210,6 @@ int cfs_catalog_scan(struct cfs_catalog *c, const char *source, struct cfs_scan_
         return -ENOMEM;
     }
     s->c = c;
-    s->aux = aux;
     s->srcfd = open(source, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOCTTY);
     if (s->srcfd < 0) {
         rc = -errno;
@@ -234,7 +227,7 @@ int cfs_catalog_scan(struct cfs_catalog *c, const char *source, struct cfs_scan_
         cfs_catalog_errf(err, errlen, "cannot stat source '%s': %s", source, strerror(-rc));
         goto out;
     }
-    rc = append(s, "", 0, &st, CFS_ID_NONE, false);
+    rc = append(s, "", 0, &st, CFS_ID_NONE, CFS_ID_NONE);
     for (cfs_id id = 0; rc == 0 && id < c->n; id++)
         if (S_ISDIR(c->e[id].mode))
             rc = scan_dir(s, id);

@@ -4,9 +4,9 @@
  * structure (catalog_table.c) to and from the index and never scans:
  * "no valid copy" is an answer (1) that catalog.c turns into a scan.
  *
- * Four records: "meta" (format version, sizes, the source and order the
- * catalog was made for, the list file's mtime and size, a checksum of the
- * blobs), and three blobs "entries", "names", "samples" that are the
+ * Four records: "meta" (format version, sizes, the source, order and
+ * order root the catalog was made for, the list file's mtime and size, a
+ * checksum of the blobs), and three blobs "entries", "names", "samples" that are the
  * in-memory arrays byte for byte.  Loading is three memcpy's after
  * checking, so it costs little more than the stat of every directory that
  * decides whether the copy is still valid: a directory's mtime changes when
@@ -31,7 +31,7 @@
 #include "clairfs/index.h"
 
 #define STORE_MAGIC 0x43465343u /* "CSFC" */
-#define STORE_VERSION 2u
+#define STORE_VERSION 3u /* 3: the order root and the entries' loop_dir */
 #define STORE_NO_ORDER 1u /* flags: made without an index order (order_optional) */
 #define DB "catalog"
 
@@ -45,8 +45,10 @@ struct store_meta {
     uint64_t list_size;
     uint64_t checksum;
     uint32_t flags, why_len;
-    /* followed by the source's real path, the list file's, and with
-     * STORE_NO_ORDER the reason the order could not be built */
+    uint32_t root_len, pad;
+    /* followed by the source's real path, the list file's, the order root
+     * as given, and with STORE_NO_ORDER the reason the order could not be
+     * built */
 };
 
 static uint64_t blob_sum(const void *e, size_t elen, const void *nm, size_t nlen, const void *s,
@@ -69,6 +71,7 @@ struct want {
     char source[PATH_MAX];
     char list[PATH_MAX];
     struct stat list_st;
+    const char *root; /* order=KIND:ROOT as given ("" for none) */
     uint32_t order;
     bool order_optional;
 };
@@ -78,6 +81,8 @@ static int want_init(const struct cfs_catalog_params *p, struct want *w)
     memset(w, 0, sizeof(*w));
     w->order = (uint32_t)p->order;
     w->order_optional = p->order_optional;
+    /* As given: another spelling of the same root only costs a rescan. */
+    w->root = p->order_root ? p->order_root : "";
     if (!realpath(p->source, w->source))
         return -errno;
     if (p->order == CFS_ORDER_LIST) {
@@ -163,6 +168,8 @@ static bool structure_ok(const struct cfs_catalog *c)
             return false;
         if (e->nchildren && (e->first_child <= i || (uint64_t)e->first_child + e->nchildren > c->n))
             return false;
+        if (e->loop_dir != CFS_ID_NONE && (e->loop_dir >= i || !S_ISDIR(c->e[e->loop_dir].mode)))
+            return false;
     }
     for (uint64_t s = 0; s < c->nsamples; s++)
         if (c->samples[s] >= c->n)
@@ -181,8 +188,10 @@ static int load_records(struct cfs_index_txn *t, const struct want *w, struct cf
     const char *paths = (const char *)mv + sizeof(m);
     if (m.magic != STORE_MAGIC || m.version != STORE_VERSION ||
         m.entry_size != sizeof(struct cfs_entry) || m.order != w->order ||
-        ml != sizeof(m) + m.source_len + m.list_len + m.why_len ||
-        m.source_len != strlen(w->source) || memcmp(paths, w->source, m.source_len) != 0)
+        ml != sizeof(m) + m.source_len + m.list_len + m.root_len + m.why_len ||
+        m.source_len != strlen(w->source) || memcmp(paths, w->source, m.source_len) != 0 ||
+        m.root_len != strlen(w->root) ||
+        memcmp(paths + m.source_len + m.list_len, w->root, m.root_len) != 0)
         return 1;
     /* A copy without an order serves a mount that needs none; one that
      * needs it scans again, and the scan says why it fails. */
@@ -224,7 +233,7 @@ static int load_records(struct cfs_index_txn *t, const struct want *w, struct cf
     if (no_order) {
         char why[512];
         size_t len = m.why_len < sizeof(why) ? m.why_len : sizeof(why) - 1;
-        memcpy(why, paths + m.source_len + m.list_len, len);
+        memcpy(why, paths + m.source_len + m.list_len + m.root_len, len);
         why[len] = '\0';
         if (cfs_catalog_drop_order(c, why) < 0)
             return -ENOMEM;
@@ -326,8 +335,9 @@ int cfs_catalog_store_save(const struct cfs_catalog_params *p, const struct cfs_
         .checksum = blob_sum(c->e, el, c->names, c->names_len, c->samples, sl),
         .flags = c->order_unavailable ? STORE_NO_ORDER : 0,
         .why_len = c->order_unavailable ? (uint32_t)strlen(c->order_unavailable) : 0,
+        .root_len = (uint32_t)strlen(w->root),
     };
-    size_t ml = sizeof(m) + m.source_len + m.list_len + m.why_len;
+    size_t ml = sizeof(m) + m.source_len + m.list_len + m.root_len + m.why_len;
     meta = malloc(ml);
     if (!meta) {
         rc = -ENOMEM;
@@ -336,8 +346,10 @@ int cfs_catalog_store_save(const struct cfs_catalog_params *p, const struct cfs_
     memcpy(meta, &m, sizeof(m));
     memcpy(meta + sizeof(m), w->source, m.source_len);
     memcpy(meta + sizeof(m) + m.source_len, w->list, m.list_len);
+    memcpy(meta + sizeof(m) + m.source_len + m.list_len, w->root, m.root_len);
     if (m.why_len)
-        memcpy(meta + sizeof(m) + m.source_len + m.list_len, c->order_unavailable, m.why_len);
+        memcpy(meta + sizeof(m) + m.source_len + m.list_len + m.root_len, c->order_unavailable,
+               m.why_len);
 
     rc = cfs_index_reserve(ix, ml + el + c->names_len + sl);
     if (rc == 0)

@@ -107,6 +107,7 @@ int64_t cfs_catalog_append(struct cfs_catalog *c, const char *name, size_t len, 
     e->first_child = CFS_ID_NONE;
     e->nchildren = 0;
     e->sample = CFS_NO_SAMPLE;
+    e->loop_dir = CFS_ID_NONE;
     if (len == 0) {
         e->name_off = 0;
     } else {
@@ -147,6 +148,17 @@ int cfs_catalog_drop_order(struct cfs_catalog *c, const char *why)
         c->e[i].sample = CFS_NO_SAMPLE;
     c->nsamples = 0;
     return 0;
+}
+
+void cfs_catalog_set_order(struct cfs_catalog *c, cfs_id *samples, uint64_t n)
+{
+    free(c->samples);
+    c->samples = samples;
+    c->nsamples = n;
+    for (uint32_t i = 0; i < c->n; i++)
+        c->e[i].sample = CFS_NO_SAMPLE;
+    for (uint64_t s = n; s-- > 0;)
+        c->e[samples[s]].sample = (uint32_t)s;
 }
 
 const char *cfs_catalog_order_unavailable(const struct cfs_catalog *c)
@@ -195,6 +207,26 @@ cfs_id cfs_catalog_lookup(const struct cfs_catalog *c, cfs_id dir, const char *n
             hi = mid;
     }
     return CFS_ID_NONE;
+}
+
+cfs_id cfs_catalog_resolve(const struct cfs_catalog *c, const char *path)
+{
+    cfs_id id = 0;
+    char name[256];
+    for (const char *p = path; *p;) {
+        size_t len = strcspn(p, "/");
+        if (len >= sizeof(name))
+            return CFS_ID_NONE; /* longer than any name (NAME_MAX) */
+        memcpy(name, p, len);
+        name[len] = '\0';
+        if (len && strcmp(name, ".") != 0) {
+            id = cfs_catalog_lookup(c, id, name);
+            if (id == CFS_ID_NONE)
+                return CFS_ID_NONE;
+        }
+        p += len + (p[len] == '/');
+    }
+    return id;
 }
 
 int cfs_catalog_path(const struct cfs_catalog *c, cfs_id id, char *buf, size_t buflen)

@@ -569,6 +569,7 @@ static int load_catalog(struct daemon *d)
         .source = d->source,
         .order = o->order,
         .order_list = o->order_list,
+        .order_root = o->order_root,
         .index_dir = d->index_dir,
         .rescan = o->rescan,
         /* Without a registered seed the order is optional: a tree it does not

@@ -93,17 +93,16 @@ static int parse_sampler(struct cfs_options *o, const char *v, char *err, size_t
 
 static int parse_order(struct cfs_options *o, const char *v, char *err, size_t errlen)
 {
-    if (strcmp(v, "imagefolder") == 0)
-        o->order = CFS_ORDER_IMAGEFOLDER;
-    else if (strcmp(v, "sorted") == 0)
-        o->order = CFS_ORDER_SORTED;
-    else if (strncmp(v, "list:", 5) == 0 && v[5]) {
-        o->order = CFS_ORDER_LIST;
-        return replace_string(&o->order_list, v + 5);
-    } else
-        return cfs_error_msg(err, errlen, -EINVAL,
-                             "option order=%s: expected imagefolder, sorted or list:FILE", v);
-    return 0;
+    const char *arg;
+    if (cfs_order_parse(v, &o->order, &arg) < 0)
+        return cfs_error_msg(err, errlen, -EINVAL, "option order=%s: expected " CFS_ORDER_NAMES,
+                             v);
+    /* The last order= wins whole: no root or list left from an earlier one.
+     * Whether ROOT is a directory of SOURCE is the catalog's to say. */
+    free(o->order_list);
+    free(o->order_root);
+    o->order_list = o->order_root = NULL;
+    return replace_string(o->order == CFS_ORDER_LIST ? &o->order_list : &o->order_root, arg);
 }
 
 static int parse_ranks(struct cfs_options *o, const char *v, char *err, size_t errlen)
@@ -263,7 +262,7 @@ static const struct opt_def options_table[] = {
     {"start_epoch", OPT_U32, OFF(start_epoch), NO_PRESENT, 0, UINT32_MAX, NULL, H,
      "first epoch of a resumed run"},
     {"order", OPT_SPECIAL, 0, NO_PRESENT, 0, 0, parse_order, H,
-     "ORDER: imagefolder, sorted or list:FILE"},
+     "KIND: imagefolder, timm, ..., list:FILE, KIND:ROOT"},
     {"rescan", OPT_FLAG, OFF(rescan), NO_PRESENT, 0, 0, NULL, T,
      "scan SOURCE again though the index has it"},
     {"io", OPT_SPECIAL, 0, NO_PRESENT, 0, 0, parse_io, T,
@@ -322,13 +321,14 @@ void cfs_options_free(struct cfs_options *o)
 {
     free(o->sampler_list);
     free(o->order_list);
+    free(o->order_root);
     free(o->ssd_dir);
     free(o->index_dir);
     free(o->model_file);
     free(o->metrics_listen);
     free(o->record_opens);
     o->sampler_list = o->order_list = o->ssd_dir = o->index_dir = o->model_file = NULL;
-    o->metrics_listen = o->record_opens = NULL;
+    o->metrics_listen = o->record_opens = o->order_root = NULL;
 }
 
 int cfs_parse_u64(const char *s, uint64_t max, uint64_t *out)

@@ -2,8 +2,11 @@
  * line (or NUL-terminated with -0), for golden and live comparisons with
  * torchvision.
  *
- *   catalog_dump [-o imagefolder|sorted|list:FILE] [-i INDEX_DIR] [-r] [-0] [-q] [-s] SOURCE
+ *   catalog_dump [-o ORDER] [-i INDEX_DIR] [-r] [-0] [-q] [-s] SOURCE
  *
+ * ORDER is any order= value (KIND, KIND:ROOT, list:FILE; default
+ * imagefolder).  When the order cannot be built the one-line reason is
+ * printed on stderr and the exit is 1 (never a partial list).
  * -r rescan, -q print nothing but the summary, -s summary on stderr: entries,
  * samples, skipped, whether the index was reused, the hash and the open
  * time.  Exit 1 with the catalog's one-line error on failure. */
@@ -23,19 +26,18 @@ int main(int argc, char **argv)
     int opt;
     while ((opt = getopt(argc, argv, "o:i:r0qs")) != -1) {
         switch (opt) {
-        case 'o':
-            if (strcmp(optarg, "imagefolder") == 0) {
-                p.order = CFS_ORDER_IMAGEFOLDER;
-            } else if (strcmp(optarg, "sorted") == 0) {
-                p.order = CFS_ORDER_SORTED;
-            } else if (strncmp(optarg, "list:", 5) == 0) {
-                p.order = CFS_ORDER_LIST;
-                p.order_list = optarg + 5;
-            } else {
+        case 'o': {
+            const char *arg;
+            if (cfs_order_parse(optarg, &p.order, &arg) < 0) {
                 fprintf(stderr, "catalog_dump: unknown order '%s'\n", optarg);
                 return 2;
             }
+            if (p.order == CFS_ORDER_LIST)
+                p.order_list = arg;
+            else
+                p.order_root = arg;
             break;
+        }
         case 'i':
             p.index_dir = optarg;
             break;

@@ -199,7 +199,8 @@ static int load_catalog_paths(const char *dir, const struct cfs_options *o, stru
                               uint64_t *total_bytes)
 {
     struct cfs_catalog_params cp = {
-        .source = dir, .order = o->order, .order_list = o->order_list, .index_dir = NULL};
+        .source = dir, .order = o->order, .order_list = o->order_list,
+        .order_root = o->order_root, .index_dir = NULL};
     struct cfs_catalog *c = NULL;
     char err[512] = "";
     char path[4096];

@@ -524,7 +524,8 @@ static int open_catalog(const struct plan_cli *c, struct cfs_catalog **cat)
         return rc;
     }
     struct cfs_catalog_params cp = {.source = c->source, .order = c->o.order,
-                                    .order_list = c->o.order_list, .index_dir = c->o.index_dir,
+                                    .order_list = c->o.order_list,
+                                    .order_root = c->o.order_root, .index_dir = c->o.index_dir,
                                     .rescan = c->o.rescan};
     rc = cfs_catalog_open(&cp, cat, err, sizeof(err));
     if (rc < 0)

@@ -51,6 +51,7 @@ struct cfs_options {
     uint32_t start_epoch;
     enum cfs_order order;
     char *order_list; /* order=list:FILE */
+    char *order_root; /* order=KIND:ROOT (relative to the source) */
     uint64_t ram;
     bool has_ram; /* ram= given: else the run configuration sizes the tier from the node */
     uint64_t ssd;
