@@ -135,7 +135,15 @@ int cfs_sampler_create(const struct cfs_sampler_params *p, struct cfs_sampler **
             s->num_samples = p->drop_last ? p->n / p->world : (p->n + p->world - 1) / p->world;
         else
             s->num_samples = p->n;
-        s->rank_len = p->drop_last_batch ? s->num_samples / p->batch * p->batch : s->num_samples;
+        uint64_t b = p->batch;
+        bool drop = p->drop_last_batch;
+        if (p->kind == CFS_SAMPLER_ULTRALYTICS || p->kind == CFS_SAMPLER_ULTRALYTICS_DDP) {
+            /* build_dataloader: batch = min(batch, len(dataset)), and the
+             * loader drops only when `drop_last and len(dataset) % batch`. */
+            b = b < p->n ? b : p->n;
+            drop = drop && p->n % b != 0;
+        }
+        s->rank_len = drop ? s->num_samples / b * b : s->num_samples;
         s->buf = malloc(p->n * sizeof(*s->buf));
         if (!s->buf)
             goto oom;

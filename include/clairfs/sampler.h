@@ -153,8 +153,9 @@
  *                 iterator for the run (its _base_seed: 2 words of g) and
  *                 repeats the batch sampler forever, an epoch being one
  *                 RandomSampler pass (randperm(n), then the trailing one): torch
- *                 with persistent_workers. The loader's drop_last is `drop_last
- *                 and n % batch != 0`: give drop_last_batch only then. The
+ *                 with persistent_workers. drop_last_batch is the trainer's
+ *                 drop_last: the loader drops `drop_last and n % batch != 0`,
+ *                 batch being min(batch, n) (for ultralytics-ddp too). The
  *                 trainer's train_loader.reset() at close_mosaic (a new
  *                 iterator) is not modelled.
  *  ultralytics-ddp  under DDP: DistributedSampler(shuffle=True, seed 0 unless
