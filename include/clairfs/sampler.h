@@ -313,9 +313,10 @@ uint32_t cfs_sampler_rank_at(const struct cfs_sampler *s, uint32_t rank, uint64_
  * for the torch models, cfs_sampler_rank_at(s, r, i) ==
  * (*order)[(r * *rank_step + i * *stride) % *len], so a rank's stream is a
  * strided walk of one array and neighbouring ranks read neighbouring
- * entries (torch-ddp: rank_step 1, stride W; torch, torch-sampler, torch-global: rank_step
- * 0, stride 1; the framework kinds: rank_step 1, stride W over an array of
- * W * rank_len entries that holds the ranks' streams interleaved). Returns 0, or -ENOTSUP for list:FILE (use rank_at) and
+ * entries (torch-ddp, mmengine-noround, ultralytics-ddp: rank_step 1, stride W; the
+ * stateful kinds: rank_step 0, stride 1; the framework kinds and detectron2:
+ * rank_step 1, stride W over an array of W * (longest rank_len) entries that
+ * holds the ranks' streams interleaved). Returns 0, or -ENOTSUP for list:FILE (use rank_at) and
  * -ENODATA before any epoch was computed. */
 int cfs_sampler_epoch_order(const struct cfs_sampler *s, const uint32_t **order, uint64_t *len,
                             uint64_t *rank_step, uint64_t *stride);
