@@ -56,8 +56,11 @@ static int replace_string(char **slot, const char *value)
     return 0;
 }
 
-/* The sampler= names. lightning is torch-ddp under the name its users know:
- * Lightning injects exactly that DistributedSampler (clairfs/sampler.h). */
+/* The sampler= names. Some are a kind under a second name its users know:
+ * Lightning injects exactly torch-ddp's DistributedSampler, MMEngine's
+ * DefaultSampler and InfiniteSampler are torch-ddp's and detectron2's code,
+ * and the Hugging Face Trainer with a data_seed is torch-sampler
+ * (clairfs/sampler.h). */
 static const struct {
     const char *name;
     enum cfs_sampler_kind kind;
@@ -70,6 +73,16 @@ static const struct {
     {"torchvision-ra", CFS_SAMPLER_TORCHVISION_RA},
     {"timm-ra", CFS_SAMPLER_TIMM_RA},
     {"torch-global", CFS_SAMPLER_TORCH_GLOBAL},
+    {"detectron2", CFS_SAMPLER_DETECTRON2},
+    {"mmengine", CFS_SAMPLER_TORCH_DDP},
+    {"mmengine-noround", CFS_SAMPLER_MMENGINE_NOROUND},
+    {"mmengine-infinite", CFS_SAMPLER_DETECTRON2},
+    {"torchdata", CFS_SAMPLER_TORCHDATA},
+    {"torchdata-workers", CFS_SAMPLER_TORCHDATA_WORKERS},
+    {"ultralytics", CFS_SAMPLER_ULTRALYTICS},
+    {"ultralytics-ddp", CFS_SAMPLER_ULTRALYTICS_DDP},
+    {"hf-trainer", CFS_SAMPLER_TORCH_SAMPLER},
+    {"hf-trainer-global", CFS_SAMPLER_HF_TRAINER_GLOBAL},
 };
 
 static int parse_sampler(struct cfs_options *o, const char *v, char *err, size_t errlen)
@@ -85,10 +98,17 @@ static int parse_sampler(struct cfs_options *o, const char *v, char *err, size_t
             o->sampler_lightning = strcmp(v, "lightning") == 0;
             return 0;
         }
-    return cfs_error_msg(err, errlen, -EINVAL,
-                         "option sampler=%s: expected torch-ddp, torch, torch-sampler, lightning, "
-                         "hf-accelerate, torchvision-ra, timm-ra, torch-global or list:FILE",
-                         v);
+    /* The one-line error lists the table, so it cannot fall behind it. */
+    char names[512];
+    size_t at = 0;
+    for (size_t i = 0; i < sizeof(sampler_names) / sizeof(sampler_names[0]); i++) {
+        int k = snprintf(names + at, sizeof(names) - at, "%s, ", sampler_names[i].name);
+        if (k < 0 || (size_t)k >= sizeof(names) - at)
+            break;
+        at += (size_t)k;
+    }
+    return cfs_error_msg(err, errlen, -EINVAL, "option sampler=%s: expected %slist:FILE", v,
+                         names);
 }
 
 static int parse_order(struct cfs_options *o, const char *v, char *err, size_t errlen)

@@ -1,14 +1,20 @@
 /* Access-order models (see clairfs/sampler.h for what each one reproduces).
  *
  * One epoch at a time: the sampler holds one permutation of n (or one
- * epoch of a list), never all epochs. torch-ddp is stateless - epoch e is a
- * pure function of seed + e. torch, torch-sampler and torch-global draw from one generator
+ * epoch of a list), never all epochs. torch-ddp and its kin (mmengine-noround,
+ * ultralytics-ddp) are stateless - epoch e is a pure function of seed + e.
+ * The stateful kinds (torch, torch-sampler, torch-global, torchdata,
+ * torchdata-workers, ultralytics, hf-trainer-global) draw from one generator
  * for the whole run, so the generator is kept just past the last computed
  * epoch; a later epoch skips the epochs in between by discarding exactly the
  * words they would draw (no permutation needed), an earlier one replays
- * from a fresh seed. Either way memory stays O(n). The frameworks' samplers
- * (src/sampler_framework.c) are stateless too and keep their epoch laid out
- * rank by rank in `view`. */
+ * from a fresh seed. What differs between them is only which words an epoch
+ * draws around the permutation it reads, and how the generator is seeded:
+ * that schedule is below, one function per question. Either way memory stays
+ * O(n). The frameworks' samplers (src/sampler_framework.c) are stateless too
+ * and keep their epoch laid out rank by rank in `view`; detectron2's
+ * infinite stream (src/sampler_infinite.c) keeps its pass there the same
+ * way. */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -28,7 +34,7 @@ struct cfs_sampler {
     struct cfs_framework_layout layout; /* framework kinds */
     uint64_t *list_start; /* list: where each rank starts in buf */
     struct cfs_sampler_list *list;
-    struct cfs_mt19937 mt; /* torch, torch-sampler: at the start of epoch gen_epoch */
+    struct cfs_mt19937 mt; /* stateful kinds, detectron2: at the start of epoch gen_epoch */
     uint64_t gen_epoch;
     /* The generator at the start of the lowest epoch asked for so far: a
      * planner that walks start_epoch..E-1 once per node restarts here, not
@@ -41,12 +47,17 @@ struct cfs_sampler {
 };
 
 /* The generator at the start of epoch 0: torch-global's trainer has drawn
- * rng_offset words of the global generator (model construction) first. */
+ * rng_offset words of the global generator (model construction) first. The
+ * drawn-seed kinds then seed their sampler's own generator with the next
+ * `int(torch.empty((), int64).random_())`, a random64 masked to 63 bits of
+ * which manual_seed keeps the low 32. */
 static void stateful_start(struct cfs_sampler *s)
 {
     cfs_mt19937_seed(&s->mt, s->p.seed);
-    if (s->p.kind == CFS_SAMPLER_TORCH_GLOBAL)
+    if (s->p.kind == CFS_SAMPLER_TORCH_GLOBAL || cfs_drawn_seed_kind(s->p.kind))
         cfs_mt19937_discard(&s->mt, s->p.rng_offset);
+    if (cfs_drawn_seed_kind(s->p.kind))
+        cfs_mt19937_seed(&s->mt, cfs_mt19937_next64(&s->mt) & INT64_MAX);
     s->gen_epoch = 0;
 }
 
@@ -74,7 +85,7 @@ int cfs_sampler_create(const struct cfs_sampler_params *p, struct cfs_sampler **
         snprintf(err, errlen, "sampler: unknown randperm algorithm %d", (int)p->randperm);
         goto fail;
     }
-    if (p->kind > CFS_SAMPLER_TORCH_GLOBAL || (p->kind == CFS_SAMPLER_LIST && !p->list_path)) {
+    if ((unsigned)p->kind >= CFS_SAMPLER_KINDS || (p->kind == CFS_SAMPLER_LIST && !p->list_path)) {
         snprintf(err, errlen, "option sampler: unknown kind or list without a file");
         goto fail;
     }
@@ -110,12 +121,29 @@ int cfs_sampler_create(const struct cfs_sampler_params *p, struct cfs_sampler **
                       : s->buf;
         if (!s->buf || !s->view)
             goto oom;
+    } else if (p->kind == CFS_SAMPLER_DETECTRON2) {
+        /* calloc: the last row's entries past a shorter rank are never
+         * written, nor read. */
+        s->layout.view_len = cfs_infinite_view_len(p);
+        s->buf = malloc(p->n * sizeof(*s->buf));
+        s->view = calloc(s->layout.view_len, sizeof(*s->view));
+        if (!s->buf || !s->view)
+            goto oom;
+        cfs_mt19937_seed(&s->mt, p->seed);
     } else {
-        if (p->kind == CFS_SAMPLER_TORCH_DDP)
+        if (p->kind == CFS_SAMPLER_TORCH_DDP || p->kind == CFS_SAMPLER_ULTRALYTICS_DDP)
             s->num_samples = p->drop_last ? p->n / p->world : (p->n + p->world - 1) / p->world;
         else
             s->num_samples = p->n;
-        s->rank_len = p->drop_last_batch ? s->num_samples / p->batch * p->batch : s->num_samples;
+        uint64_t b = p->batch;
+        bool drop = p->drop_last_batch;
+        if (p->kind == CFS_SAMPLER_ULTRALYTICS || p->kind == CFS_SAMPLER_ULTRALYTICS_DDP) {
+            /* build_dataloader: batch = min(batch, len(dataset)), and the
+             * loader drops only when `drop_last and len(dataset) % batch`. */
+            b = b < p->n ? b : p->n;
+            drop = drop && p->n % b != 0;
+        }
+        s->rank_len = drop ? s->num_samples / b * b : s->num_samples;
         s->buf = malloc(p->n * sizeof(*s->buf));
         if (!s->buf)
             goto oom;
@@ -148,16 +176,48 @@ uint64_t cfs_sampler_rank_len(const struct cfs_sampler *s, uint32_t epoch, uint3
 {
     if (s->list)
         return cfs_sampler_list_len(s->list, epoch % cfs_sampler_list_epochs(s->list), rank);
+    if (s->p.kind == CFS_SAMPLER_DETECTRON2)
+        return cfs_infinite_rank_len(&s->p, epoch, rank);
+    if (s->p.kind == CFS_SAMPLER_MMENGINE_NOROUND) {
+        /* No padding: rank r's share of n is ceil((n - r) / W), or none. */
+        uint64_t len = rank < s->p.n ? (s->p.n - rank + s->p.world - 1) / s->p.world : 0;
+        return s->p.drop_last_batch ? len / s->p.batch * s->p.batch : len;
+    }
     return s->rank_len;
 }
 
 /* The loader iterator's _base_seed: one random64 from g when the iterator is
- * created (every epoch, or only the first with persistent workers). */
+ * created (every epoch, or only the first with persistent workers, or only
+ * once for ultralytics' InfiniteDataLoader, which keeps one iterator for
+ * the run). */
 static uint64_t base_seed_words(const struct cfs_sampler *s, uint64_t epoch)
 {
+    if (s->p.kind == CFS_SAMPLER_ULTRALYTICS)
+        return epoch == 0 ? 2 : 0;
     if (s->p.kind != CFS_SAMPLER_TORCH && s->p.kind != CFS_SAMPLER_TORCH_GLOBAL)
         return 0;
     return (!s->p.persistent_workers || epoch == 0) ? 2 : 0;
+}
+
+/* Words drawn in an epoch before the permutation it reads: the base seed,
+ * and torchdata-workers' dropped permutation (its iterator's __init__ and
+ * _reset(first_iter=True) each iter() the batch sampler, which draws at
+ * once; with persistent workers only epoch 0 makes an iterator). */
+static uint64_t pre_words(const struct cfs_sampler *s, uint64_t epoch, uint64_t rp)
+{
+    uint64_t w = base_seed_words(s, epoch);
+    if (s->p.kind == CFS_SAMPLER_TORCHDATA_WORKERS && (!s->p.persistent_workers || epoch == 0))
+        w += rp;
+    return w;
+}
+
+/* Words drawn after it: torch's RandomSampler computes randperm(n)[:0] when
+ * the loader exhausts it; torchdata's stops at num_samples without one. */
+static uint64_t post_words(const struct cfs_sampler *s, uint64_t rp)
+{
+    bool torchdata = s->p.kind == CFS_SAMPLER_TORCHDATA ||
+                     s->p.kind == CFS_SAMPLER_TORCHDATA_WORKERS;
+    return torchdata ? 0 : rp;
 }
 
 /* Words of the run's generator one whole epoch draws. torch-global's
@@ -167,14 +227,14 @@ static uint64_t epoch_words(const struct cfs_sampler *s, uint64_t epoch, uint64_
 {
     if (s->p.kind == CFS_SAMPLER_TORCH_GLOBAL)
         return base_seed_words(s, epoch) + 2 + s->p.rng_epoch_words;
-    return base_seed_words(s, epoch) + 2 * rp;
+    return pre_words(s, epoch, rp) + rp + post_words(s, rp);
 }
 
 /* The epoch's permutation into buf, from the generator at the epoch's start,
  * leaving the generator at the next epoch's start. */
 static void draw_epoch(struct cfs_sampler *s, uint64_t epoch, uint64_t rp)
 {
-    cfs_mt19937_discard(&s->mt, base_seed_words(s, epoch));
+    cfs_mt19937_discard(&s->mt, pre_words(s, epoch, rp));
     if (s->p.kind == CFS_SAMPLER_TORCH_GLOBAL) {
         /* RandomSampler: generator.manual_seed(int(empty(int64).random_())),
          * a random64 masked to 63 bits; manual_seed keeps its low 32. */
@@ -185,8 +245,7 @@ static void draw_epoch(struct cfs_sampler *s, uint64_t epoch, uint64_t rp)
         return;
     }
     cfs_torch_randperm(&s->mt, s->buf, (uint32_t)s->p.n, s->p.randperm);
-    /* RandomSampler's trailing randperm(n)[:0] when the loader exhausts it. */
-    cfs_mt19937_discard(&s->mt, rp);
+    cfs_mt19937_discard(&s->mt, post_words(s, rp));
 }
 
 static int compute_stateful(struct cfs_sampler *s, uint32_t epoch)
@@ -212,6 +271,23 @@ static int compute_stateful(struct cfs_sampler *s, uint32_t epoch)
     return 0;
 }
 
+/* torch-ddp's kin: randperm(n) of a generator seeded seed + e, where
+ * ultralytics-ddp's e is the epoch before (its loader builds epoch e's
+ * permutation while epoch e-1 runs, before set_epoch(e)). */
+static int compute_ddp(struct cfs_sampler *s, uint32_t epoch)
+{
+    uint32_t e = s->p.kind == CFS_SAMPLER_ULTRALYTICS_DDP && epoch > 0 ? epoch - 1 : epoch;
+    if (s->p.seed + e < s->p.seed) {
+        snprintf(s->err, sizeof(s->err),
+                 "seed=%llu + epoch %u exceeds 2^64-1: torch's manual_seed would fail",
+                 (unsigned long long)s->p.seed, e);
+        return -ERANGE;
+    }
+    cfs_mt19937_seed(&s->mt, s->p.seed + e);
+    cfs_torch_randperm(&s->mt, s->buf, (uint32_t)s->p.n, s->p.randperm);
+    return 0;
+}
+
 int cfs_sampler_compute_epoch(struct cfs_sampler *s, uint32_t epoch)
 {
     int rc = 0;
@@ -221,19 +297,21 @@ int cfs_sampler_compute_epoch(struct cfs_sampler *s, uint32_t epoch)
     s->cur_epoch = -1;
     switch (s->p.kind) {
     case CFS_SAMPLER_TORCH_DDP:
-        if (s->p.seed + epoch < s->p.seed) {
-            snprintf(s->err, sizeof(s->err),
-                     "seed=%llu + epoch %u exceeds 2^64-1: torch's manual_seed would fail",
-                     (unsigned long long)s->p.seed, epoch);
-            return -ERANGE;
-        }
-        cfs_mt19937_seed(&s->mt, s->p.seed + epoch);
-        cfs_torch_randperm(&s->mt, s->buf, (uint32_t)s->p.n, s->p.randperm);
+    case CFS_SAMPLER_MMENGINE_NOROUND:
+    case CFS_SAMPLER_ULTRALYTICS_DDP:
+        rc = compute_ddp(s, epoch);
         break;
     case CFS_SAMPLER_TORCH:
     case CFS_SAMPLER_TORCH_SAMPLER:
     case CFS_SAMPLER_TORCH_GLOBAL:
+    case CFS_SAMPLER_TORCHDATA:
+    case CFS_SAMPLER_TORCHDATA_WORKERS:
+    case CFS_SAMPLER_ULTRALYTICS:
+    case CFS_SAMPLER_HF_TRAINER_GLOBAL:
         rc = compute_stateful(s, epoch);
+        break;
+    case CFS_SAMPLER_DETECTRON2:
+        cfs_infinite_pass(&s->p, &s->mt, &s->gen_epoch, epoch, s->buf, s->view);
         break;
     case CFS_SAMPLER_LIST: {
         uint32_t le = epoch % cfs_sampler_list_epochs(s->list);
@@ -259,19 +337,13 @@ int cfs_sampler_compute_epoch(struct cfs_sampler *s, uint32_t epoch)
 
 uint32_t cfs_sampler_rank_at(const struct cfs_sampler *s, uint32_t rank, uint64_t i)
 {
-    switch (s->p.kind) {
-    case CFS_SAMPLER_TORCH_DDP:
-        /* Padding repeats the list from its head, so padded[j] = perm[j % n]. */
+    if (cfs_ddp_kind(s->p.kind)) /* padding repeats the list from its head: perm[j % n] */
         return s->buf[(rank + i * s->p.world) % s->p.n];
-    case CFS_SAMPLER_LIST:
+    if (s->p.kind == CFS_SAMPLER_LIST)
         return s->buf[s->list_start[rank] + i];
-    case CFS_SAMPLER_HF_ACCELERATE:
-    case CFS_SAMPLER_TORCHVISION_RA:
-    case CFS_SAMPLER_TIMM_RA:
+    if (s->view) /* the frameworks' kinds, detectron2 */
         return s->view[rank + i * s->p.world];
-    default:
-        return s->buf[i];
-    }
+    return s->buf[i];
 }
 
 int cfs_sampler_epoch_order(const struct cfs_sampler *s, const uint32_t **order, uint64_t *len,
@@ -281,7 +353,7 @@ int cfs_sampler_epoch_order(const struct cfs_sampler *s, const uint32_t **order,
         return -ENOTSUP;
     if (s->cur_epoch < 0)
         return -ENODATA;
-    if (cfs_framework_kind(s->p.kind)) {
+    if (s->view) {
         *order = s->view;
         *len = s->layout.view_len;
         *rank_step = 1;
@@ -290,8 +362,8 @@ int cfs_sampler_epoch_order(const struct cfs_sampler *s, const uint32_t **order,
     }
     *order = s->buf;
     *len = s->p.n;
-    *rank_step = s->p.kind == CFS_SAMPLER_TORCH_DDP ? 1 : 0;
-    *stride = s->p.kind == CFS_SAMPLER_TORCH_DDP ? s->p.world : 1;
+    *rank_step = cfs_ddp_kind(s->p.kind) ? 1 : 0;
+    *stride = cfs_ddp_kind(s->p.kind) ? s->p.world : 1;
     return 0;
 }
 

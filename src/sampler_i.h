@@ -1,6 +1,7 @@
 /* Private to the sampler module: the list:FILE reader (src/sampler_list.c),
- * the frameworks' samplers (src/sampler_framework.c) and the kinds' facts
- * (src/sampler_kind.c), all below src/sampler.c. */
+ * the frameworks' samplers (src/sampler_framework.c), the infinite stream
+ * (src/sampler_infinite.c) and the kinds' facts (src/sampler_kind.c), all
+ * below src/sampler.c. */
 #ifndef CLAIRFS_SAMPLER_I_H
 #define CLAIRFS_SAMPLER_I_H
 
@@ -27,8 +28,18 @@ uint64_t cfs_sampler_list_max_epoch_total(const struct cfs_sampler_list *l);
 int cfs_sampler_list_load(struct cfs_sampler_list *l, uint32_t epoch, uint32_t *buf, char *err,
                           size_t errlen);
 
-/* hf-accelerate, torchvision-ra, timm-ra (sampler_kind.c). */
+/* The kinds' families (sampler_kind.c). hf-accelerate, torchvision-ra,
+ * timm-ra: */
 bool cfs_framework_kind(enum cfs_sampler_kind kind);
+/* torch-ddp, mmengine-noround, ultralytics-ddp: randperm(n) of seed + epoch
+ * (ultralytics-ddp: of the epoch before), rank r reading r, r+W, ... */
+bool cfs_ddp_kind(enum cfs_sampler_kind kind);
+/* One generator across the run: torch, torch-sampler, torch-global,
+ * torchdata, torchdata-workers, ultralytics, hf-trainer-global. */
+bool cfs_stateful_kind(enum cfs_sampler_kind kind);
+/* Those whose generator is seeded by one draw of the global generator
+ * seeded S: torchdata, torchdata-workers, hf-trainer-global. */
+bool cfs_drawn_seed_kind(enum cfs_sampler_kind kind);
 
 /* How a framework kind's epoch is laid out: every rank reads rank_len
  * indices; the epoch array holds view_len = W * rank_len of them,
@@ -50,5 +61,17 @@ int cfs_framework_layout(const struct cfs_sampler_params *p, struct cfs_framewor
  * epoch does not fit torch's manual_seed. */
 int cfs_framework_epoch(const struct cfs_sampler_params *p, const struct cfs_framework_layout *l,
                         uint32_t epoch, uint32_t *perm, uint32_t *view, char *err, size_t errlen);
+
+/* detectron2 (sampler_infinite.c): pass p is the p-th randperm of the
+ * stream. Indices rank r reads of pass p: */
+uint64_t cfs_infinite_rank_len(const struct cfs_sampler_params *p, uint32_t pass, uint32_t rank);
+/* Entries of the interleaved layout of a pass: W * ceil(n / W). */
+uint64_t cfs_infinite_view_len(const struct cfs_sampler_params *p);
+/* Pass `pass` into view (view[i * W + r] is rank r's i-th index), perm being
+ * n entries of room. mt is the stream's generator at the start of pass
+ * *at_pass; it is replayed from the seed when pass is below that, and left
+ * at the start of pass + 1. */
+void cfs_infinite_pass(const struct cfs_sampler_params *p, struct cfs_mt19937 *mt,
+                       uint64_t *at_pass, uint32_t pass, uint32_t *perm, uint32_t *view);
 
 #endif

@@ -7,8 +7,9 @@
  *                [--drop-last-batch] [--persistent-workers] [--epochs E]
  *                [--start-epoch E0] [--list FILE] [--legacy-randperm] [--repetitions R]
  *                [--rng-offset K] [--rng-epoch-words G]
- *   (K: torch-ddp, torch, torch-sampler, lightning = torch-ddp, hf-accelerate,
- *    torchvision-ra, timm-ra, torch-global)
+ *   (K: any kind's name, cfs_sampler_kind_name(), or one of the second names
+ *    sampler= takes: lightning, mmengine = torch-ddp, mmengine-infinite =
+ *    detectron2, hf-trainer = torch-sampler)
  *   sampler_dump --bench N [REPEAT] */
 #include <errno.h>
 #include <getopt.h>
@@ -27,6 +28,29 @@ static int parse_u64(const char *s, uint64_t *v)
         return -1;
     *v = strtoull(s, &end, 10);
     return (errno || *end) ? -1 : 0;
+}
+
+/* The kinds' names, and the second names options.c gives some of them. */
+static int parse_kind(const char *a, enum cfs_sampler_kind *kind)
+{
+    static const struct {
+        const char *name;
+        enum cfs_sampler_kind kind;
+    } aliases[] = {{"lightning", CFS_SAMPLER_TORCH_DDP},
+                   {"mmengine", CFS_SAMPLER_TORCH_DDP},
+                   {"mmengine-infinite", CFS_SAMPLER_DETECTRON2},
+                   {"hf-trainer", CFS_SAMPLER_TORCH_SAMPLER}};
+    for (int k = 0; k < CFS_SAMPLER_KINDS; k++)
+        if (k != CFS_SAMPLER_LIST && !strcmp(a, cfs_sampler_kind_name((enum cfs_sampler_kind)k))) {
+            *kind = (enum cfs_sampler_kind)k;
+            return 0;
+        }
+    for (size_t i = 0; i < sizeof(aliases) / sizeof(aliases[0]); i++)
+        if (!strcmp(a, aliases[i].name)) {
+            *kind = aliases[i].kind;
+            return 0;
+        }
+    return -1;
 }
 
 static double now(void)
@@ -92,15 +116,10 @@ int main(int argc, char **argv)
         const char *a = optarg;
         switch (c) {
         case 'k':
-            if (!strcmp(a, "torch-ddp")) p.kind = CFS_SAMPLER_TORCH_DDP;
-            else if (!strcmp(a, "torch")) p.kind = CFS_SAMPLER_TORCH;
-            else if (!strcmp(a, "torch-sampler")) p.kind = CFS_SAMPLER_TORCH_SAMPLER;
-            else if (!strcmp(a, "lightning")) p.kind = CFS_SAMPLER_TORCH_DDP;
-            else if (!strcmp(a, "hf-accelerate")) p.kind = CFS_SAMPLER_HF_ACCELERATE;
-            else if (!strcmp(a, "torchvision-ra")) p.kind = CFS_SAMPLER_TORCHVISION_RA;
-            else if (!strcmp(a, "timm-ra")) p.kind = CFS_SAMPLER_TIMM_RA;
-            else if (!strcmp(a, "torch-global")) p.kind = CFS_SAMPLER_TORCH_GLOBAL;
-            else { fprintf(stderr, "sampler_dump: bad --kind %s\n", a); return 2; }
+            if (parse_kind(a, &p.kind) < 0) {
+                fprintf(stderr, "sampler_dump: bad --kind %s\n", a);
+                return 2;
+            }
             break;
         case 'l': p.kind = CFS_SAMPLER_LIST; p.list_path = a; break;
         case 'd': p.drop_last = true; break;

@@ -101,6 +101,79 @@
  * repeated list (W > 2*n*R roughly); creation refuses that case. They have
  * no drop_last of their own; sampler drop_last only concerns torch-ddp.
  *
+ * The training libraries' samplers (none is installed here: each was read at
+ * the commit named and is transcribed onto real torch in
+ * tests/golden/library_orders.py, which the oracle compares with these):
+ *
+ *  detectron2     facebookresearch/detectron2 02b5c4e2 (2026-06-06),
+ *                 data/samplers/distributed_sampler.py TrainingSampler
+ *                 (shuffle=True): a generator seeded S once yields randperm(n),
+ *                 randperm(n), ... forever; rank r reads islice(stream, r,
+ *                 None, W). S is cfg.SEED (its default -1 is manual_seed(-1),
+ *                 i.e. seed=4294967295) or, without one, comm.shared_random_seed()
+ *                 (rank 0's np.random.randint(2^31)). MMEngine's InfiniteSampler
+ *                 (open-mmlab/mmengine 25434293, 2025-10-27, dataset/sampler.py;
+ *                 sampler=mmengine-infinite) is the same code. There are no
+ *                 epochs: "epoch" p is pass p, the p-th randperm, stream
+ *                 positions p*n .. p*n+n-1, of which rank r reads those q with
+ *                 q % W == r (so its length moves by one between passes when W
+ *                 does not divide n). batch and drop_last_batch change nothing:
+ *                 batches run across passes. build_detection_train_loader's
+ *                 workers (ToIterableDataset, shard_chunk_size = batch) take
+ *                 chunks of B of the rank's stream round-robin, as a
+ *                 DataLoader deals its batches.
+ *  mmengine       not a kind: MMEngine's DefaultSampler (round_up=True, the
+ *                 default; same commit) is torch-ddp with drop_last=False:
+ *                 seed + epoch, `(indices * (total/n + 1))[:total]` is the
+ *                 same head-repeating padding, strided by rank; the runner's
+ *                 DistSamplerSeedHook calls set_epoch(runner.epoch).
+ *  mmengine-noround  DefaultSampler(round_up=False): the same permutation,
+ *                 no padding: rank r reads perm[r], perm[r+W], ...,
+ *                 ceil((n-r)/W) indices.
+ *  torchdata      pytorch/data 088e4347 (2025-06-10; the seeding since
+ *                 1277308b, torchdata 0.11), stateful_dataloader/:
+ *                 StatefulDataLoader(ds, shuffle=True) without a generator
+ *                 builds its own RandomSampler, whose generator is seeded, when
+ *                 the loader is built, with one draw of the global generator
+ *                 (int(torch.empty((), int64).random_()): after
+ *                 torch.manual_seed(S) and rng_offset words, the low word of
+ *                 the next random64). Every iter() of its batch sampler draws
+ *                 randperm(n) at once, and the sampler stops after n indices
+ *                 without a trailing randperm. num_workers=0: one iter() per
+ *                 epoch. (0.8-0.10 seeded with 1 and used torch's
+ *                 RandomSampler: not modelled.)
+ *  torchdata-workers  num_workers > 0: the iterator's __init__ and its
+ *                 _reset(first_iter=True) each call iter(), so an epoch draws
+ *                 two randperms and reads the second; with persistent_workers
+ *                 only epoch 0 makes an iterator, later epochs _reset() once.
+ *  ultralytics    ultralytics/ultralytics data/build.py 002363f1,
+ *                 engine/trainer.py 00016300: InfiniteDataLoader(shuffle=True,
+ *                 generator=g), g seeded 6148914691236517205 + RANK (RANK is
+ *                 -1 in one process: seed=6148914691236517204), makes one
+ *                 iterator for the run (its _base_seed: 2 words of g) and
+ *                 repeats the batch sampler forever, an epoch being one
+ *                 RandomSampler pass (randperm(n), then the trailing one): torch
+ *                 with persistent_workers. drop_last_batch is the trainer's
+ *                 drop_last: the loader drops `drop_last and n % batch != 0`,
+ *                 batch being min(batch, n) (for ultralytics-ddp too). The
+ *                 trainer's train_loader.reset() at close_mosaic (a new
+ *                 iterator) is not modelled.
+ *  ultralytics-ddp  under DDP: DistributedSampler(shuffle=True, seed 0 unless
+ *                 changed) and set_epoch(epoch) at each epoch's start, but the
+ *                 one iterator keeps prefetch_factor (4) x workers batches in
+ *                 flight, so it builds epoch e's permutation during epoch e-1:
+ *                 epoch e reads torch-ddp's epoch max(e-1, 0). Assumes workers
+ *                 > 0 and 4 x workers <= the rank's batches per epoch (with no
+ *                 workers it is torch-ddp).
+ *  hf-trainer     not a kind: transformers' Trainer up to 4.30 in one process
+ *                 with data_seed=S (_get_train_sampler) is torch-sampler:
+ *                 RandomSampler(generator=g seeded S), the DataLoader given no
+ *                 generator.
+ *  hf-trainer-global  the same without data_seed: g is seeded with one draw of
+ *                 the global generator when the train loader is built, as
+ *                 torchdata's (after set_seed(S) and rng_offset words), then
+ *                 two randperms per epoch as torch-sampler.
+ *
  * Versions: every rule above was read in torch 1.13's Python sources and
  * checked live against Debian's torch 1.13; RandomSampler's trailing
  * randperm and DistributedSampler's padding read the same in the torch 2.x
@@ -146,7 +219,16 @@ enum cfs_sampler_kind {
     CFS_SAMPLER_TORCHVISION_RA, /* torchvision references' RASampler, seeded S + e */
     CFS_SAMPLER_TIMM_RA,       /* timm's RepeatAugSampler, seeded e */
     CFS_SAMPLER_TORCH_GLOBAL,  /* DataLoader(shuffle=True), no generator: the global RNG */
+    CFS_SAMPLER_DETECTRON2,    /* detectron2 TrainingSampler, MMEngine InfiniteSampler */
+    CFS_SAMPLER_MMENGINE_NOROUND, /* MMEngine DefaultSampler(round_up=False) */
+    CFS_SAMPLER_TORCHDATA,     /* torchdata StatefulDataLoader(shuffle=True), num_workers=0 */
+    CFS_SAMPLER_TORCHDATA_WORKERS, /* the same with num_workers > 0 */
+    CFS_SAMPLER_ULTRALYTICS,   /* ultralytics InfiniteDataLoader, one process */
+    CFS_SAMPLER_ULTRALYTICS_DDP, /* ultralytics under DDP: set_epoch one epoch late */
+    CFS_SAMPLER_HF_TRAINER_GLOBAL, /* transformers Trainer <= 4.30 without data_seed */
 };
+/* How many kinds there are (they are numbered from 0). */
+#define CFS_SAMPLER_KINDS (CFS_SAMPLER_HF_TRAINER_GLOBAL + 1)
 
 /* MT19937 as torch's CPUGeneratorImpl uses it. */
 struct cfs_mt19937 {
@@ -231,9 +313,10 @@ uint32_t cfs_sampler_rank_at(const struct cfs_sampler *s, uint32_t rank, uint64_
  * for the torch models, cfs_sampler_rank_at(s, r, i) ==
  * (*order)[(r * *rank_step + i * *stride) % *len], so a rank's stream is a
  * strided walk of one array and neighbouring ranks read neighbouring
- * entries (torch-ddp: rank_step 1, stride W; torch, torch-sampler, torch-global: rank_step
- * 0, stride 1; the framework kinds: rank_step 1, stride W over an array of
- * W * rank_len entries that holds the ranks' streams interleaved). Returns 0, or -ENOTSUP for list:FILE (use rank_at) and
+ * entries (torch-ddp, mmengine-noround, ultralytics-ddp: rank_step 1, stride W; the
+ * stateful kinds: rank_step 0, stride 1; the framework kinds and detectron2:
+ * rank_step 1, stride W over an array of W * (longest rank_len) entries that
+ * holds the ranks' streams interleaved). Returns 0, or -ENOTSUP for list:FILE (use rank_at) and
  * -ENODATA before any epoch was computed. */
 int cfs_sampler_epoch_order(const struct cfs_sampler *s, const uint32_t **order, uint64_t *len,
                             uint64_t *rank_step, uint64_t *stride);
@@ -241,8 +324,10 @@ int cfs_sampler_epoch_order(const struct cfs_sampler *s, const uint32_t **order,
 /* The message of the last failed cfs_sampler_compute_epoch(), or "". */
 const char *cfs_sampler_error(const struct cfs_sampler *s);
 
-/* "torch-ddp", "torch", "torch-sampler", "list", "hf-accelerate",
- * "torchvision-ra", "timm-ra" or "torch-global". */
+/* The kind's sampler= name: "torch-ddp", "torch", "torch-sampler", "list",
+ * "hf-accelerate", "torchvision-ra", "timm-ra", "torch-global", "detectron2",
+ * "mmengine-noround", "torchdata", "torchdata-workers", "ultralytics",
+ * "ultralytics-ddp" or "hf-trainer-global". */
 const char *cfs_sampler_kind_name(enum cfs_sampler_kind kind);
 
 #endif
