@@ -6,25 +6,33 @@
 # is all cached.  Epoch 1 is the cold one; the figure is the median of
 # epochs 2..E per system and its ratio to tmpfs's.  Figures, no assertions.
 #
-# usage: bench/bench-ddp.sh [--build DIR] [--epochs E] [--reps R] [--opts OPTS]...
+# usage: bench/bench-ddp.sh [--build DIR] [--epochs E] [--reps R] [--trace]
+#                           [--opts OPTS]...
 #   --build DIR   meson build directory (default $CLAIRFS_BUILD or build)
 #   --epochs E    epochs per training run (default 4)
 #   --reps R      rounds, each one run on tmpfs then on every mount (default 2)
 #   --opts OPTS   extra clairfs -o options of one configuration (repeatable;
 #                 default one configuration, the defaults)
+#   --trace       also record the kernel's fuse tracepoints (perf) over the
+#                 cached epochs of the last round's run on each mount and
+#                 print the requests of each type per cached epoch and per
+#                 open; needs root and tracefs
+# Each mount also reports its daemon's CPU per cached epoch (from the end
+# of epoch 1 to the trainer's exit; median over the rounds).
 # Dataset: 2000 files of ~110 KB in 20 classes (clairfs-gendata, as
 # bench.sh --quick) in BENCH_TMP (default /dev/shm); trainer: --world 2
 # --workers 2 --batch 32 --seed 0; every clairfs run a fresh mount with the
 # trainer's seed, ram= twice the dataset, ssd=0.
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-build=${CLAIRFS_BUILD:-build} epochs=4 reps=2 configs=()
+build=${CLAIRFS_BUILD:-build} epochs=4 reps=2 trace=0 configs=()
 while [ $# -gt 0 ]; do
     case $1 in
     --build) build=${2:?}; shift 2 ;;
     --epochs) epochs=${2:?}; shift 2 ;;
     --reps) reps=${2:?}; shift 2 ;;
     --opts) configs+=("$2"); shift 2 ;;
+    --trace) trace=1; shift ;;
     -h | --help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench-ddp: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
@@ -35,11 +43,15 @@ CLAIRFS=$build/clairfs
 [ -x "$CLAIRFS" ] || { echo "bench-ddp: $CLAIRFS is not built" >&2; exit 1; }
 PYTHON=/usr/bin/python3
 "$PYTHON" -c 'import torch, torchvision' 2>/dev/null || { echo "bench-ddp: needs torch and torchvision in $PYTHON" >&2; exit 1; }
+if [ $trace -eq 1 ] && ! command -v perf >/dev/null; then echo "bench-ddp: --trace needs perf" >&2; exit 1; fi
 
-work= mnt= dpid=
+. "$top/bench/fuse_trace.sh"
+work= mnt= dpid= wpid=
 cleanup() {
     local rc=$?
     trap - EXIT INT TERM
+    [ -n "$wpid" ] && kill "$wpid" 2>/dev/null && wait "$wpid" 2>/dev/null
+    fuse_trace_stop
     if [ -n "$mnt" ] && grep -qF " $mnt " /proc/self/mountinfo; then
         fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -u -z "$mnt"
     fi
@@ -56,17 +68,35 @@ src=$work/dataset
 timeout 600 "$PYTHON" "$top/tools/clairfs-gendata" --classes 20 --files 100 --size lognormal:92K:0.6 \
     --max-size 2M --seed 1 --quiet "$src" || { echo "bench-ddp: clairfs-gendata failed" >&2; exit 1; }
 kib=$(du -sk "$src" | cut -f1)
-SEED=0 WORLD=2 BATCH=32 WORKERS=2
+nfiles=$(find "$src" -type f | wc -l)
+SEED=0 WORLD=2 BATCH=32 WORKERS=2 conn=()
+
+# after_epoch1 LABEL TRACE: once the trainer has printed its first epoch,
+# the daemon's CPU so far into $work/cpu0, and the trace started when TRACE
+# is 1 (in the background: the trainer runs meanwhile).
+after_epoch1() {
+    while ! grep -q '^epoch' "$work/train.log" 2>/dev/null; do
+        kill -0 "$dpid" 2>/dev/null || return 0
+        sleep 0.02
+    done
+    proc_cpu "$dpid" >"$work/cpu0"
+    if [ "$2" = 1 ]; then
+        perf record -q -a -e fuse:fuse_request_send -e fuse:fuse_request_end -o "$work/perf$1.data" >/dev/null 2>&1 &
+        echo $! >"$work/perf.pid"
+        wait
+    fi
+}
 
 # train LABEL DIR: one training run; its epoch times go to $work/samples.LABEL.
 train() {
+    : >"$work/train.log"
     timeout 900 "$PYTHON" "$top/examples/train_ddp.py" --data "$2" --epochs "$epochs" --seed $SEED \
         --batch $BATCH --workers $WORKERS --world $WORLD >"$work/train.log" 2>&1 ||
         { echo "bench-ddp: trainer failed on $1: $(tail -n 1 "$work/train.log")" >&2; exit 1; }
     awk '$1 == "epoch" { print $2, $4 }' "$work/train.log" >>"$work/samples.$1"
 }
 
-echo "== $(find "$src" -type f | wc -l) files, $((kib / 1024)) MiB; train_ddp.py --world $WORLD --workers $WORKERS, $epochs epochs x $reps rounds; load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "== $nfiles files, $((kib / 1024)) MiB; train_ddp.py --world $WORLD --workers $WORKERS, $epochs epochs x $reps rounds; load $(cut -d' ' -f1-3 /proc/loadavg)"
 for ((r = 1; r <= reps; r++)); do
     train tmpfs "$src"
     for ((c = 0; c < ${#configs[@]}; c++)); do
@@ -78,7 +108,16 @@ for ((r = 1; r <= reps; r++)); do
         dpid=$!
         for _ in $(seq 600); do [ -e "$mnt/.clairfs/ready" ] && break; sleep 0.05; done
         [ -e "$mnt/.clairfs/ready" ] || { echo "bench-ddp: clairfs did not mount: $(tail -n 1 "$work/clairfs.log")" >&2; exit 1; }
+        rm -f "$work/cpu0" "$work/perf.pid"
+        after_epoch1 "$c" "$([ $trace -eq 1 ] && [ $r -eq "$reps" ] && echo 1)" &
+        wpid=$!
         train "$c" "$mnt"
+        [ -s "$work/perf.pid" ] && kill -INT "$(cat "$work/perf.pid")"
+        wait "$wpid"
+        wpid=
+        [ -s "$work/cpu0" ] && awk -v a="$(cat "$work/cpu0")" -v b="$(proc_cpu "$dpid")" -v k=$((epochs - 1)) \
+            'BEGIN { print (b - a) / k }' >>"$work/cpu.$c"
+        [ -s "$work/perf.pid" ] && conn[$c]=$(fuse_conn "$mnt")
         fusermount3 -u "$mnt" || exit 1
         wait "$dpid"
         dpid= mnt=
@@ -101,3 +140,9 @@ for l in tmpfs $(seq 0 $((${#configs[@]} - 1))); do
     awk -v l="$name" -v w="$w" -v c="$c" -v b="$base" -v cb="$cbase" -v n="$n" \
         'BEGIN { printf "  %-32s epochs 2+: %7.3f s x%.2f (%d)   epoch 1: %7.3f s x%.2f\n", l, w, w / b, n, c, c / cb }'
 done
+for ((c = 0; c < ${#configs[@]}; c++)); do
+    cpu=$(sort -n "$work/cpu.$c" 2>/dev/null | awk '{ v[NR] = $1 } END { if (NR) printf "%.3f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
+    echo "== clairfs${configs[$c]:+ -o ${configs[$c]}}: daemon CPU per cached epoch ${cpu:-?} s (median of $reps rounds)"
+    [ -n "${conn[$c]:-}" ] && fuse_trace_report "$work/perf$c.data" "${conn[$c]}" $((epochs - 1)) "$nfiles"
+done
+exit 0

@@ -15,9 +15,9 @@
 #                 it several times to compare configurations in the same run
 #                 (default: one configuration, the defaults)
 #   --trace       also record the kernel's fuse tracepoints (perf) during the
-#                 last round's run on each mount and print, per cached epoch,
-#                 the requests of each type and their mean round trip (kernel
-#                 send to reply); needs root and tracefs
+#                 last round's run on each mount and print, per cached epoch
+#                 and per open, the requests of each type and their mean
+#                 round trip (kernel send to reply); needs root and tracefs
 #
 # The reader is clairfs-bench with the trainer's order (seed=42, batch 32,
 # 4 DataLoader worker threads, files read whole with 64 KiB reads, no
@@ -28,7 +28,8 @@
 # byte for byte with --verify) and then the rounds alternate between the
 # systems, every run continuing the trainer's epochs (start_epoch), so that
 # the load of a shared machine falls on all of them alike.  The figure is
-# the median epoch per system and its ratio to tmpfs's median in the run.
+# the median epoch per system and its ratio to tmpfs's median in the run,
+# and each daemon's CPU per cached epoch (median over the rounds).
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${CLAIRFS_BUILD:-build} epochs=4 reps=8 trace=0 configs=()
@@ -50,11 +51,12 @@ for b in "$CLAIRFS" "$BENCH"; do [ -x "$b" ] || { echo "bench-hit: $b is not bui
 if [ -x /usr/bin/python3 ]; then PYTHON=/usr/bin/python3; else PYTHON=python3; fi
 if [ $trace -eq 1 ] && ! command -v perf >/dev/null; then echo "bench-hit: --trace needs perf" >&2; exit 1; fi
 
-work= mnts=() dpids=() ppid=
+. "$top/bench/fuse_trace.sh"
+work= mnts=() dpids=()
 cleanup() {
     local rc=$? m p
     trap - EXIT INT TERM
-    [ -n "$ppid" ] && kill -INT "$ppid" 2>/dev/null && wait "$ppid" 2>/dev/null
+    fuse_trace_stop
     for m in "${mnts[@]}"; do
         grep -qF " $m " /proc/self/mountinfo && { fusermount3 -u "$m" 2>/dev/null || fusermount3 -u -z "$m"; }
     done
@@ -90,27 +92,6 @@ mount_clairfs() {
     exit 1
 }
 
-# trace_report FILE K: the requests of each opcode per epoch and their mean
-# kernel round trip.
-trace_report() {
-    perf script -i "$1" -F time,event,trace 2>/dev/null | awk -v k="$2" '
-        { t = $1 + 0 }
-        $2 ~ /fuse_request_send/ {
-            for (i = 3; i <= NF; i++) { if ($i == "req") u = $(i + 1); if ($i == "opcode") op = $(i + 2) }
-            gsub(/[()]/, "", op)
-            cnt[op]++; start[u] = t; opof[u] = op
-        }
-        $2 ~ /fuse_request_end/ {
-            for (i = 3; i <= NF; i++) if ($i == "req") u = $(i + 1)
-            if (u in start) { rt[opof[u]] += t - start[u]; done[opof[u]]++; delete start[u] }
-        }
-        END {
-            printf "  %-22s %14s %18s\n", "request", "per epoch", "mean round trip us"
-            if (length(cnt) == 0) print "  (none)"
-            for (op in cnt) printf "  %-22s %14.1f %18.1f\n", op, cnt[op] / k, done[op] ? 1e6 * rt[op] / done[op] : 0
-        }'
-}
-
 # run_reader LABEL DIR EPOCH0 EPOCHS [VERIFY]: one clairfs-bench run of
 # epochs EPOCH0.. ; appends the epoch times to $work/samples.LABEL.
 run_reader() {
@@ -136,15 +117,13 @@ for ((r = 1; r <= reps; r++)); do
     for l in "${labels[@]}"; do
         dir=$src
         [ "$l" = tmpfs ] || dir=$work/mnt$l
-        if [ $trace -eq 1 ] && [ $r -eq "$reps" ] && [ "$l" != tmpfs ]; then
-            perf record -q -a -e fuse:fuse_request_send -e fuse:fuse_request_end -o "$work/perf$l.data" \
-                >/dev/null 2>&1 &
-            ppid=$!
-            sleep 0.5
-        fi
+        [ $trace -eq 1 ] && [ $r -eq "$reps" ] && [ "$l" != tmpfs ] && fuse_trace_start "$work/perf$l.data"
+        [ "$l" = tmpfs ] || cpu0=$(proc_cpu "${dpids[$l]}")
         # The last round compares every byte.
         run_reader "$l" "$dir" "$e0" "$epochs" "$([ $r -eq "$reps" ] && [ "$l" != tmpfs ] && echo "$src")"
-        if [ -n "$ppid" ]; then kill -INT "$ppid"; wait "$ppid" 2>/dev/null; ppid=; fi
+        [ "$l" = tmpfs ] ||
+            awk -v a="$cpu0" -v b="$(proc_cpu "${dpids[$l]}")" -v k="$epochs" 'BEGIN { print (b - a) / k }' >>"$work/cpu.$l"
+        fuse_trace_stop
     done
 done
 median() { sort -n "$1" | awk '{ v[NR] = $1 } END { printf "%.4f %.4f %d", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2, v[1], NR }'; }
@@ -156,9 +135,10 @@ for l in "${labels[@]}"; do
         'BEGIN { printf "  %-40s %8.4f s  x%.2f  (%d epochs, fastest %.4f s)\n", l, m, m / b, n, mn }'
 done
 for ((c = 0; c < ${#configs[@]}; c++)); do
-    echo "== $(name "$c"): cold epoch 0 (read with --verify) $(cat "$work/samples.cold$c") s; counters (all epochs)"
+    read -r cpu _ _ < <(median "$work/cpu.$c")
+    echo "== $(name "$c"): cold epoch 0 (read with --verify) $(cat "$work/samples.cold$c") s; daemon CPU per cached epoch $cpu s (median of $reps rounds); counters (all epochs)"
     grep -E '^clairfs_(reads_total|read_requests_total|pagecache_fallback)' "$work/mnt$c/.clairfs/metrics" | sed 's/^/  /'
     grep -h "kernel_open:" "$work/clairfs$c.log" | sed 's/^/  log: /'
-    [ $trace -eq 1 ] && trace_report "$work/perf$c.data" "$epochs"
+    [ $trace -eq 1 ] && fuse_trace_report "$work/perf$c.data" "$(fuse_conn "$work/mnt$c")" "$epochs" "$nfiles"
 done
 exit 0
