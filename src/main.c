@@ -36,8 +36,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/fanotify.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -57,158 +55,11 @@
 #include "clairfs/peer_startup.h"
 #include "clairfs/prefetch.h"
 #include "clairfs/run_config.h"
+#include "cmdline.h"
 #include "fs.h"
 #include "mountpoint.h"
 #include "opener.h"
-
-#define USAGE "usage: clairfs [-f] [-d] [-o OPT[,OPT...]] SOURCE MOUNTPOINT"
-
-struct cmdline {
-    struct cfs_options opts;
-    char *source;
-    char *mountpoint;
-    int nargs; /* positional arguments seen */
-    bool foreground, debug, help, version;
-    char *fsname, *subtype; /* given by the user, else ours */
-    char err[512];
-};
-
-enum { KEY_HELP, KEY_VERSION, KEY_FOREGROUND, KEY_DEBUG };
-
-static const struct fuse_opt cmdline_spec[] = {
-    FUSE_OPT_KEY("-h", KEY_HELP),       FUSE_OPT_KEY("--help", KEY_HELP),
-    FUSE_OPT_KEY("-V", KEY_VERSION),    FUSE_OPT_KEY("--version", KEY_VERSION),
-    FUSE_OPT_KEY("-f", KEY_FOREGROUND), FUSE_OPT_KEY("-d", KEY_DEBUG),
-    FUSE_OPT_KEY("debug", KEY_DEBUG),   FUSE_OPT_END,
-};
-
-/* Options that the kernel or libfuse's mount understand: handed on. */
-static const char *const fuse_passthrough[] = {
-    "ro",          "rw",          "dev",          "nodev",     "suid",       "nosuid",
-    "exec",        "noexec",      "atime",        "noatime",   "relatime",   "norelatime",
-    "strictatime", "nostrictatime", "diratime",   "nodiratime", "lazytime",  "nolazytime",
-    "sync",        "async",       "dirsync",      "default_permissions",      "allow_root",
-    "auto_unmount", NULL,
-};
-static const char *const fuse_passthrough_prefix[] = {
-    "max_read=", "context=", "fscontext=", "defcontext=", "rootcontext=", NULL,
-};
-/* Options meant for mount(8) and fstab, not for the filesystem: accepted and
- * dropped, so that an fstab line works. */
-static const char *const fstab_only[] = {
-    "auto", "noauto", "user", "users", "nouser", "owner", "group", "defaults", "_netdev",
-    "nofail", NULL,
-};
-static const char *const fstab_only_prefix[] = {"x-", "comment=", NULL};
-
-static bool in_list(const char *const *list, const char *s)
-{
-    for (; *list; list++)
-        if (strcmp(*list, s) == 0)
-            return true;
-    return false;
-}
-
-static bool has_prefix_in(const char *const *list, const char *s)
-{
-    for (; *list; list++)
-        if (strncmp(s, *list, strlen(*list)) == 0)
-            return true;
-    return false;
-}
-
-static int replace(char **slot, const char *value)
-{
-    free(*slot);
-    *slot = strdup(value);
-    return *slot ? 0 : -1;
-}
-
-/* fuse_opt callback: returns 1 to keep arg for libfuse, 0 to drop it, -1 to
- * fail (with cl->err set). */
-static int cmdline_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
-{
-    (void)outargs;
-    struct cmdline *cl = data;
-    int rc;
-
-    switch (key) {
-    case KEY_HELP:
-        cl->help = true;
-        return 0;
-    case KEY_VERSION:
-        cl->version = true;
-        return 0;
-    case KEY_FOREGROUND:
-        cl->foreground = true;
-        return 0;
-    case KEY_DEBUG:
-        cl->debug = cl->foreground = true;
-        return 0;
-    case FUSE_OPT_KEY_NONOPT:
-        cl->nargs++;
-        if (cl->nargs == 1)
-            return replace(&cl->source, arg);
-        if (cl->nargs == 2)
-            return replace(&cl->mountpoint, arg);
-        snprintf(cl->err, sizeof(cl->err), "unexpected argument '%s' (" USAGE ")", arg);
-        return -1;
-    case FUSE_OPT_KEY_OPT:
-        break;
-    default:
-        return -1;
-    }
-    if (arg[0] == '-') {
-        snprintf(cl->err, sizeof(cl->err), "unknown argument '%s' (see --help)", arg);
-        return -1;
-    }
-    rc = cfs_options_set(&cl->opts, arg, cl->err, sizeof(cl->err));
-    if (rc == 0)
-        return 0; /* allow_other reaches libfuse from mount_session, once checked */
-    if (rc != -ENOENT) {
-        if (rc == -ENOMEM)
-            snprintf(cl->err, sizeof(cl->err), "out of memory");
-        return -1;
-    }
-    if (strncmp(arg, "fsname=", 7) == 0)
-        return replace(&cl->fsname, arg + 7);
-    if (strncmp(arg, "subtype=", 8) == 0)
-        return replace(&cl->subtype, arg + 8);
-    if (in_list(fuse_passthrough, arg) || has_prefix_in(fuse_passthrough_prefix, arg))
-        return 1;
-    if (in_list(fstab_only, arg) || has_prefix_in(fstab_only_prefix, arg))
-        return 0;
-    snprintf(cl->err, sizeof(cl->err), "unknown option '%s' (see --help)", arg);
-    return -1;
-}
-
-static void print_help(void)
-{
-    printf(USAGE "\n\n"
-           "Serves the directory SOURCE read-only at MOUNTPOINT, learns from the opens the\n"
-           "order a PyTorch trainer reads its files in, and stages each file into RAM (or\n"
-           "an SSD directory) before it is read.  Nothing needs to be given:\n"
-           "    clairfs SOURCE MOUNTPOINT\n\n"
-           "General options:\n"
-           "    -h, --help             print this help and exit\n"
-           "    -V, --version          print the version and exit\n"
-           "    -f                     stay in the foreground (log to stderr)\n"
-           "    -d, -o debug           foreground, debug log and FUSE request trace\n"
-           "    -o OPT[,OPT...]        mount options, below\n\n");
-    cfs_options_print_help(stdout);
-    printf("\nFUSE and mount options:\n"
-           "    allow_root             let root read a mount of another user\n"
-           "    default_permissions    always on: the kernel checks the source's modes\n"
-           "    fsname=NAME            source name in /proc/mounts (default clairfs:SOURCE)\n"
-           "    subtype=NAME           type in /proc/mounts is fuse.NAME (default clairfs)\n"
-           "    auto_unmount           unmount when the daemon dies\n"
-           "    max_read=N             largest read request\n"
-           "    ro                     read-only mount; .clairfs/control then refuses writes\n"
-           "    rw, [no]dev, [no]suid, [no]exec, [no|rel|strict]atime, [no]diratime,\n"
-           "    [no]lazytime, sync, async, dirsync       as in mount(8)\n"
-           "    auto, noauto, user, users, owner, group, defaults, _netdev, nofail, x-*,\n"
-           "    comment=*              fstab options, ignored\n");
-}
+#include "privileges.h"
 
 /* Checks that a path names an existing directory; resolves it. */
 static int check_dir(const char *what, const char *path, char **resolved, char *err,
@@ -395,23 +246,9 @@ static int start_peers(struct daemon *d, int *argc, char ***argv)
 static int parse_command_line(struct daemon *d)
 {
     struct cmdline *cl = &d->cl;
-    if (fuse_opt_parse(&d->args, cl, cmdline_spec, cmdline_proc) < 0) {
-        /* fuse_opt reports its own errors (e.g. -o without a value). */
-        snprintf(d->err, sizeof(d->err), "%s", cl->err);
-        return PHASE_FAILED;
-    }
-    if (cl->help) {
-        print_help();
-        return PHASE_DONE;
-    }
-    if (cl->version) {
-        printf("clairfs %s (libfuse %s)\n", CLAIRFS_VERSION, fuse_pkgversion());
-        return PHASE_DONE;
-    }
-    if (cl->nargs < 2) {
-        snprintf(d->err, sizeof(d->err), "%s", cl->nargs ? "missing MOUNTPOINT (" USAGE ")" : USAGE);
-        return PHASE_FAILED;
-    }
+    int rc = cfs_cmdline_parse(&d->args, cl, d->err, sizeof(d->err));
+    if (rc != 0)
+        return rc > 0 ? PHASE_DONE : PHASE_FAILED;
     if (cl->debug)
         cfs_log_set_level(LOG_DEBUG);
     if (cl->opts.log_level >= 0) /* over -d's: its FUSE trace alone with log_level=info */
@@ -424,104 +261,13 @@ static int parse_command_line(struct daemon *d)
     return cfs_options_validate(&cl->opts, d->err, sizeof(d->err)) < 0 ? PHASE_FAILED : PHASE_OK;
 }
 
-/* /etc/fuse.conf's user_allow_other: what lets fusermount3 mount with
- * allow_other for a user other than root. */
-static bool fuse_conf_allows_other(void)
-{
-    FILE *f = fopen("/etc/fuse.conf", "re");
-    if (!f)
-        return false;
-    char line[256];
-    bool yes = false;
-    while (!yes && fgets(line, sizeof(line), f)) {
-        char word[64];
-        yes = sscanf(line, " %63s", word) == 1 && strcmp(word, "user_allow_other") == 0;
-    }
-    fclose(f);
-    return yes;
-}
-
-/* Whether the effective capability set holds CAP (linux/capability.h's
- * number), from /proc/self/status: no libcap for two bits. */
-static bool has_capability(int cap)
-{
-    FILE *f = fopen("/proc/self/status", "re");
-    if (!f)
-        return false;
-    char line[256];
-    unsigned long long eff = 0;
-    while (fgets(line, sizeof(line), f))
-        if (sscanf(line, "CapEff: %llx", &eff) == 1)
-            break;
-    fclose(f);
-    return (eff >> cap) & 1;
-}
-
-#define CAP_SYS_ADMIN_BIT 21
-#define CAP_SYS_NICE_BIT 23
-
-/* kernel_open's open watch: the same fanotify_init as open_watch.c, tried. */
-static bool open_watch_allowed(void)
-{
-    int fd = fanotify_init(FAN_CLASS_NOTIF | FAN_CLOEXEC | FAN_NONBLOCK | FAN_REPORT_FID |
-                               FAN_REPORT_TID,
-                           O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return errno != EPERM; /* another error is no privilege's: the switch reports it */
-    close(fd);
-    return true;
-}
-
-/* A thread at idle priority (the order's search, past its first seeds)
- * may return to the normal one only with CAP_SYS_NICE or an RLIMIT_NICE
- * that allows the nice value it had; the soft limit is raised to the hard
- * one where that is enough. */
-static bool search_can_leave_idle(void)
-{
-    if (geteuid() == 0 || has_capability(CAP_SYS_NICE_BIT))
-        return true;
-    errno = 0;
-    int nice_now = getpriority(PRIO_PROCESS, 0);
-    if (errno)
-        return false;
-    rlim_t need = (rlim_t)(20 - nice_now);
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NICE, &rl) != 0)
-        return false;
-    if (rl.rlim_cur >= need)
-        return true;
-    if (rl.rlim_max < need)
-        return false;
-    rl.rlim_cur = need;
-    return setrlimit(RLIMIT_NICE, &rl) == 0;
-}
-
-/* What an ordinary user may not do, said once each with what the mount
- * does instead: warnings for what the user asked for (on stderr, before
- * the mount), an info line at the mount for the defaults (log_started). */
+/* What an ordinary user may not do, said once each (privileges.h). */
 static int check_privileges(struct daemon *d)
 {
-    struct cfs_options *o = &d->cl.opts;
-    unsigned uid = (unsigned)getuid();
-    if (geteuid() != 0 && o->allow_other && !fuse_conf_allows_other()) {
-        cfs_warn("allow_other: fusermount3 lets a user's mount admit other users only where "
-                 "/etc/fuse.conf says user_allow_other, and it does not: mounting for uid %u "
-                 "alone",
-                 uid);
-        o->allow_other = false;
-    }
-    if (o->kernel_open && !has_capability(CAP_SYS_ADMIN_BIT) && !open_watch_allowed())
-        cfs_warn("kernel_open: its open watch (fanotify) needs CAP_SYS_ADMIN, which uid %u "
-                 "lacks: once every file is staged the kernel opens files unseen, and reads, "
-                 "the epoch and the trainer's position stop counting",
-                 uid);
-    if (geteuid() != 0 && o->reclaim)
-        cfs_info("reclaim: umount2(MNT_DETACH) needs root; as uid %u a dead mount is detached "
-                 "with fusermount3 -u -z, which detaches only this user's own mounts",
-                 uid);
-    d->search_stays_idle = !o->no_identify && !search_can_leave_idle();
+    d->search_stays_idle = cfs_privileges_check(&d->cl.opts);
     return PHASE_OK;
 }
+
 
 /* SOURCE, MOUNTPOINT, the SSD tier's directory and the index directory. */
 static int check_paths(struct daemon *d)
@@ -927,10 +673,7 @@ static void teardown(struct daemon *d)
     free(d->index_dir);
     free(d->mountpoint);
     free(d->source);
-    free(d->cl.source);
-    free(d->cl.mountpoint);
-    free(d->cl.fsname);
-    free(d->cl.subtype);
+    cfs_cmdline_free(&d->cl);
     cfs_options_free(&d->cl.opts);
     fuse_opt_free_args(&d->args);
     cfs_peer_destroy(d->peer); /* MPI_Finalize: waits for every node (peer.h) */

@@ -17,7 +17,9 @@ touch -d @1600000000 "$big"
 : >"$src/n0002/zero.JPEG"
 
 # no_sweep: nothing is staged before the reads counted below.
-cfs_mount "$src" "$mnt" "$TMP/daemon.log" -o order=sorted,no_sweep,index="$TMP/index" ||
+# ram=1G: the >4 GiB file is read through, not fetched whole into a RAM
+# tier the machine's default would size for it.
+cfs_mount "$src" "$mnt" "$TMP/daemon.log" -o order=sorted,no_sweep,ram=1G,index="$TMP/index" ||
     { fail "mount"; cfs_finish; }
 
 # --- reads are counted: exactly k files read through the fresh mount.
