@@ -10,6 +10,8 @@
 #   test    demo, plus everything tools/test.sh's full suite uses: MPI, the
 #           packaging tools, bindfs, and the servers of the cluster suite
 #           (Prometheus, munge, Slurm)
+#   sanitizers  what tests/sanitizers/run.sh adds: clang with its sanitizer
+#           and libFuzzer runtimes, valgrind
 set -euo pipefail
 
 build=(build-essential meson ninja-build pkg-config
@@ -18,6 +20,7 @@ demo=("${build[@]}" python3 python3-torch python3-torchvision procps)
 test=("${demo[@]}" libopenmpi-dev openmpi-bin lmdb-utils
       bindfs attr man-db psmisc debhelper dpkg-dev curl iproute2
       prometheus munge slurmctld slurmd slurm-client)
+sanitizers=(clang libclang-rt-dev valgrind)
 
 packages=()
 groups=0
@@ -26,9 +29,10 @@ while [ $# -gt 0 ]; do
     build) packages+=("${build[@]}"); groups=1 ;;
     demo) packages+=("${demo[@]}"); groups=1 ;;
     test) packages+=("${test[@]}"); groups=1 ;;
+    sanitizers) packages+=("${sanitizers[@]}"); groups=1 ;;
     --) shift; packages+=("$@"); break ;;
-    -h | --help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "deps: unknown group '$1' (build, demo or test; see --help)" >&2; exit 2 ;;
+    -h | --help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "deps: unknown group '$1' (build, demo, test or sanitizers; see --help)" >&2; exit 2 ;;
     esac
     shift
 done

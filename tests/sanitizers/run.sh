@@ -38,7 +38,7 @@ fuzz_seed=${CLAIRFS_FUZZ_SEED:-1}
 supp=$top/tests/sanitizers
 
 # clang with its sanitizer and libFuzzer runtimes, valgrind.
-tools/deps.sh clang libclang-rt-dev valgrind
+tools/deps.sh sanitizers
 
 scratch=$(mktemp -d /tmp/clairfs-sanitizers.XXXXXX)
 # The fuzz targets' scratch files (an LMDB commit per input): tmpfs if any.
