@@ -243,14 +243,6 @@ static inline double ident_clock_sec(clockid_t clock)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Seconds on the monotonic clock since t0. */
-static inline double ident_seconds_since(const struct timespec *t0)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)(now.tv_sec - t0->tv_sec) + (double)(now.tv_nsec - t0->tv_nsec) * 1e-9;
-}
-
 /* The share of a core the module thread's scans get (cfs_identify_scan_share).
  * Its own lock, a leaf: the data path asks without waiting for the module's. */
 struct ident_scan_meter {
@@ -404,8 +396,8 @@ struct cfs_identify {
     size_t len, next_attempt;
     uint64_t generation;
     bool stop;
-    struct timespec first_open;
-    double last_open; /* under lock: monotonic seconds of the last open, 0 before one */
+    double first_open; /* under lock: ident_now at the first open (the window's) */
+    double last_open;  /* under lock: ident_now at the last open paced (pace.opens > 0) */
     enum cfs_identify_state state;
     struct cfs_identified result;
     atomic_bool cancel;
@@ -427,6 +419,12 @@ struct cfs_identify {
     struct ident_scan_meter meter;
     struct ident_pace pace;
 };
+
+/* The module's clock (cfs_identify_params.now), in seconds. */
+static inline double ident_now(const struct cfs_identify *id)
+{
+    return id->p.now ? id->p.now(id->p.now_arg) : ident_clock_sec(CLOCK_MONOTONIC);
+}
 
 /* --- One epoch at a time (identify_epochs.c). --------------------------- */
 

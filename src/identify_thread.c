@@ -213,11 +213,12 @@ static void *identify_thread(void *arg)
                   len, a->readers, nkeep, kept_only ? ", kept only" : "",
                   rc == 1 ? "identified" : rc == -ECANCELED ? "cancelled" : rc < 0 ? strerror(-rc)
                   : a->fits ? "fits, short of evidence" : "nothing fits",
-                  current ? "" : " (the observations were reset meanwhile)", ident_seconds_since(&id->first_open));
+                  current ? "" : " (the observations were reset meanwhile)",
+                  ident_now(id) - id->first_open);
         if (!current)
             continue; /* restarted meanwhile: the observations are gone */
         id->global = global;
-        seconds = ident_seconds_since(&id->first_open);
+        seconds = ident_now(id) - id->first_open;
         record_outcome(id, rc, a, len);
         if (kept_only && rc == 0 && !a->fits)
             id->next_attempt = len; /* not the next epoch's: scan them all at once */
