@@ -316,10 +316,15 @@ struct ident_cand {
     uint32_t seed, skip, p0;
 };
 
+/* The range's first seeds, scanned at the normal priority (ident_attempt_all
+ * says why); the long part past them runs at idle priority. */
+#define IDENT_SCAN_HEAD_SEEDS (1u << 20)
+
 struct ident_attempt {
     const struct cfs_identify_params *p;
     const struct ident_readers *rd;
     const atomic_bool *cancel;
+    _Atomic uint64_t *scanned;      /* seeds the scans passed, counted up; NULL offline */
     struct ident_scan_meter *meter; /* NULL offline */
     struct ident_pace *pace;        /* NULL offline */
     bool paced;                     /* a scan's long part: its chunks paced */
@@ -339,14 +344,15 @@ struct ident_attempt {
 };
 
 /* What an attempt is given: the opens (obs, grouped: rd), the module's
- * cancel flag, meter and pace (NULL offline), the candidates kept from
- * the last attempt (kept_only: those alone), what is known of a
- * torch-global trainer. */
+ * cancel flag, count of the seeds scanned, meter and pace (NULL offline),
+ * the candidates kept from the last attempt (kept_only: those alone), what
+ * is known of a torch-global trainer. */
 struct ident_attempt_in {
     const struct cfs_identify_params *p;
     const struct ident_obs *obs;
     const struct ident_readers *rd;
     const atomic_bool *cancel;
+    _Atomic uint64_t *scanned;
     struct ident_scan_meter *meter;
     struct ident_pace *pace;
     const struct ident_cand *keep;
@@ -418,6 +424,11 @@ struct cfs_identify {
     struct ident_epochs epochs; /* under lock */
     struct ident_scan_meter meter;
     struct ident_pace pace;
+    /* What the thread has done, for ident_progress_of. */
+    uint64_t attempts;        /* under lock: attempts begun */
+    size_t attempt_opens;     /* under lock: the opens of the last one begun */
+    _Atomic uint64_t scanned; /* the seeds its scans have passed */
+    bool waiting;             /* under lock: the thread waits on wake */
 };
 
 /* The module's clock (cfs_identify_params.now), in seconds. */
@@ -448,5 +459,17 @@ void ident_epoch_fit(struct cfs_identify *id, struct cfs_identified *out, struct
 /* Under the lock: the running attempt stops at its next check of cancel
  * (and the thread is put back at the normal priority to see it). */
 void ident_cancel_attempt(struct cfs_identify *id);
+
+/* Where the module's thread stands, for tests that wait for what it has
+ * done - an attempt begun over so many opens, its scans past a seed -
+ * rather than sleep for as long as it probably takes. */
+struct ident_progress {
+    uint64_t attempts; /* begun since cfs_identify_create */
+    size_t opens;      /* the last one's snapshot of the opens */
+    uint64_t scanned;  /* the seeds its scans have passed (the head's first) */
+    bool attempting;   /* it still runs */
+    bool settled;      /* it waits for opens, none due: done with those it has */
+};
+void ident_progress_of(struct cfs_identify *id, struct ident_progress *out);
 
 #endif
