@@ -16,13 +16,17 @@
  * a scan.
  *
  * The trainers' pace (opens and seconds of reading) is counted here for
- * the scans' budget (identify_pace.c). */
+ * the scans' budget (identify_pace.c).
+ *
+ * Why the clock is a parameter.  "Within a minute of the first reader"
+ * and the pace are times of the opens, read on params.now (ident_now):
+ * the tests step a clock of their own past new_reader_seconds instead of
+ * sleeping past it and hoping the host kept up. */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
-#include <time.h>
 
 #include "identify_i.h"
 
@@ -103,7 +107,7 @@ static void note_reader(struct cfs_identify *id, uint32_t sample, pid_t pid, pid
         }
     if (id->nreaders == IDENT_NEW_READER_RESTARTS)
         return;
-    double now = ident_seconds_since(&id->first_open), parent_first = now;
+    double now = ident_now(id) - id->first_open, parent_first = now;
     for (size_t i = 0; i < id->nreaders; i++)
         if (id->reader_parents[i] == ppid && id->reader_seen[i] < parent_first)
             parent_first = id->reader_seen[i];
@@ -156,12 +160,13 @@ void cfs_identify_observe(struct cfs_identify *id, uint32_t sample, pid_t pid, p
         epoch_roll(id); /* this open begins the next epoch */
     if (id->len < IDENT_MAX_OBS) {
         if (id->len == 0)
-            clock_gettime(CLOCK_MONOTONIC, &id->first_open);
+            id->first_open = ident_now(id);
         /* the trainers' pace, for the search's budget only (absolute
          * times: an epoch's window moves first_open) */
         if (id->pace.budget > 0) {
-            double now = ident_clock_sec(CLOCK_MONOTONIC);
-            double gap = id->last_open > 0 && now > id->last_open ? now - id->last_open : 0;
+            double now = ident_now(id);
+            bool paced = atomic_load(&id->pace.opens) > 0; /* an open before this one */
+            double gap = paced && now > id->last_open ? now - id->last_open : 0;
             id->last_open = now;
             atomic_fetch_add(&id->pace.reading_us,
                              (uint64_t)((gap < IDENT_PACE_GAP ? gap : IDENT_PACE_GAP) * 1e6));
@@ -192,7 +197,6 @@ void cfs_identify_restart(struct cfs_identify *id)
     memset(&id->epochs, 0, sizeof(id->epochs));
     atomic_store(&id->pace.opens, 0);
     atomic_store(&id->pace.reading_us, 0);
-    id->last_open = 0;
     atomic_store(&id->pace.reset, true);
     ident_cancel_attempt(id);
     pthread_mutex_unlock(&id->lock);

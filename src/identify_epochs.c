@@ -76,7 +76,7 @@ void ident_window_from(struct cfs_identify *id, size_t from, uint32_t epoch)
     id->next_attempt = id->len > IDENT_MIN_OPENS ? id->len : IDENT_MIN_OPENS;
     id->nkeep = 0;
     id->fruitless = 0;
-    clock_gettime(CLOCK_MONOTONIC, &id->first_open);
+    id->first_open = ident_now(id);
     readers_of_window(id);
 }
 

@@ -243,14 +243,6 @@ static inline double ident_clock_sec(clockid_t clock)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Seconds on the monotonic clock since t0. */
-static inline double ident_seconds_since(const struct timespec *t0)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)(now.tv_sec - t0->tv_sec) + (double)(now.tv_nsec - t0->tv_nsec) * 1e-9;
-}
-
 /* The share of a core the module thread's scans get (cfs_identify_scan_share).
  * Its own lock, a leaf: the data path asks without waiting for the module's. */
 struct ident_scan_meter {
@@ -324,10 +316,15 @@ struct ident_cand {
     uint32_t seed, skip, p0;
 };
 
+/* The range's first seeds, scanned at the normal priority (ident_attempt_all
+ * says why); the long part past them runs at idle priority. */
+#define IDENT_SCAN_HEAD_SEEDS (1u << 20)
+
 struct ident_attempt {
     const struct cfs_identify_params *p;
     const struct ident_readers *rd;
     const atomic_bool *cancel;
+    _Atomic uint64_t *scanned;      /* seeds the scans passed, counted up; NULL offline */
     struct ident_scan_meter *meter; /* NULL offline */
     struct ident_pace *pace;        /* NULL offline */
     bool paced;                     /* a scan's long part: its chunks paced */
@@ -347,14 +344,15 @@ struct ident_attempt {
 };
 
 /* What an attempt is given: the opens (obs, grouped: rd), the module's
- * cancel flag, meter and pace (NULL offline), the candidates kept from
- * the last attempt (kept_only: those alone), what is known of a
- * torch-global trainer. */
+ * cancel flag, count of the seeds scanned, meter and pace (NULL offline),
+ * the candidates kept from the last attempt (kept_only: those alone), what
+ * is known of a torch-global trainer. */
 struct ident_attempt_in {
     const struct cfs_identify_params *p;
     const struct ident_obs *obs;
     const struct ident_readers *rd;
     const atomic_bool *cancel;
+    _Atomic uint64_t *scanned;
     struct ident_scan_meter *meter;
     struct ident_pace *pace;
     const struct ident_cand *keep;
@@ -404,8 +402,8 @@ struct cfs_identify {
     size_t len, next_attempt;
     uint64_t generation;
     bool stop;
-    struct timespec first_open;
-    double last_open; /* under lock: monotonic seconds of the last open, 0 before one */
+    double first_open; /* under lock: ident_now at the first open (the window's) */
+    double last_open;  /* under lock: ident_now at the last open paced (pace.opens > 0) */
     enum cfs_identify_state state;
     struct cfs_identified result;
     atomic_bool cancel;
@@ -426,7 +424,18 @@ struct cfs_identify {
     struct ident_epochs epochs; /* under lock */
     struct ident_scan_meter meter;
     struct ident_pace pace;
+    /* What the thread has done, for ident_progress_of. */
+    uint64_t attempts;        /* under lock: attempts begun */
+    size_t attempt_opens;     /* under lock: the opens of the last one begun */
+    _Atomic uint64_t scanned; /* the seeds its scans have passed */
+    bool waiting;             /* under lock: the thread waits on wake */
 };
+
+/* The module's clock (cfs_identify_params.now), in seconds. */
+static inline double ident_now(const struct cfs_identify *id)
+{
+    return id->p.now ? id->p.now(id->p.now_arg) : ident_clock_sec(CLOCK_MONOTONIC);
+}
 
 /* --- One epoch at a time (identify_epochs.c). --------------------------- */
 
@@ -450,5 +459,17 @@ void ident_epoch_fit(struct cfs_identify *id, struct cfs_identified *out, struct
 /* Under the lock: the running attempt stops at its next check of cancel
  * (and the thread is put back at the normal priority to see it). */
 void ident_cancel_attempt(struct cfs_identify *id);
+
+/* Where the module's thread stands, for tests that wait for what it has
+ * done - an attempt begun over so many opens, its scans past a seed -
+ * rather than sleep for as long as it probably takes. */
+struct ident_progress {
+    uint64_t attempts; /* begun since cfs_identify_create */
+    size_t opens;      /* the last one's snapshot of the opens */
+    uint64_t scanned;  /* the seeds its scans have passed (the head's first) */
+    bool attempting;   /* it still runs */
+    bool settled;      /* it waits for opens, none due: done with those it has */
+};
+void ident_progress_of(struct cfs_identify *id, struct ident_progress *out);
 
 #endif

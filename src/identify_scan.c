@@ -38,7 +38,7 @@
  *
  * Why the head at the normal priority.  A scan's long part yields to the
  * trainer (identify_pace.c).  Its head - a registered seed's span, the
- * range's first SCAN_HEAD_SEEDS seeds, the checks of kept candidates -
+ * range's first IDENT_SCAN_HEAD_SEEDS seeds, the checks of kept candidates -
  * takes milliseconds and decides what the data path predicts, so it runs
  * at the normal priority (ident_attempt_all says why).
  *
@@ -57,7 +57,6 @@
 #include "identify_i.h"
 
 #define HINT_SPAN 1024u            /* seeds tried from a registered one: a resumed run's epochs */
-#define SCAN_HEAD_SEEDS (1u << 20) /* at the normal priority (ident_attempt_all) */
 
 /* --- The scans. ------------------------------------------------------------ */
 
@@ -155,6 +154,8 @@ static int scan(struct ident_attempt *a, const uint64_t *fs, const uint64_t *ss,
                 ident_pace_chunk(a->pace);
             rc = cfs_seed_search_set(&sp, first + (uint32_t)done, step, a->cancel, on_candidate,
                                      a, &searched);
+            if (a->scanned)
+                atomic_fetch_add(a->scanned, searched);
             if (a->scanning && a->fits > fits)
                 break;
             if (a->cancel && atomic_load(a->cancel))
@@ -219,7 +220,8 @@ int ident_attempt_all(const struct ident_attempt_in *in, struct ident_global *g,
     const struct ident_readers *rd = in->rd;
     struct ident_pace *pace = in->pace;
     memset(a, 0, sizeof(*a));
-    a->p = p, a->rd = rd, a->cancel = in->cancel, a->meter = in->meter, a->pace = pace;
+    a->p = p, a->rd = rd, a->cancel = in->cancel, a->scanned = in->scanned;
+    a->meter = in->meter, a->pace = pace;
     a->out = out;
     if (p->n == 1 && rd->opens > 0) {
         trivial(p, rd, out);
@@ -247,7 +249,7 @@ int ident_attempt_all(const struct ident_attempt_in *in, struct ident_global *g,
      * what the data path predicts: a SCHED_IDLE thread would wait seconds
      * for a busy core just to start it, so the thread sleeps at the normal
      * priority and drops it only for the long part of a scan.  A registered
-     * seed's span and the range's first SCAN_HEAD_SEEDS seeds (the seeds
+     * seed's span and the range's first IDENT_SCAN_HEAD_SEEDS seeds (the seeds
      * people pick; ~10 ms) are scanned before that: a trainer whose loader
      * keeps every core busy starves a SCHED_IDLE thread for its whole
      * epoch 0, and its seed would wait for the epoch's end. */
@@ -264,7 +266,7 @@ int ident_attempt_all(const struct ident_attempt_in *in, struct ident_global *g,
     }
     /* Lowered only where the long part begins: a SCHED_IDLE thread that
      * meant to raise itself again soon could wait for a core first. */
-    uint64_t head = count < SCAN_HEAD_SEEDS ? count : SCAN_HEAD_SEEDS;
+    uint64_t head = count < IDENT_SCAN_HEAD_SEEDS ? count : IDENT_SCAN_HEAD_SEEDS;
     if (rc == 0 && a->rc == 0 && pace) {
         ident_pace_priority(pace, false);
         rc = scan(a, fs, ss, p->seed_first, head);

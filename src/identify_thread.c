@@ -18,7 +18,13 @@
  * wait for a scan: the thread copies the opens under the lock and works
  * on the copy; an observation that changes what the scan should have seen
  * (a restart, a new reader: identify.c) cancels it, and an outcome whose
- * generation is stale is dropped. */
+ * generation is stale is dropped.
+ *
+ * Why the progress is counted.  The attempts begun, their opens, the seeds
+ * their scans passed and whether the thread waits for opens
+ * (ident_progress_of) are what the tests wait for - a scan running over
+ * these opens, past a given seed; nothing more to come - where they would
+ * otherwise sleep for as long as a host probably takes. */
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -55,6 +61,17 @@ void ident_cancel_attempt(struct cfs_identify *id)
         (void)cfs_thread_normal_priority_of(id->thread);
 }
 
+void ident_progress_of(struct cfs_identify *id, struct ident_progress *out)
+{
+    pthread_mutex_lock(&id->lock);
+    *out = (struct ident_progress){.attempts = id->attempts,
+                                   .opens = id->attempt_opens,
+                                   .scanned = atomic_load(&id->scanned),
+                                   .attempting = id->attempting,
+                                   .settled = id->waiting && id->len < id->next_attempt};
+    pthread_mutex_unlock(&id->lock);
+}
+
 /* One attempt on a snapshot of the observations; called without the lock. */
 static int attempt_snapshot(struct cfs_identify *id, const uint32_t *s, const pid_t *pids,
                             const pid_t *ppids, size_t len, const struct ident_cand *keep,
@@ -70,6 +87,7 @@ static int attempt_snapshot(struct cfs_identify *id, const uint32_t *s, const pi
                                   .obs = &obs,
                                   .rd = &rd,
                                   .cancel = &id->cancel,
+                                  .scanned = &id->scanned,
                                   .meter = &id->meter,
                                   .pace = &id->pace,
                                   .keep = keep,
@@ -168,13 +186,18 @@ static void *identify_thread(void *arg)
     pthread_mutex_lock(&id->lock);
     while (!id->stop) {
         if (id->len < id->next_attempt || !a) {
+            id->waiting = true;
             pthread_cond_wait(&id->wake, &id->lock);
+            id->waiting = false;
             continue;
         }
         uint64_t gen = id->generation;
         size_t len = id->len;
         atomic_store(&id->cancel, false);
         id->attempting = true;
+        id->attempts++;
+        id->attempt_opens = len;
+        atomic_store(&id->scanned, 0);
         uint32_t *s = malloc(len * sizeof(*s));
         pid_t *pids = malloc(len * sizeof(*pids)), *ppids = malloc(len * sizeof(*ppids));
         if (s && pids && ppids) {
@@ -213,11 +236,12 @@ static void *identify_thread(void *arg)
                   len, a->readers, nkeep, kept_only ? ", kept only" : "",
                   rc == 1 ? "identified" : rc == -ECANCELED ? "cancelled" : rc < 0 ? strerror(-rc)
                   : a->fits ? "fits, short of evidence" : "nothing fits",
-                  current ? "" : " (the observations were reset meanwhile)", ident_seconds_since(&id->first_open));
+                  current ? "" : " (the observations were reset meanwhile)",
+                  ident_now(id) - id->first_open);
         if (!current)
             continue; /* restarted meanwhile: the observations are gone */
         id->global = global;
-        seconds = ident_seconds_since(&id->first_open);
+        seconds = ident_now(id) - id->first_open;
         record_outcome(id, rc, a, len);
         if (kept_only && rc == 0 && !a->fits)
             id->next_attempt = len; /* not the next epoch's: scan them all at once */
@@ -271,6 +295,7 @@ int cfs_identify_create(const struct cfs_identify_params *p, struct cfs_identify
     }
     id->next_attempt = IDENT_MIN_OPENS;
     atomic_init(&id->cancel, false);
+    atomic_init(&id->scanned, 0);
     id->samples = malloc(IDENT_MAX_OBS * sizeof(*id->samples));
     id->pids = malloc(IDENT_MAX_OBS * sizeof(*id->pids));
     id->ppids = malloc(IDENT_MAX_OBS * sizeof(*id->ppids));

@@ -166,6 +166,16 @@ struct cfs_identify_params {
     /* Whether process pid still runs; NULL: kill(pid, 0) says. */
     bool (*process_alive)(void *arg, pid_t pid);
     void *process_alive_arg;
+    /* The clock, in seconds, that says when the opens came: how late a
+     * reader is (new_reader_seconds), the trainers' pace (search_budget),
+     * the seconds to identification.  Any origin, never decreasing; called
+     * under the module's lock, from cfs_identify_observe and the module's
+     * thread.  NULL: CLOCK_MONOTONIC (tests step a clock of their own).
+     * The share of a core the scans get (cfs_identify_scan_share, the
+     * budget's probes) is measured on CLOCK_MONOTONIC whatever this is:
+     * it is CPU time over real time. */
+    double (*now)(void *arg);
+    void *now_arg;
     cfs_identify_cb on_identified;    /* called from the module's thread */
     void *cb_arg;
 };

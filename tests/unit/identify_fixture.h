@@ -5,6 +5,7 @@
 
 #include <check.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/types.h>
 
@@ -111,6 +112,24 @@ static inline bool no_process(void *arg, pid_t pid)
 {
     (void)arg, (void)pid;
     return false;
+}
+
+/* A clock the test steps (cfs_identify_params.now): the module's notion of
+ * when the opens came moves only when the test says, never with how fast
+ * a loaded host ran the test. */
+struct fake_clock {
+    _Atomic double seconds;
+};
+
+static inline double fake_now(void *arg)
+{
+    return atomic_load(&((struct fake_clock *)arg)->seconds);
+}
+
+/* Only the test's thread steps it. */
+static inline void fake_clock_advance(struct fake_clock *c, double seconds)
+{
+    atomic_store(&c->seconds, atomic_load(&c->seconds) + seconds);
 }
 
 static inline struct cfs_identify_params params(uint32_t n, uint64_t seed, uint64_t range)

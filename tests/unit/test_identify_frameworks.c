@@ -19,6 +19,7 @@
 #include "clairfs/identify.h"
 #include "clairfs/sampler.h"
 #include "identify_fixture.h"
+#include "src/identify_i.h" /* the module's progress (ident_progress_of) */
 
 #define RANGE 4096
 
@@ -282,7 +283,17 @@ START_TEST(the_heads_second_open_restarts_the_scan)
             cfs_identify_observe(id, cfs_sampler_rank_at(m, reads[k][0], j),
                                  (pid_t)(2000 + 100 * reads[k][0] + w), (pid_t)(1000 + reads[k][0]));
         }
-    usleep(1000 * 1000); /* the attempt over those 32 is past its head */
+    /* the attempt over those 32 is past its head, and so past seed 100003
+     * (a poll with a two minutes' guard: what the module reports, not how
+     * long it probably takes) */
+    struct ident_progress pr;
+    ident_progress_of(id, &pr);
+    for (int i = 0; i < 12000 && !(pr.attempting && pr.scanned > IDENT_SCAN_HEAD_SEEDS); i++) {
+        usleep(10000);
+        ident_progress_of(id, &pr);
+    }
+    ck_assert(pr.attempting && pr.attempts == 1 && pr.opens == 32);
+    ck_assert_uint_gt(pr.scanned, IDENT_SCAN_HEAD_SEEDS);
     ck_assert_int_eq(calls.n, 0);
     cfs_identify_observe(id, cfs_sampler_rank_at(m, 0, 1), 2000, 1000);
     ck_assert_msg(wait_calls(&calls, 1), "not identified after the head's second open");

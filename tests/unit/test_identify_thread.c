@@ -7,6 +7,16 @@
  * (identify_pace.c): what the pace decides, never how a host's scheduler
  * shared its CPU.
  *
+ * Why the threads' cases wait as they do.  They must pass on a loaded host
+ * and fail when the behaviour breaks, so none sleeps to reach a phase: the
+ * opens' times are a fake clock's (cfs_identify_params.now) that a case
+ * steps past new_reader_seconds, and a case waits for what the module says
+ * it has done (ident_progress_of: an attempt over these opens, its scans
+ * past a seed, the thread settled).  Their waits poll with a guard against
+ * a hang, never a bound on how long a step may take.  A restart is told
+ * from a scan that went on by the seeds that scan passes after the open
+ * (a cancelled one stops within a chunk), not by how long nothing came.
+ *
  * Cost: the threads' cases wait for their scans to start, be cancelled or
  * find their seed (seconds each; the scans that must outlast a few epochs'
  * opens search 2^26 seeds). */
@@ -40,14 +50,87 @@ static void on_identified(void *arg, const struct cfs_identified *id)
     __atomic_add_fetch(&s->calls, 1, __ATOMIC_SEQ_CST);
 }
 
+static int calls_of(struct seen *s)
+{
+    return __atomic_load_n(&s->calls, __ATOMIC_SEQ_CST);
+}
+
+/* Polls of 10 ms before a wait gives up: two minutes, a guard against a
+ * hang (the asserts after the wait say what did not come). */
+#define WAIT_POLLS 12000
+
 static enum cfs_identify_state wait_state(struct cfs_identify *id, enum cfs_identify_state want)
 {
     enum cfs_identify_state st = cfs_identify_state(id, NULL);
-    for (int i = 0; i < 3000 && st != want; i++) {
+    for (int i = 0; i < WAIT_POLLS && st != want; i++) {
         usleep(10000);
         st = cfs_identify_state(id, NULL);
     }
     return st;
+}
+
+/* on_identified's calls once `want` of them came (or the guard). */
+static int wait_calls(struct seen *s, int want)
+{
+    for (int i = 0; i < WAIT_POLLS && calls_of(s) < want; i++)
+        usleep(10000);
+    return calls_of(s);
+}
+
+/* The module's progress once an attempt over at least `opens` opens runs
+ * with its scans past `scanned` seeds (or the guard: the caller asserts). */
+static struct ident_progress wait_scan(struct cfs_identify *id, size_t opens, uint64_t scanned)
+{
+    struct ident_progress pr;
+    ident_progress_of(id, &pr);
+    for (int i = 0; i < WAIT_POLLS; i++) {
+        if (pr.attempting && pr.opens >= opens && pr.scanned >= scanned)
+            break;
+        usleep(10000);
+        ident_progress_of(id, &pr);
+    }
+    return pr;
+}
+
+/* The module's progress once its thread waits for opens, every attempt
+ * due over those observed made (or the guard: the caller asserts). */
+static struct ident_progress wait_settled(struct cfs_identify *id)
+{
+    struct ident_progress pr;
+    ident_progress_of(id, &pr);
+    for (int i = 0; i < WAIT_POLLS && !pr.settled; i++) {
+        usleep(10000);
+        ident_progress_of(id, &pr);
+    }
+    return pr;
+}
+
+/* A scan past its head: in its long part, at idle priority. */
+#define IDLE_PART (IDENT_SCAN_HEAD_SEEDS + 1ull)
+
+/* Seeds a scan passes after an open that did not cancel it: a cancelled
+ * one stops within the chunk it is in (IDENT_PACE_CHUNK). */
+#define WENT_ON_SEEDS (16ull * IDENT_PACE_CHUNK)
+
+/* What became of the running attempt `was` after opens that may restart
+ * it, `opens` of them observed in all: it went on over WENT_ON_SEEDS more
+ * seeds (they did not cancel it), or an attempt over them all began (or
+ * identified: they did), or neither before the guard. */
+enum scan_after { SCAN_WENT_ON, SCAN_RESTARTED, SCAN_UNDECIDED };
+
+static enum scan_after scan_after(struct cfs_identify *id, struct seen *seen,
+                                  const struct ident_progress *was, size_t opens)
+{
+    for (int i = 0; i < WAIT_POLLS; i++) {
+        struct ident_progress pr;
+        ident_progress_of(id, &pr);
+        if (pr.attempts == was->attempts && pr.scanned >= was->scanned + WENT_ON_SEEDS)
+            return SCAN_WENT_ON;
+        if ((pr.attempts != was->attempts && pr.opens >= opens) || calls_of(seen) > 0)
+            return SCAN_RESTARTED;
+        usleep(10000);
+    }
+    return SCAN_UNDECIDED;
 }
 
 START_TEST(the_thread_learns_and_restarts)
@@ -75,9 +158,7 @@ START_TEST(the_thread_learns_and_restarts)
     struct cfs_identified got;
     ck_assert_int_eq(cfs_identify_state(id, &got), CFS_IDENTIFY_IDENTIFIED);
     /* the state turns before the callback runs (on the module's thread) */
-    for (int i = 0; i < 3000 && __atomic_load_n(&seen.calls, __ATOMIC_SEQ_CST) < 1; i++)
-        usleep(10000);
-    ck_assert_int_eq(__atomic_load_n(&seen.calls, __ATOMIC_SEQ_CST), 1);
+    ck_assert_int_eq(wait_calls(&seen, 1), 1);
     ck_assert_uint_eq(got.sampler.seed, 31337);
     ck_assert_uint_eq(seen.id.sampler.world, 2);
     cfs_identify_restart(id);
@@ -107,7 +188,7 @@ START_TEST(the_scans_share_of_a_core)
     for (uint32_t i = 0; i < 64; i++) /* no shuffle, but a scan tries every seed */
         cfs_identify_observe(id, (i * 7919u + 13) % 100000, 5000, 999);
     bool scanning = false;
-    for (int i = 0; i < 500 && !scanning; i++) {
+    for (int i = 0; i < WAIT_POLLS && !scanning; i++) {
         scanning = cfs_identify_scan_share(id, &share);
         usleep(10000);
     }
@@ -299,12 +380,6 @@ START_TEST(the_search_stays_idle_past_its_budget)
 }
 END_TEST
 
-
-static int calls_of(struct seen *s)
-{
-    return __atomic_load_n(&s->calls, __ATOMIC_SEQ_CST);
-}
-
 /* The range of the scans that must outlast a few epochs' opens: 2^26
  * seeds (seconds), a quarter of that where the sanitizers slow the scan
  * some six times (the sanitizer stage: a minute a test otherwise). */
@@ -321,10 +396,11 @@ static int calls_of(struct seen *s)
 
 /* Three epochs of t, a node's epoch `per` opens: the first epoch's 32
  * opens start a scan of ACROSS_SEEDS seeds (t's seed at its end), the other
- * epochs' opens, each with new workers, come while it runs; what the scan
- * that began at 32 opens identified, not a restart's. */
+ * epochs' opens, each with new workers, come while it runs, `later`
+ * seconds after the first (the module's clock); what the scan that began at
+ * 32 opens identified, not a restart's. */
 static struct cfs_identified scan_across_epochs(const struct trainer *t, size_t per,
-                                                double new_reader_seconds)
+                                                double new_reader_seconds, double later)
 {
     struct opens o = simulate(t, 3 * per);
     ck_assert_uint_eq(o.len, 3 * per);
@@ -335,15 +411,25 @@ static struct cfs_identified scan_across_epochs(const struct trainer *t, size_t 
                                     .new_reader_seconds = new_reader_seconds,
                                     .process_alive = no_process,
                                     .on_identified = on_identified, .cb_arg = &seen};
+    struct fake_clock clock = {0};
+    p.now = fake_now, p.now_arg = &clock;
     struct cfs_identify *id;
     char err[256];
     ck_assert_int_eq(cfs_identify_create(&p, &id, err, sizeof(err)), 0);
     for (size_t i = 0; i < 32; i++) /* the first attempt's opens */
         cfs_identify_observe(id, o.s[i], o.pid[i], o.ppid[i]);
-    usleep(500000); /* its scan has started (seconds) */
+    struct ident_progress pr = wait_scan(id, 32, 0); /* its scan has started */
+    ck_assert(pr.attempting && pr.attempts == 1 && pr.opens == 32);
+    fake_clock_advance(&clock, later);
     for (size_t i = 32; i < o.len; i++) /* the later epochs meanwhile */
         cfs_identify_observe(id, o.s[i], o.pid[i], o.ppid[i]);
-    for (int i = 0; i < 60000 && calls_of(&seen) < 1; i++)
+    /* Still the first scan (2^26 seeds at idle priority against microseconds
+     * of opens): else the case would have checked nothing. */
+    ident_progress_of(id, &pr);
+    ck_assert_msg(pr.attempting && pr.attempts == 1,
+                  "the first scan no longer runs after the later epochs' opens");
+    /* ten minutes' guard: 2^26 seeds at idle priority on busy cores */
+    for (int i = 0; i < 5 * WAIT_POLLS && calls_of(&seen) < 1; i++)
         usleep(10000);
     ck_assert_int_ge(calls_of(&seen), 1);
     ck_assert_uint_eq(seen.id.sampler.seed, t->seed);
@@ -369,7 +455,7 @@ START_TEST(a_later_epochs_workers_do_not_restart_the_scan)
                         .workers = 2,
                         .ranks = 1,
                         .epochs = 3};
-    (void)scan_across_epochs(&t, 64, 0);
+    (void)scan_across_epochs(&t, 64, 0, 0); /* at once: n opens alone say "later" */
 }
 END_TEST
 
@@ -378,19 +464,22 @@ END_TEST
  * start, and through a busy mount at ImageNet's size that is long past
  * new_reader_seconds.  The scan over the first rank's opens alone cannot
  * find the order (the epoch's head, rank 0's worker 0's, is missing); the
- * late rank - a reader whose parent no reader had - cancels it and the
- * next scan, over both ranks' opens, finds the seed at once.  Case 1: the
- * late rank's worker 1 opens first, its worker 0 (the head) half a second
- * later: a sibling within new_reader_seconds of its parent's first reader
- * restarts the scan too (2.5 s of slack for the half-second sleep on a
- * loaded host).  Before, the first scan went on over all 2^32 seeds
- * (minutes; in the mount a whole scan's time wasted, once a second one).
- * Each restarting open leaves the module's thread at the normal priority
- * (observe_restarting). */
+ * late rank - a reader whose parent no reader had - cancels it: the
+ * head's first open, observed alone, restarts the scan, and the scans over
+ * both ranks' opens find the seed at once.  Case 1: the late rank's
+ * worker 1 opens first, its worker 0 (the head) 2.5 s later: a sibling
+ * within new_reader_seconds (3 s) of its parent's first reader restarts
+ * the scan too, the scan over worker 1's open having passed the seed.  The
+ * seconds are the module's clock's, stepped by the case.  Before, the
+ * first scan went on over all 2^32 seeds (minutes; in the mount a whole
+ * scan's time wasted, once a second one).  Each restarting open leaves the
+ * module's thread at the normal priority (observe_restarting). */
 static const struct {
-    double new_reader_seconds, wait;
-    bool head_later;
-} late_cases[] = {{0.2, 0.5, false}, {3.0, 3.5, true}};
+    double new_reader_seconds;
+    double late;       /* rank 0's first open after rank 1's */
+    bool head_later;   /* rank 0's worker 1 opens first */
+    double head_after; /* and the head this long after it */
+} late_cases[] = {{0.2, 0.5, false, 0}, {3.0, 3.5, true, 2.5}};
 
 /* Threads of this process at SCHED_IDLE (policy 5: field 41 of
  * /proc/self/task/TID/stat): the module's thread in a scan's idle part. */
@@ -422,18 +511,29 @@ static int idle_threads(void)
     return idle;
 }
 
-/* observe() for an open that restarts the running scan: the module's thread,
- * in the scan's idle part before it, is back at the normal priority when
- * observe returns (on busy cores it would not run to see the cancellation;
- * the next attempt's first part, 2^20 seeds, takes longer than this check). */
-static void observe_restarting(struct cfs_identify *id, uint32_t s, pid_t pid, pid_t ppid)
+/* observe() for an open that restarts the running scan, in its idle part:
+ * the module's thread is back at the normal priority when observe returns
+ * (on busy cores it would not run to see the cancellation).  Unless the
+ * progress says it may have lowered itself again since - the cancelled
+ * attempt ended and the next one passed its head - which a check that
+ * lost the CPU to it for that long cannot tell apart.  Returns the
+ * progress before the open. */
+static struct ident_progress observe_restarting(struct cfs_identify *id, uint32_t s, pid_t pid,
+                                                pid_t ppid)
 {
+    struct ident_progress was, now;
+    ident_progress_of(id, &was);
+    ck_assert(was.attempting && was.scanned >= IDLE_PART);
     int before = idle_threads();
     cfs_identify_observe(id, s, pid, ppid);
+    int after = idle_threads();
+    ident_progress_of(id, &now);
     if (before == 0)
-        return; /* SCHED_IDLE refused here: the module fell back to nice 19 */
+        return was; /* SCHED_IDLE refused here: the module fell back to nice 19 */
     ck_assert_int_eq(before, 1);
-    ck_assert_int_eq(idle_threads(), 0);
+    if (now.attempts == was.attempts || now.scanned < IDENT_SCAN_HEAD_SEEDS)
+        ck_assert_int_eq(after, 0);
+    return was;
 }
 
 START_TEST(a_late_ranks_first_open_restarts_the_scan)
@@ -449,10 +549,12 @@ START_TEST(a_late_ranks_first_open_restarts_the_scan)
     struct opens o = simulate(&t, 400);
     struct opens late = {0};
     struct seen seen = {0};
+    struct fake_clock clock = {0};
     struct cfs_identify_params p = {.n = t.n, .nodes = 1, .global_max_offset = 4096,
                                     .seed_first = 0, .seed_count = UINT32_MAX,
                                     .new_reader_seconds = late_cases[_i].new_reader_seconds,
                                     .process_alive = no_process,
+                                    .now = fake_now, .now_arg = &clock,
                                     .on_identified = on_identified, .cb_arg = &seen};
     struct cfs_identify *id;
     char err[256];
@@ -471,19 +573,30 @@ START_TEST(a_late_ranks_first_open_restarts_the_scan)
     ck_assert_uint_eq(first, 48);
     ck_assert_uint_ne(other, SIZE_MAX);
     ck_assert_int_eq(late.pid[0], 2000); /* rank 0's worker 0: the head */
-    usleep((useconds_t)(late_cases[_i].wait * 1e6)); /* the scan is in its idle part */
+    /* the scan over rank 1's opens is in its idle part (past seed 1000) */
+    struct ident_progress pr = wait_scan(id, 32, IDLE_PART);
+    ck_assert(pr.attempting && pr.scanned >= IDLE_PART);
     ck_assert_int_eq(cfs_identify_state(id, NULL), CFS_IDENTIFY_LEARNING);
+    fake_clock_advance(&clock, late_cases[_i].late); /* past new_reader_seconds */
+    size_t observed = 48;
     if (late_cases[_i].head_later) {
         observe_restarting(id, late.s[other], late.pid[other], late.ppid[other]);
-        usleep(500000); /* that scan, without the head, has passed seed 1000 */
+        observed++;
+        /* that scan, without the head, has passed seed 1000 */
+        pr = wait_scan(id, observed, IDLE_PART);
+        ck_assert(pr.attempting && pr.opens == observed && pr.scanned >= IDLE_PART);
+        fake_clock_advance(&clock, late_cases[_i].head_after);
     }
-    observe_restarting(id, late.s[0], late.pid[0], late.ppid[0]);
+    /* The head's first open restarts the scan (had it not, the scan without
+     * it would go on past seed 1000), and the scans with it find the seed. */
+    struct ident_progress was = observe_restarting(id, late.s[0], late.pid[0], late.ppid[0]);
+    observed++;
+    ck_assert_msg(scan_after(id, &seen, &was, observed) == SCAN_RESTARTED,
+                  "the head's first open did not restart the scan");
     for (size_t i = 1; i < late.len; i++)
         if (!late_cases[_i].head_later || i != other)
             cfs_identify_observe(id, late.s[i], late.pid[i], late.ppid[i]);
-    for (int i = 0; i < 2000 && calls_of(&seen) < 1; i++)
-        usleep(10000); /* 20 s: the first scan's 2^32 seeds take minutes */
-    ck_assert_int_ge(calls_of(&seen), 1);
+    ck_assert_int_ge(wait_calls(&seen, 1), 1);
     ck_assert_uint_eq(seen.id.sampler.seed, t.seed);
     ck_assert_uint_eq(seen.id.sampler.world, 2);
     ck_assert_uint_eq(seen.id.rank_count, 2);
@@ -495,12 +608,12 @@ END_TEST
 
 /* DDP without DataLoader workers: the ranks read themselves, siblings under
  * one launcher (pids 1000 + r, parent 999).  Rank 0, with the head, starts
- * long after rank 1 (past new_reader_seconds, 0.2 s here; a minute in a
- * mount).  Case 0: rank 1 still runs, so rank 0 is a late rank: its first
- * open restarts the scan, which finds the seed at once (before, the scan
- * over rank 1's opens alone went on over 2^32 seeds, minutes).  Case 1:
- * its sibling ended (a process per file, a later epoch's workers): no
- * restart, the scan goes on. */
+ * long after rank 1 (past new_reader_seconds, 0.2 s here on the module's
+ * clock; a minute in a mount).  Case 0: rank 1 still runs, so rank 0 is a
+ * late rank: its first open restarts the scan, which finds the seed at
+ * once (before, the scan over rank 1's opens alone went on over 2^32 seeds,
+ * minutes).  Case 1: its sibling ended (a process per file, a later
+ * epoch's workers): none of its opens restarts the scan, which goes on. */
 static bool ranks_run(void *arg, pid_t pid)
 {
     return *(const bool *)arg && (pid == 1000 || pid == 1001);
@@ -509,6 +622,7 @@ static bool ranks_run(void *arg, pid_t pid)
 START_TEST(a_late_rank_without_workers_restarts_the_scan_while_its_sibling_runs)
 {
     bool running = _i == 0;
+    struct fake_clock clock = {0};
     struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP,
                         .seed = 1000,
                         .n = 10000,
@@ -523,6 +637,7 @@ START_TEST(a_late_rank_without_workers_restarts_the_scan_while_its_sibling_runs)
                                     .seed_first = 0, .seed_count = UINT32_MAX,
                                     .new_reader_seconds = 0.2,
                                     .process_alive = ranks_run, .process_alive_arg = &running,
+                                    .now = fake_now, .now_arg = &clock,
                                     .on_identified = on_identified, .cb_arg = &seen};
     struct cfs_identify *id;
     char err[256];
@@ -534,19 +649,27 @@ START_TEST(a_late_rank_without_workers_restarts_the_scan_while_its_sibling_runs)
             rank1++;
         }
     ck_assert_uint_eq(rank1, 48);
-    usleep(500000); /* past new_reader_seconds; the scan is in its idle part */
-    for (size_t i = 0; i < o.len; i++)
-        if (o.pid[i] == 1000)
-            cfs_identify_observe(id, o.s[i], o.pid[i], o.ppid[i]);
-    /* running: 20 s at most (found at once); ended: 2 s, learning on */
-    for (int i = 0; i < (running ? 2000 : 200) && calls_of(&seen) < 1; i++)
-        usleep(10000);
+    /* the scan over rank 1's opens is in its idle part (past seed 1000) */
+    struct ident_progress was = wait_scan(id, 32, IDLE_PART);
+    ck_assert(was.attempting && was.scanned >= IDLE_PART);
+    fake_clock_advance(&clock, 0.5); /* past new_reader_seconds */
+    size_t observed = 48;
+    for (size_t i = 0; i < o.len; i++) {
+        if (o.pid[i] != 1000)
+            continue;
+        cfs_identify_observe(id, o.s[i], o.pid[i], o.ppid[i]);
+        if (++observed == 49 && running) /* its first open restarts the scan */
+            ck_assert_msg(scan_after(id, &seen, &was, observed) == SCAN_RESTARTED,
+                          "rank 0's first open did not restart the scan");
+    }
     if (running) {
-        ck_assert_int_ge(calls_of(&seen), 1);
+        ck_assert_int_ge(wait_calls(&seen, 1), 1);
         ck_assert_uint_eq(seen.id.sampler.seed, t.seed);
         ck_assert_uint_eq(seen.id.sampler.world, 2);
         ck_assert_uint_eq(seen.id.rank_count, 2);
     } else {
+        ck_assert_msg(scan_after(id, &seen, &was, observed) == SCAN_WENT_ON,
+                      "rank 0's opens restarted the scan");
         ck_assert_int_eq(calls_of(&seen), 0);
         ck_assert_int_eq(cfs_identify_state(id, NULL), CFS_IDENTIFY_LEARNING);
     }
@@ -569,7 +692,7 @@ START_TEST(a_partial_nodes_later_workers_do_not_restart_the_scan)
                         .workers = 2,
                         .ranks = 2,
                         .epochs = 3};
-    struct cfs_identified id = scan_across_epochs(&t, 32, 0.2);
+    struct cfs_identified id = scan_across_epochs(&t, 32, 0.2, 0.5);
     ck_assert_uint_eq(id.sampler.world, 4);
     ck_assert_uint_eq(id.rank_count, 2);
 }
@@ -600,17 +723,13 @@ START_TEST(the_thread_refines_with_the_next_epoch)
     for (size_t i = 0; i < 200; i++)
         cfs_identify_observe(id, o.s[i], o.pid[i], o.ppid[i]);
     ck_assert_int_eq(wait_state(id, CFS_IDENTIFY_IDENTIFIED), CFS_IDENTIFY_IDENTIFIED);
-    for (int i = 0; i < 3000 && calls_of(&seen) < 1; i++)
-        usleep(10000);
-    ck_assert_int_eq(calls_of(&seen), 1);
+    ck_assert_int_eq(wait_calls(&seen, 1), 1);
     ck_assert_int_eq(seen.id.sampler.kind, CFS_SAMPLER_TORCH_DDP);
     ck_assert(seen.id.epoch_seed_only); /* nothing yet says the next epoch */
     ck_assert(!seen.id.per_epoch_global);
     for (size_t i = 200; i < o.len; i++)
         cfs_identify_observe(id, o.s[i], o.pid[i], o.ppid[i]);
-    for (int i = 0; i < 3000 && calls_of(&seen) < 2; i++)
-        usleep(10000);
-    ck_assert_int_eq(calls_of(&seen), 2);
+    ck_assert_int_eq(wait_calls(&seen, 2), 2);
     struct cfs_identified got;
     ck_assert_int_eq(cfs_identify_state(id, &got), CFS_IDENTIFY_IDENTIFIED);
     ck_assert_int_eq(got.sampler.kind, CFS_SAMPLER_TORCH_SAMPLER);
@@ -659,9 +778,7 @@ START_TEST(torch_global_without_its_seed_epoch_by_epoch)
         /* the epoch's first batches, then the module's answer, then the rest */
         for (size_t i = 0; i < 96; i++)
             cfs_identify_observe(id, ep[e].s[i], ep[e].pid[i], ep[e].ppid[i]);
-        for (int i = 0; i < 3000 && calls_of(&seen) < (int)e + 1; i++)
-            usleep(10000);
-        ck_assert_int_eq(calls_of(&seen), e + 1);
+        ck_assert_int_eq(wait_calls(&seen, (int)e + 1), e + 1);
         struct cfs_identified got = seen.id;
         ck_assert_msg(got.epoch_seed_only, "epoch %u: %s", e, got.text);
         ck_assert_int_eq(got.sampler.kind, CFS_SAMPLER_TORCH_DDP);
@@ -681,7 +798,7 @@ START_TEST(torch_global_without_its_seed_epoch_by_epoch)
     /* a reader that is no shuffle afterwards: the window ends unidentified */
     for (uint32_t i = 0; i < 2 * n; i++)
         cfs_identify_observe(id, i % n, 7000, 999);
-    usleep(100000);
+    ck_assert(wait_settled(id).settled); /* all it will do with them, done */
     ck_assert_int_eq(calls_of(&seen), 4);
     ck_assert_int_ne(cfs_identify_state(id, NULL), CFS_IDENTIFY_IDENTIFIED);
     cfs_identify_destroy(id);
