@@ -268,7 +268,8 @@ static int emit_files(const struct cfs_catalog *c, cfs_id dir, cfs_walk_keep kee
         if (!S_ISDIR(c->e[id].mode) && keep(c, id) && cfs_idlist_push(out, id) < 0)
             return -ENOMEM;
     }
-    cfs_walk_py_sort(c, out->v + first, (uint32_t)(out->n - first));
+    if (out->n > first) /* an empty list may have no array yet */
+        cfs_walk_py_sort(c, out->v + first, (uint32_t)(out->n - first));
     return 0;
 }
 

@@ -153,6 +153,16 @@ def make_loader(args, ds):
     return DataLoader(ds, sampler=RandomSampler(ds, generator=g), **common), None
 
 
+def wait_identified(args, where):
+    """Pause until the mount says it identified the order, at most --pause
+    seconds, as a trainer that evaluates would."""
+    t0 = time.monotonic()
+    while not identified(args.data) and time.monotonic() - t0 < args.pause:
+        time.sleep(0.5 if where == "after epoch 0" else 0.05)
+    print(f"rank {args.rank}: paused {time.monotonic() - t0:.1f} s {where}, "
+          f"identified={identified(args.data)}", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", required=True, help="the mount")
@@ -168,6 +178,9 @@ def main():
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--persistent", action="store_true", help="persistent_workers=True")
     ap.add_argument("--pause", type=float, default=300, help="most seconds to wait after epoch 0")
+    ap.add_argument("--identify-by-step", type=int, default=-1,
+                    help="also pause at this step of epoch 0 until the order is identified: "
+                         "whether epoch 0's first opens name it, whatever the search's pace")
     ap.add_argument("--log", required=True, help="'epoch rank index' per item")
     ap.add_argument("--snapshot", help="copy .clairfs/metrics here when epoch 1 starts "
                     "(with --pause-epochs: when epoch 1's order is known)")
@@ -201,6 +214,8 @@ def main():
             for step_i, batch in enumerate(loader):
                 if args.pause_epochs and epoch > 0 and step_i == 1:
                     wait_epoch_order(args, epoch)
+                if epoch == 0 and step_i == args.identify_by_step:
+                    wait_identified(args, "at step %d of epoch 0" % step_i)
                 if args.world > 1:
                     dist.all_reduce(step)  # the step's gradients
                 if args.kind == "torch-global":
@@ -218,11 +233,7 @@ def main():
             print(f"rank {args.rank}: epoch {epoch} {time.monotonic() - t_epoch:.3f} s", flush=True)
             print(f"rank {args.rank}: clock at epoch {epoch}'s end {time.time():.3f}", flush=True)
             if epoch == 0:
-                t0 = time.monotonic()
-                while not identified(args.data) and time.monotonic() - t0 < args.pause:
-                    time.sleep(0.5)
-                print(f"rank {args.rank}: paused {time.monotonic() - t0:.1f} s after epoch 0, "
-                      f"identified={identified(args.data)}")
+                wait_identified(args, "after epoch 0")
                 if not args.pause_epochs:
                     snapshot(args)
     if args.world > 1:

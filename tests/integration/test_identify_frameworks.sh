@@ -18,9 +18,10 @@
 # in the stats, at least the opens of epochs 1-3 predicted, at most 1 % of
 # the predicted opens missed, and every byte the trainer got equal to the
 # source's; and the order named from epoch 0's first opens, within the
-# epoch (the seeds here are below 2^20, which a scan covers at the normal
-# priority: a SCHED_IDLE scan would wait for the end of the epoch, whose
-# loader keeps both cores busy).  (torchvision-ra with a seed below 4096 reads exactly as timm-ra
+# epoch: each rank pauses at its 8th batch of epoch 0 until the mount names
+# the order (--identify-by-step), so that what is checked is which opens
+# named it, not whether the search outran a loader on a loaded host (the
+# seeds here are below 2^20, which a scan covers at the normal priority).  (torchvision-ra with a seed below 4096 reads exactly as timm-ra
 # and is named so: src/identify_frameworks.c.)
 #
 # Environment: CLAIRFS, CLAIRFS_GENDATA (lib.sh); CLAIRFS_IDENTIFY_PAUSE, the
@@ -36,7 +37,7 @@ identify_dataset
 
 # pattern KIND WORLD SEED [IDENTIFIED-AS]: one trainer run on a fresh mount.
 pattern() {
-    identify_pattern "$1" "$1" "$2" "$3" "${4:-$1}"
+    identify_pattern "$1" "$1" "$2" "$3" "${4:-$1}" --identify-by-step 8
     local at per
     at=$(sed -n 's/.*identify: .* after \([0-9]*\) opens in .*/\1/p' "$TMP/$1.daemon.log" | head -1)
     per=$(($(cat "$TMP/$1".rank*.log | wc -l) / EPOCHS))

@@ -318,6 +318,7 @@ START_TEST(ram_default_from_the_node)
     node.cgroup_room = 13 * G + 12345;
     ck_assert_int_eq(cfs_run_config_make(&in, &c, err, sizeof(err)), 0);
     ck_assert_uint_eq(c.ram, 32 * G);
+    cfs_run_config_free(&c);
     node.limited = false; /* no cgroup: half of MemTotal */
     node.total = 255 * G + 777;
     ck_assert_int_eq(cfs_run_config_make(&in, &c, err, sizeof(err)), 0);
