@@ -8,7 +8,9 @@
  * --full it then searches the whole range for ImageNet's n = 1 281 167 and
  * prints the time. The inside-out shuffle (n >= 214748364) is timed per
  * seed with --inside-out. Times are the thread's CPU time (the machine may
- * be shared), wall time beside them. Figures only: nothing is asserted. */
+ * be shared), wall time beside them. --threads times identification's set
+ * search on 1, 2, 4 ... threads instead (wall time, ratios against one
+ * thread in the same run). Figures only: nothing is asserted. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,12 +132,69 @@ static void inside_out_rate(void)
            (unsigned long long)(acc & 0xf));
 }
 
+static bool count_hit(void *arg, uint32_t seed, uint32_t skip)
+{
+    (void)seed, (void)skip;
+    ++*(uint64_t *)arg;
+    return false;
+}
+
+/* Identification's set search (cfs_seed_search_set_threads) over 2^28
+ * seeds at ImageNet's n, 8 readers' first opens and first two (skips 0
+ * and 2, as identify_scan.c scans), on 1, 2, 4 ... threads up to the
+ * usable CPUs (and 8): wall time, and the speed-up against one thread
+ * measured in this run.  The workers run at the normal priority, as
+ * offline (clairfs-plan --identify). */
+static void threads_rows(void)
+{
+    const uint32_t n = 1281167;
+    const uint64_t count = 1ull << 28;
+    uint64_t *first = calloc((n + 63) / 64, 8), *second = calloc((n + 63) / 64, 8);
+    if (!first || !second)
+        exit(1);
+    uint32_t *perm = torch_perm(2718281828u, n);
+    for (uint32_t r = 0; r < 8; r++) { /* reader r's first two opens */
+        first[perm[2 * r] / 64] |= 1ull << (perm[2 * r] % 64);
+        second[perm[2 * r] / 64] |= 1ull << (perm[2 * r] % 64);
+        second[perm[2 * r + 1] / 64] |= 1ull << (perm[2 * r + 1] % 64);
+    }
+    free(perm);
+    static const uint32_t skips[] = {0, 2};
+    struct cfs_seed_set_problem p = {.n = n, .algo = CFS_RANDPERM_CURRENT, .pos = 0,
+                                     .skips = skips, .nskips = 2, .first = first, .second = second};
+    unsigned cpus = cfs_seed_usable_cpus();
+    double base = 0, base_cpu = 0;
+    for (unsigned t = 1; t <= (cpus > 8 ? cpus : 8); t = t * 2 > cpus && t < cpus ? cpus : t * 2) {
+        struct cfs_seed_threads th = {.threads = t};
+        uint64_t hits = 0, searched;
+        double t0 = now(), c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+        if (cfs_seed_search_set_threads(&p, 1u << 30, count, NULL, count_hit, &hits, &searched,
+                                        &th) < 0)
+            exit(1);
+        double wall = now() - t0, cpu = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
+        if (t == 1)
+            base = wall, base_cpu = cpu;
+        /* CPU against one thread's: what the split costs, on a shared host too */
+        printf("set search n=%u 2^28 seeds, %3u threads (%u usable CPUs): %6.2f s wall, "
+               "x%.2f faster than 1 thread, CPU x%.2f of its; 2^32 in %5.1f s; %llu passed\n",
+               n, t, cpus, wall, base / wall, cpu / base_cpu, wall * 16,
+               (unsigned long long)hits);
+    }
+    free(first);
+    free(second);
+}
+
 int main(int argc, char **argv)
 {
-    bool full = false, io = false;
+    bool full = false, io = false, threads = false;
     for (int i = 1; i < argc; i++) {
         full |= !strcmp(argv[i], "--full");
         io |= !strcmp(argv[i], "--inside-out");
+        threads |= !strcmp(argv[i], "--threads");
+    }
+    if (threads) {
+        threads_rows();
+        return 0;
     }
     const uint32_t sizes[3] = {10000, 100000, 1281167};
     const size_t counts[4] = {1, 2, 4, 8};

@@ -253,6 +253,7 @@ struct ident_scan_meter {
     double scan_end;   /* monotonic seconds */
     double t0, cpu0;   /* the window's start, the thread's CPU time then */
     double share;      /* of the last window; -1 before one */
+    _Atomic uint64_t workers_ns; /* the scans' worker threads' CPU time, counted up */
 };
 
 /* On the module's thread, around each scan. */
@@ -285,7 +286,8 @@ struct ident_pace {
     /* The module thread's own. */
     bool idle;       /* the priority it runs at */
     bool raised;     /* in a scan's long part, at the normal priority */
-    double cpu_mark; /* its CPU time when last charged */
+    double cpu_mark; /* its CPU time and its scans' workers' when last charged */
+    double workers_cpu; /* CPU seconds of the scans' worker threads, counted up */
     double spent;    /* CPU seconds run raised */
     bool said_raised, said_spent;
     double probe_wall, probe_cpu; /* the idle probe's start (monotonic, thread CPU); 0: none */
@@ -299,7 +301,12 @@ struct ident_pace {
  * chunk of a scan's long part, the priority of the next. */
 void ident_pace_charge(struct ident_pace *pc);
 void ident_pace_priority(struct ident_pace *pc, bool idle);
-void ident_pace_chunk(struct ident_pace *pc);
+struct cfs_seed_workers;
+/* w: the scan's worker threads (NULL: the module thread scans), their CPU
+ * time charged with the thread's (and added to m's, m may be NULL) and
+ * their priority set with its. */
+void ident_pace_chunk(struct ident_pace *pc, struct ident_scan_meter *m,
+                      struct cfs_seed_workers *w);
 /* ident_pace_chunk with its measurements given: the thread's CPU seconds
  * cpu charged, at monotonic second now; set_priority(raised) changes the
  * thread's priority (false: refused, the pace stays as it was). */

@@ -41,6 +41,7 @@
 
 #include "clairfs/log.h"
 #include "clairfs/metrics.h"
+#include "clairfs/seed_search.h"
 #include "clairfs/thread_priority.h"
 #include "identify_i.h"
 
@@ -48,6 +49,14 @@
 #define SCAN_GAP 1.0
 
 /* --- The scans' share of a core. ------------------------------------------ */
+
+/* The module thread's CPU seconds and its scans' workers' (their CPU is
+ * the scan's as much as its own). */
+static double meter_cpu(struct ident_scan_meter *m)
+{
+    double cpu = ident_clock_sec(m->clock);
+    return cpu < 0 ? cpu : cpu + (double)atomic_load(&m->workers_ns) * 1e-9;
+}
 
 void ident_meter_scan_at(struct ident_scan_meter *m, bool begin, double now, double cpu)
 {
@@ -67,7 +76,7 @@ void ident_meter_scan(struct ident_scan_meter *m, bool begin)
         return; /* offline */
     double now = ident_clock_sec(CLOCK_MONOTONIC);
     pthread_mutex_lock(&m->mu);
-    double cpu = begin && m->has_clock ? ident_clock_sec(m->clock) : -1;
+    double cpu = begin && m->has_clock ? meter_cpu(m) : -1;
     ident_meter_scan_at(m, begin, now, cpu);
     pthread_mutex_unlock(&m->mu);
 }
@@ -97,7 +106,7 @@ bool cfs_identify_scan_share(struct cfs_identify *id, double *share)
     pthread_mutex_lock(&m->mu);
     /* the thread's CPU clock is read only where a window closes: at most
      * once a second (clairfs/identify.h) */
-    double cpu = ident_meter_window_closes(m, now) ? ident_clock_sec(m->clock) : -1;
+    double cpu = ident_meter_window_closes(m, now) ? meter_cpu(m) : -1;
     bool scanning = ident_meter_share_at(m, now, cpu, share);
     pthread_mutex_unlock(&m->mu);
     return scanning;
@@ -136,9 +145,16 @@ void ident_pace_charge_at(struct ident_pace *pc, double cpu)
                         (uint64_t)(d * 1e9));
 }
 
+/* The module thread's CPU seconds and its scans' workers'. */
+static double pace_cpu(const struct ident_pace *pc)
+{
+    double cpu = ident_clock_sec(CLOCK_THREAD_CPUTIME_ID);
+    return cpu < 0 ? cpu : cpu + pc->workers_cpu;
+}
+
 void ident_pace_charge(struct ident_pace *pc)
 {
-    ident_pace_charge_at(pc, ident_clock_sec(CLOCK_THREAD_CPUTIME_ID));
+    ident_pace_charge_at(pc, pace_cpu(pc));
 }
 
 void ident_pace_priority(struct ident_pace *pc, bool idle)
@@ -230,8 +246,15 @@ static bool set_thread_priority(bool raised)
                   : strcmp(cfs_thread_lower_priority(), "normal") != 0;
 }
 
-void ident_pace_chunk(struct ident_pace *pc)
+void ident_pace_chunk(struct ident_pace *pc, struct ident_scan_meter *m,
+                      struct cfs_seed_workers *w)
 {
-    double cpu = ident_clock_sec(CLOCK_THREAD_CPUTIME_ID);
-    ident_pace_chunk_at(pc, ident_clock_sec(CLOCK_MONOTONIC), cpu, set_thread_priority);
+    double d = cfs_seed_workers_cpu_take(w);
+    pc->workers_cpu += d;
+    if (m && d > 0)
+        atomic_fetch_add(&m->workers_ns, (uint64_t)(d * 1e9));
+    ident_pace_chunk_at(pc, ident_clock_sec(CLOCK_MONOTONIC), pace_cpu(pc), set_thread_priority);
+    /* the workers follow the module thread: raised or idle together (a
+     * no-op where they already run so) */
+    (void)cfs_seed_workers_priority(w, pc->idle);
 }

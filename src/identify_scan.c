@@ -127,6 +127,12 @@ static size_t head_positions(const struct cfs_identify_params *p, uint32_t *pos)
     return k;
 }
 
+static void pace_chunk(void *arg, struct cfs_seed_workers *w)
+{
+    struct ident_attempt *a = arg;
+    ident_pace_chunk(a->pace, a->meter, w);
+}
+
 /* Scans [first, first + count) for every head position. */
 static int scan(struct ident_attempt *a, const uint64_t *fs, const uint64_t *ss, uint32_t first,
                 uint64_t count)
@@ -144,24 +150,20 @@ static int scan(struct ident_attempt *a, const uint64_t *fs, const uint64_t *ss,
                                           .second = ss};
         a->p0 = heads[h];
         ident_meter_scan(a->meter, true);
-        /* In chunks where paced; a candidate that stops the search stops
-         * the chunks too (on_candidate: a fit, short of evidence or not). */
-        int rc = 0;
-        for (uint64_t done = 0; done < count && rc == 0 && a->rc == 0;) {
-            uint64_t step = a->paced && count - done > IDENT_PACE_CHUNK ? IDENT_PACE_CHUNK : count - done;
-            uint64_t searched, fits = a->fits;
-            if (a->paced)
-                ident_pace_chunk(a->pace);
-            rc = cfs_seed_search_set(&sp, first + (uint32_t)done, step, a->cancel, on_candidate,
-                                     a, &searched);
-            if (a->scanned)
-                atomic_fetch_add(a->scanned, searched);
-            if (a->scanning && a->fits > fits)
-                break;
-            if (a->cancel && atomic_load(a->cancel))
-                break;
-            done += step;
-        }
+        /* A scan's long part, and offline every scan, on the usable CPUs'
+         * threads (seed_threads.c), paced where the module thread's is;
+         * its head on the module thread.  A candidate that stops the
+         * search (on_candidate: a fit, short of evidence or not) stops
+         * them all. */
+        struct cfs_seed_threads t = {.threads = a->paced || !a->pace ? 0 : 1,
+                                     .idle = a->paced,
+                                     .every = IDENT_PACE_CHUNK,
+                                     .pace = a->paced ? pace_chunk : NULL,
+                                     .pace_arg = a,
+                                     .progress = a->scanned};
+        uint64_t searched;
+        int rc = cfs_seed_search_set_threads(&sp, first, count, a->cancel, on_candidate, a,
+                                             &searched, &t);
         ident_meter_scan(a->meter, false);
         if (rc < 0)
             return rc;

@@ -2,6 +2,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* gettid */
 #endif
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sys/resource.h>
@@ -17,6 +18,14 @@ const char *cfs_thread_lower_priority(void)
     if (setpriority(PRIO_PROCESS, (id_t)gettid(), 19) == 0)
         return "nice 19";
     return "normal";
+}
+
+int cfs_thread_lower_priority_of(pthread_t thread, pid_t tid)
+{
+    struct sched_param sp = {.sched_priority = 0};
+    if (pthread_setschedparam(thread, SCHED_IDLE, &sp) == 0)
+        return 0;
+    return setpriority(PRIO_PROCESS, (id_t)tid, 19) == 0 ? 0 : -errno;
 }
 
 int cfs_thread_normal_priority(void)

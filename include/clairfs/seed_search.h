@@ -159,6 +159,38 @@ int cfs_seed_search_set(const struct cfs_seed_set_problem *p, uint32_t first, ui
                         const _Atomic bool *cancel, cfs_seed_set_found found, void *arg,
                         uint64_t *searched);
 
+/* The set search over several threads (src/seed_threads.c): the range in
+ * chunks that worker threads take in turn, what they find handed to
+ * found() on the calling thread in seed order, so found() sees the same
+ * seeds, skips and order, and *searched is the same, for any number of
+ * threads.  The workers live for one call. */
+struct cfs_seed_workers;
+struct cfs_seed_threads {
+    unsigned threads; /* 0: cfs_seed_usable_cpus(); 1: on the calling thread */
+    bool idle;        /* the workers start at idle priority (else the normal) */
+    /* On the calling thread: before the first seed, about every `every`
+     * seeds a thread (0: only then), and once the workers stopped.  w is
+     * NULL on one thread (the calling thread scans): its CPU clock is the
+     * scan's.  May read the workers' CPU time and set their priority. */
+    uint64_t every;
+    void (*pace)(void *arg, struct cfs_seed_workers *w);
+    void *pace_arg;
+    _Atomic uint64_t *progress; /* seeds examined, added as they pass; may be NULL */
+};
+
+int cfs_seed_search_set_threads(const struct cfs_seed_set_problem *p, uint32_t first,
+                                uint64_t count, const _Atomic bool *cancel,
+                                cfs_seed_set_found found, void *arg, uint64_t *searched,
+                                const struct cfs_seed_threads *t);
+/* All of the workers to idle priority (SCHED_IDLE, else nice 19) or back to
+ * the normal one, together; 0 or the first -errno (w NULL: nothing). */
+int cfs_seed_workers_priority(struct cfs_seed_workers *w, bool idle);
+/* The workers' CPU seconds since the last call (0 for NULL). */
+double cfs_seed_workers_cpu_take(struct cfs_seed_workers *w);
+/* The CPUs this process may use: its affinity mask, bounded by its
+ * cgroup's cpu.max quota (rounded up) where one is set; at least 1. */
+unsigned cfs_seed_usable_cpus(void);
+
 const char *cfs_seed_verdict_name(enum cfs_seed_verdict v);
 
 #endif

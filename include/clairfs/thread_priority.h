@@ -6,6 +6,7 @@
 #define CLAIRFS_THREAD_PRIORITY_H
 
 #include <pthread.h>
+#include <sys/types.h>
 
 const char *cfs_thread_lower_priority(void);
 /* Back from SCHED_IDLE to the normal policy, for short work that must not
@@ -16,5 +17,8 @@ int cfs_thread_normal_priority(void);
  * (a cancelled scan) must run to see it, where on busy cores a thread at
  * idle priority waits for seconds or the rest of an epoch. */
 int cfs_thread_normal_priority_of(pthread_t thread);
+/* Another thread to SCHED_IDLE, else nice 19 (tid: its gettid()), as the
+ * workers of a scan that share one pace (seed_threads.c): 0 or -errno. */
+int cfs_thread_lower_priority_of(pthread_t thread, pid_t tid);
 
 #endif

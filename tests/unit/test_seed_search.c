@@ -6,6 +6,7 @@
  * torch >= 2.6 at a size just above its threshold. */
 #include <check.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -273,21 +274,36 @@ static bool on_set_hit(void *arg, uint32_t seed, uint32_t skip)
     return false;
 }
 
+static uint64_t xorshift(uint64_t *x)
+{
+    *x ^= *x << 13, *x ^= *x >> 7, *x ^= *x << 17;
+    return *x;
+}
+
+/* Bitsets over 0..n-1: each bit set with probability 1/2, or `k` random
+ * values each where k > 0. */
+static void random_sets(uint64_t n, unsigned k, uint64_t **first, uint64_t **second)
+{
+    uint64_t words = (n + 63) / 64;
+    uint64_t x = 88172645463325252ull;
+    *first = calloc(words, 8), *second = calloc(words, 8);
+    ck_assert(*first && *second);
+    for (uint64_t w = 0; w < words && !k; w++)
+        (*first)[w] = xorshift(&x), (*second)[w] = xorshift(&x);
+    for (unsigned i = 0; i < k; i++) {
+        uint64_t a = xorshift(&x) % n, b = xorshift(&x) % n;
+        (*first)[a / 64] |= 1ull << (a % 64), (*second)[b / 64] |= 1ull << (b % 64);
+    }
+    if (n % 64)
+        (*first)[words - 1] &= (1ull << (n % 64)) - 1, (*second)[words - 1] &= (1ull << (n % 64)) - 1;
+}
+
 START_TEST(the_set_search_agrees_with_a_replay)
 {
     static const uint64_t ns[] = {2, 3, 1000, 1281167, 200000003};
     const uint64_t n = ns[_i];
-    uint64_t words = (n + 63) / 64;
-    uint64_t *first = calloc(words, 8), *second = calloc(words, 8);
-    uint64_t x = 88172645463325252ull; /* xorshift: the sets */
-    for (uint64_t w = 0; w < words; w++) {
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        first[w] = x;
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        second[w] = x;
-    }
-    if (n % 64)
-        first[words - 1] &= (1ull << (n % 64)) - 1, second[words - 1] &= (1ull << (n % 64)) - 1;
+    uint64_t *first, *second;
+    random_sets(n, 0, &first, &second);
     first[0] |= 1, second[0] |= 2; /* never empty, for n = 2 and 3 */
     static const uint32_t skips[] = {0, 2};
     struct cfs_seed_set_problem p = {.n = n, .algo = CFS_RANDPERM_CURRENT, .pos = 0,
@@ -326,6 +342,135 @@ START_TEST(the_set_search_agrees_with_a_replay)
     free(want);
     free(first);
     free(second);
+}
+END_TEST
+
+/* One threaded set search: what found() saw, stopping after stop_after
+ * seeds or cancelling after cancel_after (0: neither), and its pace. */
+struct threaded_run {
+    struct set_hits hits;
+    size_t stop_after, cancel_after;
+    atomic_bool cancel;
+    unsigned paces, with_workers;
+    double workers_cpu;
+    _Atomic uint64_t progress;
+    uint64_t searched;
+};
+
+static bool threaded_hit(void *arg, uint32_t seed, uint32_t skip)
+{
+    struct threaded_run *r = arg;
+    on_set_hit(&r->hits, seed, skip);
+    if (r->hits.len == r->cancel_after)
+        atomic_store(&r->cancel, true);
+    return r->hits.len == r->stop_after;
+}
+
+static void threaded_pace(void *arg, struct cfs_seed_workers *w)
+{
+    struct threaded_run *r = arg;
+    r->paces++;
+    r->with_workers += w != NULL;
+    r->workers_cpu += cfs_seed_workers_cpu_take(w);
+}
+
+static struct threaded_run *run_threaded(const struct cfs_seed_set_problem *p, uint32_t from,
+                                         uint64_t count, unsigned threads, size_t stop_after,
+                                         size_t cancel_after)
+{
+    struct threaded_run *r = calloc(1, sizeof(*r));
+    ck_assert_ptr_nonnull(r);
+    r->stop_after = stop_after, r->cancel_after = cancel_after;
+    struct cfs_seed_threads t = {.threads = threads, .every = 1u << 16, .pace = threaded_pace,
+                                 .pace_arg = r, .progress = &r->progress};
+    ck_assert_int_eq(cfs_seed_search_set_threads(p, from, count, &r->cancel, threaded_hit, r,
+                                                 &r->searched, &t),
+                     0);
+    ck_assert_uint_eq(atomic_load(&r->progress), r->searched);
+    ck_assert_uint_ge(r->paces, 2); /* before the first seed, after the last */
+    ck_assert_uint_eq(r->with_workers, threads > 1 ? r->paces : 0);
+    if (threads > 1 && r->searched > 0)
+        ck_assert(r->workers_cpu > 0);
+    return r;
+}
+
+static void same_hits(const struct threaded_run *a, const struct threaded_run *b)
+{
+    ck_assert_uint_eq(a->searched, b->searched);
+    ck_assert_uint_eq(a->hits.len, b->hits.len);
+    for (size_t k = 0; k < a->hits.len; k++) {
+        ck_assert_uint_eq(a->hits.seed[k], b->hits.seed[k]);
+        ck_assert_uint_eq(a->hits.skip[k], b->hits.skip[k]);
+    }
+}
+
+/* The set search on 1, 2 and 8 threads over a range of 64 chunks and a
+ * bit, across 2^32, where a known seed sits among hundreds of others that
+ * pass: found() sees the same seeds with the same skips in the same
+ * order, and as many seeds are searched, when it runs to the end, when
+ * found() stops it half way, and when the search is cancelled a third of
+ * the way in (_i: head position 0 with skips 0 and 2, or position 3). */
+START_TEST(the_set_search_on_threads_finds_the_same_seeds)
+{
+    const uint32_t n = 1000, seed = 7, pos = _i ? 3 : 0;
+    static const uint32_t both[] = {0, 2}, none[] = {0};
+    uint64_t *first, *second;
+    random_sets(n, 12, &first, &second);
+    struct cfs_seed_constraint c[5];
+    torch_prefix(seed, n, pos + 2, c); /* the known seed passes */
+    first[c[pos].value / 64] |= 1ull << (c[pos].value % 64);
+    second[c[pos + 1].value / 64] |= 1ull << (c[pos + 1].value % 64);
+    struct cfs_seed_set_problem p = {.n = n, .algo = CFS_RANDPERM_CURRENT, .pos = pos,
+                                     .skips = pos ? none : both, .nskips = pos ? 1 : 2,
+                                     .first = first, .second = second};
+    const uint32_t from = UINT32_MAX - (1u << 21);
+    const uint64_t count = (1ull << 22) + 77;
+    static const unsigned threads[] = {1, 2, 8};
+    struct threaded_run *one = run_threaded(&p, from, count, 1, 0, 0);
+    ck_assert_uint_eq(one->searched, count);
+    ck_assert_uint_gt(one->hits.len, 64);
+    bool known = false;
+    for (size_t k = 0; k < one->hits.len; k++)
+        known |= one->hits.seed[k] == seed && one->hits.skip[k] == 0;
+    ck_assert(known);
+    struct threaded_run *stop1 = run_threaded(&p, from, count, 1, one->hits.len / 2, 0);
+    struct threaded_run *cancel1 = run_threaded(&p, from, count, 1, 0, one->hits.len / 3);
+    ck_assert_uint_eq(stop1->hits.len, one->hits.len / 2);
+    ck_assert_uint_lt(stop1->searched, count);
+    ck_assert_uint_lt(cancel1->searched, count);
+    for (size_t i = 1; i < 3; i++) {
+        struct threaded_run *all = run_threaded(&p, from, count, threads[i], 0, 0);
+        struct threaded_run *stop = run_threaded(&p, from, count, threads[i], one->hits.len / 2, 0);
+        struct threaded_run *cancel =
+            run_threaded(&p, from, count, threads[i], 0, one->hits.len / 3);
+        same_hits(all, one);
+        same_hits(stop, stop1);
+        same_hits(cancel, cancel1);
+        free(all), free(stop), free(cancel);
+    }
+    free(one), free(stop1), free(cancel1);
+    free(first), free(second);
+}
+END_TEST
+
+/* A problem the set search refuses is refused on threads too, before any
+ * thread starts or pace() is called. */
+START_TEST(the_set_search_on_threads_refuses_bad_input)
+{
+    uint64_t *first, *second, searched = 1;
+    random_sets(1000, 12, &first, &second);
+    static const uint32_t skips[] = {31};
+    struct cfs_seed_set_problem p = {.n = 1000, .pos = 0, .skips = skips, .nskips = 1,
+                                     .first = first, .second = second};
+    struct threaded_run r = {0};
+    struct cfs_seed_threads t = {.threads = 8, .pace = threaded_pace, .pace_arg = &r};
+    ck_assert_int_eq(cfs_seed_search_set_threads(&p, 0, 1u << 20, NULL, threaded_hit, &r,
+                                                 &searched, &t),
+                     -EINVAL);
+    ck_assert_uint_eq(searched, 0);
+    ck_assert_uint_eq(r.paces, 0);
+    ck_assert_uint_ge(cfs_seed_usable_cpus(), 1);
+    free(first), free(second);
 }
 END_TEST
 
@@ -545,6 +690,8 @@ static Suite *seed_suite(void)
     tcase_add_test(t, small_n_is_ambiguous_with_a_count);
     tcase_add_test(t, engine_agrees_with_brute_force);
     tcase_add_loop_test(t, the_set_search_agrees_with_a_replay, 0, 5);
+    tcase_add_loop_test(t, the_set_search_on_threads_finds_the_same_seeds, 0, 2);
+    tcase_add_test(t, the_set_search_on_threads_refuses_bad_input);
     tcase_add_test(t, contradictions_and_bad_input);
     tcase_add_test(t, words_drawn_before_the_randperm);
     tcase_add_test(t, a_foreign_permutation_names_no_seed);
