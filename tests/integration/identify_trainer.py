@@ -24,6 +24,7 @@ Patterns (clairfs/sampler.h):
 import argparse
 import hashlib
 import os
+import re
 import sys
 import time
 
@@ -77,6 +78,17 @@ def wait_epoch_order(args, epoch):
           f"{order_line(args.data).strip()}", flush=True)
     if epoch == 1:
         snapshot(args)
+
+
+def wait_order(args, epoch, step):
+    """--wait-order: pause at --wait-order-at until the stats' order line
+    matches the pattern, at most --pause seconds."""
+    t0 = time.monotonic()
+    while not re.search(args.wait_order, order_line(args.data)) and \
+            time.monotonic() - t0 < args.pause:
+        time.sleep(0.05)
+    print(f"rank {args.rank}: paused {time.monotonic() - t0:.1f} s at step {step} of epoch "
+          f"{epoch}: {order_line(args.data).strip()}", flush=True)
 
 
 def snapshot(args):
@@ -178,6 +190,10 @@ def main():
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--persistent", action="store_true", help="persistent_workers=True")
     ap.add_argument("--pause", type=float, default=300, help="most seconds to wait after epoch 0")
+    ap.add_argument("--wait-order", help="a pattern the stats' order line must match at "
+                    "--wait-order-at before the trainer goes on (at most --pause seconds)")
+    ap.add_argument("--wait-order-at", type=lambda v: [int(x) for x in v.split(":")],
+                    default=[1, 4], help="EPOCH:STEP of --wait-order (default 1:4)")
     ap.add_argument("--identify-by-step", type=int, default=-1,
                     help="also pause at this step of epoch 0 until the order is identified: "
                          "whether epoch 0's first opens name it, whatever the search's pace")
@@ -216,6 +232,8 @@ def main():
                     wait_epoch_order(args, epoch)
                 if epoch == 0 and step_i == args.identify_by_step:
                     wait_identified(args, "at step %d of epoch 0" % step_i)
+                if args.wait_order and [epoch, step_i] == args.wait_order_at:
+                    wait_order(args, epoch, step_i)
                 if args.world > 1:
                     dist.all_reduce(step)  # the step's gradients
                 if args.kind == "torch-global":

@@ -8,8 +8,11 @@
 # order, each step 40 ms longer, the wait for a GPU's step).  The mount must
 # find K from epoch 0's opens, then G from epoch 1's, and adopt
 # torch-global.  G is known only 32 opens into epoch 1 plus the walk to it
-# (G = 384000 here: ~0.1 s), and that epoch is mispredicted until then; the
-# step's wait keeps those opens within the 1 % below.
+# (G = 384000 here: ~0.1 s of an idle core), and that epoch is mispredicted
+# until then: the trainer pauses at its 4th batch of epoch 1 until the
+# stats name G (--wait-order), so that the opens mispredicted are those
+# 4 batches and its workers' prefetch, within the 1 % below, however the
+# host's cores are shared.
 #   - clairfs_order_identified 1, the stats say "identified torch-global
 #     seed=S rng_offset=K rng_epoch_words=G" with K > 0 and G > 0;
 #   - from epoch 1 on (the counters the trainer copied when it resumed,
@@ -32,7 +35,8 @@ cfs_mount "$src" "$mnt" "$TMP/daemon.log" -o ram=$ram,index="$TMP/index",seed=$S
     { fail "mount"; cfs_finish; }
 timeout 900 "$TORCH_PY" "$TRAINER" --data "$mnt" --src "$src" --kind torch-global \
     --seed $SEED --epochs $EPOCHS --batch $BATCH --workers $WORKERS --pause "$PAUSE" \
-    --snapshot "$TMP/resumed.metrics" --step-seconds 0.04 --slow-steps 50 --log "$TMP/rank0.log" &
+    --snapshot "$TMP/resumed.metrics" --step-seconds 0.04 --slow-steps 50 --log "$TMP/rank0.log" \
+    --wait-order 'rng_epoch_words=[0-9]' --wait-order-at 1:4 &
 pid=$!
 cfs_pids+=($pid)
 rc=0
