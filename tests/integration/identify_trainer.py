@@ -25,7 +25,8 @@ Patterns (clairfs/sampler.h):
 root); --val-dir SUB then runs the torchvision classification reference's
 evaluate() after every epoch: ImageFolder(MNT/SUB) read in order
 (DistributedSampler(shuffle=False) at world > 1, else SequentialSampler) by
-fresh DataLoader workers of the same rank, its opens logged as "val E R I".
+fresh DataLoader workers of the same rank, its opens logged as "E R I" in
+LOG.val.
 --decode decodes each file as an image with PIL (the default loader's open
 and read, then the reference's eval transforms), besides its digest.
 """
@@ -175,7 +176,7 @@ def make_loader(args, ds):
     return DataLoader(ds, sampler=RandomSampler(ds, generator=g), **common), None
 
 
-def evaluate(args, epoch, log):
+def evaluate(args, epoch):
     """The validation pass after an epoch: the reference's evaluate() over
     --val-dir, unshuffled, in fresh workers; the bytes checked."""
     from torch.utils.data import SequentialSampler
@@ -186,13 +187,14 @@ def evaluate(args, epoch, log):
                if args.world > 1 else SequentialSampler(ds))
     loader = DataLoader(ds, batch_size=args.batch, sampler=sampler, num_workers=args.workers,
                         collate_fn=collate)
-    for batch in loader:
-        for i, got in batch:
-            rel = os.path.relpath(folder.samples[i][0], args.data)
-            if got != digest(os.path.join(args.src, rel)):
-                print(f"rank {args.rank}: wrong bytes in {rel}", file=sys.stderr)
-                return False
-            log.write(f"val {epoch} {args.rank} {i}\n")
+    with open(args.log + ".val", "a") as log:
+        for batch in loader:
+            for i, got in batch:
+                rel = os.path.relpath(folder.samples[i][0], args.data)
+                if got != digest(os.path.join(args.src, rel)):
+                    print(f"rank {args.rank}: wrong bytes in {rel}", file=sys.stderr)
+                    return False
+                log.write(f"{epoch} {args.rank} {i}\n")
     return True
 
 
@@ -279,7 +281,7 @@ def main():
                     log.write(f"{epoch} {args.rank} {i}\n")
             print(f"rank {args.rank}: epoch {epoch} {time.monotonic() - t_epoch:.3f} s", flush=True)
             print(f"rank {args.rank}: clock at epoch {epoch}'s end {time.time():.3f}", flush=True)
-            if args.val_dir and not evaluate(args, epoch, log):
+            if args.val_dir and not evaluate(args, epoch):
                 return 1
             if epoch == 0:
                 wait_identified(args, "after epoch 0")
