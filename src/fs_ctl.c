@@ -61,10 +61,14 @@ fuse_ino_t fs_ctl_lookup(const struct cfs_fs *fs, const char *name)
 /* The stats end with what is known of the read order (prefetch.h). */
 static int append_order_line(struct cfs_fs *fs, struct ctl_handle *h)
 {
-    char line[400];
+    char line[400], roots[1024];
     cfs_prefetch_order_text(fs->prefetch, line, sizeof(line));
+    /* Each dataset root's identification, before the order line (the
+     * last line, whatever comes before it). */
+    cfs_prefetch_roots_text(fs->prefetch, roots, sizeof(roots));
     char *text = NULL;
-    int n = asprintf(&text, "%sorder:    %s\n", h->text, line);
+    int n = asprintf(&text, "%s%s%s%sorder:    %s\n", h->text, roots[0] ? "roots:    " : "", roots,
+                     roots[0] ? "\n" : "", line);
     if (n < 0) {
         free(h->text);
         h->text = NULL;

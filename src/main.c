@@ -54,6 +54,7 @@
 #include "clairfs/peer.h"
 #include "clairfs/peer_startup.h"
 #include "clairfs/prefetch.h"
+#include "clairfs/roots.h"
 #include "clairfs/run_config.h"
 #include "cmdline.h"
 #include "fs.h"
@@ -207,7 +208,7 @@ struct daemon {
     int data_fd;
     struct cfs_prefetch *pf;
     struct cfs_openers *openers;
-    struct cfs_identify *identify;
+    struct cfs_roots *identify; /* order identification, one per dataset root */
     double plan_secs;
     char *fsname, *mount_opts;
     struct fuse_session *se;
@@ -525,25 +526,31 @@ static void log_started(const struct daemon *d)
         cfs_info("mounted %s at %s", d->source, d->mountpoint);
 }
 
-/* The identify module behind the data path's seam. */
+/* The identification, one per dataset root (clairfs/roots.h), behind the
+ * data path's seam. */
 static void identify_observe(void *arg, uint32_t sample, pid_t pid, pid_t ppid)
 {
-    cfs_identify_observe(arg, sample, pid, ppid);
+    cfs_roots_observe(arg, sample, pid, ppid);
 }
 
 static void identify_restart(void *arg)
 {
-    cfs_identify_restart(arg);
+    cfs_roots_restart(arg);
 }
 
 static enum cfs_identify_state identify_state(void *arg, struct cfs_identified *out)
 {
-    return cfs_identify_state(arg, out);
+    return cfs_roots_state(arg, out);
 }
 
 static bool identify_scan_share(void *arg, double *share)
 {
-    return cfs_identify_scan_share(arg, share);
+    return cfs_roots_scan_share(arg, share);
+}
+
+static void identify_text(void *arg, char *buf, size_t len)
+{
+    cfs_roots_text(arg, buf, len);
 }
 
 static const struct cfs_identify_ops identify_ops = {
@@ -551,13 +558,17 @@ static const struct cfs_identify_ops identify_ops = {
     .restart = identify_restart,
     .state = identify_state,
     .scan_share = identify_scan_share,
+    .text = identify_text,
 };
 
-/* On the module's thread: predict what it found. */
-static void on_identified(void *arg, const struct cfs_identified *id)
+/* On a root's identification thread: predict what it found. */
+static void on_identified(void *arg, const struct cfs_root *root, const struct cfs_identified *id)
 {
-    char err[256];
-    if (cfs_prefetch_adopt(arg, id, err, sizeof(err)) < 0)
+    char err[512];
+    int rc = cfs_prefetch_adopt_at(arg, id, root->name, root->map, root->n, err, sizeof(err));
+    if (rc == -EBUSY)
+        cfs_info("order: %s", err);
+    else if (rc < 0)
         cfs_warn("order: %s", err);
 }
 
@@ -581,14 +592,21 @@ static int start_identify(struct daemon *d)
         cfs_prefetch_set_identify(d->pf, NULL, NULL, off);
         return PHASE_OK;
     }
-    struct cfs_identify_params ip = {
-        .n = cfs_catalog_sample_count(d->catalog), .algo = d->run.sampler.randperm,
-        .hint = d->run.seeded ? &d->run.sampler : NULL, .hint_has_seed = d->run.seeded,
-        .node = (uint32_t)d->rank, .nodes = (uint32_t)d->nodes,
-        .search_budget = d->cl.opts.search_budget / 100.0, .metrics = &d->metrics,
+    /* Roots below the mount's are derived from the opens only for the
+     * default order: a registered one (order=KIND:ROOT) is the user's. */
+    const char *root = d->cl.opts.order_root;
+    struct cfs_roots_params rp = {
+        .catalog = d->catalog,
+        .derive = d->cl.opts.order == CFS_ORDER_IMAGEFOLDER && !(root && root[0]),
+        .identify = {
+            .algo = d->run.sampler.randperm,
+            .hint = d->run.seeded ? &d->run.sampler : NULL, .hint_has_seed = d->run.seeded,
+            .node = (uint32_t)d->rank, .nodes = (uint32_t)d->nodes,
+            .search_budget = d->cl.opts.search_budget / 100.0, .metrics = &d->metrics,
+        },
         .on_identified = on_identified, .cb_arg = d->pf,
     };
-    if (cfs_identify_create(&ip, &d->identify, d->err, sizeof(d->err)) < 0)
+    if (cfs_roots_create(&rp, &d->identify, d->err, sizeof(d->err)) < 0)
         return PHASE_FAILED;
     cfs_prefetch_set_identify(d->pf, &identify_ops, d->identify, NULL);
     return PHASE_OK;
@@ -659,7 +677,7 @@ static void teardown(struct daemon *d)
     cfs_fs_destroy(d->fs);
     cfs_openers_destroy(d->openers);
     cfs_prefetch_stop(d->pf); /* its sweep asks the identification (scan_share) */
-    cfs_identify_destroy(d->identify); /* no open observes now; it calls back no more */
+    cfs_roots_destroy(d->identify); /* no open observes now; it calls back no more */
     cfs_peer_leave(d->peer);    /* no more serving from, or fetching into, the cache */
     cfs_prefetch_destroy(d->pf); /* after the session: no request is left */
     if (d->data_fd >= 0)

@@ -431,7 +431,9 @@ static int set_seed(struct cfs_prefetch *pf, uint64_t seed, char *err, size_t er
     /* The copy shares run's node_ranks and sampler list for the planner. */
     struct cfs_run_config run = pf->run;
     run.sampler.seed = seed;
+    run.sampler.n = pf->nsamples; /* a seed of the mount's own order */
     run.seeded = true;
+    pf->plan_root = NULL;
     int rc = pf_replan(pf, &run, NULL, NULL, err, errlen);
     if (rc == 0) {
         atomic_store(&pf->learning, false);

@@ -80,6 +80,7 @@ void pf_identify_init(struct cfs_prefetch *pf)
 void pf_identify_free(struct cfs_prefetch *pf)
 {
     free((void *)pf->seen);
+    pf_roots_free(pf);
     pthread_mutex_destroy(&pf->order_mu);
     pthread_mutex_destroy(&pf->replan_mu);
 }
@@ -220,18 +221,28 @@ struct replay_arg {
     uint32_t epoch;      /* the tracker's after the replay */
     uint32_t from_epoch; /* where the replay began (past the epochs the ring lost) */
     uint64_t seen;       /* seen_count at the replay */
+    const struct pf_root *root; /* the order's samples (NULL: the mount's own) */
     bool extend;         /* staged: seen keeps every open until the second replay */
     uint64_t replay_ns;  /* the last replay's time, the opens waiting (debug log) */
 };
 
-/* The last count of the seen opens up to seen into t, uncounted. */
+/* The last count of the seen opens of the order's root up to seen into t,
+ * uncounted (the ring also holds the other roots' opens: a validation
+ * folder read while the order was learnt is no part of it). */
 static void replay_seen(struct cfs_prefetch *pf, struct pf_track *t, uint64_t seen,
                         uint64_t count, struct replay_arg *ra)
 {
-    uint64_t t0 = pf_now_ns();
-    for (uint64_t i = seen - count; i < seen; i++) {
+    uint64_t t0 = pf_now_ns(), from = seen - count;
+    if (ra->root) {
+        uint64_t floor = seen > pf->seen_cap ? seen - pf->seen_cap : 0, k = 0;
+        for (from = seen; from > floor && k < count; from--)
+            k += pf_root_holds(ra->root, atomic_load(&pf->seen[(from - 1) % pf->seen_cap]));
+    }
+    for (uint64_t i = from; i < seen; i++) {
         struct pf_obs o;
-        pf_track_open(t, atomic_load(&pf->seen[i % pf->seen_cap]), &o);
+        uint32_t s = atomic_load(&pf->seen[i % pf->seen_cap]);
+        if (pf_root_holds(ra->root, s))
+            pf_track_open(t, s, &o);
     }
     ra->replay_ns = pf_now_ns() - t0;
 }
@@ -254,15 +265,17 @@ static void replay_epoch(struct cfs_prefetch *pf, struct pf_track *t, void *arg)
 {
     struct replay_arg *ra = arg;
     uint64_t seen = atomic_load(&pf->seen_count);
+    /* The module heard its root's opens only: counted so. */
+    uint64_t seen_in = pf_root_count(pf, ra->root, 0, seen);
     uint64_t pos, len;
     uint32_t epoch;
     pf_track_position(t, &pos, &epoch, &(uint64_t){0});
     len = pf_track_epoch_len(t);
-    uint64_t count = opens_into_epoch(ra->id, len, seen);
+    uint64_t count = opens_into_epoch(ra->id, len, seen_in);
     if (len && count / len >= ra->passed)
         count -= (uint64_t)ra->passed * len; /* epochs before the plan's first */
-    if (count > seen)
-        count = seen;
+    if (count > seen_in)
+        count = seen_in;
     /* Identified epochs after its opens (a scan at idle priority that
      * outlasted epochs): the ring no longer holds the identified epoch's
      * start.  Replayed from the middle of an epoch, the count would be off
@@ -289,6 +302,8 @@ static void replay_epoch(struct cfs_prefetch *pf, struct pf_track *t, void *arg)
      * the order there (identify_thread.c) and may refine it; one epoch's order,
      * for good: the module learns every next epoch from its opens. */
     uint64_t per = ra->id->epoch_opens;
+    if (ra->root)
+        atomic_store(&pf->observed, seen_in); /* the module's count, its root's opens */
     uint64_t until = per && !pf->epoch_only ? (ra->id->opens / per + 1) * per + CHECK_OPENS : 0;
     if (until <= atomic_load(&pf->observed))
         until = 0;
@@ -311,7 +326,7 @@ static void replay_again(struct cfs_prefetch *pf, struct pf_track *t, void *arg)
 {
     struct replay_arg *ra = arg;
     uint64_t seen = atomic_load(&pf->seen_count);
-    uint64_t count = ra->replayed + (seen - ra->seen);
+    uint64_t count = ra->replayed + pf_root_count(pf, ra->root, ra->seen, seen);
     if (count > pf->seen_cap)
         count = pf->seen_cap;
     uint32_t epoch;
@@ -383,12 +398,12 @@ static int identified_run(const struct cfs_prefetch *pf, const struct cfs_identi
                           uint32_t passed, struct cfs_run_config *run, char *err, size_t errlen)
 {
     const struct cfs_sampler_params *sp = &id->sampler;
-    if (sp->n != pf->nsamples || sp->kind == CFS_SAMPLER_LIST || sp->world == 0 ||
+    if (sp->n != pf_root_n(pf, pf->plan_root) || sp->kind == CFS_SAMPLER_LIST || sp->world == 0 ||
         id->rank_count == 0 || (uint64_t)id->rank_first + id->rank_count > sp->world) {
         snprintf(err, errlen,
                  "identified order does not fit the mount: n=%" PRIu64 " of %" PRIu64
                  " samples, ranks %u+%u of world %u",
-                 sp->n, pf->nsamples, id->rank_first, id->rank_count, sp->world);
+                 sp->n, pf_root_n(pf, pf->plan_root), id->rank_first, id->rank_count, sp->world);
         return -EINVAL;
     }
     *run = pf->run;
@@ -415,7 +430,8 @@ static uint32_t epochs_ahead(struct cfs_prefetch *pf, const struct cfs_identifie
     uint64_t per = id->epoch_opens;
     if (per == 0)
         return UINT32_MAX;
-    uint64_t ahead = opens_into_epoch(id, per, atomic_load(&pf->seen_count)) / per;
+    uint64_t seen = pf_root_count(pf, pf->plan_root, 0, atomic_load(&pf->seen_count));
+    uint64_t ahead = opens_into_epoch(id, per, seen) / per;
     return ahead < UINT32_MAX - 2 ? (uint32_t)ahead : UINT32_MAX;
 }
 
@@ -470,8 +486,30 @@ static void adopt_rest(struct cfs_prefetch *pf, const struct cfs_run_config *run
         debug_planned(run->epochs - 1, t0, cpu0, ra);
 }
 
+/* Can the order of root r (replan_mu held) be adopted now?  Not while
+ * another root's is: the mount predicts one order at a time, and the
+ * adopted one is not dropped for a folder read beside it (a validation
+ * pass).  0, or -EBUSY with err. */
+static int root_free_to_adopt(struct cfs_prefetch *pf, const struct pf_root *r,
+                              const struct cfs_identified *id, char *err, size_t errlen)
+{
+    if (!pf->adopted || r == pf->plan_root)
+        return 0;
+    snprintf(err, errlen, "%s: %s; not predicted: the mount predicts %s's order",
+             r ? pf_root_name(r) : ".", id->text,
+             pf->plan_root ? pf_root_name(pf->plan_root) : "the mount's own");
+    return -EBUSY;
+}
+
 int cfs_prefetch_adopt(struct cfs_prefetch *pf, const struct cfs_identified *id, char *err,
                        size_t errlen)
+{
+    return cfs_prefetch_adopt_at(pf, id, "", NULL, 0, err, errlen);
+}
+
+int cfs_prefetch_adopt_at(struct cfs_prefetch *pf, const struct cfs_identified *id,
+                          const char *root, const uint32_t *map, uint64_t n, char *err,
+                          size_t errlen)
 {
     int rc = 0;
     bool spent = false;
@@ -479,6 +517,13 @@ int cfs_prefetch_adopt(struct cfs_prefetch *pf, const struct cfs_identified *id,
     pthread_mutex_lock(&pf->replan_mu);
     if (pf->restart_owed)
         goto out; /* stale: the module restarts */
+    const struct pf_root *r = pf_root_get(pf, root, map, n);
+    if (map && !r) {
+        rc = cfs_error_msg(err, errlen, -ENOMEM, "order of %s: out of memory", root);
+        goto out;
+    }
+    if ((rc = root_free_to_adopt(pf, r, id, err, errlen)) < 0)
+        goto out;
     bool refining = pf->adopted;
     if (refining) {
         pthread_mutex_lock(&pf->order_mu);
@@ -486,8 +531,11 @@ int cfs_prefetch_adopt(struct cfs_prefetch *pf, const struct cfs_identified *id,
         pthread_mutex_unlock(&pf->order_mu);
         if (same)
             goto out; /* confirmed */
-    } else if (pf->run.seeded && !global_refines(pf, id)) {
+    } else if (pf->run.seeded && !r && !global_refines(pf, id)) {
         check_registered(pf, id);
+        goto out;
+    } else if (pf->run.seeded && r) {
+        cfs_info("order: %s: %s; the registered order is kept", root, id->text);
         goto out;
     }
     if (pf->distributed || pf->nsamples == 0 || cfs_catalog_order_unavailable(pf->cat)) {
@@ -498,9 +546,12 @@ int cfs_prefetch_adopt(struct cfs_prefetch *pf, const struct cfs_identified *id,
         goto out;
     }
     struct cfs_run_config run;
+    pf->plan_root = r; /* the plans below number r's samples */
     uint32_t ahead = epochs_ahead(pf, id), passed = epochs_passed(ahead, id);
-    if ((rc = identified_run(pf, id, passed, &run, err, errlen)) < 0)
+    if ((rc = identified_run(pf, id, passed, &run, err, errlen)) < 0) {
+        pf->plan_root = pf->root;
         goto out;
+    }
     /* Staged: a plan of 100 epochs of ImageNet takes seconds of CPU that
      * the trainer's opens would wait through unpredicted; the epoch it is
      * in and the next come first (UINT32_MAX: not staged, the node's epoch
@@ -510,20 +561,23 @@ int cfs_prefetch_adopt(struct cfs_prefetch *pf, const struct cfs_identified *id,
     bool staged = !id->epoch_seed_only && full - run.start_epoch > first;
     if (staged)
         run.epochs = run.start_epoch + first;
-    struct replay_arg ra = {.id = id, .passed = passed, .extend = staged};
+    struct replay_arg ra = {.id = id, .passed = passed, .extend = staged, .root = r};
     uint64_t t0 = pf_now_ns(), cpu0 = thread_cpu_ns();
     atomic_store(&pf->adopting, true);
     rc = pf_replan(pf, &run, replay_epoch, &ra, err, errlen);
     atomic_store(&pf->adopting, false);
-    if (rc < 0)
+    if (rc < 0) {
+        pf->plan_root = pf->root;
         goto out;
+    }
     debug_planned(run.epochs - 1, t0, cpu0, &ra);
     pthread_mutex_lock(&pf->order_mu);
     pf->ident = *id;
     pthread_mutex_unlock(&pf->order_mu);
     set_state(pf, PF_ORDER_IDENTIFIED);
-    cfs_info("order: %s %s; predicting it (%" PRIu64 " opens replayed, now in epoch %u)",
-             refining ? "refined to" : "identified", id->text, ra.replayed, ra.epoch);
+    cfs_info("order: %s %s%s%s; predicting it (%" PRIu64 " opens replayed, now in epoch %u)",
+             refining ? "refined to" : "identified", r ? root : "", r ? ": " : "", id->text,
+             ra.replayed, ra.epoch);
     if (staged) {
         run.epochs = full;
         adopt_rest(pf, &run, &ra);
@@ -574,6 +628,7 @@ void pf_drop_adopted(struct cfs_prefetch *pf)
         pf_policy_unordered(pf);
         old = pf->track;
         pf->track = NULL;
+        pf->root = pf->plan_root = NULL;
         pf->adopted = false;
         pf->run.seeded = false;
         atomic_store(&pf->observe_until, 0);
@@ -632,6 +687,7 @@ void pf_end_epoch_order(struct cfs_prefetch *pf)
         pf_policy_unordered(pf);
         old = pf->track;
         pf->track = NULL;
+        pf->root = pf->plan_root = NULL;
         pf->adopted = false;
         pf->run.seeded = false;
     }
@@ -644,7 +700,14 @@ void pf_end_epoch_order(struct cfs_prefetch *pf)
     pf_wake(pf);
 }
 
-/* ---- the stats line */
+/* ---- the stats lines */
+
+void cfs_prefetch_roots_text(struct cfs_prefetch *pf, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    if (pf->id_ops && pf->id_ops->text)
+        pf->id_ops->text(pf->id_arg, buf, len);
+}
 
 void cfs_prefetch_order_text(struct cfs_prefetch *pf, char *buf, size_t len)
 {
@@ -657,6 +720,9 @@ void cfs_prefetch_order_text(struct cfs_prefetch *pf, char *buf, size_t len)
     uint64_t observed = atomic_load(&pf->observed);
     pthread_rwlock_rdlock(&pf->plan_lock);
     struct cfs_sampler_params sp = pf->run.sampler;
+    char root[272] = ""; /* "train: " for an order of a folder below the root */
+    if (pf->root)
+        snprintf(root, sizeof(root), "%s: ", pf_root_name(pf->root));
     pthread_rwlock_unlock(&pf->plan_lock);
     switch (st) {
     case PF_ORDER_REGISTERED:
@@ -673,10 +739,10 @@ void cfs_prefetch_order_text(struct cfs_prefetch *pf, char *buf, size_t len)
         bool ended = id.epoch_seed_only && !pf->adopted;
         pthread_rwlock_unlock(&pf->plan_lock);
         if (ended)
-            snprintf(buf, len, "identified %s; epoch %u: learning its order", id.text,
+            snprintf(buf, len, "identified %s%s; epoch %u: learning its order", root, id.text,
                      id.epoch + 1);
         else
-            snprintf(buf, len, "identified %s", id.text);
+            snprintf(buf, len, "identified %s%s", root, id.text);
         return;
     case PF_ORDER_LEARNING:
         if (pf->id_ops && pf->id_ops->state &&

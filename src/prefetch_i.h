@@ -8,6 +8,8 @@
  * above.  Bottom up:
  *   prefetch_track.c    the position tracker, the only part that sees the
  *                       planner (it does not know struct cfs_prefetch);
+ *   prefetch_root.c     the dataset root an adopted order numbers: its
+ *                       map into the plan's source, its samples' filter;
  *   prefetch_state.c    what every file does to the shared state: wake-ups,
  *                       gauges, the cache's eviction keys (the tracker's,
  *                       the passes'), the changed sources, the plan's
@@ -405,6 +407,14 @@ struct cfs_prefetch {
     enum pf_order_state order_state;
     struct cfs_identified ident; /* when identified (or checked against the registered seed) */
     char contradiction[200];
+    /* Dataset roots (prefetch_root.c): every one adopted (replan_mu), kept
+     * to the end with the plan sources made of them; the one the next
+     * plan numbers (replan_mu) and the adopted order's (plan_lock), NULL
+     * for the mount's own order. */
+    struct pf_root *roots;
+    struct pf_root_source *root_sources;
+    const struct pf_root *plan_root;
+    const struct pf_root *root;
 };
 
 static inline uint64_t pf_now_ns(void)
@@ -449,7 +459,7 @@ uint64_t pf_pass_key_cb(void *arg, uint32_t id);
 void pf_policy_unordered(struct cfs_prefetch *pf);
 /* The tracker of run configuration *run (the kept one, or a copy that
  * differs in its order): this node's plan and the window. */
-int pf_tracker_of_run(const struct cfs_prefetch *pf, const struct cfs_run_config *run,
+int pf_tracker_of_run(struct cfs_prefetch *pf, const struct cfs_run_config *run,
                       char *err, size_t errlen, struct pf_track **out);
 /* Install tracker-to-be of *run in place of the current one (replan_mu
  * held): plans outside plan_lock, then under its write side calls
@@ -524,5 +534,26 @@ void pf_end_epoch_order(struct cfs_prefetch *pf);
 /* Initialises and frees the identification state (create/destroy). */
 void pf_identify_init(struct cfs_prefetch *pf);
 void pf_identify_free(struct cfs_prefetch *pf);
+
+/* ---- prefetch_root.c: the dataset root an adopted order numbers. */
+
+struct pf_root;
+/* The root of that name with that map (root index -> the mount's sample),
+ * made and kept on first use (replan_mu held); NULL for map NULL (the
+ * mount's own order) or out of memory. */
+const struct pf_root *pf_root_get(struct cfs_prefetch *pf, const char *name, const uint32_t *map,
+                                  uint64_t n);
+/* Is the mount's sample s one of r's (every sample is the mount's own)? */
+bool pf_root_holds(const struct pf_root *r, uint32_t s);
+uint64_t pf_root_n(const struct cfs_prefetch *pf, const struct pf_root *r);
+const char *pf_root_name(const struct pf_root *r);
+/* plan (made for r's sampler) reads r's samples as the mount's: its
+ * source maps, its n is the mount's.  0 or -ENOMEM (replan_mu held). */
+int pf_root_plan(struct cfs_prefetch *pf, const struct pf_root *r, struct cfs_plan_params *plan);
+/* Of the opens seen [from, to) (the seen ring's counts), those of r's
+ * samples; the ring's lost ones in the share of those it holds. */
+uint64_t pf_root_count(struct cfs_prefetch *pf, const struct pf_root *r, uint64_t from,
+                       uint64_t to);
+void pf_roots_free(struct cfs_prefetch *pf);
 
 #endif

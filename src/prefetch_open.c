@@ -56,15 +56,22 @@ struct cfs_prefetch_file {
 static bool observe(struct cfs_prefetch *pf, uint32_t sample, const struct cfs_opener *who,
                     bool *learn, bool *drop, bool *over)
 {
-    *learn = sample != CFS_NO_SAMPLE && cfs_prefetch_learning(pf);
+    /* Outside the adopted order's root (a validation folder read between
+     * epochs): no part of the order, neither hit nor miss; still heard by
+     * the identification, which learns that folder's own order. */
+    bool outside = sample != CFS_NO_SAMPLE && !pf_root_holds(pf->root, sample);
+    *learn = sample != CFS_NO_SAMPLE && (outside || cfs_prefetch_learning(pf));
     *drop = *over = false;
-    if (*learn)
+    if (*learn && !outside)
         pf_learn_record(pf, sample);
-    else if (sample != CFS_NO_SAMPLE && atomic_load_explicit(&pf->extending, memory_order_relaxed))
+    else if (!outside && sample != CFS_NO_SAMPLE &&
+             atomic_load_explicit(&pf->extending, memory_order_relaxed))
         pf_seen_record(pf, sample);
     /* Counted with a tracker too: dropped, the order leaves the passes
      * where the opens have them. */
     bool pass_end = sample != CFS_NO_SAMPLE && pf_pass_open(pf, sample);
+    if (outside)
+        return false;
     if (!pf->track) {
         if (pass_end)
             pf_policy_unordered(pf); /* every file is unread again: re-key */

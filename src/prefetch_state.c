@@ -170,11 +170,15 @@ void pf_policy_unordered(struct cfs_prefetch *pf)
 
 /* The tracker of the run configuration `run` (the kept one, or a copy that
  * differs in its seed): the plan of this node and the window. */
-int pf_tracker_of_run(const struct cfs_prefetch *pf, const struct cfs_run_config *run,
+int pf_tracker_of_run(struct cfs_prefetch *pf, const struct cfs_run_config *run,
                       char *err, size_t errlen, struct pf_track **out)
 {
     struct pf_track_params tp = {.window = run->window};
     cfs_run_config_plan_params(run, pf->sizes, &tp.plan);
+    /* An order of a folder below the mount's root: its sampler's indices
+     * are that root's (prefetch_root.c). */
+    if (pf_root_plan(pf, pf->plan_root, &tp.plan) < 0)
+        return cfs_error_msg(err, errlen, -ENOMEM, "prefetch: out of memory");
     return pf_track_create(&tp, out, err, errlen);
 }
 
@@ -201,6 +205,7 @@ int pf_replan(struct cfs_prefetch *pf, const struct cfs_run_config *run,
         replay(pf, t, arg);
     old = pf->track;
     pf->track = t;
+    pf->root = pf->plan_root; /* the samples the new tracker's order holds */
     struct cfs_sampler_params sp = run->sampler;
     sp.list_path = pf->run.sampler.list_path; /* the kept copy (an identified order has none) */
     pf->run.sampler = sp;

@@ -313,6 +313,9 @@ struct cfs_identify_ops {
     /* Optional (sweep=auto): cfs_identify_scan_share; asked by the
      * prefetcher thread, which cfs_prefetch_stop ends. */
     bool (*scan_share)(void *arg, double *share);
+    /* Optional: what each dataset root's identification found, for the
+     * stats' roots: line (cfs_roots_text). */
+    void (*text)(void *arg, char *buf, size_t len);
 };
 /* Install before the first open (the mount: before the session serves);
  * ops NULL: identification is off and `off_reason` says why in the stats
@@ -328,6 +331,18 @@ bool cfs_prefetch_learning(struct cfs_prefetch *pf);
  * but the FUSE workers (it plans).  0 or -errno with a message in err. */
 int cfs_prefetch_adopt(struct cfs_prefetch *pf, const struct cfs_identified *id, char *err,
                        size_t errlen);
+/* The same for an order of folder `root` (relative to the source) whose n
+ * samples are the mount's map[0..n) (clairfs/roots.h); map NULL: the
+ * mount's own order, as cfs_prefetch_adopt.  The map is copied.  Opens of
+ * samples outside the root are then no part of the order (neither hit nor
+ * miss, never a reason to drop it) and are still observed.  While another
+ * root's order is adopted: -EBUSY, err says so. */
+int cfs_prefetch_adopt_at(struct cfs_prefetch *pf, const struct cfs_identified *id,
+                          const char *root, const uint32_t *map, uint64_t n, char *err,
+                          size_t errlen);
+/* The identification's per-root clauses (cfs_identify_ops.text) into buf;
+ * empty without. */
+void cfs_prefetch_roots_text(struct cfs_prefetch *pf, char *buf, size_t len);
 /* The `order:` line of .clairfs/stats, NUL-terminated: "registered
  * torch-ddp seed=7 world=2", "learning (N opens)", "identified ...", "not a
  * torch shuffle (N opens)", "off (...)". */

@@ -1,6 +1,7 @@
 # What the mount tests of order identification share (sourced after lib.sh
-# and cfs_setup): the dataset, the trainer's settings, and one trainer run
-# on a fresh mount with its checks.
+# and cfs_setup): the dataset, the trainer's settings, one trainer run on a
+# fresh mount with its checks, and readers that are no torch shuffle, each
+# on a mount of its own.
 #
 # identify_dataset: 30 x 100 = 3000 files of a few KiB in $src: more than
 # twice the tracker's reordering window (1024 files at least), so that an
@@ -64,5 +65,58 @@ identify_pattern() {
     check "$name: at most 1 % of the predicted opens missed ($miss of $((hit + miss)))" \
         test "$((miss * 100))" -le "$((hit + miss))"
     grep -E 'order:|identify:' "$TMP/$name.daemon.log"
+    # A test's own checks of the same run (identify_more_checks NAME MNT WORLD).
+    [ "$(type -t identify_more_checks)" != function ] || identify_more_checks "$name" "$mnt" "$world"
     check "$name: unmount is clean" cfs_umount "$mnt"
+}
+
+# reader_start NAME OPTS COMMAND...: a fresh mount $TMP/mnt-NAME (more
+# mount options OPTS, "" for none) read by COMMAND in the background
+# (COMMAND reads $mnt and compares with $src).  The three readers run at
+# once, and their mounts then search their opens side by side, beside the
+# trainers: waiting for each in turn cost three minutes of an idle host.
+declare -A reader_pid reader_daemon
+reader_start() {
+    local name=$1 more=${2:+,$2}
+    shift 2
+    local mnt=$TMP/mnt-$name
+    cfs_mount "$src" "$mnt" "$TMP/$name.daemon.log" -o ram=$ram,index="$TMP/index-$name"$more ||
+        { fail "$name: mount"; return; }
+    reader_daemon[$name]=$CFS_PID
+    "$@" >"$TMP/$name.reader.log" 2>&1 &
+    reader_pid[$name]=$!
+    cfs_pids+=($!)
+}
+
+# reader_end NAME DEADLINE: once the mount says its opens are not a torch
+# shuffle, or at DEADLINE (in $SECONDS) at the latest, the order must not be
+# identified; then the mount goes.
+reader_end() {
+    local name=$1 deadline=$2 mnt=$TMP/mnt-$1
+    [ -n "${reader_pid[$name]:-}" ] || return
+    # Give the module the time it would take to search these opens.
+    while [ "$SECONDS" -lt "$deadline" ]; do
+        grep -q '^order: *not a torch shuffle' "$mnt/.clairfs/stats" && break
+        sleep 1
+    done
+    cat "$mnt/.clairfs/stats"
+    check "$name: clairfs_order_identified 0" test "$(cfs_metric "$mnt" clairfs_order_identified)" = 0
+    check "$name: the stats do not say identified" \
+        bash -c '! grep -q "^order: *identified" "$1/.clairfs/stats"' _ "$mnt"
+    CFS_PID=${reader_daemon[$name]}
+    check "$name: unmount is clean" cfs_umount "$mnt"
+}
+
+# readers_end DEADLINE: every reader of the array readers (started with
+# reader_start) done, its bytes right; then reader_end for each.
+readers_end() {
+    local name rc
+    for name in "${readers[@]}"; do
+        [ -n "${reader_pid[$name]:-}" ] || continue
+        wait "${reader_pid[$name]}"
+        rc=$?
+        cat "$TMP/$name.reader.log"
+        check "$name: every byte equals the source's" test "$rc" -eq 0
+    done
+    for name in "${readers[@]}"; do reader_end "$name" "$1"; done
 }

@@ -20,6 +20,15 @@ Patterns (clairfs/sampler.h):
                  global generator), DataLoader(shuffle=True) without a
                  generator, the model's CPU dropout run each step (G words
                  an epoch)
+
+--train-dir SUB trains on ImageFolder(MNT/SUB) (a folder below the mount's
+root); --val-dir SUB then runs the torchvision classification reference's
+evaluate() after every epoch: ImageFolder(MNT/SUB) read in order
+(DistributedSampler(shuffle=False) at world > 1, else SequentialSampler) by
+fresh DataLoader workers of the same rank, its opens logged as "E R I" in
+LOG.val.
+--decode decodes each file as an image with PIL (the default loader's open
+and read, then the reference's eval transforms), besides its digest.
 """
 import argparse
 import hashlib
@@ -37,6 +46,20 @@ from torchvision.datasets import ImageFolder
 def digest(path):
     with open(path, "rb") as f:
         return hashlib.sha1(f.read()).hexdigest()
+
+
+def decode_digest(path):
+    """pil_loader's open and read, the image decoded and transformed; the
+    digest of the bytes it read."""
+    import io
+    from PIL import Image
+    from torchvision import transforms
+    with open(path, "rb") as f:
+        data = f.read()
+    img = Image.open(io.BytesIO(data)).convert("RGB")
+    transforms.Compose([transforms.Resize(8), transforms.CenterCrop(8),
+                        transforms.ToTensor()])(img)
+    return hashlib.sha1(data).hexdigest()
 
 
 class Indexed(Dataset):
@@ -165,6 +188,28 @@ def make_loader(args, ds):
     return DataLoader(ds, sampler=RandomSampler(ds, generator=g), **common), None
 
 
+def evaluate(args, epoch):
+    """The validation pass after an epoch: the reference's evaluate() over
+    --val-dir, unshuffled, in fresh workers; the bytes checked."""
+    from torch.utils.data import SequentialSampler
+    root = os.path.join(args.data, args.val_dir)
+    folder = ImageFolder(root, loader=decode_digest if args.decode else digest)
+    ds = Indexed(folder)
+    sampler = (DistributedSampler(ds, num_replicas=args.world, rank=args.rank, shuffle=False)
+               if args.world > 1 else SequentialSampler(ds))
+    loader = DataLoader(ds, batch_size=args.batch, sampler=sampler, num_workers=args.workers,
+                        collate_fn=collate)
+    with open(args.log + ".val", "a") as log:
+        for batch in loader:
+            for i, got in batch:
+                rel = os.path.relpath(folder.samples[i][0], args.data)
+                if got != digest(os.path.join(args.src, rel)):
+                    print(f"rank {args.rank}: wrong bytes in {rel}", file=sys.stderr)
+                    return False
+                log.write(f"{epoch} {args.rank} {i}\n")
+    return True
+
+
 def wait_identified(args, where):
     """Pause until the mount says it identified the order, at most --pause
     seconds, as a trainer that evaluates would."""
@@ -210,12 +255,16 @@ def main():
                     "step): the steps around an identification, where the opens' pace bounds "
                     "the misses; the rest at the loader's pace")
     ap.add_argument("--port", type=int, default=29500, help="rendezvous port (world > 1)")
+    ap.add_argument("--train-dir", default="", help="train on this folder of the mount")
+    ap.add_argument("--val-dir", help="evaluate on this folder of the mount after every epoch")
+    ap.add_argument("--decode", action="store_true", help="decode the images with PIL")
     args = ap.parse_args()
     if args.world > 1:
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{args.port}",
                                 world_size=args.world, rank=args.rank)
 
-    folder = ImageFolder(args.data, loader=digest)
+    folder = ImageFolder(os.path.join(args.data, args.train_dir),
+                         loader=decode_digest if args.decode else digest)
     rel = [os.path.relpath(p, args.data) for p, _ in folder.samples]
     want = {}
     loader, sampler = make_loader(args, Indexed(folder))
@@ -250,6 +299,8 @@ def main():
                     log.write(f"{epoch} {args.rank} {i}\n")
             print(f"rank {args.rank}: epoch {epoch} {time.monotonic() - t_epoch:.3f} s", flush=True)
             print(f"rank {args.rank}: clock at epoch {epoch}'s end {time.time():.3f}", flush=True)
+            if args.val_dir and not evaluate(args, epoch):
+                return 1
             if epoch == 0:
                 wait_identified(args, "after epoch 0")
                 if not args.pause_epochs:

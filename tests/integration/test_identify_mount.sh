@@ -34,43 +34,6 @@ identify_dataset
 pattern() { identify_pattern "$1" "$2" "$3" "$4" "$2" ${5:+"$5"}; }
 m() { cfs_metric "$1" "$2"; }
 
-# reader_start NAME OPTS COMMAND...: a fresh mount $TMP/mnt-NAME (more
-# mount options OPTS, "" for none) read by COMMAND in the background
-# (COMMAND reads $mnt and compares with $src).  The three readers run at
-# once, and their mounts then search their opens side by side, beside the
-# trainers: waiting for each in turn cost three minutes of an idle host.
-declare -A reader_pid reader_daemon
-reader_start() {
-    local name=$1 more=${2:+,$2}
-    shift 2
-    local mnt=$TMP/mnt-$name
-    cfs_mount "$src" "$mnt" "$TMP/$name.daemon.log" -o ram=$ram,index="$TMP/index-$name"$more ||
-        { fail "$name: mount"; return; }
-    reader_daemon[$name]=$CFS_PID
-    "$@" >"$TMP/$name.reader.log" 2>&1 &
-    reader_pid[$name]=$!
-    cfs_pids+=($!)
-}
-
-# reader_end NAME DEADLINE: once the mount says its opens are not a torch
-# shuffle, or at DEADLINE (in $SECONDS) at the latest, the order must not be
-# identified; then the mount goes.
-reader_end() {
-    local name=$1 deadline=$2 mnt=$TMP/mnt-$1
-    [ -n "${reader_pid[$name]:-}" ] || return
-    # Give the module the time it would take to search these opens.
-    while [ "$SECONDS" -lt "$deadline" ]; do
-        grep -q '^order: *not a torch shuffle' "$mnt/.clairfs/stats" && break
-        sleep 1
-    done
-    cat "$mnt/.clairfs/stats"
-    check "$name: clairfs_order_identified 0" test "$(m "$mnt" clairfs_order_identified)" = 0
-    check "$name: the stats do not say identified" \
-        bash -c '! grep -q "^order: *identified" "$1/.clairfs/stats"' _ "$mnt"
-    CFS_PID=${reader_daemon[$name]}
-    check "$name: unmount is clean" cfs_umount "$mnt"
-}
-
 sequential() {
     # Sorted order, twice, each batch of 16 files read by a child process
     # of its own, as DataLoader workers are children of their trainer (a
@@ -132,14 +95,7 @@ pattern torch torch 1 23
 pattern torch-persistent torch 1 29 --persistent
 pattern sampler torch-sampler 1 31
 
-for name in "${readers[@]}"; do
-    [ -n "${reader_pid[$name]:-}" ] || continue
-    wait "${reader_pid[$name]}"
-    rc=$?
-    cat "$TMP/$name.reader.log"
-    check "$name: every byte equals the source's" test "$rc" -eq 0
-done
-for name in "${readers[@]}"; do reader_end "$name" "$deadline"; done
+readers_end "$deadline"
 check "log_level=debug: the identification's attempts are logged" \
     grep -q "identify: attempt over 32 opens of " "$TMP/sequential.daemon.log"
 check "the default level logs what the mount does, not the attempts" bash -c \

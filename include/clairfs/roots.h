@@ -1,0 +1,93 @@
+/* Dataset roots: which folder of the mount a trainer's dataset is rooted
+ * at, and order identification run per root.
+ *
+ * Users mount a dataset's root and train on a folder below it
+ * (ImageFolder(MNT/train) beside ImageFolder(MNT/val)).  A sampler's
+ * indices number the samples of the folder the dataset was built on, not
+ * the mount's: an open of MNT/train/c/x.JPEG is index i of train's order,
+ * and the seed search must see i.  So every open is routed to a root - the
+ * deepest directory above it that is an index order's root (for
+ * ImageFolder: a directory with at least two class folders, else the
+ * deepest that builds at all, else the mount's own order root) - and each
+ * root has its own identification (clairfs/identify.h) fed with the
+ * root's indices.  Opens are thus grouped by root as well as by process
+ * tree: a validation pass over MNT/val is never part of the training
+ * order's observations, and a validation worker never one of its readers.
+ *
+ * A root's order is built from the catalog (cfs_catalog_order_at), never
+ * by a scan of the source, the first time an open lands below it; a root
+ * whose order cannot be built, or holds a file that has no place in the
+ * mount's own order (the data path plans in the mount's sample numbers),
+ * is skipped for the next one up.  A registered order=KIND:ROOT, or any
+ * kind but the default imagefolder, routes every open to the mount's own
+ * order (the catalog's, rooted where it was registered): registration is
+ * the user's promise.
+ *
+ * An unshuffled pass (SequentialSampler, DistributedSampler(shuffle=
+ * False): each process reads ascending indices at one stride) is told by
+ * its steps alone (roots_pass.c) and reported so ("val: sequential,
+ * world=2"); its root's seed search is stopped, since no seed explains
+ * it.
+ *
+ * Thread safety: cfs_roots_observe from any thread (a root's order is
+ * built under the module's lock, once); the rest from one thread. */
+#ifndef CLAIRFS_ROOTS_H
+#define CLAIRFS_ROOTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "clairfs/catalog.h"
+#include "clairfs/identify.h"
+
+#define CFS_ROOTS_MAX 16 /* roots identified at once; opens below others go to the mount's */
+
+/* A dataset root as the data path adopts it. */
+struct cfs_root {
+    const char *name;   /* relative to the source; "" for the mount's own order */
+    uint64_t n;         /* samples in the root's order */
+    const uint32_t *map; /* root index i -> the mount's sample; NULL: the identity */
+};
+
+typedef void (*cfs_roots_cb)(void *arg, const struct cfs_root *root,
+                             const struct cfs_identified *id);
+
+struct cfs_roots_params {
+    const struct cfs_catalog *catalog; /* its order is the mount's sample numbering */
+    bool derive; /* false: every open to the mount's own order (order= registered) */
+    /* The identification of each root: these, with n the root's (on_identified
+     * and cb_arg are the module's own). */
+    struct cfs_identify_params identify;
+    cfs_roots_cb on_identified; /* called from a root's identification thread */
+    void *cb_arg;
+};
+
+struct cfs_roots;
+
+/* 0 or -errno with a one-line message. */
+int cfs_roots_create(const struct cfs_roots_params *p, struct cfs_roots **out, char *err,
+                     size_t errlen);
+/* Stops every root's identification.  Accepts NULL. */
+void cfs_roots_destroy(struct cfs_roots *r);
+
+/* An open of the mount's sample `sample` by pid, child of ppid. */
+void cfs_roots_observe(struct cfs_roots *r, uint32_t sample, pid_t pid, pid_t ppid);
+/* Back to learning, every root. */
+void cfs_roots_restart(struct cfs_roots *r);
+/* The state of the root last identified, else of the root with the most
+ * opens (out may be NULL). */
+enum cfs_identify_state cfs_roots_state(struct cfs_roots *r, struct cfs_identified *out);
+/* True while any root's scan runs; *share the least a scan got. */
+bool cfs_roots_scan_share(struct cfs_roots *r, double *share);
+/* One clause a root, "train: identified torch-ddp seed=0 ...; val:
+ * sequential, world=2", into buf (empty before any open). */
+void cfs_roots_text(struct cfs_roots *r, char *buf, size_t len);
+
+/* The root an open of entry `id` belongs to (cfs_roots_observe's rule),
+ * for tests and clairfs-plan: its directory, or CFS_ID_NONE for the mount's
+ * own order. */
+cfs_id cfs_roots_root_of(const struct cfs_catalog *c, cfs_id id);
+
+#endif

@@ -1,0 +1,337 @@
+/* The dataset roots as the opens find them: each open is routed to its
+ * root (roots_find.c), numbered as that root's sample, and handed to the
+ * root's own identification; what each found is kept for the data path
+ * and the stats.
+ *
+ * Why one identification a root, not one pass over every candidate's
+ * seeds: randperm(n) depends on n, so a candidate order of another n is
+ * another scan, and opens grouped by root already say which one a reader
+ * uses (roots_find.c).  A training folder and its validation folder read
+ * at once are so two identifications, each with its own readers: the
+ * validation workers, children of the same ranks as the training
+ * workers, never become readers of the training order.  The roots seen
+ * are few (train, val, a test folder), each built once, the first time an
+ * open lands below it, from the catalog's entries.
+ *
+ * Locks: `mu` (the roots, the per-sample routing, what each found) is
+ * taken before a root's identification lock (cfs_identify_observe is a
+ * leaf append); an identification's thread calls back (found) without its
+ * own lock, and takes `mu`.  An identification stopped for an unshuffled
+ * pass is destroyed after `mu` is released, once no open can reach it. */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clairfs/log.h"
+#include "roots_i.h"
+
+#define ROUTE_UNKNOWN 0 /* route[s]: not yet routed; else the root's slot + 1 */
+
+struct root {
+    struct cfs_roots *owner;
+    cfs_id dir;      /* CFS_ID_NONE: the mount's own order */
+    char name[256];
+    uint64_t n;
+    uint32_t *map;   /* root index -> the mount's sample (NULL: the identity) */
+    struct cfs_identify *id; /* NULL once an unshuffled pass stopped it */
+    struct roots_pass pass;
+    uint32_t stride; /* an unshuffled pass at this stride; 0: none */
+    uint64_t opens;
+    bool found;
+    struct cfs_identified got;
+};
+
+struct cfs_roots {
+    struct cfs_roots_params p;
+    pthread_mutex_t mu;
+    struct root *r[CFS_ROOTS_MAX + 1];
+    size_t nr;
+    uint64_t nsamples;
+    uint8_t *route;  /* per mount sample: ROUTE_UNKNOWN or slot + 1 */
+    uint32_t *local; /* per mount sample: its index in its root */
+    cfs_id bad[CFS_ROOTS_MAX]; /* directories whose order was refused */
+    size_t nbad;
+    struct root *last_found;
+};
+
+/* On a root's identification thread, without its lock. */
+static void found(void *arg, const struct cfs_identified *id)
+{
+    struct root *rt = arg;
+    struct cfs_roots *r = rt->owner;
+    pthread_mutex_lock(&r->mu);
+    rt->found = true;
+    rt->got = *id;
+    r->last_found = rt;
+    pthread_mutex_unlock(&r->mu);
+    if (rt->dir != CFS_ID_NONE)
+        cfs_info("identify: root %s (%" PRIu64 " samples): %s", rt->name, rt->n, id->text);
+    struct cfs_root view = {.name = rt->name, .n = rt->n, .map = rt->map};
+    r->p.on_identified(r->p.cb_arg, &view, id);
+}
+
+static void root_free(struct root *rt)
+{
+    if (!rt)
+        return;
+    cfs_identify_destroy(rt->id);
+    free(rt->map);
+    free(rt);
+}
+
+/* A new root at dir (CFS_ID_NONE: the mount's own), its samples routed
+ * to slot; NULL when it cannot be (why says). */
+static struct root *root_new(struct cfs_roots *r, cfs_id dir, uint32_t *map, uint64_t n,
+                             char *why, size_t whylen)
+{
+    struct root *rt = calloc(1, sizeof(*rt));
+    if (!rt) {
+        free(map);
+        snprintf(why, whylen, "out of memory");
+        return NULL;
+    }
+    rt->owner = r;
+    rt->dir = dir;
+    rt->map = map;
+    rt->n = n;
+    if (dir != CFS_ID_NONE && cfs_catalog_path(r->p.catalog, dir, rt->name, sizeof(rt->name)) < 0)
+        snprintf(rt->name, sizeof(rt->name), "(id %u)", dir);
+    struct cfs_identify_params ip = r->p.identify;
+    struct cfs_sampler_params hint;
+    if (ip.hint) {
+        hint = *ip.hint;
+        hint.n = n;
+        ip.hint = &hint;
+    }
+    ip.n = n;
+    ip.on_identified = found;
+    ip.cb_arg = rt;
+    if (cfs_identify_create(&ip, &rt->id, why, whylen) < 0) {
+        root_free(rt);
+        return NULL;
+    }
+    return rt;
+}
+
+int cfs_roots_create(const struct cfs_roots_params *p, struct cfs_roots **out, char *err,
+                     size_t errlen)
+{
+    struct cfs_roots *r = calloc(1, sizeof(*r));
+    *out = NULL;
+    if (!r)
+        return cfs_error_msg(err, errlen, -ENOMEM, "roots: out of memory");
+    r->p = *p;
+    r->nsamples = cfs_catalog_sample_count(p->catalog);
+    pthread_mutex_init(&r->mu, NULL);
+    r->route = calloc(r->nsamples + 1, 1);
+    r->local = malloc((r->nsamples + 1) * sizeof(*r->local));
+    if (!r->route || !r->local) {
+        cfs_roots_destroy(r);
+        return cfs_error_msg(err, errlen, -ENOMEM, "roots: out of memory");
+    }
+    *out = r;
+    return 0;
+}
+
+void cfs_roots_destroy(struct cfs_roots *r)
+{
+    if (!r)
+        return;
+    for (size_t i = 0; i < r->nr; i++)
+        root_free(r->r[i]);
+    free(r->route);
+    free(r->local);
+    pthread_mutex_destroy(&r->mu);
+    free(r);
+}
+
+static bool refused(const struct cfs_roots *r, cfs_id dir)
+{
+    for (size_t i = 0; i < r->nbad; i++)
+        if (r->bad[i] == dir)
+            return true;
+    return false;
+}
+
+/* The slot of dir's root, made on first use (mu held); -1: not a root. */
+static int slot_of(struct cfs_roots *r, cfs_id dir)
+{
+    for (size_t i = 0; i < r->nr; i++)
+        if (r->r[i]->dir == dir)
+            return (int)i;
+    if (r->nr == CFS_ROOTS_MAX + 1 || (dir != CFS_ID_NONE && refused(r, dir)))
+        return -1;
+    char why[256] = "";
+    uint32_t *map = NULL;
+    uint64_t n = r->nsamples;
+    if (dir != CFS_ID_NONE && (r->nr == CFS_ROOTS_MAX ||
+                               roots_build(r->p.catalog, dir, &map, &n, why, sizeof(why)) < 0)) {
+        if (r->nbad < CFS_ROOTS_MAX)
+            r->bad[r->nbad++] = dir;
+        cfs_debug("identify: %s is no dataset root here: %s",
+                  cfs_catalog_name(r->p.catalog, dir), why[0] ? why : "too many roots");
+        return -1;
+    }
+    struct root *rt = root_new(r, dir, map, n, why, sizeof(why));
+    if (!rt) {
+        cfs_warn("identify: root %s: %s", cfs_catalog_name(r->p.catalog, dir), why);
+        return -1;
+    }
+    size_t k = r->nr++;
+    r->r[k] = rt;
+    /* The mount's own order takes its samples one open at a time: what no
+     * deeper root takes (a root not built yet may still). */
+    for (uint64_t i = 0; map && i < n; i++) {
+        r->route[map[i]] = (uint8_t)(k + 1);
+        r->local[map[i]] = (uint32_t)i;
+    }
+    if (dir != CFS_ID_NONE)
+        cfs_info("identify: opens below %s are numbered as ImageFolder(%s)'s %" PRIu64
+                 " samples",
+                 rt->name, rt->name, n);
+    return (int)k;
+}
+
+/* The root of sample s (mu held), routing it on its first open. */
+static struct root *route(struct cfs_roots *r, uint32_t s)
+{
+    if (r->route[s] != ROUTE_UNKNOWN)
+        return r->r[r->route[s] - 1];
+    cfs_id dir = CFS_ID_NONE;
+    if (r->p.derive) {
+        cfs_id e = cfs_catalog_sample_entry(r->p.catalog, s);
+        dir = cfs_roots_root_of(r->p.catalog, e);
+        /* A refused root: the next one up. */
+        while (dir != CFS_ID_NONE && slot_of(r, dir) < 0)
+            dir = roots_candidate(r->p.catalog, cfs_catalog_entry(r->p.catalog, dir)->parent);
+    }
+    if (dir != CFS_ID_NONE)
+        (void)slot_of(r, dir); /* routes its samples */
+    if (r->route[s] == ROUTE_UNKNOWN) { /* in no root: the mount's own order */
+        int k = slot_of(r, CFS_ID_NONE);
+        if (k < 0)
+            return NULL;
+        r->route[s] = (uint8_t)(k + 1);
+        r->local[s] = s;
+    }
+    return r->r[r->route[s] - 1];
+}
+
+void cfs_roots_observe(struct cfs_roots *r, uint32_t sample, pid_t pid, pid_t ppid)
+{
+    if (sample >= r->nsamples)
+        return;
+    struct cfs_identify *stop = NULL;
+    pthread_mutex_lock(&r->mu);
+    struct root *rt = route(r, sample);
+    if (rt) {
+        uint32_t x = r->local[sample];
+        rt->opens++;
+        if (rt->id)
+            cfs_identify_observe(rt->id, x, pid, ppid);
+        if (!rt->stride && !rt->found && (rt->stride = roots_pass_open(&rt->pass, pid, x))) {
+            stop = rt->id;
+            rt->id = NULL;
+            cfs_info("identify: %s: an unshuffled pass (sequential, world=%u): not searched",
+                     rt->dir == CFS_ID_NONE ? "the mount's order" : rt->name, rt->stride);
+        }
+    }
+    pthread_mutex_unlock(&r->mu);
+    cfs_identify_destroy(stop); /* no open reaches it now */
+}
+
+void cfs_roots_restart(struct cfs_roots *r)
+{
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; i < r->nr; i++) {
+        struct root *rt = r->r[i];
+        if (rt->id)
+            cfs_identify_restart(rt->id);
+        rt->found = false;
+        rt->opens = 0;
+    }
+    r->last_found = NULL;
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* The root the data path's questions are about (mu held): the one last
+ * identified, else the one most opened; NULL before any open. */
+static struct root *current(struct cfs_roots *r)
+{
+    struct root *best = r->last_found;
+    for (size_t i = 0; !best && i < r->nr; i++)
+        if (r->r[i]->id && (!best || r->r[i]->opens > best->opens))
+            best = r->r[i];
+    for (size_t i = 0; !best && i < r->nr; i++)
+        if (!best || r->r[i]->opens > best->opens)
+            best = r->r[i];
+    return best;
+}
+
+enum cfs_identify_state cfs_roots_state(struct cfs_roots *r, struct cfs_identified *out)
+{
+    enum cfs_identify_state st = CFS_IDENTIFY_LEARNING;
+    pthread_mutex_lock(&r->mu);
+    struct root *rt = current(r);
+    if (rt && rt->id)
+        st = cfs_identify_state(rt->id, out);
+    else if (rt)
+        st = CFS_IDENTIFY_NOT_A_SHUFFLE; /* an unshuffled pass */
+    pthread_mutex_unlock(&r->mu);
+    return st;
+}
+
+bool cfs_roots_scan_share(struct cfs_roots *r, double *share)
+{
+    bool any = false;
+    double least = -1;
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; i < r->nr; i++) {
+        double s;
+        if (r->r[i]->id && cfs_identify_scan_share(r->r[i]->id, &s)) {
+            any = true;
+            if (least < 0 || (s >= 0 && s < least))
+                least = s;
+        }
+    }
+    pthread_mutex_unlock(&r->mu);
+    *share = least;
+    return any;
+}
+
+/* One root's clause: "train: identified ...", "val: sequential, world=2". */
+static int clause(struct root *rt, char *buf, size_t len)
+{
+    const char *name = rt->dir == CFS_ID_NONE ? "." : rt->name;
+    struct cfs_identified got;
+    if (rt->stride)
+        return snprintf(buf, len, "%s: sequential, world=%u (%" PRIu64 " opens)", name,
+                        rt->stride, rt->opens);
+    enum cfs_identify_state st = rt->id ? cfs_identify_state(rt->id, &got) : CFS_IDENTIFY_LEARNING;
+    if (st == CFS_IDENTIFY_IDENTIFIED)
+        return snprintf(buf, len, "%s: %s", name, got.text);
+    return snprintf(buf, len, "%s: %s (%" PRIu64 " opens)", name,
+                    st == CFS_IDENTIFY_NOT_A_SHUFFLE ? "not a torch shuffle" : "learning",
+                    rt->opens);
+}
+
+void cfs_roots_text(struct cfs_roots *r, char *buf, size_t len)
+{
+    size_t at = 0;
+    buf[0] = '\0';
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; i < r->nr && at < len; i++) {
+        if (i && at + 2 < len) {
+            memcpy(buf + at, "; ", 3);
+            at += 2;
+        }
+        int k = clause(r->r[i], buf + at, len - at);
+        at += k > 0 ? (size_t)k : 0;
+    }
+    pthread_mutex_unlock(&r->mu);
+    if (at >= len && len > 4)
+        memcpy(buf + len - 4, "...", 4);
+}
