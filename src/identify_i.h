@@ -253,6 +253,7 @@ struct ident_scan_meter {
     double scan_end;   /* monotonic seconds */
     double t0, cpu0;   /* the window's start, the thread's CPU time then */
     double share;      /* of the last window; -1 before one */
+    bool raised;       /* a raised spell runs: no window is measured */
     _Atomic uint64_t workers_ns; /* the scans' worker threads' CPU time, counted up */
 };
 
@@ -266,6 +267,10 @@ void ident_meter_scan(struct ident_scan_meter *m, bool begin);
 void ident_meter_scan_at(struct ident_scan_meter *m, bool begin, double now, double cpu);
 bool ident_meter_window_closes(const struct ident_scan_meter *m, double now);
 bool ident_meter_share_at(struct ident_scan_meter *m, double now, double cpu, double *share);
+/* The scan runs raised (the budget's spell) or back at idle priority from
+ * now, the CPU seconds then cpu: a raised scan's share says nothing of the
+ * idle cores, so the last idle window's stands until a new one closes. */
+void ident_meter_raised_at(struct ident_scan_meter *m, bool raised, double now, double cpu);
 
 #define IDENT_PACE_CHUNK (1ull << 16) /* ~1 ms of a core: under a second at idle on busy cores */
 #define IDENT_PACE_GAP 1.0         /* seconds between opens counted as reading, at most */

@@ -35,8 +35,12 @@
  * cores (cfs_identify_scan_share).  A window is at least SCAN_WINDOW
  * seconds of scanning; scans less than SCAN_GAP apart (a restart for a new
  * reader, the next attempt) share one, and count as one scan to the
- * caller.  The meter has its own lock, a leaf: the data path asks without
- * waiting for the module's. */
+ * caller.  A raised spell is not measured: the scan's share then is what
+ * the normal priority wins against the trainers, not what they leave idle
+ * (two raised workers beside two busy trainers got a whole core, and the
+ * sweep resumed on busy cores); the last idle window's share stands.  The
+ * meter has its own lock, a leaf: the data path asks without waiting for
+ * the module's. */
 #include <string.h>
 
 #include "clairfs/log.h"
@@ -83,7 +87,14 @@ void ident_meter_scan(struct ident_scan_meter *m, bool begin)
 
 bool ident_meter_window_closes(const struct ident_scan_meter *m, double now)
 {
-    return m->scanning && now - m->t0 >= SCAN_WINDOW;
+    return m->scanning && !m->raised && now - m->t0 >= SCAN_WINDOW;
+}
+
+void ident_meter_raised_at(struct ident_scan_meter *m, bool raised, double now, double cpu)
+{
+    m->raised = raised;
+    if (!raised) /* a new window, at idle priority */
+        m->t0 = now, m->cpu0 = cpu;
 }
 
 bool ident_meter_share_at(struct ident_scan_meter *m, double now, double cpu, double *share)
@@ -253,7 +264,14 @@ void ident_pace_chunk(struct ident_pace *pc, struct ident_scan_meter *m,
     pc->workers_cpu += d;
     if (m && d > 0)
         atomic_fetch_add(&m->workers_ns, (uint64_t)(d * 1e9));
+    bool was_raised = pc->raised;
     ident_pace_chunk_at(pc, ident_clock_sec(CLOCK_MONOTONIC), pace_cpu(pc), set_thread_priority);
+    if (m && pc->raised != was_raised) {
+        pthread_mutex_lock(&m->mu);
+        ident_meter_raised_at(m, pc->raised, ident_clock_sec(CLOCK_MONOTONIC),
+                              m->has_clock ? meter_cpu(m) : -1);
+        pthread_mutex_unlock(&m->mu);
+    }
     /* the workers follow the module thread: raised or idle together (a
      * no-op where they already run so) */
     (void)cfs_seed_workers_priority(w, pc->idle);

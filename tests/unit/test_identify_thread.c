@@ -229,6 +229,16 @@ START_TEST(the_meter_measures_a_window_of_scanning)
     ck_assert(share < 0);
     ck_assert(ident_meter_share_at(&m, 111.0, 8.25, &share));
     ck_assert_double_eq_tol(share, 0.25, 1e-9);
+    /* A raised spell: no window closes, the idle share stands; back at idle
+     * priority a new window starts from then. */
+    ident_meter_raised_at(&m, true, 111.2, 8.3);
+    ck_assert(!ident_meter_window_closes(&m, 113.0));
+    ck_assert(ident_meter_share_at(&m, 113.0, 10.3, &share));
+    ck_assert_double_eq_tol(share, 0.25, 1e-9);
+    ident_meter_raised_at(&m, false, 113.0, 10.3);
+    ck_assert(!ident_meter_window_closes(&m, 113.5));
+    ck_assert(ident_meter_share_at(&m, 114.0, 10.4, &share));
+    ck_assert_double_eq_tol(share, 0.1, 1e-9);
 
     struct ident_scan_meter blind = {.has_clock = false, .share = -1};
     ident_meter_scan_at(&blind, true, 100.0, -1);
