@@ -87,8 +87,11 @@ def run_rank(rank, world, args, init_method):
     dataset = Indexed(folder)
     sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, seed=args.seed,
                                  shuffle=True)
+    # Workers forked once, not every epoch: a fork while the last epoch's
+    # queue threads are still exiting can leave the child blocked for good in
+    # CPython 3.11's PyOS_AfterFork_Child (seen once in the Slurm job test).
     loader = DataLoader(dataset, batch_size=args.batch, num_workers=args.workers,
-                        sampler=sampler)
+                        sampler=sampler, persistent_workers=args.workers > 0)
     model = DistributedDataParallel(torch.nn.Linear(256, len(folder.classes)))
     opt = torch.optim.SGD(model.parameters(), lr=0.5)
     loss_fn = torch.nn.CrossEntropyLoss()
