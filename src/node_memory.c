@@ -13,8 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* "Key:   N kB" of a meminfo-like file, in bytes; 0 when absent. */
-static uint64_t meminfo_field(const char *path, const char *key)
+/* The number after "KEY" and the separator sep on a line of a key-value
+ * file, times scale; 0 when absent. */
+static uint64_t keyed_field(const char *path, const char *key, char sep, uint64_t scale)
 {
     FILE *f = fopen(path, "re");
     if (!f)
@@ -23,14 +24,18 @@ static uint64_t meminfo_field(const char *path, const char *key)
     uint64_t v = 0;
     size_t klen = strlen(key);
     while (fgets(line, sizeof(line), f))
-        if (strncmp(line, key, klen) == 0 && line[klen] == ':') {
-            unsigned long long kb;
-            if (sscanf(line + klen + 1, "%llu", &kb) == 1)
-                v = (uint64_t)kb * 1024;
+        if (strncmp(line, key, klen) == 0 && line[klen] == sep) {
+            v = strtoull(line + klen + 1, NULL, 10) * scale;
             break;
         }
     fclose(f);
     return v;
+}
+
+/* "Key:   N kB" of a meminfo-like file, in bytes; 0 when absent. */
+static uint64_t meminfo_field(const char *path, const char *key)
+{
+    return keyed_field(path, key, ':', 1024);
 }
 
 /* A file holding one number ("max" and v1's near-2^63 both mean none:
@@ -61,19 +66,7 @@ static bool number_file(const char *path, uint64_t *out)
 /* "key N" of a memory.stat file; 0 when absent. */
 static uint64_t stat_field(const char *path, const char *key)
 {
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return 0;
-    char line[256];
-    uint64_t v = 0;
-    size_t klen = strlen(key);
-    while (fgets(line, sizeof(line), f))
-        if (strncmp(line, key, klen) == 0 && line[klen] == ' ') {
-            v = strtoull(line + klen + 1, NULL, 10);
-            break;
-        }
-    fclose(f);
-    return v;
+    return keyed_field(path, key, ' ', 1);
 }
 
 /* The memory cgroup's path from PROC/self/cgroup: v1's "N:...memory...:/PATH"
