@@ -43,14 +43,9 @@ check "the trainer ran its $EPOCHS epochs with the source's bytes" test "$rc" -e
 cat "$mnt/.clairfs/stats"
 grep -E 'identify:|order:' "$TMP/daemon.log"
 
-count() { awk -v k="$2" '$1 == k { print $2 }' "$1"; }
 opens=$(wc -l <"$TMP/rank0.log")
 per_epoch=$((opens / EPOCHS))
-hit=$(cfs_metric "$mnt" 'clairfs_prediction_total{result="hit"}')
-miss=$(cfs_metric "$mnt" 'clairfs_prediction_total{result="miss"}')
-hit1=$(count "$TMP/epoch1.metrics" 'clairfs_prediction_total{result="hit"}')
-miss1=$(count "$TMP/epoch1.metrics" 'clairfs_prediction_total{result="miss"}')
-hit=$((hit - ${hit1:-0})) miss=$((miss - ${miss1:-0}))
+predicted_since "$mnt" "$TMP/epoch1.metrics"
 echo "$opens opens, $per_epoch per epoch; from epoch 1's identification: hit=$hit miss=$miss"
 check "clairfs_order_identified 1" test "$(cfs_metric "$mnt" clairfs_order_identified)" = 1
 check "the stats say identified torch-global epoch 3's private seed" \
