@@ -64,7 +64,13 @@
 bool ident_sharded(enum cfs_sampler_kind kind)
 {
     return kind == CFS_SAMPLER_TORCH_DDP || kind == CFS_SAMPLER_HF_ACCELERATE ||
-           kind == CFS_SAMPLER_TORCHVISION_RA || kind == CFS_SAMPLER_TIMM_RA;
+           kind == CFS_SAMPLER_TORCHVISION_RA || kind == CFS_SAMPLER_TIMM_RA ||
+           kind == CFS_SAMPLER_DETECTRON2;
+}
+
+bool ident_strided(enum cfs_sampler_kind kind)
+{
+    return kind == CFS_SAMPLER_TORCH_DDP || kind == CFS_SAMPLER_DETECTRON2;
 }
 
 static bool ra(enum cfs_sampler_kind kind)

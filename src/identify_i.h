@@ -83,9 +83,13 @@ struct ident_hyp {
 
 /* --- The frameworks' samplers (identify_frameworks.c). ------------------ */
 
-/* Ranks read disjoint parts of one permutation per epoch, drawn from a
- * generator seeded afresh: torch-ddp and the frameworks' samplers. */
+/* Ranks read disjoint parts of one permutation per epoch: torch-ddp and the
+ * frameworks' samplers (a generator seeded afresh), detectron2's stream
+ * (one generator's randperms back to back). */
 bool ident_sharded(enum cfs_sampler_kind kind);
+/* Rank r's index j is stream position r + j W: torch-ddp within an epoch,
+ * detectron2 over the whole stream (pass (r + j W) / n). */
+bool ident_strided(enum cfs_sampler_kind kind);
 /* For h of a framework kind (hf-accelerate, torchvision-ra): the indices
  * a rank reads per epoch; the permutation position of rank r's index j;
  * the (rank, index) pairs that read position q, at most

@@ -46,6 +46,8 @@
 static uint64_t rank_len_of(const struct ident_hyp *h, uint64_t n)
 {
     uint64_t len = n;
+    if (h->kind == CFS_SAMPLER_DETECTRON2)
+        return (n + h->world - 1) / h->world; /* pass 0's rank 0: the walk needs no more */
     if (ident_sharded(h->kind) && h->kind != CFS_SAMPLER_TORCH_DDP)
         return ident_fw_rank_len(h, n);
     if (h->kind == CFS_SAMPLER_TORCH_DDP)
@@ -120,9 +122,9 @@ static void schedule_from_siblings(struct search *s, struct ident_hyp *h, int *e
         uint32_t q = ident_pos_of(s->v, 0, rd->r[i].s[0], err);
         if (q == IDENT_NONE || k == MAX_WORLDS)
             return;
-        if (h->kind == CFS_SAMPLER_TORCH_DDP && q % h->world != h->p0 % h->world)
+        if (ident_strided(h->kind) && q % h->world != h->p0 % h->world)
             continue; /* another rank (siblings without workers) */
-        uint32_t j = h->kind == CFS_SAMPLER_TORCH_DDP ? q / h->world : q;
+        uint32_t j = ident_strided(h->kind) ? q / h->world : q;
         if (j == 0)
             return; /* ranks reading one stream: no workers */
         starts[k++] = j;
@@ -146,7 +148,7 @@ static void schedule_from_head(struct search *s, struct ident_hyp *h, int *err)
         if (q == IDENT_NONE)
             return;
         uint64_t j = q;
-        if (h->kind == CFS_SAMPLER_TORCH_DDP) {
+        if (ident_strided(h->kind)) {
             if (q % h->world != h->p0 % h->world)
                 return;
             j = q / h->world;
@@ -169,12 +171,15 @@ static bool try_variants(struct search *s, struct ident_hyp h)
     bool dl_pref = hint ? hint->drop_last : false, dlb_pref = hint ? hint->drop_last_batch : false;
     bool pw_pref = hint ? hint->persistent_workers : false;
     bool dl_matters = h.kind == CFS_SAMPLER_TORCH_DDP && s->p->n % h.world != 0;
+    /* detectron2's stream: no drop_last of any kind applies, and its
+     * workers live as long as the stream */
+    bool stream = h.kind == CFS_SAMPLER_DETECTRON2;
     for (int a = 0; a < (dl_matters ? 2 : 1); a++)
-        for (int b = 0; b < 2; b++)
-            for (int c = 0; c < (h.workers ? 2 : 1); c++) {
+        for (int b = 0; b < (stream ? 1 : 2); b++)
+            for (int c = 0; c < (h.workers && !stream ? 2 : 1); c++) {
                 h.drop_last = dl_matters ? (a ? !dl_pref : dl_pref) : false;
-                h.drop_last_batch = b ? !dlb_pref : dlb_pref;
-                h.persistent = h.workers ? (c ? !pw_pref : pw_pref) : false;
+                h.drop_last_batch = stream ? false : b ? !dlb_pref : dlb_pref;
+                h.persistent = stream ? h.workers > 0 : h.workers ? (c ? !pw_pref : pw_pref) : false;
                 if ((h.kind == CFS_SAMPLER_TORCH || h.kind == CFS_SAMPLER_TORCH_GLOBAL) &&
                     h.persistent != s->v->persistent)
                     continue;
@@ -301,7 +306,8 @@ static bool try_frameworks(struct search *s, int *err)
 
 static bool fw_kind(enum cfs_sampler_kind kind)
 {
-    return ident_sharded(kind) && kind != CFS_SAMPLER_TORCH_DDP;
+    return kind == CFS_SAMPLER_HF_ACCELERATE || kind == CFS_SAMPLER_TORCHVISION_RA ||
+           kind == CFS_SAMPLER_TIMM_RA;
 }
 
 static bool try_view(struct search *s, uint32_t p0, int *err)
@@ -314,12 +320,13 @@ static bool try_view(struct search *s, uint32_t p0, int *err)
         }
     if (s->head == s->rd->nr || *err)
         return false;
-    bool ddp = s->v->kind == CFS_SAMPLER_TORCH_DDP;
+    bool ddp = ident_strided(s->v->kind);
     if (!ddp && p0 != 0)
         return false;
     /* a registered framework sampler is tried first (at world 1 and with
      * batches of one, accelerate reads as torch-ddp) */
-    bool fw = ddp && p0 == 0, fw_first = fw && s->p->hint && fw_kind(s->p->hint->kind);
+    bool fw = s->v->kind == CFS_SAMPLER_TORCH_DDP && p0 == 0;
+    bool fw_first = fw && s->p->hint && fw_kind(s->p->hint->kind);
     if (fw_first && try_frameworks(s, err))
         return true;
     uint32_t w[MAX_WORLDS + 1] = {1};
@@ -447,7 +454,9 @@ int ident_verify(const struct cfs_identify_params *p, const struct ident_readers
     static const struct {
         enum cfs_sampler_kind kind;
         bool persistent;
-    } skip0[] = {{CFS_SAMPLER_TORCH_DDP, false}, {CFS_SAMPLER_TORCH_SAMPLER, false}},
+    } skip0[] = {{CFS_SAMPLER_TORCH_DDP, false},
+                 {CFS_SAMPLER_TORCH_SAMPLER, false},
+                 {CFS_SAMPLER_DETECTRON2, false}},
       skip2[] = {{CFS_SAMPLER_TORCH, false}, {CFS_SAMPLER_TORCH, true}};
     struct search s = {.p = p, .rd = rd, .need_bits = need_bits};
     int rc = -ENOMEM;
@@ -455,7 +464,8 @@ int ident_verify(const struct cfs_identify_params *p, const struct ident_readers
         goto out;
     rc = -ENOENT;
     *bits = 0;
-    for (int k = 0; k < 2 && rc == -ENOENT; k++) {
+    size_t nkinds = skip_words == 2 ? sizeof(skip2) / sizeof(*skip2) : sizeof(skip0) / sizeof(*skip0);
+    for (size_t k = 0; k < nkinds && rc == -ENOENT; k++) {
         enum cfs_sampler_kind kind = skip_words == 2 ? skip2[k].kind : skip0[k].kind;
         bool pers = skip_words == 2 ? skip2[k].persistent : skip0[k].persistent;
         if (skip_words != 0 && skip_words != 2)

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The mount learns the training libraries' read orders by itself.  Each
+# gets a fresh mount with nothing registered and a real torch DataLoader
+# (identify_trainer.py: ImageFolder, num_workers=2, batch 8, 4 epochs or
+# passes, a pause after the first until the mount says it identified the
+# order) over the library's sampler and loader as transcribed in
+# tests/golden/library_samplers.py:
+#   detectron2   TrainingSampler(seed=S) at world 2: one generator's
+#                randperms back to back, rank r every 2nd index from r,
+#                the workers' chunks of 8 dealt round-robin across the
+#                passes; identified as detectron2 (MMEngine's
+#                InfiniteSampler is the same code)
+#   mmengine     DefaultSampler(round_up=True) at world 2: torch-ddp's order
+#   ultralytics  InfiniteDataLoader in one process, its generator seeded
+#                6148914691236517204 (found before the scan: a constant)
+#   hf-trainer-global  the Trainer (<= 4.30) without data_seed: its
+#                sampler's generator seeded by one draw of the global
+#                generator; identified as torch-sampler with that seed
+# Each must end with clairfs_order_identified 1, `order: identified KIND`,
+# the opens of passes 1-3 predicted and at most 1 % of the predicted opens
+# missed, every byte the trainer got equal to the source's.
+#
+# Environment: CLAIRFS, CLAIRFS_GENDATA (lib.sh); CLAIRFS_IDENTIFY_PAUSE
+# (identify_lib.sh); CLAIRFS_LIBRARIES, the patterns to run (all).
+. "$(dirname "$0")/lib.sh"
+
+cfs_need_torch
+cfs_setup
+. "$(dirname "$0")/identify_lib.sh"
+identify_dataset
+
+want=${CLAIRFS_LIBRARIES:-detectron2 mmengine ultralytics hf-trainer-global}
+# pattern KIND WORLD SEED IDENTIFIED-AS
+pattern() {
+    case " $want " in *" $1 "*) identify_pattern "$1" "$1" "$2" "$3" "$4" ;; esac
+}
+
+pattern detectron2 2 1234567 detectron2
+pattern mmengine 2 321 torch-ddp
+pattern ultralytics 1 0 ultralytics
+pattern hf-trainer-global 1 42 torch-sampler
+cfs_finish
