@@ -354,6 +354,26 @@ size_t ident_fw_hypotheses(const struct ident_fw_head *hd, struct ident_hyp *out
     return k + ra_hyps(hd, out + k, max - k);
 }
 
+/* ultralytics: InfiniteDataLoader(shuffle=True, generator=g) keeps one
+ * iterator for the run (torch with persistent workers), g seeded
+ * 6148914691236517205 + RANK, RANK being -1 in one process. */
+#define ULTRALYTICS_SEED_ONE_PROCESS 6148914691236517204ull
+
+const uint32_t ident_constant_seed[IDENT_CONSTANT_SEEDS] = {
+    (uint32_t)ULTRALYTICS_SEED_ONE_PROCESS,
+};
+
+bool ident_lib_ultralytics(uint32_t seed32, bool persistent, const struct cfs_sampler_params *hint,
+                           uint64_t *seed)
+{
+    if (!persistent || seed32 != (uint32_t)ULTRALYTICS_SEED_ONE_PROCESS)
+        return false;
+    if (hint && hint->kind != CFS_SAMPLER_TORCH_DDP && hint->kind != CFS_SAMPLER_ULTRALYTICS)
+        return false; /* the default kind, or ultralytics, may be renamed */
+    *seed = ULTRALYTICS_SEED_ONE_PROCESS;
+    return true;
+}
+
 bool ident_fw_timm(uint32_t seed32, const struct cfs_sampler_params *hint)
 {
     if (hint && hint->kind == CFS_SAMPLER_TIMM_RA)

@@ -124,6 +124,17 @@ size_t ident_fw_hypotheses(const struct ident_fw_head *hd, struct ident_hyp *out
  * accelerate's batches, in their own units): the least of starts[0 .. k)
  * when each is a distinct multiple 1 .. k of it, else 0. */
 uint32_t ident_stride_of_starts(const uint32_t *starts, size_t k);
+/* The seeds libraries set themselves, scanned before the rest of the
+ * range: ultralytics' 6148914691236517205 + RANK, RANK -1 in one process
+ * (its low 32 bits). */
+#define IDENT_CONSTANT_SEEDS 1
+extern const uint32_t ident_constant_seed[IDENT_CONSTANT_SEEDS];
+/* A torch fit (persistent workers, seed32) renamed for the library that
+ * seeds that way: ultralytics' InfiniteDataLoader in one process (its
+ * full seed into *seed); false when none does, or the registered sampler
+ * says otherwise. */
+bool ident_lib_ultralytics(uint32_t seed32, bool persistent, const struct cfs_sampler_params *hint,
+                           uint64_t *seed);
 /* Is a torchvision-ra fit with candidate seed seed32 to be named timm-ra
  * (seed32 is then the epoch the observation began in)? */
 bool ident_fw_timm(uint32_t seed32, const struct cfs_sampler_params *hint);

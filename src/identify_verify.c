@@ -407,6 +407,12 @@ static void fill(const struct search *s, const struct ident_hyp *h, struct cfs_i
         out->sampler.seed = s->p->hint && s->p->hint_has_seed ? s->p->hint->seed : 0;
         out->epoch = s->v->seed32 + s->max_epoch;
     }
+    uint64_t lib_seed;
+    if (h->kind == CFS_SAMPLER_TORCH && ident_lib_ultralytics(s->v->seed32, h->persistent,
+                                                               s->p->hint, &lib_seed)) {
+        out->sampler.kind = CFS_SAMPLER_ULTRALYTICS; /* the same stream, named for who seeds so */
+        out->sampler.seed = lib_seed;
+    }
     if (ident_sharded(h->kind)) {
         out->rank_first = lo;
         out->rank_count = hi - lo + 1;
@@ -465,9 +471,14 @@ int ident_verify(const struct cfs_identify_params *p, const struct ident_readers
     rc = -ENOENT;
     *bits = 0;
     size_t nkinds = skip_words == 2 ? sizeof(skip2) / sizeof(*skip2) : sizeof(skip0) / sizeof(*skip0);
+    /* ultralytics' seed: its one iterator is torch's with persistent
+     * workers, which epoch 0 cannot tell from torch's without; tried first */
+    uint64_t lib_seed;
+    bool pers_first = skip_words == 2 && ident_lib_ultralytics(seed32, true, p->hint, &lib_seed);
     for (size_t k = 0; k < nkinds && rc == -ENOENT; k++) {
-        enum cfs_sampler_kind kind = skip_words == 2 ? skip2[k].kind : skip0[k].kind;
-        bool pers = skip_words == 2 ? skip2[k].persistent : skip0[k].persistent;
+        size_t at = pers_first ? nkinds - 1 - k : k;
+        enum cfs_sampler_kind kind = skip_words == 2 ? skip2[at].kind : skip0[at].kind;
+        bool pers = skip_words == 2 ? skip2[at].persistent : skip0[at].persistent;
         if (skip_words != 0 && skip_words != 2)
             break;
         rc = verify_view(&s, kind, pers, seed32, skip_words, NULL, p0, out, bits);
