@@ -65,12 +65,13 @@ bool ident_sharded(enum cfs_sampler_kind kind)
 {
     return kind == CFS_SAMPLER_TORCH_DDP || kind == CFS_SAMPLER_HF_ACCELERATE ||
            kind == CFS_SAMPLER_TORCHVISION_RA || kind == CFS_SAMPLER_TIMM_RA ||
-           kind == CFS_SAMPLER_DETECTRON2;
+           kind == CFS_SAMPLER_DETECTRON2 || kind == CFS_SAMPLER_ULTRALYTICS_DDP;
 }
 
 bool ident_strided(enum cfs_sampler_kind kind)
 {
-    return kind == CFS_SAMPLER_TORCH_DDP || kind == CFS_SAMPLER_DETECTRON2;
+    return kind == CFS_SAMPLER_TORCH_DDP || kind == CFS_SAMPLER_DETECTRON2 ||
+           kind == CFS_SAMPLER_ULTRALYTICS_DDP;
 }
 
 static bool ra(enum cfs_sampler_kind kind)

@@ -75,6 +75,11 @@ void ident_readers_free(struct ident_readers *rd);
 struct ident_hyp {
     enum cfs_sampler_kind kind;
     bool persistent, drop_last, drop_last_batch;
+    /* The loader keeps one iterator for the run (ultralytics'
+     * InfiniteDataLoader): its workers take the batches round robin with
+     * the count running on across the epochs, where a DataLoader's new
+     * epoch starts again at worker 0. */
+    bool one_iter;
     uint32_t world, batch, workers, p0;
     uint64_t rank_len; /* indices a rank reads in an epoch */
 };
@@ -87,8 +92,9 @@ struct ident_hyp {
  * frameworks' samplers (a generator seeded afresh), detectron2's stream
  * (one generator's randperms back to back). */
 bool ident_sharded(enum cfs_sampler_kind kind);
-/* Rank r's index j is stream position r + j W: torch-ddp within an epoch,
- * detectron2 over the whole stream (pass (r + j W) / n). */
+/* Rank r's index j is stream position r + j W: torch-ddp and
+ * ultralytics-ddp within an epoch, detectron2 over the whole stream (pass
+ * (r + j W) / n). */
 bool ident_strided(enum cfs_sampler_kind kind);
 /* For h of a framework kind (hf-accelerate, torchvision-ra): the indices
  * a rank reads per epoch; the permutation position of rank r's index j;

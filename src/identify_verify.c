@@ -48,9 +48,9 @@ static uint64_t rank_len_of(const struct ident_hyp *h, uint64_t n)
     uint64_t len = n;
     if (h->kind == CFS_SAMPLER_DETECTRON2)
         return (n + h->world - 1) / h->world; /* pass 0's rank 0: the walk needs no more */
-    if (ident_sharded(h->kind) && h->kind != CFS_SAMPLER_TORCH_DDP)
+    if (ident_sharded(h->kind) && !ident_strided(h->kind))
         return ident_fw_rank_len(h, n);
-    if (h->kind == CFS_SAMPLER_TORCH_DDP)
+    if (ident_strided(h->kind))
         len = h->drop_last ? n / h->world : (n + h->world - 1) / h->world;
     return h->drop_last_batch ? len / h->batch * h->batch : len;
 }
@@ -170,16 +170,23 @@ static bool try_variants(struct search *s, struct ident_hyp h)
     const struct cfs_sampler_params *hint = s->p->hint;
     bool dl_pref = hint ? hint->drop_last : false, dlb_pref = hint ? hint->drop_last_batch : false;
     bool pw_pref = hint ? hint->persistent_workers : false;
-    bool dl_matters = h.kind == CFS_SAMPLER_TORCH_DDP && s->p->n % h.world != 0;
+    bool dl_matters = ident_strided(h.kind) && h.kind != CFS_SAMPLER_DETECTRON2 &&
+                      s->p->n % h.world != 0;
     /* detectron2's stream: no drop_last of any kind applies, and its
-     * workers live as long as the stream */
+     * workers live as long as the stream; ultralytics' one iterator keeps
+     * its workers too, dealing them batches across the epochs */
     bool stream = h.kind == CFS_SAMPLER_DETECTRON2;
+    uint64_t lib_seed;
+    h.one_iter = h.kind == CFS_SAMPLER_ULTRALYTICS_DDP ||
+                 (h.kind == CFS_SAMPLER_TORCH && s->v->persistent &&
+                  ident_lib_ultralytics(s->v->seed32, true, hint, &lib_seed));
+    bool kept = stream || h.one_iter; /* the workers: persistent only */
     for (int a = 0; a < (dl_matters ? 2 : 1); a++)
         for (int b = 0; b < (stream ? 1 : 2); b++)
-            for (int c = 0; c < (h.workers && !stream ? 2 : 1); c++) {
+            for (int c = 0; c < (h.workers && !kept ? 2 : 1); c++) {
                 h.drop_last = dl_matters ? (a ? !dl_pref : dl_pref) : false;
                 h.drop_last_batch = stream ? false : b ? !dlb_pref : dlb_pref;
-                h.persistent = stream ? h.workers > 0 : h.workers ? (c ? !pw_pref : pw_pref) : false;
+                h.persistent = kept ? h.workers > 0 : h.workers ? (c ? !pw_pref : pw_pref) : false;
                 if ((h.kind == CFS_SAMPLER_TORCH || h.kind == CFS_SAMPLER_TORCH_GLOBAL) &&
                     h.persistent != s->v->persistent)
                     continue;
@@ -462,7 +469,8 @@ int ident_verify(const struct cfs_identify_params *p, const struct ident_readers
         bool persistent;
     } skip0[] = {{CFS_SAMPLER_TORCH_DDP, false},
                  {CFS_SAMPLER_TORCH_SAMPLER, false},
-                 {CFS_SAMPLER_DETECTRON2, false}},
+                 {CFS_SAMPLER_DETECTRON2, false},
+                 {CFS_SAMPLER_ULTRALYTICS_DDP, true}},
       skip2[] = {{CFS_SAMPLER_TORCH, false}, {CFS_SAMPLER_TORCH, true}};
     struct search s = {.p = p, .rd = rd, .need_bits = need_bits};
     int rc = -ENOMEM;

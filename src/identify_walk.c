@@ -23,7 +23,10 @@
  * stream's start, is stream position g = r + j W, position g % n of pass
  * g / n, and a worker's chunks run on across the passes (its process
  * lives as long as the stream).  Its walk counts j over the whole stream:
- * the pass follows from j, never the other way round.
+ * the pass follows from j, never the other way round.  ultralytics'
+ * loader keeps one iterator for the run (ident_hyp.one_iter): its epochs
+ * are epochs, but the workers' round robin over the batches runs on from
+ * one epoch into the next.
  *
  * Why a fit is not luck.  Take an order that is not one of these shuffles,
  * as random as any: each epoch a permutation of n unrelated to MT19937.
@@ -63,6 +66,21 @@ static uint32_t stream_pass(const struct ident_hyp *h, uint64_t n, uint32_t r, u
     return g / n > UINT32_MAX ? UINT32_MAX : (uint32_t)(g / n);
 }
 
+/* one_iter: the worker's next batch after the one that holds (e, j) is
+ * T batches on in the count that runs across the epochs, NB a rank's
+ * batches an epoch (the last may be short). */
+static void next_one_iter(const struct ident_hyp *h, uint32_t *e, uint64_t *j)
+{
+    if ((*j + 1) % h->batch != 0 && *j + 1 < h->rank_len) {
+        (*j)++;
+        return;
+    }
+    uint64_t nb = (h->rank_len + h->batch - 1) / h->batch;
+    uint64_t g = (uint64_t)*e * nb + *j / h->batch + h->workers;
+    *e = g / nb > UINT32_MAX ? UINT32_MAX : (uint32_t)(g / nb);
+    *j = g % nb * h->batch;
+}
+
 static uint32_t position(const struct ident_hyp *h, uint64_t n, uint32_t r, uint64_t j)
 {
     if (ident_strided(h->kind))
@@ -81,7 +99,7 @@ static size_t places(const struct ident_hyp *h, uint64_t n, uint32_t e, uint32_t
         r[0] = (uint32_t)(g % h->world), j[0] = g / h->world;
         return 1;
     }
-    if (h->kind == CFS_SAMPLER_TORCH_DDP) {
+    if (ident_strided(h->kind)) {
         r[0] = q % h->world, j[0] = q / h->world;
         return 1;
     }
@@ -125,19 +143,22 @@ static bool follow(struct ident_walk *w, size_t i, uint32_t e, uint32_t r, uint6
     if (agrees(w, e, r, j, rd->s[0], mark) != 1)
         return false;
     bool stream = h->kind == CFS_SAMPLER_DETECTRON2;
+    bool one_iter = h->one_iter && h->workers > 1;
     for (size_t k = 1; k < rd->len; k++) {
-        j = next_index(h, j);
-        if (stream) {
-            e = stream_pass(h, w->v->n, r, j);
-            if (e >= w->v->maxep)
-                break;
-        } else if (j >= h->rank_len) {
-            if (h->workers > 0 && !h->persistent)
-                return false; /* that worker's process ended with its epoch */
-            e++, j = start;
-            if (e >= w->v->maxep)
-                break;
+        if (one_iter) {
+            next_one_iter(h, &e, &j);
+        } else {
+            j = next_index(h, j);
+            if (stream) {
+                e = stream_pass(h, w->v->n, r, j);
+            } else if (j >= h->rank_len) {
+                if (h->workers > 0 && !h->persistent)
+                    return false; /* that worker's process ended with its epoch */
+                e++, j = start;
+            }
         }
+        if (e >= w->v->maxep)
+            break;
         int a = agrees(w, e, r, j, rd->s[k], mark);
         if (a < 0)
             break;

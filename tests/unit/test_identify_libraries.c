@@ -11,7 +11,9 @@
  * workers or not); past it only detectron2 fits.  torchdata's
  * StatefulDataLoader without workers reads the same stream at world 1 (one
  * randperm an epoch, none trailing) and is named detectron2; ultralytics'
- * constant seed names a torch fit ultralytics; the Hugging Face Trainer
+ * constant seed names a torch fit ultralytics (its one iterator deals the
+ * batches to the workers across the epochs), and under DDP its sampler's
+ * late epochs show from epoch 1 on; the Hugging Face Trainer
  * without data_seed is torch-sampler of the seed its global draw gave.
  * Orders shaped like these streams but drawn otherwise are refused.
  *
@@ -32,36 +34,45 @@
 
 static const uint64_t seeds[] = {0, 1, 2147483647u, 4294967295u, 1234567};
 
-/* detectron2's trainer: every rank's stream over `passes` passes from the
- * exact model, its workers' chunks of B dealt round-robin over the whole
- * stream (ToIterableDataset), the readers' opens interleaved one at a
- * time, up to max.  Worker w of rank r is process 2000 + 100 r + w (child
- * of 1000 + r, persistent), or the rank itself without workers. */
-static struct opens simulate_stream(uint64_t seed, uint32_t n, uint32_t world, uint32_t batch,
-                                    uint32_t workers, uint32_t passes, size_t max)
+/* A trainer whose loader lives for the run: every rank's stream over
+ * `passes` epochs (passes) from the exact model, its workers' batches of B
+ * dealt round-robin with the count running on across the epochs - over the
+ * whole stream for detectron2 (ToIterableDataset's chunks), each epoch's
+ * last batch short otherwise (ultralytics' one iterator) - the readers'
+ * opens interleaved one at a time, up to max.  Worker w of rank r is
+ * process 2000 + 100 r + w (child of 1000 + r, persistent), or the rank
+ * itself without workers. */
+static struct opens simulate_run(enum cfs_sampler_kind kind, uint64_t seed, uint32_t n,
+                                 uint32_t world, uint32_t batch, uint32_t workers,
+                                 uint32_t passes, size_t max)
 {
-    struct cfs_sampler_params sp = {.kind = CFS_SAMPLER_DETECTRON2,
+    struct cfs_sampler_params sp = {.kind = kind,
                                     .seed = seed,
                                     .n = n,
                                     .world = world,
-                                    .batch = batch};
+                                    .batch = batch,
+                                    .persistent_workers = kind == CFS_SAMPLER_ULTRALYTICS};
     struct cfs_sampler *s;
     char err[256];
     ck_assert_int_eq(cfs_sampler_create(&sp, &s, err, sizeof(err)), 0);
     uint32_t readers = world * (workers ? workers : 1);
     uint32_t **stream = calloc(readers, sizeof(*stream));
     size_t *len = calloc(readers, sizeof(*len)), *at = calloc(readers, sizeof(*at));
-    uint64_t *j = calloc(world, sizeof(*j)); /* each rank's index over the stream */
+    uint64_t *j = calloc(world, sizeof(*j)); /* each rank's batch count, in indices */
     for (uint32_t k = 0; k < readers; k++)
         stream[k] = malloc(((size_t)passes * n / world + n + 1) * sizeof(**stream));
     for (uint32_t p = 0; p < passes; p++) {
         ck_assert_int_eq(cfs_sampler_compute_epoch(s, p), 0);
-        for (uint32_t r = 0; r < world; r++)
-            for (uint64_t i = 0; i < cfs_sampler_rank_len(s, p, r); i++, j[r]++) {
+        for (uint32_t r = 0; r < world; r++) {
+            uint64_t rl = cfs_sampler_rank_len(s, p, r);
+            for (uint64_t i = 0; i < rl; i++, j[r]++) {
                 uint32_t k = r * (workers ? workers : 1) +
                              (workers ? (uint32_t)(j[r] / batch % workers) : 0);
                 stream[k][len[k]++] = cfs_sampler_rank_at(s, r, i);
             }
+            if (kind != CFS_SAMPLER_DETECTRON2 && rl % batch)
+                j[r] += batch - rl % batch; /* the epoch's short last batch */
+        }
     }
     struct opens o = {0};
     for (bool any = true; any && o.len < max;) {
@@ -101,7 +112,8 @@ START_TEST(detectron2_is_identified_past_its_first_pass)
         for (uint32_t workers = 0; workers <= 2; workers += 2) {
             if (world == 1 && workers == 0)
                 continue; /* torchdata's reading: below */
-            struct opens o = simulate_stream(seeds[_i], 1001, world, 8, workers, 3, 2500);
+            struct opens o = simulate_run(CFS_SAMPLER_DETECTRON2, seeds[_i], 1001, world, 8,
+                                          workers, 3, 2500);
             struct cfs_identified id = identify_opens(&o, 1001, (uint32_t)seeds[_i]);
             ck_assert_msg(id.sampler.kind == CFS_SAMPLER_DETECTRON2, "world %u workers %u: %s",
                           world, workers, id.text);
@@ -122,7 +134,7 @@ END_TEST
  * torch-ddp, and the first opens of the next pass refine it. */
 START_TEST(detectron2_first_pass_reads_as_torch_ddp)
 {
-    struct opens o = simulate_stream(seeds[_i], 1001, 2, 8, 2, 1, 600);
+    struct opens o = simulate_run(CFS_SAMPLER_DETECTRON2, seeds[_i], 1001, 2, 8, 2, 1, 600);
     struct cfs_identified id = identify_opens(&o, 1001, (uint32_t)seeds[_i]);
     ck_assert_msg(id.sampler.kind == CFS_SAMPLER_TORCH_DDP, "%s", id.text);
     ck_assert_uint_eq(id.sampler.world, 2);
@@ -201,11 +213,39 @@ START_TEST(ultralytics_is_named_by_its_seed)
     ck_assert_uint_eq(id.sampler.seed, seed);
     ck_assert_ptr_nonnull(strstr(id.text, "ultralytics seed=6148914691236517204 "));
     opens_free(&o);
+    /* over 3 epochs of 125 batches (n = 993), the last short: worker 0
+     * reads batches 0, 2, ..., 124, then epoch 1's batch 0 goes to worker 1 */
+    o = simulate_run(CFS_SAMPLER_ULTRALYTICS, seed, 993, 1, 8, 2, 3, 2800);
+    id = identify_opens(&o, 993, (uint32_t)seed);
+    ck_assert_msg(id.sampler.kind == CFS_SAMPLER_ULTRALYTICS && id.epoch == 2, "%s", id.text);
+    opens_free(&o);
     /* the same stream of another seed is torch's */
     t.kind = CFS_SAMPLER_TORCH, t.seed = 77;
     o = simulate(&t, 1500);
     id = identify_opens(&o, 1001, 77);
     ck_assert_msg(id.sampler.kind == CFS_SAMPLER_TORCH, "%s", id.text);
+    opens_free(&o);
+}
+END_TEST
+
+/* ultralytics under DDP: DistributedSampler(seed 0) read one epoch late
+ * (epochs 0 and 1 read seed 0's epoch 0) by one iterator's workers.  In
+ * epoch 0 it is torch-ddp; epoch 1 refutes torch-ddp and names it.
+ * n = 1001 at world 2: 63 batches of 8 a rank, the last short. */
+START_TEST(ultralytics_ddp_is_named_at_epoch_1)
+{
+    struct opens o = simulate_run(CFS_SAMPLER_ULTRALYTICS_DDP, seeds[_i], 1001, 2, 8, 2, 1, 800);
+    struct cfs_identified id = identify_opens(&o, 1001, (uint32_t)seeds[_i]);
+    ck_assert_msg(id.sampler.kind == CFS_SAMPLER_TORCH_DDP, "%s", id.text);
+    opens_free(&o);
+    o = simulate_run(CFS_SAMPLER_ULTRALYTICS_DDP, seeds[_i], 1001, 2, 8, 2, 3, 2800);
+    id = identify_opens(&o, 1001, (uint32_t)seeds[_i]);
+    ck_assert_msg(id.sampler.kind == CFS_SAMPLER_ULTRALYTICS_DDP, "%s", id.text);
+    ck_assert_uint_eq(id.sampler.seed, (uint32_t)seeds[_i]);
+    ck_assert_uint_eq(id.sampler.world, 2);
+    ck_assert_uint_eq(id.workers, 2);
+    ck_assert_uint_eq(id.sampler.batch, 8);
+    ck_assert_uint_eq(id.epoch, 2);
     opens_free(&o);
 }
 END_TEST
@@ -283,6 +323,7 @@ static Suite *identify_libraries_suite(void)
     tcase_add_loop_test(t, torchdata_reads_as_detectron2_at_world_1, 0, 5);
     tcase_add_loop_test(t, hf_trainer_global_reads_as_torch_sampler, 0, 5);
     tcase_add_test(t, ultralytics_is_named_by_its_seed);
+    tcase_add_loop_test(t, ultralytics_ddp_is_named_at_epoch_1, 0, 5);
     suite_add_tcase(s, t);
     TCase *f = tcase_create("refusals");
     tcase_set_timeout(f, 120);
