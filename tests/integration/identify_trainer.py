@@ -169,7 +169,7 @@ def framework_loader(args, ds, common):
 
 
 LIBRARY_KINDS = ("detectron2", "mmengine", "mmengine-noround", "torchdata", "ultralytics",
-                 "hf-trainer", "hf-trainer-global")
+                 "ultralytics-ddp", "hf-trainer", "hf-trainer-global")
 
 
 def library_loader(args, ds, common):
@@ -181,7 +181,8 @@ def library_loader(args, ds, common):
     being one pass of the stream's n indices; MMEngine's DefaultSampler
     (round_up True / False) with set_epoch; torchdata's StatefulDataLoader
     (shuffle=True) after torch.manual_seed(S); ultralytics' InfiniteDataLoader
-    in one process (its generator seeded 6148914691236517204; S unused);
+    in one process (its generator seeded 6148914691236517204; S unused), or
+    under DDP over DistributedSampler(seed=S) with set_epoch;
     the Trainer's RandomSampler(generator=g), g seeded data_seed=S or, for
     hf-trainer-global, one draw of the global generator after set_seed(S).
     Returns the loader, the sampler to set_epoch (or None) and the batches an
@@ -204,13 +205,16 @@ def library_loader(args, ds, common):
         bs = ls.StatefulBatchSampler(sampler, args.batch, False)
         common = {k: v for k, v in common.items() if k != "batch_size"}
         return DataLoader(ds, batch_sampler=bs, **common), None, 0
-    if args.kind == "ultralytics":
+    if args.kind.startswith("ultralytics"):
+        ddp = args.kind == "ultralytics-ddp"
+        sampler = DistributedSampler(ds, num_replicas=args.world, rank=args.rank, shuffle=True,
+                                     seed=args.seed) if ddp else None
         g = torch.Generator()
-        g.manual_seed(ls.ULTRALYTICS_SEED - 1)
+        g.manual_seed(ls.ULTRALYTICS_SEED + (args.rank if ddp else -1))
         common = {k: v for k, v in common.items() if k != "persistent_workers"}
-        return ls.InfiniteDataLoader(dataset=ds, shuffle=True, generator=g,
+        return ls.InfiniteDataLoader(dataset=ds, shuffle=not ddp, sampler=sampler, generator=g,
                                      prefetch_factor=4 if args.workers else None,
-                                     **common), None, 0
+                                     **common), sampler, 0
     torch.manual_seed(args.seed)  # set_seed(args.seed)
     g = torch.Generator()
     g.manual_seed(args.seed if args.kind == "hf-trainer"

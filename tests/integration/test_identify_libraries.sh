@@ -13,6 +13,10 @@
 #   mmengine     DefaultSampler(round_up=True) at world 2: torch-ddp's order
 #   ultralytics  InfiniteDataLoader in one process, its generator seeded
 #                6148914691236517204 (found before the scan: a constant)
+#   ultralytics-ddp  the same at world 2 over DistributedSampler(seed 0),
+#                whose set_epoch takes effect one epoch late (the one
+#                iterator has built the next epoch's order already): named
+#                torch-ddp in epoch 0, refined at epoch 1's first opens
 #   hf-trainer-global  the Trainer (<= 4.30) without data_seed: its
 #                sampler's generator seeded by one draw of the global
 #                generator; identified as torch-sampler with that seed
@@ -38,7 +42,7 @@ cfs_setup
 . "$(dirname "$0")/identify_lib.sh"
 identify_dataset
 
-want=${CLAIRFS_LIBRARIES:-detectron2 mmengine ultralytics hf-trainer-global torchdata}
+want=${CLAIRFS_LIBRARIES:-detectron2 mmengine ultralytics ultralytics-ddp hf-trainer-global torchdata}
 # pattern KIND WORLD SEED IDENTIFIED-AS [TRAINER ARGS...]
 pattern() {
     case " $want " in *" $1 "*) identify_pattern "$1" "$@" ;; esac
@@ -47,6 +51,7 @@ pattern() {
 pattern detectron2 2 1234567 detectron2
 pattern mmengine 2 321 torch-ddp
 pattern ultralytics 1 0 ultralytics
+pattern ultralytics-ddp 2 0 ultralytics-ddp
 pattern hf-trainer-global 1 2004 torch-sampler
 pattern torchdata 1 2004 detectron2 --workers 0
 cfs_finish
