@@ -168,7 +168,8 @@ def framework_loader(args, ds, common):
     return DataLoader(ds, sampler=sampler, **common), sampler
 
 
-LIBRARY_KINDS = ("detectron2", "mmengine", "mmengine-noround", "torchdata", "ultralytics",
+LIBRARY_KINDS = ("detectron2", "mmengine-infinite", "mmengine", "mmengine-noround", "torchdata",
+                 "ultralytics",
                  "ultralytics-ddp", "hf-trainer", "hf-trainer-global")
 
 
@@ -178,7 +179,8 @@ def library_loader(args, ds, common):
     loaders as tests/golden/library_samplers.py transcribes them (imported):
     detectron2's TrainingSampler(seed=S) under ToIterableDataset (workers take
     chunks of the batch round-robin), one iterator for the run, an epoch
-    being one pass of the stream's n indices; MMEngine's DefaultSampler
+    being one pass of the stream's n indices; MMEngine's InfiniteSampler (the
+    same stream) under a DataLoader of the map-style dataset; its DefaultSampler
     (round_up True / False) with set_epoch; torchdata's StatefulDataLoader
     (shuffle=True) after torch.manual_seed(S); ultralytics' InfiniteDataLoader
     in one process (its generator seeded 6148914691236517204; S unused), or
@@ -194,6 +196,11 @@ def library_loader(args, ds, common):
         sampler = ls.TrainingSampler(n, args.seed, args.rank, args.world)
         loader = DataLoader(ls.ToIterableDataset(ds, sampler, args.batch), batch_size=args.batch,
                             drop_last=True, num_workers=args.workers, collate_fn=collate)
+        return loader, None, (n + args.world * args.batch - 1) // (args.world * args.batch)
+    if args.kind == "mmengine-infinite":
+        sampler = ls.TrainingSampler(n, args.seed, args.rank, args.world, once=True)
+        loader = DataLoader(ds, batch_size=args.batch, sampler=sampler,
+                            num_workers=args.workers, collate_fn=collate)
         return loader, None, (n + args.world * args.batch - 1) // (args.world * args.batch)
     if args.kind.startswith("mmengine"):
         sampler = ls.DefaultSampler(ds, args.seed, args.rank, args.world,

@@ -10,6 +10,9 @@
 #                the workers' chunks of 8 dealt round-robin across the
 #                passes; identified as detectron2 (MMEngine's
 #                InfiniteSampler is the same code)
+#   mmengine-infinite  MMEngine's InfiniteSampler, the same stream under a
+#                DataLoader of the map-style dataset (one iterator for the
+#                run), world 2: identified as detectron2
 #   mmengine     DefaultSampler(round_up=True) at world 2: torch-ddp's order
 #   ultralytics  InfiniteDataLoader in one process, its generator seeded
 #                6148914691236517204 (found before the scan: a constant)
@@ -42,13 +45,14 @@ cfs_setup
 . "$(dirname "$0")/identify_lib.sh"
 identify_dataset
 
-want=${CLAIRFS_LIBRARIES:-detectron2 mmengine ultralytics ultralytics-ddp hf-trainer-global torchdata}
+want=${CLAIRFS_LIBRARIES:-detectron2 mmengine-infinite mmengine ultralytics ultralytics-ddp hf-trainer-global torchdata}
 # pattern KIND WORLD SEED IDENTIFIED-AS [TRAINER ARGS...]
 pattern() {
     case " $want " in *" $1 "*) identify_pattern "$1" "$@" ;; esac
 }
 
 pattern detectron2 2 1234567 detectron2
+pattern mmengine-infinite 2 777 detectron2
 pattern mmengine 2 321 torch-ddp
 pattern ultralytics 1 0 ultralytics
 pattern ultralytics-ddp 2 0 ultralytics-ddp
