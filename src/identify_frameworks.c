@@ -65,13 +65,22 @@ bool ident_sharded(enum cfs_sampler_kind kind)
 {
     return kind == CFS_SAMPLER_TORCH_DDP || kind == CFS_SAMPLER_HF_ACCELERATE ||
            kind == CFS_SAMPLER_TORCHVISION_RA || kind == CFS_SAMPLER_TIMM_RA ||
-           kind == CFS_SAMPLER_DETECTRON2 || kind == CFS_SAMPLER_ULTRALYTICS_DDP;
+           kind == CFS_SAMPLER_DETECTRON2 || kind == CFS_SAMPLER_ULTRALYTICS_DDP ||
+           kind == CFS_SAMPLER_MMENGINE_NOROUND;
 }
 
 bool ident_strided(enum cfs_sampler_kind kind)
 {
     return kind == CFS_SAMPLER_TORCH_DDP || kind == CFS_SAMPLER_DETECTRON2 ||
-           kind == CFS_SAMPLER_ULTRALYTICS_DDP;
+           kind == CFS_SAMPLER_ULTRALYTICS_DDP || kind == CFS_SAMPLER_MMENGINE_NOROUND;
+}
+
+uint64_t ident_rank_len_at(const struct ident_hyp *h, uint64_t n, uint32_t r)
+{
+    if (h->kind != CFS_SAMPLER_MMENGINE_NOROUND)
+        return h->rank_len;
+    uint64_t len = r < n ? (n - r + h->world - 1) / h->world : 0;
+    return h->drop_last_batch ? len / h->batch * h->batch : len;
 }
 
 static bool ra(enum cfs_sampler_kind kind)

@@ -92,10 +92,13 @@ struct ident_hyp {
  * frameworks' samplers (a generator seeded afresh), detectron2's stream
  * (one generator's randperms back to back). */
 bool ident_sharded(enum cfs_sampler_kind kind);
-/* Rank r's index j is stream position r + j W: torch-ddp and
- * ultralytics-ddp within an epoch, detectron2 over the whole stream (pass
- * (r + j W) / n). */
+/* Rank r's index j is stream position r + j W: torch-ddp, ultralytics-ddp
+ * and mmengine-noround within an epoch, detectron2 over the whole stream
+ * (pass (r + j W) / n). */
 bool ident_strided(enum cfs_sampler_kind kind);
+/* The indices rank r reads an epoch under h: h->rank_len, but for
+ * mmengine-noround (unpadded: ranks below n mod W read one more). */
+uint64_t ident_rank_len_at(const struct ident_hyp *h, uint64_t n, uint32_t r);
 /* For h of a framework kind (hf-accelerate, torchvision-ra): the indices
  * a rank reads per epoch; the permutation position of rank r's index j;
  * the (rank, index) pairs that read position q, at most

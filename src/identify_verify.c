@@ -170,7 +170,7 @@ static bool try_variants(struct search *s, struct ident_hyp h)
     const struct cfs_sampler_params *hint = s->p->hint;
     bool dl_pref = hint ? hint->drop_last : false, dlb_pref = hint ? hint->drop_last_batch : false;
     bool pw_pref = hint ? hint->persistent_workers : false;
-    bool dl_matters = ident_strided(h.kind) && h.kind != CFS_SAMPLER_DETECTRON2 &&
+    bool dl_matters = (h.kind == CFS_SAMPLER_TORCH_DDP || h.kind == CFS_SAMPLER_ULTRALYTICS_DDP) &&
                       s->p->n % h.world != 0;
     /* detectron2's stream: no drop_last of any kind applies, and its
      * workers live as long as the stream; ultralytics' one iterator keeps
@@ -350,6 +350,17 @@ static bool try_view(struct search *s, uint32_t p0, int *err)
             bool single = h.batch == 1 && h.workers > 1;
             if (!*err && single == (pass == 1) && try_variants(s, h))
                 return true;
+            /* MMEngine's DefaultSampler(round_up=False): torch-ddp's
+             * permutation unpadded, another order only where W does not
+             * divide n, and seen only where a persistent worker goes on past
+             * its rank's shorter share (without, torch-ddp predicts every
+             * open it makes) */
+            if (!*err && single == (pass == 1) && h.kind == CFS_SAMPLER_TORCH_DDP &&
+                s->p->n % h.world != 0) {
+                h.kind = CFS_SAMPLER_MMENGINE_NOROUND;
+                if (try_variants(s, h))
+                    return true;
+            }
         }
     return fw && !fw_first && !*err && try_frameworks(s, err);
 }
@@ -423,7 +434,9 @@ static void fill(const struct search *s, const struct ident_hyp *h, struct cfs_i
     if (ident_sharded(h->kind)) {
         out->rank_first = lo;
         out->rank_count = hi - lo + 1;
-        out->epoch_opens = h->rank_len * out->rank_count;
+        out->epoch_opens = 0;
+        for (uint32_t r = lo; r <= hi; r++)
+            out->epoch_opens += ident_rank_len_at(h, s->p->n, r);
     } else {
         out->epoch_opens = h->rank_len * ranks;
         /* every rank reads the whole stream: the world is the ranks seen

@@ -151,7 +151,7 @@ static bool follow(struct ident_walk *w, size_t i, uint32_t e, uint32_t r, uint6
             j = next_index(h, j);
             if (stream) {
                 e = stream_pass(h, w->v->n, r, j);
-            } else if (j >= h->rank_len) {
+            } else if (j >= ident_rank_len_at(h, w->v->n, r)) {
                 if (h->workers > 0 && !h->persistent)
                     return false; /* that worker's process ended with its epoch */
                 e++, j = start;
@@ -207,7 +207,8 @@ static bool place_next(struct ident_walk *w, size_t i)
             uint64_t j = js[c];
             bool start = h->workers == 0
                              ? j == 0
-                             : j % h->batch == 0 && j / h->batch < h->workers && j < h->rank_len;
+                             : j % h->batch == 0 && j / h->batch < h->workers &&
+                                   j < ident_rank_len_at(h, w->v->n, r);
             if (!start || !rank_allowed(w, i, r))
                 continue;
             if (w->budget == 0)

@@ -13,7 +13,9 @@
  * randperm an epoch, none trailing) and is named detectron2; ultralytics'
  * constant seed names a torch fit ultralytics (its one iterator deals the
  * batches to the workers across the epochs), and under DDP its sampler's
- * late epochs show from epoch 1 on; the Hugging Face Trainer
+ * late epochs show from epoch 1 on; MMEngine's unpadded DefaultSampler
+ * shows where a persistent worker runs past its shorter share; the Hugging
+ * Face Trainer
  * without data_seed is torch-sampler of the seed its global draw gave.
  * Orders shaped like these streams but drawn otherwise are refused.
  *
@@ -250,6 +252,38 @@ START_TEST(ultralytics_ddp_is_named_at_epoch_1)
 }
 END_TEST
 
+/* MMEngine's DefaultSampler(round_up=False) at world 2 on n = 1001: rank 1
+ * reads 500 indices where torch-ddp pads it to 501.  With persistent
+ * workers rank 1's worker goes on into epoch 1 one index early, which
+ * refutes torch-ddp and names mmengine-noround; without them each epoch's
+ * workers end and torch-ddp predicts every open (named so).  With round_up
+ * (mmengine) it is torch-ddp's order itself. */
+START_TEST(mmengine_noround_shows_with_persistent_workers)
+{
+    struct trainer t = {.kind = CFS_SAMPLER_MMENGINE_NOROUND,
+                        .seed = seeds[_i],
+                        .n = 1001,
+                        .world = 2,
+                        .batch = 8,
+                        .workers = 2,
+                        .persistent = true,
+                        .ranks = 2,
+                        .epochs = 2};
+    struct opens o = simulate(&t, 1300);
+    struct cfs_identified id = identify_opens(&o, 1001, (uint32_t)seeds[_i]);
+    ck_assert_msg(id.sampler.kind == CFS_SAMPLER_MMENGINE_NOROUND, "%s", id.text);
+    ck_assert_uint_eq(id.sampler.world, 2);
+    ck_assert_uint_eq(id.epoch, 1);
+    ck_assert_uint_eq(id.epoch_opens, 1001);
+    opens_free(&o);
+    t.persistent = false;
+    o = simulate(&t, 1300);
+    id = identify_opens(&o, 1001, (uint32_t)seeds[_i]);
+    ck_assert_msg(id.sampler.kind == CFS_SAMPLER_TORCH_DDP, "%s", id.text);
+    opens_free(&o);
+}
+END_TEST
+
 /* Stream-shaped orders drawn otherwise are refused over 2^20 seeds (the
  * detectron2 hypothesis among the others): passes of a permutation that is
  * no torch randperm (xorshift Fisher-Yates), dealt as detectron2 deals to
@@ -324,6 +358,7 @@ static Suite *identify_libraries_suite(void)
     tcase_add_loop_test(t, hf_trainer_global_reads_as_torch_sampler, 0, 5);
     tcase_add_test(t, ultralytics_is_named_by_its_seed);
     tcase_add_loop_test(t, ultralytics_ddp_is_named_at_epoch_1, 0, 5);
+    tcase_add_loop_test(t, mmengine_noround_shows_with_persistent_workers, 0, 5);
     suite_add_tcase(s, t);
     TCase *f = tcase_create("refusals");
     tcase_set_timeout(f, 120);
