@@ -49,6 +49,12 @@
  * last round.  torch-ddp is tried first and named until a padding shows
  * (the module checks again at the next epoch's start, identify_thread.c).
  *
+ * The training libraries' samplers share some of these rules: detectron2's
+ * stream, ultralytics-ddp and mmengine-noround are strided as torch-ddp is
+ * (ident_strided), mmengine-noround with a share of its own per rank; and
+ * ultralytics seeds its generator with a constant, scanned before the rest
+ * of the range and named here.
+ *
  * ident_stride_of_starts, the siblings' starts read as one stride, lives
  * here, below identify_verify.c, which reads torch-ddp's batches from it
  * as accelerate's are read here. */

@@ -25,6 +25,17 @@
  * shows, is identify_frameworks.c's (so is which of them the opens cannot
  * tell from torch-ddp).
  *
+ * The training libraries' samplers are hypotheses as well.  detectron2's
+ * stream (one generator's randperms back to back) and ultralytics-ddp
+ * (DistributedSampler read one epoch late by one iterator) are views of
+ * their own on the same candidates as torch-ddp (seed S, nothing skipped),
+ * tried after torch-ddp and torch-sampler: their first epoch is torch-ddp's
+ * epoch 0, named so until the next epoch's opens refute it (the module
+ * checks again there, identify_thread.c).  mmengine-noround, torch-ddp's
+ * permutation unpadded, is tried on torch-ddp's view for each world that
+ * does not divide n.  A torch fit of ultralytics' constant seed is named
+ * ultralytics (identify_frameworks.c).
+ *
  * The first hypothesis that explains every open wins (registered values
  * are tried first; then world ascending, drop_last false first, persistent
  * workers false first, torch-ddp before torch-sampler: the two read the
