@@ -34,6 +34,7 @@ import argparse
 import hashlib
 import itertools
 import os
+import random
 import re
 import sys
 import time
@@ -229,6 +230,22 @@ def library_loader(args, ds, common):
     return DataLoader(ds, sampler=RandomSampler(ds, generator=g), **common), None, 0
 
 
+class CustomSampler(RandomSampler):
+    """--kind custom: a sampler of the user's own, shaped as the libraries'
+    streams but no torch shuffle: one Python random.Random(S) for the run,
+    random.shuffle'd passes back to back (Mersenne Twister too, drawn
+    otherwise than randperm)."""
+
+    def __init__(self, ds, seed):
+        super().__init__(ds)
+        self.rng = random.Random(seed)
+
+    def __iter__(self):
+        perm = list(range(len(self.data_source)))
+        self.rng.shuffle(perm)
+        return iter(perm)
+
+
 def make_loader(args, ds):
     common = dict(batch_size=args.batch, num_workers=args.workers, collate_fn=collate,
                   persistent_workers=args.persistent)
@@ -250,6 +267,8 @@ def make_loader(args, ds):
     if args.kind in LIBRARY_KINDS:
         loader, sampler, args.infinite = library_loader(args, ds, common)
         return loader, sampler
+    if args.kind == "custom":
+        return DataLoader(ds, sampler=CustomSampler(ds, args.seed), **common), None
     return DataLoader(ds, sampler=RandomSampler(ds, generator=g), **common), None
 
 
@@ -291,7 +310,7 @@ def main():
     ap.add_argument("--src", required=True, help="the source, to compare bytes with")
     ap.add_argument("--kind", required=True,
                     choices=["torch-ddp", "torch", "torch-sampler", "torch-global",
-                             *FRAMEWORK_KINDS, *LIBRARY_KINDS])
+                             *FRAMEWORK_KINDS, *LIBRARY_KINDS, "custom"])
     ap.add_argument("--seed", type=int, required=True)
     ap.add_argument("--world", type=int, default=1)
     ap.add_argument("--rank", type=int, default=0)

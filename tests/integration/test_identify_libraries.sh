@@ -34,7 +34,10 @@
 #                seed scan does not reach: docs/identification.md)
 # Each must end with clairfs_order_identified 1, `order: identified KIND`,
 # the opens of passes 1-3 predicted and at most 1 % of the predicted opens
-# missed, every byte the trainer got equal to the source's.
+# missed, every byte the trainer got equal to the source's.  Beside them a
+# custom sampler (identify_trainer.py --kind custom: random.shuffle'd passes
+# of one random.Random for the run, read by persistent workers, the shape of
+# the libraries' streams) must never be identified, as any kind.
 #
 # Environment: CLAIRFS, CLAIRFS_GENDATA (lib.sh); CLAIRFS_IDENTIFY_PAUSE
 # (identify_lib.sh); CLAIRFS_LIBRARIES, the patterns to run (all).
@@ -44,6 +47,16 @@ cfs_need_torch
 cfs_setup
 . "$(dirname "$0")/identify_lib.sh"
 identify_dataset
+
+# The custom sampler's mount searches its opens (at idle priority, past the
+# seeds the trainers' searches find first) while the trainers run.
+readers=(custom)
+custom_reader() {
+    "$TORCH_PY" "$TRAINER" --data "$mnt" --src "$src" --kind custom --seed 7 --epochs 3 \
+        --batch $BATCH --workers $WORKERS --persistent --pause 0 --log "$TMP/custom.rank0.log"
+}
+reader_start custom "" custom_reader
+deadline=$((SECONDS + 40))
 
 want=${CLAIRFS_LIBRARIES:-detectron2 mmengine-infinite mmengine ultralytics ultralytics-ddp hf-trainer-global torchdata}
 # pattern KIND WORLD SEED IDENTIFIED-AS [TRAINER ARGS...]
@@ -58,4 +71,5 @@ pattern ultralytics 1 0 ultralytics
 pattern ultralytics-ddp 2 0 ultralytics-ddp
 pattern hf-trainer-global 1 2004 torch-sampler
 pattern torchdata 1 2004 detectron2 --workers 0
+readers_end "$deadline"
 cfs_finish
