@@ -437,8 +437,8 @@ static void fill(const struct search *s, const struct ident_hyp *h, struct cfs_i
         out->epoch = s->v->seed32 + s->max_epoch;
     }
     uint64_t lib_seed;
-    if (h->kind == CFS_SAMPLER_TORCH && ident_lib_ultralytics(s->v->seed32, h->persistent,
-                                                               s->p->hint, &lib_seed)) {
+    if (h->kind == CFS_SAMPLER_TORCH &&
+        ident_lib_ultralytics(s->v->seed32, h->persistent, s->p->hint, &lib_seed)) {
         out->sampler.kind = CFS_SAMPLER_ULTRALYTICS; /* the same stream, named for who seeds so */
         out->sampler.seed = lib_seed;
     }
@@ -502,7 +502,8 @@ int ident_verify(const struct cfs_identify_params *p, const struct ident_readers
         goto out;
     rc = -ENOENT;
     *bits = 0;
-    size_t nkinds = skip_words == 2 ? sizeof(skip2) / sizeof(*skip2) : sizeof(skip0) / sizeof(*skip0);
+    size_t nkinds =
+        skip_words == 2 ? sizeof(skip2) / sizeof(*skip2) : sizeof(skip0) / sizeof(*skip0);
     /* ultralytics' seed: its one iterator is torch's with persistent
      * workers, which epoch 0 cannot tell from torch's without; tried first */
     uint64_t lib_seed;

@@ -205,10 +205,9 @@ static bool place_next(struct ident_walk *w, size_t i)
         for (size_t c = e == w->try_epoch[i] ? w->try_place[i] : 0; c < nc; c++) {
             uint32_t r = rs[c];
             uint64_t j = js[c];
-            bool start = h->workers == 0
-                             ? j == 0
-                             : j % h->batch == 0 && j / h->batch < h->workers &&
-                                   j < ident_rank_len_at(h, w->v->n, r);
+            bool start = h->workers == 0 ? j == 0
+                                         : j % h->batch == 0 && j / h->batch < h->workers &&
+                                               j < ident_rank_len_at(h, w->v->n, r);
             if (!start || !rank_allowed(w, i, r))
                 continue;
             if (w->budget == 0)

@@ -45,8 +45,8 @@ static const uint64_t seeds[] = {0, 1, 2147483647u, 4294967295u, 1234567};
  * process 2000 + 100 r + w (child of 1000 + r, persistent), or the rank
  * itself without workers. */
 static struct opens simulate_run(enum cfs_sampler_kind kind, uint64_t seed, uint32_t n,
-                                 uint32_t world, uint32_t batch, uint32_t workers,
-                                 uint32_t passes, size_t max)
+                                 uint32_t world, uint32_t batch, uint32_t workers, uint32_t passes,
+                                 size_t max)
 {
     struct cfs_sampler_params sp = {.kind = kind,
                                     .seed = seed,
@@ -114,8 +114,8 @@ START_TEST(detectron2_is_identified_past_its_first_pass)
         for (uint32_t workers = 0; workers <= 2; workers += 2) {
             if (world == 1 && workers == 0)
                 continue; /* torchdata's reading: below */
-            struct opens o = simulate_run(CFS_SAMPLER_DETECTRON2, seeds[_i], 1001, world, 8,
-                                          workers, 3, 2500);
+            struct opens o =
+                simulate_run(CFS_SAMPLER_DETECTRON2, seeds[_i], 1001, world, 8, workers, 3, 2500);
             struct cfs_identified id = identify_opens(&o, 1001, (uint32_t)seeds[_i]);
             ck_assert_msg(id.sampler.kind == CFS_SAMPLER_DETECTRON2, "world %u workers %u: %s",
                           world, workers, id.text);
