@@ -257,6 +257,18 @@ void cfs_roots_restart(struct cfs_roots *r)
     pthread_mutex_unlock(&r->mu);
 }
 
+void cfs_roots_take_hint(struct cfs_roots *r, const char *name,
+                         const struct cfs_sampler_params *hint)
+{
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; i < r->nr; i++) {
+        struct root *rt = r->r[i];
+        if (rt->id && rt->n == hint->n && strcmp(rt->name, name) == 0)
+            cfs_identify_take_hint(rt->id, hint);
+    }
+    pthread_mutex_unlock(&r->mu);
+}
+
 /* The root the data path's questions are about (mu held): the one last
  * identified, else the one most opened; NULL before any open. */
 static struct root *current(struct cfs_roots *r)

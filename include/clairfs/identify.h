@@ -205,6 +205,15 @@ void cfs_identify_observe(struct cfs_identify *id, uint32_t sample, pid_t pid, p
 /* Back to learning: forget what was observed and identified. */
 void cfs_identify_restart(struct cfs_identify *id);
 
+/* A hint with a seed that comes after the start: on a distributed mount,
+ * another node's identification (clairfs/order_agree.h), which a node
+ * without the head of the order cannot make from its own opens.  It is
+ * taken as a registered seed is (checked, never trusted) from the next
+ * attempt on, which comes at once over the opens observed so far (none is
+ * forgotten).  Ignored once this module has identified an order (the nodes
+ * compare theirs) or when its n is not the module's.  Any thread. */
+void cfs_identify_take_hint(struct cfs_identify *id, const struct cfs_sampler_params *hint);
+
 enum cfs_identify_state {
     CFS_IDENTIFY_LEARNING = 0, /* collecting opens, or searching */
     CFS_IDENTIFY_IDENTIFIED,   /* on_identified was called for the current observations */
