@@ -173,6 +173,21 @@ static int scan(struct ident_attempt *a, const uint64_t *fs, const uint64_t *ss,
     return a->rc < 0 ? a->rc : 0;
 }
 
+/* The registered seed itself (skip 0: torch-ddp and torch-sampler) at
+ * every head position, verified without the set filter: on a node of one
+ * rank randperm[p0 + 1] is the first open of a rank on another node, which
+ * the filter's second set cannot hold, and the hinted span's scan would
+ * pass over the seed that the other node's claim names (order_agree.h). */
+static void try_hinted_seed(struct ident_attempt *a)
+{
+    uint32_t heads[2];
+    size_t nh = head_positions(a->p, heads);
+    for (size_t h = 0; h < nh && a->rc == 0; h++) {
+        a->p0 = heads[h];
+        on_candidate(a, (uint32_t)a->p->hint->seed, 0);
+    }
+}
+
 /* n = 1: every order reads sample 0; nothing to learn, nothing to get wrong. */
 static void trivial(const struct cfs_identify_params *p, const struct ident_readers *rd,
                     struct cfs_identified *out)
@@ -258,6 +273,8 @@ int ident_attempt_all(const struct ident_attempt_in *in, struct ident_global *g,
     uint64_t *fs = NULL, *ss = NULL;
     int rc = p->n >= 2 && rd->nr > 0 ? set_bits(&fs, &ss, rd, p->n) : -ENOENT;
     if (rc == 0 && p->hint && p->hint_has_seed)
+        try_hinted_seed(a);
+    if (rc == 0 && a->rc == 0 && p->hint && p->hint_has_seed)
         rc = scan(a, fs, ss, (uint32_t)p->hint->seed, HINT_SPAN);
     if (rc == 0 && a->rc == 0 && !a->fits && !global_tried) {
         /* with a registered seed, a walk of the global stream (idle) */

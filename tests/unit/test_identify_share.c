@@ -8,9 +8,9 @@
  * the same order with its own ranks, or nothing when its opens contradict
  * the hint.
  *
- * Worlds 4 and 8, two ranks a node, batches of 8 and 5, with and without
- * drop_last, on every node of the run (one rank a node is not identified
- * yet: the cases say which).  All offline
+ * Worlds 4 and 8, one and two ranks a node, batches of 8 and 5, with and
+ * without drop_last, on every node of the run; the head node alone only
+ * where it can (head_cases says which).  All offline
  * (cfs_identify_offline), 4096 seeds searched around the true one as in
  * test_identify.c. */
 #include <check.h>
@@ -28,15 +28,14 @@ struct share_case {
     bool drop_last;
 };
 
-/* Two ranks a node: a node of one rank (one process and its workers) is
- * not identified yet, not even given the head's result (docs/
- * distributed.md). */
 static const struct share_case cases[] = {
-    {4, 2, 8, false}, {8, 2, 8, false}, {4, 2, 5, true}, {8, 2, 5, false}, {8, 2, 8, true},
+    {4, 2, 8, false}, {4, 1, 8, false}, {8, 2, 8, false}, {8, 1, 8, false}, {4, 2, 5, true},
+    {8, 1, 5, true},  {8, 2, 5, false}, {4, 1, 5, true},  {8, 2, 8, true},
 };
-/* The head node alone: two ranks a node (one rank and its workers is not
- * yet told apart from a smaller world), drop_last not among them (a node's
- * share reads as padded: docs/distributed.md). */
+/* The head node alone: two ranks a node (with one, randperm[1] is another
+ * node's first open and the seed scan's filter passes over the seed:
+ * identify_scan.c), drop_last not among them (a node's share of one epoch
+ * reads as padded: docs/distributed.md). */
 static const struct share_case head_cases[] = {
     {4, 2, 8, false}, {8, 2, 8, false}, {8, 2, 5, false}, {4, 2, 5, false},
 };
