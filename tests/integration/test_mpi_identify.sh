@@ -1,20 +1,28 @@
 #!/bin/bash
 # A distributed mount learns the order with nothing registered (suite 'mpi'):
-# 2 nodes under mpirun (shared memory), nothing but ram= and index= given;
-# a real torch DDP trainer of world 4 (identify_trainer.py: DistributedSampler
-# with seed 17, num_workers=2, batches of 8, in step over gloo), ranks 0-1
-# reading node 0's mount and ranks 2-3 node 1's (the block torchrun --nnodes
-# 2 gives), 4 epochs, pausing after epoch 0 until its mount says identified.
-# Node 0 holds the head of the order and identifies it; node 1 checks node
-# 0's claim against its own opens; both adopt one plan.  Checked: every
-# trainer byte equals the source's, clairfs_order_identified 1 on both
-# nodes, the agreement in the log ("nodes 0-1 agree: torch-ddp seed=17
-# world=4"), and on each node at most 1 % of the opens of epochs 1-3
-# mispredicted (and every one of them predicted, hit or miss).
-# Environment: CLAIRFS, CLAIRFS_GENDATA (lib.sh); CLAIRFS_IDENTIFY_PAUSE, the
-# most seconds a trainer waits for identification after epoch 0 (60 here).
+#   test_mpi_identify.sh SCENARIO
+# Nodes under mpirun (shared memory), nothing but ram= and index= given; real
+# torch DDP trainers (identify_trainer.py: DistributedSampler, num_workers=2,
+# batches of 8, in step over gloo), 4 epochs, pausing after epoch 0 until
+# their mount says identified (at most CLAIRFS_IDENTIFY_PAUSE s, 60 here).
+#   nodes2  2 nodes, one trainer of world 4: ranks 0-1 read node 0's mount,
+#           2-3 node 1's (the block torchrun --nnodes 2 gives)
+#   nodes4  4 nodes, one trainer of world 8, 2 ranks a node
+#   jobs    2 nodes, two trainers of world 2 with seeds 17 and 100017, each on
+#           one node's mount (two jobs on one allocation)
+# One trainer: node 0 holds the head of the order and identifies it, the
+# other nodes check its claim against their own opens, every node adopts
+# one plan.  Checked: every trainer byte equals the source's,
+# clairfs_order_identified 1 on every node, the agreement in the log ("nodes
+# 0-1 agree: torch-ddp seed=17 world=4 batch=8"), and on each node the opens
+# of epochs 1-3 all predicted, at most 1 % mispredicted.  Two jobs: each node
+# identifies its own, the nodes disagree ("node 1 contradicts node 0"), no
+# node adopts (clairfs_order_identified 0, nothing predicted), every byte
+# right.
+# Environment: CLAIRFS, CLAIRFS_GENDATA (lib.sh).
 # Exit 77 when mpirun, FUSE or torch is missing.
 set -u
+SCENARIO=${1:?scenario}
 . "$(dirname "$0")/lib.sh"
 command -v mpirun >/dev/null 2>&1 || { echo "SKIP: no mpirun"; exit 77; }
 cfs_need_torch
@@ -25,7 +33,13 @@ identify_dataset
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 MPI_COMMON="--oversubscribe --mca pml ob1 --mca btl self,vader --mca oob_tcp_if_include lo"
-NODES=2 WORLD=4 SEED=17
+SEED=17
+case $SCENARIO in
+nodes2) NODES=2 WORLD=4 JOBS=1 ;;
+nodes4) NODES=4 WORLD=8 JOBS=1 ;;
+jobs) NODES=2 WORLD=2 JOBS=2 PAUSE=5 ;; # nothing to wait for: no node adopts
+*) echo "unknown scenario $SCENARIO"; exit 2 ;;
+esac
 MPIPID=
 
 mpi_cleanup() {
@@ -47,25 +61,34 @@ for r in $(seq 0 $((NODES - 1))); do mkdir -p "$TMP/m$r"; done
 env --default-signal=INT timeout -k 5 300 mpirun -np $NODES $MPI_COMMON \
     "$CLAIRFS" -o "ram=$ram,index=$TMP/index{rank}" "$src" "$TMP/m{rank}" >"$TMP/mpi.log" 2>&1 &
 MPIPID=$!
+ready() {
+    local r
+    for r in $(seq 0 $((NODES - 1))); do [ -e "$TMP/m$r/.clairfs/ready" ] || return 1; done
+}
 for _ in $(seq 300); do
-    [ -e "$TMP/m0/.clairfs/ready" ] && [ -e "$TMP/m1/.clairfs/ready" ] && break
+    ready && break
     kill -0 "$MPIPID" 2>/dev/null || break
     sleep 0.1
 done
-[ -e "$TMP/m0/.clairfs/ready" ] && [ -e "$TMP/m1/.clairfs/ready" ] ||
-    { cat "$TMP/mpi.log"; fail "the mounts did not come up"; cfs_finish; }
+ready || { cat "$TMP/mpi.log"; fail "the mounts did not come up"; cfs_finish; }
 
+# JOBS trainers of WORLD ranks each; job j's rank r reads node
+# j * NODES / JOBS + r / (ranks a node)'s mount; the log of node N's first
+# rank is $TMP/node$N.log, its metrics at epoch 1 $TMP/snap.node$N.
 t0=$SECONDS
-port=$("$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+per_node=$((JOBS * WORLD / NODES))
 pids=()
-for r in $(seq 0 $((WORLD - 1))); do
-    node=$((r / (WORLD / NODES)))
-    timeout 600 "$TORCH_PY" "$TRAINER" --data "$TMP/m$node" --src "$src" --kind torch-ddp \
-        --seed $SEED --world $WORLD --rank "$r" --epochs $EPOCHS --batch $BATCH \
-        --workers $WORKERS --pause "$PAUSE" --port "$port" --snapshot "$TMP/snap.rank$r" \
-        --log "$TMP/rank$r.log" &
-    pids+=($!)
-    cfs_pids+=($!)
+for j in $(seq 0 $((JOBS - 1))); do
+    port=$("$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    for r in $(seq 0 $((WORLD - 1))); do
+        node=$((j * NODES / JOBS + r / per_node))
+        timeout 600 "$TORCH_PY" "$TRAINER" --data "$TMP/m$node" --src "$src" --kind torch-ddp \
+            --seed $((SEED + 100000 * j)) --world $WORLD --rank "$r" --epochs $EPOCHS --batch $BATCH \
+            --workers $WORKERS --pause "$PAUSE" --port "$port" \
+            --snapshot "$TMP/snap.job$j.rank$r" --log "$TMP/job$j.rank$r.log" &
+        pids+=($!)
+        cfs_pids+=($!)
+    done
 done
 rc=0
 for p in "${pids[@]}"; do wait "$p" || rc=1; done
@@ -74,23 +97,43 @@ echo "trainers: $((SECONDS - t0)) s"
 
 for node in $(seq 0 $((NODES - 1))); do
     mnt=$TMP/m$node
-    first_rank=$((node * WORLD / NODES))
-    tail -1 "$mnt/.clairfs/stats"
-    opens=$(cat "$TMP/rank$first_rank.log" "$TMP/rank$((first_rank + 1)).log" | wc -l)
+    j=$((node * JOBS / NODES))
+    first=$(((node - j * NODES / JOBS) * per_node))
+    grep -E '^(roots|order):' "$mnt/.clairfs/stats"
+    opens=0
+    for r in $(seq "$first" $((first + per_node - 1))); do
+        opens=$((opens + $(wc -l <"$TMP/job$j.rank$r.log")))
+    done
     later=$((opens * (EPOCHS - 1) / EPOCHS))
-    predicted_since "$mnt" "$TMP/snap.rank$first_rank"
+    predicted_since "$mnt" "$TMP/snap.job$j.rank$first"
     echo "node $node: $opens opens, $later in epochs 1-$((EPOCHS - 1)); predicted since epoch 1:" \
         "hit=$hit miss=$miss"
-    check "node $node: clairfs_order_identified 1" \
-        test "$(cfs_metric "$mnt" clairfs_order_identified)" = 1
-    check "node $node: the opens of epochs 1-$((EPOCHS - 1)) predicted ($((hit + miss)) of $later)" \
-        test "$((hit + miss))" -ge "$later"
-    check "node $node: at most 1 % of them mispredicted ($miss of $((hit + miss)))" \
-        test "$((miss * 100))" -le "$((hit + miss))"
+    if [ "$JOBS" = 1 ]; then
+        check "node $node: clairfs_order_identified 1" \
+            test "$(cfs_metric "$mnt" clairfs_order_identified)" = 1
+        check "node $node: the opens of epochs 1-$((EPOCHS - 1)) predicted ($((hit + miss)) of $later)" \
+            test "$((hit + miss))" -ge "$later"
+        check "node $node: at most 1 % of them mispredicted ($miss of $((hit + miss)))" \
+            test "$((miss * 100))" -le "$((hit + miss))"
+        check "node $node: the stats say the nodes agree" \
+            grep -q "cluster: nodes 0-$((NODES - 1)) agree" "$mnt/.clairfs/stats"
+    else
+        check "node $node: clairfs_order_identified 0" \
+            test "$(cfs_metric "$mnt" clairfs_order_identified)" = 0
+        check "node $node: nothing predicted ($hit hits, $miss misses)" test "$((hit + miss))" = 0
+        check "node $node: the stats say the nodes disagree" \
+            grep -q "cluster: node 1 contradicts node 0" "$mnt/.clairfs/stats"
+    fi
 done
 grep -E 'order:|identify:' "$TMP/mpi.log"
-check "the nodes agree on the trainer's order" \
-    grep -q "nodes 0-1 agree: torch-ddp seed=$SEED world=$WORLD batch=$BATCH" "$TMP/mpi.log"
+if [ "$JOBS" = 1 ]; then
+    check "the nodes agree on the trainer's order" \
+        grep -q "nodes 0-$((NODES - 1)) agree: torch-ddp seed=$SEED world=$WORLD batch=$BATCH" \
+        "$TMP/mpi.log"
+else
+    check "the nodes say they disagree" grep -q "node 1 contradicts node 0: torch-ddp seed=$((SEED + 100000))" \
+        "$TMP/mpi.log"
+fi
 
 for r in $(seq 0 $((NODES - 1))); do fusermount3 -u "$TMP/m$r"; done
 wait "$MPIPID"
