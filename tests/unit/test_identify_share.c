@@ -34,8 +34,8 @@ static const struct share_case cases[] = {
 };
 /* The head node alone: two ranks a node (with one, randperm[1] is another
  * node's first open and the seed scan's filter passes over the seed:
- * identify_scan.c), drop_last not among them (a node's share of one epoch
- * reads as padded: docs/distributed.md). */
+ * identify_scan.c), drop_last not among them (the head node's share, two
+ * whole epochs of it, is reported without it: docs/distributed.md). */
 static const struct share_case head_cases[] = {
     {4, 2, 8, false}, {8, 2, 8, false}, {8, 2, 5, false}, {4, 2, 5, false},
 };
