@@ -327,6 +327,8 @@ void ident_finish(const struct cfs_identify_params *p, struct cfs_identified *id
 {
     const struct cfs_sampler_params *h = p->hint;
     char note[160] = "";
+    /* a late hint is another node's claim (order_agree.h), not the user's */
+    const char *who = p->hint_identified ? "another node's" : "registered";
     id->seconds = seconds;
     id->seed_high_known = false;
     uint32_t low = (uint32_t)id->sampler.seed;
@@ -346,18 +348,18 @@ void ident_finish(const struct cfs_identify_params *p, struct cfs_identified *id
             id->seed_high_known = true;
         } else {
             snprintf(note + strlen(note), sizeof(note) - strlen(note),
-                     "; registered seed=%llu contradicted", (unsigned long long)h->seed);
+                     "; %s seed=%llu contradicted", who, (unsigned long long)h->seed);
         }
     }
     if (h && h->kind != id->sampler.kind && h->kind != CFS_SAMPLER_LIST)
         snprintf(note + strlen(note), sizeof(note) - strlen(note),
-                 "; registered sampler=%s contradicted", cfs_sampler_kind_name(h->kind));
+                 "; %s sampler=%s contradicted", who, cfs_sampler_kind_name(h->kind));
     if (h && h->world && h->world != id->sampler.world)
         snprintf(note + strlen(note), sizeof(note) - strlen(note),
-                 "; registered world=%u contradicted", h->world);
+                 "; %s world=%u contradicted", who, h->world);
     if (h && id->workers && h->batch && h->batch != id->sampler.batch)
         snprintf(note + strlen(note), sizeof(note) - strlen(note),
-                 "; registered batch=%u contradicted", h->batch);
+                 "; %s batch=%u contradicted", who, h->batch);
     char global[96];
     ident_global_describe(id, global, sizeof(global));
     char ranks[48] = ""; /* only some ranks opened here (yet) */

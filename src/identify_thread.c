@@ -196,6 +196,7 @@ static void *identify_thread(void *arg)
             id->hint = id->late_hint;
             id->p.hint = &id->hint;
             id->p.hint_has_seed = true;
+            id->p.hint_identified = true;
             id->late_hint_pending = false;
         }
         uint64_t gen = id->generation;

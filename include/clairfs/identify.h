@@ -129,6 +129,10 @@ struct cfs_identify_params {
     /* Hints from the options (checked, never trusted).  NULL: none. */
     const struct cfs_sampler_params *hint;
     bool hint_has_seed;
+    /* The hint is another node's identification (cfs_identify_take_hint),
+     * not the user's: its seed is the sampler's generator's, never a
+     * torch.manual_seed, so torch-global is not walked from it. */
+    bool hint_identified;
     uint32_t node, nodes;             /* this node of the MPI run (0, 1 alone) */
     /* The generator seeds (mod 2^32) searched: seed_first, seed_first + 1,
      * ... seed_count of them, 0 meaning all 2^32 (about 2 CPU minutes;
