@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "clairfs/log.h"
 #include "clairfs/sampler.h"
@@ -197,12 +198,22 @@ struct cfs_order_agree {
     struct cfs_order_claim adopted_claim;
     uint32_t adopted_from;
     enum cfs_order_agreement logged; /* the last state logged */
+    double first_claim;             /* CLOCK_MONOTONIC seconds at the first claim, 0: none */
     pthread_t thread;
 };
+
+static double now_sec(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 
 /* Under mu: the table changed. */
 static void changed(struct cfs_order_agree *a)
 {
+    if (a->first_claim == 0)
+        a->first_claim = now_sec();
     a->changes++;
     pthread_cond_signal(&a->cv);
 }
@@ -239,11 +250,13 @@ static void act(struct cfs_order_agree *a)
     }
     bool log = d.state != a->logged || adopt;
     a->logged = d.state;
+    double since = now_sec() - a->first_claim;
     pthread_mutex_unlock(&a->mu);
     if (log && d.state == CFS_ORDER_CONTRADICTED)
         cfs_warn("order: %s", text);
     else if (log && d.state == CFS_ORDER_AGREED)
-        cfs_info("order: %s", text);
+        cfs_info("order: %s (%.2f s after the first claim this node heard or made)", text,
+                 since);
     if (hint && a->p.hint) {
         struct cfs_sampler_params sp;
         cfs_order_claim_sampler(&hc, &sp);
@@ -366,6 +379,10 @@ void cfs_order_agree_receive(struct cfs_order_agree *a, uint32_t src, const void
         memchr(c.root, '\0', sizeof(c.root)) == NULL)
         return;
     pthread_mutex_lock(&a->mu);
+    /* The first claim from src: ours goes back to it, in case the one we
+     * sent was lost (a note is never retried by the transport). */
+    bool answer = !a->have[src] && a->have[a->p.node];
+    struct cfs_order_claim mine = a->claims[a->p.node];
     a->claims[src] = c;
     a->have[src] = true;
     if (!a->have[a->p.node]) {
@@ -375,6 +392,8 @@ void cfs_order_agree_receive(struct cfs_order_agree *a, uint32_t src, const void
     }
     changed(a);
     pthread_mutex_unlock(&a->mu);
+    if (answer && a->p.send)
+        a->p.send(a->p.arg, src, &mine, sizeof(mine));
 }
 
 enum cfs_order_agreement cfs_order_agree_state(struct cfs_order_agree *a, char *buf, size_t len)

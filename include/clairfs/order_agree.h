@@ -38,7 +38,9 @@
  * every node from the latest epoch any node claimed (from_epoch), so that
  * every node's plan covers the same epochs.  A node whose peer died never
  * hears its claim: it waits, a reactive cache, and never hangs (nothing
- * blocks on a claim).
+ * blocks on a claim).  The transport never retries a note, so a node that
+ * hears from another for the first time answers with its own claim: a
+ * claim lost on its way comes back with the other node's first one.
  *
  * Threads.  cfs_order_agree_local runs on an identification thread,
  * cfs_order_agree_receive on the peer communication thread (it must not

@@ -5,7 +5,7 @@
  * each other by a fake transport: a claim reaches the other nodes, a node
  * without one is given it as a hint, and every node adopts once all
  * claimed; a node that never claims (a dead peer) leaves the others
- * waiting, never hanging. */
+ * waiting, never hanging; a claim lost on its way is answered again. */
 #include <check.h>
 #include <errno.h>
 #include <pthread.h>
@@ -293,6 +293,26 @@ START_TEST(a_dead_node_leaves_the_others_waiting)
 }
 END_TEST
 
+/* Node 0's claim is lost on its way (a note is never retried); node 1's
+ * first claim to node 0 brings node 0's back. */
+START_TEST(a_lost_claim_is_answered_again)
+{
+    struct cluster cl;
+    struct node n[2];
+    cluster_start(&cl, n, 2);
+    cl.dead = 1;
+    struct cfs_identified head = ddp(17, 4, 0, 2, 0), second = ddp(17, 4, 2, 2, 0);
+    cfs_order_agree_local(n[0].a, "", NULL, &head);
+    ck_assert_int_eq(cfs_order_agree_state(n[1].a, NULL, 0), CFS_ORDER_WAITING);
+    cl.dead = NODES_MAX;
+    cfs_order_agree_local(n[1].a, "", NULL, &second);
+    ck_assert_int_eq(cfs_order_agree_state(n[1].a, NULL, 0), CFS_ORDER_AGREED);
+    ck_assert(wait_count(&cl, &n[0].adopts, 1));
+    ck_assert(wait_count(&cl, &n[1].adopts, 1));
+    cluster_stop(&cl);
+}
+END_TEST
+
 START_TEST(bad_messages_are_dropped)
 {
     struct cluster cl;
@@ -344,6 +364,7 @@ static Suite *order_agree_suite(void)
     TCase *m = tcase_create("nodes");
     tcase_add_test(m, a_claim_becomes_the_others_hint_then_every_node_adopts);
     tcase_add_test(m, a_dead_node_leaves_the_others_waiting);
+    tcase_add_test(m, a_lost_claim_is_answered_again);
     tcase_add_test(m, bad_messages_are_dropped);
     suite_add_tcase(s, m);
     return s;
