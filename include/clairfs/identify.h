@@ -17,7 +17,9 @@
  * is needed on node k > 0 of a torch-ddp run: the world (so that k * world
  * / nodes, this node's first rank, is where its readers' stream starts);
  * without it only the torch models, whose every rank reads the whole
- * stream, are found there.
+ * stream, are found there.  On a distributed mount with nothing registered
+ * that hint is node 0's identification, seed and all, given when it comes
+ * (cfs_identify_take_hint, clairfs/order_agree.h).
  *
  * What is found: the generator seed modulo 2^32 (all torch keeps; the
  * hint's high bits complete it when its low bits agree), the sampler kind,
