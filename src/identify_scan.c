@@ -352,14 +352,14 @@ void ident_finish(const struct cfs_identify_params *p, struct cfs_identified *id
         }
     }
     if (h && h->kind != id->sampler.kind && h->kind != CFS_SAMPLER_LIST)
-        snprintf(note + strlen(note), sizeof(note) - strlen(note),
-                 "; %s sampler=%s contradicted", who, cfs_sampler_kind_name(h->kind));
+        snprintf(note + strlen(note), sizeof(note) - strlen(note), "; %s sampler=%s contradicted",
+                 who, cfs_sampler_kind_name(h->kind));
     if (h && h->world && h->world != id->sampler.world)
-        snprintf(note + strlen(note), sizeof(note) - strlen(note),
-                 "; %s world=%u contradicted", who, h->world);
+        snprintf(note + strlen(note), sizeof(note) - strlen(note), "; %s world=%u contradicted",
+                 who, h->world);
     if (h && id->workers && h->batch && h->batch != id->sampler.batch)
-        snprintf(note + strlen(note), sizeof(note) - strlen(note),
-                 "; %s batch=%u contradicted", who, h->batch);
+        snprintf(note + strlen(note), sizeof(note) - strlen(note), "; %s batch=%u contradicted",
+                 who, h->batch);
     char global[96];
     ident_global_describe(id, global, sizeof(global));
     char ranks[48] = ""; /* only some ranks opened here (yet) */

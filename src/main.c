@@ -590,15 +590,14 @@ static void on_identified(void *arg, const struct cfs_root *root, const struct c
         return;
     }
     char err[512];
-    adopt_result(cfs_prefetch_adopt_at(d->pf, id, root->name, root->map, root->n, err,
-                                       sizeof(err)),
+    adopt_result(cfs_prefetch_adopt_at(d->pf, id, root->name, root->map, root->n, err, sizeof(err)),
                  err);
 }
 
 /* The agreement's thread: every node's opens fit one order. */
 static void agreed_adopt(void *arg, const char *root, const void *map,
-                         const struct cfs_identified *mine,
-                         const struct cfs_rank_range *node_ranks, uint32_t from_epoch)
+                         const struct cfs_identified *mine, const struct cfs_rank_range *node_ranks,
+                         uint32_t from_epoch)
 {
     struct daemon *d = arg;
     char err[512];
@@ -634,8 +633,12 @@ static int start_agreement(struct daemon *d)
     if (!d->run.distributed || d->run.seeded || d->cl.opts.no_identify)
         return PHASE_OK;
     struct cfs_order_agree_params ap = {
-        .node = (uint32_t)d->rank, .nodes = (uint32_t)d->nodes, .send = agreement_send,
-        .hint = agreed_hint, .adopt = agreed_adopt, .arg = d,
+        .node = (uint32_t)d->rank,
+        .nodes = (uint32_t)d->nodes,
+        .send = agreement_send,
+        .hint = agreed_hint,
+        .adopt = agreed_adopt,
+        .arg = d,
     };
     return cfs_order_agree_create(&ap, &d->agree, d->err, sizeof(d->err)) < 0 ? PHASE_FAILED
                                                                               : PHASE_OK;
@@ -663,13 +666,18 @@ static int start_identify(struct daemon *d)
     struct cfs_roots_params rp = {
         .catalog = d->catalog,
         .derive = d->cl.opts.order == CFS_ORDER_IMAGEFOLDER && !(root && root[0]),
-        .identify = {
-            .algo = d->run.sampler.randperm,
-            .hint = d->run.seeded ? &d->run.sampler : NULL, .hint_has_seed = d->run.seeded,
-            .node = (uint32_t)d->rank, .nodes = (uint32_t)d->nodes,
-            .search_budget = d->cl.opts.search_budget / 100.0, .metrics = &d->metrics,
-        },
-        .on_identified = on_identified, .cb_arg = d,
+        .identify =
+            {
+                .algo = d->run.sampler.randperm,
+                .hint = d->run.seeded ? &d->run.sampler : NULL,
+                .hint_has_seed = d->run.seeded,
+                .node = (uint32_t)d->rank,
+                .nodes = (uint32_t)d->nodes,
+                .search_budget = d->cl.opts.search_budget / 100.0,
+                .metrics = &d->metrics,
+            },
+        .on_identified = on_identified,
+        .cb_arg = d,
     };
     if (cfs_roots_create(&rp, &d->identify, d->err, sizeof(d->err)) < 0)
         return PHASE_FAILED;
@@ -689,8 +697,10 @@ static int start_serving(struct daemon *d)
         return PHASE_FAILED;
     if (d->peer && d->run.distributed) {
         struct cfs_peer_params peerp = {
-            .provide = cfs_prefetch_provide, .provide_arg = d->pf,
-            .on_note = agreement_note, .note_arg = d,
+            .provide = cfs_prefetch_provide,
+            .provide_arg = d->pf,
+            .on_note = agreement_note,
+            .note_arg = d,
             .timeout = d->cl.opts.peer_timeout,
         };
         if (cfs_peer_start(d->peer, &peerp, d->err, sizeof(d->err)) < 0)

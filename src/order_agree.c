@@ -86,9 +86,8 @@ static int ranks_cover(const struct cfs_order_claim *claims, uint32_t nodes, uin
     return covered == world ? 1 : 0;
 }
 
-void cfs_order_agree_decide(const struct cfs_order_claim *claims, const bool *have,
-                            uint32_t nodes, struct cfs_rank_range *node_ranks,
-                            struct cfs_order_decision *out)
+void cfs_order_agree_decide(const struct cfs_order_claim *claims, const bool *have, uint32_t nodes,
+                            struct cfs_rank_range *node_ranks, struct cfs_order_decision *out)
 {
     memset(out, 0, sizeof(*out));
     int first = -1;
@@ -124,8 +123,8 @@ void cfs_order_agree_decide(const struct cfs_order_claim *claims, const bool *ha
     out->state = CFS_ORDER_AGREED;
     out->node_ranks = node_ranks;
     for (uint32_t i = 0; i < nodes; i++) {
-        node_ranks[i] = (struct cfs_rank_range){(uint32_t)claims[i].rank_first,
-                                                (uint32_t)claims[i].rank_count};
+        node_ranks[i] =
+            (struct cfs_rank_range){(uint32_t)claims[i].rank_first, (uint32_t)claims[i].rank_count};
         if (claims[i].epoch > out->from_epoch)
             out->from_epoch = (uint32_t)claims[i].epoch;
     }
@@ -136,7 +135,8 @@ static void describe_claim(const struct cfs_order_claim *c, char *buf, size_t le
     snprintf(buf, len, "%s%s%s seed=%" PRIu32 " world=%" PRIu64 " batch=%" PRIu64 "%s%s",
              c->root[0] ? c->root : "", c->root[0] ? ": " : "",
              cfs_sampler_kind_name((enum cfs_sampler_kind)c->kind), (uint32_t)c->seed, c->world,
-             c->batch, c->drop_last ? " drop_last" : "", c->drop_last_batch ? " drop_last_batch" : "");
+             c->batch, c->drop_last ? " drop_last" : "",
+             c->drop_last_batch ? " drop_last_batch" : "");
 }
 
 void cfs_order_agree_describe(const struct cfs_order_claim *claims, const bool *have,
@@ -188,17 +188,17 @@ struct cfs_order_agree {
     struct cfs_order_claim *claims; /* per node, under mu */
     bool *have;
     struct cfs_rank_range *ranks;
-    struct cfs_identified mine;     /* this node's identification */
+    struct cfs_identified mine; /* this node's identification */
     const void *mine_ctx;
-    uint64_t changes, handled;      /* table changes, and those the thread acted on */
-    bool hint_owed;                 /* a claim came while this node had none */
+    uint64_t changes, handled; /* table changes, and those the thread acted on */
+    bool hint_owed;            /* a claim came while this node had none */
     struct cfs_order_claim hint_claim;
     uint32_t hint_src;
-    bool adopted;                   /* the last agreement acted on */
+    bool adopted; /* the last agreement acted on */
     struct cfs_order_claim adopted_claim;
     uint32_t adopted_from;
     enum cfs_order_agreement logged; /* the last state logged */
-    double first_claim;             /* CLOCK_MONOTONIC seconds at the first claim, 0: none */
+    double first_claim;              /* CLOCK_MONOTONIC seconds at the first claim, 0: none */
     pthread_t thread;
 };
 
@@ -255,8 +255,7 @@ static void act(struct cfs_order_agree *a)
     if (log && d.state == CFS_ORDER_CONTRADICTED)
         cfs_warn("order: %s", text);
     else if (log && d.state == CFS_ORDER_AGREED)
-        cfs_info("order: %s (%.2f s after the first claim this node heard or made)", text,
-                 since);
+        cfs_info("order: %s (%.2f s after the first claim this node heard or made)", text, since);
     if (hint && a->p.hint) {
         struct cfs_sampler_params sp;
         cfs_order_claim_sampler(&hc, &sp);
@@ -368,8 +367,7 @@ void cfs_order_agree_local(struct cfs_order_agree *a, const char *root, const vo
             a->p.send(a->p.arg, d, &c, sizeof(c));
 }
 
-void cfs_order_agree_receive(struct cfs_order_agree *a, uint32_t src, const void *msg,
-                             size_t len)
+void cfs_order_agree_receive(struct cfs_order_agree *a, uint32_t src, const void *msg, size_t len)
 {
     struct cfs_order_claim c;
     if (len != sizeof(c) || src >= a->p.nodes || src == a->p.node)

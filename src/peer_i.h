@@ -42,7 +42,7 @@ enum peer_msg_type {
     PEER_MSG_REPLY,
     PEER_MSG_GOODBYE,
     PEER_MSG_GOODBYE_ACK,
-    PEER_MSG_NOTE,  /* count: the bytes that follow, for params.on_note */
+    PEER_MSG_NOTE, /* count: the bytes that follow, for params.on_note */
     PEER_MSG_NTYPES,
 };
 

@@ -437,10 +437,8 @@ static int send_notes(struct cfs_peer *p, struct peer_note *n)
 }
 
 static const peer_handler peer_handlers[PEER_MSG_NTYPES] = {
-    [PEER_MSG_REQ] = on_req,
-    [PEER_MSG_REPLY] = on_reply,
-    [PEER_MSG_GOODBYE] = on_goodbye,
-    [PEER_MSG_GOODBYE_ACK] = on_goodbye_ack,
+    [PEER_MSG_REQ] = on_req,         [PEER_MSG_REPLY] = on_reply,
+    [PEER_MSG_GOODBYE] = on_goodbye, [PEER_MSG_GOODBYE_ACK] = on_goodbye_ack,
     [PEER_MSG_NOTE] = on_note,
 };
 

@@ -582,8 +582,8 @@ static int adopt(struct cfs_prefetch *pf, const struct cfs_identified *id, const
         pf->plan_root = pf->root;
         goto out;
     }
-    if (cluster)
-        run.node_ranks = (struct cfs_rank_range *)cluster->node_ranks; /* borrowed: pf_replan copies */
+    if (cluster) /* every node's ranks, borrowed: pf_replan copies them */
+        run.node_ranks = (struct cfs_rank_range *)cluster->node_ranks;
     /* Staged: a plan of 100 epochs of ImageNet takes seconds of CPU that
      * the trainer's opens would wait through unpredicted; the epoch it is
      * in and the next come first (UINT32_MAX: not staged, the node's epoch

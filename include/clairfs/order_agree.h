@@ -70,18 +70,18 @@ struct cfs_order_claim {
 };
 
 enum cfs_order_agreement {
-    CFS_ORDER_WAITING = 0,  /* a node has not claimed, or the ranks do not cover the world */
+    CFS_ORDER_WAITING = 0, /* a node has not claimed, or the ranks do not cover the world */
     CFS_ORDER_AGREED,
     CFS_ORDER_CONTRADICTED, /* two claims differ: no node adopts */
 };
 
 struct cfs_order_decision {
     enum cfs_order_agreement state;
-    uint32_t from_epoch;                /* AGREED: every node plans from it */
-    struct cfs_rank_range *node_ranks;  /* AGREED: nodes entries (the caller's array) */
-    uint32_t first_differing;           /* CONTRADICTED: a node whose claim differs from... */
-    uint32_t differs_from;              /* ...this one's */
-    uint32_t missing;                   /* WAITING: nodes without a claim */
+    uint32_t from_epoch;               /* AGREED: every node plans from it */
+    struct cfs_rank_range *node_ranks; /* AGREED: nodes entries (the caller's array) */
+    uint32_t first_differing;          /* CONTRADICTED: a node whose claim differs from... */
+    uint32_t differs_from;             /* ...this one's */
+    uint32_t missing;                  /* WAITING: nodes without a claim */
 };
 
 /* The claim of an identification (root "" for the mount's own order). */
@@ -94,9 +94,8 @@ bool cfs_order_claims_alike(const struct cfs_order_claim *a, const struct cfs_or
 
 /* The decision over claims[0..nodes) (have[i]: node i claimed), node_ranks
  * an array of nodes entries the caller gives (filled when AGREED). */
-void cfs_order_agree_decide(const struct cfs_order_claim *claims, const bool *have,
-                            uint32_t nodes, struct cfs_rank_range *node_ranks,
-                            struct cfs_order_decision *out);
+void cfs_order_agree_decide(const struct cfs_order_claim *claims, const bool *have, uint32_t nodes,
+                            struct cfs_rank_range *node_ranks, struct cfs_order_decision *out);
 
 /* "nodes 0-1 agree: torch-ddp seed=5 world=4 batch=8, planned from epoch 1",
  * "waiting for node 1 (node 0: torch-ddp seed=5 world=4)", "node 1
@@ -131,8 +130,7 @@ void cfs_order_agree_destroy(struct cfs_order_agree *a);
 void cfs_order_agree_local(struct cfs_order_agree *a, const char *root, const void *ctx,
                            const struct cfs_identified *id);
 /* A message from node src (the peer thread).  Bad bytes are dropped. */
-void cfs_order_agree_receive(struct cfs_order_agree *a, uint32_t src, const void *msg,
-                             size_t len);
+void cfs_order_agree_receive(struct cfs_order_agree *a, uint32_t src, const void *msg, size_t len);
 /* The state and its description (stats' cluster line). */
 enum cfs_order_agreement cfs_order_agree_state(struct cfs_order_agree *a, char *buf, size_t len);
 

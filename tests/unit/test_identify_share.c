@@ -37,7 +37,10 @@ static const struct share_case cases[] = {
  * identify_scan.c), drop_last not among them (the head node's share, two
  * whole epochs of it, is reported without it: docs/distributed.md). */
 static const struct share_case head_cases[] = {
-    {4, 2, 8, false}, {8, 2, 8, false}, {8, 2, 5, false}, {4, 2, 5, false},
+    {4, 2, 8, false},
+    {8, 2, 8, false},
+    {8, 2, 5, false},
+    {4, 2, 5, false},
 };
 
 /* n not a multiple of any world here: the padding (or the cut, with
@@ -91,8 +94,8 @@ START_TEST(the_head_node_identifies_alone)
 {
     const struct share_case *c = &head_cases[_i];
     struct cfs_identified id;
-    ck_assert_msg(check_share(c, 0, NULL, false, SHARE_SEED, &id) == 0, "world %u: %s",
-                  c->world, id.text);
+    ck_assert_msg(check_share(c, 0, NULL, false, SHARE_SEED, &id) == 0, "world %u: %s", c->world,
+                  id.text);
     ck_assert_int_eq(id.sampler.kind, CFS_SAMPLER_TORCH_DDP);
     ck_assert_uint_eq(id.sampler.seed, SHARE_SEED);
     ck_assert_uint_eq(id.sampler.world, c->world);

@@ -71,7 +71,8 @@ START_TEST(every_node_must_claim_and_the_ranks_cover_the_world)
     ck_assert_uint_eq(t.ranks[0].count, 2);
     ck_assert_uint_eq(t.ranks[1].first, 2);
     ck_assert_uint_eq(t.ranks[1].count, 2);
-    ck_assert_str_eq(t.text, "nodes 0-1 agree: torch-ddp seed=5 world=4 batch=8, planned from epoch 1");
+    ck_assert_str_eq(t.text,
+                     "nodes 0-1 agree: torch-ddp seed=5 world=4 batch=8, planned from epoch 1");
 }
 END_TEST
 
@@ -202,8 +203,11 @@ static void cluster_start(struct cluster *cl, struct node *nodes, uint32_t count
         cl->n[i] = &nodes[i];
     }
     for (uint32_t i = 0; i < count; i++) {
-        struct cfs_order_agree_params p = {.node = i, .nodes = count, .send = fake_send,
-                                           .hint = fake_hint, .adopt = fake_adopt,
+        struct cfs_order_agree_params p = {.node = i,
+                                           .nodes = count,
+                                           .send = fake_send,
+                                           .hint = fake_hint,
+                                           .adopt = fake_adopt,
                                            .arg = &nodes[i]};
         char err[256];
         ck_assert_int_eq(cfs_order_agree_create(&p, &nodes[i].a, err, sizeof(err)), 0);

@@ -183,8 +183,11 @@ START_TEST(a_late_hint_waits_for_its_root)
     struct heard h = {.want = train};
     pthread_mutex_init(&h.mu, NULL);
     pthread_cond_init(&h.cv, NULL);
-    struct cfs_roots_params rp = {.catalog = c, .derive = true, .identify = params(0, 777, 4096),
-                                  .on_identified = heard_cb, .cb_arg = &h};
+    struct cfs_roots_params rp = {.catalog = c,
+                                  .derive = true,
+                                  .identify = params(0, 777, 4096),
+                                  .on_identified = heard_cb,
+                                  .cb_arg = &h};
     rp.identify.node = 1, rp.identify.nodes = 2;
     struct cfs_roots *r;
     char err[256];
@@ -193,8 +196,15 @@ START_TEST(a_late_hint_waits_for_its_root)
         .kind = CFS_SAMPLER_TORCH_DDP, .seed = 777, .n = ntrain, .world = 4, .batch = 4};
     cfs_roots_take_hint(r, "val", &hint);   /* another root's: not train's */
     cfs_roots_take_hint(r, "train", &hint); /* the last one is kept */
-    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP, .seed = 777, .n = 100, .world = 4,
-                        .batch = 4, .workers = 2, .rank_first = 2, .ranks = 2, .epochs = 4};
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP,
+                        .seed = 777,
+                        .n = 100,
+                        .world = 4,
+                        .batch = 4,
+                        .workers = 2,
+                        .rank_first = 2,
+                        .ranks = 2,
+                        .epochs = 4};
     struct opens o = simulate(&t, 100000);
     for (size_t i = 0; i < o.len; i++)
         cfs_roots_observe(r, train[o.s[i]], o.pid[i], o.ppid[i]);
