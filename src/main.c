@@ -755,9 +755,10 @@ static void teardown(struct daemon *d)
     cfs_fs_destroy(d->fs);
     cfs_openers_destroy(d->openers);
     cfs_prefetch_stop(d->pf); /* its sweep asks the identification (scan_share) */
+    cfs_order_agree_stop(d->agree); /* it hints to the roots, adopts their maps */
     cfs_roots_destroy(d->identify); /* no open observes now; it calls back no more */
     cfs_peer_leave(d->peer);    /* no more serving from, or fetching into, the cache */
-    cfs_order_agree_destroy(d->agree); /* no claim comes any more; it may be adopting */
+    cfs_order_agree_destroy(d->agree); /* after the peers: no claim comes any more */
     cfs_prefetch_destroy(d->pf); /* after the session: no request is left */
     if (d->data_fd >= 0)
         close(d->data_fd);

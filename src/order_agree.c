@@ -330,15 +330,24 @@ oom:
     return -ENOMEM;
 }
 
-void cfs_order_agree_destroy(struct cfs_order_agree *a)
+void cfs_order_agree_stop(struct cfs_order_agree *a)
 {
     if (!a)
         return;
     pthread_mutex_lock(&a->mu);
+    bool join = !a->stop;
     a->stop = true;
     pthread_cond_signal(&a->cv);
     pthread_mutex_unlock(&a->mu);
-    pthread_join(a->thread, NULL);
+    if (join)
+        pthread_join(a->thread, NULL);
+}
+
+void cfs_order_agree_destroy(struct cfs_order_agree *a)
+{
+    if (!a)
+        return;
+    cfs_order_agree_stop(a);
     pthread_cond_destroy(&a->cv);
     pthread_mutex_destroy(&a->mu);
     free(a->claims);

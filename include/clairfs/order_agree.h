@@ -123,7 +123,12 @@ struct cfs_order_agree;
 /* Starts the module's thread.  0 or -errno with a one-line message. */
 int cfs_order_agree_create(const struct cfs_order_agree_params *p, struct cfs_order_agree **out,
                            char *err, size_t errlen);
-/* Stops the thread.  Accepts NULL. */
+/* Stops the thread: no callback runs once it returns, while local and
+ * receive may still be called (they record, nothing more).  Idempotent;
+ * accepts NULL.  The teardown stops it before what the callbacks reach
+ * (the roots a hint goes to, the maps an adoption reads) goes. */
+void cfs_order_agree_stop(struct cfs_order_agree *a);
+/* Stops the thread if needed, frees.  Accepts NULL. */
 void cfs_order_agree_destroy(struct cfs_order_agree *a);
 /* This node identified an order (again, or refined): claimed to every node.
  * One epoch's order (epoch_seed_only) is no claim: it says one epoch. */

@@ -294,6 +294,17 @@ START_TEST(a_dead_node_leaves_the_others_waiting)
     ck_assert_int_eq(cfs_order_agree_state(n[1].a, NULL, 0), CFS_ORDER_WAITING);
     cluster_stop(&cl); /* returns: nothing waits on a claim */
     ck_assert_int_eq(n[0].adopts + n[1].adopts + n[2].adopts, 0);
+    /* stopped, a node still records what comes, and calls nothing back */
+    cluster_start(&cl, n, 2);
+    cfs_order_agree_stop(n[1].a);
+    cfs_order_agree_stop(n[1].a);
+    struct cfs_identified four = ddp(17, 4, 0, 2, 0), other = ddp(17, 4, 2, 2, 0);
+    cfs_order_agree_local(n[0].a, "", NULL, &four);
+    cfs_order_agree_local(n[1].a, "", NULL, &other);
+    ck_assert_int_eq(cfs_order_agree_state(n[1].a, NULL, 0), CFS_ORDER_AGREED);
+    ck_assert(wait_count(&cl, &n[0].adopts, 1));
+    cluster_stop(&cl);
+    ck_assert_int_eq(n[1].adopts + n[1].hints, 0);
 }
 END_TEST
 
