@@ -108,257 +108,12 @@ out:
     return rc;
 }
 
-/* --- Building. --- */
+/* --- Building (the sweep is plan_sweep.c). --- */
 
-/* Per node and file while building: the read count and the epoch of the
- * first read (relative), both saturating at 255, packed in 16 bits (low
- * byte the count, high byte the epoch; 0 = unread) so that a read the sweep
- * counts touches one cache line, the first read of a file included. */
-#define RCOUNT(v) ((uint32_t)(v) & 0xFF)
-#define REPOCH(v) ((uint32_t)(v) >> 8)
 
-struct build {
-    uint16_t *rec;    /* [node * n + f]: RCOUNT and REPOCH */
-    uint32_t *total;  /* reads by all nodes */
-    uint32_t *best;   /* the node that reads the file most */
-    uint32_t *key;
-    uint32_t *ids;
-    uint64_t *free_room; /* per node, for owners */
-    uint64_t *held;      /* per node bitset of held files */
-    /* Cluster time of a read (CLUSTER_TIME): the first by any node,
-     * CFS_POS_NEVER when none.  The planned node's first is its first_use,
-     * in cluster time by local_cluster_time(). */
-    uint64_t *cluster_first;
-    /* Files some node read in an earlier epoch (whose cluster_first is
-     * final), and in this one: the sweep looks at cluster_first only for a
-     * file not in seen_before, so that the 8-byte load misses the cache
-     * about once a file instead of once a file per node. */
-    uint64_t *seen_before, *seen_now;
-    uint64_t min_size;   /* the smallest file: room below it is full */
-    uint64_t max_size;   /* the largest file: the slack of a fair share */
-    size_t held_words;
-};
-
-static inline bool bit_get(const uint64_t *b, uint64_t i)
-{
-    return (b[i >> 6] >> (i & 63)) & 1;
-}
-static inline void bit_set(uint64_t *b, uint64_t i)
-{
-    b[i >> 6] |= 1ull << (i & 63);
-}
-
-static inline uint16_t rv(const struct build *b, size_t at)
+static inline uint16_t rv(const struct plan_build *b, size_t at)
 {
     return b->rec[at];
-}
-
-#define SWEEP_BLOCK 256
-
-/* rank r's s-th read is order[(r * rank_step + s * stride) % len]. */
-struct epoch_view {
-    const uint32_t *order;
-    uint64_t len, rank_step, stride;
-};
-
-/* The nodes' trainers step in lockstep, so a read's place in time is the
- * fraction of its node's epoch stream read before it: read i of a node
- * stream of len reads in relative epoch rel is at rel + i/len, in 32.32
- * fixed point.  It compares reads of different nodes, whose streams differ
- * in length when their rank counts do. */
-static inline uint64_t cluster_time(uint32_t rel, uint64_t i, uint64_t len)
-{
-    return (uint64_t)rel << 32 | (uint64_t)(((unsigned __int128)i << 32) / len);
-}
-
-/* Count one run of node j's reads, in stream order; the run starts at read
- * `at` of the node's epoch stream of nlen reads.  The counter loads are
- * cache misses: prefetching PF_AHEAD reads ahead lets them overlap. */
-#define PF_AHEAD 16
-
-static int count_run(struct cfs_plan *p, struct build *b, uint32_t j, uint32_t e, uint32_t rel,
-                     const uint32_t *fs, uint64_t nf, uint64_t at, uint64_t nlen, uint64_t *pos,
-                     char *err, size_t errlen)
-{
-    const uint64_t n = p->n;
-    uint16_t *rec = b->rec + (size_t)j * n;
-    const uint16_t ep16 = (uint16_t)((rel > 255 ? 255 : rel) << 8);
-    const bool local = j == p->node;
-    for (uint64_t i = 0; i < nf && i < PF_AHEAD; i++)
-        if (fs[i] < n)
-            __builtin_prefetch(&rec[fs[i]], 1);
-    for (uint64_t i = 0; i < nf; i++) {
-        if (i + PF_AHEAD < nf) {
-            uint32_t g = fs[i + PF_AHEAD];
-            if (g < n) {
-                __builtin_prefetch(&rec[g], 1);
-                if (local) {
-                    __builtin_prefetch(&p->count[g], 1);
-                    __builtin_prefetch(&p->first_use[g], 1);
-                    __builtin_prefetch(&p->epochs_read[(size_t)g * p->bm_bytes + rel / 8], 1);
-                }
-            }
-        }
-        uint32_t f = fs[i];
-        if (f >= n)
-            return cfs_error_msg(err, errlen, -ERANGE, "planner: epoch %u reads index %u of %llu",
-                                 e, f, (unsigned long long)n);
-        uint16_t v = rec[f];
-        if (v == 0) {
-            v = ep16;
-            /* Epochs are swept in order: only a file nobody read in an
-             * earlier epoch can get an earlier cluster time from this node. */
-            if (!bit_get(b->seen_before, f)) {
-                uint64_t t = cluster_time(rel, at + i, nlen);
-                if (!bit_get(b->seen_now, f) || t < b->cluster_first[f])
-                    b->cluster_first[f] = t;
-                bit_set(b->seen_now, f);
-            }
-        }
-        if (RCOUNT(v) != 255)
-            v++;
-        rec[f] = v;
-        if (local) {
-            p->count[f]++;
-            if (p->first_use[f] == CFS_POS_NEVER)
-                p->first_use[f] = *pos;
-            p->epochs_read[(size_t)f * p->bm_bytes + rel / 8] |= (uint8_t)(1u << (rel % 8));
-            ++*pos;
-        }
-    }
-    return 0;
-}
-
-/* torch-ddp through the default source: rank r's s-th read is
- * order[(r + s*W) % len], so the node streams of step s are runs of row s.
- * Reading the rows in order and scattering each node's run into its own
- * stream (out, offsets off[j]) is one sequential pass over the epoch; the
- * per-node strided walks it replaces missed the cache on nearly every row. */
-static void split_rows(const struct cfs_plan *p, const struct epoch_view *v, const uint64_t *len,
-                       uint64_t maxlen, uint32_t *out, uint64_t *at)
-{
-    for (uint64_t s = 0; s < maxlen; s++) {
-        uint64_t row = s * v->stride;
-        for (uint32_t j = 0; j < p->nodes; j++) {
-            struct cfs_rank_range rr = p->ranks[j];
-            uint32_t *o = out + at[j];
-            uint32_t k = 0;
-            for (uint32_t l = 0; l < rr.count; l++) {
-                uint32_t r = rr.first + l;
-                if (s < len[r]) {
-                    uint64_t q = row + r * v->rank_step;
-                    o[k++] = v->order[q < v->len ? q : q % v->len];
-                }
-            }
-            at[j] += k;
-        }
-    }
-}
-
-static int sweep(struct cfs_plan *p, struct build *b, void *st, char *err, size_t errlen)
-{
-    uint32_t blk[SWEEP_BLOCK];
-    uint64_t *len = calloc(p->world, sizeof(*len));
-    uint64_t *at = calloc(p->nodes, sizeof(*at));
-    uint64_t *nlen = calloc(p->nodes, sizeof(*nlen));
-    uint32_t *streams = NULL;
-    uint64_t streams_cap = 0;
-    int rc = -ENOMEM;
-    if (!len || !at || !nlen)
-        goto out;
-    rc = 0;
-    uint64_t pos = 0;
-    for (uint32_t rel = 0; rel < p->nepochs; rel++) {
-        uint32_t e = p->start_epoch + rel;
-        rc = p->src->compute_epoch(st, e);
-        if (rc < 0) {
-            cfs_error_msg(err, errlen, rc, "planner: cannot compute epoch %u: %s", e,
-                          strerror(-rc));
-            goto out;
-        }
-        for (uint32_t r = 0; r < p->world; r++)
-            len[r] = p->src->rank_len(st, e, r);
-        /* The default source's torch models: read the epoch's array
-         * directly, without a call (and torch-ddp's modulo) per read. */
-        struct epoch_view v = {0};
-        if (p->src == &p->src_buf &&
-            cfs_sampler_epoch_order(st, &v.order, &v.len, &v.rank_step, &v.stride) < 0)
-            v.order = NULL;
-        p->epoch_start[rel] = pos;
-        uint64_t total = 0, maxall = 0;
-        for (uint32_t j = 0; j < p->nodes; j++) {
-            struct cfs_rank_range rr = p->ranks[j];
-            nlen[j] = 0;
-            for (uint32_t l = 0; l < rr.count; l++) {
-                nlen[j] += len[rr.first + l];
-                maxall = len[rr.first + l] > maxall ? len[rr.first + l] : maxall;
-            }
-            at[j] = total;
-            total += nlen[j];
-        }
-        /* Only torch-ddp splits (its node streams together are one epoch;
-         * torch's ranks each read all n, W times the memory); an empty epoch
-         * has no streams to split (and no buffer yet). */
-        if (v.order && v.rank_step == 1 && total > 0) {
-            if (total > streams_cap) {
-                uint32_t *ns = realloc(streams, total * sizeof(*streams));
-                if (!ns) {
-                    rc = cfs_error_msg(err, errlen, -ENOMEM, "planner: %s", strerror(ENOMEM));
-                    goto out;
-                }
-                streams = ns;
-                streams_cap = total;
-            }
-            split_rows(p, &v, len, maxall, streams, at);
-            for (uint32_t j = 0; j < p->nodes; j++) {
-                rc = count_run(p, b, j, e, rel, streams + at[j] - nlen[j], nlen[j], 0, nlen[j],
-                               &pos, err, errlen);
-                if (rc < 0)
-                    goto out;
-            }
-            memcpy(b->seen_before, b->seen_now, b->held_words * sizeof(uint64_t));
-            continue;
-        }
-        for (uint32_t j = 0; j < p->nodes; j++) {
-            struct cfs_rank_range rr = p->ranks[j];
-            uint64_t maxlen = 0;
-            for (uint32_t l = 0; l < rr.count; l++)
-                maxlen = len[rr.first + l] > maxlen ? len[rr.first + l] : maxlen;
-            /* Gather a block of the node's reads in lockstep order. */
-            uint64_t s = 0, done = 0;
-            uint32_t l = 0;
-            while (s < maxlen) {
-                uint32_t nb = 0;
-                while (nb < SWEEP_BLOCK && s < maxlen) {
-                    uint32_t r = rr.first + l;
-                    if (s < len[r]) {
-                        if (v.order) {
-                            uint64_t q = r * v.rank_step + s * v.stride;
-                            blk[nb++] = v.order[q < v.len ? q : q % v.len];
-                        } else {
-                            blk[nb++] = p->src->rank_at(st, r, s);
-                        }
-                    }
-                    if (++l == rr.count) {
-                        l = 0;
-                        s++;
-                    }
-                }
-                rc = count_run(p, b, j, e, rel, blk, nb, done, nlen[j], &pos, err, errlen);
-                if (rc < 0)
-                    goto out;
-                done += nb;
-            }
-        }
-        memcpy(b->seen_before, b->seen_now, b->held_words * sizeof(uint64_t));
-    }
-    p->epoch_start[p->nepochs] = pos;
-out:
-    free(len);
-    free(at);
-    free(nlen);
-    free(streams);
-    return rc;
 }
 
 /* A node's preference among its reads: more reads, then earlier first epoch. */
@@ -370,7 +125,7 @@ static inline uint32_t pref(uint16_t v)
 /* The owner of f: its best reader when that node has room, else the reader
  * with room that prefers it most, else the node with the most room; none
  * when no node has room (the PFS). */
-static void owner_of(struct cfs_plan *p, struct build *b, uint32_t f)
+static void owner_of(struct cfs_plan *p, struct plan_build *b, uint32_t f)
 {
     const uint64_t n = p->n;
     uint64_t sz = p->sizes[f];
@@ -403,7 +158,7 @@ static void owner_of(struct cfs_plan *p, struct build *b, uint32_t f)
 }
 
 /* Owners: de-duplicated, in order of total reads. */
-static int assign_owners(struct cfs_plan *p, struct build *b)
+static int assign_owners(struct cfs_plan *p, struct plan_build *b)
 {
     const uint64_t n = p->n;
     const uint64_t cap = p->ram + p->ssd;
@@ -503,7 +258,7 @@ static int sort_by_pref(const uint16_t *rec, uint64_t n, uint32_t *ids, uint64_t
 
 /* One node's holdings: owned files, then replicas, in its order of
  * preference; and its NoPFS static set for the simulator. */
-static int place_node(struct cfs_plan *p, struct build *b, uint32_t j)
+static int place_node(struct cfs_plan *p, struct plan_build *b, uint32_t j)
 {
     const uint64_t n = p->n;
     const uint16_t *rec = b->rec + (size_t)j * n;
@@ -567,7 +322,7 @@ static int place_node(struct cfs_plan *p, struct build *b, uint32_t j)
     return 0;
 }
 
-static void summarise(struct cfs_plan *p, struct build *b, uint32_t j)
+static void summarise(struct cfs_plan *p, struct plan_build *b, uint32_t j)
 {
     const uint64_t n = p->n;
     const uint16_t *rec = b->rec + (size_t)j * n;
@@ -654,7 +409,7 @@ static uint64_t local_cluster_time(const struct cfs_plan *p, uint64_t pos)
 
 /* The time a tier's file is wanted by: an owned file's first read by any
  * node, another file's first read by this node. */
-static uint64_t first_time(const struct cfs_plan *p, const struct build *b, uint32_t f)
+static uint64_t first_time(const struct cfs_plan *p, const struct plan_build *b, uint32_t f)
 {
     return p->owner[f] == p->node ? b->cluster_first[f] : local_cluster_time(p, p->first_use[f]);
 }
@@ -663,7 +418,7 @@ static uint64_t first_time(const struct cfs_plan *p, const struct build *b, uint
  * first read of any node (its peers ask for it from then on, whether or not
  * this node reads it sooner), any other by this node's first read; the
  * files nobody reads last, by index. */
-static int prefetch_orders(struct cfs_plan *p, struct build *b)
+static int prefetch_orders(struct cfs_plan *p, struct plan_build *b)
 {
     const uint64_t n = p->n;
     for (int t = CFS_TIER_RAM; t <= CFS_TIER_SSD; t++) {
@@ -697,7 +452,7 @@ int cfs_plan_create(const struct cfs_plan_params *pp, struct cfs_plan **out, cha
                     size_t errlen)
 {
     struct cfs_plan *p = NULL;
-    struct build b = {0};
+    struct plan_build b = {0};
     void *st = NULL;
     struct cfs_plan_source src = {0};
     int rc;
@@ -787,7 +542,7 @@ int cfs_plan_create(const struct cfs_plan_params *pp, struct cfs_plan **out, cha
         b.min_size = p->sizes[f] < b.min_size ? p->sizes[f] : b.min_size;
         b.max_size = p->sizes[f] > b.max_size ? p->sizes[f] : b.max_size;
     }
-    rc = sweep(p, &b, st, err, errlen);
+    rc = plan_sweep(p, &b, st, err, errlen);
     if (rc < 0)
         goto fail_reported;
     rc = assign_owners(p, &b);
