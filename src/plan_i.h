@@ -35,10 +35,13 @@ struct cfs_plan {
     uint8_t *flags;
     uint32_t *owner;
     uint8_t *owner_tier;
-    uint32_t *owner_epoch;  /* relative epoch of the cluster's first read */
+    /* Relative epochs, saturated at 255 as the build's records are; a file
+     * nobody reads (total_count 0) or nobody pins (static_pinners 0) has
+     * none, which the accessors say as UINT32_MAX. */
+    uint8_t *owner_epoch;  /* of the cluster's first read */
     uint32_t *total_count;
     uint16_t *static_pinners;
-    uint32_t *static_epoch; /* first epoch a static pinner reads it */
+    uint8_t *static_epoch; /* the first in which a static pinner reads it */
 
     uint32_t *order[CFS_TIER_COUNT];
     uint64_t order_len[CFS_TIER_COUNT];
