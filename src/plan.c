@@ -272,27 +272,42 @@ static uint8_t place(struct room *r, uint64_t sz)
     return CFS_TIER_NONE;
 }
 
-/* The files a node reads (rec: its records) in its order of preference,
- * equal ones by index, into ids; *m: how many.  A counting sort on the
- * 16-bit preference: two sequential passes over the records, no keys. */
-static int sort_by_pref(const uint16_t *rec, uint64_t n, uint32_t *ids, uint64_t *m)
+/* Node j's reads in its order of preference, equal ones by index: all of
+ * them into ids (*m), those it owns into owned (*mo).  A counting sort on
+ * the 16-bit preference: two sequential passes over the records and the
+ * owner map, no keys; the owned files come out apart, so that placing them
+ * does not look up the owner of every file the node reads, at random. */
+static int sort_by_pref(const struct cfs_plan *p, const uint16_t *rec, uint32_t j, uint32_t *ids,
+                        uint64_t *m, uint32_t *owned, uint64_t *mo)
 {
-    uint64_t *start = calloc(1u << 16, sizeof(*start));
+    const uint64_t n = p->n;
+    const uint32_t keys = 1u << 16;
+    uint64_t *start = calloc(2 * (size_t)keys, sizeof(*start)); /* all, then owned */
     if (!start)
         return -ENOMEM;
+    uint64_t *own_start = start + keys;
     for (uint64_t f = 0; f < n; f++)
-        if (rec[f])
+        if (rec[f]) {
             start[pref(rec[f])]++;
-    uint64_t sum = 0;
-    for (uint32_t k = 0; k < 1u << 16; k++) {
-        uint64_t c = start[k];
+            own_start[pref(rec[f])] += p->owner[f] == j;
+        }
+    uint64_t sum = 0, own_sum = 0;
+    for (uint32_t k = 0; k < keys; k++) {
+        uint64_t c = start[k], oc = own_start[k];
         start[k] = sum;
+        own_start[k] = own_sum;
         sum += c;
+        own_sum += oc;
     }
     for (uint64_t f = 0; f < n; f++)
-        if (rec[f])
-            ids[start[pref(rec[f])]++] = (uint32_t)f;
+        if (rec[f]) {
+            uint32_t k = pref(rec[f]);
+            ids[start[k]++] = (uint32_t)f;
+            if (p->owner[f] == j)
+                owned[own_start[k]++] = (uint32_t)f;
+        }
     *m = sum;
+    *mo = own_sum;
     free(start);
     return 0;
 }
@@ -304,21 +319,19 @@ static int place_node(struct cfs_plan *p, struct plan_build *b, uint32_t j)
     const uint64_t n = p->n;
     const uint16_t *rec = b->rec + (size_t)j * n;
     uint64_t *held = b->held + (size_t)j * b->held_words;
-    uint64_t m = 0;
-    int rc = sort_by_pref(rec, n, b->ids, &m);
+    uint64_t mr = 0, mo = 0;
+    uint32_t *owned = b->key; /* free until the prefetch orders */
+    int rc = sort_by_pref(p, rec, j, b->ids, &mr, owned, &mo);
     if (rc < 0)
         return rc;
     /* Owned files this node never reads come last, by index. */
-    uint64_t mr = m;
     for (uint64_t f = 0; f < n; f++)
         if (!rec[f] && p->owner[f] == j)
-            b->ids[m++] = (uint32_t)f;
+            owned[mo++] = (uint32_t)f;
 
     struct room room = {p->ram, p->ssd};
-    for (uint64_t i = 0; i < m; i++) {
-        uint32_t f = b->ids[i];
-        if (p->owner[f] != j)
-            continue;
+    for (uint64_t i = 0; i < mo; i++) {
+        uint32_t f = owned[i];
         uint8_t t = place(&room, p->sizes[f]);
         if (t == CFS_TIER_NONE) { /* the two tiers fragment: give the file up */
             p->owner[f] = CFS_NODE_NONE;
