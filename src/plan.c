@@ -113,7 +113,7 @@ out:
 
 static inline uint16_t rv(const struct plan_build *b, size_t at)
 {
-    return b->rec[at];
+    return b->cnt[at] ? (uint16_t)(b->fep[at] << 8 | b->cnt[at]) : 0;
 }
 
 /* A node's preference among its reads: more reads, then earlier first epoch. */
@@ -277,19 +277,21 @@ static uint8_t place(struct room *r, uint64_t sz)
  * the 16-bit preference: two sequential passes over the records and the
  * owner map, no keys; the owned files come out apart, so that placing them
  * does not look up the owner of every file the node reads, at random. */
-static int sort_by_pref(const struct cfs_plan *p, const uint16_t *rec, uint32_t j, uint32_t *ids,
-                        uint64_t *m, uint32_t *owned, uint64_t *mo)
+static int sort_by_pref(const struct cfs_plan *p, const struct plan_build *b, uint32_t j,
+                        uint32_t *ids, uint64_t *m, uint32_t *owned, uint64_t *mo)
 {
     const uint64_t n = p->n;
+    const size_t base = (size_t)j * n;
     const uint32_t keys = 1u << 16;
     uint64_t *start = calloc(2 * (size_t)keys, sizeof(*start)); /* all, then owned */
     if (!start)
         return -ENOMEM;
     uint64_t *own_start = start + keys;
     for (uint64_t f = 0; f < n; f++)
-        if (rec[f]) {
-            start[pref(rec[f])]++;
-            own_start[pref(rec[f])] += p->owner[f] == j;
+        if (b->cnt[base + f]) {
+            uint32_t k = pref(rv(b, base + f));
+            start[k]++;
+            own_start[k] += p->owner[f] == j;
         }
     uint64_t sum = 0, own_sum = 0;
     for (uint32_t k = 0; k < keys; k++) {
@@ -300,8 +302,8 @@ static int sort_by_pref(const struct cfs_plan *p, const uint16_t *rec, uint32_t 
         own_sum += oc;
     }
     for (uint64_t f = 0; f < n; f++)
-        if (rec[f]) {
-            uint32_t k = pref(rec[f]);
+        if (b->cnt[base + f]) {
+            uint32_t k = pref(rv(b, base + f));
             ids[start[k]++] = (uint32_t)f;
             if (p->owner[f] == j)
                 owned[own_start[k]++] = (uint32_t)f;
@@ -317,16 +319,16 @@ static int sort_by_pref(const struct cfs_plan *p, const uint16_t *rec, uint32_t 
 static int place_node(struct cfs_plan *p, struct plan_build *b, uint32_t j)
 {
     const uint64_t n = p->n;
-    const uint16_t *rec = b->rec + (size_t)j * n;
+    const uint8_t *cnt = b->cnt + (size_t)j * n, *fep = b->fep + (size_t)j * n;
     uint64_t *held = b->held + (size_t)j * b->held_words;
     uint64_t mr = 0, mo = 0;
     uint32_t *owned = b->key; /* free until the prefetch orders */
-    int rc = sort_by_pref(p, rec, j, b->ids, &mr, owned, &mo);
+    int rc = sort_by_pref(p, b, j, b->ids, &mr, owned, &mo);
     if (rc < 0)
         return rc;
     /* Owned files this node never reads come last, by index. */
     for (uint64_t f = 0; f < n; f++)
-        if (!rec[f] && p->owner[f] == j)
+        if (!cnt[f] && p->owner[f] == j)
             owned[mo++] = (uint32_t)f;
 
     struct room room = {p->ram, p->ssd};
@@ -341,7 +343,7 @@ static int place_node(struct cfs_plan *p, struct plan_build *b, uint32_t j)
         p->owner_tier[f] = t;
         if (j == p->node) {
             p->tier[f] = t;
-            if (b->total[f] > RCOUNT(rec[f]))
+            if (b->total[f] > cnt[f])
                 p->flags[f] |= PLAN_PEER_PINNED;
         }
     }
@@ -368,8 +370,8 @@ static int place_node(struct cfs_plan *p, struct plan_build *b, uint32_t j)
         left -= p->sizes[f];
         if (p->static_pinners[f] != UINT16_MAX)
             p->static_pinners[f]++;
-        if (REPOCH(rec[f]) < p->static_epoch[f])
-            p->static_epoch[f] = (uint8_t)REPOCH(rec[f]);
+        if (fep[f] < p->static_epoch[f])
+            p->static_epoch[f] = fep[f];
         if (j == p->node)
             p->flags[f] |= PLAN_STATIC;
     }
@@ -379,13 +381,13 @@ static int place_node(struct cfs_plan *p, struct plan_build *b, uint32_t j)
 static void summarise(struct cfs_plan *p, struct plan_build *b, uint32_t j)
 {
     const uint64_t n = p->n;
-    const uint16_t *rec = b->rec + (size_t)j * n;
+    const uint8_t *cnt = b->cnt + (size_t)j * n;
     const uint64_t *held = b->held + (size_t)j * b->held_words;
     struct cfs_plan_node_summary *s = &p->summary[j];
     memset(s, 0, sizeof(*s));
     s->ranks = p->ranks[j];
     for (uint64_t f = 0; f < n; f++) {
-        uint64_t sz = p->sizes[f], c = j == p->node ? p->count[f] : RCOUNT(rec[f]);
+        uint64_t sz = p->sizes[f], c = j == p->node ? p->count[f] : cnt[f];
         uint32_t o = p->owner[f];
         bool remote = o != CFS_NODE_NONE && o != j;
         if (o == j) {
@@ -574,7 +576,8 @@ int cfs_plan_create(const struct cfs_plan_params *pp, struct cfs_plan **out, cha
         goto fail_reported;
 
     rc = -ENOMEM;
-    b.rec = calloc((size_t)p->nodes * n + 1, sizeof(*b.rec));
+    b.cnt = calloc((size_t)p->nodes * n + 1, 1);
+    b.fep = malloc((size_t)p->nodes * n + 1);
     b.total = calloc(n + 1, sizeof(*b.total));
     b.best = malloc(n * sizeof(*b.best) + 1);
     b.key = malloc(n * sizeof(*b.key) + 1);
@@ -585,7 +588,7 @@ int cfs_plan_create(const struct cfs_plan_params *pp, struct cfs_plan **out, cha
     b.cluster_first = malloc(n * sizeof(*b.cluster_first) + 1);
     b.seen_before = calloc(b.held_words + 1, sizeof(*b.seen_before));
     b.seen_now = calloc(b.held_words + 1, sizeof(*b.seen_now));
-    if (!b.rec || !b.total || !b.best || !b.key || !b.ids || !b.free_room || !b.held ||
+    if (!b.cnt || !b.fep || !b.total || !b.best || !b.key || !b.ids || !b.free_room || !b.held ||
         !b.cluster_first || !b.seen_before || !b.seen_now)
         goto fail;
     for (uint64_t f = 0; f < n; f++)
@@ -630,7 +633,8 @@ fail_reported:
 done:
     if (st)
         src.destroy(st);
-    free(b.rec);
+    free(b.cnt);
+    free(b.fep);
     free(b.total);
     free(b.best);
     free(b.key);

@@ -50,14 +50,17 @@ struct cfs_plan {
 /* --- While a plan is built (plan.c, plan_sweep.c). --- */
 
 /* Per node and file while building: the read count and the epoch of the
- * first read (relative), both saturating at 255, packed in 16 bits (low
- * byte the count, high byte the epoch; 0 = unread) so that a read the sweep
- * counts touches one cache line, the first read of a file included. */
+ * first read (relative), both saturating at 255, in two byte arrays: every
+ * epoch, each node's reads touch its counts all over (a node reads 1/nodes
+ * of the files, so every cache line of them), while the first epochs are
+ * written only at a node's first read of a file.  rv() packs them (low
+ * byte the count, high byte the epoch; 0 = unread). */
 #define RCOUNT(v) ((uint32_t)(v) & 0xFF)
 #define REPOCH(v) ((uint32_t)(v) >> 8)
 
 struct plan_build {
-    uint16_t *rec;    /* [node * n + f]: RCOUNT and REPOCH */
+    uint8_t *cnt;     /* [node * n + f]: reads, saturating */
+    uint8_t *fep;     /* [node * n + f]: first epoch, set at the first read */
     uint32_t *total;  /* reads by all nodes */
     uint32_t *best;   /* the node that reads the file most */
     uint32_t *key;
@@ -97,7 +100,7 @@ static inline uint64_t cluster_time(uint32_t rel, uint64_t i, uint64_t len)
     return (uint64_t)rel << 32 | (uint64_t)(((unsigned __int128)i << 32) / len);
 }
 
-/* Count every node's reads of every epoch (plan_sweep.c): b->rec,
+/* Count every node's reads of every epoch (plan_sweep.c): b->cnt, fep,
  * cluster_first, and the planned node's count, first_use, epochs_read and
  * epoch_start.  st: an instance of p->src.  0 or -errno with err set. */
 int plan_sweep(struct cfs_plan *p, struct plan_build *b, void *st, char *err, size_t errlen);
