@@ -543,9 +543,9 @@ static void check_blocked_equals_stream_order(uint64_t n, uint32_t world, uint32
  * an SSD tier. */
 START_TEST(partitioned_sweep_gives_the_stream_order_plan)
 {
-    check_blocked_equals_stream_order(200003, 12, 5, 0, 7, 0, 0);
-    check_blocked_equals_stream_order(200003, 12, 5, 4, 7, 0, 50000000);
-    check_blocked_equals_stream_order(140000, 3, 3, 1, 4, 0, 0);
+    check_blocked_equals_stream_order(140003, 12, 5, 0, 5, 0, 0);
+    check_blocked_equals_stream_order(140003, 12, 5, 4, 5, 0, 50000000);
+    check_blocked_equals_stream_order(140000, 3, 3, 1, 3, 0, 0);
 }
 END_TEST
 
