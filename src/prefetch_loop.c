@@ -15,7 +15,8 @@
  * where pf->sweep allows: the samples not yet read in the current pass,
  * in index order, into RAM, evicting only files read in this pass (see
  * "The passes" in prefetch_state.c), unless it holds back for busy cores
- * (sweep_holds).
+ * (sweep_holds).  With an order, the evaluation passes beside it follow
+ * (eval_round).
  * The
  * thread sleeps when a round started nothing and nobody woke it, and tells
  * wait_idle when nothing is in flight either.  With `progress` it logs the
@@ -117,6 +118,35 @@ static unsigned sweep_round(struct cfs_prefetch *pf)
         if (rc == 0)
             started++;
         pf->sweep_idx++; /* fetched, already held or in flight, or not fetchable */
+    }
+    return started;
+}
+
+/* The evaluation passes after the trainer's epoch (prefetch_eval.c), in
+ * their order, into RAM: free room at any time (what the tiers can hold
+ * beside the training order stays resident), and, once the epoch's end is
+ * within the horizon where the window evicts, room taken from files
+ * needed after the evaluation.  Their key is the epoch's end, so the
+ * cache refuses them (-ENOSPC) while every file held is needed sooner.
+ * Returns the fetches started. */
+static unsigned eval_round(struct pf_track *t, struct cfs_prefetch *pf, uint64_t evict_horizon)
+{
+    uint32_t epoch;
+    pf_track_position(t, NULL, &epoch, NULL);
+    uint64_t end = pf_track_epoch_end(t);
+    unsigned flags = end <= evict_horizon ? 0 : CFS_CACHE_NO_EVICT;
+    unsigned started = 0;
+    struct pf_eval *at = NULL;
+    uint64_t s;
+    while ((s = pf_eval_next(pf, &at, epoch)) != PF_NEVER && room_for_more(pf)) {
+        cfs_id id = cfs_catalog_sample_entry(pf->cat, (uint32_t)s);
+        if (cfs_cache_state(pf->cache, id) == CFS_CACHE_ABSENT) {
+            int rc = pf_fetch_start(pf, id, CFS_TIER_RAM, true, flags, NULL);
+            if (rc == -ENOSPC || rc == -EAGAIN || rc == -ENOMEM)
+                break; /* needed later than all the cache holds: at a later round */
+            started += rc == 0;
+        }
+        pf_eval_step(at);
     }
     return started;
 }
@@ -239,6 +269,8 @@ static unsigned prefetch_round(struct cfs_prefetch *pf)
      * covered (their bytes are reserved by the plan). */
     for (enum cfs_tier k = 0; k < CFS_TIER_COUNT && !blocked; k++)
         started += fetch_tier_order(pf, t, k, pf->order_idx, skip_unused);
+    if (!blocked)
+        started += eval_round(t, pf, evict_horizon);
 out:
     pthread_rwlock_unlock(&pf->plan_lock);
     return started;
