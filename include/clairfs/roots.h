@@ -100,4 +100,10 @@ void cfs_roots_text(struct cfs_roots *r, char *buf, size_t len);
  * own order. */
 cfs_id cfs_roots_root_of(const struct cfs_catalog *c, cfs_id id);
 
+/* The same, with the root's order as the mount's samples (*map malloc'ed,
+ * root index -> sample; NULL and the mount's n for the mount's own order):
+ * the deepest root above entry id whose order builds, as the mount takes
+ * it.  For clairfs-plan --identify. */
+cfs_id cfs_roots_resolve(const struct cfs_catalog *c, cfs_id id, uint32_t **map, uint64_t *n);
+
 #endif
