@@ -22,23 +22,28 @@
 # followed by the classification reference's evaluate() (ImageFolder(MNT/
 # val), SequentialSampler, batch 32, 2 fresh workers), pausing after epoch
 # 0 until the order is identified (at most 120 s, not counted).  Printed
-# per row: each epoch's training and evaluation seconds, the sum over
+# per row (unpredicted, predicted, for each --ram): each epoch's training
+# and evaluation seconds, the sum over
 # epochs 1.. (what prediction changes), the validation hits, and the PFS
 # reads.  Figures, not assertions.
 #
 # usage: bench/bench-identify-roots.sh [--build DIR] [--files "N ..."] [--val N]
-#            [--epochs E] [--seed S] [--cap S] [--pfs OPTS] [--no-part1] [--no-part2]
+#            [--epochs E] [--seed S] [--cap S] [--pfs OPTS] [--ram "SIZE ..."]
+#            [--no-part1] [--no-part2]
 #   --files  training set sizes for part 1 (default "10000 1281167"); part 2
 #            uses the first
 #   --val    validation files (default 2000)
 #   --pfs    clairfs-pfsemu options for part 2 (default
 #            latency_open=0.002,latency_read=0.0005,bandwidth=200000000)
+#   --ram    part 2's ram= values, a pair of rows each (default "2G 24M": the
+#            whole tree, and about half the training files' 4 KiB pages
+#            beside the validation set's at the default sizes)
 # Environment: BENCH_TMP (default /tmp: a 1 281 167-file tree is ~5 GB of
 # tmpfs pages), BENCH_KEEP=1 (keep the work directory).
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${CLAIRFS_BUILD:-build} files="10000 1281167" val=2000 epochs=4 seed=7 cap=600
-pfs_opts=latency_open=0.002,latency_read=0.0005,bandwidth=200000000 part1=1 part2=1
+pfs_opts=latency_open=0.002,latency_read=0.0005,bandwidth=200000000 part1=1 part2=1 rams="2G 24M"
 while [ $# -gt 0 ]; do
     case $1 in
     --build) build=${2:?}; shift 2 ;;
@@ -48,6 +53,7 @@ while [ $# -gt 0 ]; do
     --seed) seed=${2:?}; shift 2 ;;
     --cap) cap=${2:?}; shift 2 ;;
     --pfs) pfs_opts=${2:?}; shift 2 ;;
+    --ram) rams=${2:?}; shift 2 ;;
     --no-part1) part1=0; shift ;;
     --no-part2) part2=0; shift ;;
     -h | --help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -93,12 +99,12 @@ with open(os.path.join(root, "LICENSE"), "w") as f:
 PY
 }
 
-# mount_at SRC MNT LOG [ENV...]: clairfs with nothing registered but ram=.
+# mount_at SRC MNT LOG RAM [ENV...]: clairfs with nothing registered but ram=.
 mount_at() {
-    local src=$1 mnt=$2 log=$3
-    shift 3
+    local src=$1 mnt=$2 log=$3 ram=$4
+    shift 4
     mkdir -p "$mnt"
-    env "$@" "$CLAIRFS" -f -o ram=2G,index="$mnt.index" "$src" "$mnt" >"$log" 2>&1 &
+    env "$@" "$CLAIRFS" -f -o ram="$ram",index="$mnt.index" "$src" "$mnt" >"$log" 2>&1 &
     pids+=($!)
     mnts+=("$mnt")
     for _ in $(seq 600); do [ -e "$mnt/.clairfs/ready" ] && return 0; sleep 0.5; done
@@ -183,7 +189,7 @@ if [ "$part1" = 1 ]; then
     for n in $files; do
         src=$work/tree-$n mnt=$work/mnt-$n
         tree "$src" "$n" 100 || { echo "bench-identify-roots: the tree failed" >&2; exit 1; }
-        mount_at "$src" "$mnt" "$work/mount-$n.log" || exit 1
+        mount_at "$src" "$mnt" "$work/mount-$n.log" 2G || exit 1
         "$PY" "$work/trainer.py" "$mnt" "$seed" "$cap" identify "$work/ident-$n" ||
             echo "bench-identify-roots: the trainer failed at n=$n" >&2
         first=$(cat "$work/ident-$n".first.* 2>/dev/null | sort -n | head -1)
@@ -208,20 +214,22 @@ if [ "$part2" = 1 ]; then
     mnts+=("$under")
     for _ in $(seq 50); do mountpoint -q "$under" && break; sleep 0.1; done
     echo "== validation predicted or not: train/ $n files, val/ $val, $epochs epochs, pfsemu $pfs_opts"
-    for row in unpredicted predicted; do
-        mnt=$work/mnt-$row env=()
-        [ "$row" = unpredicted ] && env=(CLAIRFS_NO_EVAL_PREDICT=1)
-        mount_at "$under" "$mnt" "$work/mount-$row.log" "${env[@]}" || exit 1
+    for ram in $rams; do
+    for how in unpredicted predicted; do
+        row=$how-$ram mnt=$work/mnt-$how-$ram env=()
+        [ "$how" = unpredicted ] && env=(CLAIRFS_NO_EVAL_PREDICT=1)
+        mount_at "$under" "$mnt" "$work/mount-$row.log" "$ram" "${env[@]}" || exit 1
         "$PY" "$work/trainer.py" "$mnt" "$seed" "$epochs" epochs "$work/epochs-$row" ||
             echo "bench-identify-roots: the trainer failed ($row)" >&2
         sum=$(awk '$2 > 0 { s += $4 + $6 } END { printf "%.2f", s }' "$work/epochs-$row")
         evals=$(awk '$2 > 0 { s += $6 } END { printf "%.2f", s }' "$work/epochs-$row")
-        printf '%-12s %s\n' "$row" "$(awk '{ printf "e%d %s+%s  ", $2, $4, $6 }' "$work/epochs-$row")"
-        printf '%-12s epochs 1-%d: %s s (evaluation %s s); validation hit %s miss %s; pfs reads %s\n' \
+        printf '%-16s %s\n' "$row" "$(awk '{ printf "e%d %s+%s  ", $2, $4, $6 }' "$work/epochs-$row")"
+        printf '%-16s epochs 1-%d: %s s (evaluation %s s); validation hit %s miss %s; pfs reads %s\n' \
             "" $((epochs - 1)) "$sum" "$evals" \
             "$(metric "$mnt" 'clairfs_prediction_total{phase="validation",result="hit"}')" \
             "$(metric "$mnt" 'clairfs_prediction_total{phase="validation",result="miss"}')" \
             "$(metric "$mnt" 'clairfs_reads_total{source="pfs"}')"
         fusermount3 -u "$mnt"
+    done
     done
 fi

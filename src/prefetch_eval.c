@@ -53,12 +53,12 @@
 struct pf_eval {
     char name[256];
     uint64_t n;
-    uint64_t total;  /* opens in one pass: n padded to a multiple of the stride */
+    uint64_t total; /* opens in one pass: n padded to a multiple of the stride */
     uint32_t stride;
-    uint32_t *map;   /* pass index -> the mount's sample */
-    uint32_t *local; /* the mount's sample -> pass index, OUTSIDE */
-    atomic_bool armed; /* a pass started since it was named */
-    atomic_uint_fast64_t top; /* before: the highest index opened */
+    uint32_t *map;            /* pass index -> the mount's sample */
+    uint32_t *local;          /* the mount's sample -> pass index, OUTSIDE */
+    atomic_bool armed;        /* a pass began since it was named */
+    atomic_uint_fast64_t top; /* until then: the highest index opened */
     atomic_uint_fast64_t pos; /* opens since the current pass began */
     uint64_t cursor, cursor_epoch; /* the prefetcher thread's */
     struct pf_eval *next;

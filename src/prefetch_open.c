@@ -60,8 +60,8 @@ static bool observe(struct cfs_prefetch *pf, uint32_t sample, const struct cfs_o
      * epochs): no part of the order, neither hit nor miss; still heard by
      * the identification, which learns that folder's own order.  An
      * evaluation pass it named is predicted on its own (prefetch_eval.c). */
-    enum pf_eval_result ev = sample == CFS_NO_SAMPLE ? PF_EVAL_NONE
-                                                     : pf_eval_open(pf, sample, pf->run.window);
+    enum pf_eval_result ev =
+        sample == CFS_NO_SAMPLE ? PF_EVAL_NONE : pf_eval_open(pf, sample, pf->run.window);
     if (ev == PF_EVAL_HIT || ev == PF_EVAL_MISS)
         cfs_metrics_add(pf->m, ev == PF_EVAL_HIT ? CFS_M_PREDICTION_EVAL_HIT
                                                  : CFS_M_PREDICTION_EVAL_MISS, 1);

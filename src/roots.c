@@ -194,9 +194,8 @@ static int slot_of(struct cfs_roots *r, cfs_id dir)
     }
     size_t k = r->nr++;
     r->r[k] = rt;
-    rt->gauge = r->p.identify.metrics
-                    ? cfs_metrics_root_add(r->p.identify.metrics, dir == CFS_ID_NONE ? "." : rt->name)
-                    : -1;
+    const char *label = dir == CFS_ID_NONE ? "." : rt->name;
+    rt->gauge = r->p.identify.metrics ? cfs_metrics_root_add(r->p.identify.metrics, label) : -1;
     /* The mount's own order takes its samples one open at a time: what no
      * deeper root takes (a root not built yet may still). */
     for (uint64_t i = 0; map && i < n; i++) {
