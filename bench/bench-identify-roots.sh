@@ -7,7 +7,7 @@
 # Part 1, per --files N: from the first open below train/ to identified.
 # One process, DataLoader(shuffle=True, generator=g seeded --seed, batch
 # 32, 2 workers), reading until the mount's
-# clairfs_root_identified{root="train"} is 1 (at most --cap s).  Printed:
+# clairfs_order_identified{root="train"} is 1 (at most --cap s).  Printed:
 # the mount's own figure (its log's "identify: root train (N samples):
 # ... after K opens in T s", counted from the root's first open), and the
 # same seen from outside (the trainer's first item to the gauge, polled
@@ -29,12 +29,14 @@
 #
 # usage: bench/bench-identify-roots.sh [--build DIR] [--files "N ..."] [--val N]
 #            [--epochs E] [--seed S] [--cap S] [--pfs OPTS] [--ram "SIZE ..."]
-#            [--no-part1] [--no-part2]
+#            [--cache DIR] [--no-part1] [--no-part2]
 #   --files  training set sizes for part 1 (default "10000 1281167"); part 2
 #            uses the first
 #   --val    validation files (default 2000)
 #   --pfs    clairfs-pfsemu options for part 2 (default
 #            latency_open=0.002,latency_read=0.0005,bandwidth=200000000)
+#   --cache  keep part 1's trees in DIR/roots-N and reuse them there (a
+#            1 281 167-file tree takes minutes to write and to remove)
 #   --ram    part 2's ram= values, a pair of rows each (default "2G 24M": the
 #            whole tree, and about half the training files' 4 KiB pages
 #            beside the validation set's at the default sizes)
@@ -42,7 +44,7 @@
 # tmpfs pages), BENCH_KEEP=1 (keep the work directory).
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-build=${CLAIRFS_BUILD:-build} files="10000 1281167" val=2000 epochs=4 seed=7 cap=600
+cache= build=${CLAIRFS_BUILD:-build} files="10000 1281167" val=2000 epochs=4 seed=7 cap=600
 pfs_opts=latency_open=0.002,latency_read=0.0005,bandwidth=200000000 part1=1 part2=1 rams="2G 24M"
 while [ $# -gt 0 ]; do
     case $1 in
@@ -54,6 +56,7 @@ while [ $# -gt 0 ]; do
     --cap) cap=${2:?}; shift 2 ;;
     --pfs) pfs_opts=${2:?}; shift 2 ;;
     --ram) rams=${2:?}; shift 2 ;;
+    --cache) cache=${2:?}; shift 2 ;;
     --no-part1) part1=0; shift ;;
     --no-part2) part2=0; shift ;;
     -h | --help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -138,7 +141,7 @@ def metric(name):
 
 
 def ident():
-    return metric('clairfs_root_identified{root="train"}') == "1"
+    return metric('clairfs_order_identified{root="train"}') == "1"
 
 
 class Stamped(ImageFolder):
@@ -187,8 +190,13 @@ if [ "$part1" = 1 ]; then
     echo "== from the first open below train/ to identified (torch, seed $seed, 2 workers)"
     printf '%-9s %-44s %-24s %s\n' files "the mount's log" "seen from outside" "load"
     for n in $files; do
-        src=$work/tree-$n mnt=$work/mnt-$n
-        tree "$src" "$n" 100 || { echo "bench-identify-roots: the tree failed" >&2; exit 1; }
+        src=${cache:+$cache/roots-$n} mnt=$work/mnt-$n
+        src=${src:-$work/tree-$n}
+        if [ ! -e "$src.complete" ]; then
+            rm -rf --one-file-system "$src"
+            tree "$src" "$n" 100 || { echo "bench-identify-roots: the tree failed" >&2; exit 1; }
+            touch "$src.complete" # beside the tree: a file in it would be in the catalog
+        fi
         mount_at "$src" "$mnt" "$work/mount-$n.log" 2G || exit 1
         "$PY" "$work/trainer.py" "$mnt" "$seed" "$cap" identify "$work/ident-$n" ||
             echo "bench-identify-roots: the trainer failed at n=$n" >&2
@@ -200,7 +208,8 @@ if [ "$part1" = 1 ]; then
             "$(awk -v a="$t_id" -v b="$first" 'BEGIN { printf "%.1f s", a - b }'), $opens opens" \
             "$(cut -d' ' -f1 /proc/loadavg) ($ok)"
         fusermount3 -u "$mnt"
-        rm -rf --one-file-system "$src" "$mnt.index"
+        rm -rf --one-file-system "$mnt.index"
+        [ -n "$cache" ] || rm -rf --one-file-system "$src"
     done
 fi
 

@@ -133,7 +133,9 @@ static const struct metric_def metric_table[CFS_M_COUNT] = {
     [CFS_M_ORDER_IDENTIFIED] = {"clairfs_order_identified", "", GAUGE, U_FLAG,
                                 "1 once the trainers' read order was identified from their "
                                 "opens (or a registered one confirmed by them), 0 while "
-                                "learning or after a contradiction.",
+                                "learning or after a contradiction; with root=, each dataset "
+                                "root the opens found (\".\" the mount's own): a seeded "
+                                "shuffle or an unshuffled pass identified there.",
                                 "order", "identified"},
     [CFS_M_SWEEP_HELD] = {"clairfs_sweep_held", "", GAUGE, U_FLAG,
                           "1 while the sweep (the files not yet read, staged in index order "
@@ -229,19 +231,12 @@ static void label_value(FILE *f, const char *v)
     }
 }
 
-/* The family of the roots' slots, after the table's; none before an open
- * named a root. */
+/* The roots' series of clairfs_order_identified, after its own (the family's
+ * rows are adjacent); none before an open found a root. */
 static void render_roots(FILE *f, const struct cfs_metrics_snapshot *s)
 {
-    if (s->nroots == 0)
-        return;
-    fputs("# HELP clairfs_root_identified 1 once the read order of the dataset root (a folder "
-          "of the mount the opens are rooted at; \".\" the mount's own) was identified: a "
-          "seeded shuffle, or an unshuffled pass; 0 while learning or not a torch order.\n"
-          "# TYPE clairfs_root_identified gauge\n",
-          f);
     for (unsigned i = 0; i < s->nroots; i++) {
-        fputs("clairfs_root_identified{root=\"", f);
+        fputs("clairfs_order_identified{root=\"", f);
         label_value(f, s->root_name[i]);
         fprintf(f, "\"} %" PRIu64 "\n", s->root_identified[i]);
     }
@@ -309,8 +304,9 @@ int cfs_metrics_render_prometheus(const struct cfs_metrics_snapshot *s, char **o
                     s->v[i] % 1000000000u);
         else
             fprintf(f, "%" PRIu64 "\n", s->v[i]);
+        if (i == CFS_M_ORDER_IDENTIFIED)
+            render_roots(f, s);
     }
-    render_roots(f, s);
     return finish(f, out);
 }
 

@@ -41,7 +41,7 @@ struct root {
     struct roots_pass pass;
     uint32_t stride; /* an unshuffled pass at this stride; 0: none */
     uint64_t opens;
-    int gauge; /* its clairfs_root_identified slot, -1: none */
+    int gauge; /* its clairfs_order_identified{root=} slot, -1: none */
     bool found;
     struct cfs_identified got;
 };

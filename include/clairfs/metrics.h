@@ -70,9 +70,10 @@ enum cfs_metric {
     CFS_M_COUNT
 };
 
-/* The dataset roots' own gauge, clairfs_root_identified{root="NAME"}: a
- * family whose label values the opens find (clairfs/roots.h), so its
- * slots are named at run time, once each, up to CFS_METRICS_ROOTS. */
+/* The dataset roots' series of clairfs_order_identified, {root="NAME"}
+ * beside the unlabelled one: label values the opens find (clairfs/
+ * roots.h), so these slots are named at run time, once each, up to
+ * CFS_METRICS_ROOTS. */
 #define CFS_METRICS_ROOTS 16
 #define CFS_METRICS_ROOT_NAME 128
 
@@ -91,7 +92,7 @@ struct cfs_metrics_snapshot {
     uint64_t root_identified[CFS_METRICS_ROOTS];
 };
 
-/* A new slot of clairfs_root_identified named `root` ("." for the
+/* A new root series of clairfs_order_identified named `root` ("." for the
  * mount's own order), at 0: its index, or -ENOSPC when all are named.
  * One caller at a time (the roots module's lock). */
 int cfs_metrics_root_add(struct cfs_metrics *m, const char *root);

@@ -92,10 +92,10 @@ identify_more_checks() {
     pfs=$(cfs_metric "$mnt" 'clairfs_reads_total{source="pfs"}')
     check "$name: every file read from the source once at most: $pfs reads <= 3600" \
         test "$pfs" -le 3600
-    check "$name: clairfs_root_identified{root=\"train\"} 1" \
-        test "$(cfs_metric "$mnt" 'clairfs_root_identified{root="train"}')" = 1
-    check "$name: clairfs_root_identified{root=\"val\"} 1 (the unshuffled pass)" \
-        test "$(cfs_metric "$mnt" 'clairfs_root_identified{root="val"}')" = 1
+    check "$name: clairfs_order_identified{root=\"train\"} 1" \
+        test "$(cfs_metric "$mnt" 'clairfs_order_identified{root="train"}')" = 1
+    check "$name: clairfs_order_identified{root=\"val\"} 1 (the unshuffled pass)" \
+        test "$(cfs_metric "$mnt" 'clairfs_order_identified{root="val"}')" = 1
     check "$name: the training order is never dropped" \
         bash -c '! grep -q "no longer fit the identified order" "$1"' _ "$TMP/$name.daemon.log"
 }
