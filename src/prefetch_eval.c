@@ -31,9 +31,12 @@
  *
  * - Staging.  The prefetcher walks the folder in the pass's order
  *   (prefetch_loop.c eval_round): into free room at any time, and near the
- *   epoch's end, within the horizon where the training window evicts,
- *   evicting what is needed after the evaluation, so the pass is staged
- *   before the trainer reaches it where it cannot stay.
+ *   epoch's end evicting what is needed after the evaluation, so the pass
+ *   is staged before the trainer reaches it where it cannot stay.  "Near"
+ *   is the horizon where the training window evicts, widened by the
+ *   pass's own length: fetching the pass takes about as long as reading
+ *   it where the source's cost is per open, so it starts that many opens
+ *   before the end.
  *
  * The passes are kept to the end in a list published by an atomic head
  * (an open reads it without a lock); the per-pass counters are atomics.
@@ -158,6 +161,14 @@ bool pf_eval_key(struct cfs_prefetch *pf, uint32_t s, uint64_t *key)
         return false;
     *key = pf_track_epoch_end(pf->track);
     return true;
+}
+
+uint64_t pf_eval_files(const struct cfs_prefetch *pf)
+{
+    uint64_t k = 0;
+    for (struct pf_eval *e = head(pf); e; e = e->next)
+        k += e->n;
+    return k;
 }
 
 uint64_t pf_eval_next(struct cfs_prefetch *pf, struct pf_eval **at, uint32_t epoch)

@@ -587,6 +587,9 @@ enum pf_eval_result pf_eval_open(struct cfs_prefetch *pf, uint32_t s, uint32_t w
 /* s's eviction key when an evaluation pass holds it and an order is
  * planned: the end of the trainer's epoch (as pf_sample_next_use). */
 bool pf_eval_key(struct cfs_prefetch *pf, uint32_t s, uint64_t *key);
+/* The files of every evaluation pass: how early before an epoch's end
+ * they are staged (prefetch_loop.c). */
+uint64_t pf_eval_files(const struct cfs_prefetch *pf);
 /* The prefetcher's walk over the passes in their order (its thread only,
  * plan_lock read side): the next sample from *at (NULL: the first pass)
  * in trainer epoch `epoch` (the walk starts again in each), and *at its
