@@ -644,6 +644,14 @@ static int start_agreement(struct daemon *d)
                                                                               : PHASE_OK;
 }
 
+/* On the opening thread: an unshuffled pass (the evaluation after each
+ * epoch) was named; predict it beside the training order. */
+static void on_pass(void *arg, const struct cfs_root *root, uint32_t stride)
+{
+    struct daemon *d = arg;
+    (void)cfs_prefetch_predict_pass(d->pf, root->name, root->map, root->n, stride);
+}
+
 /* Order identification, unless it is off or cannot help; a registered
  * seed is a hint it checks. */
 static int start_identify(struct daemon *d)
@@ -678,6 +686,9 @@ static int start_identify(struct daemon *d)
             },
         .on_identified = on_identified,
         .cb_arg = d,
+        /* CLAIRFS_NO_EVAL_PREDICT: the pass is named, not predicted (the
+         * benchmark's baseline). */
+        .on_pass = getenv("CLAIRFS_NO_EVAL_PREDICT") ? NULL : on_pass,
     };
     if (cfs_roots_create(&rp, &d->identify, d->err, sizeof(d->err)) < 0)
         return PHASE_FAILED;

@@ -54,10 +54,17 @@ static const struct metric_def metric_table[CFS_M_COUNT] = {
     [CFS_M_STALL_NS] = {"clairfs_stall_seconds_total", "", COUNTER, U_NS,
                         "Time reads waited for data.", "stall", ""},
     [CFS_M_PREDICTION_HIT] = {"clairfs_prediction_total", "result=\"hit\"", COUNTER, U_COUNT,
-                              "Opened files that the plan expected now (hit) or not (miss).",
+                              "Opened files that the plan expected now (hit) or not (miss): the "
+                              "training order's, and phase=\"validation\" an evaluation pass's.",
                               "predict", "hit"},
     [CFS_M_PREDICTION_MISS] = {"clairfs_prediction_total", "result=\"miss\"", COUNTER, U_COUNT,
                                NULL, "predict", "miss"},
+    [CFS_M_PREDICTION_EVAL_HIT] = {"clairfs_prediction_total",
+                                   "phase=\"validation\",result=\"hit\"", COUNTER, U_COUNT, NULL,
+                                   "predict", "val_hit"},
+    [CFS_M_PREDICTION_EVAL_MISS] = {"clairfs_prediction_total",
+                                    "phase=\"validation\",result=\"miss\"", COUNTER, U_COUNT,
+                                    NULL, "predict", "val_miss"},
     [CFS_M_FETCH_BYTES_PFS] = {"clairfs_fetch_bytes_total", "from=\"pfs\"", COUNTER, U_BYTES,
                                "Bytes fetched, by source.", "fetched", "pfs"},
     [CFS_M_FETCH_BYTES_PEER] = {"clairfs_fetch_bytes_total", "from=\"peer\"", COUNTER, U_BYTES,
@@ -126,7 +133,9 @@ static const struct metric_def metric_table[CFS_M_COUNT] = {
     [CFS_M_ORDER_IDENTIFIED] = {"clairfs_order_identified", "", GAUGE, U_FLAG,
                                 "1 once the trainers' read order was identified from their "
                                 "opens (or a registered one confirmed by them), 0 while "
-                                "learning or after a contradiction.",
+                                "learning or after a contradiction; with root=, each dataset "
+                                "root the opens found (\".\" the mount's own): a seeded "
+                                "shuffle or an unshuffled pass identified there.",
                                 "order", "identified"},
     [CFS_M_SWEEP_HELD] = {"clairfs_sweep_held", "", GAUGE, U_FLAG,
                           "1 while the sweep (the files not yet read, staged in index order "
@@ -180,12 +189,57 @@ void cfs_metrics_init(struct cfs_metrics *m)
 {
     for (size_t i = 0; i < CFS_M_COUNT; i++)
         atomic_init(&m->v[i], 0);
+    for (size_t i = 0; i < CFS_METRICS_ROOTS; i++)
+        atomic_init(&m->root_identified[i], 0);
+    atomic_init(&m->nroots, 0);
+}
+
+int cfs_metrics_root_add(struct cfs_metrics *m, const char *root)
+{
+    unsigned k = atomic_load_explicit(&m->nroots, memory_order_relaxed);
+    if (k == CFS_METRICS_ROOTS)
+        return -ENOSPC;
+    snprintf(m->root_name[k], sizeof(m->root_name[k]), "%s", root);
+    atomic_store_explicit(&m->root_identified[k], 0, memory_order_relaxed);
+    atomic_store_explicit(&m->nroots, k + 1, memory_order_release); /* the name first */
+    return (int)k;
 }
 
 void cfs_metrics_snapshot(const struct cfs_metrics *m, struct cfs_metrics_snapshot *s)
 {
     for (size_t i = 0; i < CFS_M_COUNT; i++)
         s->v[i] = cfs_metrics_get(m, (enum cfs_metric)i);
+    struct cfs_metrics *w = (struct cfs_metrics *)m;
+    s->nroots = atomic_load_explicit(&w->nroots, memory_order_acquire);
+    for (unsigned i = 0; i < s->nroots; i++) {
+        memcpy(s->root_name[i], m->root_name[i], sizeof(s->root_name[i]));
+        s->root_identified[i] = atomic_load_explicit(&w->root_identified[i], memory_order_relaxed);
+    }
+}
+
+/* A label value as the exposition format quotes it: \, " and newline
+ * escaped. */
+static void label_value(FILE *f, const char *v)
+{
+    for (; *v; v++) {
+        if (*v == '\\' || *v == '"')
+            fputc('\\', f);
+        if (*v == '\n')
+            fputs("\\n", f);
+        else
+            fputc(*v, f);
+    }
+}
+
+/* The roots' series of clairfs_order_identified, after its own (the family's
+ * rows are adjacent); none before an open found a root. */
+static void render_roots(FILE *f, const struct cfs_metrics_snapshot *s)
+{
+    for (unsigned i = 0; i < s->nroots; i++) {
+        fputs("clairfs_order_identified{root=\"", f);
+        label_value(f, s->root_name[i]);
+        fprintf(f, "\"} %" PRIu64 "\n", s->root_identified[i]);
+    }
 }
 
 const char *cfs_metrics_name(enum cfs_metric id)
@@ -250,6 +304,8 @@ int cfs_metrics_render_prometheus(const struct cfs_metrics_snapshot *s, char **o
                     s->v[i] % 1000000000u);
         else
             fprintf(f, "%" PRIu64 "\n", s->v[i]);
+        if (i == CFS_M_ORDER_IDENTIFIED)
+            render_roots(f, s);
     }
     return finish(f, out);
 }

@@ -287,7 +287,24 @@ void cfs_prefetch_destroy(struct cfs_prefetch *pf)
     pthread_mutex_destroy(&pf->retrieve_mu);
     pthread_rwlock_destroy(&pf->plan_lock);
     pf_identify_free(pf);
+    pf_evals_free(pf);
     free(pf);
+}
+
+int cfs_prefetch_predict_pass(struct cfs_prefetch *pf, const char *root, const uint32_t *map,
+                              uint64_t n, uint32_t stride)
+{
+    int rc = pf_eval_add(pf, root, map, n, stride);
+    if (rc == 0) {
+        cfs_info("order: the validation pass over %s (%" PRIu64 " files, world=%u) is predicted: "
+                 "kept after each epoch where the tiers hold it, else staged before the epoch "
+                 "ends",
+                 root, n, stride);
+        pf_wake(pf);
+    } else if (rc != -EEXIST) {
+        cfs_warn("order: the validation pass over %s is not predicted: %s", root, strerror(-rc));
+    }
+    return rc == -EEXIST ? 0 : rc;
 }
 
 

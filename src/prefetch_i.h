@@ -10,6 +10,9 @@
  *                       planner (it does not know struct cfs_prefetch);
  *   prefetch_root.c     the dataset root an adopted order numbers: its
  *                       map into the plan's source, its samples' filter;
+ *   prefetch_eval.c     the evaluation pass beside the training order:
+ *                       its opens predicted, its eviction key, the order
+ *                       the prefetcher stages it in;
  *   prefetch_state.c    what every file does to the shared state: wake-ups,
  *                       gauges, the cache's eviction keys (the tracker's,
  *                       the passes'), the changed sources, the plan's
@@ -177,6 +180,9 @@ int pf_track_set_epoch(struct pf_track *t, uint32_t e);
 uint32_t pf_track_window(const struct pf_track *t);
 /* Files this node reads in the current epoch (0 beyond the plan). */
 uint64_t pf_track_epoch_len(struct pf_track *t);
+/* The absolute position where the current epoch ends: the trainer's
+ * evaluation after the epoch reads then (PF_NEVER beyond the plan). */
+uint64_t pf_track_epoch_end(struct pf_track *t);
 
 /* Planner facts, by sample. */
 enum cfs_tier pf_track_tier(const struct pf_track *t, uint32_t s);
@@ -415,6 +421,9 @@ struct cfs_prefetch {
     struct pf_root_source *root_sources;
     const struct pf_root *plan_root;
     const struct pf_root *root;
+    /* Evaluation passes named by identification (prefetch_eval.c): a list
+     * kept to the end, published by this head (opens read it unlocked). */
+    struct pf_eval *_Atomic evals;
 };
 
 static inline uint64_t pf_now_ns(void)
@@ -555,5 +564,38 @@ int pf_root_plan(struct cfs_prefetch *pf, const struct pf_root *r, struct cfs_pl
 uint64_t pf_root_count(struct cfs_prefetch *pf, const struct pf_root *r, uint64_t from,
                        uint64_t to);
 void pf_roots_free(struct cfs_prefetch *pf);
+
+/* ---- prefetch_eval.c: the evaluation pass beside the training order. */
+
+struct pf_eval;
+/* Predict the unshuffled pass over root `name` (its n samples are the
+ * mount's map[0..n), read at stride `stride`): 0, -EEXIST (already),
+ * -EINVAL, -ENOMEM.  Any thread. */
+int pf_eval_add(struct cfs_prefetch *pf, const char *name, const uint32_t *map, uint64_t n,
+                uint32_t stride);
+/* Is the mount's sample s one of an evaluation pass's? */
+bool pf_eval_holds(const struct cfs_prefetch *pf, uint32_t s);
+enum pf_eval_result {
+    PF_EVAL_NONE,    /* no evaluation pass holds s */
+    PF_EVAL_UNARMED, /* one does, in the pass it was named in: not counted */
+    PF_EVAL_HIT,
+    PF_EVAL_MISS,
+};
+/* An open of s: whether an evaluation pass expected it now (window: the
+ * reordering slack in files).  Any thread, no lock. */
+enum pf_eval_result pf_eval_open(struct cfs_prefetch *pf, uint32_t s, uint32_t window);
+/* s's eviction key when an evaluation pass holds it and an order is
+ * planned: the end of the trainer's epoch (as pf_sample_next_use). */
+bool pf_eval_key(struct cfs_prefetch *pf, uint32_t s, uint64_t *key);
+/* The files of every evaluation pass: how early before an epoch's end
+ * they are staged (prefetch_loop.c). */
+uint64_t pf_eval_files(const struct cfs_prefetch *pf);
+/* The prefetcher's walk over the passes in their order (its thread only,
+ * plan_lock read side): the next sample from *at (NULL: the first pass)
+ * in trainer epoch `epoch` (the walk starts again in each), and *at its
+ * pass; PF_NEVER at the end.  pf_eval_step moves past it. */
+uint64_t pf_eval_next(struct cfs_prefetch *pf, struct pf_eval **at, uint32_t epoch);
+void pf_eval_step(struct pf_eval *at);
+void pf_evals_free(struct cfs_prefetch *pf);
 
 #endif

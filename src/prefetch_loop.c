@@ -15,7 +15,8 @@
  * where pf->sweep allows: the samples not yet read in the current pass,
  * in index order, into RAM, evicting only files read in this pass (see
  * "The passes" in prefetch_state.c), unless it holds back for busy cores
- * (sweep_holds).
+ * (sweep_holds).  With an order, the evaluation passes beside it follow
+ * (eval_round).
  * The
  * thread sleeps when a round started nothing and nobody woke it, and tells
  * wait_idle when nothing is in flight either.  With `progress` it logs the
@@ -121,6 +122,35 @@ static unsigned sweep_round(struct cfs_prefetch *pf)
     return started;
 }
 
+/* The evaluation passes after the trainer's epoch (prefetch_eval.c), in
+ * their order, into RAM.  Their key is the epoch's end, so the cache
+ * refuses them (-ENOSPC) while every file held is needed sooner.  due: the
+ * epoch's end is within the horizon where the window evicts, and the pass
+ * comes before the next epoch's files the window reaches for, so it goes
+ * first and takes room from files needed after the evaluation; else it
+ * takes free room only (what the tiers can hold beside the training order
+ * stays resident).  Returns the fetches started. */
+static unsigned eval_round(struct pf_track *t, struct cfs_prefetch *pf, bool due)
+{
+    uint32_t epoch;
+    pf_track_position(t, NULL, &epoch, NULL);
+    unsigned flags = due ? 0 : CFS_CACHE_NO_EVICT;
+    unsigned started = 0;
+    struct pf_eval *at = NULL;
+    uint64_t s;
+    while ((s = pf_eval_next(pf, &at, epoch)) != PF_NEVER && room_for_more(pf)) {
+        cfs_id id = cfs_catalog_sample_entry(pf->cat, (uint32_t)s);
+        if (cfs_cache_state(pf->cache, id) == CFS_CACHE_ABSENT) {
+            int rc = pf_fetch_start(pf, id, CFS_TIER_RAM, true, flags, NULL);
+            if (rc == -ENOSPC || rc == -EAGAIN || rc == -ENOMEM)
+                break; /* needed later than all the cache holds: at a later round */
+            started += rc == 0;
+        }
+        pf_eval_step(at);
+    }
+    return started;
+}
+
 /* sweep=auto's brake.  The sweep's fetches cost CPU (for each file a
  * lookup, an open and reads through the source's client, a completion,
  * context switches) and buy time only where the source is what the
@@ -208,6 +238,13 @@ static unsigned prefetch_round(struct cfs_prefetch *pf)
      * nothing the later prefetch would not (a cache that fills itself with
      * the soonest files fetched ~9 % more than the simulator's MIN). */
     uint64_t evict_horizon = pos + pf_track_window(t) + pf->max_inflight;
+    /* The evaluation after the epoch, when its end is that near (and as
+     * many opens nearer as the pass has files: fetching them takes about
+     * as long as reading them), before the next epoch's files, which the
+     * trainer reads after it. */
+    bool eval_due = pf_track_epoch_end(t) <= evict_horizon + pf_eval_files(pf);
+    if (eval_due)
+        started += eval_round(t, pf, true);
     /* Distributed: first the files this node owns, whatever the window: its
      * peers read them on their own schedule, from their first use on.
      * Before the window, whose fetches would otherwise take the room the
@@ -239,6 +276,8 @@ static unsigned prefetch_round(struct cfs_prefetch *pf)
      * covered (their bytes are reserved by the plan). */
     for (enum cfs_tier k = 0; k < CFS_TIER_COUNT && !blocked; k++)
         started += fetch_tier_order(pf, t, k, pf->order_idx, skip_unused);
+    if (!blocked && !eval_due)
+        started += eval_round(t, pf, false);
 out:
     pthread_rwlock_unlock(&pf->plan_lock);
     return started;

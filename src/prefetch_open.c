@@ -58,8 +58,15 @@ static bool observe(struct cfs_prefetch *pf, uint32_t sample, const struct cfs_o
 {
     /* Outside the adopted order's root (a validation folder read between
      * epochs): no part of the order, neither hit nor miss; still heard by
-     * the identification, which learns that folder's own order. */
-    bool outside = sample != CFS_NO_SAMPLE && !pf_root_holds(pf->root, sample);
+     * the identification, which learns that folder's own order.  An
+     * evaluation pass it named is predicted on its own (prefetch_eval.c). */
+    enum pf_eval_result ev =
+        sample == CFS_NO_SAMPLE ? PF_EVAL_NONE : pf_eval_open(pf, sample, pf->run.window);
+    if (ev == PF_EVAL_HIT || ev == PF_EVAL_MISS)
+        cfs_metrics_add(pf->m, ev == PF_EVAL_HIT ? CFS_M_PREDICTION_EVAL_HIT
+                                                 : CFS_M_PREDICTION_EVAL_MISS, 1);
+    bool outside = sample != CFS_NO_SAMPLE &&
+                   (ev != PF_EVAL_NONE || !pf_root_holds(pf->root, sample));
     *learn = sample != CFS_NO_SAMPLE && (outside || cfs_prefetch_learning(pf));
     *drop = *over = false;
     if (*learn && !outside)
@@ -383,8 +390,7 @@ void cfs_prefetch_close_seen(struct cfs_prefetch *pf, cfs_id id)
     bool ram = h.tier == CFS_TIER_RAM;
     cfs_cache_release(pf->cache, &h);
     pthread_rwlock_rdlock(&pf->plan_lock);
-    bool last = ram && pf->track && pf_track_next_use(pf->track, e->sample) == PF_NEVER &&
-                !pf_owned_for_peers(pf, e->sample);
+    bool last = ram && pf->track && pf_sample_next_use(pf, e->sample) == PF_NEVER;
     pthread_rwlock_unlock(&pf->plan_lock);
     if (last && cfs_cache_drop(pf->cache, id) == 0) {
         atomic_fetch_add(&pf->dropped, 1);
@@ -512,8 +518,7 @@ void cfs_prefetch_release(struct cfs_prefetch *pf, struct cfs_prefetch_file *f)
     pthread_rwlock_rdlock(&pf->plan_lock);
     bool prefetching = pf->track != NULL || pf->sweep;
     if (ram && f->sample != CFS_NO_SAMPLE)
-        last = pf->track && pf_track_next_use(pf->track, f->sample) == PF_NEVER &&
-               !pf_owned_for_peers(pf, f->sample);
+        last = pf->track && pf_sample_next_use(pf, f->sample) == PF_NEVER;
     pthread_rwlock_unlock(&pf->plan_lock);
     if (last && cfs_cache_drop(pf->cache, f->id) == 0)
         atomic_fetch_add(&pf->dropped, 1);

@@ -83,11 +83,15 @@ bool pf_owned_for_peers(const struct cfs_prefetch *pf, uint32_t s)
            pf_track_owner(pf->track, s, NULL, NULL) == pf->node;
 }
 
-/* Owned files count as needed now, for the whole run. */
+/* Owned files count as needed now, for the whole run; an evaluation
+ * pass's files at the end of the trainer's epoch (prefetch_eval.c). */
 uint64_t pf_sample_next_use(struct cfs_prefetch *pf, uint32_t s)
 {
     if (pf_owned_for_peers(pf, s))
         return 0;
+    uint64_t key;
+    if (pf_eval_key(pf, s, &key))
+        return key; /* read again after the epoch: kept over what is read later */
     return pf_track_next_use(pf->track, s);
 }
 

@@ -366,6 +366,15 @@ uint64_t pf_track_epoch_len(struct pf_track *t)
     return len;
 }
 
+uint64_t pf_track_epoch_end(struct pf_track *t)
+{
+    pthread_mutex_lock(&t->mu);
+    const struct pf_epoch *cur = &t->ep[t->cur];
+    uint64_t end = cur->valid ? cur->start + cur->len : PF_NEVER;
+    pthread_mutex_unlock(&t->mu);
+    return end;
+}
+
 uint32_t pf_track_window(const struct pf_track *t)
 {
     return t->window;

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "clairfs/log.h"
+#include "clairfs/metrics.h"
 #include "roots_i.h"
 
 #define ROUTE_UNKNOWN 0 /* route[s]: not yet routed; else the root's slot + 1 */
@@ -40,6 +41,7 @@ struct root {
     struct roots_pass pass;
     uint32_t stride; /* an unshuffled pass at this stride; 0: none */
     uint64_t opens;
+    int gauge; /* its clairfs_order_identified{root=} slot, -1: none */
     bool found;
     struct cfs_identified got;
 };
@@ -72,6 +74,8 @@ static void found(void *arg, const struct cfs_identified *id)
     rt->found = true;
     rt->got = *id;
     r->last_found = rt;
+    if (r->p.identify.metrics)
+        cfs_metrics_root_set(r->p.identify.metrics, rt->gauge, 1);
     pthread_mutex_unlock(&r->mu);
     if (rt->dir != CFS_ID_NONE)
         cfs_info("identify: root %s (%" PRIu64 " samples): %s", rt->name, rt->n, id->text);
@@ -190,6 +194,8 @@ static int slot_of(struct cfs_roots *r, cfs_id dir)
     }
     size_t k = r->nr++;
     r->r[k] = rt;
+    const char *label = dir == CFS_ID_NONE ? "." : rt->name;
+    rt->gauge = r->p.identify.metrics ? cfs_metrics_root_add(r->p.identify.metrics, label) : -1;
     /* The mount's own order takes its samples one open at a time: what no
      * deeper root takes (a root not built yet may still). */
     for (uint64_t i = 0; map && i < n; i++) {
@@ -233,6 +239,7 @@ void cfs_roots_observe(struct cfs_roots *r, uint32_t sample, pid_t pid, pid_t pp
     if (sample >= r->nsamples)
         return;
     struct cfs_identify *stop = NULL;
+    struct root *pass = NULL;
     pthread_mutex_lock(&r->mu);
     struct root *rt = route(r, sample);
     if (rt) {
@@ -243,12 +250,20 @@ void cfs_roots_observe(struct cfs_roots *r, uint32_t sample, pid_t pid, pid_t pp
         if (!rt->stride && !rt->found && (rt->stride = roots_pass_open(&rt->pass, pid, x))) {
             stop = rt->id;
             rt->id = NULL;
+            pass = rt->map ? rt : NULL; /* the mount's own order is no evaluation */
+            if (r->p.identify.metrics)
+                cfs_metrics_root_set(r->p.identify.metrics, rt->gauge, 1);
             cfs_info("identify: %s: an unshuffled pass (sequential, world=%u): not searched",
                      rt->dir == CFS_ID_NONE ? "the mount's order" : rt->name, rt->stride);
         }
     }
     pthread_mutex_unlock(&r->mu);
     cfs_identify_destroy(stop); /* no open reaches it now */
+    if (pass && r->p.on_pass) {
+        /* A root is kept to the end and its stride set once: no lock. */
+        struct cfs_root view = {.name = pass->name, .n = pass->n, .map = pass->map};
+        r->p.on_pass(r->p.cb_arg, &view, pass->stride);
+    }
 }
 
 void cfs_roots_restart(struct cfs_roots *r)
@@ -260,6 +275,8 @@ void cfs_roots_restart(struct cfs_roots *r)
             cfs_identify_restart(rt->id);
         rt->found = false;
         rt->opens = 0;
+        if (r->p.identify.metrics && !rt->stride)
+            cfs_metrics_root_set(r->p.identify.metrics, rt->gauge, 0);
     }
     r->last_found = NULL;
     pthread_mutex_unlock(&r->mu);

@@ -84,3 +84,18 @@ int roots_build(const struct cfs_catalog *c, cfs_id dir, uint32_t **map, uint64_
     *map = ids;
     return 0;
 }
+
+cfs_id cfs_roots_resolve(const struct cfs_catalog *c, cfs_id id, uint32_t **map, uint64_t *n)
+{
+    *map = NULL;
+    *n = cfs_catalog_sample_count(c);
+    char why[256];
+    /* As the mount routes an open: a root whose order does not build gives
+     * way to the next one up. */
+    for (cfs_id d = cfs_roots_root_of(c, id); d != CFS_ID_NONE;
+         d = roots_candidate(c, cfs_catalog_entry(c, d)->parent))
+        if (roots_build(c, d, map, n, why, sizeof(why)) == 0)
+            return d;
+    *n = cfs_catalog_sample_count(c);
+    return CFS_ID_NONE;
+}

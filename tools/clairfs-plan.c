@@ -712,7 +712,12 @@ static int identify(const struct plan_cli *c, const struct cfs_catalog *cat)
                                     .seed_count = c->seed_count,
                                     .more_seeds = c->more_seeds,
                                     .nmore_seeds = c->nmore_seeds};
-    return plan_identify(prog, c->identify, cat, &p);
+    /* The roots below the source are found as the mount finds them, for
+     * the default order only: order=KIND:ROOT names the user's. */
+    const char *root = o->order_root && o->order_root[0] ? o->order_root
+                       : o->order == CFS_ORDER_IMAGEFOLDER ? NULL
+                                                           : "";
+    return plan_identify(prog, c->identify, cat, root, &p);
 }
 
 int main(int argc, char **argv)

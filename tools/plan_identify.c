@@ -14,13 +14,24 @@
  *                       each, then the path (every byte to the end of line)
  *
  * PATH is relative to SOURCE (a leading '/' is ignored) and must be a
- * sample of the index order.  Empty lines are skipped.  Errors name the
- * file and line. */
+ * sample of the index order (with order=KIND:ROOT, a file of the source
+ * outside ROOT is left out, as the mount leaves it).  Empty lines are
+ * skipped.  Errors name the
+ * file and line.
+ *
+ * The dataset root is the mount's (clairfs/roots.h): with the default
+ * order, the folder most of the opens are rooted at (ImageFolder(SOURCE/
+ * train) beside a validation folder), its opens numbered as its samples
+ * and the others left out; with order=KIND:ROOT, ROOT.  A root below
+ * SOURCE is named before the line ("train: torch-ddp seed=..."), as the
+ * stats' roots: line names it. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "clairfs/roots.h"
 #include "plan_identify.h"
 
 struct recorded {
@@ -47,10 +58,12 @@ static int grow(struct recorded *r)
     return 0;
 }
 
-/* The sample of a relative path, or CFS_NO_SAMPLE. */
-static uint32_t resolve(const struct cfs_catalog *cat, char *path)
+/* The sample of a relative path, or CFS_NO_SAMPLE; *found: the catalog
+ * holds the path (a file outside the order's root is, with no sample). */
+static uint32_t resolve(const struct cfs_catalog *cat, char *path, bool *found)
 {
     cfs_id at = 0;
+    *found = false;
     for (char *save = NULL, *part = strtok_r(path, "/", &save); part;
          part = strtok_r(NULL, "/", &save)) {
         if (strcmp(part, ".") == 0)
@@ -59,7 +72,9 @@ static uint32_t resolve(const struct cfs_catalog *cat, char *path)
         if (at == CFS_ID_NONE)
             return CFS_NO_SAMPLE;
     }
-    return cfs_catalog_entry(cat, at)->sample;
+    const struct cfs_entry *e = cfs_catalog_entry(cat, at);
+    *found = at != 0 && S_ISREG(e->mode);
+    return e->sample;
 }
 
 /* "PID PPID PATH": true with the two numbers and where PATH starts. */
@@ -79,7 +94,7 @@ static bool pid_form(const char *line, long *pid, long *ppid, const char **path)
 }
 
 static int read_opens(const char *prog, const char *file, const struct cfs_catalog *cat,
-                      struct recorded *r)
+                      bool registered, struct recorded *r)
 {
     FILE *f = fopen(file, "r");
     if (!f) {
@@ -110,9 +125,12 @@ static int read_opens(const char *prog, const char *file, const struct cfs_catal
         if (form == 0)
             path = line, pid = 0, ppid = 0; /* a path that starts like "12 34 " */
         char *copy = strdup(path);
-        uint32_t sample = copy ? resolve(cat, copy) : CFS_NO_SAMPLE;
+        bool found = false;
+        uint32_t sample = copy ? resolve(cat, copy, &found) : CFS_NO_SAMPLE;
         free(copy);
-        if (sample == CFS_NO_SAMPLE) {
+        if (sample == CFS_NO_SAMPLE && found && registered) {
+            continue; /* outside order=KIND:ROOT's root: the mount does not observe it */
+        } else if (sample == CFS_NO_SAMPLE) {
             fprintf(stderr, "%s: %s:%zu: %s: not a sample of the index order\n", prog, file, lineno,
                     path);
             rc = -1;
@@ -134,27 +152,89 @@ static int read_opens(const char *prog, const char *file, const struct cfs_catal
     return rc;
 }
 
+#define ROOTS_COUNTED 64
+
+/* The root most opens are rooted at, by the mount's rule; the opens below
+ * it renumbered as its samples, the others dropped; *n its samples and
+ * name its path ("" and nothing changed for the mount's own order).  0 or
+ * -ENOMEM. */
+static int find_root(const struct cfs_catalog *cat, struct recorded *r, uint64_t *n, char *name,
+                     size_t len)
+{
+    cfs_id dir[ROOTS_COUNTED], first[ROOTS_COUNTED];
+    size_t count[ROOTS_COUNTED], nd = 0, best = 0;
+    for (size_t i = 0; i < r->len; i++) {
+        cfs_id e = cfs_catalog_sample_entry(cat, r->s[i]), d = cfs_roots_root_of(cat, e);
+        size_t k = 0;
+        while (k < nd && dir[k] != d)
+            k++;
+        if (k == nd && nd == ROOTS_COUNTED)
+            continue; /* a 65th root: the others are more than enough to choose */
+        if (k == nd) {
+            dir[nd] = d, first[nd] = e, count[nd++] = 0;
+        }
+        if (++count[k] > count[best])
+            best = k;
+    }
+    name[0] = '\0';
+    *n = cfs_catalog_sample_count(cat);
+    if (nd == 0 || dir[best] == CFS_ID_NONE)
+        return 0;
+    uint32_t *map, *local;
+    cfs_id root = cfs_roots_resolve(cat, first[best], &map, n);
+    if (root == CFS_ID_NONE)
+        return 0;
+    uint64_t all = cfs_catalog_sample_count(cat);
+    if (!(local = malloc(all * sizeof(*local)))) {
+        free(map);
+        return -ENOMEM;
+    }
+    memset(local, 0xff, all * sizeof(*local));
+    for (uint64_t i = 0; i < *n; i++)
+        local[map[i]] = (uint32_t)i;
+    size_t kept = 0;
+    for (size_t i = 0; i < r->len; i++) {
+        if (local[r->s[i]] == UINT32_MAX)
+            continue; /* another root's: a validation pass, another job */
+        r->s[kept] = local[r->s[i]];
+        r->pid[kept] = r->pid[i];
+        r->ppid[kept++] = r->ppid[i];
+    }
+    r->len = kept;
+    if (cfs_catalog_path(cat, root, name, len) < 0)
+        snprintf(name, len, "%s", cfs_catalog_name(cat, root));
+    free(map);
+    free(local);
+    return 0;
+}
+
 static void print_epoch(void *arg, const struct cfs_identified *id)
 {
-    (void)arg;
-    printf("%s\n", id->text);
+    const char *root = arg;
+    printf("%s%s%s\n", root, root[0] ? ": " : "", id->text);
 }
 
 int plan_identify(const char *prog, const char *file, const struct cfs_catalog *cat,
-                  struct cfs_identify_params *p)
+                  const char *root, struct cfs_identify_params *p)
 {
     struct recorded r = {0};
     int status = 2;
-    if (read_opens(prog, file, cat, &r) < 0)
+    char name[256];
+    if (read_opens(prog, file, cat, root && root[0], &r) < 0)
         goto out;
     p->n = cfs_catalog_sample_count(cat);
+    snprintf(name, sizeof(name), "%s", root ? root : "");
+    if (!root && find_root(cat, &r, &p->n, name, sizeof(name)) < 0) {
+        fprintf(stderr, "%s: --identify %s: out of memory\n", prog, file);
+        goto out;
+    }
     struct cfs_identified id;
     char err[512] = "";
     int rc = cfs_identify_offline(p, r.s, r.pid, r.ppid, r.len, &id, err, sizeof(err));
     if (rc == -ENOENT) {
         /* No one order: maybe one per epoch (lines printed as found). */
         struct cfs_identified each;
-        int erc = cfs_identify_offline_epochs(p, r.s, r.pid, r.ppid, r.len, print_epoch, NULL,
+        int erc = cfs_identify_offline_epochs(p, r.s, r.pid, r.ppid, r.len, print_epoch, name,
                                               &each, err, sizeof(err));
         if (erc > 0) {
             status = fflush(stdout) == 0 ? 0 : 2;
@@ -166,10 +246,10 @@ int plan_identify(const char *prog, const char *file, const struct cfs_catalog *
             rc = erc;
     }
     if (rc == 0) {
-        printf("%s\n", id.text);
+        print_epoch(name, &id);
         status = fflush(stdout) == 0 ? 0 : 2;
     } else if (rc == -ENOENT) {
-        printf("%s\n", id.text); /* an answer, not an error */
+        print_epoch(name, &id); /* an answer, not an error */
         status = 1;
     } else {
         fprintf(stderr, "%s: %s\n", prog, err);

@@ -7,9 +7,12 @@
 #include "clairfs/identify.h"
 
 /* Reads FILE (format in plan_identify.c), resolves its paths through cat,
- * identifies (p->n is set from cat) and prints the identification line.
- * Returns the exit status: 0 identified, 1 not, 2 bad input. */
+ * finds the dataset root the opens are rooted at (root: the registered
+ * order=KIND:ROOT's, whose samples cat numbers; NULL: found as the mount
+ * finds it), identifies there (p->n is set) and prints the identification
+ * line, prefixed "ROOT: " for a root below the source.  Returns the exit
+ * status: 0 identified, 1 not, 2 bad input. */
 int plan_identify(const char *prog, const char *file, const struct cfs_catalog *cat,
-                  struct cfs_identify_params *p);
+                  const char *root, struct cfs_identify_params *p);
 
 #endif

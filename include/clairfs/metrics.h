@@ -28,6 +28,8 @@ enum cfs_metric {
     CFS_M_STALL_NS, /* rendered in seconds */
     CFS_M_PREDICTION_HIT,
     CFS_M_PREDICTION_MISS,
+    CFS_M_PREDICTION_EVAL_HIT, /* an evaluation pass's opens, predicted on their own */
+    CFS_M_PREDICTION_EVAL_MISS,
     CFS_M_FETCH_BYTES_PFS,
     CFS_M_FETCH_BYTES_PEER,
     CFS_M_CACHE_BYTES_RAM,
@@ -68,14 +70,37 @@ enum cfs_metric {
     CFS_M_COUNT
 };
 
+/* The dataset roots' series of clairfs_order_identified, {root="NAME"}
+ * beside the unlabelled one: label values the opens find (clairfs/
+ * roots.h), so these slots are named at run time, once each, up to
+ * CFS_METRICS_ROOTS. */
+#define CFS_METRICS_ROOTS 16
+#define CFS_METRICS_ROOT_NAME 128
+
 struct cfs_metrics {
     _Atomic uint64_t v[CFS_M_COUNT];
+    char root_name[CFS_METRICS_ROOTS][CFS_METRICS_ROOT_NAME];
+    _Atomic uint64_t root_identified[CFS_METRICS_ROOTS];
+    atomic_uint nroots; /* slots named: a name is written before this counts it */
 };
 
 /* A consistent copy of every slot, taken once per rendering. */
 struct cfs_metrics_snapshot {
     uint64_t v[CFS_M_COUNT];
+    unsigned nroots;
+    char root_name[CFS_METRICS_ROOTS][CFS_METRICS_ROOT_NAME];
+    uint64_t root_identified[CFS_METRICS_ROOTS];
 };
+
+/* A new root series of clairfs_order_identified named `root` ("." for the
+ * mount's own order), at 0: its index, or -ENOSPC when all are named.
+ * One caller at a time (the roots module's lock). */
+int cfs_metrics_root_add(struct cfs_metrics *m, const char *root);
+static inline void cfs_metrics_root_set(struct cfs_metrics *m, int slot, uint64_t value)
+{
+    if (slot >= 0 && slot < CFS_METRICS_ROOTS)
+        atomic_store_explicit(&m->root_identified[slot], value, memory_order_relaxed);
+}
 
 void cfs_metrics_init(struct cfs_metrics *m);
 

@@ -350,6 +350,15 @@ int cfs_prefetch_adopt_cluster(struct cfs_prefetch *pf, const struct cfs_identif
                                const char *root, const uint32_t *map, uint64_t n,
                                const struct cfs_rank_range *node_ranks, uint32_t from_epoch,
                                char *err, size_t errlen);
+/* Predict the unshuffled pass (an evaluation after every epoch) over
+ * folder `root`, whose n samples are the mount's map[0..n), read at
+ * stride `stride` (the ranks): its opens are counted apart
+ * (clairfs_prediction_total{phase="validation"}), its files kept over
+ * those needed after the epoch and staged before the epoch ends.  Any
+ * thread but while holding a data-path lock; the map is copied.  0 (also
+ * when already predicted) or -errno, logged. */
+int cfs_prefetch_predict_pass(struct cfs_prefetch *pf, const char *root, const uint32_t *map,
+                              uint64_t n, uint32_t stride);
 /* The identification's per-root clauses (cfs_identify_ops.text) into buf;
  * empty without. */
 void cfs_prefetch_roots_text(struct cfs_prefetch *pf, char *buf, size_t len);

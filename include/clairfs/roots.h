@@ -27,7 +27,8 @@
  * False): each process reads ascending indices at one stride) is told by
  * its steps alone (roots_pass.c) and reported so ("val: sequential,
  * world=2"); its root's seed search is stopped, since no seed explains
- * it.
+ * it, and on_pass hands it to the data path, which predicts it as the
+ * evaluation after each epoch.
  *
  * Thread safety: cfs_roots_observe from any thread (a root's order is
  * built under the module's lock, once); the rest from one thread. */
@@ -61,6 +62,10 @@ struct cfs_roots_params {
      * and cb_arg are the module's own). */
     struct cfs_identify_params identify;
     cfs_roots_cb on_identified; /* called from a root's identification thread */
+    /* Optional: root (never the mount's own) was named an unshuffled pass
+     * at stride `stride`; called once a root, from the observing thread,
+     * without the module's lock. */
+    void (*on_pass)(void *arg, const struct cfs_root *root, uint32_t stride);
     void *cb_arg;
 };
 
@@ -94,5 +99,11 @@ void cfs_roots_text(struct cfs_roots *r, char *buf, size_t len);
  * for tests and clairfs-plan: its directory, or CFS_ID_NONE for the mount's
  * own order. */
 cfs_id cfs_roots_root_of(const struct cfs_catalog *c, cfs_id id);
+
+/* The same, with the root's order as the mount's samples (*map malloc'ed,
+ * root index -> sample; NULL and the mount's n for the mount's own order):
+ * the deepest root above entry id whose order builds, as the mount takes
+ * it.  For clairfs-plan --identify. */
+cfs_id cfs_roots_resolve(const struct cfs_catalog *c, cfs_id id, uint32_t **map, uint64_t *n);
 
 #endif

@@ -15,7 +15,12 @@
 # roots: line naming the validation pass (`val: sequential, world=W`), the
 # training opens of epochs 1-3 predicted with at most 1 % of them missed
 # (the validation opens are neither: they are no part of train's order,
-# so clairfs_prediction_total counts the training opens alone), and every
+# so clairfs_prediction_total{result=...} counts the training opens alone),
+# the validation pass predicted on its own from epoch 1 on (the passes of
+# epochs 1-3 exactly: clairfs_prediction_total{phase="validation",...} hit
+# 3 x 600, miss 0; the pass of epoch 0, in which it was named, is not
+# counted), the validation files kept resident between passes (no file
+# read from the source twice), the training order never dropped, and every
 # byte right.
 #
 # Beside them, readers of train/ and val/ that are no torch shuffle, each on
@@ -62,7 +67,7 @@ echo "dataset: $(find "$src/train" -type f | wc -l) training, $(find "$src/val" 
 # logs, and clairfs_prediction_total must count them alone): the validation
 # pass named, and no validation open counted as hit or miss.
 identify_more_checks() {
-    local name=$1 mnt=$2 world=$3 train val hit miss
+    local name=$1 mnt=$2 world=$3 train val hit miss vhit vmiss pfs
     train=$(cat "$TMP/$name".rank*.log | wc -l)
     val=$(cat "$TMP/$name".rank*.log.val | wc -l)
     hit=$(cfs_metric "$mnt" 'clairfs_prediction_total{result="hit"}')
@@ -73,6 +78,26 @@ identify_more_checks() {
         grep -q "^roots: .*val: sequential, world=$world " "$mnt/.clairfs/stats"
     check "$name: the validation opens are neither hit nor miss: hit+miss <= $train" \
         test "$((hit + miss))" -le "$train"
+    vhit=$(cfs_metric "$mnt" 'clairfs_prediction_total{phase="validation",result="hit"}')
+    vmiss=$(cfs_metric "$mnt" 'clairfs_prediction_total{phase="validation",result="miss"}')
+    echo "$name: validation passes predicted: hit=$vhit miss=$vmiss"
+    check "$name: the validation passes of epochs 1-3 are predicted hits: $vhit = $((3 * 600))" \
+        test "$vhit" -eq $((3 * 600))
+    check "$name: no validation open mispredicted ($vmiss)" test "$vmiss" -eq 0
+    check "$name: the daemon predicts the validation pass over val" \
+        grep -q "order: the validation pass over val (600 files, world=$world) is predicted" \
+        "$TMP/$name.daemon.log"
+    # The tiers hold both folders (ram= twice the tree): the validation
+    # files stay resident after their first pass, never fetched again.
+    pfs=$(cfs_metric "$mnt" 'clairfs_reads_total{source="pfs"}')
+    check "$name: every file read from the source once at most: $pfs reads <= 3600" \
+        test "$pfs" -le 3600
+    check "$name: clairfs_order_identified{root=\"train\"} 1" \
+        test "$(cfs_metric "$mnt" 'clairfs_order_identified{root="train"}')" = 1
+    check "$name: clairfs_order_identified{root=\"val\"} 1 (the unshuffled pass)" \
+        test "$(cfs_metric "$mnt" 'clairfs_order_identified{root="val"}')" = 1
+    check "$name: the training order is never dropped" \
+        bash -c '! grep -q "no longer fit the identified order" "$1"' _ "$TMP/$name.daemon.log"
 }
 
 find_xargs() {

@@ -12,7 +12,10 @@
 # private seed real torch drew for that epoch.  detectron2's stream (world
 # 7, across its first pass) is identified offline too.  The searched
 # seeds are a window around the true one (--seeds; ranges of all 2^32
-# seeds are the unit test's, begun near their seed, and the benchmark's).  Exits 77 without torch.
+# seeds are the unit test's, begun near their seed, and the benchmark's).
+# A trainer on ImageFolder(SOURCE/train), with a validation pass over
+# SOURCE/val in its record, is identified as its root's order, the line
+# naming the root.  Exits 77 without torch.
 #
 # usage: test_plan_identify.sh PATH/TO/clairfs-plan
 set -u
@@ -49,7 +52,7 @@ record() {
     "$PYTHON" "$ROOT/tests/golden/$script" --kind "$kind" --n $N --world "$world" \
         --seed "$seed" --batch "$batch" --epochs "$epochs" "${nw[@]}" "$@" >"$T/orders" ||
         return 1
-    "$PYTHON" - "$T/orders" "$T/paths" "$batch" "$workers" "$*" <<'PY'
+    "$PYTHON" - "$T/orders" "${PATHS:-$T/paths}" "$batch" "$workers" "$*" <<'PY'
 import sys
 orders, paths, batch, workers, extra = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 persistent = "--persistent-workers" in extra
@@ -206,6 +209,40 @@ fi
 if global_case "torch-global, persistent workers" 2718281828 2 --persistent-workers; then
     expect_lines "torch-global without a seed, persistent workers, 2 epochs" 0 "$T/global"
 fi
+
+# A dataset root below the source: SOURCE/train (30 classes of 100 files,
+# the same n) beside SOURCE/val, read as ImageFolder(SOURCE/train) by
+# torch-ddp, then a sequential validation pass over val.  Found as the
+# mount finds it, or registered with order=imagefolder:train: the line
+# names the root, and the validation opens are no part of it.
+tree=$T/tree
+"$PYTHON" - "$tree" <<'PY' || fail "the train/val tree"
+import os, sys
+root = sys.argv[1]
+for part, classes, per in (("train", 30, 100), ("val", 2, 50)):
+    for c in range(classes):
+        d = os.path.join(root, part, "n%04d" % c)
+        os.makedirs(d)
+        for i in range(per):
+            open(os.path.join(d, "%s_%05d.JPEG" % (part, c * per + i)), "w").close()
+open(os.path.join(root, "LICENSE"), "w").close()
+PY
+(cd "$tree" && find train -type f | LC_ALL=C sort) >"$T/train_paths"
+PATHS=$T/train_paths record torch-ddp 777 2 4 2 1 >"$T/tddp" || fail "torch_orders.py train/"
+{ head -400 "$T/tddp"; (cd "$tree" && find val -type f | LC_ALL=C sort) | sed 's/^/3000 1000 /'; } \
+    >"$T/train_val"
+want="train: torch-ddp seed=777 (low 32 bits) world=2 batch=4 workers=2 epoch 0 after 400 opens in 0 s"
+for opts in "" "-o order=imagefolder:train,world=2,batch=4"; do
+    # shellcheck disable=SC2086 # opts: words on purpose
+    got=$("$PLAN" $opts --identify "$T/train_val" --seeds 0:4096 "$tree" 2>"$T/err")
+    rc=$?
+    if [ $rc -eq 0 ] && [ "$got" = "$want" ] && [ ! -s "$T/err" ]; then
+        echo "ok: a root below the source${opts:+ ($opts)}: $got"
+    else
+        fail "a root below the source${opts:+ ($opts)}: exit $rc, got '$got', wanted '$want'" \
+            "$(cat "$T/err")"
+    fi
+done
 
 # refused DESCRIPTION FILE STATUS SUBSTRING
 refused() {

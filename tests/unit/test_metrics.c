@@ -1,3 +1,4 @@
+#include <errno.h>
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,10 +31,12 @@ static const char expected_prometheus[] =
     "# TYPE clairfs_stall_seconds_total counter\n"
     "clairfs_stall_seconds_total 12.000000345\n"
     "# HELP clairfs_prediction_total Opened files that the plan expected now (hit) or not "
-    "(miss).\n"
+    "(miss): the training order's, and phase=\"validation\" an evaluation pass's.\n"
     "# TYPE clairfs_prediction_total counter\n"
     "clairfs_prediction_total{result=\"hit\"} 7\n"
     "clairfs_prediction_total{result=\"miss\"} 3\n"
+    "clairfs_prediction_total{phase=\"validation\",result=\"hit\"} 5\n"
+    "clairfs_prediction_total{phase=\"validation\",result=\"miss\"} 0\n"
     "# HELP clairfs_fetch_bytes_total Bytes fetched, by source.\n"
     "# TYPE clairfs_fetch_bytes_total counter\n"
     "clairfs_fetch_bytes_total{from=\"pfs\"} 4096\n"
@@ -100,7 +103,9 @@ static const char expected_prometheus[] =
     "clairfs_fetch_seconds_total{from=\"pfs\"} 1.500000000\n"
     "clairfs_fetch_seconds_total{from=\"peer\"} 0.250000000\n"
     "# HELP clairfs_order_identified 1 once the trainers' read order was identified from their "
-    "opens (or a registered one confirmed by them), 0 while learning or after a contradiction.\n"
+    "opens (or a registered one confirmed by them), 0 while learning or after a contradiction; "
+    "with root=, each dataset root the opens found (\".\" the mount's own): a seeded shuffle or an "
+    "unshuffled pass identified there.\n"
     "# TYPE clairfs_order_identified gauge\n"
     "clairfs_order_identified 1\n"
     "# HELP clairfs_sweep_held 1 while the sweep (the files not yet read, staged in index order "
@@ -142,7 +147,7 @@ static const char expected_stats[] =
     "catalog   files 1281167  dirs 1001  bytes 137 GiB  from_index yes\n"
     "reads     ram 10  ssd 20  peer 30  pfs 18446744073709551615\n"
     "stall     12.000 s\n"
-    "predict   hit 7  miss 3\n"
+    "predict   hit 7  miss 3  val_hit 5  val_miss 0\n"
     "fetched   pfs 4.00 KiB  peer 0 B\n"
     "cache     ram 1.00 GiB  ssd 1.50 KiB\n"
     "epoch     4\n"
@@ -176,6 +181,7 @@ static void fill(struct cfs_metrics *m)
     cfs_metrics_add(m, CFS_M_STALL_NS, 12000000345ull);
     cfs_metrics_add(m, CFS_M_PREDICTION_HIT, 7);
     cfs_metrics_add(m, CFS_M_PREDICTION_MISS, 3);
+    cfs_metrics_add(m, CFS_M_PREDICTION_EVAL_HIT, 5);
     cfs_metrics_add(m, CFS_M_FETCH_BYTES_PFS, 4096);
     cfs_metrics_set(m, CFS_M_CACHE_BYTES_RAM, 1ull << 30);
     cfs_metrics_set(m, CFS_M_CACHE_BYTES_SSD, 1536);
@@ -276,6 +282,36 @@ START_TEST(every_family_has_help_and_type_once)
 }
 END_TEST
 
+/* The roots' series of clairfs_order_identified: one a root named, in the
+ * order named, right after the unlabelled one, its label value quoted;
+ * none before a root; the seventeenth root refused. */
+START_TEST(roots_render_one_series_each)
+{
+    struct cfs_metrics m;
+    struct cfs_metrics_snapshot s;
+    char *out;
+    size_t len;
+    cfs_metrics_init(&m);
+    cfs_metrics_snapshot(&m, &s);
+    ck_assert_int_eq(cfs_metrics_render_prometheus(&s, &out, &len), 0);
+    ck_assert_ptr_null(strstr(out, "clairfs_order_identified{"));
+    free(out);
+    ck_assert_int_eq(cfs_metrics_root_add(&m, "train"), 0);
+    ck_assert_int_eq(cfs_metrics_root_add(&m, "val \"2\""), 1);
+    cfs_metrics_root_set(&m, 0, 1);
+    cfs_metrics_snapshot(&m, &s);
+    ck_assert_int_eq(cfs_metrics_render_prometheus(&s, &out, &len), 0);
+    ck_assert_ptr_nonnull(strstr(out, "\nclairfs_order_identified 0\n"
+                                      "clairfs_order_identified{root=\"train\"} 1\n"
+                                      "clairfs_order_identified{root=\"val \\\"2\\\"\"} 0\n"
+                                      "# HELP clairfs_sweep_held "));
+    free(out);
+    for (int i = 2; i < CFS_METRICS_ROOTS; i++)
+        ck_assert_int_eq(cfs_metrics_root_add(&m, "x"), i);
+    ck_assert_int_eq(cfs_metrics_root_add(&m, "y"), -ENOSPC);
+}
+END_TEST
+
 START_TEST(bytes_format_for_people)
 {
     char b[32];
@@ -303,6 +339,7 @@ int main(void)
     tcase_add_test(tc, zero_metrics_render_zeros);
     tcase_add_test(tc, every_family_has_help_and_type_once);
     tcase_add_test(tc, bytes_format_for_people);
+    tcase_add_test(tc, roots_render_one_series_each);
     suite_add_tcase(s, tc);
     return cfs_check_run(s);
 }
