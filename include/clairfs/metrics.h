@@ -28,6 +28,7 @@ enum cfs_metric {
     CFS_M_STALL_NS, /* rendered in seconds */
     CFS_M_PREDICTION_HIT,
     CFS_M_PREDICTION_MISS,
+    CFS_M_PREDICTION_UNPLANNED, /* opens of samples no order in force covers */
     CFS_M_FETCH_BYTES_PFS,
     CFS_M_FETCH_BYTES_PEER,
     CFS_M_CACHE_BYTES_RAM,

@@ -30,10 +30,11 @@ static const char expected_prometheus[] =
     "# TYPE clairfs_stall_seconds_total counter\n"
     "clairfs_stall_seconds_total 12.000000345\n"
     "# HELP clairfs_prediction_total Opened files that the plan expected now (hit) or not "
-    "(miss).\n"
+    "(miss), or that no order in force covers (unplanned).\n"
     "# TYPE clairfs_prediction_total counter\n"
     "clairfs_prediction_total{result=\"hit\"} 7\n"
     "clairfs_prediction_total{result=\"miss\"} 3\n"
+    "clairfs_prediction_total{result=\"unplanned\"} 5\n"
     "# HELP clairfs_fetch_bytes_total Bytes fetched, by source.\n"
     "# TYPE clairfs_fetch_bytes_total counter\n"
     "clairfs_fetch_bytes_total{from=\"pfs\"} 4096\n"
@@ -142,7 +143,7 @@ static const char expected_stats[] =
     "catalog   files 1281167  dirs 1001  bytes 137 GiB  from_index yes\n"
     "reads     ram 10  ssd 20  peer 30  pfs 18446744073709551615\n"
     "stall     12.000 s\n"
-    "predict   hit 7  miss 3\n"
+    "predict   hit 7  miss 3  unplanned 5\n"
     "fetched   pfs 4.00 KiB  peer 0 B\n"
     "cache     ram 1.00 GiB  ssd 1.50 KiB\n"
     "epoch     4\n"
@@ -176,6 +177,7 @@ static void fill(struct cfs_metrics *m)
     cfs_metrics_add(m, CFS_M_STALL_NS, 12000000345ull);
     cfs_metrics_add(m, CFS_M_PREDICTION_HIT, 7);
     cfs_metrics_add(m, CFS_M_PREDICTION_MISS, 3);
+    cfs_metrics_add(m, CFS_M_PREDICTION_UNPLANNED, 5);
     cfs_metrics_add(m, CFS_M_FETCH_BYTES_PFS, 4096);
     cfs_metrics_set(m, CFS_M_CACHE_BYTES_RAM, 1ull << 30);
     cfs_metrics_set(m, CFS_M_CACHE_BYTES_SSD, 1536);
