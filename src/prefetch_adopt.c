@@ -759,8 +759,8 @@ void cfs_prefetch_order_text(struct cfs_prefetch *pf, char *buf, size_t len)
         pthread_rwlock_unlock(&pf->plan_lock);
         if (ended)
             snprintf(buf, len,
-                     "identified %s%s (epoch %u only, ended); epoch %u: not predicted, learning "
-                     "its order",
+                     "identified %s%s (epoch %u only, ended); not predicted from epoch %u on, "
+                     "learning its order",
                      root, id.text, id.epoch, id.epoch + 1);
         else if (id.epoch_seed_only)
             snprintf(buf, len, "identified %s%s (epoch %u only)", root, id.text, id.epoch);

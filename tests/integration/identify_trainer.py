@@ -20,6 +20,10 @@ Patterns (clairfs/sampler.h):
                  global generator), DataLoader(shuffle=True) without a
                  generator, the model's CPU dropout run each step (G words
                  an epoch)
+  torchdata      torch.manual_seed(S), then torchdata's StatefulDataLoader(
+                 shuffle=True): its RandomSampler's generator seeded by one
+                 global draw, one randperm per epoch (as
+                 tests/golden/library_samplers.py transcribes it, imported)
 
 --train-dir SUB trains on ImageFolder(MNT/SUB) (a folder below the mount's
 root); --val-dir SUB then runs the torchvision classification reference's
@@ -185,6 +189,14 @@ def make_loader(args, ds):
         return DataLoader(ds, shuffle=True, **common), None
     if args.kind in FRAMEWORK_KINDS:
         return framework_loader(args, ds, common)
+    if args.kind == "torchdata":
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                        "golden"))
+        import library_samplers as ls
+        torch.manual_seed(args.seed)
+        batches = ls.StatefulBatchSampler(ls.StatefulRandomSampler(ds), args.batch, False)
+        common = {k: v for k, v in common.items() if k != "batch_size"}
+        return DataLoader(ds, batch_sampler=batches, **common), None
     return DataLoader(ds, sampler=RandomSampler(ds, generator=g), **common), None
 
 
@@ -226,7 +238,7 @@ def main():
     ap.add_argument("--src", required=True, help="the source, to compare bytes with")
     ap.add_argument("--kind", required=True,
                     choices=["torch-ddp", "torch", "torch-sampler", "torch-global",
-                             *FRAMEWORK_KINDS])
+                             "torchdata", *FRAMEWORK_KINDS])
     ap.add_argument("--seed", type=int, required=True)
     ap.add_argument("--world", type=int, default=1)
     ap.add_argument("--rank", type=int, default=0)
@@ -245,6 +257,8 @@ def main():
     ap.add_argument("--log", required=True, help="'epoch rank index' per item")
     ap.add_argument("--snapshot", help="copy .clairfs/metrics here when epoch 1 starts "
                     "(with --pause-epochs: when epoch 1's order is known)")
+    ap.add_argument("--epoch-snapshots", help="copy .clairfs/metrics to PREFIX.E at the end "
+                    "of each epoch E, before any pause")
     ap.add_argument("--pause-epochs", action="store_true",
                     help="from epoch 1 on, pause after each epoch's first batch until the mount "
                     "names that epoch's private seed (an epoch long enough for the search)")
@@ -298,6 +312,10 @@ def main():
                         return 1
                     log.write(f"{epoch} {args.rank} {i}\n")
             print(f"rank {args.rank}: epoch {epoch} {time.monotonic() - t_epoch:.3f} s", flush=True)
+            if args.epoch_snapshots:
+                with open(os.path.join(args.data, ".clairfs", "metrics")) as f, \
+                        open(f"{args.epoch_snapshots}.{epoch}", "w") as out:
+                    out.write(f.read())
             print(f"rank {args.rank}: clock at epoch {epoch}'s end {time.time():.3f}", flush=True)
             if args.val_dir and not evaluate(args, epoch):
                 return 1

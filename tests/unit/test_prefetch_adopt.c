@@ -745,7 +745,7 @@ START_TEST(one_epoch_order_ends_and_the_rest_is_unplanned)
     ck_assert(!st.adopted);
     ck_assert_uint_eq(mget(&m, CFS_M_ORDER_IDENTIFIED), 0);
     order_text_starts(pf, "identified torch-ddp seed=7 world=1 epoch 0 after 30 opens (epoch 0 "
-                          "only, ended); epoch 1: not predicted, learning its order");
+                          "only, ended); not predicted from epoch 1 on, learning its order");
     for (uint32_t i = 0; i < NFILES; i++)
         read_check_as(pf, &fx, e1[i], &trainer);
     ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_HIT), NFILES - learned);
