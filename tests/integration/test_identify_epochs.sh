@@ -11,7 +11,9 @@
 # four epochs draw private seeds below 0.2 * 2^32, where the search, which
 # runs upwards from 0, comes first: the same search, a fifth of the wait.
 #   - the stats say "identified torch-global (no seed registered) epoch 3's
-#     private seed=...", clairfs_order_identified 1;
+#     private seed=... (epoch 3 only, ended)", clairfs_order_identified 1
+#     once epoch 1's order is named and 0 after the last epoch (its order
+#     ended with it);
 #   - the log names epochs 1, 2 and 3 each identified from its own opens;
 #   - from epoch 1's identification on (the counters the trainer copied
 #     then, subtracted): the rest of epochs 1-3 predicted (each epoch's
@@ -52,9 +54,13 @@ hit1=$(count "$TMP/epoch1.metrics" 'clairfs_prediction_total{result="hit"}')
 miss1=$(count "$TMP/epoch1.metrics" 'clairfs_prediction_total{result="miss"}')
 hit=$((hit - ${hit1:-0})) miss=$((miss - ${miss1:-0}))
 echo "$opens opens, $per_epoch per epoch; from epoch 1's identification: hit=$hit miss=$miss"
-check "clairfs_order_identified 1" test "$(cfs_metric "$mnt" clairfs_order_identified)" = 1
-check "the stats say identified torch-global epoch 3's private seed" \
-    grep -Eq "^order: *identified torch-global \(no seed registered\) epoch 3's private seed=[0-9]+ " \
+check "clairfs_order_identified 1 once epoch 1's order was named" \
+    test "$(count "$TMP/epoch1.metrics" clairfs_order_identified)" = 1
+# The last epoch's order ended with it: nothing is predicted now.
+check "clairfs_order_identified 0 after the last epoch" \
+    test "$(cfs_metric "$mnt" clairfs_order_identified)" = 0
+check "the stats say identified torch-global epoch 3's private seed, ended with its epoch" \
+    grep -Eq "^order: *identified torch-global \(no seed registered\) epoch 3's private seed=[0-9]+ .*\(epoch 3 only, ended\)" \
     "$mnt/.clairfs/stats"
 for e in 1 2 3; do
     check "epoch $e identified from its own opens" \
