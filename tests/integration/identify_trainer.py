@@ -96,10 +96,12 @@ def order_line(mnt):
 
 def wait_epoch_order(args, epoch):
     """--pause-epochs: wait until the mount names this epoch's private seed
-    (torch-global without a registered seed), at most --pause seconds."""
+    (torch-global without a registered seed), or the run's seed (a seed
+    people use: every epoch known), at most --pause seconds."""
     t0 = time.monotonic()
-    want = f"epoch {epoch}'s private seed="
-    while want not in order_line(args.data) and time.monotonic() - t0 < args.pause:
+    want = (f"epoch {epoch}'s private seed=", "a seed people use")
+    while not any(w in order_line(args.data) for w in want) and \
+            time.monotonic() - t0 < args.pause:
         time.sleep(0.5)
     print(f"rank {args.rank}: paused {time.monotonic() - t0:.1f} s in epoch {epoch}: "
           f"{order_line(args.data).strip()}", flush=True)
@@ -126,6 +128,11 @@ def snapshot(args):
 
 
 def identified(mnt):
+    """The mount predicts the order (clairfs_order_identified 1), or has
+    identified one epoch's order that ended with it (the stats' order line
+    says identified; the gauge is 0 until the next epoch's)."""
+    if re.match(r"order:\s*identified", order_line(mnt)):
+        return True
     try:
         with open(os.path.join(mnt, ".clairfs", "metrics")) as f:
             for line in f:
