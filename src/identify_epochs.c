@@ -125,9 +125,14 @@ bool ident_try_next_epoch(struct cfs_identify *id, const uint32_t *s, const pid_
 }
 
 /* Epoch e's private seed p learnt: kept with the epochs before it when
- * they are consecutive, else it starts the run anew. */
+ * they are consecutive, else it starts the run anew; the same epoch fitted
+ * again (an attempt over more of its opens) replaces its own. */
 static void note_private_seed(struct ident_epochs *ep, uint32_t p, uint32_t e)
 {
+    if (ep->priv_count > 0 && e == ep->priv_epoch) {
+        ep->priv[ep->priv_count - 1] = p;
+        return;
+    }
     if (ep->priv_count == 0 || e != ep->priv_epoch + 1) {
         ep->priv_count = 0;
     } else if (ep->priv_count == 3) {
