@@ -25,20 +25,8 @@
 # trainer's seed, ram= twice the dataset, ssd=0.
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-build=${CLAIRFS_BUILD:-build} epochs=4 reps=2 trace=0 configs=()
-while [ $# -gt 0 ]; do
-    case $1 in
-    --build) build=${2:?}; shift 2 ;;
-    --epochs) epochs=${2:?}; shift 2 ;;
-    --reps) reps=${2:?}; shift 2 ;;
-    --opts) configs+=("$2"); shift 2 ;;
-    --trace) trace=1; shift ;;
-    -h | --help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) echo "bench-ddp: unknown argument $1 (see --help)" >&2; exit 2 ;;
-    esac
-done
-[ ${#configs[@]} -eq 0 ] && configs=("")
-case $build in /*) ;; *) build=$top/$build ;; esac
+bench_name=bench-ddp reps=2
+. "$top/bench/trainer_bench_args.sh"
 CLAIRFS=$build/clairfs
 [ -x "$CLAIRFS" ] || { echo "bench-ddp: $CLAIRFS is not built" >&2; exit 1; }
 PYTHON=/usr/bin/python3

@@ -32,20 +32,8 @@
 # and each daemon's CPU per cached epoch (median over the rounds).
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-build=${CLAIRFS_BUILD:-build} epochs=4 reps=8 trace=0 configs=()
-while [ $# -gt 0 ]; do
-    case $1 in
-    --build) build=${2:?}; shift 2 ;;
-    --epochs) epochs=${2:?}; shift 2 ;;
-    --reps) reps=${2:?}; shift 2 ;;
-    --opts) configs+=("$2"); shift 2 ;;
-    --trace) trace=1; shift ;;
-    -h | --help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) echo "bench-hit: unknown argument $1 (see --help)" >&2; exit 2 ;;
-    esac
-done
-[ ${#configs[@]} -eq 0 ] && configs=("")
-case $build in /*) ;; *) build=$top/$build ;; esac
+bench_name=bench-hit reps=8
+. "$top/bench/trainer_bench_args.sh"
 CLAIRFS=$build/clairfs BENCH=$build/clairfs-bench
 for b in "$CLAIRFS" "$BENCH"; do [ -x "$b" ] || { echo "bench-hit: $b is not built" >&2; exit 1; }; done
 if [ -x /usr/bin/python3 ]; then PYTHON=/usr/bin/python3; else PYTHON=python3; fi

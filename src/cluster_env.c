@@ -2,9 +2,9 @@
  * the key = value file (format in include/clairfs/cluster_env.h).  Pure
  * apart from reading the file. */
 #include "clairfs/cluster_env.h"
+#include "clairfs/key_value_file.h"
 #include "clairfs/options.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdbool.h>
@@ -178,21 +178,18 @@ static int set_key(size_t k, char *v, struct cfs_cluster_env *e)
 }
 
 /* One line (comment stripped, trimmed, non-empty): 0 or -EINVAL with err. */
-static int parse_line(char *s, const char *path, unsigned lineno, bool *seen,
-                      struct cfs_cluster_env *e, char *err, size_t errlen)
+/* The description being read, and the keys given so far. */
+struct env_reading {
+    struct cfs_cluster_env e;
+    bool seen[NKEYS];
+};
+
+static int env_key(const char *s, char *v, const char *path, unsigned lineno, void *arg,
+                   char *err, size_t errlen)
 {
-    char *eq = strchr(s, '=');
-    if (!eq) {
-        snprintf(err, errlen, "%s:%u: expected key = value", path, lineno);
-        return -EINVAL;
-    }
-    char *ke = eq;
-    while (ke > s && isspace((unsigned char)ke[-1]))
-        ke--;
-    *ke = '\0';
-    char *v = eq + 1;
-    while (isspace((unsigned char)*v))
-        v++;
+    struct env_reading *r = arg;
+    bool *seen = r->seen;
+    struct cfs_cluster_env *e = &r->e;
     size_t k;
     for (k = 0; k < NKEYS && strcmp(keys[k].name, s) != 0; k++)
         ;
@@ -234,42 +231,13 @@ static int check_complete(const bool *seen, const struct cfs_cluster_env *e, con
 
 int cfs_cluster_env_load(const char *path, struct cfs_cluster_env *out, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "re");
-    if (!f) {
-        int rc = -errno;
-        snprintf(err, errlen, "env %s: %s", path, strerror(errno));
-        return rc;
-    }
-    struct cfs_cluster_env e = {.in_flight = 64, .ranks_per_node = 1};
-    snprintf(e.name, sizeof(e.name), "%s", path);
-    bool seen[NKEYS] = {false};
-    char *line = NULL;
-    size_t cap = 0;
-    unsigned lineno = 0;
-    int rc = 0;
-    while (rc == 0 && getline(&line, &cap, f) > 0) {
-        lineno++;
-        char *s = line, *hash = strchr(s, '#');
-        if (hash)
-            *hash = '\0';
-        while (isspace((unsigned char)*s))
-            s++;
-        size_t n = strlen(s);
-        while (n && isspace((unsigned char)s[n - 1]))
-            s[--n] = '\0';
-        if (*s)
-            rc = parse_line(s, path, lineno, seen, &e, err, errlen);
-    }
-    if (rc == 0 && ferror(f)) {
-        rc = -EIO;
-        snprintf(err, errlen, "env %s: read error", path);
-    }
+    struct env_reading r = {.e = {.in_flight = 64, .ranks_per_node = 1}};
+    snprintf(r.e.name, sizeof(r.e.name), "%s", path);
+    int rc = cfs_key_value_file_read(path, "env", env_key, &r, err, errlen);
     if (rc == 0)
-        rc = check_complete(seen, &e, path, err, errlen);
+        rc = check_complete(r.seen, &r.e, path, err, errlen);
     if (rc == 0)
-        *out = e;
-    free(line);
-    fclose(f);
+        *out = r.e;
     return rc;
 }
 

@@ -49,6 +49,12 @@
  * last round.  torch-ddp is tried first and named until a padding shows
  * (the module checks again at the next epoch's start, identify_thread.c).
  *
+ * The training libraries' samplers share some of these rules: detectron2's
+ * stream, ultralytics-ddp and mmengine-noround are strided as torch-ddp is
+ * (ident_strided), mmengine-noround with a share of its own per rank; and
+ * ultralytics seeds its generator with a constant, scanned before the rest
+ * of the range and named here.
+ *
  * ident_stride_of_starts, the siblings' starts read as one stride, lives
  * here, below identify_verify.c, which reads torch-ddp's batches from it
  * as accelerate's are read here. */
@@ -64,7 +70,23 @@
 bool ident_sharded(enum cfs_sampler_kind kind)
 {
     return kind == CFS_SAMPLER_TORCH_DDP || kind == CFS_SAMPLER_HF_ACCELERATE ||
-           kind == CFS_SAMPLER_TORCHVISION_RA || kind == CFS_SAMPLER_TIMM_RA;
+           kind == CFS_SAMPLER_TORCHVISION_RA || kind == CFS_SAMPLER_TIMM_RA ||
+           kind == CFS_SAMPLER_DETECTRON2 || kind == CFS_SAMPLER_ULTRALYTICS_DDP ||
+           kind == CFS_SAMPLER_MMENGINE_NOROUND;
+}
+
+bool ident_strided(enum cfs_sampler_kind kind)
+{
+    return kind == CFS_SAMPLER_TORCH_DDP || kind == CFS_SAMPLER_DETECTRON2 ||
+           kind == CFS_SAMPLER_ULTRALYTICS_DDP || kind == CFS_SAMPLER_MMENGINE_NOROUND;
+}
+
+uint64_t ident_rank_len_at(const struct ident_hyp *h, uint64_t n, uint32_t r)
+{
+    if (h->kind != CFS_SAMPLER_MMENGINE_NOROUND)
+        return h->rank_len;
+    uint64_t len = r < n ? (n - r + h->world - 1) / h->world : 0;
+    return h->drop_last_batch ? len / h->batch * h->batch : len;
 }
 
 static bool ra(enum cfs_sampler_kind kind)
@@ -346,6 +368,26 @@ size_t ident_fw_hypotheses(const struct ident_fw_head *hd, struct ident_hyp *out
 {
     size_t k = accelerate_hyps(hd, out, max);
     return k + ra_hyps(hd, out + k, max - k);
+}
+
+/* ultralytics: InfiniteDataLoader(shuffle=True, generator=g) keeps one
+ * iterator for the run (torch with persistent workers), g seeded
+ * 6148914691236517205 + RANK, RANK being -1 in one process. */
+#define ULTRALYTICS_SEED_ONE_PROCESS 6148914691236517204ull
+
+const uint32_t ident_constant_seed[IDENT_CONSTANT_SEEDS] = {
+    (uint32_t)ULTRALYTICS_SEED_ONE_PROCESS,
+};
+
+bool ident_lib_ultralytics(uint32_t seed32, bool persistent, const struct cfs_sampler_params *hint,
+                           uint64_t *seed)
+{
+    if (!persistent || seed32 != (uint32_t)ULTRALYTICS_SEED_ONE_PROCESS)
+        return false;
+    if (hint && hint->kind != CFS_SAMPLER_TORCH_DDP && hint->kind != CFS_SAMPLER_ULTRALYTICS)
+        return false; /* the default kind, or ultralytics, may be renamed */
+    *seed = ULTRALYTICS_SEED_ONE_PROCESS;
+    return true;
 }
 
 bool ident_fw_timm(uint32_t seed32, const struct cfs_sampler_params *hint)

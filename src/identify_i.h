@@ -75,6 +75,11 @@ void ident_readers_free(struct ident_readers *rd);
 struct ident_hyp {
     enum cfs_sampler_kind kind;
     bool persistent, drop_last, drop_last_batch;
+    /* The loader keeps one iterator for the run (ultralytics'
+     * InfiniteDataLoader): its workers take the batches round robin with
+     * the count running on across the epochs, where a DataLoader's new
+     * epoch starts again at worker 0. */
+    bool one_iter;
     uint32_t world, batch, workers, p0;
     uint64_t rank_len; /* indices a rank reads in an epoch */
 };
@@ -83,9 +88,17 @@ struct ident_hyp {
 
 /* --- The frameworks' samplers (identify_frameworks.c). ------------------ */
 
-/* Ranks read disjoint parts of one permutation per epoch, drawn from a
- * generator seeded afresh: torch-ddp and the frameworks' samplers. */
+/* Ranks read disjoint parts of one permutation per epoch: torch-ddp and the
+ * frameworks' samplers (a generator seeded afresh), detectron2's stream
+ * (one generator's randperms back to back). */
 bool ident_sharded(enum cfs_sampler_kind kind);
+/* Rank r's index j is stream position r + j W: torch-ddp, ultralytics-ddp
+ * and mmengine-noround within an epoch, detectron2 over the whole stream
+ * (pass (r + j W) / n). */
+bool ident_strided(enum cfs_sampler_kind kind);
+/* The indices rank r reads an epoch under h: h->rank_len, but for
+ * mmengine-noround (unpadded: ranks below n mod W read one more). */
+uint64_t ident_rank_len_at(const struct ident_hyp *h, uint64_t n, uint32_t r);
 /* For h of a framework kind (hf-accelerate, torchvision-ra): the indices
  * a rank reads per epoch; the permutation position of rank r's index j;
  * the (rank, index) pairs that read position q, at most
@@ -120,6 +133,17 @@ size_t ident_fw_hypotheses(const struct ident_fw_head *hd, struct ident_hyp *out
  * accelerate's batches, in their own units): the least of starts[0 .. k)
  * when each is a distinct multiple 1 .. k of it, else 0. */
 uint32_t ident_stride_of_starts(const uint32_t *starts, size_t k);
+/* The seeds libraries set themselves, scanned before the rest of the
+ * range: ultralytics' 6148914691236517205 + RANK, RANK -1 in one process
+ * (its low 32 bits). */
+#define IDENT_CONSTANT_SEEDS 1
+extern const uint32_t ident_constant_seed[IDENT_CONSTANT_SEEDS];
+/* A torch fit (persistent workers, seed32) renamed for the library that
+ * seeds that way: ultralytics' InfiniteDataLoader in one process (its
+ * full seed into *seed); false when none does, or the registered sampler
+ * says otherwise. */
+bool ident_lib_ultralytics(uint32_t seed32, bool persistent, const struct cfs_sampler_params *hint,
+                           uint64_t *seed);
 /* Is a torchvision-ra fit with candidate seed seed32 to be named timm-ra
  * (seed32 is then the epoch the observation began in)? */
 bool ident_fw_timm(uint32_t seed32, const struct cfs_sampler_params *hint);

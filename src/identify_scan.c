@@ -275,6 +275,15 @@ int ident_attempt_all(const struct ident_attempt_in *in, struct ident_global *g,
     } else {
         head = 0;
     }
+    /* The libraries' constant seeds (identify_frameworks.c) come next, at
+     * the same priority: one seed each, where the range holds them (they
+     * are among the seeds the evidence demanded counts). */
+    for (size_t i = 0; i < IDENT_CONSTANT_SEEDS && rc == 0 && a->rc == 0 && !a->fits; i++) {
+        uint32_t c = ident_constant_seed[i];
+        if ((uint64_t)(uint32_t)(c - p->seed_first) < count &&
+            (uint64_t)(uint32_t)(c - p->seed_first) >= head)
+            rc = scan(a, fs, ss, c, 1);
+    }
     if (pace)
         ident_pace_priority(pace, true);
     a->paced = pace != NULL;
@@ -305,8 +314,9 @@ void ident_finish(const struct cfs_identify_params *p, struct cfs_identified *id
     id->seed_high_known = false;
     uint32_t low = (uint32_t)id->sampler.seed;
     enum cfs_sampler_kind kind = id->sampler.kind;
-    if (kind == CFS_SAMPLER_TIMM_RA) {
-        /* seeded by the epoch: no seed to recover (identify_frameworks.c) */
+    if (kind == CFS_SAMPLER_TIMM_RA || kind == CFS_SAMPLER_ULTRALYTICS) {
+        /* seeded by the epoch, or by a constant: no seed to recover
+         * (identify_frameworks.c) */
         id->seed_high_known = true;
     } else if (h && p->hint_has_seed && p->n > 1) {
         uint32_t k = low - (uint32_t)h->seed;

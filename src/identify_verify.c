@@ -25,6 +25,17 @@
  * shows, is identify_frameworks.c's (so is which of them the opens cannot
  * tell from torch-ddp).
  *
+ * The training libraries' samplers are hypotheses as well.  detectron2's
+ * stream (one generator's randperms back to back) and ultralytics-ddp
+ * (DistributedSampler read one epoch late by one iterator) are views of
+ * their own on the same candidates as torch-ddp (seed S, nothing skipped),
+ * tried after torch-ddp and torch-sampler: their first epoch is torch-ddp's
+ * epoch 0, named so until the next epoch's opens refute it (the module
+ * checks again there, identify_thread.c).  mmengine-noround, torch-ddp's
+ * permutation unpadded, is tried on torch-ddp's view for each world that
+ * does not divide n.  A torch fit of ultralytics' constant seed is named
+ * ultralytics (identify_frameworks.c).
+ *
  * The first hypothesis that explains every open wins (registered values
  * are tried first; then world ascending, drop_last false first, persistent
  * workers false first, torch-ddp before torch-sampler: the two read the
@@ -46,9 +57,11 @@
 static uint64_t rank_len_of(const struct ident_hyp *h, uint64_t n)
 {
     uint64_t len = n;
-    if (ident_sharded(h->kind) && h->kind != CFS_SAMPLER_TORCH_DDP)
+    if (h->kind == CFS_SAMPLER_DETECTRON2)
+        return (n + h->world - 1) / h->world; /* pass 0's rank 0: the walk needs no more */
+    if (ident_sharded(h->kind) && !ident_strided(h->kind))
         return ident_fw_rank_len(h, n);
-    if (h->kind == CFS_SAMPLER_TORCH_DDP)
+    if (ident_strided(h->kind))
         len = h->drop_last ? n / h->world : (n + h->world - 1) / h->world;
     return h->drop_last_batch ? len / h->batch * h->batch : len;
 }
@@ -120,9 +133,9 @@ static void schedule_from_siblings(struct search *s, struct ident_hyp *h, int *e
         uint32_t q = ident_pos_of(s->v, 0, rd->r[i].s[0], err);
         if (q == IDENT_NONE || k == MAX_WORLDS)
             return;
-        if (h->kind == CFS_SAMPLER_TORCH_DDP && q % h->world != h->p0 % h->world)
+        if (ident_strided(h->kind) && q % h->world != h->p0 % h->world)
             continue; /* another rank (siblings without workers) */
-        uint32_t j = h->kind == CFS_SAMPLER_TORCH_DDP ? q / h->world : q;
+        uint32_t j = ident_strided(h->kind) ? q / h->world : q;
         if (j == 0)
             return; /* ranks reading one stream: no workers */
         starts[k++] = j;
@@ -146,7 +159,7 @@ static void schedule_from_head(struct search *s, struct ident_hyp *h, int *err)
         if (q == IDENT_NONE)
             return;
         uint64_t j = q;
-        if (h->kind == CFS_SAMPLER_TORCH_DDP) {
+        if (ident_strided(h->kind)) {
             if (q % h->world != h->p0 % h->world)
                 return;
             j = q / h->world;
@@ -168,13 +181,23 @@ static bool try_variants(struct search *s, struct ident_hyp h)
     const struct cfs_sampler_params *hint = s->p->hint;
     bool dl_pref = hint ? hint->drop_last : false, dlb_pref = hint ? hint->drop_last_batch : false;
     bool pw_pref = hint ? hint->persistent_workers : false;
-    bool dl_matters = h.kind == CFS_SAMPLER_TORCH_DDP && s->p->n % h.world != 0;
+    bool dl_matters = (h.kind == CFS_SAMPLER_TORCH_DDP || h.kind == CFS_SAMPLER_ULTRALYTICS_DDP) &&
+                      s->p->n % h.world != 0;
+    /* detectron2's stream: no drop_last of any kind applies, and its
+     * workers live as long as the stream; ultralytics' one iterator keeps
+     * its workers too, dealing them batches across the epochs */
+    bool stream = h.kind == CFS_SAMPLER_DETECTRON2;
+    uint64_t lib_seed;
+    h.one_iter = h.kind == CFS_SAMPLER_ULTRALYTICS_DDP ||
+                 (h.kind == CFS_SAMPLER_TORCH && s->v->persistent &&
+                  ident_lib_ultralytics(s->v->seed32, true, hint, &lib_seed));
+    bool kept = stream || h.one_iter; /* the workers: persistent only */
     for (int a = 0; a < (dl_matters ? 2 : 1); a++)
-        for (int b = 0; b < 2; b++)
-            for (int c = 0; c < (h.workers ? 2 : 1); c++) {
+        for (int b = 0; b < (stream ? 1 : 2); b++)
+            for (int c = 0; c < (h.workers && !kept ? 2 : 1); c++) {
                 h.drop_last = dl_matters ? (a ? !dl_pref : dl_pref) : false;
-                h.drop_last_batch = b ? !dlb_pref : dlb_pref;
-                h.persistent = h.workers ? (c ? !pw_pref : pw_pref) : false;
+                h.drop_last_batch = stream ? false : b ? !dlb_pref : dlb_pref;
+                h.persistent = kept ? h.workers > 0 : h.workers ? (c ? !pw_pref : pw_pref) : false;
                 if ((h.kind == CFS_SAMPLER_TORCH || h.kind == CFS_SAMPLER_TORCH_GLOBAL) &&
                     h.persistent != s->v->persistent)
                     continue;
@@ -301,7 +324,8 @@ static bool try_frameworks(struct search *s, int *err)
 
 static bool fw_kind(enum cfs_sampler_kind kind)
 {
-    return ident_sharded(kind) && kind != CFS_SAMPLER_TORCH_DDP;
+    return kind == CFS_SAMPLER_HF_ACCELERATE || kind == CFS_SAMPLER_TORCHVISION_RA ||
+           kind == CFS_SAMPLER_TIMM_RA;
 }
 
 static bool try_view(struct search *s, uint32_t p0, int *err)
@@ -314,12 +338,13 @@ static bool try_view(struct search *s, uint32_t p0, int *err)
         }
     if (s->head == s->rd->nr || *err)
         return false;
-    bool ddp = s->v->kind == CFS_SAMPLER_TORCH_DDP;
+    bool ddp = ident_strided(s->v->kind);
     if (!ddp && p0 != 0)
         return false;
     /* a registered framework sampler is tried first (at world 1 and with
      * batches of one, accelerate reads as torch-ddp) */
-    bool fw = ddp && p0 == 0, fw_first = fw && s->p->hint && fw_kind(s->p->hint->kind);
+    bool fw = s->v->kind == CFS_SAMPLER_TORCH_DDP && p0 == 0;
+    bool fw_first = fw && s->p->hint && fw_kind(s->p->hint->kind);
     if (fw_first && try_frameworks(s, err))
         return true;
     uint32_t w[MAX_WORLDS + 1] = {1};
@@ -336,6 +361,17 @@ static bool try_view(struct search *s, uint32_t p0, int *err)
             bool single = h.batch == 1 && h.workers > 1;
             if (!*err && single == (pass == 1) && try_variants(s, h))
                 return true;
+            /* MMEngine's DefaultSampler(round_up=False): torch-ddp's
+             * permutation unpadded, another order only where W does not
+             * divide n, and seen only where a persistent worker goes on past
+             * its rank's shorter share (without, torch-ddp predicts every
+             * open it makes) */
+            if (!*err && single == (pass == 1) && h.kind == CFS_SAMPLER_TORCH_DDP &&
+                s->p->n % h.world != 0) {
+                h.kind = CFS_SAMPLER_MMENGINE_NOROUND;
+                if (try_variants(s, h))
+                    return true;
+            }
         }
     return fw && !fw_first && !*err && try_frameworks(s, err);
 }
@@ -400,10 +436,18 @@ static void fill(const struct search *s, const struct ident_hyp *h, struct cfs_i
         out->sampler.seed = s->p->hint && s->p->hint_has_seed ? s->p->hint->seed : 0;
         out->epoch = s->v->seed32 + s->max_epoch;
     }
+    uint64_t lib_seed;
+    if (h->kind == CFS_SAMPLER_TORCH &&
+        ident_lib_ultralytics(s->v->seed32, h->persistent, s->p->hint, &lib_seed)) {
+        out->sampler.kind = CFS_SAMPLER_ULTRALYTICS; /* the same stream, named for who seeds so */
+        out->sampler.seed = lib_seed;
+    }
     if (ident_sharded(h->kind)) {
         out->rank_first = lo;
         out->rank_count = hi - lo + 1;
-        out->epoch_opens = h->rank_len * out->rank_count;
+        out->epoch_opens = 0;
+        for (uint32_t r = lo; r <= hi; r++)
+            out->epoch_opens += ident_rank_len_at(h, s->p->n, r);
     } else {
         out->epoch_opens = h->rank_len * ranks;
         /* every rank reads the whole stream: the world is the ranks seen
@@ -447,7 +491,10 @@ int ident_verify(const struct cfs_identify_params *p, const struct ident_readers
     static const struct {
         enum cfs_sampler_kind kind;
         bool persistent;
-    } skip0[] = {{CFS_SAMPLER_TORCH_DDP, false}, {CFS_SAMPLER_TORCH_SAMPLER, false}},
+    } skip0[] = {{CFS_SAMPLER_TORCH_DDP, false},
+                 {CFS_SAMPLER_TORCH_SAMPLER, false},
+                 {CFS_SAMPLER_DETECTRON2, false},
+                 {CFS_SAMPLER_ULTRALYTICS_DDP, true}},
       skip2[] = {{CFS_SAMPLER_TORCH, false}, {CFS_SAMPLER_TORCH, true}};
     struct search s = {.p = p, .rd = rd, .need_bits = need_bits};
     int rc = -ENOMEM;
@@ -455,9 +502,16 @@ int ident_verify(const struct cfs_identify_params *p, const struct ident_readers
         goto out;
     rc = -ENOENT;
     *bits = 0;
-    for (int k = 0; k < 2 && rc == -ENOENT; k++) {
-        enum cfs_sampler_kind kind = skip_words == 2 ? skip2[k].kind : skip0[k].kind;
-        bool pers = skip_words == 2 ? skip2[k].persistent : skip0[k].persistent;
+    size_t nkinds =
+        skip_words == 2 ? sizeof(skip2) / sizeof(*skip2) : sizeof(skip0) / sizeof(*skip0);
+    /* ultralytics' seed: its one iterator is torch's with persistent
+     * workers, which epoch 0 cannot tell from torch's without; tried first */
+    uint64_t lib_seed;
+    bool pers_first = skip_words == 2 && ident_lib_ultralytics(seed32, true, p->hint, &lib_seed);
+    for (size_t k = 0; k < nkinds && rc == -ENOENT; k++) {
+        size_t at = pers_first ? nkinds - 1 - k : k;
+        enum cfs_sampler_kind kind = skip_words == 2 ? skip2[at].kind : skip0[at].kind;
+        bool pers = skip_words == 2 ? skip2[at].persistent : skip0[at].persistent;
         if (skip_words != 0 && skip_words != 2)
             break;
         rc = verify_view(&s, kind, pers, seed32, skip_words, NULL, p0, out, bits);

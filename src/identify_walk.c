@@ -19,6 +19,15 @@
  * explains nothing new (the evidence counts permutation positions, not
  * opens).
  *
+ * detectron2's stream has no epochs: rank r's index j, counted from the
+ * stream's start, is stream position g = r + j W, position g % n of pass
+ * g / n, and a worker's chunks run on across the passes (its process
+ * lives as long as the stream).  Its walk counts j over the whole stream:
+ * the pass follows from j, never the other way round.  ultralytics'
+ * loader keeps one iterator for the run (ident_hyp.one_iter): its epochs
+ * are epochs, but the workers' round robin over the batches runs on from
+ * one epoch into the next.
+ *
  * Why a fit is not luck.  Take an order that is not one of these shuffles,
  * as random as any: each epoch a permutation of n unrelated to MT19937.
  * A fixed seed and hypothesis predicts one exact sequence; the chance that
@@ -50,9 +59,31 @@ static uint64_t next_index(const struct ident_hyp *h, uint64_t j)
     return j + (uint64_t)(h->workers - 1) * h->batch + 1;
 }
 
+/* detectron2: the pass of rank r's index j (identify_walk.c's top). */
+static uint32_t stream_pass(const struct ident_hyp *h, uint64_t n, uint32_t r, uint64_t j)
+{
+    uint64_t g = r + j * h->world;
+    return g / n > UINT32_MAX ? UINT32_MAX : (uint32_t)(g / n);
+}
+
+/* one_iter: the worker's next batch after the one that holds (e, j) is
+ * T batches on in the count that runs across the epochs, NB a rank's
+ * batches an epoch (the last may be short). */
+static void next_one_iter(const struct ident_hyp *h, uint32_t *e, uint64_t *j)
+{
+    if ((*j + 1) % h->batch != 0 && *j + 1 < h->rank_len) {
+        (*j)++;
+        return;
+    }
+    uint64_t nb = (h->rank_len + h->batch - 1) / h->batch;
+    uint64_t g = (uint64_t)*e * nb + *j / h->batch + h->workers;
+    *e = g / nb > UINT32_MAX ? UINT32_MAX : (uint32_t)(g / nb);
+    *j = g % nb * h->batch;
+}
+
 static uint32_t position(const struct ident_hyp *h, uint64_t n, uint32_t r, uint64_t j)
 {
-    if (h->kind == CFS_SAMPLER_TORCH_DDP)
+    if (ident_strided(h->kind))
         return (uint32_t)((r + j * h->world) % n);
     return ident_sharded(h->kind) ? ident_fw_position(h, n, r, j) : (uint32_t)j;
 }
@@ -60,9 +91,15 @@ static uint32_t position(const struct ident_hyp *h, uint64_t n, uint32_t r, uint
 /* The (rank, index) pairs that read permutation position q: one for the
  * torch kinds, up to IDENT_FW_MAX_CHOICES for the RA samplers (every value
  * is repeated). */
-static size_t places(const struct ident_hyp *h, uint64_t n, uint32_t q, uint32_t *r, uint64_t *j)
+static size_t places(const struct ident_hyp *h, uint64_t n, uint32_t e, uint32_t q, uint32_t *r,
+                     uint64_t *j)
 {
-    if (h->kind == CFS_SAMPLER_TORCH_DDP) {
+    if (h->kind == CFS_SAMPLER_DETECTRON2) {
+        uint64_t g = (uint64_t)e * n + q;
+        r[0] = (uint32_t)(g % h->world), j[0] = g / h->world;
+        return 1;
+    }
+    if (ident_strided(h->kind)) {
         r[0] = q % h->world, j[0] = q / h->world;
         return 1;
     }
@@ -82,6 +119,8 @@ static int agrees(struct ident_walk *w, uint32_t e, uint32_t r, uint64_t j, uint
             return 0;
         }
         w->model_epoch = e;
+        if (w->h->kind == CFS_SAMPLER_DETECTRON2)
+            j = position(w->h, w->v->n, r, j) / w->h->world; /* the pass's own index */
         return cfs_sampler_rank_at(w->model, r, j) == x;
     }
     uint32_t q = ident_pos_of(w->v, e, x, &w->err);
@@ -103,15 +142,23 @@ static bool follow(struct ident_walk *w, size_t i, uint32_t e, uint32_t r, uint6
     uint64_t start = j;
     if (agrees(w, e, r, j, rd->s[0], mark) != 1)
         return false;
+    bool stream = h->kind == CFS_SAMPLER_DETECTRON2;
+    bool one_iter = h->one_iter && h->workers > 1;
     for (size_t k = 1; k < rd->len; k++) {
-        j = next_index(h, j);
-        if (j >= h->rank_len) {
-            if (h->workers > 0 && !h->persistent)
-                return false; /* that worker's process ended with its epoch */
-            e++, j = start;
-            if (e >= w->v->maxep)
-                break;
+        if (one_iter) {
+            next_one_iter(h, &e, &j);
+        } else {
+            j = next_index(h, j);
+            if (stream) {
+                e = stream_pass(h, w->v->n, r, j);
+            } else if (j >= ident_rank_len_at(h, w->v->n, r)) {
+                if (h->workers > 0 && !h->persistent)
+                    return false; /* that worker's process ended with its epoch */
+                e++, j = start;
+            }
         }
+        if (e >= w->v->maxep)
+            break;
         int a = agrees(w, e, r, j, rd->s[k], mark);
         if (a < 0)
             break;
@@ -154,13 +201,13 @@ static bool place_next(struct ident_walk *w, size_t i)
             continue;
         uint32_t rs[IDENT_FW_MAX_CHOICES];
         uint64_t js[IDENT_FW_MAX_CHOICES];
-        size_t nc = places(h, w->v->n, q, rs, js);
+        size_t nc = places(h, w->v->n, e, q, rs, js);
         for (size_t c = e == w->try_epoch[i] ? w->try_place[i] : 0; c < nc; c++) {
             uint32_t r = rs[c];
             uint64_t j = js[c];
-            bool start = h->workers == 0
-                             ? j == 0
-                             : j % h->batch == 0 && j / h->batch < h->workers && j < h->rank_len;
+            bool start = h->workers == 0 ? j == 0
+                                         : j % h->batch == 0 && j / h->batch < h->workers &&
+                                               j < ident_rank_len_at(h, w->v->n, r);
             if (!start || !rank_allowed(w, i, r))
                 continue;
             if (w->budget == 0)

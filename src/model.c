@@ -1,8 +1,8 @@
 /* The performance model; the design is at the top of include/clairfs/model.h. */
 #include "clairfs/model.h"
+#include "clairfs/key_value_file.h"
 #include "clairfs/options.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -62,85 +62,53 @@ void cfs_model_defaults(struct cfs_model_params *out)
 }
 
 
+/* The model file's keys: where each goes in the parameters, and whether
+ * it is a bandwidth (else a time in seconds). */
+static const struct {
+    const char *key;
+    size_t off;
+    bool bytes;
+} model_keys[] = {
+    {"pfs_bw", offsetof(struct cfs_model_params, pfs_bw), true},
+    {"pfs_client_bw", offsetof(struct cfs_model_params, pfs_client_bw), true},
+    {"pfs_latency", offsetof(struct cfs_model_params, pfs_latency), false},
+    {"net_bw", offsetof(struct cfs_model_params, net_bw), true},
+    {"net_latency", offsetof(struct cfs_model_params, net_latency), false},
+    {"ram_bw", offsetof(struct cfs_model_params, ram_bw), true},
+    {"ssd_bw", offsetof(struct cfs_model_params, ssd_bw), true},
+};
+#define NMODEL_KEYS (sizeof(model_keys) / sizeof(model_keys[0]))
+
+static int model_key(const char *k, char *v, const char *path, unsigned lineno, void *arg,
+                     char *err, size_t errlen)
+{
+    struct cfs_model_params *np = arg;
+    size_t i;
+    for (i = 0; i < NMODEL_KEYS; i++)
+        if (strcmp(model_keys[i].key, k) == 0)
+            break;
+    if (i == NMODEL_KEYS) {
+        snprintf(err, errlen, "%s:%u: unknown key '%s'", path, lineno, k);
+        return -EINVAL;
+    }
+    double d;
+    if (cfs_parse_quantity(v, model_keys[i].bytes, &d) < 0 || (model_keys[i].bytes && d <= 0)) {
+        snprintf(err, errlen, "%s:%u: %s = %s: expected a %s", path, lineno, k, v,
+                 model_keys[i].bytes ? "positive bandwidth in bytes/s (K/M/G/T suffix)"
+                                     : "time in seconds");
+        return -EINVAL;
+    }
+    *(double *)((char *)np + model_keys[i].off) = d;
+    np->fixed |= 1u << i;
+    return 0;
+}
+
 int cfs_model_load(const char *path, struct cfs_model_params *p, char *err, size_t errlen)
 {
-    static const struct {
-        const char *key;
-        size_t off;
-        bool bytes;
-    } keys[] = {
-        {"pfs_bw", offsetof(struct cfs_model_params, pfs_bw), true},
-        {"pfs_client_bw", offsetof(struct cfs_model_params, pfs_client_bw), true},
-        {"pfs_latency", offsetof(struct cfs_model_params, pfs_latency), false},
-        {"net_bw", offsetof(struct cfs_model_params, net_bw), true},
-        {"net_latency", offsetof(struct cfs_model_params, net_latency), false},
-        {"ram_bw", offsetof(struct cfs_model_params, ram_bw), true},
-        {"ssd_bw", offsetof(struct cfs_model_params, ssd_bw), true},
-    };
-    FILE *f = fopen(path, "re");
-    if (!f) {
-        int rc = -errno;
-        snprintf(err, errlen, "model %s: %s", path, strerror(errno));
-        return rc;
-    }
-    char *line = NULL;
-    size_t cap = 0;
-    unsigned lineno = 0;
-    int rc = 0;
     struct cfs_model_params np = *p;
-    while (rc == 0 && getline(&line, &cap, f) > 0) {
-        lineno++;
-        char *s = line, *hash = strchr(s, '#');
-        if (hash)
-            *hash = '\0';
-        while (isspace((unsigned char)*s))
-            s++;
-        size_t n = strlen(s);
-        while (n && isspace((unsigned char)s[n - 1]))
-            s[--n] = '\0';
-        if (!*s)
-            continue;
-        char *eq = strchr(s, '=');
-        if (!eq) {
-            snprintf(err, errlen, "%s:%u: expected key = value", path, lineno);
-            rc = -EINVAL;
-            break;
-        }
-        char *k = s, *ke = eq;
-        while (ke > k && isspace((unsigned char)ke[-1]))
-            ke--;
-        *ke = '\0';
-        char *v = eq + 1;
-        while (isspace((unsigned char)*v))
-            v++;
-        size_t i;
-        for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
-            if (strcmp(keys[i].key, k) == 0)
-                break;
-        if (i == sizeof(keys) / sizeof(keys[0])) {
-            snprintf(err, errlen, "%s:%u: unknown key '%s'", path, lineno, k);
-            rc = -EINVAL;
-            break;
-        }
-        double d;
-        if (cfs_parse_quantity(v, keys[i].bytes, &d) < 0 || (keys[i].bytes && d <= 0)) {
-            snprintf(err, errlen, "%s:%u: %s = %s: expected a %s", path, lineno, k, v,
-                     keys[i].bytes ? "positive bandwidth in bytes/s (K/M/G/T suffix)"
-                                   : "time in seconds");
-            rc = -EINVAL;
-            break;
-        }
-        *(double *)((char *)&np + keys[i].off) = d;
-        np.fixed |= 1u << i;
-    }
-    if (rc == 0 && ferror(f)) {
-        rc = -EIO;
-        snprintf(err, errlen, "model %s: read error", path);
-    }
+    int rc = cfs_key_value_file_read(path, "model", model_key, &np, err, errlen);
     if (rc == 0)
         *p = np;
-    free(line);
-    fclose(f);
     return rc;
 }
 

@@ -32,7 +32,6 @@ CLI use:      framework_orders.py --kind hf-accelerate --n 10 --world 2 --seed 0
               prints the clairfs list:FILE format, as torch_orders.py does.
 Only /usr/bin/python3 (Debian's python3-torch) has torch on this machine.
 """
-import argparse
 import math
 import os
 import sys
@@ -40,7 +39,7 @@ import sys
 import torch
 from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, RandomSampler, Sampler
 
-from torch_orders import IndexDataset, format_list
+from torch_orders import IndexDataset, format_list, stream_arguments
 
 KINDS = ("hf-accelerate", "torchvision-ra", "timm-ra", "lightning")
 
@@ -308,15 +307,8 @@ def orders(kind, n, world, seed, batch=1, drop_last=False, drop_last_batch=False
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--kind", required=True, choices=KINDS)
-    ap.add_argument("--n", type=int, required=True)
-    ap.add_argument("--world", type=int, default=1)
-    ap.add_argument("--seed", type=int, required=True)
-    ap.add_argument("--batch", type=int, default=1)
-    ap.add_argument("--drop-last-batch", action="store_true", help="DataLoader(drop_last=True)")
+    ap = stream_arguments(__doc__, KINDS)
     ap.add_argument("--repetitions", type=int, default=3)
-    ap.add_argument("--epochs", type=int, default=1)
     a = ap.parse_args(argv)
     streams = orders(a.kind, a.n, a.world, a.seed, a.batch, False, a.drop_last_batch,
                      a.repetitions, a.epochs)

@@ -44,7 +44,6 @@ CLI use:      library_samplers.py --kind detectron2 --n 10 --world 2 --seed 0
               prints the clairfs list:FILE format, as torch_orders.py does.
 Only /usr/bin/python3 (Debian's python3-torch) has torch on this machine.
 """
-import argparse
 import itertools
 import math
 import sys
@@ -55,7 +54,7 @@ from torch.utils.data import BatchSampler as TorchBatchSampler
 from torch.utils.data import DistributedSampler
 from torch.utils.data import RandomSampler as TorchRandomSampler
 
-from torch_orders import IndexDataset, format_list
+from torch_orders import IndexDataset, format_list, stream_arguments
 
 KINDS = ("detectron2", "mmengine-infinite", "mmengine", "mmengine-noround", "torchdata",
          "torchdata-workers", "ultralytics", "ultralytics-ddp", "hf-trainer", "hf-trainer-global")
@@ -394,14 +393,7 @@ def orders(kind, n, world, seed, batch=1, drop_last_batch=False, epochs=1, worke
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--kind", required=True, choices=KINDS)
-    ap.add_argument("--n", type=int, required=True)
-    ap.add_argument("--world", type=int, default=1)
-    ap.add_argument("--seed", type=int, required=True)
-    ap.add_argument("--batch", type=int, default=1)
-    ap.add_argument("--drop-last-batch", action="store_true", help="DataLoader(drop_last=True)")
-    ap.add_argument("--epochs", type=int, default=1)
+    ap = stream_arguments(__doc__, KINDS)
     ap.add_argument("--workers", type=int, default=0)
     ap.add_argument("--persistent-workers", action="store_true")
     ap.add_argument("--rng-offset", type=int, default=0)

@@ -147,18 +147,26 @@ def format_list(streams, n):
     return "\n".join(lines) + "\n"
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--kind", required=True, choices=KINDS + ("torch-global",))
+def stream_arguments(doc, kinds):
+    """The command line every transcription's main takes (--kind of kinds,
+    --n, --world, --seed, --batch, --drop-last-batch, --epochs); each adds
+    its own."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
+    ap.add_argument("--kind", required=True, choices=kinds)
     ap.add_argument("--n", type=int, required=True)
     ap.add_argument("--world", type=int, default=1)
     ap.add_argument("--seed", type=int, required=True)
     ap.add_argument("--batch", type=int, default=1)
-    ap.add_argument("--drop-last", action="store_true", help="DistributedSampler(drop_last=True)")
     ap.add_argument("--drop-last-batch", action="store_true", help="DataLoader(drop_last=True)")
+    ap.add_argument("--epochs", type=int, default=1)
+    return ap
+
+
+def main(argv=None):
+    ap = stream_arguments(__doc__, KINDS + ("torch-global",))
+    ap.add_argument("--drop-last", action="store_true", help="DistributedSampler(drop_last=True)")
     ap.add_argument("--persistent-workers", action="store_true")
     ap.add_argument("--num-workers", type=int, default=None)
-    ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--private-seeds", metavar="FILE",
                     help="torch-global: write each epoch's private seed to FILE")
     a = ap.parse_args(argv)

@@ -120,3 +120,14 @@ readers_end() {
     done
     for name in "${readers[@]}"; do reader_end "$name" "$1"; done
 }
+
+# predicted_since MNT SNAPSHOT: sets hit and miss to the predictions the
+# mount counted since SNAPSHOT, a copy of its .clairfs/metrics taken then.
+predicted_since() {
+    local was_hit was_miss
+    hit=$(cfs_metric "$1" 'clairfs_prediction_total{result="hit"}')
+    miss=$(cfs_metric "$1" 'clairfs_prediction_total{result="miss"}')
+    was_hit=$(awk '$1 == "clairfs_prediction_total{result=\"hit\"}" { print $2 }' "$2")
+    was_miss=$(awk '$1 == "clairfs_prediction_total{result=\"miss\"}" { print $2 }' "$2")
+    hit=$((hit - ${was_hit:-0})) miss=$((miss - ${was_miss:-0}))
+}

@@ -20,10 +20,6 @@ Patterns (clairfs/sampler.h):
                  global generator), DataLoader(shuffle=True) without a
                  generator, the model's CPU dropout run each step (G words
                  an epoch)
-  torchdata      torch.manual_seed(S), then torchdata's StatefulDataLoader(
-                 shuffle=True): its RandomSampler's generator seeded by one
-                 global draw, one randperm per epoch (as
-                 tests/golden/library_samplers.py transcribes it, imported)
 
 --train-dir SUB trains on ImageFolder(MNT/SUB) (a folder below the mount's
 root); --val-dir SUB then runs the torchvision classification reference's
@@ -36,7 +32,9 @@ and read, then the reference's eval transforms), besides its digest.
 """
 import argparse
 import hashlib
+import itertools
 import os
+import random
 import re
 import sys
 import time
@@ -178,6 +176,83 @@ def framework_loader(args, ds, common):
     return DataLoader(ds, sampler=sampler, **common), sampler
 
 
+LIBRARY_KINDS = ("detectron2", "mmengine-infinite", "mmengine", "mmengine-noround", "torchdata",
+                 "ultralytics",
+                 "ultralytics-ddp", "hf-trainer", "hf-trainer-global")
+
+
+def library_loader(args, ds, common):
+    """--kind detectron2, mmengine, mmengine-noround, torchdata, ultralytics,
+    hf-trainer, hf-trainer-global: the training libraries' samplers and
+    loaders as tests/golden/library_samplers.py transcribes them (imported):
+    detectron2's TrainingSampler(seed=S) under ToIterableDataset (workers take
+    chunks of the batch round-robin), one iterator for the run, an epoch
+    being one pass of the stream's n indices; MMEngine's InfiniteSampler (the
+    same stream) under a DataLoader of the map-style dataset; its DefaultSampler
+    (round_up True / False) with set_epoch; torchdata's StatefulDataLoader
+    (shuffle=True) after torch.manual_seed(S); ultralytics' InfiniteDataLoader
+    in one process (its generator seeded 6148914691236517204; S unused), or
+    under DDP over DistributedSampler(seed=S) with set_epoch;
+    the Trainer's RandomSampler(generator=g), g seeded data_seed=S or, for
+    hf-trainer-global, one draw of the global generator after set_seed(S).
+    Returns the loader, the sampler to set_epoch (or None) and the batches an
+    epoch takes from an infinite loader (0: the loader's own epochs)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "golden"))
+    import library_samplers as ls
+    n = len(ds)
+    if args.kind == "detectron2":
+        sampler = ls.TrainingSampler(n, args.seed, args.rank, args.world)
+        loader = DataLoader(ls.ToIterableDataset(ds, sampler, args.batch), batch_size=args.batch,
+                            drop_last=True, num_workers=args.workers, collate_fn=collate)
+        return loader, None, (n + args.world * args.batch - 1) // (args.world * args.batch)
+    if args.kind == "mmengine-infinite":
+        sampler = ls.TrainingSampler(n, args.seed, args.rank, args.world, once=True)
+        loader = DataLoader(ds, batch_size=args.batch, sampler=sampler,
+                            num_workers=args.workers, collate_fn=collate)
+        return loader, None, (n + args.world * args.batch - 1) // (args.world * args.batch)
+    if args.kind.startswith("mmengine"):
+        sampler = ls.DefaultSampler(ds, args.seed, args.rank, args.world,
+                                    round_up=args.kind == "mmengine")
+        return DataLoader(ds, sampler=sampler, **common), sampler, 0
+    if args.kind == "torchdata":
+        torch.manual_seed(args.seed)
+        sampler = ls.StatefulRandomSampler(ds)
+        bs = ls.StatefulBatchSampler(sampler, args.batch, False)
+        common = {k: v for k, v in common.items() if k != "batch_size"}
+        return DataLoader(ds, batch_sampler=bs, **common), None, 0
+    if args.kind.startswith("ultralytics"):
+        ddp = args.kind == "ultralytics-ddp"
+        sampler = DistributedSampler(ds, num_replicas=args.world, rank=args.rank, shuffle=True,
+                                     seed=args.seed) if ddp else None
+        g = torch.Generator()
+        g.manual_seed(ls.ULTRALYTICS_SEED + (args.rank if ddp else -1))
+        common = {k: v for k, v in common.items() if k != "persistent_workers"}
+        return ls.InfiniteDataLoader(dataset=ds, shuffle=not ddp, sampler=sampler, generator=g,
+                                     prefetch_factor=4 if args.workers else None,
+                                     **common), sampler, 0
+    torch.manual_seed(args.seed)  # set_seed(args.seed)
+    g = torch.Generator()
+    g.manual_seed(args.seed if args.kind == "hf-trainer"
+                  else int(torch.empty((), dtype=torch.int64).random_().item()))
+    return DataLoader(ds, sampler=RandomSampler(ds, generator=g), **common), None, 0
+
+
+class CustomSampler(RandomSampler):
+    """--kind custom: a sampler of the user's own, shaped as the libraries'
+    streams but no torch shuffle: one Python random.Random(S) for the run,
+    random.shuffle'd passes back to back (Mersenne Twister too, drawn
+    otherwise than randperm)."""
+
+    def __init__(self, ds, seed):
+        super().__init__(ds)
+        self.rng = random.Random(seed)
+
+    def __iter__(self):
+        perm = list(range(len(self.data_source)))
+        self.rng.shuffle(perm)
+        return iter(perm)
+
+
 def make_loader(args, ds):
     common = dict(batch_size=args.batch, num_workers=args.workers, collate_fn=collate,
                   persistent_workers=args.persistent)
@@ -196,14 +271,11 @@ def make_loader(args, ds):
         return DataLoader(ds, shuffle=True, **common), None
     if args.kind in FRAMEWORK_KINDS:
         return framework_loader(args, ds, common)
-    if args.kind == "torchdata":
-        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
-                                        "golden"))
-        import library_samplers as ls
-        torch.manual_seed(args.seed)
-        batches = ls.StatefulBatchSampler(ls.StatefulRandomSampler(ds), args.batch, False)
-        common = {k: v for k, v in common.items() if k != "batch_size"}
-        return DataLoader(ds, batch_sampler=batches, **common), None
+    if args.kind in LIBRARY_KINDS:
+        loader, sampler, args.infinite = library_loader(args, ds, common)
+        return loader, sampler
+    if args.kind == "custom":
+        return DataLoader(ds, sampler=CustomSampler(ds, args.seed), **common), None
     return DataLoader(ds, sampler=RandomSampler(ds, generator=g), **common), None
 
 
@@ -245,7 +317,7 @@ def main():
     ap.add_argument("--src", required=True, help="the source, to compare bytes with")
     ap.add_argument("--kind", required=True,
                     choices=["torch-ddp", "torch", "torch-sampler", "torch-global",
-                             "torchdata", *FRAMEWORK_KINDS])
+                             *FRAMEWORK_KINDS, *LIBRARY_KINDS, "custom"])
     ap.add_argument("--seed", type=int, required=True)
     ap.add_argument("--world", type=int, default=1)
     ap.add_argument("--rank", type=int, default=0)
@@ -280,6 +352,7 @@ def main():
     ap.add_argument("--val-dir", help="evaluate on this folder of the mount after every epoch")
     ap.add_argument("--decode", action="store_true", help="decode the images with PIL")
     args = ap.parse_args()
+    args.infinite = 0
     if args.world > 1:
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{args.port}",
                                 world_size=args.world, rank=args.rank)
@@ -292,12 +365,14 @@ def main():
     step = torch.zeros(1)
     if args.world > 1:
         dist.barrier()
+    stream = iter(loader) if args.infinite else None
     with open(args.log, "w") as log:
         for epoch in range(args.epochs):
             if sampler is not None:
                 sampler.set_epoch(epoch)
             t_epoch = time.monotonic()
-            for step_i, batch in enumerate(loader):
+            batches = itertools.islice(stream, args.infinite) if stream is not None else loader
+            for step_i, batch in enumerate(batches):
                 if args.pause_epochs and epoch > 0 and step_i == 1:
                     wait_epoch_order(args, epoch)
                 if epoch == 0 and step_i == args.identify_by_step:

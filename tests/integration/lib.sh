@@ -177,6 +177,16 @@ cfs_wait_metric() {
     return 1
 }
 
+# cfs_wait_staged MNT COUNT: until the mount has staged COUNT files into
+# the page cache, up to 15 s.
+cfs_wait_staged() {
+    for _ in $(seq 300); do
+        [ "$(cfs_metric "$1" clairfs_pagecache_staged_total)" -ge "$2" ] && return 0
+        sleep 0.05
+    done
+    return 1
+}
+
 # cfs_refuse WHAT TEXT WATCH CLAIRFS-ARGS...: clairfs with those arguments
 # must fail (not time out) with exactly one stderr line holding TEXT, and
 # leave the mounts on WATCH as they were.

@@ -52,21 +52,16 @@ check "the trainer ran its $EPOCHS epochs with the source's bytes" test "$rc" -e
 cat "$mnt/.clairfs/stats"
 grep -E 'identify:|order:' "$TMP/daemon.log"
 
-count() { awk -v k="$2" '$1 == k { print $2 }' "$1"; }
 opens=$(wc -l <"$TMP/rank0.log")
 per_epoch=$((opens / EPOCHS))
-hit=$(cfs_metric "$mnt" 'clairfs_prediction_total{result="hit"}')
-miss=$(cfs_metric "$mnt" 'clairfs_prediction_total{result="miss"}')
-hit1=$(count "$TMP/epoch1.metrics" 'clairfs_prediction_total{result="hit"}')
-miss1=$(count "$TMP/epoch1.metrics" 'clairfs_prediction_total{result="miss"}')
-hit=$((hit - ${hit1:-0})) miss=$((miss - ${miss1:-0}))
+predicted_since "$mnt" "$TMP/epoch1.metrics"
 echo "$opens opens, $per_epoch per epoch; from epoch 1's identification: hit=$hit miss=$miss"
 epoch_shares "$TMP/end" "$EPOCHS" "$per_epoch"
 check "the run's seed is not claimed: epochs 0-2 follow from no seed of the table" \
     grep -q "identify: torch-global (no seed registered): the private seeds of epochs 0-2 follow from none of the 1036 seeds people use" \
     "$TMP/daemon.log"
 check "clairfs_order_identified 1 once epoch 1's order was named" \
-    test "$(count "$TMP/epoch1.metrics" clairfs_order_identified)" = 1
+    test "$(awk '$1 == "clairfs_order_identified" { print $2 }' "$TMP/epoch1.metrics")" = 1
 # The last epoch's order ended with it: nothing is predicted now.
 check "clairfs_order_identified 0 after the last epoch" \
     test "$(cfs_metric "$mnt" clairfs_order_identified)" = 0

@@ -45,14 +45,9 @@ check "the trainer ran its $EPOCHS epochs with the source's bytes" test "$rc" -e
 cat "$mnt/.clairfs/stats"
 grep -E 'identify:|order:' "$TMP/daemon.log"
 
-count() { awk -v k="$2" '$1 == k { print $2 }' "$1"; }
 opens=$(wc -l <"$TMP/rank0.log")
 per_epoch=$((opens / EPOCHS))
-hit=$(cfs_metric "$mnt" 'clairfs_prediction_total{result="hit"}')
-miss=$(cfs_metric "$mnt" 'clairfs_prediction_total{result="miss"}')
-hit0=$(count "$TMP/resumed.metrics" 'clairfs_prediction_total{result="hit"}')
-miss0=$(count "$TMP/resumed.metrics" 'clairfs_prediction_total{result="miss"}')
-hit=$((hit - ${hit0:-0})) miss=$((miss - ${miss0:-0}))
+predicted_since "$mnt" "$TMP/resumed.metrics"
 echo "$opens opens, $per_epoch per epoch; from epoch 1: predicted hit=$hit miss=$miss"
 check "clairfs_order_identified 1" test "$(cfs_metric "$mnt" clairfs_order_identified)" = 1
 line=$(grep '^order:' "$mnt/.clairfs/stats")

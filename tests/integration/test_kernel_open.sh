@@ -39,13 +39,6 @@ reads() { # every open counted, whatever the source
     for s in ram ssd peer pfs; do t=$((t + $(m "$1" "clairfs_reads_total{source=\"$s\"}"))); done
     echo $t
 }
-wait_staged() { # wait_staged MNT COUNT: until COUNT files were staged
-    for _ in $(seq 300); do
-        [ "$(m "$1" clairfs_pagecache_staged_total)" -ge "$2" ] && return 0
-        sleep 0.05
-    done
-    return 1
-}
 
 # --- ram >= dataset: the switch, and everything after it.
 mnt=$TMP/mnt-ko
@@ -59,7 +52,7 @@ if cfs_mount "$src" "$mnt" "$log" -o seed=5,epochs=100,$TRAINER,ram=64M,kernel_o
     check "ko: epoch 0 verified" bench "$mnt" "seed=5,epochs=100,$TRAINER" --epochs 1 --catalog "$src"
     r0=$(reads "$mnt")
     check "ko: epoch 0 counted per open ($r0 of $N)" test "$r0" -eq "$N"
-    check "ko: all $N files staged" wait_staged "$mnt" "$N"
+    check "ko: all $N files staged" cfs_wait_staged "$mnt" "$N"
     req0=$(m "$mnt" clairfs_read_requests_total)
     fb0=$(m "$mnt" clairfs_pagecache_fallback_reads_total)
     check "ko: epochs 1-2 verified" bench "$mnt" "seed=5,start_epoch=1,epochs=100,$TRAINER" --epochs 2
@@ -131,7 +124,7 @@ log=$TMP/d-nowatch.log
 if CLAIRFS_NO_OPEN_WATCH=1 cfs_mount "$src" "$mnt" "$log" \
     -o seed=5,epochs=100,$TRAINER,ram=64M,kernel_open,index="$TMP/ix-nowatch"; then
     check "nowatch: epoch 0 verified" bench "$mnt" "seed=5,epochs=100,$TRAINER" --epochs 1 --catalog "$src"
-    check "nowatch: all $N files staged" wait_staged "$mnt" "$N"
+    check "nowatch: all $N files staged" cfs_wait_staged "$mnt" "$N"
     check "nowatch: epochs 1-2 verified" bench "$mnt" "seed=5,start_epoch=1,epochs=100,$TRAINER" --epochs 2
     check "nowatch: the switch says opens are no longer counted" \
         grep -q "no longer counted per open: open watch: off" "$log"
@@ -147,7 +140,7 @@ fi
 mnt=$TMP/mnt-def
 if cfs_mount "$src" "$mnt" "$TMP/d-def.log" -o seed=5,epochs=100,$TRAINER,ram=64M,index="$TMP/ix-def"; then
     check "default: epoch 0 verified" bench "$mnt" "seed=5,epochs=100,$TRAINER" --epochs 1
-    check "default: all staged" wait_staged "$mnt" "$N"
+    check "default: all staged" cfs_wait_staged "$mnt" "$N"
     check "default: epochs 1-2 verified" bench "$mnt" "seed=5,start_epoch=1,epochs=100,$TRAINER" --epochs 2
     check "default: every open counted" test "$(reads "$mnt")" -eq $((3 * N))
     check "default: no switch" bash -c '! grep -q "kernel_open:" "$1"' _ "$TMP/d-def.log"

@@ -27,19 +27,12 @@ TRAINER="batch=8"
 
 bench() { cfs_replay "$src" "$@"; } # bench MNT OPTS [args]
 m() { cfs_metric "$1" "$2"; }
-wait_staged() { # wait_staged MNT COUNT: until COUNT files were staged
-    for _ in $(seq 300); do
-        [ "$(m "$1" clairfs_pagecache_staged_total)" -ge "$2" ] && return 0
-        sleep 0.05
-    done
-    return 1
-}
 
 # --- ram >= dataset: stage once, no round trip afterwards.
 mnt=$TMP/mnt-full
 if cfs_mount "$src" "$mnt" "$TMP/d-full.log" -o seed=5,epochs=3,$TRAINER,ram=64M,index="$TMP/ix-full"; then
     check "full: epoch 0 verified" bench "$mnt" "seed=5,epochs=3,$TRAINER" --epochs 1
-    check "full: all $N files staged" wait_staged "$mnt" $N
+    check "full: all $N files staged" cfs_wait_staged "$mnt" $N
     check "full: the page cache holds the whole RAM tier" \
         test "$(m "$mnt" clairfs_pagecache_bytes)" -eq $((PAGES * 4096)) -a \
         "$(m "$mnt" 'clairfs_cache_bytes{tier="ram"}')" -eq $((PAGES * 4096))
@@ -74,7 +67,7 @@ fi
 mnt=$TMP/mnt-truth
 if cfs_mount "$src" "$mnt" "$TMP/d-truth.log" -o seed=5,epochs=100,$TRAINER,ram=64M,index="$TMP/ix-truth"; then
     check "truth: epoch 0 verified" bench "$mnt" "seed=5,epochs=100,$TRAINER" --epochs 1
-    check "truth: all staged" wait_staged "$mnt" $N
+    check "truth: all staged" cfs_wait_staged "$mnt" $N
     first=$(cd "$src" && find . -type f | sort | head -1)
     check "truth: a staged file's state is ram" \
         test "$(getfattr --only-values -n user.clairfs.state "$mnt/$first")" = ram
@@ -174,7 +167,7 @@ fi
 mnt=$TMP/mnt-lru
 if cfs_mount "$src" "$mnt" "$TMP/d-lru.log" -o ram=64M,no_sweep,index="$TMP/ix-lru"; then
     check "lru: epoch 0 verified" bench "$mnt" "seed=5,epochs=2,$TRAINER" --epochs 1
-    check "lru: every file read was staged" wait_staged "$mnt" $N
+    check "lru: every file read was staged" cfs_wait_staged "$mnt" $N
     req0=$(m "$mnt" clairfs_read_requests_total)
     fb0=$(m "$mnt" clairfs_pagecache_fallback_reads_total)
     check "lru: epoch 1 verified" bench "$mnt" "seed=5,start_epoch=1,epochs=2,$TRAINER" --epochs 1

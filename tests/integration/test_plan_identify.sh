@@ -9,7 +9,8 @@
 # a path the catalog lacks are refused with exit 1 / exit 2.  A torch-global
 # trainer without a seed (torch.manual_seed, a model built, shuffle=True
 # without a generator) is identified epoch by epoch, each line naming the
-# private seed real torch drew for that epoch.  The searched
+# private seed real torch drew for that epoch.  detectron2's stream (world
+# 7, across its first pass) is identified offline too.  The searched
 # seeds are a window around the true one (--seeds; ranges of all 2^32
 # seeds are the unit test's, begun near their seed, and the benchmark's).  Exits 77 without torch.
 #
@@ -43,6 +44,7 @@ record() {
     [ "$workers" -gt 0 ] && nw=(--num-workers "$workers")
     case $kind in # the frameworks' samplers: their loaders have no workers to choose
     hf-accelerate | torchvision-ra | timm-ra | lightning) script=framework_orders.py nw=() ;;
+    detectron2 | ultralytics-ddp) script=library_samplers.py nw=() ;; # ranks reading alone
     esac
     "$PYTHON" "$ROOT/tests/golden/$script" --kind "$kind" --n $N --world "$world" \
         --seed "$seed" --batch "$batch" --epochs "$epochs" "${nw[@]}" "$@" >"$T/orders" ||
@@ -131,6 +133,20 @@ head -400 "$T/pl" >"$T/pl400"
 expect "lightning (seed_everything(31337)), 2 ranks x 2 workers: torch-ddp" \
     "torch-ddp seed=31337 (low 32 bits) world=2 batch=4 workers=2 epoch 0 after 400 opens in 0 s" \
     "$T/pl400" 31337
+
+# The libraries' samplers (tests/golden/library_samplers.py), ranks without
+# workers: detectron2's stream over two passes of n (odd world: 3000 is no
+# multiple of 7, so the rank that reads pass 1's first index is not rank 0),
+# named only past its first pass; ultralytics under DDP without workers
+# prefetches nothing across set_epoch and reads torch-ddp's order, named so.
+record detectron2 777777 7 1 0 2 >"$T/d2" || fail "library_samplers.py detectron2"
+expect "detectron2, 7 ranks, across its first pass" \
+    "detectron2 seed=777777 (low 32 bits) world=7 batch=1 workers=0 epoch 1 after $((2 * N)) opens in 0 s" \
+    "$T/d2" 777777
+record ultralytics-ddp 0 2 1 0 2 >"$T/uddp" || fail "library_samplers.py ultralytics-ddp"
+expect "ultralytics-ddp without workers, 2 ranks, epochs 0 and 1: torch-ddp" \
+    "torch-ddp seed=0 (low 32 bits) world=2 batch=1 workers=0 epoch 1 after $((2 * N)) opens in 0 s" \
+    "$T/uddp" 2000
 
 # torch-global without a seed (torch.manual_seed(S), a model built,
 # DataLoader(shuffle=True) without a generator): every epoch the first

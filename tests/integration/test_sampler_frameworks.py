@@ -22,6 +22,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "golden"))
+import sampler_oracle  # noqa: E402 (beside this script)
 try:
     import torch
     import framework_orders
@@ -34,18 +35,6 @@ WORLDS = (1, 2, 3, 4)
 BATCHES = (1, 3, 32)
 SEEDS = (0, 2**32 + 5)
 EPOCHS = 3
-
-
-def dump(exe, args):
-    return subprocess.run([exe] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          universal_newlines=True, timeout=60)
-
-
-def first_difference(a, b):
-    for i, (x, y) in enumerate(zip(a.splitlines(), b.splitlines())):
-        if x != y:
-            return "line %d:\n  framework: %s\n  clairfs:   %s" % (i + 1, x[:160], y[:160])
-    return "lengths differ (%d vs %d lines)" % (len(a.splitlines()), len(b.splitlines()))
 
 
 def cases():
@@ -77,17 +66,18 @@ def run_case(exe, c):
             if c["seed"] > 2**32 - 1 and "not in bounds" in str(e):
                 return None
             return "the transcription refuses: " + refused
-        r = dump(exe, args)
+        r = sampler_oracle.dump(exe, args)
         if r.returncode == 0 or len(r.stderr.strip().splitlines()) != 1:
             return "the framework refuses (%s), clairfs does not say so in one line: rc %d, %r" % (
                 refused, r.returncode, r.stderr)
         return None
     want = framework_orders.format_list(streams, c["n"])
-    r = dump(exe, args)
+    r = sampler_oracle.dump(exe, args)
     if r.returncode != 0:
         return "sampler_dump failed: %s" % r.stderr.strip()
     if r.stdout != want:
-        return "model differs from the framework: " + first_difference(want, r.stdout)
+        return "model differs from the framework: " + sampler_oracle.first_difference(
+            want, r.stdout, 'framework')
     return None
 
 
@@ -118,24 +108,6 @@ def check_refusals(plan):
     return failures
 
 
-def main():
-    if len(sys.argv) < 3:
-        print("usage: test_sampler_frameworks.py SAMPLER_DUMP CLAIRFS_PLAN", file=sys.stderr)
-        return 2
-    exe, plan = sys.argv[1], sys.argv[2]
-    print("torch %s" % torch.__version__)
-    passed = failed = 0
-    for c in cases():
-        err = run_case(exe, c)
-        if err:
-            failed += 1
-            print("FAIL %r\n%s" % (c, err))
-        else:
-            passed += 1
-    failed += check_refusals(plan)
-    print("%d cases passed, %d failures" % (passed, failed))
-    return 1 if failed else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(sampler_oracle.main('test_sampler_frameworks.py', torch.__version__, cases, run_case,
+                                  check_refusals))

@@ -26,6 +26,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "golden"))
+import sampler_oracle  # noqa: E402 (beside this script)
 try:
     import torch
     import library_samplers
@@ -39,18 +40,6 @@ BATCHES = (1, 3, 32)
 SEEDS = (0, 2**32 + 5)
 EPOCHS = 3
 ULTRALYTICS_SEED = library_samplers.ULTRALYTICS_SEED - 1  # RANK -1
-
-
-def dump(exe, args):
-    return subprocess.run([exe] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          universal_newlines=True, timeout=60)
-
-
-def first_difference(a, b):
-    for i, (x, y) in enumerate(zip(a.splitlines(), b.splitlines())):
-        if x != y:
-            return "line %d:\n  library: %s\n  clairfs: %s" % (i + 1, x[:160], y[:160])
-    return "lengths differ (%d vs %d lines)" % (len(a.splitlines()), len(b.splitlines()))
 
 
 def case(kind, n, world=1, batch=1, dlb=False, seed=0, workers=0, persistent=False, offset=0,
@@ -102,11 +91,12 @@ def run_case(exe, c):
             "--rng-offset", str(c["rng_offset"])]
     args += ["--drop-last-batch"] * c["drop_last_batch"]
     args += ["--persistent-workers"] * c["persistent"]
-    r = dump(exe, args)
+    r = sampler_oracle.dump(exe, args)
     if r.returncode != 0:
         return "sampler_dump failed: %s" % r.stderr.strip()
     if r.stdout != want:
-        return "model differs from the library: " + first_difference(want, r.stdout)
+        return "model differs from the library: " + sampler_oracle.first_difference(
+            want, r.stdout, 'library')
     return None
 
 
@@ -139,24 +129,6 @@ def check_plan(plan):
     return failures
 
 
-def main():
-    if len(sys.argv) < 3:
-        print("usage: test_sampler_libraries.py SAMPLER_DUMP CLAIRFS_PLAN", file=sys.stderr)
-        return 2
-    exe, plan = sys.argv[1], sys.argv[2]
-    print("torch %s" % torch.__version__)
-    passed = failed = 0
-    for c in cases():
-        err = run_case(exe, c)
-        if err:
-            failed += 1
-            print("FAIL %r\n%s" % (c, err))
-        else:
-            passed += 1
-    failed += check_plan(plan)
-    print("%d cases passed, %d failures" % (passed, failed))
-    return 1 if failed else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(sampler_oracle.main('test_sampler_libraries.py', torch.__version__, cases, run_case,
+                                  check_plan))

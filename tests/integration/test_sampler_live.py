@@ -20,6 +20,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "golden"))
+import sampler_oracle  # noqa: E402 (beside this script)
 try:
     import torch  # noqa: F401
     import torch_orders
@@ -36,13 +37,6 @@ def dump(exe, args):
     if r.returncode != 0:
         raise RuntimeError("%s %s: exit %d: %s" % (exe, " ".join(args), r.returncode, r.stderr))
     return r.stdout
-
-
-def first_difference(a, b):
-    for i, (x, y) in enumerate(zip(a.splitlines(), b.splitlines())):
-        if x != y:
-            return "line %d:\n  torch: %s\n  C:     %s" % (i + 1, x[:200], y[:200])
-    return "lengths differ (%d vs %d lines)" % (len(a.splitlines()), len(b.splitlines()))
 
 
 def random_case(rng, kind=None, persistent=None, num_workers=None):
@@ -68,14 +62,15 @@ def run_case(exe, c, tmpdir):
     args += ["--persistent-workers"] * c["persistent_workers"]
     got = dump(exe, args)
     if got != want:
-        return "model differs from torch: " + first_difference(want, got)
+        return "model differs from torch: " + sampler_oracle.first_difference(want, got, "torch")
     path = os.path.join(tmpdir, "list.txt")
     with open(path, "w") as f:
         f.write(want)
     got = dump(exe, ["--list", path, "--n", str(c["n"]), "--world", str(c["world"]),
                      "--epochs", str(c["epochs"])])
     if got != want:
-        return "list:FILE round trip differs: " + first_difference(want, got)
+        return "list:FILE round trip differs: " + sampler_oracle.first_difference(
+            want, got, "torch")
     return None
 
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "check_run.h"
+#include "known_stream.h"
 #include "clairfs/sampler.h"
 
 static char *golden_path(const char *name)
@@ -49,15 +50,6 @@ struct golden_case {
     unsigned epochs;
     uint64_t hash[8];
 };
-
-static struct cfs_sampler *make(const struct cfs_sampler_params *p)
-{
-    struct cfs_sampler *s;
-    char err[256];
-    int rc = cfs_sampler_create(p, &s, err, sizeof(err));
-    ck_assert_msg(rc == 0, "create: %s", err);
-    return s;
-}
 
 static void check_epoch(struct cfs_sampler *s, const struct golden_case *c, unsigned e,
                         const char *how)

@@ -10,24 +10,9 @@
 #include <string.h>
 
 #include "check_run.h"
+#include "known_stream.h"
 #include "clairfs/plan.h"
 #include "clairfs/sampler.h"
-
-static struct cfs_sampler *make(const struct cfs_sampler_params *p)
-{
-    struct cfs_sampler *s;
-    char err[256];
-    int rc = cfs_sampler_create(p, &s, err, sizeof(err));
-    ck_assert_msg(rc == 0, "create: %s", err);
-    return s;
-}
-
-struct known_stream {
-    struct cfs_sampler_params p;
-    uint32_t epoch, rank;
-    uint64_t len;
-    uint32_t head[12]; /* the first min(len, 12) indices */
-};
 
 /* framework_orders.py --kind K ... --epochs E, rank r's line of epoch e. */
 static const struct known_stream known[] = {
@@ -52,16 +37,7 @@ static const struct known_stream known[] = {
 START_TEST(known_streams_match_the_frameworks)
 {
     for (size_t c = 0; c < sizeof(known) / sizeof(known[0]); c++) {
-        const struct known_stream *k = &known[c];
-        struct cfs_sampler *s = make(&k->p);
-        ck_assert_int_eq(cfs_sampler_compute_epoch(s, k->epoch), 0);
-        ck_assert_uint_eq(cfs_sampler_rank_len(s, k->epoch, k->rank), k->len);
-        for (uint64_t i = 0; i < k->len && i < sizeof(k->head) / sizeof(k->head[0]); i++)
-            ck_assert_msg(cfs_sampler_rank_at(s, k->rank, i) == k->head[i],
-                          "case %zu (%s) epoch %u rank %u index %llu: %u, want %u", c,
-                          cfs_sampler_kind_name(k->p.kind), k->epoch, k->rank,
-                          (unsigned long long)i, cfs_sampler_rank_at(s, k->rank, i), k->head[i]);
-        cfs_sampler_destroy(s);
+        check_known_stream(c, &known[c], &known[c].p);
     }
 }
 END_TEST
