@@ -200,12 +200,12 @@ bool ident_epochs_table(struct cfs_identify *id, struct cfs_identified *out)
     memcpy(priv, ep->priv, sizeof(priv));
     uint32_t first = ep->priv_epoch - 2;
     uint64_t restarts = id->restarts;
-    struct cfs_rng_table_problem pr = {
-        .private_seeds = priv,
-        .first_epoch = first,
-        .max_offset = id->p.global_max_offset ? id->p.global_max_offset
-                                              : CFS_IDENTIFY_GLOBAL_MAX_OFFSET,
-        .max_words = CFS_IDENTIFY_GLOBAL_MAX_WORDS};
+    struct cfs_rng_table_problem pr = {.private_seeds = priv,
+                                       .first_epoch = first,
+                                       .max_offset = id->p.global_max_offset
+                                                         ? id->p.global_max_offset
+                                                         : CFS_IDENTIFY_GLOBAL_MAX_OFFSET,
+                                       .max_words = CFS_IDENTIFY_GLOBAL_MAX_WORDS};
     struct cfs_rng_table_result res;
     atomic_store(&id->cancel, false);
     id->tabling = true;
@@ -245,8 +245,10 @@ bool ident_epochs_table(struct cfs_identify *id, struct cfs_identified *out)
     named.hint_has_seed = true;
     ident_finish(&named, &r, took, false);
     char text[sizeof(r.text)];
-    snprintf(text, sizeof(text), "%.190s (no seed registered: a seed people use, from epochs "
-             "%u-%u)", r.text, first, first + 2);
+    snprintf(text, sizeof(text),
+             "%.190s (no seed registered: a seed people use, from epochs "
+             "%u-%u)",
+             r.text, first, first + 2);
     memcpy(r.text, text, sizeof(r.text));
     ep->stage = IDENT_EPOCHS_OFF;
     id->state = CFS_IDENTIFY_IDENTIFIED;

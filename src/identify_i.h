@@ -431,7 +431,7 @@ struct ident_epochs {
     uint32_t priv[3];
     uint32_t priv_epoch;
     unsigned priv_count;
-    bool table_tried;   /* the table of seeds people use was searched */
+    bool table_tried; /* the table of seeds people use was searched */
 };
 
 struct cfs_identify {

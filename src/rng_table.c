@@ -44,8 +44,8 @@
 
 enum { MT_WORDS = 624 };
 
-static const uint64_t famous[] = {42, 0, 1, 3407, 1234, 12345, 2021, 2022, 2023, 2024,
-                                  31337, 1337, 777, 666, 123, 100, 7};
+static const uint64_t famous[] = {42,   0,     1,    3407, 1234, 12345, 2021, 2022, 2023,
+                                  2024, 31337, 1337, 777,  666,  123,   100,  7};
 static const uint64_t large[] = {123456, 1234567, 20240101};
 #define SMALL 1024u
 #define NFAMOUS (sizeof(famous) / sizeof(famous[0]))

@@ -119,8 +119,8 @@ size_t cfs_rng_seed_table(uint64_t *out, size_t cap);
  * randperm was seeded with), epochs first_epoch .. first_epoch + 2 of the
  * run, and the bounds of the search. */
 struct cfs_rng_table_problem {
-    const uint32_t *private_seeds; /* 3 */
-    uint32_t first_epoch;          /* 0..1024 */
+    const uint32_t *private_seeds;  /* 3 */
+    uint32_t first_epoch;           /* 0..1024 */
     uint64_t max_offset, max_words; /* K <= max_offset, G <= max_words */
     const uint64_t *seeds;          /* tried in turn; NULL: cfs_rng_seed_table's */
     size_t nseeds;
@@ -131,7 +131,7 @@ struct cfs_rng_table_result {
     uint64_t seed, offset, words; /* S, K, G of the first seed tried that fits */
     bool persistent_workers;      /* L = 2 */
     uint64_t seeds_tried;
-    bool cancelled;               /* *cancel was set: seeds_tried is where it stopped */
+    bool cancelled; /* *cancel was set: seeds_tried is where it stopped */
 };
 
 /* S, K, G and the loader's iterator that put those private seeds at their

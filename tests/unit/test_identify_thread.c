@@ -865,8 +865,14 @@ START_TEST(torch_global_seed_from_the_table)
     ck_assert_int_eq(cfs_identify_create(&p, &id, err, sizeof(err)), 0);
     struct opens ep[4];
     for (uint32_t e = 0; e < 4; e++) {
-        struct trainer t = {.kind = CFS_SAMPLER_TORCH_SAMPLER, .seed = priv[e], .n = n,
-                            .world = 1, .batch = 8, .workers = 2, .ranks = 1, .epochs = 1};
+        struct trainer t = {.kind = CFS_SAMPLER_TORCH_SAMPLER,
+                            .seed = priv[e],
+                            .n = n,
+                            .world = 1,
+                            .batch = 8,
+                            .workers = 2,
+                            .ranks = 1,
+                            .epochs = 1};
         ep[e] = simulate(&t, SIZE_MAX);
         for (size_t i = 0; i < n; i++)
             ep[e].pid[i] += (pid_t)(100000 * e);

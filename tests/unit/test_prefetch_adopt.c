@@ -824,8 +824,8 @@ START_TEST(opens_beside_the_predicted_root_are_unplanned)
     struct cfs_identified id = ddp7(1, 0, learned);
     id.sampler.n = HALF;
     id.epoch_opens = HALF;
-    ck_assert_msg(cfs_prefetch_adopt_at(pf, &id, "train", train, HALF, err, sizeof(err)) == 0,
-                  "%s", err);
+    ck_assert_msg(cfs_prefetch_adopt_at(pf, &id, "train", train, HALF, err, sizeof(err)) == 0, "%s",
+                  err);
     ck_assert_uint_eq(mget(&m, CFS_M_ORDER_IDENTIFIED), 1);
     order_text_starts(pf, "identified train: torch-ddp seed=7");
     for (uint32_t i = 0; i < vals; i++)
@@ -834,8 +834,7 @@ START_TEST(opens_beside_the_predicted_root_are_unplanned)
     vid.sampler.seed = 9;
     vid.sampler.n = HALF;
     vid.epoch_opens = HALF;
-    ck_assert_int_eq(cfs_prefetch_adopt_at(pf, &vid, "val", val, HALF, err, sizeof(err)),
-                     -EBUSY);
+    ck_assert_int_eq(cfs_prefetch_adopt_at(pf, &vid, "val", val, HALF, err, sizeof(err)), -EBUSY);
     ck_assert_msg(strstr(err, "not predicted") != NULL, "%s", err);
     for (uint32_t i = learned; i < HALF; i++)
         read_check_as(pf, &fx, train[perm[i]], &trainer);

@@ -305,8 +305,12 @@ static void private_seeds(uint64_t seed, uint64_t k, uint64_t g, bool pers, uint
 static void expect_model_reads(const struct cfs_rng_table_result *r, uint64_t seed, uint64_t k,
                                uint64_t g, bool pers, uint32_t first)
 {
-    struct cfs_sampler_params sp = {.kind = CFS_SAMPLER_TORCH_GLOBAL, .seed = r->seed, .n = N,
-                                    .world = 1, .batch = 1, .rng_offset = r->offset,
+    struct cfs_sampler_params sp = {.kind = CFS_SAMPLER_TORCH_GLOBAL,
+                                    .seed = r->seed,
+                                    .n = N,
+                                    .world = 1,
+                                    .batch = 1,
+                                    .rng_offset = r->offset,
                                     .rng_epoch_words = r->words,
                                     .persistent_workers = r->persistent_workers,
                                     .randperm = CFS_RANDPERM_CURRENT};
@@ -328,19 +332,21 @@ static const struct {
     bool pers;
     uint32_t first;
 } table_cases[] = {
-    {42, 1000003, 3000, false, 0},      /* timm's default, rank 0, a small model */
-    {1234, 25600000, 0, true, 0},       /* ResNet-50's draws, persistent workers */
-    {42 + 3, 500, 384000, false, 2},    /* 42 + rank, dropout, learnt from epoch 2 */
-    {3407, 0, (1u << 24), false, 1},    /* K and G at their bounds */
+    {42, 1000003, 3000, false, 0},   /* timm's default, rank 0, a small model */
+    {1234, 25600000, 0, true, 0},    /* ResNet-50's draws, persistent workers */
+    {42 + 3, 500, 384000, false, 2}, /* 42 + rank, dropout, learnt from epoch 2 */
+    {3407, 0, (1u << 24), false, 1}, /* K and G at their bounds */
 };
 
 START_TEST(a_table_seed_is_found)
 {
     uint32_t ps[3];
-    private_seeds(table_cases[_i].seed, table_cases[_i].k, table_cases[_i].g,
-                  table_cases[_i].pers, table_cases[_i].first, ps);
-    struct cfs_rng_table_problem p = {.private_seeds = ps, .first_epoch = table_cases[_i].first,
-                                      .max_offset = 1u << 25, .max_words = 1u << 24};
+    private_seeds(table_cases[_i].seed, table_cases[_i].k, table_cases[_i].g, table_cases[_i].pers,
+                  table_cases[_i].first, ps);
+    struct cfs_rng_table_problem p = {.private_seeds = ps,
+                                      .first_epoch = table_cases[_i].first,
+                                      .max_offset = 1u << 25,
+                                      .max_words = 1u << 24};
     struct cfs_rng_table_result r;
     ck_assert_int_eq(cfs_rng_table_find(&p, NULL, &r), 0);
     ck_assert_msg(r.found, "seed %llu not found", (unsigned long long)table_cases[_i].seed);
@@ -365,8 +371,8 @@ START_TEST(a_seed_outside_the_table_is_not_claimed)
     size_t ntable = cfs_rng_seed_table(table, 2048);
     uint32_t ps[3];
     private_seeds(5000, 7000, 100, false, 0, ps);
-    struct cfs_rng_table_problem p = {.private_seeds = ps, .max_offset = 1u << 16,
-                                      .max_words = 1u << 12};
+    struct cfs_rng_table_problem p = {
+        .private_seeds = ps, .max_offset = 1u << 16, .max_words = 1u << 12};
     struct cfs_rng_table_result r;
     ck_assert_int_eq(cfs_rng_table_find(&p, NULL, &r), 0);
     ck_assert(!r.found);
@@ -408,8 +414,8 @@ START_TEST(the_table_and_cancel)
     ck_assert_uint_eq(cfs_rng_seed_table(table, 5), 5);
     uint32_t ps[3] = {1, 2, 3};
     atomic_bool cancel = true;
-    struct cfs_rng_table_problem p = {.private_seeds = ps, .max_offset = 1u << 25,
-                                      .max_words = 1u << 24};
+    struct cfs_rng_table_problem p = {
+        .private_seeds = ps, .max_offset = 1u << 25, .max_words = 1u << 24};
     struct cfs_rng_table_result r;
     ck_assert_int_eq(cfs_rng_table_find(&p, &cancel, &r), 0);
     ck_assert(r.cancelled && !r.found);
@@ -431,8 +437,7 @@ static Suite *rng_offset_suite(void)
     tcase_add_test(t, contradictions_foreign_orders_and_bad_input);
     tcase_add_test(t, without_the_seed_the_seed_search_finds_the_epoch);
     tcase_add_test(t, the_background_walk_matches_and_cancels);
-    tcase_add_loop_test(t, a_table_seed_is_found, 0,
-                        sizeof(table_cases) / sizeof(table_cases[0]));
+    tcase_add_loop_test(t, a_table_seed_is_found, 0, sizeof(table_cases) / sizeof(table_cases[0]));
     tcase_add_test(t, a_seed_outside_the_table_is_not_claimed);
     tcase_add_test(t, the_table_and_cancel);
     suite_add_tcase(s, t);
