@@ -165,13 +165,10 @@ int cfs_catalog_synthetic_layout(uint64_t n, uint64_t mean_size, uint32_t nclass
     }
     st.st_mode = S_IFREG | 0644;
     st.st_nlink = 1;
-    uint64_t half = mean_size / 2;
     uint32_t cls = 0;
     uint64_t cls_end = nclasses ? n / nclasses + (0 < n % nclasses) : n;
     for (uint64_t i = 0; i < n; i++) {
-        /* Sizes uniform in [mean/2, 3*mean/2): mean preserved, varied. */
-        uint64_t r = mix64(i);
-        st.st_size = (off_t)(mean_size ? half + r % mean_size : 0);
+        st.st_size = (off_t)cfs_catalog_synthetic_size(i, mean_size);
         size_t len = put_num(name, i, fw);
         memcpy(name + len, ".jpg", 4);
         len += 4;
@@ -202,6 +199,12 @@ int cfs_catalog_synthetic_layout(uint64_t n, uint64_t mean_size, uint32_t nclass
 fail:
     cfs_catalog_destroy(c);
     return rc;
+}
+
+uint64_t cfs_catalog_synthetic_size(uint64_t i, uint64_t mean_size)
+{
+    /* Uniform in [mean/2, 3*mean/2): mean preserved, varied. */
+    return mean_size ? mean_size / 2 + mix64(i) % mean_size : 0;
 }
 
 int cfs_catalog_synthetic(uint64_t n, uint64_t mean_size, struct cfs_catalog **out)

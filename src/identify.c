@@ -203,6 +203,27 @@ void cfs_identify_restart(struct cfs_identify *id)
     pthread_mutex_unlock(&id->lock);
 }
 
+void cfs_identify_take_hint(struct cfs_identify *id, const struct cfs_sampler_params *hint)
+{
+    pthread_mutex_lock(&id->lock);
+    if (id->state != CFS_IDENTIFY_IDENTIFIED && hint->n == id->p.n) {
+        id->late_hint = *hint;
+        id->late_hint.list_path = NULL;
+        id->late_hint_pending = true;
+        id->fruitless = 0;
+        /* the opens so far are scanned again with it, at once */
+        if (id->attempting)
+            ident_cancel_attempt(id);
+        if (id->len >= IDENT_MIN_OPENS) {
+            id->next_attempt = id->len;
+            pthread_cond_signal(&id->wake);
+        } else {
+            id->next_attempt = IDENT_MIN_OPENS;
+        }
+    }
+    pthread_mutex_unlock(&id->lock);
+}
+
 enum cfs_identify_state cfs_identify_state(struct cfs_identify *id, struct cfs_identified *out)
 {
     pthread_mutex_lock(&id->lock);

@@ -55,7 +55,7 @@
 static bool applies(const struct cfs_identify_params *p)
 {
     const struct cfs_sampler_params *h = p->hint;
-    return h && p->hint_has_seed && p->n >= 2 && p->n <= GLOBAL_MAX_N &&
+    return h && p->hint_has_seed && !p->hint_identified && p->n >= 2 && p->n <= GLOBAL_MAX_N &&
            (h->kind == CFS_SAMPLER_TORCH_DDP || h->kind == CFS_SAMPLER_TORCH_GLOBAL);
 }
 

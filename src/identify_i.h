@@ -437,6 +437,10 @@ struct ident_epochs {
 struct cfs_identify {
     struct cfs_identify_params p;
     struct cfs_sampler_params hint;
+    /* under lock: a hint taken after the start (cfs_identify_take_hint),
+     * made p.hint by the thread between attempts, when no attempt reads p */
+    struct cfs_sampler_params late_hint;
+    bool late_hint_pending;
     pthread_mutex_t lock;
     pthread_cond_t wake;
     uint32_t *samples; /* under lock */

@@ -173,6 +173,21 @@ static int scan(struct ident_attempt *a, const uint64_t *fs, const uint64_t *ss,
     return a->rc < 0 ? a->rc : 0;
 }
 
+/* The registered seed itself (skip 0: torch-ddp and torch-sampler) at
+ * every head position, verified without the set filter: on a node of one
+ * rank randperm[p0 + 1] is the first open of a rank on another node, which
+ * the filter's second set cannot hold, and the hinted span's scan would
+ * pass over the seed that the other node's claim names (order_agree.h). */
+static void try_hinted_seed(struct ident_attempt *a)
+{
+    uint32_t heads[2];
+    size_t nh = head_positions(a->p, heads);
+    for (size_t h = 0; h < nh && a->rc == 0; h++) {
+        a->p0 = heads[h];
+        on_candidate(a, (uint32_t)a->p->hint->seed, 0);
+    }
+}
+
 /* n = 1: every order reads sample 0; nothing to learn, nothing to get wrong. */
 static void trivial(const struct cfs_identify_params *p, const struct ident_readers *rd,
                     struct cfs_identified *out)
@@ -258,6 +273,8 @@ int ident_attempt_all(const struct ident_attempt_in *in, struct ident_global *g,
     uint64_t *fs = NULL, *ss = NULL;
     int rc = p->n >= 2 && rd->nr > 0 ? set_bits(&fs, &ss, rd, p->n) : -ENOENT;
     if (rc == 0 && p->hint && p->hint_has_seed)
+        try_hinted_seed(a);
+    if (rc == 0 && a->rc == 0 && p->hint && p->hint_has_seed)
         rc = scan(a, fs, ss, (uint32_t)p->hint->seed, HINT_SPAN);
     if (rc == 0 && a->rc == 0 && !a->fits && !global_tried) {
         /* with a registered seed, a walk of the global stream (idle) */
@@ -310,6 +327,8 @@ void ident_finish(const struct cfs_identify_params *p, struct cfs_identified *id
 {
     const struct cfs_sampler_params *h = p->hint;
     char note[160] = "";
+    /* a late hint is another node's claim (order_agree.h), not the user's */
+    const char *who = p->hint_identified ? "another node's" : "registered";
     id->seconds = seconds;
     id->seed_high_known = false;
     uint32_t low = (uint32_t)id->sampler.seed;
@@ -329,18 +348,18 @@ void ident_finish(const struct cfs_identify_params *p, struct cfs_identified *id
             id->seed_high_known = true;
         } else {
             snprintf(note + strlen(note), sizeof(note) - strlen(note),
-                     "; registered seed=%llu contradicted", (unsigned long long)h->seed);
+                     "; %s seed=%llu contradicted", who, (unsigned long long)h->seed);
         }
     }
     if (h && h->kind != id->sampler.kind && h->kind != CFS_SAMPLER_LIST)
-        snprintf(note + strlen(note), sizeof(note) - strlen(note),
-                 "; registered sampler=%s contradicted", cfs_sampler_kind_name(h->kind));
+        snprintf(note + strlen(note), sizeof(note) - strlen(note), "; %s sampler=%s contradicted",
+                 who, cfs_sampler_kind_name(h->kind));
     if (h && h->world && h->world != id->sampler.world)
-        snprintf(note + strlen(note), sizeof(note) - strlen(note),
-                 "; registered world=%u contradicted", h->world);
+        snprintf(note + strlen(note), sizeof(note) - strlen(note), "; %s world=%u contradicted",
+                 who, h->world);
     if (h && id->workers && h->batch && h->batch != id->sampler.batch)
-        snprintf(note + strlen(note), sizeof(note) - strlen(note),
-                 "; registered batch=%u contradicted", h->batch);
+        snprintf(note + strlen(note), sizeof(note) - strlen(note), "; %s batch=%u contradicted",
+                 who, h->batch);
     char global[96];
     ident_global_describe(id, global, sizeof(global));
     char ranks[48] = ""; /* only some ranks opened here (yet) */

@@ -191,6 +191,14 @@ static void *identify_thread(void *arg)
             id->waiting = false;
             continue;
         }
+        if (id->late_hint_pending) {
+            /* no attempt runs: nothing reads p meanwhile */
+            id->hint = id->late_hint;
+            id->p.hint = &id->hint;
+            id->p.hint_has_seed = true;
+            id->p.hint_identified = true;
+            id->late_hint_pending = false;
+        }
         uint64_t gen = id->generation;
         size_t len = id->len;
         atomic_store(&id->cancel, false);

@@ -51,6 +51,7 @@
 #include "clairfs/metrics_http.h"
 #include "clairfs/node_memory.h"
 #include "clairfs/options.h"
+#include "clairfs/order_agree.h"
 #include "clairfs/peer.h"
 #include "clairfs/peer_startup.h"
 #include "clairfs/prefetch.h"
@@ -209,6 +210,7 @@ struct daemon {
     struct cfs_prefetch *pf;
     struct cfs_openers *openers;
     struct cfs_roots *identify; /* order identification, one per dataset root */
+    struct cfs_order_agree *agree; /* distributed, nothing registered: the nodes' agreement */
     double plan_secs;
     char *fsname, *mount_opts;
     struct fuse_session *se;
@@ -530,27 +532,36 @@ static void log_started(const struct daemon *d)
  * data path's seam. */
 static void identify_observe(void *arg, uint32_t sample, pid_t pid, pid_t ppid)
 {
-    cfs_roots_observe(arg, sample, pid, ppid);
+    cfs_roots_observe(((struct daemon *)arg)->identify, sample, pid, ppid);
 }
 
 static void identify_restart(void *arg)
 {
-    cfs_roots_restart(arg);
+    cfs_roots_restart(((struct daemon *)arg)->identify);
 }
 
 static enum cfs_identify_state identify_state(void *arg, struct cfs_identified *out)
 {
-    return cfs_roots_state(arg, out);
+    return cfs_roots_state(((struct daemon *)arg)->identify, out);
 }
 
 static bool identify_scan_share(void *arg, double *share)
 {
-    return cfs_roots_scan_share(arg, share);
+    return cfs_roots_scan_share(((struct daemon *)arg)->identify, share);
 }
 
+/* The roots' clauses, then where the nodes' agreement stands. */
 static void identify_text(void *arg, char *buf, size_t len)
 {
-    cfs_roots_text(arg, buf, len);
+    struct daemon *d = arg;
+    cfs_roots_text(d->identify, buf, len);
+    if (!d->agree)
+        return;
+    char cluster[700];
+    cfs_order_agree_state(d->agree, cluster, sizeof(cluster));
+    size_t used = strlen(buf);
+    if (used < len)
+        snprintf(buf + used, len - used, "%scluster: %s", used ? "; " : "", cluster);
 }
 
 static const struct cfs_identify_ops identify_ops = {
@@ -561,15 +572,76 @@ static const struct cfs_identify_ops identify_ops = {
     .text = identify_text,
 };
 
-/* On a root's identification thread: predict what it found. */
-static void on_identified(void *arg, const struct cfs_root *root, const struct cfs_identified *id)
+static void adopt_result(int rc, const char *err)
 {
-    char err[512];
-    int rc = cfs_prefetch_adopt_at(arg, id, root->name, root->map, root->n, err, sizeof(err));
     if (rc == -EBUSY)
         cfs_info("order: %s", err);
     else if (rc < 0)
         cfs_warn("order: %s", err);
+}
+
+/* On a root's identification thread: predict what it found, or, on a
+ * distributed mount, claim it to the other nodes (clairfs/order_agree.h). */
+static void on_identified(void *arg, const struct cfs_root *root, const struct cfs_identified *id)
+{
+    struct daemon *d = arg;
+    if (d->agree) {
+        cfs_order_agree_local(d->agree, root->name, root->map, id);
+        return;
+    }
+    char err[512];
+    adopt_result(cfs_prefetch_adopt_at(d->pf, id, root->name, root->map, root->n, err, sizeof(err)),
+                 err);
+}
+
+/* The agreement's thread: every node's opens fit one order. */
+static void agreed_adopt(void *arg, const char *root, const void *map,
+                         const struct cfs_identified *mine, const struct cfs_rank_range *node_ranks,
+                         uint32_t from_epoch)
+{
+    struct daemon *d = arg;
+    char err[512];
+    adopt_result(cfs_prefetch_adopt_cluster(d->pf, mine, root, map, mine->sampler.n, node_ranks,
+                                            from_epoch, err, sizeof(err)),
+                 err);
+}
+
+static void agreed_hint(void *arg, const char *root, const struct cfs_sampler_params *hint)
+{
+    struct daemon *d = arg;
+    if (d->identify)
+        cfs_roots_take_hint(d->identify, root, hint);
+}
+
+static int agreement_send(void *arg, uint32_t dest, const void *msg, size_t len)
+{
+    return cfs_peer_note(((struct daemon *)arg)->peer, dest, msg, len);
+}
+
+/* The peer thread: another node's claim. */
+static void agreement_note(void *arg, uint32_t src, const void *msg, size_t len)
+{
+    struct daemon *d = arg;
+    if (d->agree)
+        cfs_order_agree_receive(d->agree, src, msg, len);
+}
+
+/* A distributed mount with nothing registered learns the order with the
+ * other nodes; before the peer thread, which hands it their claims. */
+static int start_agreement(struct daemon *d)
+{
+    if (!d->run.distributed || d->run.seeded || d->cl.opts.no_identify)
+        return PHASE_OK;
+    struct cfs_order_agree_params ap = {
+        .node = (uint32_t)d->rank,
+        .nodes = (uint32_t)d->nodes,
+        .send = agreement_send,
+        .hint = agreed_hint,
+        .adopt = agreed_adopt,
+        .arg = d,
+    };
+    return cfs_order_agree_create(&ap, &d->agree, d->err, sizeof(d->err)) < 0 ? PHASE_FAILED
+                                                                              : PHASE_OK;
 }
 
 /* Order identification, unless it is off or cannot help; a registered
@@ -579,10 +651,6 @@ static int start_identify(struct daemon *d)
     const char *off = NULL;
     if (d->cl.opts.no_identify) {
         off = "off (-o no_identify)";
-    } else if (d->run.distributed) {
-        off = "off on a distributed mount (register seed=)";
-        cfs_info("order identification is off on a distributed mount: every node would have to "
-                 "adopt the same plan; register seed= to prefetch");
     } else if (cfs_catalog_order_unavailable(d->catalog) ||
                cfs_catalog_sample_count(d->catalog) == 0) {
         off = "no index order";
@@ -598,17 +666,22 @@ static int start_identify(struct daemon *d)
     struct cfs_roots_params rp = {
         .catalog = d->catalog,
         .derive = d->cl.opts.order == CFS_ORDER_IMAGEFOLDER && !(root && root[0]),
-        .identify = {
-            .algo = d->run.sampler.randperm,
-            .hint = d->run.seeded ? &d->run.sampler : NULL, .hint_has_seed = d->run.seeded,
-            .node = (uint32_t)d->rank, .nodes = (uint32_t)d->nodes,
-            .search_budget = d->cl.opts.search_budget / 100.0, .metrics = &d->metrics,
-        },
-        .on_identified = on_identified, .cb_arg = d->pf,
+        .identify =
+            {
+                .algo = d->run.sampler.randperm,
+                .hint = d->run.seeded ? &d->run.sampler : NULL,
+                .hint_has_seed = d->run.seeded,
+                .node = (uint32_t)d->rank,
+                .nodes = (uint32_t)d->nodes,
+                .search_budget = d->cl.opts.search_budget / 100.0,
+                .metrics = &d->metrics,
+            },
+        .on_identified = on_identified,
+        .cb_arg = d,
     };
     if (cfs_roots_create(&rp, &d->identify, d->err, sizeof(d->err)) < 0)
         return PHASE_FAILED;
-    cfs_prefetch_set_identify(d->pf, &identify_ops, d->identify, NULL);
+    cfs_prefetch_set_identify(d->pf, &identify_ops, d, NULL);
     return PHASE_OK;
 }
 
@@ -620,9 +693,14 @@ static int start_serving(struct daemon *d)
         return PHASE_FAILED;
     if (d->http && cfs_metrics_http_start(d->http, &d->metrics, d->err, sizeof(d->err)) < 0)
         return PHASE_FAILED;
+    if (start_agreement(d) != PHASE_OK)
+        return PHASE_FAILED;
     if (d->peer && d->run.distributed) {
         struct cfs_peer_params peerp = {
-            .provide = cfs_prefetch_provide, .provide_arg = d->pf,
+            .provide = cfs_prefetch_provide,
+            .provide_arg = d->pf,
+            .on_note = agreement_note,
+            .note_arg = d,
             .timeout = d->cl.opts.peer_timeout,
         };
         if (cfs_peer_start(d->peer, &peerp, d->err, sizeof(d->err)) < 0)
@@ -677,8 +755,10 @@ static void teardown(struct daemon *d)
     cfs_fs_destroy(d->fs);
     cfs_openers_destroy(d->openers);
     cfs_prefetch_stop(d->pf); /* its sweep asks the identification (scan_share) */
+    cfs_order_agree_stop(d->agree); /* it hints to the roots, adopts their maps */
     cfs_roots_destroy(d->identify); /* no open observes now; it calls back no more */
     cfs_peer_leave(d->peer);    /* no more serving from, or fetching into, the cache */
+    cfs_order_agree_destroy(d->agree); /* after the peers: no claim comes any more */
     cfs_prefetch_destroy(d->pf); /* after the session: no request is left */
     if (d->data_fd >= 0)
         close(d->data_fd);

@@ -34,6 +34,7 @@
 enum { MT_N = 624, MT_M = 397 };
 
 #define RANDPERM_LARGE_N (UINT32_MAX / 20u)
+#define SWAP_AHEAD 32u /* a power of two: the ring index is a mask */
 
 /* The generator's core - seeding, the twist, one word - runs billions of
  * times in the suite (a replay of torch >= 2.6's shuffle draws 2n words at
@@ -128,11 +129,28 @@ void cfs_torch_randperm(struct cfs_mt19937 *mt, uint32_t *perm, uint32_t n,
     if (n < RANDPERM_LARGE_N || algo == CFS_RANDPERM_LEGACY) {
         for (uint32_t i = 0; i < n; i++)
             perm[i] = i;
-        for (uint32_t i = 0; i + 1 < n; i++) {
-            uint32_t z = cfs_mt19937_next32(mt) % (n - i);
+        /* Swap i with target[i] = i + next32 % (n - i).  The targets do not
+         * depend on the array, so they are drawn SWAP_AHEAD swaps early and
+         * their cache lines prefetched: on a permutation larger than the
+         * cache each swap is a miss, and overlapping them nearly halves the
+         * time (ImageNet-22k: 14.2 M entries an epoch).  Same draws, same
+         * order, same permutation. */
+        uint32_t target[SWAP_AHEAD];
+        uint32_t swaps = n > 0 ? n - 1 : 0;
+        for (uint32_t k = 0; k < swaps && k < SWAP_AHEAD; k++) {
+            target[k] = cfs_mt19937_next32(mt) % (n - k) + k;
+            __builtin_prefetch(&perm[target[k]], 1);
+        }
+        for (uint32_t i = 0; i < swaps; i++) {
+            uint32_t z = target[i % SWAP_AHEAD];
+            uint32_t k = i + SWAP_AHEAD;
+            if (k < swaps) {
+                target[k % SWAP_AHEAD] = cfs_mt19937_next32(mt) % (n - k) + k;
+                __builtin_prefetch(&perm[target[k % SWAP_AHEAD]], 1);
+            }
             uint32_t save = perm[i];
-            perm[i] = perm[z + i];
-            perm[z + i] = save;
+            perm[i] = perm[z];
+            perm[z] = save;
         }
         return;
     }

@@ -196,6 +196,44 @@ int cfs_peer_submit(struct cfs_peer *p, struct cfs_peer_req *req)
     return 0;
 }
 
+int cfs_peer_note(struct cfs_peer *p, uint32_t dest, const void *msg, size_t len)
+{
+    if (!p)
+        return -ESHUTDOWN;
+    if (dest >= (uint32_t)p->size || dest == (uint32_t)p->rank || len > CFS_PEER_NOTE_MAX)
+        return -EINVAL;
+    struct peer_note *n = calloc(1, sizeof(*n));
+    struct peer_msg_hdr *h = calloc(1, sizeof(*h) + len);
+    if (!n || !h) {
+        free(n);
+        free(h);
+        return -ENOMEM;
+    }
+    h->type = PEER_MSG_NOTE;
+    h->count = (uint32_t)len;
+    memcpy(h + 1, msg, len);
+    n->dest = dest;
+    n->len = sizeof(*h) + len;
+    n->msg = h;
+    pthread_mutex_lock(&p->lock);
+    int rc = !p->started || p->leave_req ? -ESHUTDOWN : 0;
+    if (rc == 0) {
+        if (p->note_tail)
+            p->note_tail->next = n;
+        else
+            p->note_head = n;
+        p->note_tail = n;
+        if (p->sleeping)
+            pthread_cond_signal(&p->wake);
+    }
+    pthread_mutex_unlock(&p->lock);
+    if (rc) {
+        free(h);
+        free(n);
+    }
+    return rc;
+}
+
 enum cfs_peer_state cfs_peer_node_state(const struct cfs_peer *p, uint32_t node)
 {
     if (!p)
@@ -275,6 +313,11 @@ void cfs_peer_destroy(struct cfs_peer *p)
     /* MPI_Comm_free is collective in the standard; the communicator goes
      * with MPI_Finalize, which is the one unavoidable fence (see peer.h). */
     MPI_Finalize();
+    for (struct peer_note *n = p->note_head, *next; n; n = next) {
+        next = n->next;
+        free(n->msg);
+        free(n);
+    }
     free(p->nodes);
     pthread_cond_destroy(&p->wake);
     pthread_mutex_destroy(&p->lock);

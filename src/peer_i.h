@@ -42,6 +42,7 @@ enum peer_msg_type {
     PEER_MSG_REPLY,
     PEER_MSG_GOODBYE,
     PEER_MSG_GOODBYE_ACK,
+    PEER_MSG_NOTE, /* count: the bytes that follow, for params.on_note */
     PEER_MSG_NTYPES,
 };
 
@@ -131,6 +132,14 @@ struct peer_pending {
     struct peer_req_ent q[]; /* the request's entries, rh->count of them */
 };
 
+/* A note queued for the communication thread: the message as sent. */
+struct peer_note {
+    struct peer_note *next;
+    uint32_t dest;
+    size_t len;
+    struct peer_msg_hdr *msg;
+};
+
 struct cfs_peer {
     MPI_Comm comm;
     int rank, size;
@@ -144,6 +153,7 @@ struct cfs_peer {
     pthread_mutex_t lock;
     pthread_cond_t wake;
     struct cfs_peer_req *sub_head, *sub_tail;
+    struct peer_note *note_head, *note_tail;
     bool leave_req, closed, sleeping, left;
 
     struct peer_node *nodes;

@@ -409,11 +409,37 @@ static void on_goodbye_ack(struct cfs_peer *p, int src, const struct peer_msg_hd
     p->nodes[src].awaiting_ack = false;
 }
 
+static void on_note(struct cfs_peer *p, int src, const struct peer_msg_hdr *h, size_t len)
+{
+    if (h->count > CFS_PEER_NOTE_MAX || len < sizeof(*h) + h->count || !p->params.on_note)
+        return;
+    p->params.on_note(p->params.note_arg, (uint32_t)src, h + 1, h->count);
+}
+
+_Static_assert(sizeof(struct peer_msg_hdr) + CFS_PEER_NOTE_MAX <= PEER_CTRL_MAX,
+               "a note fits the control receive");
+
+/* The notes queued by cfs_peer_note, sent (to a node still present). */
+static int send_notes(struct cfs_peer *p, struct peer_note *n)
+{
+    int work = 0;
+    while (n) {
+        struct peer_note *next = n->next;
+        if (atomic_load(&p->nodes[n->dest].state) != CFS_PEER_GONE && !p->leaving)
+            peer_send_ctrl(p, (int)n->dest, n->msg, n->len); /* takes the message */
+        else
+            free(n->msg);
+        free(n);
+        n = next;
+        work++;
+    }
+    return work;
+}
+
 static const peer_handler peer_handlers[PEER_MSG_NTYPES] = {
-    [PEER_MSG_REQ] = on_req,
-    [PEER_MSG_REPLY] = on_reply,
-    [PEER_MSG_GOODBYE] = on_goodbye,
-    [PEER_MSG_GOODBYE_ACK] = on_goodbye_ack,
+    [PEER_MSG_REQ] = on_req,         [PEER_MSG_REPLY] = on_reply,
+    [PEER_MSG_GOODBYE] = on_goodbye, [PEER_MSG_GOODBYE_ACK] = on_goodbye_ack,
+    [PEER_MSG_NOTE] = on_note,
 };
 
 static int poll_ctrl(struct cfs_peer *p)
@@ -653,6 +679,8 @@ void *cfs_peer_comm_main(void *arg)
         pthread_mutex_lock(&p->lock);
         struct cfs_peer_req *subs = p->sub_head;
         p->sub_head = p->sub_tail = NULL;
+        struct peer_note *notes = p->note_head;
+        p->note_head = p->note_tail = NULL;
         bool leave = p->leave_req;
         pthread_mutex_unlock(&p->lock);
 
@@ -664,6 +692,7 @@ void *cfs_peer_comm_main(void *arg)
             subs = next;
             work++;
         }
+        work += send_notes(p, notes);
         if (leave && !p->leaving)
             begin_leaving(p, now);
         work += poll_ctrl(p);
@@ -707,7 +736,7 @@ void *cfs_peer_comm_main(void *arg)
             ts.tv_nsec -= 1000000000L;
         }
         pthread_mutex_lock(&p->lock);
-        if (!p->sub_head && p->leave_req == leave) {
+        if (!p->sub_head && !p->note_head && p->leave_req == leave) {
             p->sleeping = true;
             pthread_cond_timedwait(&p->wake, &p->lock, &ts);
             p->sleeping = false;

@@ -103,6 +103,12 @@ int cfs_peer_start(struct cfs_peer *p, const struct cfs_peer_params *params, cha
     return -ENOTSUP;
 }
 
+int cfs_peer_note(struct cfs_peer *p, uint32_t dest, const void *msg, size_t len)
+{
+    (void)p, (void)dest, (void)msg, (void)len;
+    return -ESHUTDOWN;
+}
+
 int cfs_peer_submit(struct cfs_peer *p, struct cfs_peer_req *req)
 {
     return single_submit(p, req);

@@ -70,11 +70,13 @@ void cfs_plan_default_ranks(uint32_t world, uint32_t nodes, uint32_t node,
 
 /* --- Sorting (key, id) pairs by the low `bits` bits of key: LSD radix with
  * byte digits (256 buckets keep the scatter cache-friendly); stable, so
- * equal keys stay in index order. --- */
+ * equal keys stay in index order, and a 64-bit key sorts as its low half
+ * then its high half.  Keys are 32-bit: at ImageNet-22k scale (14.2 M
+ * files) each key byte costs 14 MB twice over. --- */
 
-static int radix_sort(uint64_t *key, uint32_t *id, uint64_t n, unsigned bits)
+static int radix_sort(uint32_t *key, uint32_t *id, uint64_t n, unsigned bits)
 {
-    uint64_t *k2 = malloc(n * sizeof(*k2) + 1);
+    uint32_t *k2 = malloc(n * sizeof(*k2) + 1);
     uint32_t *i2 = malloc(n * sizeof(*i2) + 1);
     int rc = -ENOMEM;
     if (!k2 || !i2)
@@ -106,251 +108,12 @@ out:
     return rc;
 }
 
-/* --- Building. --- */
+/* --- Building (the sweep is plan_sweep.c). --- */
 
-/* Per node and file while building: the read count and the epoch of the
- * first read (relative), both saturating at 255, in two byte arrays so that
- * the array the sweep updates at random (counts) is as small as it can be.
- * rv() packs them: low byte the count, high byte the epoch; 0 = unread. */
-#define RCOUNT(v) ((uint32_t)(v) & 0xFF)
-#define REPOCH(v) ((uint32_t)(v) >> 8)
 
-struct build {
-    uint8_t *cnt;     /* [node * n + f]: reads, saturating */
-    uint8_t *fep;     /* [node * n + f]: first epoch, set at the first read */
-    uint32_t *total;  /* reads by all nodes */
-    uint32_t *best;   /* the node that reads the file most */
-    uint64_t *key;
-    uint32_t *ids;
-    uint64_t *free_room; /* per node, for owners */
-    uint64_t *held;      /* per node bitset of held files */
-    /* Cluster time of a read (CLUSTER_TIME): the first by any node, and the
-     * planned node's first, CFS_POS_NEVER when none. */
-    uint64_t *cluster_first, *local_first;
-    uint64_t min_size;   /* the smallest file: room below it is full */
-    uint64_t max_size;   /* the largest file: the slack of a fair share */
-    size_t held_words;
-};
-
-static inline bool bit_get(const uint64_t *b, uint64_t i)
-{
-    return (b[i >> 6] >> (i & 63)) & 1;
-}
-static inline void bit_set(uint64_t *b, uint64_t i)
-{
-    b[i >> 6] |= 1ull << (i & 63);
-}
-
-static inline uint16_t rv(const struct build *b, size_t at)
+static inline uint16_t rv(const struct plan_build *b, size_t at)
 {
     return b->cnt[at] ? (uint16_t)(b->fep[at] << 8 | b->cnt[at]) : 0;
-}
-
-#define SWEEP_BLOCK 256
-
-/* rank r's s-th read is order[(r * rank_step + s * stride) % len]. */
-struct epoch_view {
-    const uint32_t *order;
-    uint64_t len, rank_step, stride;
-};
-
-/* The nodes' trainers step in lockstep, so a read's place in time is the
- * fraction of its node's epoch stream read before it: read i of a node
- * stream of len reads in relative epoch rel is at rel + i/len, in 32.32
- * fixed point.  It compares reads of different nodes, whose streams differ
- * in length when their rank counts do. */
-static inline uint64_t cluster_time(uint32_t rel, uint64_t i, uint64_t len)
-{
-    return (uint64_t)rel << 32 | (uint64_t)(((unsigned __int128)i << 32) / len);
-}
-
-/* Count one run of node j's reads, in stream order; the run starts at read
- * `at` of the node's epoch stream of nlen reads.  The counter loads are
- * cache misses: prefetching PF_AHEAD reads ahead lets them overlap. */
-#define PF_AHEAD 16
-
-static int count_run(struct cfs_plan *p, struct build *b, uint32_t j, uint32_t e, uint32_t rel,
-                     const uint32_t *fs, uint64_t nf, uint64_t at, uint64_t nlen, uint64_t *pos,
-                     char *err, size_t errlen)
-{
-    const uint64_t n = p->n;
-    uint8_t *cnt = b->cnt + (size_t)j * n;
-    uint8_t *fep = b->fep + (size_t)j * n;
-    const uint8_t ep8 = (uint8_t)(rel > 255 ? 255 : rel);
-    const bool local = j == p->node;
-    for (uint64_t i = 0; i < nf && i < PF_AHEAD; i++)
-        if (fs[i] < n)
-            __builtin_prefetch(&cnt[fs[i]], 1);
-    for (uint64_t i = 0; i < nf; i++) {
-        if (i + PF_AHEAD < nf) {
-            uint32_t g = fs[i + PF_AHEAD];
-            if (g < n) {
-                __builtin_prefetch(&cnt[g], 1);
-                if (local) {
-                    __builtin_prefetch(&p->count[g], 1);
-                    __builtin_prefetch(&p->first_use[g], 1);
-                    __builtin_prefetch(&p->epochs_read[(size_t)g * p->bm_bytes + rel / 8], 1);
-                }
-            }
-        }
-        uint32_t f = fs[i];
-        if (f >= n)
-            return cfs_error_msg(err, errlen, -ERANGE, "planner: epoch %u reads index %u of %llu",
-                                 e, f, (unsigned long long)n);
-        uint8_t c = cnt[f];
-        if (c == 0) {
-            fep[f] = ep8;
-            /* Epochs are swept in order: only a file first read in this
-             * epoch can get an earlier cluster time from this node. */
-            if (b->cluster_first[f] == CFS_POS_NEVER || b->cluster_first[f] >> 32 == rel) {
-                uint64_t t = cluster_time(rel, at + i, nlen);
-                if (t < b->cluster_first[f])
-                    b->cluster_first[f] = t;
-            }
-        }
-        if (c != 255)
-            cnt[f] = (uint8_t)(c + 1);
-        if (local) {
-            p->count[f]++;
-            if (p->first_use[f] == CFS_POS_NEVER) {
-                p->first_use[f] = *pos;
-                b->local_first[f] = cluster_time(rel, at + i, nlen);
-            }
-            p->epochs_read[(size_t)f * p->bm_bytes + rel / 8] |= (uint8_t)(1u << (rel % 8));
-            ++*pos;
-        }
-    }
-    return 0;
-}
-
-/* torch-ddp through the default source: rank r's s-th read is
- * order[(r + s*W) % len], so the node streams of step s are runs of row s.
- * Reading the rows in order and scattering each node's run into its own
- * stream (out, offsets off[j]) is one sequential pass over the epoch; the
- * per-node strided walks it replaces missed the cache on nearly every row. */
-static void split_rows(const struct cfs_plan *p, const struct epoch_view *v, const uint64_t *len,
-                       uint64_t maxlen, uint32_t *out, uint64_t *at)
-{
-    for (uint64_t s = 0; s < maxlen; s++) {
-        uint64_t row = s * v->stride;
-        for (uint32_t j = 0; j < p->nodes; j++) {
-            struct cfs_rank_range rr = p->ranks[j];
-            uint32_t *o = out + at[j];
-            uint32_t k = 0;
-            for (uint32_t l = 0; l < rr.count; l++) {
-                uint32_t r = rr.first + l;
-                if (s < len[r]) {
-                    uint64_t q = row + r * v->rank_step;
-                    o[k++] = v->order[q < v->len ? q : q % v->len];
-                }
-            }
-            at[j] += k;
-        }
-    }
-}
-
-static int sweep(struct cfs_plan *p, struct build *b, void *st, char *err, size_t errlen)
-{
-    uint32_t blk[SWEEP_BLOCK];
-    uint64_t *len = calloc(p->world, sizeof(*len));
-    uint64_t *at = calloc(p->nodes, sizeof(*at));
-    uint64_t *nlen = calloc(p->nodes, sizeof(*nlen));
-    uint32_t *streams = NULL;
-    uint64_t streams_cap = 0;
-    int rc = -ENOMEM;
-    if (!len || !at || !nlen)
-        goto out;
-    rc = 0;
-    uint64_t pos = 0;
-    for (uint32_t rel = 0; rel < p->nepochs; rel++) {
-        uint32_t e = p->start_epoch + rel;
-        rc = p->src->compute_epoch(st, e);
-        if (rc < 0) {
-            cfs_error_msg(err, errlen, rc, "planner: cannot compute epoch %u: %s", e,
-                          strerror(-rc));
-            goto out;
-        }
-        for (uint32_t r = 0; r < p->world; r++)
-            len[r] = p->src->rank_len(st, e, r);
-        /* The default source's torch models: read the epoch's array
-         * directly, without a call (and torch-ddp's modulo) per read. */
-        struct epoch_view v = {0};
-        if (p->src == &p->src_buf &&
-            cfs_sampler_epoch_order(st, &v.order, &v.len, &v.rank_step, &v.stride) < 0)
-            v.order = NULL;
-        p->epoch_start[rel] = pos;
-        uint64_t total = 0, maxall = 0;
-        for (uint32_t j = 0; j < p->nodes; j++) {
-            struct cfs_rank_range rr = p->ranks[j];
-            nlen[j] = 0;
-            for (uint32_t l = 0; l < rr.count; l++) {
-                nlen[j] += len[rr.first + l];
-                maxall = len[rr.first + l] > maxall ? len[rr.first + l] : maxall;
-            }
-            at[j] = total;
-            total += nlen[j];
-        }
-        /* Only torch-ddp splits (its node streams together are one epoch;
-         * torch's ranks each read all n, W times the memory); an empty epoch
-         * has no streams to split (and no buffer yet). */
-        if (v.order && v.rank_step == 1 && total > 0) {
-            if (total > streams_cap) {
-                uint32_t *ns = realloc(streams, total * sizeof(*streams));
-                if (!ns) {
-                    rc = cfs_error_msg(err, errlen, -ENOMEM, "planner: %s", strerror(ENOMEM));
-                    goto out;
-                }
-                streams = ns;
-                streams_cap = total;
-            }
-            split_rows(p, &v, len, maxall, streams, at);
-            for (uint32_t j = 0; j < p->nodes; j++) {
-                rc = count_run(p, b, j, e, rel, streams + at[j] - nlen[j], nlen[j], 0, nlen[j],
-                               &pos, err, errlen);
-                if (rc < 0)
-                    goto out;
-            }
-            continue;
-        }
-        for (uint32_t j = 0; j < p->nodes; j++) {
-            struct cfs_rank_range rr = p->ranks[j];
-            uint64_t maxlen = 0;
-            for (uint32_t l = 0; l < rr.count; l++)
-                maxlen = len[rr.first + l] > maxlen ? len[rr.first + l] : maxlen;
-            /* Gather a block of the node's reads in lockstep order. */
-            uint64_t s = 0, done = 0;
-            uint32_t l = 0;
-            while (s < maxlen) {
-                uint32_t nb = 0;
-                while (nb < SWEEP_BLOCK && s < maxlen) {
-                    uint32_t r = rr.first + l;
-                    if (s < len[r]) {
-                        if (v.order) {
-                            uint64_t q = r * v.rank_step + s * v.stride;
-                            blk[nb++] = v.order[q < v.len ? q : q % v.len];
-                        } else {
-                            blk[nb++] = p->src->rank_at(st, r, s);
-                        }
-                    }
-                    if (++l == rr.count) {
-                        l = 0;
-                        s++;
-                    }
-                }
-                rc = count_run(p, b, j, e, rel, blk, nb, done, nlen[j], &pos, err, errlen);
-                if (rc < 0)
-                    goto out;
-                done += nb;
-            }
-        }
-    }
-    p->epoch_start[p->nepochs] = pos;
-out:
-    free(len);
-    free(at);
-    free(nlen);
-    free(streams);
-    return rc;
 }
 
 /* A node's preference among its reads: more reads, then earlier first epoch. */
@@ -362,7 +125,7 @@ static inline uint32_t pref(uint16_t v)
 /* The owner of f: its best reader when that node has room, else the reader
  * with room that prefers it most, else the node with the most room; none
  * when no node has room (the PFS). */
-static void owner_of(struct cfs_plan *p, struct build *b, uint32_t f)
+static void owner_of(struct cfs_plan *p, struct plan_build *b, uint32_t f)
 {
     const uint64_t n = p->n;
     uint64_t sz = p->sizes[f];
@@ -394,15 +157,65 @@ static void owner_of(struct cfs_plan *p, struct build *b, uint32_t f)
     b->free_room[best] -= sz;
 }
 
+/* The files anybody reads into b->ids (*m of them) by total reads, most
+ * first, then their best reader's preference, then index: counting sorts on
+ * 16-bit digits, by preference first (into b->key, with each file's total
+ * beside it), then stably by total.  A 32-bit key with a radix sort's copy
+ * took 16 bytes a file here, at the planner's peak; this takes 10. */
+static int sort_read_files(struct cfs_plan *p, struct plan_build *b, uint64_t *m)
+{
+    const uint64_t n = p->n;
+    uint64_t *start = calloc(1u << 16, sizeof(*start));
+    uint16_t *fewer = malloc(n * sizeof(*fewer) + 1); /* 0xFFFF - total, saturated */
+    uint32_t *by_pref = b->key;
+    int rc = -ENOMEM;
+    if (!start || !fewer)
+        goto out;
+    for (uint64_t f = 0; f < n; f++)
+        if (b->total[f])
+            start[pref(rv(b, (size_t)b->best[f] * n + f))]++;
+    uint64_t sum = 0;
+    for (uint32_t k = 0; k < 1u << 16; k++) {
+        uint64_t c = start[k];
+        start[k] = sum;
+        sum += c;
+    }
+    for (uint64_t f = 0; f < n; f++) {
+        uint32_t tot = b->total[f];
+        if (!tot)
+            continue;
+        uint64_t at = start[pref(rv(b, (size_t)b->best[f] * n + f))]++;
+        by_pref[at] = (uint32_t)f;
+        fewer[at] = (uint16_t)(0xFFFFu - (tot > 0xFFFF ? 0xFFFF : tot));
+    }
+    *m = sum;
+    memset(start, 0, (1u << 16) * sizeof(*start));
+    for (uint64_t i = 0; i < *m; i++)
+        start[fewer[i]]++;
+    sum = 0;
+    for (uint32_t k = 0; k < 1u << 16; k++) {
+        uint64_t c = start[k];
+        start[k] = sum;
+        sum += c;
+    }
+    for (uint64_t i = 0; i < *m; i++)
+        b->ids[start[fewer[i]]++] = by_pref[i];
+    rc = 0;
+out:
+    free(start);
+    free(fewer);
+    return rc;
+}
+
 /* Owners: de-duplicated, in order of total reads. */
-static int assign_owners(struct cfs_plan *p, struct build *b)
+static int assign_owners(struct cfs_plan *p, struct plan_build *b)
 {
     const uint64_t n = p->n;
     const uint64_t cap = p->ram + p->ssd;
     /* Node by node, so each pass streams one array. */
     for (uint64_t f = 0; f < n; f++) {
         b->best[f] = CFS_NODE_NONE;
-        p->owner_epoch[f] = UINT32_MAX;
+        p->owner_epoch[f] = UINT8_MAX;
     }
     for (uint32_t j = 0; j < p->nodes; j++) {
         for (uint64_t f = 0; f < n; f++) {
@@ -411,23 +224,14 @@ static int assign_owners(struct cfs_plan *p, struct build *b)
                 continue;
             b->total[f] += RCOUNT(v);
             if (REPOCH(v) < p->owner_epoch[f])
-                p->owner_epoch[f] = REPOCH(v);
+                p->owner_epoch[f] = (uint8_t)REPOCH(v);
             if (b->best[f] == CFS_NODE_NONE ||
                 pref(v) < pref(rv(b, (size_t)b->best[f] * n + f)))
                 b->best[f] = j;
         }
     }
     uint64_t m = 0;
-    for (uint64_t f = 0; f < n; f++) {
-        uint32_t tot = b->total[f];
-        if (tot == 0)
-            continue;
-        uint16_t bv = rv(b, (size_t)b->best[f] * n + f);
-        uint64_t t16 = tot > 0xFFFF ? 0xFFFF : tot;
-        b->key[m] = ((0xFFFFull - t16) << 16) | pref(bv);
-        b->ids[m++] = (uint32_t)f;
-    }
-    int rc = radix_sort(b->key, b->ids, m, 32);
+    int rc = sort_read_files(p, b, &m);
     if (rc < 0)
         return rc;
     /* Two passes.  The first gives each node at most its fair share of the
@@ -468,33 +272,68 @@ static uint8_t place(struct room *r, uint64_t sz)
     return CFS_TIER_NONE;
 }
 
-/* One node's holdings: owned files, then replicas, in its order of
- * preference; and its NoPFS static set for the simulator. */
-static int place_node(struct cfs_plan *p, struct build *b, uint32_t j)
+/* Node j's reads in its order of preference, equal ones by index: all of
+ * them into ids (*m), those it owns into owned (*mo).  A counting sort on
+ * the 16-bit preference: two sequential passes over the records and the
+ * owner map, no keys; the owned files come out apart, so that placing them
+ * does not look up the owner of every file the node reads, at random. */
+static int sort_by_pref(const struct cfs_plan *p, const struct plan_build *b, uint32_t j,
+                        uint32_t *ids, uint64_t *m, uint32_t *owned, uint64_t *mo)
 {
     const uint64_t n = p->n;
     const size_t base = (size_t)j * n;
-    uint64_t *held = b->held + (size_t)j * b->held_words;
-    uint64_t m = 0;
+    const uint32_t keys = 1u << 16;
+    uint64_t *start = calloc(2 * (size_t)keys, sizeof(*start)); /* all, then owned */
+    if (!start)
+        return -ENOMEM;
+    uint64_t *own_start = start + keys;
     for (uint64_t f = 0; f < n; f++)
         if (b->cnt[base + f]) {
-            b->key[m] = pref(rv(b, base + f));
-            b->ids[m++] = (uint32_t)f;
+            uint32_t k = pref(rv(b, base + f));
+            start[k]++;
+            own_start[k] += p->owner[f] == j;
         }
-    int rc = radix_sort(b->key, b->ids, m, 16);
+    uint64_t sum = 0, own_sum = 0;
+    for (uint32_t k = 0; k < keys; k++) {
+        uint64_t c = start[k], oc = own_start[k];
+        start[k] = sum;
+        own_start[k] = own_sum;
+        sum += c;
+        own_sum += oc;
+    }
+    for (uint64_t f = 0; f < n; f++)
+        if (b->cnt[base + f]) {
+            uint32_t k = pref(rv(b, base + f));
+            ids[start[k]++] = (uint32_t)f;
+            if (p->owner[f] == j)
+                owned[own_start[k]++] = (uint32_t)f;
+        }
+    *m = sum;
+    *mo = own_sum;
+    free(start);
+    return 0;
+}
+
+/* One node's holdings: owned files, then replicas, in its order of
+ * preference; and its NoPFS static set for the simulator. */
+static int place_node(struct cfs_plan *p, struct plan_build *b, uint32_t j)
+{
+    const uint64_t n = p->n;
+    const uint8_t *cnt = b->cnt + (size_t)j * n, *fep = b->fep + (size_t)j * n;
+    uint64_t *held = b->held + (size_t)j * b->held_words;
+    uint64_t mr = 0, mo = 0;
+    uint32_t *owned = b->key; /* free until the prefetch orders */
+    int rc = sort_by_pref(p, b, j, b->ids, &mr, owned, &mo);
     if (rc < 0)
         return rc;
     /* Owned files this node never reads come last, by index. */
-    uint64_t mr = m;
     for (uint64_t f = 0; f < n; f++)
-        if (!b->cnt[base + f] && p->owner[f] == j)
-            b->ids[m++] = (uint32_t)f;
+        if (!cnt[f] && p->owner[f] == j)
+            owned[mo++] = (uint32_t)f;
 
     struct room room = {p->ram, p->ssd};
-    for (uint64_t i = 0; i < m; i++) {
-        uint32_t f = b->ids[i];
-        if (p->owner[f] != j)
-            continue;
+    for (uint64_t i = 0; i < mo; i++) {
+        uint32_t f = owned[i];
         uint8_t t = place(&room, p->sizes[f]);
         if (t == CFS_TIER_NONE) { /* the two tiers fragment: give the file up */
             p->owner[f] = CFS_NODE_NONE;
@@ -504,7 +343,7 @@ static int place_node(struct cfs_plan *p, struct build *b, uint32_t j)
         p->owner_tier[f] = t;
         if (j == p->node) {
             p->tier[f] = t;
-            if (b->total[f] > b->cnt[base + f])
+            if (b->total[f] > cnt[f])
                 p->flags[f] |= PLAN_PEER_PINNED;
         }
     }
@@ -531,15 +370,15 @@ static int place_node(struct cfs_plan *p, struct build *b, uint32_t j)
         left -= p->sizes[f];
         if (p->static_pinners[f] != UINT16_MAX)
             p->static_pinners[f]++;
-        if (b->fep[base + f] < p->static_epoch[f])
-            p->static_epoch[f] = b->fep[base + f];
+        if (fep[f] < p->static_epoch[f])
+            p->static_epoch[f] = fep[f];
         if (j == p->node)
             p->flags[f] |= PLAN_STATIC;
     }
     return 0;
 }
 
-static void summarise(struct cfs_plan *p, struct build *b, uint32_t j)
+static void summarise(struct cfs_plan *p, struct plan_build *b, uint32_t j)
 {
     const uint64_t n = p->n;
     const uint8_t *cnt = b->cnt + (size_t)j * n;
@@ -606,11 +445,36 @@ static int validate(const struct cfs_plan_params *pp, char *err, size_t errlen)
     return 0;
 }
 
+/* The planned node's first read of f in cluster time, from its position:
+ * rel is the epoch whose stream holds it, len that stream's length. */
+static uint64_t local_cluster_time(const struct cfs_plan *p, uint64_t pos)
+{
+    if (pos == CFS_POS_NEVER)
+        return CFS_POS_NEVER;
+    uint32_t lo = 0, hi = p->nepochs; /* epoch_start[lo] <= pos < epoch_start[hi] */
+    while (hi - lo > 1) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (p->epoch_start[mid] <= pos)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    uint64_t start = p->epoch_start[lo];
+    return cluster_time(lo, pos - start, p->epoch_start[lo + 1] - start);
+}
+
+/* The time a tier's file is wanted by: an owned file's first read by any
+ * node, another file's first read by this node. */
+static uint64_t first_time(const struct cfs_plan *p, const struct plan_build *b, uint32_t f)
+{
+    return p->owner[f] == p->node ? b->cluster_first[f] : local_cluster_time(p, p->first_use[f]);
+}
+
 /* The prefetch order of each tier, in cluster time: an owned file by the
  * first read of any node (its peers ask for it from then on, whether or not
  * this node reads it sooner), any other by this node's first read; the
  * files nobody reads last, by index. */
-static int prefetch_orders(struct cfs_plan *p, struct build *b)
+static int prefetch_orders(struct cfs_plan *p, struct plan_build *b)
 {
     const uint64_t n = p->n;
     for (int t = CFS_TIER_RAM; t <= CFS_TIER_SSD; t++) {
@@ -624,10 +488,14 @@ static int prefetch_orders(struct cfs_plan *p, struct build *b)
         uint64_t k = 0;
         for (uint64_t f = 0; f < n; f++)
             if (p->tier[f] == t) {
-                b->key[k] = p->owner[f] == p->node ? b->cluster_first[f] : b->local_first[f];
+                b->key[k] = (uint32_t)first_time(p, b, (uint32_t)f);
                 b->ids[k++] = (uint32_t)f;
             }
-        int rc = radix_sort(b->key, b->ids, m, 64);
+        int rc = radix_sort(b->key, b->ids, m, 32);
+        for (uint64_t i = 0; rc == 0 && i < m; i++)
+            b->key[i] = (uint32_t)(first_time(p, b, b->ids[i]) >> 32);
+        if (rc == 0)
+            rc = radix_sort(b->key, b->ids, m, 32);
         if (rc < 0)
             return rc;
         memcpy(p->order[t], b->ids, m * sizeof(uint32_t));
@@ -640,7 +508,7 @@ int cfs_plan_create(const struct cfs_plan_params *pp, struct cfs_plan **out, cha
                     size_t errlen)
 {
     struct cfs_plan *p = NULL;
-    struct build b = {0};
+    struct plan_build b = {0};
     void *st = NULL;
     struct cfs_plan_source src = {0};
     int rc;
@@ -693,7 +561,7 @@ int cfs_plan_create(const struct cfs_plan_params *pp, struct cfs_plan **out, cha
     for (uint64_t f = 0; f < n; f++) {
         p->first_use[f] = CFS_POS_NEVER;
         p->owner[f] = CFS_NODE_NONE;
-        p->static_epoch[f] = UINT32_MAX;
+        p->static_epoch[f] = UINT8_MAX;
         p->dataset_bytes += p->sizes[f];
     }
     for (uint32_t j = 0; j < p->nodes; j++) {
@@ -718,19 +586,20 @@ int cfs_plan_create(const struct cfs_plan_params *pp, struct cfs_plan **out, cha
     b.held_words = (n + 63) / 64;
     b.held = calloc((size_t)p->nodes * b.held_words + 1, sizeof(*b.held));
     b.cluster_first = malloc(n * sizeof(*b.cluster_first) + 1);
-    b.local_first = malloc(n * sizeof(*b.local_first) + 1);
+    b.seen_before = calloc(b.held_words + 1, sizeof(*b.seen_before));
+    b.seen_now = calloc(b.held_words + 1, sizeof(*b.seen_now));
     if (!b.cnt || !b.fep || !b.total || !b.best || !b.key || !b.ids || !b.free_room || !b.held ||
-        !b.cluster_first || !b.local_first)
+        !b.cluster_first || !b.seen_before || !b.seen_now)
         goto fail;
     for (uint64_t f = 0; f < n; f++)
-        b.cluster_first[f] = b.local_first[f] = CFS_POS_NEVER;
+        b.cluster_first[f] = CFS_POS_NEVER;
 
     b.min_size = UINT64_MAX;
     for (uint64_t f = 0; f < n; f++) {
         b.min_size = p->sizes[f] < b.min_size ? p->sizes[f] : b.min_size;
         b.max_size = p->sizes[f] > b.max_size ? p->sizes[f] : b.max_size;
     }
-    rc = sweep(p, &b, st, err, errlen);
+    rc = plan_sweep(p, &b, st, err, errlen);
     if (rc < 0)
         goto fail_reported;
     rc = assign_owners(p, &b);
@@ -773,7 +642,8 @@ done:
     free(b.free_room);
     free(b.held);
     free(b.cluster_first);
-    free(b.local_first);
+    free(b.seen_before);
+    free(b.seen_now);
     cfs_plan_destroy(p);
     return rc;
 }

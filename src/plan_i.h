@@ -1,5 +1,7 @@
-/* Private to the planner (plan.c, plan_query.c, plan_stream.c); the
- * simulator (sim.c) is a client and asks through clairfs/plan.h. */
+/* Private to the planner (plan.c, plan_sweep.c, plan_query.c,
+ * plan_stream.c); the simulator (sim.c) is a client and asks through
+ * clairfs/plan.h.  plan.c builds the plan and calls plan_sweep.c for the
+ * pass over the run's reads. */
 #ifndef CLAIRFS_PLAN_I_H
 #define CLAIRFS_PLAN_I_H
 
@@ -33,14 +35,75 @@ struct cfs_plan {
     uint8_t *flags;
     uint32_t *owner;
     uint8_t *owner_tier;
-    uint32_t *owner_epoch;  /* relative epoch of the cluster's first read */
+    /* Relative epochs, saturated at 255 as the build's records are; a file
+     * nobody reads (total_count 0) or nobody pins (static_pinners 0) has
+     * none, which the accessors say as UINT32_MAX. */
+    uint8_t *owner_epoch;  /* of the cluster's first read */
     uint32_t *total_count;
     uint16_t *static_pinners;
-    uint32_t *static_epoch; /* first epoch a static pinner reads it */
+    uint8_t *static_epoch; /* the first in which a static pinner reads it */
 
     uint32_t *order[CFS_TIER_COUNT];
     uint64_t order_len[CFS_TIER_COUNT];
 };
+
+/* --- While a plan is built (plan.c, plan_sweep.c). --- */
+
+/* Per node and file while building: the read count and the epoch of the
+ * first read (relative), both saturating at 255, in two byte arrays: every
+ * epoch, each node's reads touch its counts all over (a node reads 1/nodes
+ * of the files, so every cache line of them), while the first epochs are
+ * written only at a node's first read of a file.  rv() packs them (low
+ * byte the count, high byte the epoch; 0 = unread). */
+#define RCOUNT(v) ((uint32_t)(v) & 0xFF)
+#define REPOCH(v) ((uint32_t)(v) >> 8)
+
+struct plan_build {
+    uint8_t *cnt;     /* [node * n + f]: reads, saturating */
+    uint8_t *fep;     /* [node * n + f]: first epoch, set at the first read */
+    uint32_t *total;  /* reads by all nodes */
+    uint32_t *best;   /* the node that reads the file most */
+    uint32_t *key;
+    uint32_t *ids;
+    uint64_t *free_room; /* per node, for owners */
+    uint64_t *held;      /* per node bitset of held files */
+    /* Cluster time of a read (CLUSTER_TIME): the first by any node,
+     * CFS_POS_NEVER when none.  The planned node's first is its first_use,
+     * in cluster time by local_cluster_time(). */
+    uint64_t *cluster_first;
+    /* Files some node read in an earlier epoch (whose cluster_first is
+     * final), and in this one: the sweep looks at cluster_first only for a
+     * file not in seen_before, so that the 8-byte load misses the cache
+     * about once a file instead of once a file per node. */
+    uint64_t *seen_before, *seen_now;
+    uint64_t min_size;   /* the smallest file: room below it is full */
+    uint64_t max_size;   /* the largest file: the slack of a fair share */
+    size_t held_words;
+};
+
+static inline bool bit_get(const uint64_t *b, uint64_t i)
+{
+    return (b[i >> 6] >> (i & 63)) & 1;
+}
+static inline void bit_set(uint64_t *b, uint64_t i)
+{
+    b[i >> 6] |= 1ull << (i & 63);
+}
+
+/* The nodes' trainers step in lockstep, so a read's place in time is the
+ * fraction of its node's epoch stream read before it: read i of a node
+ * stream of len reads in relative epoch rel is at rel + i/len, in 32.32
+ * fixed point.  It compares reads of different nodes, whose streams differ
+ * in length when their rank counts do. */
+static inline uint64_t cluster_time(uint32_t rel, uint64_t i, uint64_t len)
+{
+    return (uint64_t)rel << 32 | (uint64_t)(((unsigned __int128)i << 32) / len);
+}
+
+/* Count every node's reads of every epoch (plan_sweep.c): b->cnt, fep,
+ * cluster_first, and the planned node's count, first_use, epochs_read and
+ * epoch_start.  st: an instance of p->src.  0 or -errno with err set. */
+int plan_sweep(struct cfs_plan *p, struct plan_build *b, void *st, char *err, size_t errlen);
 
 const struct cfs_plan_source *plan_source(const struct cfs_plan_params *pp,
                                           struct cfs_plan_source *buf);

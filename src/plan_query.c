@@ -100,11 +100,11 @@ uint32_t cfs_plan_static_pinners(const struct cfs_plan *p, uint32_t f)
 }
 uint32_t cfs_plan_static_pinner_epoch(const struct cfs_plan *p, uint32_t f)
 {
-    return p->static_epoch[f];
+    return p->static_pinners[f] ? p->static_epoch[f] : UINT32_MAX;
 }
 uint32_t cfs_plan_owner_epoch(const struct cfs_plan *p, uint32_t f)
 {
-    return p->owner_epoch[f];
+    return p->total_count[f] ? p->owner_epoch[f] : UINT32_MAX;
 }
 uint64_t cfs_plan_file_size(const struct cfs_plan *p, uint32_t f)
 {

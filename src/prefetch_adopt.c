@@ -510,9 +510,36 @@ int cfs_prefetch_adopt(struct cfs_prefetch *pf, const struct cfs_identified *id,
     return cfs_prefetch_adopt_at(pf, id, "", NULL, 0, err, errlen);
 }
 
+/* Every node's ranks and the first epoch of a distributed mount's agreed
+ * plan (cfs_prefetch_adopt_cluster); NULL for one node's own adoption. */
+struct cluster_plan {
+    const struct cfs_rank_range *node_ranks;
+    uint32_t from_epoch;
+};
+
+static int adopt(struct cfs_prefetch *pf, const struct cfs_identified *id, const char *root,
+                 const uint32_t *map, uint64_t n, const struct cluster_plan *cluster, char *err,
+                 size_t errlen);
+
 int cfs_prefetch_adopt_at(struct cfs_prefetch *pf, const struct cfs_identified *id,
                           const char *root, const uint32_t *map, uint64_t n, char *err,
                           size_t errlen)
+{
+    return adopt(pf, id, root, map, n, NULL, err, errlen);
+}
+
+int cfs_prefetch_adopt_cluster(struct cfs_prefetch *pf, const struct cfs_identified *id,
+                               const char *root, const uint32_t *map, uint64_t n,
+                               const struct cfs_rank_range *node_ranks, uint32_t from_epoch,
+                               char *err, size_t errlen)
+{
+    struct cluster_plan c = {.node_ranks = node_ranks, .from_epoch = from_epoch};
+    return adopt(pf, id, root, map, n, pf->distributed ? &c : NULL, err, errlen);
+}
+
+static int adopt(struct cfs_prefetch *pf, const struct cfs_identified *id, const char *root,
+                 const uint32_t *map, uint64_t n, const struct cluster_plan *cluster, char *err,
+                 size_t errlen)
 {
     int rc = 0;
     bool spent = false;
@@ -541,9 +568,10 @@ int cfs_prefetch_adopt_at(struct cfs_prefetch *pf, const struct cfs_identified *
         cfs_info("order: %s: %s; the registered order is kept", root, id->text);
         goto out;
     }
-    if (pf->distributed || pf->nsamples == 0 || cfs_catalog_order_unavailable(pf->cat)) {
+    if ((pf->distributed && !cluster) || pf->nsamples == 0 ||
+        cfs_catalog_order_unavailable(pf->cat)) {
         snprintf(err, errlen, "identified order not adopted: %s",
-                 pf->distributed ? "a distributed mount plans only a registered seed"
+                 pf->distributed ? "a distributed mount plans an order the nodes agreed on"
                                  : "no index order to plan with");
         rc = -EOPNOTSUPP;
         goto out;
@@ -551,17 +579,21 @@ int cfs_prefetch_adopt_at(struct cfs_prefetch *pf, const struct cfs_identified *
     struct cfs_run_config run;
     pf->plan_root = r; /* the plans below number r's samples */
     uint32_t ahead = epochs_ahead(pf, id), passed = epochs_passed(ahead, id);
+    if (cluster) /* every node from the agreed epoch, the latest any node claimed */
+        passed = cluster->from_epoch > id->epoch ? cluster->from_epoch - id->epoch : 0;
     if ((rc = identified_run(pf, id, passed, &run, err, errlen)) < 0) {
         pf->plan_root = pf->root;
         goto out;
     }
+    if (cluster) /* every node's ranks, borrowed: pf_replan copies them */
+        run.node_ranks = (struct cfs_rank_range *)cluster->node_ranks;
     /* Staged: a plan of 100 epochs of ImageNet takes seconds of CPU that
      * the trainer's opens would wait through unpredicted; the epoch it is
      * in and the next come first (UINT32_MAX: not staged, the node's epoch
      * unknown), the whole span right after (adopt_rest). */
     uint32_t full = run.epochs;
     uint32_t first = ahead == UINT32_MAX ? UINT32_MAX : ahead - passed + 2;
-    bool staged = !id->epoch_seed_only && full - run.start_epoch > first;
+    bool staged = !id->epoch_seed_only && !cluster && full - run.start_epoch > first;
     if (staged)
         run.epochs = run.start_epoch + first;
     struct replay_arg ra = {.id = id, .passed = passed, .extend = staged, .root = r};

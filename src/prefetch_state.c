@@ -215,6 +215,8 @@ int pf_replan(struct cfs_prefetch *pf, const struct cfs_run_config *run,
     pf->run.ranks = run->ranks;
     if (!pf->distributed)
         pf->run.node_ranks[pf->node] = run->ranks;
+    else if (run->node_ranks != pf->run.node_ranks) /* an agreed order: every node's */
+        memcpy(pf->run.node_ranks, run->node_ranks, pf->nodes * sizeof(*run->node_ranks));
     pf->run.window = run->window;
     pf->run.seeded = run->seeded;
     pf->scan = 0;

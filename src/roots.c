@@ -55,6 +55,12 @@ struct cfs_roots {
     cfs_id bad[CFS_ROOTS_MAX]; /* directories whose order was refused */
     size_t nbad;
     struct root *last_found;
+    /* the last late hint (cfs_roots_take_hint), for a root its opens have
+     * not reached yet: another node can identify before this one's first
+     * open of that root */
+    struct cfs_sampler_params late_hint;
+    char late_root[256];
+    bool late_set;
 };
 
 /* On a root's identification thread, without its lock. */
@@ -113,6 +119,8 @@ static struct root *root_new(struct cfs_roots *r, cfs_id dir, uint32_t *map, uin
         root_free(rt);
         return NULL;
     }
+    if (r->late_set && r->late_hint.n == n && strcmp(r->late_root, rt->name) == 0)
+        cfs_identify_take_hint(rt->id, &r->late_hint);
     return rt;
 }
 
@@ -254,6 +262,22 @@ void cfs_roots_restart(struct cfs_roots *r)
         rt->opens = 0;
     }
     r->last_found = NULL;
+    pthread_mutex_unlock(&r->mu);
+}
+
+void cfs_roots_take_hint(struct cfs_roots *r, const char *name,
+                         const struct cfs_sampler_params *hint)
+{
+    pthread_mutex_lock(&r->mu);
+    r->late_hint = *hint;
+    r->late_hint.list_path = NULL;
+    snprintf(r->late_root, sizeof(r->late_root), "%s", name);
+    r->late_set = true;
+    for (size_t i = 0; i < r->nr; i++) {
+        struct root *rt = r->r[i];
+        if (rt->id && rt->n == hint->n && strcmp(rt->name, name) == 0)
+            cfs_identify_take_hint(rt->id, hint);
+    }
     pthread_mutex_unlock(&r->mu);
 }
 

@@ -121,6 +121,10 @@ int cfs_catalog_open(const struct cfs_catalog_params *p, struct cfs_catalog **ou
 /* A catalog of n synthetic files (no source), sizes drawn around mean_size;
  * for planning at scale without a dataset. */
 int cfs_catalog_synthetic(uint64_t n, uint64_t mean_size, struct cfs_catalog **out);
+/* The size of synthetic file i (index i), without making the catalog: the
+ * planner needs the sizes alone, and at ImageNet-22k scale the names and
+ * entries are a gigabyte. */
+uint64_t cfs_catalog_synthetic_size(uint64_t i, uint64_t mean_size);
 /* The same with nclasses class folders "c<k>" (0: flat), files "<i>.jpg"
  * zero-padded so bytewise order is numeric; class k holds a contiguous run
  * of n/nclasses (+1 for the first n%nclasses) files.  File sizes are uniform

@@ -17,7 +17,9 @@
  * is needed on node k > 0 of a torch-ddp run: the world (so that k * world
  * / nodes, this node's first rank, is where its readers' stream starts);
  * without it only the torch models, whose every rank reads the whole
- * stream, are found there.
+ * stream, are found there.  On a distributed mount with nothing registered
+ * that hint is node 0's identification, seed and all, given when it comes
+ * (cfs_identify_take_hint, clairfs/order_agree.h).
  *
  * What is found: the generator seed modulo 2^32 (all torch keeps; the
  * hint's high bits complete it when its low bits agree), the sampler kind,
@@ -134,6 +136,10 @@ struct cfs_identify_params {
     /* Hints from the options (checked, never trusted).  NULL: none. */
     const struct cfs_sampler_params *hint;
     bool hint_has_seed;
+    /* The hint is another node's identification (cfs_identify_take_hint),
+     * not the user's: its seed is the sampler's generator's, never a
+     * torch.manual_seed, so torch-global is not walked from it. */
+    bool hint_identified;
     uint32_t node, nodes;             /* this node of the MPI run (0, 1 alone) */
     /* The generator seeds (mod 2^32) searched: seed_first, seed_first + 1,
      * ... seed_count of them, 0 meaning all 2^32 (about 2 CPU minutes;
@@ -209,6 +215,15 @@ void cfs_identify_observe(struct cfs_identify *id, uint32_t sample, pid_t pid, p
 
 /* Back to learning: forget what was observed and identified. */
 void cfs_identify_restart(struct cfs_identify *id);
+
+/* A hint with a seed that comes after the start: on a distributed mount,
+ * another node's identification (clairfs/order_agree.h), which a node
+ * without the head of the order cannot make from its own opens.  It is
+ * taken as a registered seed is (checked, never trusted) from the next
+ * attempt on, which comes at once over the opens observed so far (none is
+ * forgotten).  Ignored once this module has identified an order (the nodes
+ * compare theirs) or when its n is not the module's.  Any thread. */
+void cfs_identify_take_hint(struct cfs_identify *id, const struct cfs_sampler_params *hint);
 
 enum cfs_identify_state {
     CFS_IDENTIFY_LEARNING = 0, /* collecting opens, or searching */

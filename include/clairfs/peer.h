@@ -52,7 +52,8 @@
  *
  * Protocol.  Control messages use one tag, so MPI's non-overtaking rule
  * keeps them in order between two nodes: REQ (a batch of file ids), REPLY
- * (per file: status, length, xxh3-64), GOODBYE and GOODBYE_ACK (leaving).
+ * (per file: status, length, xxh3-64), GOODBYE and GOODBYE_ACK (leaving),
+ * NOTE (a few bytes for the caller's on_note: the order agreement).
  * A client gathers the requests queued for each destination into batches of
  * up to CFS_PEER_BATCH ids, at most CFS_PEER_WINDOW batches in flight per
  * destination, so small files do not pay one round trip each and a busy
@@ -160,7 +161,7 @@ struct cfs_peer_agreement {
     uint64_t ram, ssd;
     uint64_t no_peers;      /* a node without peers would never answer the others */
 };
-#define CFS_PEER_PROTOCOL 2 /* 2: the agreement has repetitions */
+#define CFS_PEER_PROTOCOL 3 /* 2: the agreement has repetitions; 3: NOTE messages */
 
 /* The helpers (cfs_peer_agreement_from_config, _compare, cfs_peer_config_hash)
  * are declared with the rest of the API below. */
@@ -187,9 +188,15 @@ struct cfs_peer_view {
  * -ENOENT, or the reply's wait ends).  Must not block. */
 typedef int (*cfs_peer_provide_fn)(void *arg, uint32_t id, struct cfs_peer_view *v);
 
+/* Runs on the communication thread: a note (cfs_peer_note) from node src.
+ * Must not block. */
+typedef void (*cfs_peer_note_fn)(void *arg, uint32_t src, const void *msg, size_t len);
+
 struct cfs_peer_params {
     cfs_peer_provide_fn provide; /* NULL: this node holds nothing */
     void *provide_arg;
+    cfs_peer_note_fn on_note;    /* NULL: notes are dropped */
+    void *note_arg;
     double timeout;              /* seconds, the peer_timeout option; <= 0: 2 */
     double backoff;              /* seconds a slow peer is first refused; <= 0: timeout */
 };
@@ -306,6 +313,15 @@ int cfs_peer_start(struct cfs_peer *p, const struct cfs_peer_params *params, cha
  * (leaving, or not started). */
 int cfs_peer_submit(struct cfs_peer *p, struct cfs_peer_req *req);
 enum cfs_peer_state cfs_peer_node_state(const struct cfs_peer *p, uint32_t node);
+/* Notes: small messages the nodes exchange after start-up (the order
+ * agreement's claims, clairfs/order_agree.h), sent by the communication
+ * thread in order with the other control messages to dest and handed to
+ * dest's on_note there.  The bytes are copied: 0 (queued; a note to a node
+ * that left or does not answer is lost, never waited for), -EINVAL (bad
+ * node, self, or more than CFS_PEER_NOTE_MAX bytes), -ENOMEM, -ESHUTDOWN
+ * (leaving, not started, or one node). */
+#define CFS_PEER_NOTE_MAX 1024
+int cfs_peer_note(struct cfs_peer *p, uint32_t dest, const void *msg, size_t len);
 void cfs_peer_get_stats(struct cfs_peer *p, struct cfs_peer_stats *out);
 /* Leave the peer group (see Leaving above) and stop the thread: every
  * callback has run when it returns.  Idempotent; the provider is not called

@@ -56,10 +56,13 @@
  * A consumer that orders by next use (Belady) re-queries its entries when
  * the walk enters a new epoch (cfs_plan_walk_next() reports it).
  *
- * Memory: about 65 bytes per file, E/8 of them the epoch bitmap, for the
- * planned node and the owner map; while the plan is built, another 50 bytes
- * per file and 2 bytes per file per node.  The walker adds 16 bytes per file
- * and two epochs of the node's stream. */
+ * Memory: 35 + E/8 bytes per file (E/8: the epoch bitmap) for the planned
+ * node and the owner map; while the plan is built, another 22 bytes per
+ * file and 2.1 per file and node (ImageNet-22k, 14.2 M files on 16 nodes,
+ * 90 epochs: 1.45 GB at the peak, 0.66 GB kept).  The walker adds 16 bytes
+ * per file and two epochs of the node's stream.  Time: one permutation
+ * and one counted read per read of the run (every node's), then a few
+ * sequential passes per node over the files. */
 #ifndef CLAIRFS_PLAN_H
 #define CLAIRFS_PLAN_H
 

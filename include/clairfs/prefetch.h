@@ -149,6 +149,7 @@ struct cfs_prefetch_file;
 struct cfs_peer_ops;
 struct cfs_peer_view;
 struct cfs_run_config;
+struct cfs_rank_range;
 
 struct cfs_prefetch_params {
     const struct cfs_catalog *catalog;
@@ -343,6 +344,15 @@ int cfs_prefetch_adopt(struct cfs_prefetch *pf, const struct cfs_identified *id,
 int cfs_prefetch_adopt_at(struct cfs_prefetch *pf, const struct cfs_identified *id,
                           const char *root, const uint32_t *map, uint64_t n, char *err,
                           size_t errlen);
+/* A distributed mount's adoption, once the nodes agreed (clairfs/
+ * order_agree.h): as cfs_prefetch_adopt_at, planned for every node's ranks
+ * (node_ranks, one entry a node) from epoch from_epoch, the same on every
+ * node, in one stage (a staged plan's first epochs would differ from node
+ * to node).  On a single node it is cfs_prefetch_adopt_at. */
+int cfs_prefetch_adopt_cluster(struct cfs_prefetch *pf, const struct cfs_identified *id,
+                               const char *root, const uint32_t *map, uint64_t n,
+                               const struct cfs_rank_range *node_ranks, uint32_t from_epoch,
+                               char *err, size_t errlen);
 /* The identification's per-root clauses (cfs_identify_ops.text) into buf;
  * empty without. */
 void cfs_prefetch_roots_text(struct cfs_prefetch *pf, char *buf, size_t len);

@@ -76,6 +76,11 @@ void cfs_roots_destroy(struct cfs_roots *r);
 void cfs_roots_observe(struct cfs_roots *r, uint32_t sample, pid_t pid, pid_t ppid);
 /* Back to learning, every root. */
 void cfs_roots_restart(struct cfs_roots *r);
+/* A late hint (cfs_identify_take_hint) for the root named `name` ("" the
+ * mount's own) when its n is the hint's; kept for that root when no open
+ * has reached it yet (the last hint only). */
+void cfs_roots_take_hint(struct cfs_roots *r, const char *name,
+                         const struct cfs_sampler_params *hint);
 /* The state of the root last identified, else of the root with the most
  * opens (out may be NULL). */
 enum cfs_identify_state cfs_roots_state(struct cfs_roots *r, struct cfs_identified *out);

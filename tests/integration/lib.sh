@@ -137,10 +137,11 @@ cfs_mount() {
     local src=$1 mnt=$2 log=$3
     shift 3
     mkdir -p "$mnt"
-    # A non-interactive shell starts background jobs with SIGINT ignored, and
-    # libfuse (rightly) leaves ignored signals alone: restore the default so
-    # that SIGINT reaches the daemon as it would from a terminal.
-    env --default-signal=INT "$CLAIRFS" -f "$@" "$src" "$mnt" >"$log" 2>&1 &
+    # A non-interactive shell starts background jobs with SIGINT ignored, a
+    # suite run under nohup has SIGHUP ignored, and libfuse (rightly) leaves
+    # ignored signals alone: restore the defaults so that both reach the
+    # daemon as they would from a terminal.
+    env --default-signal=INT,HUP "$CLAIRFS" -f "$@" "$src" "$mnt" >"$log" 2>&1 &
     CFS_PID=$!
     cfs_pids+=("$CFS_PID")
     cfs_mounts+=("$mnt")

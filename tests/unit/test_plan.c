@@ -453,6 +453,102 @@ START_TEST(ddp_streams_cover_the_dataset_like_distributed_sampler)
 }
 END_TEST
 
+/* The sampler as a plan source: the planner then counts each node's reads
+ * in stream order, a block at a time, instead of partitioning the node's
+ * whole epoch stream by file range as it does for the default torch-ddp
+ * source.  Both must give the same plan. */
+static int smp_create(const void *cfg, void **st, char *err, size_t errlen)
+{
+    return cfs_sampler_create(cfg, (struct cfs_sampler **)st, err, errlen);
+}
+static void smp_destroy(void *st)
+{
+    cfs_sampler_destroy(st);
+}
+static uint64_t smp_len(void *st, uint32_t e, uint32_t r)
+{
+    return cfs_sampler_rank_len(st, e, r);
+}
+static int smp_compute(void *st, uint32_t e)
+{
+    return cfs_sampler_compute_epoch(st, e);
+}
+static uint32_t smp_at(void *st, uint32_t r, uint64_t i)
+{
+    return cfs_sampler_rank_at(st, r, i);
+}
+
+static void check_blocked_equals_stream_order(uint64_t n, uint32_t world, uint32_t nodes,
+                                              uint32_t node, uint32_t epochs, uint64_t ram,
+                                              uint64_t ssd)
+{
+    uint64_t *sizes = malloc(n * sizeof(*sizes));
+    ck_assert_ptr_nonnull(sizes);
+    uint64_t total = 0;
+    for (uint64_t i = 0; i < n; i++)
+        total += sizes[i] = 1000 + (i * 2654435761u) % 9000;
+    struct cfs_plan_params pp = {
+        .n = n, .sizes = sizes, .world = world, .epochs = epochs, .nodes = nodes, .node = node,
+        .ram = ram ? ram : total / nodes / 3, .ssd = ssd,
+        .sampler = {.kind = CFS_SAMPLER_TORCH_DDP, .n = n, .world = world, .batch = 1, .seed = 42},
+    };
+    struct cfs_plan *blocked = NULL, *ordered = NULL;
+    char err[256] = "";
+    ck_assert_int_eq(cfs_plan_create(&pp, &blocked, err, sizeof(err)), 0);
+    struct cfs_plan_source src = {smp_create, smp_destroy, smp_len, smp_compute, smp_at,
+                                  &pp.sampler};
+    pp.source = &src;
+    ck_assert_int_eq(cfs_plan_create(&pp, &ordered, err, sizeof(err)), 0);
+    for (uint32_t e = 0; e <= epochs; e++)
+        ck_assert_uint_eq(cfs_plan_epoch_start(blocked, e), cfs_plan_epoch_start(ordered, e));
+    uint64_t owned = 0;
+    for (uint32_t f = 0; f < n; f++) {
+        enum cfs_tier tb, to;
+        ck_assert_uint_eq(cfs_plan_count(blocked, f), cfs_plan_count(ordered, f));
+        ck_assert_uint_eq(cfs_plan_first_use(blocked, f), cfs_plan_first_use(ordered, f));
+        ck_assert_uint_eq(cfs_plan_tier(blocked, f), cfs_plan_tier(ordered, f));
+        ck_assert_uint_eq(cfs_plan_total_count(blocked, f), cfs_plan_total_count(ordered, f));
+        ck_assert_uint_eq(cfs_plan_owner(blocked, f, &tb), cfs_plan_owner(ordered, f, &to));
+        ck_assert_uint_eq(tb, to);
+        ck_assert_uint_eq(cfs_plan_owner_epoch(blocked, f), cfs_plan_owner_epoch(ordered, f));
+        ck_assert_uint_eq(cfs_plan_static_pinners(blocked, f),
+                          cfs_plan_static_pinners(ordered, f));
+        ck_assert_uint_eq(cfs_plan_static_pinner_epoch(blocked, f),
+                          cfs_plan_static_pinner_epoch(ordered, f));
+        ck_assert(cfs_plan_static_pinned(blocked, f) == cfs_plan_static_pinned(ordered, f));
+        ck_assert(cfs_plan_peer_pinned(blocked, f) == cfs_plan_peer_pinned(ordered, f));
+        owned += cfs_plan_owner(blocked, f, NULL) == node;
+    }
+    ck_assert_uint_gt(owned, 0);
+    for (int t = CFS_TIER_RAM; t <= CFS_TIER_SSD; t++) {
+        uint64_t kb, ko;
+        const uint32_t *ob = cfs_plan_prefetch_order(blocked, t, &kb);
+        const uint32_t *oo = cfs_plan_prefetch_order(ordered, t, &ko);
+        ck_assert_uint_eq(kb, ko);
+        ck_assert(kb == 0 || memcmp(ob, oo, kb * sizeof(*ob)) == 0);
+    }
+    for (uint32_t j = 0; j < nodes; j++) {
+        struct cfs_plan_node_summary sb, so;
+        cfs_plan_node_summary(blocked, j, &sb);
+        cfs_plan_node_summary(ordered, j, &so);
+        ck_assert(memcmp(&sb, &so, sizeof(sb)) == 0);
+    }
+    cfs_plan_destroy(blocked);
+    cfs_plan_destroy(ordered);
+    free(sizes);
+}
+
+/* Large enough for several file blocks (65536 files each), with padding
+ * (n not a multiple of world), a node of one rank and one of several, and
+ * an SSD tier. */
+START_TEST(partitioned_sweep_gives_the_stream_order_plan)
+{
+    check_blocked_equals_stream_order(140003, 12, 5, 0, 5, 0, 0);
+    check_blocked_equals_stream_order(140003, 12, 5, 4, 5, 0, 50000000);
+    check_blocked_equals_stream_order(140000, 3, 3, 1, 3, 0, 0);
+}
+END_TEST
+
 static Suite *plan_suite(void)
 {
     Suite *s = suite_create("plan");
@@ -466,6 +562,7 @@ static Suite *plan_suite(void)
     tcase_add_test(tc, default_rank_blocks_are_contiguous_and_even);
     tcase_add_test(tc, bad_parameters_are_rejected_with_a_message);
     tcase_add_test(tc, ddp_streams_cover_the_dataset_like_distributed_sampler);
+    tcase_add_test(tc, partitioned_sweep_gives_the_stream_order_plan);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -170,6 +170,64 @@ START_TEST(training_identified_in_its_folder_beside_a_validation_pass)
 }
 END_TEST
 
+/* Node 1 of a distributed mount, ranks 2-3 of world 4 on train/: the other
+ * node's claim arrives as a late hint before this node's first open of
+ * train/ (cfs_roots_take_hint keeps it for the root), and the root's
+ * identification, made at the first open, checks it against its opens. */
+START_TEST(a_late_hint_waits_for_its_root)
+{
+    imagenet_tree();
+    struct cfs_catalog *c = scan();
+    uint64_t ntrain;
+    uint32_t *train = samples_of(c, "train", &ntrain);
+    struct heard h = {.want = train};
+    pthread_mutex_init(&h.mu, NULL);
+    pthread_cond_init(&h.cv, NULL);
+    struct cfs_roots_params rp = {.catalog = c,
+                                  .derive = true,
+                                  .identify = params(0, 777, 4096),
+                                  .on_identified = heard_cb,
+                                  .cb_arg = &h};
+    rp.identify.node = 1, rp.identify.nodes = 2;
+    struct cfs_roots *r;
+    char err[256];
+    ck_assert_int_eq(cfs_roots_create(&rp, &r, err, sizeof(err)), 0);
+    struct cfs_sampler_params hint = {
+        .kind = CFS_SAMPLER_TORCH_DDP, .seed = 777, .n = ntrain, .world = 4, .batch = 4};
+    cfs_roots_take_hint(r, "val", &hint);   /* another root's: not train's */
+    cfs_roots_take_hint(r, "train", &hint); /* the last one is kept */
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP,
+                        .seed = 777,
+                        .n = 100,
+                        .world = 4,
+                        .batch = 4,
+                        .workers = 2,
+                        .rank_first = 2,
+                        .ranks = 2,
+                        .epochs = 4};
+    struct opens o = simulate(&t, 100000);
+    for (size_t i = 0; i < o.len; i++)
+        cfs_roots_observe(r, train[o.s[i]], o.pid[i], o.ppid[i]);
+    pthread_mutex_lock(&h.mu);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 120; /* a bound on a hang, not a measure */
+    while (!h.done && pthread_cond_timedwait(&h.cv, &h.mu, &until) == 0)
+        ;
+    pthread_mutex_unlock(&h.mu);
+    ck_assert_msg(h.done, "not identified");
+    ck_assert_str_eq(h.root, "train");
+    ck_assert_uint_eq(h.id.sampler.seed, 777);
+    ck_assert_uint_eq(h.id.sampler.world, 4);
+    ck_assert_uint_eq(h.id.rank_first, 2);
+    ck_assert_uint_eq(h.id.rank_count, 2);
+    cfs_roots_destroy(r);
+    opens_free(&o);
+    free(train);
+    cfs_catalog_destroy(c);
+}
+END_TEST
+
 START_TEST(a_registered_order_takes_every_open)
 {
     imagenet_tree();
@@ -202,6 +260,7 @@ int main(void)
     tcase_add_test(tc, a_flat_tree_is_the_mounts_own_order);
     tcase_add_test(tc, training_identified_in_its_folder_beside_a_validation_pass);
     tcase_add_test(tc, a_registered_order_takes_every_open);
+    tcase_add_test(tc, a_late_hint_waits_for_its_root);
     suite_add_tcase(s, tc);
     return cfs_check_run(s);
 }

@@ -1,0 +1,142 @@
+/* The nodes of a distributed mount learn the read order together and adopt
+ * one plan (nothing registered on many nodes).
+ *
+ * Why the nodes must agree.  A distributed plan is one plan of every node:
+ * each file's owner, each node's tiers and the cluster's first reads come
+ * from every node's stream over the same epochs.  A node that planned alone
+ * would ask peers for files they never fetch, and own files nobody asks
+ * for.  So no node adopts an identified order until every node's opens fit
+ * it, and then all adopt it with every node's ranks, from one epoch.
+ *
+ * What each node can learn alone.  torch-ddp interleaves the ranks: rank r
+ * reads positions r, r + W, ... of each epoch's permutation, and a node
+ * sees only its own ranks' opens.  The node that serves rank 0 holds the
+ * head of the permutation and finds seed, world, batch and its ranks from
+ * its opens (identify.h); any other node needs the world to know where its
+ * readers' stream starts, and its seed search could not tell the seed from
+ * a handful of positions anyway.  So a node that identified sends its
+ * result (a claim: kind, seed, n, world, batch, drop_last flags, its epoch
+ * and ranks) to every other node; a node that has none takes the claim as
+ * a hint with a seed (cfs_identify_take_hint), which its identification
+ * checks against its own opens, and when they fit it claims the same order
+ * with its own ranks.  A node whose opens do not fit the hint never claims
+ * it.
+ *
+ * Which ranks a node serves.  torchrun --nnodes=N gives node k the block of
+ * ranks k*L .. k*L+L-1 (L ranks a node), as does Slurm's srun with its
+ * default block distribution; srun --distribution=cyclic gives node k
+ * ranks k, k+N, ...  clairfs assumes blocks: the late hint is searched at
+ * the head position k*L (identify_scan.c), and a claim names a contiguous
+ * range.  A cyclic node's opens do not fit there: it never claims, and no
+ * node adopts (docs/distributed.md).
+ *
+ * The decision (cfs_order_agree_decide, pure, the same on every node since
+ * every node hears every claim): AGREED when every node claimed, the claims
+ * name one order and their ranks cover the world once; CONTRADICTED when
+ * two claims name different orders or overlap (two jobs on one allocation,
+ * a cyclic placement); WAITING otherwise.  An agreed order is planned on
+ * every node from the latest epoch any node claimed (from_epoch), so that
+ * every node's plan covers the same epochs.  A node whose peer died never
+ * hears its claim: it waits, a reactive cache, and never hangs (nothing
+ * blocks on a claim).  The transport never retries a note, so a node that
+ * hears from another for the first time answers with its own claim: a
+ * claim lost on its way comes back with the other node's first one.
+ *
+ * Threads.  cfs_order_agree_local runs on an identification thread,
+ * cfs_order_agree_receive on the peer communication thread (it must not
+ * block: it takes the module's lock, records, signals); the module's own
+ * thread (`cfs-agree`) calls adopt, which plans for seconds, and hint.
+ * One lock, a leaf but for the callbacks, which run without it. */
+#ifndef CLAIRFS_ORDER_AGREE_H
+#define CLAIRFS_ORDER_AGREE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "clairfs/identify.h"
+#include "clairfs/plan.h"
+
+#define CFS_ORDER_CLAIM_MAGIC 0x636c61696d763031ull /* "claimv01" */
+#define CFS_ORDER_ROOT_MAX 120
+
+/* One node's claim, as sent: fixed-size, raw bytes. */
+struct cfs_order_claim {
+    uint64_t magic;
+    uint64_t kind, seed, n, world, batch;
+    uint64_t drop_last, drop_last_batch, persistent_workers;
+    uint64_t epoch, rank_first, rank_count;
+    char root[CFS_ORDER_ROOT_MAX]; /* the dataset root ("" the mount's own), NUL-terminated */
+};
+
+enum cfs_order_agreement {
+    CFS_ORDER_WAITING = 0, /* a node has not claimed, or the ranks do not cover the world */
+    CFS_ORDER_AGREED,
+    CFS_ORDER_CONTRADICTED, /* two claims differ: no node adopts */
+};
+
+struct cfs_order_decision {
+    enum cfs_order_agreement state;
+    uint32_t from_epoch;               /* AGREED: every node plans from it */
+    struct cfs_rank_range *node_ranks; /* AGREED: nodes entries (the caller's array) */
+    uint32_t first_differing;          /* CONTRADICTED: a node whose claim differs from... */
+    uint32_t differs_from;             /* ...this one's */
+    uint32_t missing;                  /* WAITING: nodes without a claim */
+};
+
+/* The claim of an identification (root "" for the mount's own order). */
+void cfs_order_claim_of(const struct cfs_identified *id, const char *root,
+                        struct cfs_order_claim *out);
+/* The sampler a claim names (a hint with a seed). */
+void cfs_order_claim_sampler(const struct cfs_order_claim *c, struct cfs_sampler_params *out);
+/* Whether a and b name one order (everything but the epoch and the ranks). */
+bool cfs_order_claims_alike(const struct cfs_order_claim *a, const struct cfs_order_claim *b);
+
+/* The decision over claims[0..nodes) (have[i]: node i claimed), node_ranks
+ * an array of nodes entries the caller gives (filled when AGREED). */
+void cfs_order_agree_decide(const struct cfs_order_claim *claims, const bool *have, uint32_t nodes,
+                            struct cfs_rank_range *node_ranks, struct cfs_order_decision *out);
+
+/* "nodes 0-1 agree: torch-ddp seed=5 world=4 batch=8, planned from epoch 1",
+ * "waiting for node 1 (node 0: torch-ddp seed=5 world=4)", "node 1
+ * contradicts node 0: torch-ddp seed=6 world=4 against seed=5 world=4;
+ * every node stays a reactive cache". */
+void cfs_order_agree_describe(const struct cfs_order_claim *claims, const bool *have,
+                              uint32_t nodes, const struct cfs_order_decision *d, char *buf,
+                              size_t len);
+
+struct cfs_order_agree_params {
+    uint32_t node, nodes;
+    /* Send len bytes to node dest (never this node): must not block. */
+    int (*send)(void *arg, uint32_t dest, const void *msg, size_t len);
+    /* Another node's order, for root, as a hint to this node's identification. */
+    void (*hint)(void *arg, const char *root, const struct cfs_sampler_params *hint);
+    /* Every node agreed: adopt this node's identification (ctx as given to
+     * cfs_order_agree_local) with every node's ranks, from from_epoch. */
+    void (*adopt)(void *arg, const char *root, const void *ctx, const struct cfs_identified *mine,
+                  const struct cfs_rank_range *node_ranks, uint32_t from_epoch);
+    void *arg;
+};
+
+struct cfs_order_agree;
+
+/* Starts the module's thread.  0 or -errno with a one-line message. */
+int cfs_order_agree_create(const struct cfs_order_agree_params *p, struct cfs_order_agree **out,
+                           char *err, size_t errlen);
+/* Stops the thread: no callback runs once it returns, while local and
+ * receive may still be called (they record, nothing more).  Idempotent;
+ * accepts NULL.  The teardown stops it before what the callbacks reach
+ * (the roots a hint goes to, the maps an adoption reads) goes. */
+void cfs_order_agree_stop(struct cfs_order_agree *a);
+/* Stops the thread if needed, frees.  Accepts NULL. */
+void cfs_order_agree_destroy(struct cfs_order_agree *a);
+/* This node identified an order (again, or refined): claimed to every node.
+ * One epoch's order (epoch_seed_only) is no claim: it says one epoch. */
+void cfs_order_agree_local(struct cfs_order_agree *a, const char *root, const void *ctx,
+                           const struct cfs_identified *id);
+/* A message from node src (the peer thread).  Bad bytes are dropped. */
+void cfs_order_agree_receive(struct cfs_order_agree *a, uint32_t src, const void *msg, size_t len);
+/* The state and its description (stats' cluster line). */
+enum cfs_order_agreement cfs_order_agree_state(struct cfs_order_agree *a, char *buf, size_t len);
+
+#endif

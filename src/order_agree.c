@@ -1,0 +1,422 @@
+/* The nodes' agreement on an identified order (clairfs/order_agree.h).
+ *
+ * Every node keeps a table of the claims it has heard, its own among them,
+ * and decides from the table alone.  There is no coordinator and no round
+ * of answers: each node sends its claim to every other node whenever it
+ * changes, so every table converges to the same claims and every node
+ * reaches the same decision, whichever message came first.  A node never
+ * waits on another: the decision is taken again at each claim, and a node
+ * that is never heard from leaves the others waiting as reactive caches.
+ *
+ * Why a thread.  The claims arrive on the peer communication thread, which
+ * must never block, and the adoption they release plans for seconds; the
+ * hint to the identification takes the roots' lock.  So both run on the
+ * module's own thread, which sleeps until the table changes. */
+#include "clairfs/order_agree.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "clairfs/log.h"
+#include "clairfs/sampler.h"
+
+void cfs_order_claim_of(const struct cfs_identified *id, const char *root,
+                        struct cfs_order_claim *out)
+{
+    const struct cfs_sampler_params *sp = &id->sampler;
+    memset(out, 0, sizeof(*out));
+    out->magic = CFS_ORDER_CLAIM_MAGIC;
+    out->kind = (uint64_t)sp->kind;
+    out->seed = sp->seed;
+    out->n = sp->n;
+    out->world = sp->world;
+    out->batch = sp->batch;
+    out->drop_last = sp->drop_last;
+    out->drop_last_batch = sp->drop_last_batch;
+    out->persistent_workers = sp->persistent_workers;
+    out->epoch = id->epoch;
+    out->rank_first = id->rank_first;
+    out->rank_count = id->rank_count;
+    snprintf(out->root, sizeof(out->root), "%s", root ? root : "");
+}
+
+void cfs_order_claim_sampler(const struct cfs_order_claim *c, struct cfs_sampler_params *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->kind = (enum cfs_sampler_kind)c->kind;
+    out->seed = c->seed;
+    out->n = c->n;
+    out->world = (uint32_t)c->world;
+    out->batch = (uint32_t)c->batch;
+    out->drop_last = c->drop_last != 0;
+    out->drop_last_batch = c->drop_last_batch != 0;
+    out->persistent_workers = c->persistent_workers != 0;
+}
+
+bool cfs_order_claims_alike(const struct cfs_order_claim *a, const struct cfs_order_claim *b)
+{
+    return a->kind == b->kind && (uint32_t)a->seed == (uint32_t)b->seed && a->n == b->n &&
+           a->world == b->world && a->batch == b->batch && a->drop_last == b->drop_last &&
+           a->drop_last_batch == b->drop_last_batch &&
+           a->persistent_workers == b->persistent_workers && strcmp(a->root, b->root) == 0;
+}
+
+/* Do the claims' ranks cover [0, world) once?  -1: they overlap (or pass
+ * the world); 0: some rank is missing; 1: exactly. */
+static int ranks_cover(const struct cfs_order_claim *claims, uint32_t nodes, uint64_t world)
+{
+    uint64_t covered = 0;
+    for (uint32_t i = 0; i < nodes; i++) {
+        const struct cfs_order_claim *c = &claims[i];
+        if (c->rank_first + c->rank_count > world)
+            return -1;
+        for (uint32_t j = 0; j < i; j++) {
+            const struct cfs_order_claim *o = &claims[j];
+            if (c->rank_first < o->rank_first + o->rank_count &&
+                o->rank_first < c->rank_first + c->rank_count)
+                return -1;
+        }
+        covered += c->rank_count;
+    }
+    return covered == world ? 1 : 0;
+}
+
+void cfs_order_agree_decide(const struct cfs_order_claim *claims, const bool *have, uint32_t nodes,
+                            struct cfs_rank_range *node_ranks, struct cfs_order_decision *out)
+{
+    memset(out, 0, sizeof(*out));
+    int first = -1;
+    for (uint32_t i = 0; i < nodes; i++) {
+        if (!have[i]) {
+            out->missing++;
+            continue;
+        }
+        if (first < 0) {
+            first = (int)i;
+        } else if (!cfs_order_claims_alike(&claims[first], &claims[i])) {
+            out->state = CFS_ORDER_CONTRADICTED;
+            out->first_differing = i;
+            out->differs_from = (uint32_t)first;
+            return;
+        }
+    }
+    if (out->missing) {
+        out->state = CFS_ORDER_WAITING;
+        return;
+    }
+    int cover = ranks_cover(claims, nodes, claims[0].world);
+    if (cover < 0) {
+        /* one order, but two nodes say they serve one rank: not one job */
+        out->state = CFS_ORDER_CONTRADICTED;
+        out->first_differing = out->differs_from = 0;
+        return;
+    }
+    if (cover == 0) {
+        out->state = CFS_ORDER_WAITING; /* a rank not seen yet on some node */
+        return;
+    }
+    out->state = CFS_ORDER_AGREED;
+    out->node_ranks = node_ranks;
+    for (uint32_t i = 0; i < nodes; i++) {
+        node_ranks[i] =
+            (struct cfs_rank_range){(uint32_t)claims[i].rank_first, (uint32_t)claims[i].rank_count};
+        if (claims[i].epoch > out->from_epoch)
+            out->from_epoch = (uint32_t)claims[i].epoch;
+    }
+}
+
+static void describe_claim(const struct cfs_order_claim *c, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s%s%s seed=%" PRIu32 " world=%" PRIu64 " batch=%" PRIu64 "%s%s",
+             c->root[0] ? c->root : "", c->root[0] ? ": " : "",
+             cfs_sampler_kind_name((enum cfs_sampler_kind)c->kind), (uint32_t)c->seed, c->world,
+             c->batch, c->drop_last ? " drop_last" : "",
+             c->drop_last_batch ? " drop_last_batch" : "");
+}
+
+void cfs_order_agree_describe(const struct cfs_order_claim *claims, const bool *have,
+                              uint32_t nodes, const struct cfs_order_decision *d, char *buf,
+                              size_t len)
+{
+    char a[200], b[200];
+    uint32_t any = 0;
+    while (any < nodes && !have[any])
+        any++;
+    switch (d->state) {
+    case CFS_ORDER_AGREED:
+        describe_claim(&claims[0], a, sizeof(a));
+        snprintf(buf, len, "nodes 0-%u agree: %s, planned from epoch %u", nodes - 1, a,
+                 d->from_epoch);
+        return;
+    case CFS_ORDER_CONTRADICTED:
+        describe_claim(&claims[d->first_differing], a, sizeof(a));
+        describe_claim(&claims[d->differs_from], b, sizeof(b));
+        if (d->first_differing == d->differs_from)
+            snprintf(buf, len, "the nodes' ranks overlap (%s); every node stays a reactive cache",
+                     a);
+        else
+            snprintf(buf, len,
+                     "node %u contradicts node %u: %s against %s; every node stays a reactive "
+                     "cache",
+                     d->first_differing, d->differs_from, a, b);
+        return;
+    case CFS_ORDER_WAITING:
+        break;
+    }
+    if (any == nodes) {
+        snprintf(buf, len, "learning (no node has identified the order)");
+        return;
+    }
+    describe_claim(&claims[any], a, sizeof(a));
+    if (d->missing)
+        snprintf(buf, len, "waiting for %u of %u nodes (node %u: %s)", d->missing, nodes, any, a);
+    else
+        snprintf(buf, len, "waiting for every rank of world %" PRIu64 " (node %u: %s)",
+                 claims[any].world, any, a);
+}
+
+struct cfs_order_agree {
+    struct cfs_order_agree_params p;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool stop;
+    struct cfs_order_claim *claims; /* per node, under mu */
+    bool *have;
+    struct cfs_rank_range *ranks;
+    struct cfs_identified mine; /* this node's identification */
+    const void *mine_ctx;
+    uint64_t changes, handled; /* table changes, and those the thread acted on */
+    bool hint_owed;            /* a claim came while this node had none */
+    struct cfs_order_claim hint_claim;
+    uint32_t hint_src;
+    bool adopted; /* the last agreement acted on */
+    struct cfs_order_claim adopted_claim;
+    uint32_t adopted_from;
+    enum cfs_order_agreement logged; /* the last state logged */
+    double first_claim;              /* CLOCK_MONOTONIC seconds at the first claim, 0: none */
+    pthread_t thread;
+};
+
+static double now_sec(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Under mu: the table changed. */
+static void changed(struct cfs_order_agree *a)
+{
+    if (a->first_claim == 0)
+        a->first_claim = now_sec();
+    a->changes++;
+    pthread_cond_signal(&a->cv);
+}
+
+/* On the module's thread, with mu held: what the table now says, acted
+ * upon; the callbacks run with mu released. */
+static void act(struct cfs_order_agree *a)
+{
+    uint32_t nodes = a->p.nodes;
+    struct cfs_order_decision d;
+    cfs_order_agree_decide(a->claims, a->have, nodes, a->ranks, &d);
+    char text[600];
+    cfs_order_agree_describe(a->claims, a->have, nodes, &d, text, sizeof(text));
+    bool hint = a->hint_owed && !a->have[a->p.node];
+    struct cfs_order_claim hc = a->hint_claim;
+    uint32_t hsrc = a->hint_src;
+    a->hint_owed = false;
+    /* once per agreement: a claim refined (a rank seen later) is a new one */
+    bool adopt = d.state == CFS_ORDER_AGREED &&
+                 !(a->adopted && a->adopted_from == d.from_epoch &&
+                   memcmp(&a->adopted_claim, &a->claims[a->p.node], sizeof(hc)) == 0);
+    struct cfs_identified mine = a->mine;
+    const void *ctx = a->mine_ctx;
+    char root[CFS_ORDER_ROOT_MAX];
+    memcpy(root, a->claims[a->p.node].root, sizeof(root));
+    struct cfs_rank_range *ranks = NULL;
+    if (adopt) {
+        ranks = malloc(nodes * sizeof(*ranks));
+        if (ranks)
+            memcpy(ranks, a->ranks, nodes * sizeof(*ranks));
+        a->adopted = ranks != NULL;
+        a->adopted_claim = a->claims[a->p.node];
+        a->adopted_from = d.from_epoch;
+    }
+    bool log = d.state != a->logged || adopt;
+    a->logged = d.state;
+    double since = now_sec() - a->first_claim;
+    pthread_mutex_unlock(&a->mu);
+    if (log && d.state == CFS_ORDER_CONTRADICTED)
+        cfs_warn("order: %s", text);
+    else if (log && d.state == CFS_ORDER_AGREED)
+        cfs_info("order: %s (%.2f s after the first claim this node heard or made)", text, since);
+    if (hint && a->p.hint) {
+        struct cfs_sampler_params sp;
+        cfs_order_claim_sampler(&hc, &sp);
+        cfs_info("order: node %u identified %s seed=%" PRIu32 " world=%u; checking it against "
+                 "this node's opens",
+                 hsrc, cfs_sampler_kind_name(sp.kind), (uint32_t)sp.seed, sp.world);
+        a->p.hint(a->p.arg, hc.root, &sp);
+    }
+    if (ranks && a->p.adopt)
+        a->p.adopt(a->p.arg, root, ctx, &mine, ranks, d.from_epoch);
+    free(ranks);
+    pthread_mutex_lock(&a->mu);
+}
+
+static void *agree_thread(void *arg)
+{
+    struct cfs_order_agree *a = arg;
+    pthread_setname_np(pthread_self(), "cfs-agree");
+    pthread_mutex_lock(&a->mu);
+    while (!a->stop) {
+        if (a->handled == a->changes) {
+            pthread_cond_wait(&a->cv, &a->mu);
+            continue;
+        }
+        a->handled = a->changes;
+        act(a);
+    }
+    pthread_mutex_unlock(&a->mu);
+    return NULL;
+}
+
+int cfs_order_agree_create(const struct cfs_order_agree_params *p, struct cfs_order_agree **out,
+                           char *err, size_t errlen)
+{
+    *out = NULL;
+    if (p->nodes == 0 || p->node >= p->nodes) {
+        snprintf(err, errlen, "order agreement: node %u of %u", p->node, p->nodes);
+        return -EINVAL;
+    }
+    struct cfs_order_agree *a = calloc(1, sizeof(*a));
+    if (!a)
+        goto oom;
+    a->p = *p;
+    a->claims = calloc(p->nodes, sizeof(*a->claims));
+    a->have = calloc(p->nodes, sizeof(*a->have));
+    a->ranks = calloc(p->nodes, sizeof(*a->ranks));
+    if (!a->claims || !a->have || !a->ranks)
+        goto oom;
+    pthread_mutex_init(&a->mu, NULL);
+    pthread_cond_init(&a->cv, NULL);
+    int rc = pthread_create(&a->thread, NULL, agree_thread, a);
+    if (rc) {
+        snprintf(err, errlen, "order agreement: cannot start its thread: %s", strerror(rc));
+        pthread_cond_destroy(&a->cv);
+        pthread_mutex_destroy(&a->mu);
+        free(a->claims);
+        free(a->have);
+        free(a->ranks);
+        free(a);
+        return -rc;
+    }
+    *out = a;
+    return 0;
+oom:
+    if (a) {
+        free(a->claims);
+        free(a->have);
+        free(a->ranks);
+    }
+    free(a);
+    snprintf(err, errlen, "order agreement: out of memory");
+    return -ENOMEM;
+}
+
+void cfs_order_agree_stop(struct cfs_order_agree *a)
+{
+    if (!a)
+        return;
+    pthread_mutex_lock(&a->mu);
+    bool join = !a->stop;
+    a->stop = true;
+    pthread_cond_signal(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+    if (join)
+        pthread_join(a->thread, NULL);
+}
+
+void cfs_order_agree_destroy(struct cfs_order_agree *a)
+{
+    if (!a)
+        return;
+    cfs_order_agree_stop(a);
+    pthread_cond_destroy(&a->cv);
+    pthread_mutex_destroy(&a->mu);
+    free(a->claims);
+    free(a->have);
+    free(a->ranks);
+    free(a);
+}
+
+void cfs_order_agree_local(struct cfs_order_agree *a, const char *root, const void *ctx,
+                           const struct cfs_identified *id)
+{
+    if (id->epoch_seed_only || id->per_epoch_global)
+        return;
+    struct cfs_order_claim c;
+    cfs_order_claim_of(id, root, &c);
+    pthread_mutex_lock(&a->mu);
+    a->claims[a->p.node] = c;
+    a->have[a->p.node] = true;
+    a->mine = *id;
+    a->mine_ctx = ctx;
+    changed(a);
+    pthread_mutex_unlock(&a->mu);
+    /* send never blocks (the peer thread sends): under no lock all the same */
+    for (uint32_t d = 0; d < a->p.nodes; d++)
+        if (d != a->p.node && a->p.send)
+            a->p.send(a->p.arg, d, &c, sizeof(c));
+}
+
+void cfs_order_agree_receive(struct cfs_order_agree *a, uint32_t src, const void *msg, size_t len)
+{
+    struct cfs_order_claim c;
+    if (len != sizeof(c) || src >= a->p.nodes || src == a->p.node)
+        return;
+    memcpy(&c, msg, sizeof(c));
+    if (c.magic != CFS_ORDER_CLAIM_MAGIC || c.world == 0 || c.n == 0 ||
+        memchr(c.root, '\0', sizeof(c.root)) == NULL)
+        return;
+    pthread_mutex_lock(&a->mu);
+    /* The first claim from src: ours goes back to it, in case the one we
+     * sent was lost (a note is never retried by the transport). */
+    bool answer = !a->have[src] && a->have[a->p.node];
+    struct cfs_order_claim mine = a->claims[a->p.node];
+    a->claims[src] = c;
+    a->have[src] = true;
+    if (!a->have[a->p.node]) {
+        a->hint_owed = true;
+        a->hint_claim = c;
+        a->hint_src = src;
+    }
+    changed(a);
+    pthread_mutex_unlock(&a->mu);
+    if (answer && a->p.send)
+        a->p.send(a->p.arg, src, &mine, sizeof(mine));
+}
+
+enum cfs_order_agreement cfs_order_agree_state(struct cfs_order_agree *a, char *buf, size_t len)
+{
+    struct cfs_order_decision d;
+    pthread_mutex_lock(&a->mu);
+    struct cfs_rank_range *ranks = malloc(a->p.nodes * sizeof(*ranks));
+    if (!ranks) {
+        pthread_mutex_unlock(&a->mu);
+        snprintf(buf, len, "out of memory");
+        return CFS_ORDER_WAITING;
+    }
+    cfs_order_agree_decide(a->claims, a->have, a->p.nodes, ranks, &d);
+    if (buf && len)
+        cfs_order_agree_describe(a->claims, a->have, a->p.nodes, &d, buf, len);
+    pthread_mutex_unlock(&a->mu);
+    free(ranks);
+    return d.state;
+}

@@ -1,0 +1,201 @@
+#!/bin/bash
+# A distributed mount learns the order with nothing registered (suite 'mpi'):
+#   test_mpi_identify.sh SCENARIO
+# Nodes under mpirun (shared memory), nothing but ram= and index= given; real
+# torch DDP trainers (identify_trainer.py: DistributedSampler, num_workers=2,
+# batches of 8, in step over gloo), 4 epochs, pausing after epoch 0 until
+# their mount says identified (at most CLAIRFS_IDENTIFY_PAUSE s, 60 here).
+#   nodes2  2 nodes, one trainer of world 4: ranks 0-1 read node 0's mount,
+#           2-3 node 1's (the block torchrun --nnodes 2 gives)
+#   nodes4  4 nodes, one trainer of world 8, 2 ranks a node
+#   nodes8  8 nodes, world 16 (by hand, not in the suite: 56 processes)
+#   compare nodes2, then the same trainer with seed=, world= and batch=
+#           registered; prints both runs' PFS bytes of epochs 1-3 (by hand,
+#           not in the suite: they vary with the host's load)
+#   jobs    2 nodes, two trainers of world 2 with seeds 17 and 100017, each on
+#           one node's mount (two jobs on one allocation)
+# The RAM tiers hold the dataset together, not alone (120 % of it over the
+# nodes).  One trainer: node 0 holds the head of the order and identifies
+# it, the other nodes check its claim against their own opens, every node
+# adopts one plan.  Checked: every trainer byte equals the source's,
+# clairfs_order_identified 1 on every node, the agreement in the log ("nodes
+# 0-1 agree: torch-ddp seed=17 world=4 batch=8") and the stats, and on each
+# node at least the opens of epochs 1-3 predicted, at most 1 % of the
+# predicted opens missed.  Two jobs: each node
+# identifies its own, the nodes disagree ("node 1 contradicts node 0"), no
+# node adopts (clairfs_order_identified 0, nothing predicted), every byte
+# right.
+# Environment: CLAIRFS, CLAIRFS_GENDATA (lib.sh).
+# Exit 77 when mpirun, FUSE or torch is missing.
+set -u
+SCENARIO=${1:?scenario}
+. "$(dirname "$0")/lib.sh"
+command -v mpirun >/dev/null 2>&1 || { echo "SKIP: no mpirun"; exit 77; }
+cfs_need_torch
+cfs_setup
+CLAIRFS_IDENTIFY_PAUSE=${CLAIRFS_IDENTIFY_PAUSE:-60}
+. "$(dirname "$0")/identify_lib.sh"
+identify_dataset
+
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+MPI_COMMON="--oversubscribe --mca pml ob1 --mca btl self,vader --mca oob_tcp_if_include lo"
+SEED=17
+case $SCENARIO in
+nodes2 | compare) NODES=2 WORLD=4 JOBS=1 ;;
+nodes4) NODES=4 WORLD=8 JOBS=1 ;;
+nodes8) NODES=8 WORLD=16 JOBS=1 ;; # by hand: 8 daemons, 16 ranks, 32 workers
+jobs) NODES=2 WORLD=2 JOBS=2 PAUSE=5 ;; # nothing to wait for: no node adopts
+*) echo "unknown scenario $SCENARIO"; exit 2 ;;
+esac
+MPIPID=
+
+mpi_cleanup() {
+    local m
+    for m in "$TMP"/m*; do
+        [ -d "$m" ] && cfs_is_mounted "$m" && { fusermount3 -u "$m" 2>/dev/null || fusermount3 -u -z "$m"; }
+    done
+    if [ -n "$MPIPID" ] && kill -0 "$MPIPID" 2>/dev/null; then
+        for _ in $(seq 50); do kill -0 "$MPIPID" 2>/dev/null || break; sleep 0.1; done
+        kill "$MPIPID" 2>/dev/null
+        wait "$MPIPID" 2>/dev/null
+    fi
+    cfs_cleanup
+}
+trap mpi_cleanup EXIT
+
+# cluster_start OPTS: mpirun NODES daemons with -o OPTS (log $TMP/mpi.log),
+# every mount ready.
+cluster_start() {
+    local r
+    for r in $(seq 0 $((NODES - 1))); do mkdir -p "$TMP/m$r"; done
+    # shellcheck disable=SC2086
+    env --default-signal=INT timeout -k 5 300 mpirun -np $NODES $MPI_COMMON \
+        "$CLAIRFS" -o "$1" "$src" "$TMP/m{rank}" >"$TMP/mpi.log" 2>&1 &
+    MPIPID=$!
+    for _ in $(seq 300); do
+        ready && return 0
+        kill -0 "$MPIPID" 2>/dev/null || break
+        sleep 0.1
+    done
+    cat "$TMP/mpi.log"
+    fail "the mounts did not come up"
+    cfs_finish
+}
+ready() {
+    local r
+    for r in $(seq 0 $((NODES - 1))); do [ -e "$TMP/m$r/.clairfs/ready" ] || return 1; done
+}
+
+# cluster_stop: every node unmounted, mpirun's status checked.
+cluster_stop() {
+    local r
+    for r in $(seq 0 $((NODES - 1))); do fusermount3 -u "$TMP/m$r"; done
+    wait "$MPIPID"
+    check "mpirun ends cleanly" test $? -eq 0
+    MPIPID=
+}
+
+# trainers: JOBS trainers of WORLD ranks each; job j's rank r reads node
+# j * NODES / JOBS + r / (ranks a node)'s mount, compares every byte with
+# the source's; rank r of job j logs to $TMP/job$j.rank$r.log and copies its
+# mount's metrics at epoch 1 to $TMP/snap.job$j.rank$r.
+per_node=$((JOBS * WORLD / NODES))
+trainers() {
+    local j r node port pids=() p rc=0 t0=$SECONDS
+    for j in $(seq 0 $((JOBS - 1))); do
+        port=$("$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+        for r in $(seq 0 $((WORLD - 1))); do
+            node=$((j * NODES / JOBS + r / per_node))
+            timeout 600 "$TORCH_PY" "$TRAINER" --data "$TMP/m$node" --src "$src" \
+                --kind torch-ddp --seed $((SEED + 100000 * j)) --world $WORLD --rank "$r" \
+                --epochs $EPOCHS --batch $BATCH --workers $WORKERS --pause "$PAUSE" \
+                --port "$port" --snapshot "$TMP/snap.job$j.rank$r" --log "$TMP/job$j.rank$r.log" &
+            pids+=($!)
+            cfs_pids+=($!)
+        done
+    done
+    for p in "${pids[@]}"; do wait "$p" || rc=1; done
+    check "every rank ran its $EPOCHS epochs with the source's bytes" test "$rc" -eq 0
+    echo "trainers: $((SECONDS - t0)) s"
+}
+
+# pfs_later: the PFS bytes every node fetched in epochs 1-3 (since the
+# snapshot of its first rank), summed into pfs_later.
+pfs_later() {
+    local node j first was now
+    pfs_later=0
+    for node in $(seq 0 $((NODES - 1))); do
+        j=$((node * JOBS / NODES))
+        first=$(((node - j * NODES / JOBS) * per_node))
+        now=$(cfs_metric "$TMP/m$node" 'clairfs_fetch_bytes_total{from="pfs"}')
+        was=$(awk '$1 == "clairfs_fetch_bytes_total{from=\"pfs\"}" { print $2 }' \
+            "$TMP/snap.job$j.rank$first")
+        pfs_later=$((pfs_later + now - ${was:-0}))
+    done
+}
+
+# The RAM tiers hold the dataset together, not alone (60 % each on 2 nodes,
+# 30 % on 4): after epoch 0 the PFS is spared only where every node plans
+# the same owners.
+# (what the RAM tier charges: whole 4 KiB pages)
+paged=$(find "$src" -type f -printf '%s\n' | awk '{ s += int(($1 + 4095) / 4096) * 4096 } END { print s }')
+ram=$((paged * 6 / 5 / NODES / 1024 + 64))K
+cluster_start "ram=$ram,index=$TMP/index{rank}"
+trainers
+for node in $(seq 0 $((NODES - 1))); do
+    mnt=$TMP/m$node
+    j=$((node * JOBS / NODES))
+    first=$(((node - j * NODES / JOBS) * per_node))
+    grep -E '^(roots|order):' "$mnt/.clairfs/stats"
+    opens=0
+    for r in $(seq "$first" $((first + per_node - 1))); do
+        opens=$((opens + $(wc -l <"$TMP/job$j.rank$r.log")))
+    done
+    later=$((opens * (EPOCHS - 1) / EPOCHS))
+    # since the mount: a rank's workers may open epoch 1's first batch before
+    # the node's first rank copies the metrics at epoch 1
+    hit=$(cfs_metric "$mnt" 'clairfs_prediction_total{result="hit"}')
+    miss=$(cfs_metric "$mnt" 'clairfs_prediction_total{result="miss"}')
+    echo "node $node: $opens opens, $later in epochs 1-$((EPOCHS - 1)); predicted: hit=$hit miss=$miss"
+    if [ "$JOBS" = 1 ]; then
+        check "node $node: clairfs_order_identified 1" \
+            test "$(cfs_metric "$mnt" clairfs_order_identified)" = 1
+        check "node $node: at least the opens of epochs 1-$((EPOCHS - 1)) predicted ($((hit + miss)) of $later)" \
+            test "$((hit + miss))" -ge "$later"
+        check "node $node: at most 1 % of the predicted opens mispredicted ($miss of $((hit + miss)))" \
+            test "$((miss * 100))" -le "$((hit + miss))"
+        check "node $node: the stats say the nodes agree" \
+            grep -q "cluster: nodes 0-$((NODES - 1)) agree" "$mnt/.clairfs/stats"
+    else
+        check "node $node: clairfs_order_identified 0" \
+            test "$(cfs_metric "$mnt" clairfs_order_identified)" = 0
+        check "node $node: nothing predicted ($hit hits, $miss misses)" test "$((hit + miss))" = 0
+        check "node $node: the stats say the nodes disagree" \
+            grep -q "cluster: node 1 contradicts node 0" "$mnt/.clairfs/stats"
+    fi
+done
+grep -E 'order:|identify:' "$TMP/mpi.log"
+if [ "$JOBS" = 1 ]; then
+    check "the nodes agree on the trainer's order" \
+        grep -q "nodes 0-$((NODES - 1)) agree: torch-ddp seed=$SEED world=$WORLD batch=$BATCH" \
+        "$TMP/mpi.log"
+else
+    check "the nodes say they disagree" \
+        grep -q "node 1 contradicts node 0: torch-ddp seed=$((SEED + 100000))" "$TMP/mpi.log"
+fi
+pfs_later
+learnt=$pfs_later
+echo "PFS bytes of epochs 1-$((EPOCHS - 1)), every node: $learnt (dataset $nbytes)"
+cluster_stop
+
+if [ "$SCENARIO" = compare ]; then
+    # The same trainer on the same cluster with its settings registered.
+    rm -rf "$TMP"/index* "$TMP"/job* "$TMP"/snap.*
+    cluster_start "ram=$ram,index=$TMP/index{rank},seed=$SEED,world=$WORLD,batch=$BATCH"
+    trainers
+    pfs_later
+    echo "PFS bytes of epochs 1-$((EPOCHS - 1)): $learnt learnt, $pfs_later registered" \
+        "(dataset $nbytes, $paged in pages; ram=$ram a node)"
+    cluster_stop
+fi
+cfs_finish

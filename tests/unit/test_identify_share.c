@@ -1,0 +1,165 @@
+/* One node's share of a distributed torch-ddp run: the opens of the ranks
+ * one node serves (a contiguous block of them, as torchrun --nnodes and
+ * srun's default block distribution place them) are a strided subset of
+ * every epoch's permutation.  The node that serves rank 0 holds the head
+ * and identifies seed, world, batch and its ranks alone; every other node
+ * is given that result as a hint with a seed (what the nodes' agreement,
+ * clairfs/order_agree.h, sends it) and checks it against its own opens:
+ * the same order with its own ranks, or nothing when its opens contradict
+ * the hint.
+ *
+ * Worlds 4 and 8, one and two ranks a node, batches of 8 and 5, with and
+ * without drop_last, on every node of the run; the head node alone only
+ * where it can (head_cases says which).  All offline
+ * (cfs_identify_offline), 4096 seeds searched around the true one as in
+ * test_identify.c. */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "check_run.h"
+#include "clairfs/identify.h"
+#include "clairfs/sampler.h"
+#include "identify_fixture.h"
+
+struct share_case {
+    uint32_t world, ranks_per_node, batch;
+    bool drop_last;
+};
+
+static const struct share_case cases[] = {
+    {4, 2, 8, false}, {4, 1, 8, false}, {8, 2, 8, false}, {8, 1, 8, false}, {4, 2, 5, true},
+    {8, 1, 5, true},  {8, 2, 5, false}, {4, 1, 5, true},  {8, 2, 8, true},
+};
+/* The head node alone: two ranks a node (with one, randperm[1] is another
+ * node's first open and the seed scan's filter passes over the seed:
+ * identify_scan.c), drop_last not among them (the head node's share, two
+ * whole epochs of it, is reported without it: docs/distributed.md). */
+static const struct share_case head_cases[] = {
+    {4, 2, 8, false},
+    {8, 2, 8, false},
+    {8, 2, 5, false},
+    {4, 2, 5, false},
+};
+
+/* n not a multiple of any world here: the padding (or the cut, with
+ * drop_last) shows in every rank's length. */
+#define SHARE_N 2003u
+#define SHARE_SEED 3141592653u
+
+static struct trainer node_trainer(const struct share_case *c, uint32_t node)
+{
+    return (struct trainer){.kind = CFS_SAMPLER_TORCH_DDP,
+                            .seed = SHARE_SEED,
+                            .n = SHARE_N,
+                            .world = c->world,
+                            .batch = c->batch,
+                            .workers = 2,
+                            .rank_first = node * c->ranks_per_node,
+                            .ranks = c->ranks_per_node,
+                            .drop_last = c->drop_last,
+                            .epochs = 2};
+}
+
+/* The node's opens identified with the head node's result as the hint. */
+static int check_share(const struct share_case *c, uint32_t node,
+                       const struct cfs_sampler_params *hint, bool seeded, uint64_t range_seed,
+                       struct cfs_identified *id)
+{
+    struct trainer t = node_trainer(c, node);
+    struct opens o = simulate(&t, 100000);
+    struct cfs_identify_params p = params(t.n, range_seed, 4096);
+    p.hint = hint;
+    p.hint_has_seed = seeded;
+    p.node = node;
+    p.nodes = c->world / c->ranks_per_node;
+    int rc = identify(&p, &o, id);
+    opens_free(&o);
+    return rc;
+}
+
+/* What the head node claims: the trainer's own sampler. */
+static struct cfs_sampler_params head_claim(const struct share_case *c)
+{
+    return (struct cfs_sampler_params){.kind = CFS_SAMPLER_TORCH_DDP,
+                                       .seed = SHARE_SEED,
+                                       .n = SHARE_N,
+                                       .world = c->world,
+                                       .batch = c->batch,
+                                       .drop_last = c->drop_last};
+}
+
+START_TEST(the_head_node_identifies_alone)
+{
+    const struct share_case *c = &head_cases[_i];
+    struct cfs_identified id;
+    ck_assert_msg(check_share(c, 0, NULL, false, SHARE_SEED, &id) == 0, "world %u: %s", c->world,
+                  id.text);
+    ck_assert_int_eq(id.sampler.kind, CFS_SAMPLER_TORCH_DDP);
+    ck_assert_uint_eq(id.sampler.seed, SHARE_SEED);
+    ck_assert_uint_eq(id.sampler.world, c->world);
+    ck_assert_uint_eq(id.sampler.batch, c->batch);
+    ck_assert_int_eq(id.sampler.drop_last, c->drop_last);
+    ck_assert_uint_eq(id.rank_first, 0);
+    ck_assert_uint_eq(id.rank_count, c->ranks_per_node);
+    ck_assert_uint_eq(id.workers, 2);
+}
+END_TEST
+
+START_TEST(every_other_node_checks_the_head_nodes_result)
+{
+    const struct share_case *c = &cases[_i];
+    struct cfs_sampler_params head = head_claim(c);
+    uint32_t nodes = c->world / c->ranks_per_node;
+    for (uint32_t node = 1; node < nodes; node++) {
+        struct cfs_identified id;
+        /* without the hint the node's readers hold no head */
+        ck_assert_int_eq(check_share(c, node, NULL, false, SHARE_SEED, &id), -ENOENT);
+        ck_assert_msg(check_share(c, node, &head, true, SHARE_SEED, &id) == 0,
+                      "world %u node %u: %s", c->world, node, id.text);
+        ck_assert_uint_eq(id.sampler.seed, SHARE_SEED);
+        ck_assert_uint_eq(id.sampler.world, c->world);
+        ck_assert_uint_eq(id.sampler.batch, c->batch);
+        ck_assert_int_eq(id.sampler.drop_last, c->drop_last);
+        ck_assert_uint_eq(id.rank_first, node * c->ranks_per_node);
+        ck_assert_uint_eq(id.rank_count, c->ranks_per_node);
+        ck_assert_uint_eq(id.epoch, 1);
+    }
+}
+END_TEST
+
+/* Another job's seed (or world) sent as the hint: the node's opens do not
+ * fit it, and no other order is made up for them. */
+START_TEST(a_hint_the_opens_contradict_is_not_confirmed)
+{
+    const struct share_case *c = &cases[_i];
+    struct cfs_identified id;
+    struct cfs_sampler_params other = head_claim(c);
+    other.seed = SHARE_SEED + 100000u; /* outside the 4096 seeds searched */
+    ck_assert_int_eq(check_share(c, 1, &other, true, other.seed, &id), -ENOENT);
+    other = head_claim(c);
+    other.world = c->world * 2;
+    int rc = check_share(c, 1, &other, true, SHARE_SEED, &id);
+    ck_assert_msg(rc == -ENOENT || id.sampler.world != other.world, "%s", id.text);
+}
+END_TEST
+
+static Suite *share_suite(void)
+{
+    Suite *s = suite_create("identify_share");
+    TCase *t = tcase_create("shares");
+    tcase_set_timeout(t, 120);
+    size_t ncases = sizeof(cases) / sizeof(cases[0]);
+    tcase_add_loop_test(t, the_head_node_identifies_alone, 0,
+                        (int)(sizeof(head_cases) / sizeof(head_cases[0])));
+    tcase_add_loop_test(t, every_other_node_checks_the_head_nodes_result, 0, (int)ncases);
+    tcase_add_loop_test(t, a_hint_the_opens_contradict_is_not_confirmed, 0, (int)ncases);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+int main(void)
+{
+    return cfs_check_run(share_suite());
+}
