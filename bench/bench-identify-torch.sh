@@ -13,18 +13,25 @@
 # assertions; one identification runs at a time, at full priority.
 #
 # usage: bench/bench-identify-torch.sh [--build DIR] [--sizes N,N,...]
-#            [--seeds S,S,...]
+#            [--seeds S,S,...] [--kinds K,K]
 #   --sizes   default 10000,100000,1281167
 #   --seeds   default 7,4000000000
+#   --kinds   the rows: torch (every size), torch-ddp (the largest); default
+#             both.  torch-ddp alone is an unseeded epoch of torch-global
+#             (a fresh generator's first randperm, as the mount learns
+#             each epoch of a trainer that never seeds torch)
+# The search runs on the CPUs this process may use: under `taskset -c 0`
+# one thread, `taskset -c 0,1` two.
 # Environment: BENCH_TMP (default /dev/shm).
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-build=${CLAIRFS_BUILD:-build} sizes=10000,100000,1281167 seeds=7,4000000000
+build=${CLAIRFS_BUILD:-build} sizes=10000,100000,1281167 seeds=7,4000000000 only=
 while [ $# -gt 0 ]; do
     case $1 in
     --build) build=${2:?}; shift 2 ;;
     --sizes) sizes=${2:?}; shift 2 ;;
     --seeds) seeds=${2:?}; shift 2 ;;
+    --kinds) only=,${2:?},; shift 2 ;;
     -h | --help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench-identify-torch: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
@@ -92,6 +99,7 @@ for n in ${sizes//,/ }; do
     kinds=torch
     [ "$n" = "${sizes##*,}" ] && kinds="torch torch-ddp"
     for kind in $kinds; do
+        [ -z "$only" ] || [ "${only#*,"$kind",}" != "$only" ] || continue
         for seed in ${seeds//,/ }; do
             record "$kind" "$n" "$seed" "$work/paths" >"$work/rec" ||
                 { echo "bench-identify-torch: torch failed ($kind $n $seed)" >&2; exit 1; }

@@ -187,6 +187,7 @@ void cfs_identify_restart(struct cfs_identify *id)
     pthread_mutex_lock(&id->lock);
     id->len = 0;
     id->generation++;
+    id->restarts++;
     id->state = CFS_IDENTIFY_LEARNING;
     id->next_attempt = IDENT_MIN_OPENS;
     id->fruitless = 0;

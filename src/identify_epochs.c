@@ -17,12 +17,16 @@
  * learn from it: epoch 0 from its head, 32 opens doubled while they fit
  * nothing; the whole epoch checked before the next is learnt alone. */
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "clairfs/log.h"
+#include "clairfs/metrics.h"
+#include "clairfs/rng_offset.h"
+#include "clairfs/thread_priority.h"
 #include "identify_i.h"
 
 /* A fit that is one fresh generator's first randperm: what torch-global
@@ -107,13 +111,36 @@ bool ident_try_next_epoch(struct cfs_identify *id, const uint32_t *s, const pid_
     pthread_mutex_lock(&id->lock);
     if (rc < 0 || gen != id->generation || id->len < per)
         return false;
-    id->epochs = (struct ident_epochs){
-        .stage = IDENT_EPOCHS_TRYING, .per = per, .before = id->epochs.before};
+    id->epochs = (struct ident_epochs){.stage = IDENT_EPOCHS_TRYING,
+                                       .per = per,
+                                       .before = id->epochs.before,
+                                       .priv = {(uint32_t)r->sampler.seed},
+                                       .priv_epoch = r->epoch,
+                                       .priv_count = 1};
     ident_window_from(id, per, r->epoch + 1);
     cfs_info("identify: epoch %u does not continue the order of epoch %u (%s): learning it "
              "from its own opens",
              id->epochs.epoch, r->epoch, r->text);
     return true;
+}
+
+/* Epoch e's private seed p learnt: kept with the epochs before it when
+ * they are consecutive, else it starts the run anew; the same epoch fitted
+ * again (an attempt over more of its opens) replaces its own. */
+static void note_private_seed(struct ident_epochs *ep, uint32_t p, uint32_t e)
+{
+    if (ep->priv_count > 0 && e == ep->priv_epoch) {
+        ep->priv[ep->priv_count - 1] = p;
+        return;
+    }
+    if (ep->priv_count == 0 || e != ep->priv_epoch + 1) {
+        ep->priv_count = 0;
+    } else if (ep->priv_count == 3) {
+        memmove(ep->priv, ep->priv + 1, 2 * sizeof(*ep->priv));
+        ep->priv_count = 2;
+    }
+    ep->priv[ep->priv_count++] = p;
+    ep->priv_epoch = e;
 }
 
 /* A fresh epoch's fit, out, named as torch-global's epoch e: planned as the
@@ -143,7 +170,92 @@ void ident_epoch_fit(struct cfs_identify *id, struct cfs_identified *out, struct
         return;
     }
     id->epochs.stage = IDENT_EPOCHS_ON;
+    note_private_seed(&id->epochs, (uint32_t)out->sampler.seed, id->epochs.epoch);
     as_epoch_global(out, id->epochs.epoch);
+}
+
+/* The table's search on this thread at idle priority (raised by a
+ * cancel: a restart or the teardown); its CPU to the metrics. */
+static int table_search(struct cfs_identify *id, const struct cfs_rng_table_problem *pr,
+                        struct cfs_rng_table_result *res)
+{
+    double cpu0 = ident_clock_sec(CLOCK_THREAD_CPUTIME_ID);
+    bool lowered = strcmp(cfs_thread_lower_priority(), "normal") != 0;
+    int rc = cfs_rng_table_find(pr, &id->cancel, res);
+    if (lowered)
+        (void)cfs_thread_normal_priority();
+    double cpu = ident_clock_sec(CLOCK_THREAD_CPUTIME_ID) - cpu0;
+    if (id->p.metrics && cpu > 0)
+        cfs_metrics_add(id->p.metrics, CFS_M_SEARCH_NS_IDLE, (uint64_t)(cpu * 1e9));
+    return rc;
+}
+
+bool ident_epochs_table(struct cfs_identify *id, struct cfs_identified *out)
+{
+    struct ident_epochs *ep = &id->epochs;
+    if (ep->table_tried || ep->priv_count < 3 || id->stop)
+        return false;
+    ep->table_tried = true;
+    uint32_t priv[3];
+    memcpy(priv, ep->priv, sizeof(priv));
+    uint32_t first = ep->priv_epoch - 2;
+    uint64_t restarts = id->restarts;
+    struct cfs_rng_table_problem pr = {.private_seeds = priv,
+                                       .first_epoch = first,
+                                       .max_offset = id->p.global_max_offset
+                                                         ? id->p.global_max_offset
+                                                         : CFS_IDENTIFY_GLOBAL_MAX_OFFSET,
+                                       .max_words = CFS_IDENTIFY_GLOBAL_MAX_WORDS};
+    struct cfs_rng_table_result res;
+    atomic_store(&id->cancel, false);
+    id->tabling = true;
+    pthread_mutex_unlock(&id->lock);
+    double t0 = ident_now(id);
+    int rc = table_search(id, &pr, &res);
+    double took = ident_now(id) - t0;
+    pthread_mutex_lock(&id->lock);
+    id->tabling = false;
+    if (rc < 0 || res.cancelled || id->restarts != restarts || id->stop)
+        return false;
+    if (!res.found) {
+        cfs_info("identify: torch-global (no seed registered): the private seeds of epochs "
+                 "%u-%u follow from none of the %" PRIu64 " seeds people use (%.0f s); each "
+                 "epoch is learnt from its own opens",
+                 first, first + 2, res.seeds_tried, took);
+        return false;
+    }
+    /* The whole run from here: torch-global of S, K, G, in the epoch the
+     * trainer is in now (the window may have moved on meanwhile). */
+    struct cfs_identified r = id->result;
+    r.sampler.kind = CFS_SAMPLER_TORCH_GLOBAL;
+    r.sampler.seed = res.seed;
+    r.sampler.rng_offset = res.offset;
+    r.sampler.rng_epoch_words = res.words;
+    r.sampler.persistent_workers = res.persistent_workers;
+    r.seed_high_known = true;
+    r.epoch_words_known = true;
+    r.epoch_seed_only = r.per_epoch_global = false;
+    r.epoch = ep->epoch;
+    r.opens_before = ep->before;
+    r.opens = id->len;
+    /* Named as a registered seed would be: the table's seed is exact. */
+    struct cfs_sampler_params as_hint = r.sampler;
+    struct cfs_identify_params named = id->p;
+    named.hint = &as_hint;
+    named.hint_has_seed = true;
+    ident_finish(&named, &r, took, false);
+    char text[sizeof(r.text)];
+    snprintf(text, sizeof(text),
+             "%.190s (no seed registered: a seed people use, from epochs "
+             "%u-%u)",
+             r.text, first, first + 2);
+    memcpy(r.text, text, sizeof(r.text));
+    ep->stage = IDENT_EPOCHS_OFF;
+    id->state = CFS_IDENTIFY_IDENTIFIED;
+    id->result = r;
+    id->next_attempt = SIZE_MAX; /* the data path's misses say when it stops fitting */
+    *out = r;
+    return true;
 }
 
 /* Offline: the attempt over opens [from, from + len) of a record alone.  1

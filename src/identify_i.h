@@ -426,6 +426,12 @@ struct ident_epochs {
     uint32_t epoch;     /* the trainer's epoch the window holds */
     uint64_t per;       /* opens an epoch */
     uint64_t before;    /* opens observed before the window (since the restart) */
+    /* The private seeds of the last consecutive epochs learnt (priv_epoch
+     * the last one's), for the run's seed (ident_epochs_table). */
+    uint32_t priv[3];
+    uint32_t priv_epoch;
+    unsigned priv_count;
+    bool table_tried; /* the table of seeds people use was searched */
 };
 
 struct cfs_identify {
@@ -469,6 +475,8 @@ struct cfs_identify {
     size_t attempt_opens;     /* under lock: the opens of the last one begun */
     _Atomic uint64_t scanned; /* the seeds its scans have passed */
     bool waiting;             /* under lock: the thread waits on wake */
+    bool tabling;             /* under lock: the thread searches the table of seeds */
+    uint64_t restarts;        /* under lock: cfs_identify_restart calls */
 };
 
 /* The module's clock (cfs_identify_params.now), in seconds. */
@@ -493,6 +501,12 @@ bool ident_try_next_epoch(struct cfs_identify *id, const uint32_t *s, const pid_
  * planned as the torch-ddp epoch that reads it); anything else ends the
  * windows. */
 void ident_epoch_fit(struct cfs_identify *id, struct cfs_identified *out, struct ident_cand win);
+/* On the thread, the lock held (released meanwhile): once three
+ * consecutive epochs' private seeds are known, the run's seed is sought
+ * in the table of seeds people use (clairfs/rng_offset.h), once; found,
+ * the result becomes torch-global of that seed, K and G, for the whole run
+ * (out, true: the caller reports it; no attempt follows). */
+bool ident_epochs_table(struct cfs_identify *id, struct cfs_identified *out);
 
 /* --- The module's thread (identify_thread.c). --------------------------- */
 

@@ -57,7 +57,7 @@
 void ident_cancel_attempt(struct cfs_identify *id)
 {
     atomic_store(&id->cancel, true);
-    if (id->attempting)
+    if (id->attempting || id->tabling)
         (void)cfs_thread_normal_priority_of(id->thread);
 }
 
@@ -267,6 +267,15 @@ static void *identify_thread(void *arg)
         if (id->p.on_identified)
             id->p.on_identified(id->p.cb_arg, &out);
         pthread_mutex_lock(&id->lock);
+        /* A third epoch learnt alone: perhaps the run's seed is one people
+         * use, and every later epoch follows from it. */
+        if (out.per_epoch_global && ident_epochs_table(id, &out)) {
+            pthread_mutex_unlock(&id->lock);
+            cfs_info("identify: %s", out.text);
+            if (id->p.on_identified)
+                id->p.on_identified(id->p.cb_arg, &out);
+            pthread_mutex_lock(&id->lock);
+        }
     }
     pthread_mutex_unlock(&id->lock);
     free(a);

@@ -54,11 +54,14 @@ static const struct metric_def metric_table[CFS_M_COUNT] = {
     [CFS_M_STALL_NS] = {"clairfs_stall_seconds_total", "", COUNTER, U_NS,
                         "Time reads waited for data.", "stall", ""},
     [CFS_M_PREDICTION_HIT] = {"clairfs_prediction_total", "result=\"hit\"", COUNTER, U_COUNT,
-                              "Opened files that the plan expected now (hit) or not (miss): the "
-                              "training order's, and phase=\"validation\" an evaluation pass's.",
+                              "Opened files that the plan expected now (hit) or not (miss), "
+                              "or that no order in force covers (unplanned): the training "
+                              "order's, and phase=\"validation\" an evaluation pass's.",
                               "predict", "hit"},
     [CFS_M_PREDICTION_MISS] = {"clairfs_prediction_total", "result=\"miss\"", COUNTER, U_COUNT,
                                NULL, "predict", "miss"},
+    [CFS_M_PREDICTION_UNPLANNED] = {"clairfs_prediction_total", "result=\"unplanned\"", COUNTER,
+                                    U_COUNT, NULL, "predict", "unplanned"},
     [CFS_M_PREDICTION_EVAL_HIT] = {"clairfs_prediction_total",
                                    "phase=\"validation\",result=\"hit\"", COUNTER, U_COUNT, NULL,
                                    "predict", "val_hit"},

@@ -479,11 +479,14 @@ static void adopt_rest(struct cfs_prefetch *pf, const struct cfs_run_config *run
     uint64_t t0 = pf_now_ns(), cpu0 = thread_cpu_ns();
     int rc = pf_replan(pf, run, replay_again, ra, err, sizeof(err));
     atomic_store(&pf->extending, false); /* replay_again's too, under the lock */
-    if (rc < 0)
+    if (rc < 0) {
         cfs_warn("order: planning epochs %u to %u: %s; predicting to epoch %u", ra->epoch,
                  run->epochs - 1, err, pf->run.epochs - 1);
-    else
-        debug_planned(run->epochs - 1, t0, cpu0, ra);
+        return;
+    }
+    debug_planned(run->epochs - 1, t0, cpu0, ra);
+    /* The first plan's end may have come first (the gauge fell there). */
+    set_state(pf, PF_ORDER_IDENTIFIED);
 }
 
 /* Can the order of root r (replan_mu held) be adopted now?  Not while
@@ -607,9 +610,16 @@ static int adopt(struct cfs_prefetch *pf, const struct cfs_identified *id, const
     pf->ident = *id;
     pthread_mutex_unlock(&pf->order_mu);
     set_state(pf, PF_ORDER_IDENTIFIED);
-    cfs_info("order: %s %s%s%s; predicting it (%" PRIu64 " opens replayed, now in epoch %u)",
-             refining ? "refined to" : "identified", r ? root : "", r ? ": " : "", id->text,
-             ra.replayed, ra.epoch);
+    if (id->epoch_seed_only)
+        cfs_info("order: %s %s%s%s; predicting it to the end of epoch %u only, the next "
+                 "epoch's order is learnt from its own opens (%" PRIu64
+                 " opens replayed, now in epoch %u)",
+                 refining ? "refined to" : "identified", r ? root : "", r ? ": " : "", id->text,
+                 id->epoch, ra.replayed, ra.epoch);
+    else
+        cfs_info("order: %s %s%s%s; predicting it (%" PRIu64 " opens replayed, now in epoch %u)",
+                 refining ? "refined to" : "identified", r ? root : "", r ? ": " : "", id->text,
+                 ra.replayed, ra.epoch);
     if (staged) {
         run.epochs = full;
         adopt_rest(pf, &run, &ra);
@@ -729,6 +739,15 @@ void pf_end_epoch_order(struct cfs_prefetch *pf)
     if (!over)
         return;
     pf_track_destroy(old);
+    /* Identified, no longer predicted: the gauge says so, and the opens
+     * until the next epoch's order count as unplanned. */
+    cfs_metrics_set(pf->m, CFS_M_ORDER_IDENTIFIED, 0);
+    pthread_mutex_lock(&pf->order_mu);
+    uint32_t epoch = pf->ident.epoch;
+    pthread_mutex_unlock(&pf->order_mu);
+    cfs_info("order: epoch %u's order ends with it (one epoch's order); epoch %u is not "
+             "predicted until its own order is identified",
+             epoch, epoch + 1);
     pf_wake(pf);
 }
 
@@ -771,8 +790,12 @@ void cfs_prefetch_order_text(struct cfs_prefetch *pf, char *buf, size_t len)
         bool ended = id.epoch_seed_only && !pf->adopted;
         pthread_rwlock_unlock(&pf->plan_lock);
         if (ended)
-            snprintf(buf, len, "identified %s%s; epoch %u: learning its order", root, id.text,
-                     id.epoch + 1);
+            snprintf(buf, len,
+                     "identified %s%s (epoch %u only, ended); not predicted from epoch %u on, "
+                     "learning its order",
+                     root, id.text, id.epoch, id.epoch + 1);
+        else if (id.epoch_seed_only)
+            snprintf(buf, len, "identified %s%s (epoch %u only)", root, id.text, id.epoch);
         else
             snprintf(buf, len, "identified %s%s", root, id.text);
         return;

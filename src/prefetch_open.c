@@ -57,12 +57,14 @@ static bool observe(struct cfs_prefetch *pf, uint32_t sample, const struct cfs_o
                     bool *learn, bool *drop, bool *over)
 {
     /* Outside the adopted order's root (a validation folder read between
-     * epochs): no part of the order, neither hit nor miss; still heard by
-     * the identification, which learns that folder's own order.  An
-     * evaluation pass it named is predicted on its own (prefetch_eval.c). */
+     * epochs): no part of the order, neither hit nor miss but unplanned;
+     * still heard by the identification, which learns that folder's own
+     * order.  An evaluation pass it named is predicted on its own
+     * (prefetch_eval.c) and counted there. */
     enum pf_eval_result ev =
         sample == CFS_NO_SAMPLE ? PF_EVAL_NONE : pf_eval_open(pf, sample, pf->run.window);
-    if (ev == PF_EVAL_HIT || ev == PF_EVAL_MISS)
+    bool eval_counted = ev == PF_EVAL_HIT || ev == PF_EVAL_MISS;
+    if (eval_counted)
         cfs_metrics_add(pf->m, ev == PF_EVAL_HIT ? CFS_M_PREDICTION_EVAL_HIT
                                                  : CFS_M_PREDICTION_EVAL_MISS, 1);
     bool outside = sample != CFS_NO_SAMPLE &&
@@ -77,6 +79,8 @@ static bool observe(struct cfs_prefetch *pf, uint32_t sample, const struct cfs_o
     /* Counted with a tracker too: dropped, the order leaves the passes
      * where the opens have them. */
     bool pass_end = sample != CFS_NO_SAMPLE && pf_pass_open(pf, sample);
+    if (sample != CFS_NO_SAMPLE && !eval_counted && (outside || !pf->track))
+        cfs_metrics_add(pf->m, CFS_M_PREDICTION_UNPLANNED, 1);
     if (outside)
         return false;
     if (!pf->track) {
@@ -92,6 +96,10 @@ static bool observe(struct cfs_prefetch *pf, uint32_t sample, const struct cfs_o
     if (o.epoch_changed && pf->adopted && pf->epoch_only && o.epoch >= pf->run.epochs)
         *over = !atomic_exchange(&pf->drop_pending, true);
     if (o.epoch_changed) {
+        /* Past the plan's last epoch nothing is predicted: the opens are
+         * misses (counted; an identified order is dropped by them). */
+        if (o.epoch >= pf->run.epochs)
+            cfs_metrics_set(pf->m, CFS_M_ORDER_IDENTIFIED, 0);
         cfs_metrics_set(pf->m, CFS_M_EPOCH, o.epoch);
         cfs_cache_set_policy(pf->cache, pf_next_use_cb, pf); /* re-key every entry */
     }

@@ -62,7 +62,12 @@
  * is torch-global without S, and from then on every epoch's window - the
  * epoch_opens opens after the last - is scanned for its own private seed
  * (reported as torch-ddp at world 1 seeded so that `epoch` reads it, with
- * per_epoch_global).  A window that ends unidentified ends it.
+ * per_epoch_global).  A window that ends unidentified ends it.  Once
+ * three consecutive epochs' private seeds are known, the module looks for
+ * the run's seed among the seeds people use (cfs_rng_table_find, once, at
+ * idle priority): found, it reports torch-global of that seed, K and G
+ * (not epoch_seed_only: the whole run) and searches no more; the data
+ * path's misses tell when it stops fitting (a restart).
  *
  * When an order is identified the module calls params.on_identified from
  * its own thread (the callback may take long: it plans); the mount then

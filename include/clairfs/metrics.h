@@ -28,6 +28,7 @@ enum cfs_metric {
     CFS_M_STALL_NS, /* rendered in seconds */
     CFS_M_PREDICTION_HIT,
     CFS_M_PREDICTION_MISS,
+    CFS_M_PREDICTION_UNPLANNED, /* opens of samples no order in force covers */
     CFS_M_PREDICTION_EVAL_HIT, /* an evaluation pass's opens, predicted on their own */
     CFS_M_PREDICTION_EVAL_MISS,
     CFS_M_FETCH_BYTES_PFS,

@@ -28,9 +28,12 @@
  * reads the source directly.  clairfs_stall_seconds_total is the time opens
  * waited for fetches plus the time of direct reads.
  * clairfs_fetch_bytes_total{from="pfs"} counts every byte read from the
- * source (fetches and direct reads).  Until an order is known (registered,
- * or identified from the opens) nothing is predicted and
- * clairfs_prediction_total stays 0.
+ * source (fetches and direct reads).  clairfs_prediction_total counts every
+ * open of an indexed sample once: a hit or a miss of the order in force
+ * (registered, or identified from the opens), or "unplanned" where no
+ * order covers it (learning, one epoch's order ended with its epoch, a
+ * folder beside the one whose order is predicted), so the opens the mount
+ * does not predict are never left out of the share it does.
  *
  * The prefetcher thread walks the node's stream from the trainer's position
  * forward (at most `lookahead` files, default: as far as the two

@@ -34,7 +34,10 @@
  * search (clairfs/seed_search.h, skip_words 0) recovers that epoch's
  * private seed from the same constraints - enough to predict the rest of
  * that one epoch, not the next ones (the next private seed is far down an
- * unknown stream). Finding S from there is not attempted.
+ * unknown stream). From three consecutive epochs' private seeds S is
+ * found when it is one people use (cfs_rng_table_find, below; rng_table.c),
+ * with K and G in the bounds of a registered seed's search; an S outside
+ * that table is not searched (2^32 streams of 2^25 words).
  *
  * Pure computation: synchronous, or the general walk in one background
  * thread at idle priority (SCHED_IDLE, else nice 19), the seed search's
@@ -42,6 +45,7 @@
 #ifndef CLAIRFS_RNG_OFFSET_H
 #define CLAIRFS_RNG_OFFSET_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -106,6 +110,36 @@ bool cfs_rng_search_done(const struct cfs_rng_search *s);
 const char *cfs_rng_search_priority(const struct cfs_rng_search *s);
 void cfs_rng_search_cancel(struct cfs_rng_search *s);
 int cfs_rng_search_finish(struct cfs_rng_search *s, struct cfs_rng_result *res);
+
+/* The seeds people give torch.manual_seed, most used first (rng_table.c
+ * says where each comes from): up to cap of them into out, their count. */
+size_t cfs_rng_seed_table(uint64_t *out, size_t cap);
+
+/* Three consecutive epochs' private seeds (the low 32 bits each epoch's
+ * randperm was seeded with), epochs first_epoch .. first_epoch + 2 of the
+ * run, and the bounds of the search. */
+struct cfs_rng_table_problem {
+    const uint32_t *private_seeds;  /* 3 */
+    uint32_t first_epoch;           /* 0..1024 */
+    uint64_t max_offset, max_words; /* K <= max_offset, G <= max_words */
+    const uint64_t *seeds;          /* tried in turn; NULL: cfs_rng_seed_table's */
+    size_t nseeds;
+};
+
+struct cfs_rng_table_result {
+    bool found;
+    uint64_t seed, offset, words; /* S, K, G of the first seed tried that fits */
+    bool persistent_workers;      /* L = 2 */
+    uint64_t seeds_tried;
+    bool cancelled; /* *cancel was set: seeds_tried is where it stopped */
+};
+
+/* S, K, G and the loader's iterator that put those private seeds at their
+ * words of S's stream, S tried in the table's order, the first that fits
+ * (a false fit is about 2^-46 a seed: rng_table.c).  Polls cancel (NULL:
+ * none) between seeds.  0 (res->found says whether), -EINVAL. */
+int cfs_rng_table_find(const struct cfs_rng_table_problem *p, const atomic_bool *cancel,
+                       struct cfs_rng_table_result *res);
 
 /* Word D_e of the formula above: where epoch e's private seed is drawn. */
 uint64_t cfs_rng_epoch_draw(uint64_t offset, uint64_t epoch_words, bool persistent_workers,

@@ -94,10 +94,12 @@ def order_line(mnt):
 
 def wait_epoch_order(args, epoch):
     """--pause-epochs: wait until the mount names this epoch's private seed
-    (torch-global without a registered seed), at most --pause seconds."""
+    (torch-global without a registered seed), or the run's seed (a seed
+    people use: every epoch known), at most --pause seconds."""
     t0 = time.monotonic()
-    want = f"epoch {epoch}'s private seed="
-    while want not in order_line(args.data) and time.monotonic() - t0 < args.pause:
+    want = (f"epoch {epoch}'s private seed=", "a seed people use")
+    while not any(w in order_line(args.data) for w in want) and \
+            time.monotonic() - t0 < args.pause:
         time.sleep(0.5)
     print(f"rank {args.rank}: paused {time.monotonic() - t0:.1f} s in epoch {epoch}: "
           f"{order_line(args.data).strip()}", flush=True)
@@ -124,6 +126,11 @@ def snapshot(args):
 
 
 def identified(mnt):
+    """The mount predicts the order (clairfs_order_identified 1), or has
+    identified one epoch's order that ended with it (the stats' order line
+    says identified; the gauge is 0 until the next epoch's)."""
+    if re.match(r"order:\s*identified", order_line(mnt)):
+        return True
     try:
         with open(os.path.join(mnt, ".clairfs", "metrics")) as f:
             for line in f:
@@ -329,6 +336,8 @@ def main():
     ap.add_argument("--log", required=True, help="'epoch rank index' per item")
     ap.add_argument("--snapshot", help="copy .clairfs/metrics here when epoch 1 starts "
                     "(with --pause-epochs: when epoch 1's order is known)")
+    ap.add_argument("--epoch-snapshots", help="copy .clairfs/metrics to PREFIX.E at the end "
+                    "of each epoch E, before any pause")
     ap.add_argument("--pause-epochs", action="store_true",
                     help="from epoch 1 on, pause after each epoch's first batch until the mount "
                     "names that epoch's private seed (an epoch long enough for the search)")
@@ -385,6 +394,10 @@ def main():
                         return 1
                     log.write(f"{epoch} {args.rank} {i}\n")
             print(f"rank {args.rank}: epoch {epoch} {time.monotonic() - t_epoch:.3f} s", flush=True)
+            if args.epoch_snapshots:
+                with open(os.path.join(args.data, ".clairfs", "metrics")) as f, \
+                        open(f"{args.epoch_snapshots}.{epoch}", "w") as out:
+                    out.write(f.read())
             print(f"rank {args.rank}: clock at epoch {epoch}'s end {time.time():.3f}", flush=True)
             if args.val_dir and not evaluate(args, epoch):
                 return 1

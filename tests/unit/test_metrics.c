@@ -31,10 +31,12 @@ static const char expected_prometheus[] =
     "# TYPE clairfs_stall_seconds_total counter\n"
     "clairfs_stall_seconds_total 12.000000345\n"
     "# HELP clairfs_prediction_total Opened files that the plan expected now (hit) or not "
-    "(miss): the training order's, and phase=\"validation\" an evaluation pass's.\n"
+    "(miss), or that no order in force covers (unplanned): the training order's, and "
+    "phase=\"validation\" an evaluation pass's.\n"
     "# TYPE clairfs_prediction_total counter\n"
     "clairfs_prediction_total{result=\"hit\"} 7\n"
     "clairfs_prediction_total{result=\"miss\"} 3\n"
+    "clairfs_prediction_total{result=\"unplanned\"} 2\n"
     "clairfs_prediction_total{phase=\"validation\",result=\"hit\"} 5\n"
     "clairfs_prediction_total{phase=\"validation\",result=\"miss\"} 0\n"
     "# HELP clairfs_fetch_bytes_total Bytes fetched, by source.\n"
@@ -147,7 +149,7 @@ static const char expected_stats[] =
     "catalog   files 1281167  dirs 1001  bytes 137 GiB  from_index yes\n"
     "reads     ram 10  ssd 20  peer 30  pfs 18446744073709551615\n"
     "stall     12.000 s\n"
-    "predict   hit 7  miss 3  val_hit 5  val_miss 0\n"
+    "predict   hit 7  miss 3  unplanned 2  val_hit 5  val_miss 0\n"
     "fetched   pfs 4.00 KiB  peer 0 B\n"
     "cache     ram 1.00 GiB  ssd 1.50 KiB\n"
     "epoch     4\n"
@@ -181,6 +183,7 @@ static void fill(struct cfs_metrics *m)
     cfs_metrics_add(m, CFS_M_STALL_NS, 12000000345ull);
     cfs_metrics_add(m, CFS_M_PREDICTION_HIT, 7);
     cfs_metrics_add(m, CFS_M_PREDICTION_MISS, 3);
+    cfs_metrics_add(m, CFS_M_PREDICTION_UNPLANNED, 2);
     cfs_metrics_add(m, CFS_M_PREDICTION_EVAL_HIT, 5);
     cfs_metrics_add(m, CFS_M_FETCH_BYTES_PFS, 4096);
     cfs_metrics_set(m, CFS_M_CACHE_BYTES_RAM, 1ull << 30);

@@ -9,6 +9,8 @@
  * mispredicts 64 opens in a row, or half of a block of 256, is dropped and
  * the module restarted once with the misses; one epoch's order ends with
  * its epoch, and a lasting one after it is planned the mount's epochs;
+ * every open of a sample is counted once, as a hit, a miss or unplanned
+ * (no order covers it), and the gauge says 1 only while an order predicts;
  * sweep=auto holds the sweep while the search reports little of a core. */
 #include <check.h>
 #include <stdatomic.h>
@@ -703,6 +705,153 @@ START_TEST(one_epoch_order_then_a_lasting_one)
 }
 END_TEST
 
+/* Every open of a sample once in clairfs_prediction_total. */
+static uint64_t counted(const struct cfs_metrics *m)
+{
+    return mget(m, CFS_M_PREDICTION_HIT) + mget(m, CFS_M_PREDICTION_MISS) +
+           mget(m, CFS_M_PREDICTION_UNPLANNED);
+}
+
+/* One epoch's order that the next epoch does not continue (torchdata's
+ * sampler: epoch 0 reads as a fresh generator's first randperm, epoch 1 as
+ * its second, which no fresh seed explains): predicted to its epoch's end,
+ * then the gauge falls to 0, the stats say it ended, and epoch 1's opens
+ * are counted as unplanned - never left out. */
+START_TEST(one_epoch_order_ends_and_the_rest_is_unplanned)
+{
+    struct fixture fx;
+    struct cfs_metrics m;
+    struct fake_identify fake = {.state = CFS_IDENTIFY_LEARNING};
+    char err[256];
+    const uint32_t learned = 30;
+    fixture_init(&fx);
+    struct cfs_prefetch *pf = make_pf(&fx, "ram=16M,no_sweep,epochs=4", &m, NULL);
+    cfs_prefetch_set_identify(pf, &fake_ops, &fake, NULL);
+    uint32_t *e0 = epoch_stream(NFILES, 7, 0), *e1 = epoch_stream(NFILES, 9, 0);
+    for (uint32_t i = 0; i < learned; i++)
+        read_check_as(pf, &fx, e0[i], &trainer);
+    ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_UNPLANNED), learned);
+    struct cfs_identified once = ddp7(1, 0, learned);
+    once.epoch_seed_only = true;
+    once.epoch_opens = NFILES;
+    ck_assert_msg(cfs_prefetch_adopt(pf, &once, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_uint_eq(mget(&m, CFS_M_ORDER_IDENTIFIED), 1);
+    order_text_starts(pf, "identified torch-ddp seed=7 world=1 epoch 0 after 30 opens (epoch 0 "
+                          "only)");
+    for (uint32_t i = learned; i < NFILES; i++)
+        read_check_as(pf, &fx, e0[i], &trainer);
+    struct cfs_prefetch_stats st;
+    cfs_prefetch_stats(pf, &st);
+    ck_assert(!st.adopted);
+    ck_assert_uint_eq(mget(&m, CFS_M_ORDER_IDENTIFIED), 0);
+    order_text_starts(pf, "identified torch-ddp seed=7 world=1 epoch 0 after 30 opens (epoch 0 "
+                          "only, ended); not predicted from epoch 1 on, learning its order");
+    for (uint32_t i = 0; i < NFILES; i++)
+        read_check_as(pf, &fx, e1[i], &trainer);
+    ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_HIT), NFILES - learned);
+    ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_MISS), 0);
+    ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_UNPLANNED), learned + NFILES);
+    ck_assert_uint_eq(counted(&m), 2 * NFILES);
+    ck_assert_uint_eq(mget(&m, CFS_M_ORDER_IDENTIFIED), 0);
+    ck_assert(cfs_prefetch_learning(pf)); /* the module hears epoch 1 */
+    ck_assert_uint_eq(fake.n, 2 * NFILES);
+    free(e0);
+    free(e1);
+    cfs_prefetch_destroy(pf);
+    fixture_fini(&fx);
+}
+END_TEST
+
+/* An identified order run past its plan's last epoch (epochs=2): the gauge
+ * falls to 0 when the trainer enters epoch 2, and epoch 2's opens are
+ * counted as misses. */
+START_TEST(past_the_plan_the_gauge_falls_and_the_opens_miss)
+{
+    struct fixture fx;
+    struct cfs_metrics m;
+    struct fake_identify fake = {.state = CFS_IDENTIFY_LEARNING};
+    char err[256];
+    const uint32_t learned = 30;
+    fixture_init(&fx);
+    struct cfs_prefetch *pf = make_pf(&fx, "ram=16M,no_sweep,epochs=2", &m, NULL);
+    cfs_prefetch_set_identify(pf, &fake_ops, &fake, NULL);
+    uint32_t *e0 = epoch_stream(NFILES, 7, 0);
+    for (uint32_t i = 0; i < learned; i++)
+        read_check_as(pf, &fx, e0[i], &trainer);
+    struct cfs_identified id = ddp7(1, 0, learned);
+    id.epoch_opens = NFILES;
+    ck_assert_msg(cfs_prefetch_adopt(pf, &id, err, sizeof(err)) == 0, "%s", err);
+    for (uint32_t i = learned; i < NFILES; i++)
+        read_check_as(pf, &fx, e0[i], &trainer);
+    ck_assert_int_eq(cfs_prefetch_wait_idle(pf, 30), 0);
+    replay_epoch(pf, &fx, 7, 1);
+    ck_assert_uint_eq(mget(&m, CFS_M_EPOCH), 2);
+    ck_assert_uint_eq(mget(&m, CFS_M_ORDER_IDENTIFIED), 0);
+    replay_epoch(pf, &fx, 7, 2);
+    ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_HIT), 2 * NFILES - learned);
+    ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_MISS), NFILES);
+    ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_UNPLANNED), learned);
+    ck_assert_uint_eq(counted(&m), 3 * NFILES);
+    free(e0);
+    cfs_prefetch_destroy(pf);
+    fixture_fini(&fx);
+}
+END_TEST
+
+/* Two dataset roots: train (the even samples) and val (the odd ones).
+ * train's order is adopted with its map; val's, identified meanwhile, is
+ * not predicted (-EBUSY: one order at a time).  Every open is counted
+ * once: train's as hits, val's as unplanned, the gauge stays 1. */
+START_TEST(opens_beside_the_predicted_root_are_unplanned)
+{
+    struct fixture fx;
+    struct cfs_metrics m;
+    struct fake_identify fake = {.state = CFS_IDENTIFY_LEARNING};
+    char err[256];
+    enum { HALF = NFILES / 2 };
+    uint32_t train[HALF], val[HALF];
+    for (uint32_t i = 0; i < HALF; i++) {
+        train[i] = 2 * i;
+        val[i] = 2 * i + 1;
+    }
+    fixture_init(&fx);
+    struct cfs_prefetch *pf = make_pf(&fx, "ram=16M,no_sweep,epochs=4", &m, NULL);
+    cfs_prefetch_set_identify(pf, &fake_ops, &fake, NULL);
+    uint32_t *perm = epoch_stream(HALF, 7, 0), *vperm = epoch_stream(HALF, 9, 0);
+    const uint32_t learned = 20, vals = 12;
+    for (uint32_t i = 0; i < learned; i++)
+        read_check_as(pf, &fx, train[perm[i]], &trainer);
+    struct cfs_identified id = ddp7(1, 0, learned);
+    id.sampler.n = HALF;
+    id.epoch_opens = HALF;
+    ck_assert_msg(cfs_prefetch_adopt_at(pf, &id, "train", train, HALF, err, sizeof(err)) == 0, "%s",
+                  err);
+    ck_assert_uint_eq(mget(&m, CFS_M_ORDER_IDENTIFIED), 1);
+    order_text_starts(pf, "identified train: torch-ddp seed=7");
+    for (uint32_t i = 0; i < vals; i++)
+        read_check_as(pf, &fx, val[vperm[i]], &trainer);
+    struct cfs_identified vid = ddp7(1, 0, vals);
+    vid.sampler.seed = 9;
+    vid.sampler.n = HALF;
+    vid.epoch_opens = HALF;
+    ck_assert_int_eq(cfs_prefetch_adopt_at(pf, &vid, "val", val, HALF, err, sizeof(err)), -EBUSY);
+    ck_assert_msg(strstr(err, "not predicted") != NULL, "%s", err);
+    for (uint32_t i = learned; i < HALF; i++)
+        read_check_as(pf, &fx, train[perm[i]], &trainer);
+    for (uint32_t i = vals; i < HALF; i++)
+        read_check_as(pf, &fx, val[vperm[i]], &trainer);
+    ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_HIT), HALF - learned);
+    ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_MISS), 0);
+    ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_UNPLANNED), learned + HALF);
+    ck_assert_uint_eq(counted(&m), NFILES);
+    ck_assert_uint_eq(mget(&m, CFS_M_ORDER_IDENTIFIED), 1);
+    free(perm);
+    free(vperm);
+    cfs_prefetch_destroy(pf);
+    fixture_fini(&fx);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("prefetch_adopt");
@@ -722,6 +871,9 @@ int main(void)
     tcase_add_test(tc, off_observes_nothing);
     tcase_add_test(tc, sweep_auto_holds_while_the_search_gets_little_of_a_core);
     tcase_add_test(tc, one_epoch_order_then_a_lasting_one);
+    tcase_add_test(tc, one_epoch_order_ends_and_the_rest_is_unplanned);
+    tcase_add_test(tc, past_the_plan_the_gauge_falls_and_the_opens_miss);
+    tcase_add_test(tc, opens_beside_the_predicted_root_are_unplanned);
     suite_add_tcase(s, tc);
     return cfs_check_run(s);
 }

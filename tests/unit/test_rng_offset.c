@@ -4,7 +4,9 @@
  * many offsets agree: ambiguous, with the count); contradictory or foreign
  * constraints name nothing; the path without a cheap constraint agrees; the
  * torch-global model's epochs are what the finder reads; without S, the
- * seed search recovers one epoch's private seed. Ground truth here is the
+ * seed search recovers one epoch's private seed, and three epochs' private
+ * seeds name the run's seed when it is in the table of seeds people use
+ * (not one outside it). Ground truth here is the
  * definition (stream seeded S, random64 at word K + 2, its low half seeds
  * randperm), written out apart from the finder's code. */
 #include <check.h>
@@ -287,6 +289,142 @@ START_TEST(the_background_walk_matches_and_cancels)
 }
 END_TEST
 
+/* ---- the run's global seed from three epochs' private seeds (rng_table.c) */
+
+/* Epochs first..first+2's private seeds of torch-global (S, K, G, L). */
+static void private_seeds(uint64_t seed, uint64_t k, uint64_t g, bool pers, uint32_t first,
+                          uint32_t out[3])
+{
+    for (uint32_t e = 0; e < 3; e++)
+        out[e] = private_seed_at(seed, cfs_rng_epoch_draw(k, g, pers, first + e));
+}
+
+/* The torch-global model of what was found reads, in epochs first ..
+ * first + 3, the permutations of those epochs' private seeds: the fourth,
+ * never seen by the search, predicted. */
+static void expect_model_reads(const struct cfs_rng_table_result *r, uint64_t seed, uint64_t k,
+                               uint64_t g, bool pers, uint32_t first)
+{
+    struct cfs_sampler_params sp = {.kind = CFS_SAMPLER_TORCH_GLOBAL,
+                                    .seed = r->seed,
+                                    .n = N,
+                                    .world = 1,
+                                    .batch = 1,
+                                    .rng_offset = r->offset,
+                                    .rng_epoch_words = r->words,
+                                    .persistent_workers = r->persistent_workers,
+                                    .randperm = CFS_RANDPERM_CURRENT};
+    struct cfs_sampler *s = NULL;
+    char err[128];
+    ck_assert_int_eq(cfs_sampler_create(&sp, &s, err, sizeof(err)), 0);
+    uint32_t perm[N];
+    for (uint32_t e = first; e < first + 4; e++) {
+        perm_of(private_seed_at(seed, cfs_rng_epoch_draw(k, g, pers, e)), N, perm);
+        ck_assert_int_eq(cfs_sampler_compute_epoch(s, e), 0);
+        for (uint32_t i = 0; i < N; i++)
+            ck_assert_uint_eq(cfs_sampler_rank_at(s, 0, i), perm[i]);
+    }
+    cfs_sampler_destroy(s);
+}
+
+static const struct {
+    uint64_t seed, k, g;
+    bool pers;
+    uint32_t first;
+} table_cases[] = {
+    {42, 1000003, 3000, false, 0},   /* timm's default, rank 0, a small model */
+    {1234, 25600000, 0, true, 0},    /* ResNet-50's draws, persistent workers */
+    {42 + 3, 500, 384000, false, 2}, /* 42 + rank, dropout, learnt from epoch 2 */
+    {3407, 0, (1u << 24), false, 1}, /* K and G at their bounds */
+};
+
+START_TEST(a_table_seed_is_found)
+{
+    uint32_t ps[3];
+    private_seeds(table_cases[_i].seed, table_cases[_i].k, table_cases[_i].g, table_cases[_i].pers,
+                  table_cases[_i].first, ps);
+    struct cfs_rng_table_problem p = {.private_seeds = ps,
+                                      .first_epoch = table_cases[_i].first,
+                                      .max_offset = 1u << 25,
+                                      .max_words = 1u << 24};
+    struct cfs_rng_table_result r;
+    ck_assert_int_eq(cfs_rng_table_find(&p, NULL, &r), 0);
+    ck_assert_msg(r.found, "seed %llu not found", (unsigned long long)table_cases[_i].seed);
+    ck_assert_uint_eq(r.seed, table_cases[_i].seed);
+    ck_assert_uint_eq(r.offset, table_cases[_i].k);
+    ck_assert_uint_eq(r.words, table_cases[_i].g);
+    ck_assert_int_eq(r.persistent_workers, table_cases[_i].pers);
+    ck_assert(!r.cancelled);
+    expect_model_reads(&r, table_cases[_i].seed, table_cases[_i].k, table_cases[_i].g,
+                       table_cases[_i].pers, table_cases[_i].first);
+}
+END_TEST
+
+/* A seed outside the table, or an epoch that is not the stream's next,
+ * is not claimed: every seed of the table tried (K's range kept short
+ * here: the whole table at 2^25 words a seed is a minute), nothing found.
+ * Two epochs of a table seed with a third from elsewhere name nothing
+ * either: the third epoch's word is the evidence. */
+START_TEST(a_seed_outside_the_table_is_not_claimed)
+{
+    uint64_t table[2048];
+    size_t ntable = cfs_rng_seed_table(table, 2048);
+    uint32_t ps[3];
+    private_seeds(5000, 7000, 100, false, 0, ps);
+    struct cfs_rng_table_problem p = {
+        .private_seeds = ps, .max_offset = 1u << 16, .max_words = 1u << 12};
+    struct cfs_rng_table_result r;
+    ck_assert_int_eq(cfs_rng_table_find(&p, NULL, &r), 0);
+    ck_assert(!r.found);
+    ck_assert_uint_eq(r.seeds_tried, ntable);
+    p.seeds = (const uint64_t[]){5000};
+    p.nseeds = 1;
+    ck_assert_int_eq(cfs_rng_table_find(&p, NULL, &r), 0);
+    ck_assert(r.found && r.seed == 5000 && r.offset == 7000 && r.words == 100);
+
+    private_seeds(42, 7000, 100, false, 0, ps);
+    ps[2] = private_seed_at(42, cfs_rng_epoch_draw(7000, 101, false, 2));
+    p.seeds = NULL;
+    p.nseeds = 0;
+    ck_assert_int_eq(cfs_rng_table_find(&p, NULL, &r), 0);
+    ck_assert(!r.found);
+}
+END_TEST
+
+/* The table: the seeds people use first (42 leads), then 0..1023 without
+ * repeats, then a few large ones; a cancelled search stops before a seed. */
+START_TEST(the_table_and_cancel)
+{
+    uint64_t table[2048];
+    size_t n = cfs_rng_seed_table(table, 2048);
+    ck_assert_uint_eq(table[0], 42);
+    ck_assert_uint_eq(n, 17 - 8 + 1024 + 3); /* 8 of the 17 are below 1024 */
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = i + 1; j < n; j++)
+            ck_assert_uint_ne(table[i], table[j]);
+    bool small[1024] = {false}, has3407 = false;
+    for (size_t i = 0; i < n; i++) {
+        if (table[i] < 1024)
+            small[table[i]] = true;
+        has3407 = has3407 || table[i] == 3407;
+    }
+    for (size_t i = 0; i < 1024; i++)
+        ck_assert(small[i]);
+    ck_assert(has3407);
+    ck_assert_uint_eq(cfs_rng_seed_table(table, 5), 5);
+    uint32_t ps[3] = {1, 2, 3};
+    atomic_bool cancel = true;
+    struct cfs_rng_table_problem p = {
+        .private_seeds = ps, .max_offset = 1u << 25, .max_words = 1u << 24};
+    struct cfs_rng_table_result r;
+    ck_assert_int_eq(cfs_rng_table_find(&p, &cancel, &r), 0);
+    ck_assert(r.cancelled && !r.found);
+    ck_assert_uint_eq(r.seeds_tried, 0);
+    p.private_seeds = NULL;
+    ck_assert_int_eq(cfs_rng_table_find(&p, NULL, &r), -EINVAL);
+}
+END_TEST
+
 static Suite *rng_offset_suite(void)
 {
     Suite *s = suite_create("rng_offset");
@@ -299,6 +437,9 @@ static Suite *rng_offset_suite(void)
     tcase_add_test(t, contradictions_foreign_orders_and_bad_input);
     tcase_add_test(t, without_the_seed_the_seed_search_finds_the_epoch);
     tcase_add_test(t, the_background_walk_matches_and_cancels);
+    tcase_add_loop_test(t, a_table_seed_is_found, 0, sizeof(table_cases) / sizeof(table_cases[0]));
+    tcase_add_test(t, a_seed_outside_the_table_is_not_claimed);
+    tcase_add_test(t, the_table_and_cancel);
     suite_add_tcase(s, t);
     return s;
 }
