@@ -55,13 +55,16 @@ identify_pattern() {
     per_epoch=$((opens / EPOCHS))
     hit=$(cfs_metric "$mnt" 'clairfs_prediction_total{result="hit"}')
     miss=$(cfs_metric "$mnt" 'clairfs_prediction_total{result="miss"}')
-    echo "$name: $opens opens, $per_epoch per epoch; predicted hit=$hit miss=$miss;" \
+    echo "$name: $opens opens, $per_epoch per epoch; predicted hit=$hit miss=$miss" \
+        "unplanned=$(cfs_metric "$mnt" 'clairfs_prediction_total{result="unplanned"}');" \
         "$((SECONDS - t0)) s"
     check "$name: clairfs_order_identified 1" test "$(cfs_metric "$mnt" clairfs_order_identified)" = 1
     check "$name: the stats say identified $want" \
         grep -q "^order: *identified $want " "$mnt/.clairfs/stats"
-    check "$name: epochs 1-$((EPOCHS - 1)) predicted: hit+miss >= $((3 * per_epoch))" \
-        test "$((hit + miss))" -ge "$((3 * per_epoch))"
+    # A fit of one epoch's order is refined a few batches into the next
+    # (the opens before are unplanned), so epochs 1-3 less those.
+    check "$name: epochs 1-$((EPOCHS - 1)) predicted: hit+miss >= $((3 * per_epoch - 600))" \
+        test "$((hit + miss))" -ge "$((3 * per_epoch - 600))"
     check "$name: at most 1 % of the predicted opens missed ($miss of $((hit + miss)))" \
         test "$((miss * 100))" -le "$((hit + miss))"
     grep -E 'order:|identify:' "$TMP/$name.daemon.log"
