@@ -287,6 +287,17 @@ static void *agree_thread(void *arg)
     return NULL;
 }
 
+/* The agreement's memory (a may be NULL or half made). */
+static void free_agree(struct cfs_order_agree *a)
+{
+    if (a) {
+        free(a->claims);
+        free(a->have);
+        free(a->ranks);
+    }
+    free(a);
+}
+
 int cfs_order_agree_create(const struct cfs_order_agree_params *p, struct cfs_order_agree **out,
                            char *err, size_t errlen)
 {
@@ -311,21 +322,13 @@ int cfs_order_agree_create(const struct cfs_order_agree_params *p, struct cfs_or
         snprintf(err, errlen, "order agreement: cannot start its thread: %s", strerror(rc));
         pthread_cond_destroy(&a->cv);
         pthread_mutex_destroy(&a->mu);
-        free(a->claims);
-        free(a->have);
-        free(a->ranks);
-        free(a);
+        free_agree(a);
         return -rc;
     }
     *out = a;
     return 0;
 oom:
-    if (a) {
-        free(a->claims);
-        free(a->have);
-        free(a->ranks);
-    }
-    free(a);
+    free_agree(a);
     snprintf(err, errlen, "order agreement: out of memory");
     return -ENOMEM;
 }
@@ -350,10 +353,7 @@ void cfs_order_agree_destroy(struct cfs_order_agree *a)
     cfs_order_agree_stop(a);
     pthread_cond_destroy(&a->cv);
     pthread_mutex_destroy(&a->mu);
-    free(a->claims);
-    free(a->have);
-    free(a->ranks);
-    free(a);
+    free_agree(a);
 }
 
 void cfs_order_agree_local(struct cfs_order_agree *a, const char *root, const void *ctx,

@@ -134,3 +134,29 @@ predicted_since() {
     was_miss=$(awk '$1 == "clairfs_prediction_total{result=\"miss\"}" { print $2 }' "$2")
     hit=$((hit - ${was_hit:-0})) miss=$((miss - ${was_miss:-0}))
 }
+
+# global_trainer_run MOUNT_OPTS TIMEOUT SEED [TRAINER ARGS...]: a fresh mount
+# $TMP/mnt (log $TMP/daemon.log; MOUNT_OPTS after ram= and index=, "" for
+# none) read by one torch-global trainer process seeded SEED
+# (identify_trainer.py, the dataset's epochs, batch, workers and pause, its
+# opens in $TMP/rank0.log, then TRAINER ARGS); checks that it ran with the
+# source's bytes, prints the stats and the log's order lines, and sets mnt,
+# opens and per_epoch.  A mount that fails ends the test.
+global_trainer_run() {
+    local opts=$1 limit=$2 seed=$3 pid rc=0
+    shift 3
+    mnt=$TMP/mnt
+    cfs_mount "$src" "$mnt" "$TMP/daemon.log" -o ram=$ram,index="$TMP/index"${opts:+,$opts} ||
+        { fail "mount"; cfs_finish; }
+    timeout "$limit" "$TORCH_PY" "$TRAINER" --data "$mnt" --src "$src" --kind torch-global \
+        --seed "$seed" --epochs $EPOCHS --batch $BATCH --workers $WORKERS --pause "$PAUSE" \
+        --log "$TMP/rank0.log" "$@" &
+    pid=$!
+    cfs_pids+=($pid)
+    wait "$pid" || rc=1
+    check "the trainer ran its $EPOCHS epochs with the source's bytes" test "$rc" -eq 0
+    cat "$mnt/.clairfs/stats"
+    grep -E 'identify:|order:' "$TMP/daemon.log"
+    opens=$(wc -l <"$TMP/rank0.log")
+    per_epoch=$((opens / EPOCHS))
+}

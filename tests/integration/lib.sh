@@ -188,6 +188,20 @@ cfs_wait_staged() {
     return 1
 }
 
+# cfs_mpi_stop: the MPI tests' exit: the nodes' mounts ($TMP/m*) unmounted
+# and the mpirun MPIPID, given 5 s to end by itself, stopped.
+cfs_mpi_stop() {
+    local m
+    for m in "$TMP"/m*; do
+        [ -d "$m" ] && cfs_is_mounted "$m" && { fusermount3 -u "$m" 2>/dev/null || fusermount3 -u -z "$m"; }
+    done
+    if [ -n "${MPIPID:-}" ] && kill -0 "$MPIPID" 2>/dev/null; then
+        for _ in $(seq 50); do kill -0 "$MPIPID" 2>/dev/null || break; sleep 0.1; done
+        kill "$MPIPID" 2>/dev/null
+        wait "$MPIPID" 2>/dev/null
+    fi
+}
+
 # cfs_refuse WHAT TEXT WATCH CLAIRFS-ARGS...: clairfs with those arguments
 # must fail (not time out) with exactly one stderr line holding TEXT, and
 # leave the mounts on WATCH as they were.

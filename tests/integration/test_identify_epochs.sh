@@ -36,24 +36,8 @@ cfs_setup
 . "$(dirname "$0")/identify_shares.sh"
 identify_dataset
 
-mnt=$TMP/mnt
-cfs_mount "$src" "$mnt" "$TMP/daemon.log" -o ram=$ram,index="$TMP/index" ||
-    { fail "mount"; cfs_finish; }
-timeout 1500 "$TORCH_PY" "$TRAINER" --data "$mnt" --src "$src" --kind torch-global \
-    --seed 101469 --epochs $EPOCHS --batch $BATCH --workers $WORKERS --pause "$PAUSE" \
-    --pause-epochs --snapshot "$TMP/epoch1.metrics" --epoch-snapshots "$TMP/end" \
-    --step-seconds 0.04 --slow-steps 50 \
-    --log "$TMP/rank0.log" &
-pid=$!
-cfs_pids+=($pid)
-rc=0
-wait "$pid" || rc=1
-check "the trainer ran its $EPOCHS epochs with the source's bytes" test "$rc" -eq 0
-cat "$mnt/.clairfs/stats"
-grep -E 'identify:|order:' "$TMP/daemon.log"
-
-opens=$(wc -l <"$TMP/rank0.log")
-per_epoch=$((opens / EPOCHS))
+global_trainer_run "" 1500 101469 --pause-epochs --snapshot "$TMP/epoch1.metrics" \
+    --epoch-snapshots "$TMP/end" --step-seconds 0.04 --slow-steps 50
 predicted_since "$mnt" "$TMP/epoch1.metrics"
 echo "$opens opens, $per_epoch per epoch; from epoch 1's identification: hit=$hit miss=$miss"
 epoch_shares "$TMP/end" "$EPOCHS" "$per_epoch"

@@ -30,23 +30,8 @@ cfs_setup
 identify_dataset
 SEED=4242
 
-mnt=$TMP/mnt
-cfs_mount "$src" "$mnt" "$TMP/daemon.log" -o ram=$ram,index="$TMP/index",seed=$SEED ||
-    { fail "mount"; cfs_finish; }
-timeout 900 "$TORCH_PY" "$TRAINER" --data "$mnt" --src "$src" --kind torch-global \
-    --seed $SEED --epochs $EPOCHS --batch $BATCH --workers $WORKERS --pause "$PAUSE" \
-    --snapshot "$TMP/resumed.metrics" --step-seconds 0.04 --slow-steps 50 --log "$TMP/rank0.log" \
-    --wait-order 'rng_epoch_words=[0-9]' --wait-order-at 1:4 &
-pid=$!
-cfs_pids+=($pid)
-rc=0
-wait "$pid" || rc=1
-check "the trainer ran its $EPOCHS epochs with the source's bytes" test "$rc" -eq 0
-cat "$mnt/.clairfs/stats"
-grep -E 'identify:|order:' "$TMP/daemon.log"
-
-opens=$(wc -l <"$TMP/rank0.log")
-per_epoch=$((opens / EPOCHS))
+global_trainer_run "seed=$SEED" 900 $SEED --snapshot "$TMP/resumed.metrics" \
+    --step-seconds 0.04 --slow-steps 50 --wait-order 'rng_epoch_words=[0-9]' --wait-order-at 1:4
 predicted_since "$mnt" "$TMP/resumed.metrics"
 echo "$opens opens, $per_epoch per epoch; from epoch 1: predicted hit=$hit miss=$miss"
 check "clairfs_order_identified 1" test "$(cfs_metric "$mnt" clairfs_order_identified)" = 1

@@ -31,23 +31,8 @@ cfs_setup
 identify_dataset
 SEED=321
 
-mnt=$TMP/mnt
-cfs_mount "$src" "$mnt" "$TMP/daemon.log" -o ram=$ram,index="$TMP/index" ||
-    { fail "mount"; cfs_finish; }
-timeout 1500 "$TORCH_PY" "$TRAINER" --data "$mnt" --src "$src" --kind torch-global \
-    --seed $SEED --epochs $EPOCHS --batch $BATCH --workers $WORKERS --pause "$PAUSE" \
-    --pause-epochs --epoch-snapshots "$TMP/end" --step-seconds 0.04 --slow-steps 50 \
-    --log "$TMP/rank0.log" &
-pid=$!
-cfs_pids+=($pid)
-rc=0
-wait "$pid" || rc=1
-check "the trainer ran its $EPOCHS epochs with the source's bytes" test "$rc" -eq 0
-cat "$mnt/.clairfs/stats"
-grep -E 'identify:|order:' "$TMP/daemon.log"
-
-opens=$(wc -l <"$TMP/rank0.log")
-per_epoch=$((opens / EPOCHS))
+global_trainer_run "" 1500 $SEED --pause-epochs --epoch-snapshots "$TMP/end" \
+    --step-seconds 0.04 --slow-steps 50
 epoch_shares "$TMP/end" "$EPOCHS" "$per_epoch"
 for e in 1 2; do
     check "epoch $e identified from its own opens" \

@@ -54,15 +54,7 @@ STOPPED=
 
 mpi_cleanup() {
     [ -n "$STOPPED" ] && kill -CONT "$STOPPED" 2>/dev/null
-    local m
-    for m in "$TMP"/m*; do
-        [ -d "$m" ] && cfs_is_mounted "$m" && { fusermount3 -u "$m" 2>/dev/null || fusermount3 -u -z "$m"; }
-    done
-    if [ -n "$MPIPID" ] && kill -0 "$MPIPID" 2>/dev/null; then
-        for _ in $(seq 50); do kill -0 "$MPIPID" 2>/dev/null || break; sleep 0.1; done
-        kill "$MPIPID" 2>/dev/null
-        wait "$MPIPID" 2>/dev/null
-    fi
+    cfs_mpi_stop
     cfs_cleanup
 }
 trap mpi_cleanup EXIT

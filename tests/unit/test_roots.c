@@ -98,6 +98,20 @@ static void heard_cb(void *arg, const struct cfs_root *root, const struct cfs_id
     pthread_mutex_unlock(&h->mu);
 }
 
+/* Until the roots called back, or the test fails. */
+static void wait_heard(struct heard *h)
+{
+    pthread_mutex_lock(&h->mu);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 120; /* a bound on a hang, not a measure */
+    while (!h->done && pthread_cond_timedwait(&h->cv, &h->mu, &until) == 0)
+        ;
+    bool done = h->done;
+    pthread_mutex_unlock(&h->mu);
+    ck_assert_msg(done, "not identified");
+}
+
 /* The mount's samples of dir's ImageFolder order. */
 static uint32_t *samples_of(struct cfs_catalog *c, const char *dir, uint64_t *n)
 {
@@ -145,14 +159,7 @@ START_TEST(training_identified_in_its_folder_beside_a_validation_pass)
         cfs_roots_observe(r, val[v % nval], 5000 + (pid_t)(v / nval), 1000);
         v++;
     }
-    pthread_mutex_lock(&h.mu);
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += 120; /* a bound on a hang, not a measure */
-    while (!h.done && pthread_cond_timedwait(&h.cv, &h.mu, &until) == 0)
-        ;
-    pthread_mutex_unlock(&h.mu);
-    ck_assert_msg(h.done, "not identified");
+    wait_heard(&h);
     ck_assert_str_eq(h.root, "train");
     ck_assert_uint_eq(h.n, 100);
     ck_assert_msg(h.map_right, "the map is not train's order as the mount's samples");
@@ -208,14 +215,7 @@ START_TEST(a_late_hint_waits_for_its_root)
     struct opens o = simulate(&t, 100000);
     for (size_t i = 0; i < o.len; i++)
         cfs_roots_observe(r, train[o.s[i]], o.pid[i], o.ppid[i]);
-    pthread_mutex_lock(&h.mu);
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += 120; /* a bound on a hang, not a measure */
-    while (!h.done && pthread_cond_timedwait(&h.cv, &h.mu, &until) == 0)
-        ;
-    pthread_mutex_unlock(&h.mu);
-    ck_assert_msg(h.done, "not identified");
+    wait_heard(&h);
     ck_assert_str_eq(h.root, "train");
     ck_assert_uint_eq(h.id.sampler.seed, 777);
     ck_assert_uint_eq(h.id.sampler.world, 4);
