@@ -567,6 +567,27 @@ START_TEST(the_thread_refines_with_the_next_epoch)
 }
 END_TEST
 
+/* Four epochs of a trainer whose every epoch is the first randperm of a
+ * private generator seeded seeds[e] (torch-global), each read by new
+ * DataLoader workers. */
+static void fresh_epochs(const uint32_t *seeds, uint32_t n, struct opens ep[4])
+{
+    for (uint32_t e = 0; e < 4; e++) {
+        struct trainer t = {.kind = CFS_SAMPLER_TORCH_SAMPLER,
+                            .seed = seeds[e],
+                            .n = n,
+                            .world = 1,
+                            .batch = 8,
+                            .workers = 2,
+                            .ranks = 1,
+                            .epochs = 1};
+        ep[e] = simulate(&t, SIZE_MAX);
+        ck_assert_uint_eq(ep[e].len, n);
+        for (size_t i = 0; i < n; i++)
+            ep[e].pid[i] += (pid_t)(100000 * e); /* this epoch's workers */
+    }
+}
+
 /* torch-global without its seed: every epoch the first randperm of a
  * private generator seeded anew.  Epoch 0 reads as torch-ddp at world 1 and
  * says that epoch only; epoch 1 refutes it and fits a second fresh seed:
@@ -584,20 +605,7 @@ START_TEST(torch_global_without_its_seed_epoch_by_epoch)
     char err[256];
     ck_assert_int_eq(cfs_identify_create(&p, &id, err, sizeof(err)), 0);
     struct opens ep[4];
-    for (uint32_t e = 0; e < 4; e++) {
-        struct trainer t = {.kind = CFS_SAMPLER_TORCH_SAMPLER,
-                            .seed = seeds[e],
-                            .n = n,
-                            .world = 1,
-                            .batch = 8,
-                            .workers = 2,
-                            .ranks = 1,
-                            .epochs = 1};
-        ep[e] = simulate(&t, SIZE_MAX);
-        ck_assert_uint_eq(ep[e].len, n);
-        for (size_t i = 0; i < n; i++)
-            ep[e].pid[i] += (pid_t)(100000 * e); /* this epoch's workers */
-    }
+    fresh_epochs(seeds, n, ep);
     for (uint32_t e = 0; e < 4; e++) {
         /* the epoch's first batches, then the module's answer, then the rest */
         for (size_t i = 0; i < 96; i++)
@@ -669,19 +677,7 @@ START_TEST(torch_global_seed_from_the_table)
     char err[256];
     ck_assert_int_eq(cfs_identify_create(&p, &id, err, sizeof(err)), 0);
     struct opens ep[4];
-    for (uint32_t e = 0; e < 4; e++) {
-        struct trainer t = {.kind = CFS_SAMPLER_TORCH_SAMPLER,
-                            .seed = priv[e],
-                            .n = n,
-                            .world = 1,
-                            .batch = 8,
-                            .workers = 2,
-                            .ranks = 1,
-                            .epochs = 1};
-        ep[e] = simulate(&t, SIZE_MAX);
-        for (size_t i = 0; i < n; i++)
-            ep[e].pid[i] += (pid_t)(100000 * e);
-    }
+    fresh_epochs(priv, n, ep);
     for (uint32_t e = 0; e < 3; e++) {
         for (size_t i = 0; i < 96; i++)
             cfs_identify_observe(id, ep[e].s[i], ep[e].pid[i], ep[e].ppid[i]);
