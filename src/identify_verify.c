@@ -175,6 +175,26 @@ static void schedule_from_head(struct search *s, struct ident_hyp *h, int *err)
     schedule_from_siblings(s, h, err);
 }
 
+/* On a distributed mount the launchers place ranks in blocks
+ * (docs/distributed.md): node k of N serves ranks k L .. k L + L - 1 of a
+ * world of N L.  A fit that puts this node's readers elsewhere is another
+ * reading of the same opens, not the run's: with one rank a node and
+ * batches of one, rank 0's two workers read what ranks 0 and 2 of twice
+ * the world read, or what two of a world-1 loader's eight workers read. */
+static bool in_node_block(const struct search *s, const struct ident_hyp *h)
+{
+    uint32_t nodes = s->p->nodes;
+    if (nodes < 2 || !ident_sharded(h->kind))
+        return true;
+    if (h->world % nodes != 0)
+        return false;
+    uint32_t per = h->world / nodes, lo = s->p->node * per;
+    for (size_t i = 0; i < s->rd->nr; i++)
+        if (s->rd->r[i].len && (s->rank[i] < lo || s->rank[i] >= lo + per))
+            return false;
+    return true;
+}
+
 /* Tries the drop_last / persistent variants of h; true when one fits. */
 static bool try_variants(struct search *s, struct ident_hyp h)
 {
@@ -211,7 +231,7 @@ static bool try_variants(struct search *s, struct ident_hyp h)
                 if (h.rank_len == 0)
                     continue;
                 struct ident_walk w = walk_of(s, &h);
-                if (!ident_walk_all(&w, false))
+                if (!ident_walk_all(&w, false) || !in_node_block(s, &h))
                     continue;
                 s->best_bits = ident_walk_evidence(&w);
                 s->max_epoch = w.max_epoch;
