@@ -348,8 +348,41 @@ static bool fw_kind(enum cfs_sampler_kind kind)
            kind == CFS_SAMPLER_TIMM_RA;
 }
 
+/* A framework's order another node claimed (clairfs/order_agree.h), checked
+ * on node k > 0: the sampler puts this node's first rank k L elsewhere
+ * than position k L (accelerate deals whole batches: k L B; the RA
+ * samplers repeat each value: (k L) / 3), and the head's schedule names
+ * no hypothesis there (identify_frameworks.c reads it from position 0).
+ * So the claim's kind, world and batch are walked as they are, each
+ * worker count up to IDENT_HINT_WORKERS: the walk refutes the wrong ones
+ * in a few opens.  timm-ra seeds with the epoch, not the claimed seed: not
+ * checked here. */
+#define IDENT_HINT_WORKERS 16
+static bool try_framework_claim(struct search *s, int *err)
+{
+    const struct cfs_sampler_params *hint = s->p->hint;
+    uint32_t nodes = s->p->nodes;
+    if (!hint || !s->p->hint_has_seed || nodes < 2 || s->p->node == 0 || !hint->batch ||
+        !hint->world || hint->world % nodes != 0 ||
+        (hint->kind != CFS_SAMPLER_HF_ACCELERATE && hint->kind != CFS_SAMPLER_TORCHVISION_RA))
+        return false;
+    struct ident_hyp h = {.kind = hint->kind, .world = hint->world, .batch = hint->batch};
+    uint32_t q = ident_fw_position(&h, s->p->n, s->p->node * (hint->world / nodes), 0);
+    bool head = false;
+    for (size_t i = 0; i < s->rd->nr && !head && !*err; i++)
+        head = s->rd->r[i].len && ident_pos_of(s->v, 0, s->rd->r[i].s[0], err) == q;
+    for (uint32_t t = 0; head && t <= IDENT_HINT_WORKERS && !*err; t++) {
+        h.workers = t;
+        if (try_variants(s, h))
+            return true;
+    }
+    return false;
+}
+
 static bool try_view(struct search *s, uint32_t p0, int *err)
 {
+    if (p0 != 0 && s->v->kind == CFS_SAMPLER_TORCH_DDP && try_framework_claim(s, err))
+        return true;
     s->head = s->rd->nr;
     for (size_t i = 0; i < s->rd->nr; i++)
         if (ident_pos_of(s->v, 0, s->rd->r[i].s[0], err) == p0) {

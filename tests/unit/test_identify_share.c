@@ -144,6 +144,46 @@ START_TEST(a_hint_the_opens_contradict_is_not_confirmed)
 }
 END_TEST
 
+/* The frameworks' samplers (identify_frameworks.c) on a node's share:
+ * accelerate deals whole batches to the ranks, the RA samplers repeat
+ * each value 3 times before dealing, so node k's first rank does not
+ * start at position k L.  The head node names the framework alone; every
+ * other node checks its claim (identify_verify.c: try_framework_claim). */
+static const enum cfs_sampler_kind fw_kinds[] = {CFS_SAMPLER_HF_ACCELERATE,
+                                                 CFS_SAMPLER_TORCHVISION_RA};
+
+START_TEST(every_node_checks_a_frameworks_order)
+{
+    enum cfs_sampler_kind kind = fw_kinds[_i / 2];
+    struct share_case c = {_i % 2 ? 8 : 4, _i % 2 ? 2 : 1, 8, false};
+    uint32_t nodes = c.world / c.ranks_per_node;
+    struct cfs_sampler_params claim = head_claim(&c);
+    claim.kind = kind;
+    for (uint32_t node = 0; node < nodes; node++) {
+        struct trainer t = node_trainer(&c, node);
+        t.kind = kind;
+        struct opens o = simulate(&t, 100000);
+        struct cfs_identify_params p = params(t.n, SHARE_SEED, 4096);
+        p.hint = node ? &claim : NULL;
+        p.hint_has_seed = node > 0;
+        p.node = node;
+        p.nodes = nodes;
+        struct cfs_identified id;
+        int rc = identify(&p, &o, &id);
+        opens_free(&o);
+        ck_assert_msg(rc == 0, "%s world %u node %u: %s", cfs_sampler_kind_name(kind), c.world,
+                      node, id.text);
+        ck_assert_int_eq(id.sampler.kind, kind);
+        ck_assert_uint_eq((uint32_t)id.sampler.seed, SHARE_SEED);
+        ck_assert_uint_eq(id.sampler.world, c.world);
+        ck_assert_uint_eq(id.sampler.batch, c.batch);
+        ck_assert_uint_eq(id.rank_first, node * c.ranks_per_node);
+        ck_assert_uint_eq(id.rank_count, c.ranks_per_node);
+        ck_assert_uint_eq(id.workers, 2);
+    }
+}
+END_TEST
+
 static Suite *share_suite(void)
 {
     Suite *s = suite_create("identify_share");
@@ -154,6 +194,7 @@ static Suite *share_suite(void)
                         (int)(sizeof(head_cases) / sizeof(head_cases[0])));
     tcase_add_loop_test(t, every_other_node_checks_the_head_nodes_result, 0, (int)ncases);
     tcase_add_loop_test(t, a_hint_the_opens_contradict_is_not_confirmed, 0, (int)ncases);
+    tcase_add_loop_test(t, every_node_checks_a_frameworks_order, 0, 4);
     suite_add_tcase(s, t);
     return s;
 }
