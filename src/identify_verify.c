@@ -195,6 +195,42 @@ static bool in_node_block(const struct search *s, const struct ident_hyp *h)
     return true;
 }
 
+/* Did a worker of h end its epoch short of its schedule?  A DataLoader
+ * starts an epoch's workers once the last epoch's have all ended, so a
+ * worker whose rank has a new reader of a later epoch read its whole
+ * share: when h expects one more index than it read, h is wrong about the
+ * rank's length - torch-ddp's drop_last, which a node's share tells only
+ * here (a worker that goes on into the next epoch, or a reader without
+ * workers, has the walk itself check it; a persistent hypothesis accepts
+ * readers that stop, so it is checked here too). */
+static bool worker_cut_short(const struct search *s, const struct ident_hyp *h)
+{
+    if (h->workers == 0 || h->one_iter || !ident_strided(h->kind) ||
+        h->kind == CFS_SAMPLER_DETECTRON2)
+        return false;
+    const struct ident_readers *rd = s->rd;
+    for (size_t i = 0; i < rd->nr; i++) {
+        const struct ident_reader *a = &rd->r[i];
+        bool ended = false;
+        for (size_t k = 0; k < rd->nr && !ended; k++)
+            ended = rd->r[k].len && rd->r[k].ppid == a->ppid && s->epoch0[k] > s->epoch0[i];
+        if (!ended || a->len == 0)
+            continue;
+        uint64_t j = s->start[i];
+        for (size_t k = 1; k < a->len; k++)
+            j = (j + 1) % h->batch ? j + 1 : j + (uint64_t)(h->workers - 1) * h->batch + 1;
+        uint64_t len = ident_rank_len_at(h, s->p->n, s->rank[i]);
+        uint64_t batches = (len + h->batch - 1) / h->batch, w = s->start[i] / h->batch % h->workers;
+        if (batches <= w)
+            continue;
+        uint64_t last = w + (batches - 1 - w) / h->workers * h->workers;
+        uint64_t end = (last + 1) * h->batch < len ? (last + 1) * h->batch : len;
+        if (j + 1 < end)
+            return true;
+    }
+    return false;
+}
+
 /* Tries the drop_last / persistent variants of h; true when one fits. */
 static bool try_variants(struct search *s, struct ident_hyp h)
 {
@@ -212,6 +248,13 @@ static bool try_variants(struct search *s, struct ident_hyp h)
                  (h.kind == CFS_SAMPLER_TORCH && s->v->persistent &&
                   ident_lib_ultralytics(s->v->seed32, true, hint, &lib_seed));
     bool kept = stream || h.one_iter; /* the workers: persistent only */
+    /* a fit whose workers ended short: kept while the other drop_last
+     * is tried, taken when that does not fit (a trainer may end its
+     * epochs early) */
+    struct ident_hyp cut;
+    double cut_bits = 0;
+    uint32_t cut_epoch = 0;
+    bool have_cut = false;
     for (int a = 0; a < (dl_matters ? 2 : 1); a++)
         for (int b = 0; b < (stream ? 1 : 2); b++)
             for (int c = 0; c < (h.workers && !kept ? 2 : 1); c++) {
@@ -233,13 +276,25 @@ static bool try_variants(struct search *s, struct ident_hyp h)
                 struct ident_walk w = walk_of(s, &h);
                 if (!ident_walk_all(&w, false) || !in_node_block(s, &h))
                     continue;
+                if (dl_matters && worker_cut_short(s, &h)) {
+                    if (!have_cut)
+                        cut = h, cut_bits = ident_walk_evidence(&w), cut_epoch = w.max_epoch;
+                    have_cut = true;
+                    continue;
+                }
                 s->best_bits = ident_walk_evidence(&w);
                 s->max_epoch = w.max_epoch;
                 s->best = h;
                 s->fits = true;
                 return true;
             }
-    return false;
+    if (have_cut) {
+        s->best_bits = cut_bits;
+        s->max_epoch = cut_epoch;
+        s->best = cut;
+        s->fits = true;
+    }
+    return have_cut;
 }
 
 /* Reader i's first step in epoch 0: how far its second open lies past its
