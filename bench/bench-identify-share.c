@@ -34,12 +34,18 @@ static double now(void)
  * returned (-1: none). */
 static double node_share(uint32_t world, uint32_t per_node, uint32_t node, size_t *opens)
 {
-    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP, .seed = SEED, .n = N, .world = world,
-                        .batch = 32, .workers = 4, .rank_first = per_node * node,
-                        .ranks = per_node, .epochs = 1};
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP,
+                        .seed = SEED,
+                        .n = N,
+                        .world = world,
+                        .batch = 32,
+                        .workers = 4,
+                        .rank_first = per_node * node,
+                        .ranks = per_node,
+                        .epochs = 1};
     struct opens o = simulate(&t, 4096);
-    struct cfs_identify_params p = {.n = N, .node = node, .nodes = world / per_node,
-                                    .process_alive = no_process};
+    struct cfs_identify_params p = {
+        .n = N, .node = node, .nodes = world / per_node, .process_alive = no_process};
     struct cfs_sampler_params claim = {
         .kind = CFS_SAMPLER_TORCH_DDP, .seed = SEED, .n = N, .world = world, .batch = 32};
     if (node) {

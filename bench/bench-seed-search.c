@@ -206,9 +206,14 @@ static void gap_rows(void)
     static const uint32_t skips[] = {0, 2}, gaps[] = {0, 2, 4, 8, 16, 29};
     double base = 0;
     for (size_t g = 0; g < sizeof(gaps) / sizeof(*gaps); g++) {
-        struct cfs_seed_set_problem p = {.n = n, .algo = CFS_RANDPERM_CURRENT, .pos = 0,
-                                         .skips = skips, .nskips = 2, .first = first,
-                                         .second = second, .alt_gap = gaps[g]};
+        struct cfs_seed_set_problem p = {.n = n,
+                                         .algo = CFS_RANDPERM_CURRENT,
+                                         .pos = 0,
+                                         .skips = skips,
+                                         .nskips = 2,
+                                         .first = first,
+                                         .second = second,
+                                         .alt_gap = gaps[g]};
         struct cfs_seed_threads th = {.threads = 1};
         uint64_t hits = 0, searched;
         double t0 = now();

@@ -44,7 +44,7 @@ static void window_values(const struct cfs_seed_set_problem *p, const uint32_t *
     out[0] = window_value(&w, p->pos);
     out[1] = window_value(&w, p->pos + 1);
     out[2] = p->alt_gap > 1 && p->pos + p->alt_gap < p->n ? window_value(&w, p->pos + p->alt_gap)
-                                                           : out[1];
+                                                          : out[1];
 }
 
 static bool values_match(const struct cfs_seed_set_problem *p, const uint32_t v[3])

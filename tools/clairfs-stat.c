@@ -267,8 +267,8 @@ static int read_all(char (*paths)[4096], int nmounts, struct sample *s, bool fir
             continue;
         if (first) {
             char mnt[4096];
-            snprintf(mnt, sizeof(mnt), "%.*s", (int)(strlen(paths[m]) - strlen("/.clairfs/metrics")),
-                     paths[m]);
+            snprintf(mnt, sizeof(mnt), "%.*s",
+                     (int)(strlen(paths[m]) - strlen("/.clairfs/metrics")), paths[m]);
             fprintf(stderr, "clairfs-stat: %s is not a clairfs mount (%s: %s)\n", mnt, paths[m],
                     rc == -EPROTO ? "no clairfs metrics" : strerror(-rc));
         } else {
@@ -341,8 +341,7 @@ int main(int argc, char **argv)
         errno = 0;
         count = strtoull(argv[at + 1], &end, 10);
         if (errno || end == argv[at + 1] || *end || argv[at + 1][0] == '-' || count == 0) {
-            fprintf(stderr, "clairfs-stat: count %s: expected a whole number >= 1\n",
-                    argv[at + 1]);
+            fprintf(stderr, "clairfs-stat: count %s: expected a whole number >= 1\n", argv[at + 1]);
             return 2;
         }
     }

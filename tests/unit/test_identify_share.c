@@ -38,10 +38,9 @@ static const struct share_case cases[] = {
  * worker of epoch 0 ends one index short of torch-ddp's padded share:
  * identify_verify.c, worker_cut_short). */
 static const struct share_case head_cases[] = {
-    {4, 2, 8, false}, {8, 2, 8, false}, {8, 2, 5, false}, {4, 2, 5, false},
-    {2, 1, 8, false}, {4, 1, 8, false}, {8, 1, 8, false}, {8, 1, 5, false},
-    {2, 1, 1, false}, {4, 1, 1, false}, {4, 2, 8, true},  {8, 2, 5, true},
-    {4, 1, 5, true},  {8, 1, 8, true},
+    {4, 2, 8, false}, {8, 2, 8, false}, {8, 2, 5, false}, {4, 2, 5, false}, {2, 1, 8, false},
+    {4, 1, 8, false}, {8, 1, 8, false}, {8, 1, 5, false}, {2, 1, 1, false}, {4, 1, 1, false},
+    {4, 2, 8, true},  {8, 2, 5, true},  {4, 1, 5, true},  {8, 1, 8, true},
 };
 
 /* n not a multiple of any world here: the padding (or the cut, with
@@ -189,8 +188,8 @@ START_TEST(every_node_checks_a_frameworks_order)
     enum cfs_sampler_kind kind = fw_kinds[_i / 2];
     /* torchvision-ra's head node at world 8 with 2 ranks a node names no
      * world from its ranks 0-1 (nor does one mount of those two ranks) */
-    struct share_case c = {_i % 2 && kind == CFS_SAMPLER_HF_ACCELERATE ? 8 : 4, _i % 2 ? 2 : 1,
-                           8, false};
+    struct share_case c = {_i % 2 && kind == CFS_SAMPLER_HF_ACCELERATE ? 8 : 4, _i % 2 ? 2 : 1, 8,
+                           false};
     uint32_t nodes = c.world / c.ranks_per_node;
     struct cfs_sampler_params claim = head_claim(&c);
     claim.kind = kind;

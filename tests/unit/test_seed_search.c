@@ -689,9 +689,14 @@ START_TEST(the_set_search_takes_a_second_stride)
     uint64_t *first, *second;
     random_sets(n, 0, &first, &second);
     static const uint32_t skips[] = {0, 2};
-    struct cfs_seed_set_problem p = {.n = n, .algo = CFS_RANDPERM_CURRENT, .pos = 0,
-                                     .skips = skips, .nskips = 2, .first = first,
-                                     .second = second, .alt_gap = gap};
+    struct cfs_seed_set_problem p = {.n = n,
+                                     .algo = CFS_RANDPERM_CURRENT,
+                                     .pos = 0,
+                                     .skips = skips,
+                                     .nskips = 2,
+                                     .first = first,
+                                     .second = second,
+                                     .alt_gap = gap};
     const uint32_t from = 12345;
     const uint64_t count = 4096;
     struct set_hits *got = calloc(1, sizeof(*got)), *want = calloc(1, sizeof(*want));
