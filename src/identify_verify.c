@@ -175,16 +175,18 @@ static void schedule_from_head(struct search *s, struct ident_hyp *h, int *err)
     schedule_from_siblings(s, h, err);
 }
 
-/* On a distributed mount the launchers place ranks in blocks
+/* On a distributed mount that learns the order (nothing registered, or
+ * another node's claim) the nodes serve equal blocks of ranks
  * (docs/distributed.md): node k of N serves ranks k L .. k L + L - 1 of a
  * world of N L.  A fit that puts this node's readers elsewhere is another
  * reading of the same opens, not the run's: with one rank a node and
  * batches of one, rank 0's two workers read what ranks 0 and 2 of twice
- * the world read, or what two of a world-1 loader's eight workers read. */
+ * the world read, or what two of a world-1 loader's eight workers read.
+ * Registered settings may place other blocks (ranks=A-B): not checked. */
 static bool in_node_block(const struct search *s, const struct ident_hyp *h)
 {
     uint32_t nodes = s->p->nodes;
-    if (nodes < 2 || !ident_sharded(h->kind))
+    if (nodes < 2 || !ident_sharded(h->kind) || (s->p->hint && !s->p->hint_identified))
         return true;
     if (h->world % nodes != 0)
         return false;

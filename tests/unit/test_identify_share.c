@@ -71,7 +71,7 @@ static int check_share(const struct share_case *c, uint32_t node,
     struct opens o = simulate(&t, 100000);
     struct cfs_identify_params p = params(t.n, range_seed, 4096);
     p.hint = hint;
-    p.hint_has_seed = seeded;
+    p.hint_has_seed = p.hint_identified = seeded; /* another node's claim */
     p.node = node;
     p.nodes = c->world / c->ranks_per_node;
     int rc = identify(&p, &o, id);
@@ -199,7 +199,7 @@ START_TEST(every_node_checks_a_frameworks_order)
         struct opens o = simulate(&t, 100000);
         struct cfs_identify_params p = params(t.n, SHARE_SEED, 4096);
         p.hint = node ? &claim : NULL;
-        p.hint_has_seed = node > 0;
+        p.hint_has_seed = p.hint_identified = node > 0;
         p.node = node;
         p.nodes = nodes;
         struct cfs_identified id;
