@@ -76,6 +76,9 @@ struct search {
     double need_bits, best_bits;
     uint32_t max_epoch; /* the latest epoch the fit reached */
     bool fits;
+    /* in_node_block: fits outside the node's block refused (the first
+     * pass), and whether one was */
+    bool block_strict, block_refused;
     struct ident_hyp best;
 };
 
@@ -182,11 +185,16 @@ static void schedule_from_head(struct search *s, struct ident_hyp *h, int *err)
  * reading of the same opens, not the run's: with one rank a node and
  * batches of one, rank 0's two workers read what ranks 0 and 2 of twice
  * the world read, or what two of a world-1 loader's eight workers read.
- * Registered settings may place other blocks (ranks=A-B): not checked. */
+ * Registered settings may place other blocks (ranks=A-B): not checked.
+ * Such a fit is refused only while another may be in the block: when no
+ * fit is, the view is tried again without the check (verify_view), since
+ * two trainings on one allocation, each on its own nodes, must still be
+ * identified to be told apart. */
 static bool in_node_block(const struct search *s, const struct ident_hyp *h)
 {
     uint32_t nodes = s->p->nodes;
-    if (nodes < 2 || !ident_sharded(h->kind) || (s->p->hint && !s->p->hint_identified))
+    if (!s->block_strict || nodes < 2 || !ident_sharded(h->kind) ||
+        (s->p->hint && !s->p->hint_identified))
         return true;
     if (h->world % nodes != 0)
         return false;
@@ -276,8 +284,12 @@ static bool try_variants(struct search *s, struct ident_hyp h)
                 if (h.rank_len == 0)
                     continue;
                 struct ident_walk w = walk_of(s, &h);
-                if (!ident_walk_all(&w, false) || !in_node_block(s, &h))
+                if (!ident_walk_all(&w, false))
                     continue;
+                if (!in_node_block(s, &h)) {
+                    s->block_refused = true;
+                    continue;
+                }
                 if (dl_matters && worker_cut_short(s, &h)) {
                     if (!have_cut)
                         cut = h, cut_bits = ident_walk_evidence(&w), cut_epoch = w.max_epoch;
@@ -580,7 +592,13 @@ static int verify_view(struct search *s, enum cfs_sampler_kind kind, bool pers, 
     int rc = -ENOENT, err = ident_view_init(&v, s->p, kind, pers, seed32, skip, model);
     s->v = &v;
     s->fits = false;
-    if (err == 0 && try_view(s, p0, &err) && s->fits) {
+    s->block_strict = true, s->block_refused = false;
+    bool fit = err == 0 && try_view(s, p0, &err) && s->fits;
+    if (!fit && err == 0 && s->block_refused) {
+        s->block_strict = false;
+        fit = try_view(s, p0, &err) && s->fits;
+    }
+    if (fit) {
         err = confirm(s, &s->best);
         if (err == 0) {
             *bits = s->best_bits;
