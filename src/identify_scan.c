@@ -36,6 +36,19 @@
  * keep at most two values a reader (the filter's pass rate is the same) and
  * it is still one scan for every model.
  *
+ * One rank a node.  On a distributed mount whose nodes serve one trainer
+ * rank each, the head node's readers are rank 0's: they open positions 0,
+ * W, 2W, ... and randperm[1] is rank 1's, on another node.  randperm[W]
+ * is worker 0's second open (B >= 2) or worker 1's first (B = 1), so the
+ * same two sets hold it, and the filter also passes randperm[p0 + W] in
+ * the second set, W the node count (block placement: one rank a node is a
+ * world of one per node).  That is one more stride in the same pass, not a
+ * pass per guessed world: the seeding computes W - 1 more words a seed
+ * (bench-seed-search: see docs/distributed.md for the cost) and twice as
+ * many seeds pass the filter to be verified.  Exchanging the other nodes'
+ * first opens over MPI would keep the filter as it was, but makes the head
+ * node wait on its peers, where the stride needs nothing but its opens.
+ *
  * Why the head at the normal priority.  A scan's long part yields to the
  * trainer (identify_pace.c).  Its head - a registered seed's span, the
  * range's first IDENT_SCAN_HEAD_SEEDS seeds, the checks of kept candidates -
@@ -127,6 +140,18 @@ static size_t head_positions(const struct cfs_identify_params *p, uint32_t *pos)
     return k;
 }
 
+/* The second stride the filter also passes: on a distributed mount the
+ * world when each node serves one rank (the node count, as torchrun and
+ * Slurm place blocks; a registered world says whether it is one a node),
+ * where randperm[p0 + 1] is another node's; 0 when it does not fit the
+ * filter's window of draws (32 words: up to 29 nodes). */
+static uint32_t alt_gap(const struct cfs_identify_params *p, uint32_t p0, uint32_t maxskip)
+{
+    if (p->nodes < 2 || (p->hint && p->hint->world && p->hint->world != p->nodes))
+        return 0;
+    return p0 + p->nodes + 1 + maxskip <= 32 ? p->nodes : 0;
+}
+
 static void pace_chunk(void *arg, struct cfs_seed_workers *w)
 {
     struct ident_attempt *a = arg;
@@ -147,7 +172,8 @@ static int scan(struct ident_attempt *a, const uint64_t *fs, const uint64_t *ss,
                                           .skips = heads[h] ? ddp_only : both,
                                           .nskips = heads[h] ? 1 : 2,
                                           .first = fs,
-                                          .second = ss};
+                                          .second = ss,
+                                          .alt_gap = alt_gap(a->p, heads[h], heads[h] ? 0 : 2)};
         a->p0 = heads[h];
         ident_meter_scan(a->meter, true);
         /* A scan's long part, and offline every scan, on the usable CPUs'

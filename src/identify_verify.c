@@ -76,6 +76,9 @@ struct search {
     double need_bits, best_bits;
     uint32_t max_epoch; /* the latest epoch the fit reached */
     bool fits;
+    /* in_node_block: fits outside the node's block refused (the first
+     * pass), and whether one was */
+    bool block_strict, block_refused;
     struct ident_hyp best;
 };
 
@@ -175,6 +178,69 @@ static void schedule_from_head(struct search *s, struct ident_hyp *h, int *err)
     schedule_from_siblings(s, h, err);
 }
 
+/* On a distributed mount that learns the order (nothing registered, or
+ * another node's claim) the nodes serve equal blocks of ranks
+ * (docs/distributed.md): node k of N serves ranks k L .. k L + L - 1 of a
+ * world of N L.  A fit that puts this node's readers elsewhere is another
+ * reading of the same opens, not the run's: with one rank a node and
+ * batches of one, rank 0's two workers read what ranks 0 and 2 of twice
+ * the world read, or what two of a world-1 loader's eight workers read.
+ * Registered settings may place other blocks (ranks=A-B): not checked.
+ * Such a fit is refused only while another may be in the block: when no
+ * fit is, the view is tried again without the check (verify_view), since
+ * two trainings on one allocation, each on its own nodes, must still be
+ * identified to be told apart. */
+static bool in_node_block(const struct search *s, const struct ident_hyp *h)
+{
+    uint32_t nodes = s->p->nodes;
+    if (!s->block_strict || nodes < 2 || !ident_sharded(h->kind) ||
+        (s->p->hint && !s->p->hint_identified))
+        return true;
+    if (h->world % nodes != 0)
+        return false;
+    uint32_t per = h->world / nodes, lo = s->p->node * per;
+    for (size_t i = 0; i < s->rd->nr; i++)
+        if (s->rd->r[i].len && (s->rank[i] < lo || s->rank[i] >= lo + per))
+            return false;
+    return true;
+}
+
+/* Did a worker of h end its epoch short of its schedule?  A DataLoader
+ * starts an epoch's workers once the last epoch's have all ended, so a
+ * worker whose rank has a new reader of a later epoch read its whole
+ * share: when h expects one more index than it read, h is wrong about the
+ * rank's length - torch-ddp's drop_last, which a node's share tells only
+ * here (a worker that goes on into the next epoch, or a reader without
+ * workers, has the walk itself check it; a persistent hypothesis accepts
+ * readers that stop, so it is checked here too). */
+static bool worker_cut_short(const struct search *s, const struct ident_hyp *h)
+{
+    if (h->workers == 0 || h->one_iter || !ident_strided(h->kind) ||
+        h->kind == CFS_SAMPLER_DETECTRON2)
+        return false;
+    const struct ident_readers *rd = s->rd;
+    for (size_t i = 0; i < rd->nr; i++) {
+        const struct ident_reader *a = &rd->r[i];
+        bool ended = false;
+        for (size_t k = 0; k < rd->nr && !ended; k++)
+            ended = rd->r[k].len && rd->r[k].ppid == a->ppid && s->epoch0[k] > s->epoch0[i];
+        if (!ended || a->len == 0)
+            continue;
+        uint64_t j = s->start[i];
+        for (size_t k = 1; k < a->len; k++)
+            j = (j + 1) % h->batch ? j + 1 : j + (uint64_t)(h->workers - 1) * h->batch + 1;
+        uint64_t len = ident_rank_len_at(h, s->p->n, s->rank[i]);
+        uint64_t batches = (len + h->batch - 1) / h->batch, w = s->start[i] / h->batch % h->workers;
+        if (batches <= w)
+            continue;
+        uint64_t last = w + (batches - 1 - w) / h->workers * h->workers;
+        uint64_t end = (last + 1) * h->batch < len ? (last + 1) * h->batch : len;
+        if (j + 1 < end)
+            return true;
+    }
+    return false;
+}
+
 /* Tries the drop_last / persistent variants of h; true when one fits. */
 static bool try_variants(struct search *s, struct ident_hyp h)
 {
@@ -192,6 +258,13 @@ static bool try_variants(struct search *s, struct ident_hyp h)
                  (h.kind == CFS_SAMPLER_TORCH && s->v->persistent &&
                   ident_lib_ultralytics(s->v->seed32, true, hint, &lib_seed));
     bool kept = stream || h.one_iter; /* the workers: persistent only */
+    /* a fit whose workers ended short: kept while the other drop_last
+     * is tried, taken when that does not fit (a trainer may end its
+     * epochs early) */
+    struct ident_hyp cut;
+    double cut_bits = 0;
+    uint32_t cut_epoch = 0;
+    bool have_cut = false;
     for (int a = 0; a < (dl_matters ? 2 : 1); a++)
         for (int b = 0; b < (stream ? 1 : 2); b++)
             for (int c = 0; c < (h.workers && !kept ? 2 : 1); c++) {
@@ -213,13 +286,29 @@ static bool try_variants(struct search *s, struct ident_hyp h)
                 struct ident_walk w = walk_of(s, &h);
                 if (!ident_walk_all(&w, false))
                     continue;
+                if (!in_node_block(s, &h)) {
+                    s->block_refused = true;
+                    continue;
+                }
+                if (dl_matters && worker_cut_short(s, &h)) {
+                    if (!have_cut)
+                        cut = h, cut_bits = ident_walk_evidence(&w), cut_epoch = w.max_epoch;
+                    have_cut = true;
+                    continue;
+                }
                 s->best_bits = ident_walk_evidence(&w);
                 s->max_epoch = w.max_epoch;
                 s->best = h;
                 s->fits = true;
                 return true;
             }
-    return false;
+    if (have_cut) {
+        s->best_bits = cut_bits;
+        s->max_epoch = cut_epoch;
+        s->best = cut;
+        s->fits = true;
+    }
+    return have_cut;
 }
 
 /* Reader i's first step in epoch 0: how far its second open lies past its
@@ -328,8 +417,41 @@ static bool fw_kind(enum cfs_sampler_kind kind)
            kind == CFS_SAMPLER_TIMM_RA;
 }
 
+/* A framework's order another node claimed (clairfs/order_agree.h), checked
+ * on node k > 0: the sampler puts this node's first rank k L elsewhere
+ * than position k L (accelerate deals whole batches: k L B; the RA
+ * samplers repeat each value: (k L) / 3), and the head's schedule names
+ * no hypothesis there (identify_frameworks.c reads it from position 0).
+ * So the claim's kind, world and batch are walked as they are, each
+ * worker count up to IDENT_HINT_WORKERS: the walk refutes the wrong ones
+ * in a few opens.  timm-ra seeds with the epoch, not the claimed seed: not
+ * checked here. */
+#define IDENT_HINT_WORKERS 16
+static bool try_framework_claim(struct search *s, int *err)
+{
+    const struct cfs_sampler_params *hint = s->p->hint;
+    uint32_t nodes = s->p->nodes;
+    if (!hint || !s->p->hint_has_seed || nodes < 2 || s->p->node == 0 || !hint->batch ||
+        !hint->world || hint->world % nodes != 0 ||
+        (hint->kind != CFS_SAMPLER_HF_ACCELERATE && hint->kind != CFS_SAMPLER_TORCHVISION_RA))
+        return false;
+    struct ident_hyp h = {.kind = hint->kind, .world = hint->world, .batch = hint->batch};
+    uint32_t q = ident_fw_position(&h, s->p->n, s->p->node * (hint->world / nodes), 0);
+    bool head = false;
+    for (size_t i = 0; i < s->rd->nr && !head && !*err; i++)
+        head = s->rd->r[i].len && ident_pos_of(s->v, 0, s->rd->r[i].s[0], err) == q;
+    for (uint32_t t = 0; head && t <= IDENT_HINT_WORKERS && !*err; t++) {
+        h.workers = t;
+        if (try_variants(s, h))
+            return true;
+    }
+    return false;
+}
+
 static bool try_view(struct search *s, uint32_t p0, int *err)
 {
+    if (p0 != 0 && s->v->kind == CFS_SAMPLER_TORCH_DDP && try_framework_claim(s, err))
+        return true;
     s->head = s->rd->nr;
     for (size_t i = 0; i < s->rd->nr; i++)
         if (ident_pos_of(s->v, 0, s->rd->r[i].s[0], err) == p0) {
@@ -470,7 +592,13 @@ static int verify_view(struct search *s, enum cfs_sampler_kind kind, bool pers, 
     int rc = -ENOENT, err = ident_view_init(&v, s->p, kind, pers, seed32, skip, model);
     s->v = &v;
     s->fits = false;
-    if (err == 0 && try_view(s, p0, &err) && s->fits) {
+    s->block_strict = true, s->block_refused = false;
+    bool fit = err == 0 && try_view(s, p0, &err) && s->fits;
+    if (!fit && err == 0 && s->block_refused) {
+        s->block_strict = false;
+        fit = try_view(s, p0, &err) && s->fits;
+    }
+    if (fit) {
         err = confirm(s, &s->best);
         if (err == 0) {
             *bits = s->best_bits;

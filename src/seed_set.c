@@ -6,7 +6,8 @@
  * itself: the first draws of 64 seeds at once (the shared vector kernel,
  * words 0 .. pos + 1 + the largest skip), then per seed a replay of the
  * pos + 2 swaps that decide positions pos and pos + 1 (for pos 0 the first
- * value is just z_0, and most seeds stop at its bit test).  The cost is the
+ * value is just z_0, and most seeds stop at its bit test; alt_gap g adds
+ * position pos + g, g - 1 more words and swaps).  The cost is the
  * seeding recurrence, as for the exact filter, plus one division for most
  * seeds: the full range in a few minutes on one core.
  *
@@ -26,20 +27,33 @@ static inline bool in_set(const uint64_t *set, uint32_t v)
     return (set[v >> 6] >> (v & 63)) & 1;
 }
 
-/* Values at positions pos and pos + 1 after the forward Fisher-Yates of
- * draws r[0 ..]: positions up to pos + 1 are final after step pos + 1 (the
- * last step is n - 2). */
-static void window_values(const uint32_t *r, uint64_t n, uint32_t pos, uint32_t out[2])
+/* The largest offset from pos that the filter reads. */
+static uint32_t reach(const struct cfs_seed_set_problem *p)
 {
-    struct window_swaps w;
-    window_shuffle(r, n, (uint64_t)pos + 2 < n - 1 ? pos + 2 : (uint32_t)(n - 1), &w);
-    out[0] = window_value(&w, pos);
-    out[1] = window_value(&w, pos + 1);
+    return p->alt_gap > 1 ? p->alt_gap : 1;
 }
 
-static bool values_match(const struct cfs_seed_set_problem *p, const uint32_t v[2])
+/* Values at positions pos, pos + 1 and pos + alt_gap (where asked) after
+ * the forward Fisher-Yates of draws r[0 ..]: positions up to pos + g are
+ * final after step pos + g (the last step is n - 2). */
+static void window_values(const struct cfs_seed_set_problem *p, const uint32_t *r, uint32_t out[3])
 {
-    return in_set(p->first, v[0]) && (p->pos + 1 >= p->n || in_set(p->second, v[1]));
+    struct window_swaps w;
+    uint64_t steps = (uint64_t)p->pos + reach(p) + 1;
+    window_shuffle(r, p->n, steps < p->n - 1 ? (uint32_t)steps : (uint32_t)(p->n - 1), &w);
+    out[0] = window_value(&w, p->pos);
+    out[1] = window_value(&w, p->pos + 1);
+    out[2] = p->alt_gap > 1 && p->pos + p->alt_gap < p->n ? window_value(&w, p->pos + p->alt_gap)
+                                                          : out[1];
+}
+
+static bool values_match(const struct cfs_seed_set_problem *p, const uint32_t v[3])
+{
+    if (!in_set(p->first, v[0]))
+        return false;
+    if (p->pos + 1 >= p->n || in_set(p->second, v[1]))
+        return true;
+    return p->alt_gap > 1 && p->pos + p->alt_gap < p->n && in_set(p->second, v[2]);
 }
 
 /* r % n by a multiplication (Lemire, "Faster remainder by direct
@@ -108,8 +122,8 @@ static bool lane_matches(const struct cfs_seed_set_problem *p, uint64_t m, const
     /* pos 0: randperm[0] = z_0, decided before any replay */
     if (p->pos == 0 && !in_set(p->first, fast_mod(r[skip], m, (uint32_t)p->n)))
         return false;
-    uint32_t v[2];
-    window_values(r + skip, p->n, p->pos, v);
+    uint32_t v[3];
+    window_values(p, r + skip, v);
     return values_match(p, v);
 }
 
@@ -121,7 +135,7 @@ static int forward_set(const struct cfs_seed_set_problem *p, uint32_t first, uin
     for (size_t i = 0; i < p->nskips; i++)
         if (p->skips[i] > maxskip)
             maxskip = p->skips[i];
-    uint32_t nw = maxskip + p->pos + 2;
+    uint32_t nw = maxskip + p->pos + reach(p) + 1;
     uint64_t m = UINT64_MAX / p->n + 1;
     uint32_t out[CFS_WINDOW][WIDE_BLOCK];
     bool wide = seed_wide_supported();
@@ -177,7 +191,8 @@ static int inside_out_set(const struct cfs_seed_set_problem *p, uint32_t first, 
                           const _Atomic bool *cancel, cfs_seed_set_found found, void *arg,
                           uint64_t *searched)
 {
-    uint32_t pos[2] = {p->pos, p->pos + 1};
+    uint32_t pos[3] = {p->pos, p->pos + 1, p->pos + reach(p)};
+    size_t npos = p->alt_gap > 1 && p->pos + p->alt_gap < p->n ? 3 : 2;
     uint64_t done = 0;
     bool stop = false;
     int rc = 0;
@@ -185,8 +200,10 @@ static int inside_out_set(const struct cfs_seed_set_problem *p, uint32_t first, 
         if (cancel && atomic_load(cancel))
             break;
         for (size_t i = 0; i < p->nskips && !stop; i++) {
-            uint32_t v[2];
-            rc = cfs_seed_inside_out_at(first + (uint32_t)done, p->skips[i], p->n, pos, 2, v);
+            uint32_t v[3];
+            rc = cfs_seed_inside_out_at(first + (uint32_t)done, p->skips[i], p->n, pos, npos, v);
+            if (npos == 2)
+                v[2] = v[1];
             if (rc < 0)
                 goto out;
             if (values_match(p, v))
@@ -207,7 +224,7 @@ int cfs_seed_search_set(const struct cfs_seed_set_problem *p, uint32_t first, ui
         p->nskips == 0 || p->nskips > 4 || count > (1ull << 32))
         return -EINVAL;
     for (size_t i = 0; i < p->nskips; i++)
-        if (p->skips[i] + p->pos + 2 > CFS_WINDOW)
+        if (p->skips[i] + p->pos + reach(p) + 1 > CFS_WINDOW)
             return -EINVAL;
     if (p->algo == CFS_RANDPERM_CURRENT && p->n >= RANDPERM_LARGE_N)
         return inside_out_set(p, first, count, cancel, found, arg, searched);

@@ -8,7 +8,16 @@
  *
  * Rates divide by the measured time between two reads of the file, not by
  * the nominal interval, so a late wake-up does not inflate them.  Only the
- * C library is needed: the tool must run on a node with no Python. */
+ * C library is needed: the tool must run on a node with no Python.
+ *
+ * Several mount points (the nodes of a distributed mount that one host
+ * sees: `{rank}` mount points of one job, or the nodes' mounts over a
+ * shared file system) give one line a node each interval, a first column
+ * naming the node by its place in the arguments, and a line `all` of the
+ * cluster: its sums, its hit% and pred% over the sums, the least epoch (the
+ * node behind).  That is what a Slurm job's user asks of the cluster: which
+ * node reads from the PFS, which one is behind.  The line of one mount
+ * point is unchanged, for the scripts that read it. */
 #include <errno.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -16,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #define HEADER_EVERY 20
@@ -126,6 +136,34 @@ static void clock_text(char *buf, size_t len)
     strftime(buf, len, "%H:%M:%S", &tm);
 }
 
+#define MAX_MOUNTS 256
+
+/* The node column of a line: nothing for one mount point. */
+static void print_node(int nmounts, int node)
+{
+    if (nmounts < 2)
+        return;
+    if (node < 0)
+        printf("%-4s ", "all");
+    else
+        printf("%-4d ", node);
+}
+
+/* The cluster's line: sums, the least epoch. */
+static void sum_samples(const struct sample *s, int n, struct sample *out)
+{
+    memset(out, 0, sizeof(*out));
+    for (int m = 0; m < n; m++) {
+        for (int i = 0; i < F_COUNT; i++)
+            out->v[i] += s[m].v[i];
+        out->t += s[m].t / n;
+    }
+    out->v[F_EPOCH] = s[0].v[F_EPOCH];
+    for (int m = 1; m < n; m++)
+        if (s[m].v[F_EPOCH] < out->v[F_EPOCH])
+            out->v[F_EPOCH] = s[m].v[F_EPOCH];
+}
+
 static void print_rates(const struct sample *a, const struct sample *b)
 {
     double dt = b->t - a->t > 1e-9 ? b->t - a->t : 1e-9;
@@ -160,7 +198,7 @@ static void print_totals(const struct sample *s)
 static void usage(FILE *f, const char *prog)
 {
     fprintf(f,
-            "usage: %s MOUNTPOINT [INTERVAL [COUNT]]\n"
+            "usage: %s MOUNTPOINT... [INTERVAL [COUNT]]\n"
             "\n"
             "Every INTERVAL seconds (default 1, fractions allowed) prints one line of\n"
             "MOUNTPOINT/.clairfs/metrics over that interval; stops after COUNT lines\n"
@@ -170,12 +208,20 @@ static void usage(FILE *f, const char *prog)
             "Columns: time, epoch, file reads/s by source (ram ssd peer pfs), hit%%\n"
             "(reads from ram, ssd or peer), stall seconds per second, MiB/s fetched from\n"
             "the PFS and from peers, MiB cached in RAM and on SSD, pred%% (opens the plan\n"
-            "expected).\n",
+            "expected).\n"
+            "\n"
+            "Several MOUNTPOINTs (a distributed mount's nodes, listed by rank) print one\n"
+            "line each, the first column the node's place in the list, then a line\n"
+            "'all': the sums, hit%% and pred%% over them, the least epoch.  An argument\n"
+            "naming a directory is a mount point; the numbers after them are INTERVAL\n"
+            "and COUNT.\n",
             prog);
 }
 
-static void print_header(bool totals)
+static void print_header(bool totals, int nmounts)
 {
+    if (nmounts > 1)
+        printf("%-4s ", "node");
     if (totals)
         printf("%-8s %5s %8s %8s %8s %8s %6s %9s %9s %9s %8s %8s %6s %8s %8s\n", "time", "epoch",
                "ram", "ssd", "peer", "pfs", "hit%", "stall_s", "pfs_MiB", "peer_MiB", "ram_MiB",
@@ -202,54 +248,116 @@ static bool sleep_until(double until)
     return false;
 }
 
+/* Is arg a mount point to read (a directory), or the INTERVAL that ends
+ * them?  A number is never taken for a directory of that name. */
+static bool is_mount_arg(const char *arg)
+{
+    if (arg[0] == '-' || arg[strspn(arg, "0123456789.")] == '\0')
+        return false;
+    struct stat st;
+    return stat(arg, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* Every mount's sample into s[]; 0, or 1 after the one-line error. */
+static int read_all(char (*paths)[4096], int nmounts, struct sample *s, bool first)
+{
+    for (int m = 0; m < nmounts; m++) {
+        int rc = read_sample(paths[m], &s[m]);
+        if (rc == 0)
+            continue;
+        if (first) {
+            char mnt[4096];
+            snprintf(mnt, sizeof(mnt), "%.*s",
+                     (int)(strlen(paths[m]) - strlen("/.clairfs/metrics")), paths[m]);
+            fprintf(stderr, "clairfs-stat: %s is not a clairfs mount (%s: %s)\n", mnt, paths[m],
+                    rc == -EPROTO ? "no clairfs metrics" : strerror(-rc));
+        } else {
+            fprintf(stderr, "clairfs-stat: %s: %s (unmounted?)\n", paths[m], strerror(-rc));
+        }
+        return 1;
+    }
+    return 0;
+}
+
+/* One line a mount point, and the cluster's line when there are several;
+ * prev NULL: the totals. */
+static void print_lines(const struct sample *prev, const struct sample *cur, int nmounts)
+{
+    for (int m = 0; m < nmounts; m++) {
+        print_node(nmounts, m);
+        if (prev)
+            print_rates(&prev[m], &cur[m]);
+        else
+            print_totals(&cur[m]);
+    }
+    if (nmounts < 2)
+        return;
+    struct sample a, b;
+    sum_samples(cur, nmounts, &b);
+    print_node(nmounts, -1);
+    if (prev) {
+        sum_samples(prev, nmounts, &a);
+        print_rates(&a, &b);
+    } else {
+        print_totals(&b);
+    }
+}
+
 int main(int argc, char **argv)
 {
+    static char paths[MAX_MOUNTS][4096];
+    static struct sample prev[MAX_MOUNTS], cur[MAX_MOUNTS];
     if (argc >= 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
         usage(stdout, argv[0]);
         return 0;
     }
-    if (argc < 2 || argc > 4 || argv[1][0] == '-') {
+    if (argc < 2 || argv[1][0] == '-') {
         usage(stderr, argv[0]);
         return 2;
     }
-    const char *mnt = argv[1];
+    /* the first argument is a mount point whatever it names (the error
+     * says what it is not), the following directories too */
+    int nmounts = 1;
+    while (nmounts < argc - 1 && is_mount_arg(argv[1 + nmounts]))
+        nmounts++;
+    if (nmounts > MAX_MOUNTS || argc - 1 - nmounts > 2) {
+        usage(stderr, argv[0]);
+        return 2;
+    }
+    int at = 1 + nmounts;
     double interval = 1.0;
     unsigned long long count = 0; /* 0: until interrupted */
     char *end;
-    if (argc >= 3) {
+    if (argc > at) {
         errno = 0;
-        interval = strtod(argv[2], &end);
-        if (errno || end == argv[2] || *end || !(interval >= 0) || interval > 86400) {
+        interval = strtod(argv[at], &end);
+        if (errno || end == argv[at] || *end || !(interval >= 0) || interval > 86400) {
             fprintf(stderr, "clairfs-stat: interval %s: expected seconds from 0 to 86400\n",
-                    argv[2]);
+                    argv[at]);
             return 2;
         }
     }
-    if (argc == 4) {
+    if (argc > at + 1) {
         errno = 0;
-        count = strtoull(argv[3], &end, 10);
-        if (errno || end == argv[3] || *end || argv[3][0] == '-' || count == 0) {
-            fprintf(stderr, "clairfs-stat: count %s: expected a whole number >= 1\n", argv[3]);
+        count = strtoull(argv[at + 1], &end, 10);
+        if (errno || end == argv[at + 1] || *end || argv[at + 1][0] == '-' || count == 0) {
+            fprintf(stderr, "clairfs-stat: count %s: expected a whole number >= 1\n", argv[at + 1]);
             return 2;
         }
     }
 
-    char path[4096];
-    if ((size_t)snprintf(path, sizeof(path), "%s/.clairfs/metrics", mnt) >= sizeof(path)) {
-        fprintf(stderr, "clairfs-stat: %s: path too long\n", mnt);
+    for (int m = 0; m < nmounts; m++)
+        if ((size_t)snprintf(paths[m], sizeof(paths[m]), "%s/.clairfs/metrics", argv[1 + m]) >=
+            sizeof(paths[m])) {
+            fprintf(stderr, "clairfs-stat: %s: path too long\n", argv[1 + m]);
+            return 1;
+        }
+    if (read_all(paths, nmounts, prev, true))
         return 1;
-    }
-    struct sample prev, cur;
-    int rc = read_sample(path, &prev);
-    if (rc < 0) {
-        fprintf(stderr, "clairfs-stat: %s is not a clairfs mount (%s: %s)\n", mnt, path,
-                rc == -EPROTO ? "no clairfs metrics" : strerror(-rc));
-        return 1;
-    }
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (interval == 0) {
-        print_header(true);
-        print_totals(&prev);
+        print_header(true, nmounts);
+        print_lines(NULL, prev, nmounts);
         return 0;
     }
 
@@ -259,20 +367,17 @@ int main(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
 
     /* Wake-ups on a fixed grid, so the lines do not drift. */
-    double next = prev.t;
+    double next = prev[0].t;
     for (unsigned long long n = 0; count == 0 || n < count; n++) {
         if (n % HEADER_EVERY == 0)
-            print_header(false);
+            print_header(false, nmounts);
         next += interval;
         if (!sleep_until(next))
             break;
-        rc = read_sample(path, &cur);
-        if (rc < 0) {
-            fprintf(stderr, "clairfs-stat: %s: %s (unmounted?)\n", path, strerror(-rc));
+        if (read_all(paths, nmounts, cur, false))
             return 1;
-        }
-        print_rates(&prev, &cur);
-        prev = cur;
+        print_lines(prev, cur, nmounts);
+        memcpy(prev, cur, sizeof(prev));
     }
     return 0;
 }

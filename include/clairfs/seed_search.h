@@ -145,6 +145,11 @@ struct cfs_seed_set_problem {
     size_t nskips;
     const uint64_t *first;    /* bitset over 0..n-1: allowed randperm[pos] */
     const uint64_t *second;   /* allowed randperm[pos + 1] */
+    /* 0, or a stride g >= 2 whose randperm[pos + g] in second also passes
+     * (pos + g + 1 + every skip <= 32): on a distributed mount of one
+     * trainer rank a node, the head node's readers hold randperm[pos] and
+     * randperm[pos + world] but not randperm[pos + 1]. */
+    uint32_t alt_gap;
 };
 
 /* A seed (modulo 2^32) and the skip it matched with; true stops the search. */

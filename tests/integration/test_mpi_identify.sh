@@ -7,6 +7,8 @@
 # their mount says identified (at most CLAIRFS_IDENTIFY_PAUSE s, 60 here).
 #   nodes2  2 nodes, one trainer of world 4: ranks 0-1 read node 0's mount,
 #           2-3 node 1's (the block torchrun --nnodes 2 gives)
+#   nodes2one  2 nodes, one trainer of world 2: one rank a node (node 0's
+#           readers never open randperm[1]: the scan's second stride)
 #   nodes4  4 nodes, one trainer of world 8, 2 ranks a node
 #   nodes8  8 nodes, world 16 (by hand, not in the suite: 56 processes)
 #   compare nodes2, then the same trainer with seed=, world= and batch=
@@ -42,6 +44,7 @@ MPI_COMMON="--oversubscribe --mca pml ob1 --mca btl self,vader --mca oob_tcp_if_
 SEED=17
 case $SCENARIO in
 nodes2 | compare) NODES=2 WORLD=4 JOBS=1 ;;
+nodes2one) NODES=2 WORLD=2 JOBS=1 ;;
 nodes4) NODES=4 WORLD=8 JOBS=1 ;;
 nodes8) NODES=8 WORLD=16 JOBS=1 ;; # by hand: 8 daemons, 16 ranks, 32 workers
 jobs) NODES=2 WORLD=2 JOBS=2 PAUSE=5 ;; # nothing to wait for: no node adopts

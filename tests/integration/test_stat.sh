@@ -85,6 +85,33 @@ kill -INT "$int_pid"
 wait "$int_pid"
 check "SIGINT: exit 0" test $? -eq 0
 
+# --- two mount points (a distributed mount's nodes on one host): one line
+# each, node 0 and 1, and the line 'all' of their sums.
+mnt2=$TMP/mnt2
+first_pid=$CFS_PID
+cfs_mount "$src" "$mnt2" "$TMP/daemon2.log" -o no_sweep,index="$TMP/index2" || fail "second mount"
+find "$mnt2/n0002" -name '*.JPEG' | sort | head -n 10 | xargs cat >/dev/null
+pfs_one=$(totals 6)
+"$CLAIRFS_STAT" "$mnt" "$mnt2" 0 >"$TMP/nodes.out"
+cat "$TMP/nodes.out"
+check "two mounts, interval 0: a header, nodes 0 and 1, all; 16 columns" awk '
+    NR == 1 { ok = ($1 == "node" && $2 == "time" && $7 == "pfs" && NF == 16) }
+    NR > 1 { ok = ok && NF == 16 && $1 == (NR == 4 ? "all" : NR - 2) }
+    END { exit !(ok && NR == 4) }' "$TMP/nodes.out"
+check "each node's pfs reads, exact, and their sum" awk -v a="$pfs_one" '
+    NR == 2 { x = $7 } NR == 3 { y = $7 } NR == 4 { z = $7 }
+    END { exit !(x == a && y == 10 && z == a + 10) }' "$TMP/nodes.out"
+check "two mounts at 0.1 s, 2 lines: a header and 3 lines each" bash -c '
+    "$1" "$2" "$3" 0.1 2 >"$4" && [ "$(wc -l <"$4")" -eq 7 ] &&
+    awk "NR > 1 { ok += (NF == 14) } END { exit ok != 6 }" "$4"' \
+    _ "$CLAIRFS_STAT" "$mnt" "$mnt2" "$TMP/nodes_rates.out"
+check "a second argument that is no mount: exit 1, one line naming it" bash -c '
+    "$1" "$2" "$3" 0 >/dev/null 2>"$4"; [ $? -eq 1 ] && [ "$(wc -l <"$4")" -eq 1 ] &&
+    grep -q "^clairfs-stat: $3 is not a clairfs mount" "$4"' _ "$CLAIRFS_STAT" "$mnt" "$src" \
+    "$TMP/nodes.err"
+check "second unmount is clean" cfs_umount "$mnt2"
+CFS_PID=$first_pid
+
 # --- the mount goes away under a running clairfs-stat: exit 1, a message.
 "$CLAIRFS_STAT" "$mnt" 0.1 >"$TMP/gone.out" 2>"$TMP/gone.err" &
 gone_pid=$!

@@ -32,15 +32,15 @@ static const struct share_case cases[] = {
     {4, 2, 8, false}, {4, 1, 8, false}, {8, 2, 8, false}, {8, 1, 8, false}, {4, 2, 5, true},
     {8, 1, 5, true},  {8, 2, 5, false}, {4, 1, 5, true},  {8, 2, 8, true},
 };
-/* The head node alone: two ranks a node (with one, randperm[1] is another
- * node's first open and the seed scan's filter passes over the seed:
- * identify_scan.c), drop_last not among them (the head node's share, two
- * whole epochs of it, is reported without it: docs/distributed.md). */
+/* The head node alone: two ranks a node, and one (randperm[1] is then
+ * another node's first open: the seed scan's filter takes randperm[W],
+ * identify_scan.c); drop_last from the two whole epochs of the share (a
+ * worker of epoch 0 ends one index short of torch-ddp's padded share:
+ * identify_verify.c, worker_cut_short). */
 static const struct share_case head_cases[] = {
-    {4, 2, 8, false},
-    {8, 2, 8, false},
-    {8, 2, 5, false},
-    {4, 2, 5, false},
+    {4, 2, 8, false}, {8, 2, 8, false}, {8, 2, 5, false}, {4, 2, 5, false}, {2, 1, 8, false},
+    {4, 1, 8, false}, {8, 1, 8, false}, {8, 1, 5, false}, {2, 1, 1, false}, {4, 1, 1, false},
+    {4, 2, 8, true},  {8, 2, 5, true},  {4, 1, 5, true},  {8, 1, 8, true},
 };
 
 /* n not a multiple of any world here: the padding (or the cut, with
@@ -71,12 +71,42 @@ static int check_share(const struct share_case *c, uint32_t node,
     struct opens o = simulate(&t, 100000);
     struct cfs_identify_params p = params(t.n, range_seed, 4096);
     p.hint = hint;
-    p.hint_has_seed = seeded;
+    p.hint_has_seed = p.hint_identified = seeded; /* another node's claim */
     p.node = node;
     p.nodes = c->world / c->ranks_per_node;
     int rc = identify(&p, &o, id);
     opens_free(&o);
     return rc;
+}
+
+/* got reads what the trainer's sampler reads, every rank of the world in
+ * epochs 0 and 1: drop_last without drop_last_batch and the converse read
+ * alike where the cut falls on a batch boundary (a world of 8, batches of
+ * 5 over 2003 samples), and nothing can tell them apart. */
+static void assert_same_reads(const struct cfs_sampler_params *got, const struct share_case *c)
+{
+    struct cfs_sampler_params want = {.kind = CFS_SAMPLER_TORCH_DDP,
+                                      .seed = SHARE_SEED,
+                                      .n = SHARE_N,
+                                      .world = c->world,
+                                      .batch = c->batch,
+                                      .drop_last = c->drop_last};
+    struct cfs_sampler *a, *b;
+    char err[256];
+    ck_assert_int_eq(cfs_sampler_create(got, &a, err, sizeof(err)), 0);
+    ck_assert_int_eq(cfs_sampler_create(&want, &b, err, sizeof(err)), 0);
+    for (uint32_t e = 0; e < 2; e++) {
+        ck_assert_int_eq(cfs_sampler_compute_epoch(a, e), 0);
+        ck_assert_int_eq(cfs_sampler_compute_epoch(b, e), 0);
+        for (uint32_t r = 0; r < c->world; r++) {
+            uint64_t len = cfs_sampler_rank_len(b, e, r);
+            ck_assert_uint_eq(cfs_sampler_rank_len(a, e, r), len);
+            for (uint64_t j = 0; j < len; j++)
+                ck_assert_uint_eq(cfs_sampler_rank_at(a, r, j), cfs_sampler_rank_at(b, r, j));
+        }
+    }
+    cfs_sampler_destroy(a);
+    cfs_sampler_destroy(b);
 }
 
 /* What the head node claims: the trainer's own sampler. */
@@ -96,11 +126,11 @@ START_TEST(the_head_node_identifies_alone)
     struct cfs_identified id;
     ck_assert_msg(check_share(c, 0, NULL, false, SHARE_SEED, &id) == 0, "world %u: %s", c->world,
                   id.text);
-    ck_assert_int_eq(id.sampler.kind, CFS_SAMPLER_TORCH_DDP);
+    ck_assert_msg(id.sampler.kind == CFS_SAMPLER_TORCH_DDP && id.sampler.world == c->world,
+                  "world %u: %s", c->world, id.text);
     ck_assert_uint_eq(id.sampler.seed, SHARE_SEED);
-    ck_assert_uint_eq(id.sampler.world, c->world);
     ck_assert_uint_eq(id.sampler.batch, c->batch);
-    ck_assert_int_eq(id.sampler.drop_last, c->drop_last);
+    assert_same_reads(&id.sampler, c);
     ck_assert_uint_eq(id.rank_first, 0);
     ck_assert_uint_eq(id.rank_count, c->ranks_per_node);
     ck_assert_uint_eq(id.workers, 2);
@@ -145,6 +175,49 @@ START_TEST(a_hint_the_opens_contradict_is_not_confirmed)
 }
 END_TEST
 
+/* The frameworks' samplers (identify_frameworks.c) on a node's share:
+ * accelerate deals whole batches to the ranks, the RA samplers repeat
+ * each value 3 times before dealing, so node k's first rank does not
+ * start at position k L.  The head node names the framework alone; every
+ * other node checks its claim (identify_verify.c: try_framework_claim). */
+static const enum cfs_sampler_kind fw_kinds[] = {CFS_SAMPLER_HF_ACCELERATE,
+                                                 CFS_SAMPLER_TORCHVISION_RA};
+
+START_TEST(every_node_checks_a_frameworks_order)
+{
+    enum cfs_sampler_kind kind = fw_kinds[_i / 2];
+    /* torchvision-ra's head node at world 8 with 2 ranks a node names no
+     * world from its ranks 0-1 (nor does one mount of those two ranks) */
+    struct share_case c = {_i % 2 && kind == CFS_SAMPLER_HF_ACCELERATE ? 8 : 4, _i % 2 ? 2 : 1, 8,
+                           false};
+    uint32_t nodes = c.world / c.ranks_per_node;
+    struct cfs_sampler_params claim = head_claim(&c);
+    claim.kind = kind;
+    for (uint32_t node = 0; node < nodes; node++) {
+        struct trainer t = node_trainer(&c, node);
+        t.kind = kind;
+        struct opens o = simulate(&t, 100000);
+        struct cfs_identify_params p = params(t.n, SHARE_SEED, 4096);
+        p.hint = node ? &claim : NULL;
+        p.hint_has_seed = p.hint_identified = node > 0;
+        p.node = node;
+        p.nodes = nodes;
+        struct cfs_identified id;
+        int rc = identify(&p, &o, &id);
+        opens_free(&o);
+        ck_assert_msg(rc == 0, "%s world %u node %u: %s", cfs_sampler_kind_name(kind), c.world,
+                      node, id.text);
+        ck_assert_int_eq(id.sampler.kind, kind);
+        ck_assert_uint_eq((uint32_t)id.sampler.seed, SHARE_SEED);
+        ck_assert_uint_eq(id.sampler.world, c.world);
+        ck_assert_uint_eq(id.sampler.batch, c.batch);
+        ck_assert_uint_eq(id.rank_first, node * c.ranks_per_node);
+        ck_assert_uint_eq(id.rank_count, c.ranks_per_node);
+        ck_assert_uint_eq(id.workers, 2);
+    }
+}
+END_TEST
+
 static Suite *share_suite(void)
 {
     Suite *s = suite_create("identify_share");
@@ -155,6 +228,7 @@ static Suite *share_suite(void)
                         (int)(sizeof(head_cases) / sizeof(head_cases[0])));
     tcase_add_loop_test(t, every_other_node_checks_the_head_nodes_result, 0, (int)ncases);
     tcase_add_loop_test(t, a_hint_the_opens_contradict_is_not_confirmed, 0, (int)ncases);
+    tcase_add_loop_test(t, every_node_checks_a_frameworks_order, 0, 4);
     suite_add_tcase(s, t);
     return s;
 }

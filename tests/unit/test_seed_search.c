@@ -677,6 +677,70 @@ START_TEST(inside_out_search_through_the_tables)
 }
 END_TEST
 
+/* A second stride (alt_gap: one trainer rank a node, whose head reader
+ * holds randperm[W] but not randperm[1]) passes a seed whose randperm[1]
+ * or randperm[g] is in the second set, and no other: the filter against a
+ * forward Fisher-Yates replayed for g + 1 steps. */
+START_TEST(the_set_search_takes_a_second_stride)
+{
+    static const uint64_t ns[] = {1000, 1281167};
+    const uint64_t n = ns[_i];
+    const uint32_t gap = 8;
+    uint64_t *first, *second;
+    random_sets(n, 0, &first, &second);
+    static const uint32_t skips[] = {0, 2};
+    struct cfs_seed_set_problem p = {.n = n,
+                                     .algo = CFS_RANDPERM_CURRENT,
+                                     .pos = 0,
+                                     .skips = skips,
+                                     .nskips = 2,
+                                     .first = first,
+                                     .second = second,
+                                     .alt_gap = gap};
+    const uint32_t from = 12345;
+    const uint64_t count = 4096;
+    struct set_hits *got = calloc(1, sizeof(*got)), *want = calloc(1, sizeof(*want));
+    uint32_t *perm = malloc(n * sizeof(*perm));
+    ck_assert(got && want && perm);
+    uint64_t searched, by_gap = 0;
+    ck_assert_int_eq(cfs_seed_search_set(&p, from, count, NULL, on_set_hit, got, &searched), 0);
+    for (uint64_t k = 0; k < count; k++) {
+        uint32_t seed = from + (uint32_t)k;
+        for (int i = 0; i < 2; i++) {
+            struct cfs_mt19937 mt;
+            cfs_mt19937_seed(&mt, seed);
+            for (uint32_t d = 0; d < skips[i]; d++)
+                (void)cfs_mt19937_next32(&mt);
+            for (uint32_t v = 0; v < n; v++)
+                perm[v] = v;
+            for (uint32_t q = 0; q <= gap; q++) {
+                uint32_t z = q + cfs_mt19937_next32(&mt) % (uint32_t)(n - q), t = perm[q];
+                perm[q] = perm[z], perm[z] = t;
+            }
+            bool head = first[perm[0] / 64] >> (perm[0] % 64) & 1;
+            bool one = second[perm[1] / 64] >> (perm[1] % 64) & 1;
+            bool far = second[perm[gap] / 64] >> (perm[gap] % 64) & 1;
+            if (head && (one || far))
+                on_set_hit(want, seed, skips[i]);
+            by_gap += head && far && !one;
+        }
+    }
+    ck_assert_uint_gt(by_gap, count / 16);
+    ck_assert_uint_eq(got->len, want->len);
+    for (size_t k = 0; k < want->len; k++) {
+        ck_assert_uint_eq(got->seed[k], want->seed[k]);
+        ck_assert_uint_eq(got->skip[k], want->skip[k]);
+    }
+    p.alt_gap = 31; /* 2 + 31 + 1 words: beyond the filter's window */
+    ck_assert_int_eq(cfs_seed_search_set(&p, from, 1, NULL, on_set_hit, got, &searched), -EINVAL);
+    free(perm);
+    free(got);
+    free(want);
+    free(first);
+    free(second);
+}
+END_TEST
+
 static Suite *seed_suite(void)
 {
     Suite *s = suite_create("seed_search");
@@ -690,6 +754,7 @@ static Suite *seed_suite(void)
     tcase_add_test(t, small_n_is_ambiguous_with_a_count);
     tcase_add_test(t, engine_agrees_with_brute_force);
     tcase_add_loop_test(t, the_set_search_agrees_with_a_replay, 0, 5);
+    tcase_add_loop_test(t, the_set_search_takes_a_second_stride, 0, 2);
     tcase_add_loop_test(t, the_set_search_on_threads_finds_the_same_seeds, 0, 2);
     tcase_add_test(t, the_set_search_on_threads_refuses_bad_input);
     tcase_add_test(t, contradictions_and_bad_input);
