@@ -113,7 +113,7 @@ out:
 
 static inline uint16_t rv(const struct plan_build *b, size_t at)
 {
-    return b->cnt[at] ? (uint16_t)(b->fep[at] << 8 | b->cnt[at]) : 0;
+    return b->cnt[at] ? (uint16_t)(rec_epoch(b, at) << 8 | rec_count(b, at)) : 0;
 }
 
 /* A node's preference among its reads: more reads, then earlier first epoch. */
@@ -324,7 +324,8 @@ static int sort_by_pref(const struct cfs_plan *p, const struct plan_build *b, ui
 static int place_node(struct cfs_plan *p, struct plan_build *b, uint32_t j)
 {
     const uint64_t n = p->n;
-    const uint8_t *cnt = b->cnt + (size_t)j * n, *fep = b->fep + (size_t)j * n;
+    const size_t base = (size_t)j * n;
+    const uint8_t *cnt = b->cnt + base;
     uint64_t *held = b->held + (size_t)j * b->held_words;
     uint64_t mr = 0, mo = 0;
     uint32_t *owned = b->key; /* free until the prefetch orders */
@@ -348,7 +349,7 @@ static int place_node(struct cfs_plan *p, struct plan_build *b, uint32_t j)
         p->owner_tier[f] = t;
         if (j == p->node) {
             p->tier[f] = t;
-            if (b->total[f] > cnt[f])
+            if (b->total[f] > rec_count(b, base + f))
                 p->flags[f] |= PLAN_PEER_PINNED;
         }
     }
@@ -379,8 +380,8 @@ static int place_node(struct cfs_plan *p, struct plan_build *b, uint32_t j)
         left -= p->sizes[f];
         if (p->static_pinners[f] != UINT16_MAX)
             p->static_pinners[f]++;
-        if (fep[f] < p->static_epoch[f])
-            p->static_epoch[f] = fep[f];
+        if (rec_epoch(b, base + f) < p->static_epoch[f])
+            p->static_epoch[f] = (uint8_t)rec_epoch(b, base + f);
         if (j == p->node)
             p->flags[f] |= PLAN_STATIC;
     }
@@ -390,13 +391,13 @@ static int place_node(struct cfs_plan *p, struct plan_build *b, uint32_t j)
 static void summarise(struct cfs_plan *p, struct plan_build *b, uint32_t j)
 {
     const uint64_t n = p->n;
-    const uint8_t *cnt = b->cnt + (size_t)j * n;
+    const size_t base = (size_t)j * n;
     const uint64_t *held = b->held + (size_t)j * b->held_words;
     struct cfs_plan_node_summary *s = &p->summary[j];
     memset(s, 0, sizeof(*s));
     s->ranks = p->ranks[j];
     for (uint64_t f = 0; f < n; f++) {
-        uint64_t sz = p->sizes[f], c = j == p->node ? p->count[f] : cnt[f];
+        uint64_t sz = p->sizes[f], c = j == p->node ? p->count[f] : rec_count(b, base + f);
         uint32_t o = p->owner[f];
         bool remote = o != CFS_NODE_NONE && o != j;
         if (o == j) {
@@ -586,7 +587,8 @@ int cfs_plan_create(const struct cfs_plan_params *pp, struct cfs_plan **out, cha
 
     rc = -ENOMEM;
     b.cnt = calloc((size_t)p->nodes * n + 1, 1);
-    b.fep = malloc((size_t)p->nodes * n + 1);
+    if (p->nepochs > PACKED_EPOCHS)
+        b.fep = malloc((size_t)p->nodes * n + 1);
     b.total = calloc(n + 1, sizeof(*b.total));
     b.best = malloc(n * sizeof(*b.best) + 1);
     b.key = malloc(n * sizeof(*b.key) + 1);
@@ -597,8 +599,8 @@ int cfs_plan_create(const struct cfs_plan_params *pp, struct cfs_plan **out, cha
     b.cluster_first = malloc(n * sizeof(*b.cluster_first) + 1);
     b.seen_before = calloc(b.held_words + 1, sizeof(*b.seen_before));
     b.seen_now = calloc(b.held_words + 1, sizeof(*b.seen_now));
-    if (!b.cnt || !b.fep || !b.total || !b.best || !b.key || !b.ids || !b.free_room || !b.held ||
-        !b.cluster_first || !b.seen_before || !b.seen_now)
+    if (!b.cnt || (!b.fep && p->nepochs > PACKED_EPOCHS) || !b.total || !b.best || !b.key ||
+        !b.ids || !b.free_room || !b.held || !b.cluster_first || !b.seen_before || !b.seen_now)
         goto fail;
     for (uint64_t f = 0; f < n; f++)
         b.cluster_first[f] = CFS_POS_NEVER;
@@ -611,9 +613,13 @@ int cfs_plan_create(const struct cfs_plan_params *pp, struct cfs_plan **out, cha
     rc = plan_sweep(p, &b, st, err, errlen);
     if (rc < 0)
         goto fail_reported;
+    src.destroy(st); /* its epoch's permutation: the size of the dataset */
+    st = NULL;
     rc = assign_owners(p, &b);
     if (rc < 0)
         goto fail;
+    free(b.best); /* only the owners need it */
+    b.best = NULL;
     for (uint32_t j = 0; j < p->nodes; j++) {
         rc = place_node(p, &b, j);
         if (rc < 0)
