@@ -550,7 +550,6 @@ int cfs_plan_create(const struct cfs_plan_params *pp, struct cfs_plan **out, cha
     p->ranks = calloc(p->nodes, sizeof(*p->ranks));
     p->summary = calloc(p->nodes, sizeof(*p->summary));
     p->epoch_start = calloc(p->nepochs + 1, sizeof(*p->epoch_start));
-    p->sizes = malloc(n * sizeof(*p->sizes) + 1);
     p->count = calloc(n + 1, sizeof(*p->count));
     p->first_use = malloc(n * sizeof(*p->first_use) + 1);
     p->epochs_read = calloc(n * p->bm_bytes + 1, 1);
@@ -561,11 +560,11 @@ int cfs_plan_create(const struct cfs_plan_params *pp, struct cfs_plan **out, cha
     p->owner_epoch = calloc(n + 1, sizeof(*p->owner_epoch));
     p->static_pinners = calloc(n + 1, sizeof(*p->static_pinners));
     p->static_epoch = malloc(n * sizeof(*p->static_epoch) + 1);
-    if (!p->ranks || !p->summary || !p->epoch_start || !p->sizes || !p->count ||
+    if (!p->ranks || !p->summary || !p->epoch_start || !p->count ||
         !p->first_use || !p->epochs_read || !p->tier || !p->flags || !p->owner ||
         !p->owner_tier || !p->owner_epoch || !p->static_pinners || !p->static_epoch)
         goto fail;
-    memcpy(p->sizes, pp->sizes, n * sizeof(*p->sizes));
+    p->sizes = pp->sizes;
     memset(p->tier, CFS_TIER_NONE, n + 1);
     memset(p->owner_tier, CFS_TIER_NONE, n + 1);
     for (uint64_t f = 0; f < n; f++) {
@@ -670,7 +669,6 @@ void cfs_plan_destroy(struct cfs_plan *p)
     free(p->ranks);
     free(p->summary);
     free(p->epoch_start);
-    free(p->sizes);
     free(p->count);
     free(p->first_use);
     free(p->epochs_read);

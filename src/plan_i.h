@@ -26,7 +26,7 @@ struct cfs_plan {
     uint64_t dataset_bytes, owned_bytes;
 
     /* Per file. */
-    uint64_t *sizes;
+    const uint64_t *sizes; /* the caller's (plan.h) */
     uint32_t *count;       /* planned node's reads */
     uint64_t *first_use;   /* planned node's first position */
     uint8_t *epochs_read;  /* bm_bytes per file: bit rel set when read in epoch rel */
