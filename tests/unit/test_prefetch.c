@@ -85,7 +85,7 @@ static bool window_holds(struct cfs_prefetch *pf, uint32_t epoch)
 /* RAM for a quarter of the dataset: a plan covers a window of 4 epochs
  * (run_config.h), and the trainer reads on past it: every open of 8 epochs
  * predicted, over three windows, each planned by the prefetcher from the
- * last epoch of the one before. */
+ * last epoch of the one before; `epoch 2` then plans the window from 2. */
 START_TEST(path_windows_follow_the_trainer)
 {
     struct fixture fx;
@@ -106,6 +106,17 @@ START_TEST(path_windows_follow_the_trainer)
     ck_assert_uint_eq(pf_track_start_epoch(pf->track), 6);
     ck_assert_uint_eq(pf_track_end_epoch(pf->track), 10);
     pthread_rwlock_unlock(&pf->plan_lock);
+    /* `epoch N` outside the window plans the window from N. */
+    struct cfs_ctl_cmd cmd = {.kind = CFS_CTL_CMD_EPOCH, .value = 2};
+    ck_assert_int_eq(cfs_prefetch_command(pf, &cmd), 0);
+    pthread_rwlock_rdlock(&pf->plan_lock);
+    ck_assert_uint_eq(pf_track_start_epoch(pf->track), 2);
+    pthread_rwlock_unlock(&pf->plan_lock);
+    replay_epoch(pf, &fx, 5, 2);
+    ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_HIT), 9 * NFILES);
+    ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_MISS), 0);
+    cmd.value = 10; /* past the run */
+    ck_assert_int_eq(cfs_prefetch_command(pf, &cmd), -ERANGE);
     cfs_prefetch_destroy(pf);
     fixture_fini(&fx);
 }
