@@ -526,6 +526,10 @@ void cfs_prefetch_stats(struct cfs_prefetch *pf, struct cfs_prefetch_stats *out)
     pthread_rwlock_rdlock(&pf->plan_lock);
     out->planned = pf->track != NULL;
     out->adopted = pf->adopted;
+    if (pf->track) {
+        out->plan_start = pf_track_start_epoch(pf->track);
+        out->plan_end = pf_track_end_epoch(pf->track);
+    }
     pthread_rwlock_unlock(&pf->plan_lock);
     if (!pf->cache)
         return;
