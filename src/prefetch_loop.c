@@ -325,14 +325,14 @@ static void plan_next_window(struct cfs_prefetch *pf)
         uint64_t t0 = pf_now_ns();
         run.start_epoch = end - 1;
         int rc = pf_replan(pf, &run, follow_window, &adopted, err, sizeof(err));
-        if (rc < 0)
-            pf->window_failed = end;
-        if (rc < 0)
+        if (rc < 0) {
+            pf->window_failed = end; /* said once */
             cfs_warn("order: planning the window from epoch %u: %s; predicting to epoch %u",
                      run.start_epoch, err, end - 1);
-        else
+        } else {
             cfs_debug("order: planned the window from epoch %u in %.2f s", run.start_epoch,
                       (double)(pf_now_ns() - t0) / 1e9);
+        }
     }
     pthread_mutex_unlock(&pf->replan_mu);
 }

@@ -443,7 +443,7 @@ int pf_track_follow(struct pf_track *t, struct pf_track *from)
     uint32_t epoch = from->start_epoch + cur->rel;
     pthread_mutex_unlock(&from->mu);
     if (epoch < t->start_epoch || epoch - t->start_epoch >= t->nepochs)
-        epoch = t->start_epoch; /* past the old window's end: at the new one's start */
+        epoch = t->start_epoch; /* not in t's window: at its start */
     int rc = epoch == t->start_epoch + t->ep[t->cur].rel ? 0 : pf_track_set_epoch(t, epoch);
     if (rc < 0)
         return rc;
