@@ -493,10 +493,14 @@ static void log_started(const struct daemon *d)
     const struct cfs_run_config *run = &d->run;
     struct cfs_prefetch_stats pst;
     cfs_prefetch_stats(d->pf, &pst);
+    char window[96] = "";
+    if (pst.planned && pst.plan_end < run->epochs)
+        snprintf(window, sizeof(window), " of %u (the next window from epoch %u)",
+                 run->epochs - run->start_epoch, pst.plan_end - 1);
     if (pst.planned)
-        cfs_info("planned %u epochs from seed %llu in %.3f s; io %s; ram %llu, ssd %llu bytes "
+        cfs_info("planned %u epochs%s from seed %llu in %.3f s; io %s; ram %llu, ssd %llu bytes "
                  "(%llu SSD entries reused)",
-                 run->epochs - run->start_epoch, (unsigned long long)run->sampler.seed,
+                 pst.plan_end - pst.plan_start, window, (unsigned long long)run->sampler.seed,
                  d->plan_secs, pst.io_engine, (unsigned long long)pst.cache_capacity[0],
                  (unsigned long long)pst.cache_capacity[1], (unsigned long long)pst.loaded);
     else if (d->identify_off)

@@ -1,14 +1,29 @@
-/* The planner: one sweep over the run, then the global assignment.
- * See clairfs/plan.h for the stream, the assignment rule and next use.
+/* The planner: one sweep over the epochs planned (a window of the run),
+ * then the global assignment.  See clairfs/plan.h for the stream, the
+ * assignment rule and next use.
  *
  * Why one sweep for all nodes: the sampler's cost is one permutation per
  * epoch, shared by every node, so counting every node's reads in the same
  * pass costs one array update per read and no extra permutations.  That
  * update is a random access, so the per-node record is kept to 16 bits
- * (count and first epoch, saturating at 255): node j's array stays small
+ * (count and first epoch, saturating at 255; one byte for a window of at
+ * most 8 epochs, plan_i.h): node j's array stays small
  * enough to stay in cache while j's reads of an epoch are counted.  These
  * arrays live only while the plan is built; what stays is a few bytes per
- * file for the planned node plus the owner map. */
+ * file for the planned node plus the owner map.
+ *
+ * Why a window of epochs (run_config.h), not the run: the sweep costs
+ * every node's reads of every epoch planned, and the records every node's
+ * files, so a 90-epoch plan of ImageNet-22k took 44 CPU s and 1.6 GB.  A
+ * plan's decisions look ahead only as far as they need: Belady's evicts
+ * first what is read farthest ahead, and a file the window does not read
+ * again is farther than any it does; once a node reads twice its tiers in
+ * distinct bytes within the window, such files are always at hand, and the
+ * evictions inside the window are the whole run's but for which of them
+ * goes first.  What a window changes is the frequency ranking of the
+ * replicas and owners (counted over the window: on one node every file is
+ * read once an epoch and the ranking falls to the first read anyway).
+ * The next window is planned from the last epoch of this one. */
 #include "clairfs/plan.h"
 
 #include "clairfs/log.h"
@@ -113,7 +128,7 @@ out:
 
 static inline uint16_t rv(const struct plan_build *b, size_t at)
 {
-    return b->cnt[at] ? (uint16_t)(b->fep[at] << 8 | b->cnt[at]) : 0;
+    return b->cnt[at] ? (uint16_t)(rec_epoch(b, at) << 8 | rec_count(b, at)) : 0;
 }
 
 /* A node's preference among its reads: more reads, then earlier first epoch. */
@@ -314,12 +329,18 @@ static int sort_by_pref(const struct cfs_plan *p, const struct plan_build *b, ui
     return 0;
 }
 
+/* Reads ahead whose size is loaded early: a node that reads a large
+ * dataset passes over most of its files once its tiers are nearly full, and
+ * each is a cache miss on the sizes. */
+#define SIZE_AHEAD 16
+
 /* One node's holdings: owned files, then replicas, in its order of
  * preference; and its NoPFS static set for the simulator. */
 static int place_node(struct cfs_plan *p, struct plan_build *b, uint32_t j)
 {
     const uint64_t n = p->n;
-    const uint8_t *cnt = b->cnt + (size_t)j * n, *fep = b->fep + (size_t)j * n;
+    const size_t base = (size_t)j * n;
+    const uint8_t *cnt = b->cnt + base;
     uint64_t *held = b->held + (size_t)j * b->held_words;
     uint64_t mr = 0, mo = 0;
     uint32_t *owned = b->key; /* free until the prefetch orders */
@@ -343,13 +364,15 @@ static int place_node(struct cfs_plan *p, struct plan_build *b, uint32_t j)
         p->owner_tier[f] = t;
         if (j == p->node) {
             p->tier[f] = t;
-            if (b->total[f] > cnt[f])
+            if (b->total[f] > rec_count(b, base + f))
                 p->flags[f] |= PLAN_PEER_PINNED;
         }
     }
     for (uint64_t i = 0; i < mr; i++) {
         if (room.ram < b->min_size && room.ssd < b->min_size)
             break; /* nothing more fits */
+        if (i + SIZE_AHEAD < mr) /* the files come in preference order: at random */
+            __builtin_prefetch(&p->sizes[b->ids[i + SIZE_AHEAD]]);
         uint32_t f = b->ids[i];
         if (p->owner[f] == j)
             continue;
@@ -364,14 +387,16 @@ static int place_node(struct cfs_plan *p, struct plan_build *b, uint32_t j)
     /* NoPFS: the node's most-read files up to its capacity, no coordination. */
     uint64_t left = p->ram + p->ssd;
     for (uint64_t i = 0; i < mr && left >= b->min_size; i++) {
+        if (i + SIZE_AHEAD < mr)
+            __builtin_prefetch(&p->sizes[b->ids[i + SIZE_AHEAD]]);
         uint32_t f = b->ids[i];
         if (p->sizes[f] > left)
             continue;
         left -= p->sizes[f];
         if (p->static_pinners[f] != UINT16_MAX)
             p->static_pinners[f]++;
-        if (fep[f] < p->static_epoch[f])
-            p->static_epoch[f] = fep[f];
+        if (rec_epoch(b, base + f) < p->static_epoch[f])
+            p->static_epoch[f] = (uint8_t)rec_epoch(b, base + f);
         if (j == p->node)
             p->flags[f] |= PLAN_STATIC;
     }
@@ -381,13 +406,13 @@ static int place_node(struct cfs_plan *p, struct plan_build *b, uint32_t j)
 static void summarise(struct cfs_plan *p, struct plan_build *b, uint32_t j)
 {
     const uint64_t n = p->n;
-    const uint8_t *cnt = b->cnt + (size_t)j * n;
+    const size_t base = (size_t)j * n;
     const uint64_t *held = b->held + (size_t)j * b->held_words;
     struct cfs_plan_node_summary *s = &p->summary[j];
     memset(s, 0, sizeof(*s));
     s->ranks = p->ranks[j];
     for (uint64_t f = 0; f < n; f++) {
-        uint64_t sz = p->sizes[f], c = j == p->node ? p->count[f] : cnt[f];
+        uint64_t sz = p->sizes[f], c = j == p->node ? p->count[f] : rec_count(b, base + f);
         uint32_t o = p->owner[f];
         bool remote = o != CFS_NODE_NONE && o != j;
         if (o == j) {
@@ -540,7 +565,6 @@ int cfs_plan_create(const struct cfs_plan_params *pp, struct cfs_plan **out, cha
     p->ranks = calloc(p->nodes, sizeof(*p->ranks));
     p->summary = calloc(p->nodes, sizeof(*p->summary));
     p->epoch_start = calloc(p->nepochs + 1, sizeof(*p->epoch_start));
-    p->sizes = malloc(n * sizeof(*p->sizes) + 1);
     p->count = calloc(n + 1, sizeof(*p->count));
     p->first_use = malloc(n * sizeof(*p->first_use) + 1);
     p->epochs_read = calloc(n * p->bm_bytes + 1, 1);
@@ -551,11 +575,11 @@ int cfs_plan_create(const struct cfs_plan_params *pp, struct cfs_plan **out, cha
     p->owner_epoch = calloc(n + 1, sizeof(*p->owner_epoch));
     p->static_pinners = calloc(n + 1, sizeof(*p->static_pinners));
     p->static_epoch = malloc(n * sizeof(*p->static_epoch) + 1);
-    if (!p->ranks || !p->summary || !p->epoch_start || !p->sizes || !p->count ||
+    if (!p->ranks || !p->summary || !p->epoch_start || !p->count ||
         !p->first_use || !p->epochs_read || !p->tier || !p->flags || !p->owner ||
         !p->owner_tier || !p->owner_epoch || !p->static_pinners || !p->static_epoch)
         goto fail;
-    memcpy(p->sizes, pp->sizes, n * sizeof(*p->sizes));
+    p->sizes = pp->sizes;
     memset(p->tier, CFS_TIER_NONE, n + 1);
     memset(p->owner_tier, CFS_TIER_NONE, n + 1);
     for (uint64_t f = 0; f < n; f++) {
@@ -577,7 +601,8 @@ int cfs_plan_create(const struct cfs_plan_params *pp, struct cfs_plan **out, cha
 
     rc = -ENOMEM;
     b.cnt = calloc((size_t)p->nodes * n + 1, 1);
-    b.fep = malloc((size_t)p->nodes * n + 1);
+    if (p->nepochs > PACKED_EPOCHS)
+        b.fep = malloc((size_t)p->nodes * n + 1);
     b.total = calloc(n + 1, sizeof(*b.total));
     b.best = malloc(n * sizeof(*b.best) + 1);
     b.key = malloc(n * sizeof(*b.key) + 1);
@@ -588,8 +613,8 @@ int cfs_plan_create(const struct cfs_plan_params *pp, struct cfs_plan **out, cha
     b.cluster_first = malloc(n * sizeof(*b.cluster_first) + 1);
     b.seen_before = calloc(b.held_words + 1, sizeof(*b.seen_before));
     b.seen_now = calloc(b.held_words + 1, sizeof(*b.seen_now));
-    if (!b.cnt || !b.fep || !b.total || !b.best || !b.key || !b.ids || !b.free_room || !b.held ||
-        !b.cluster_first || !b.seen_before || !b.seen_now)
+    if (!b.cnt || (!b.fep && p->nepochs > PACKED_EPOCHS) || !b.total || !b.best || !b.key ||
+        !b.ids || !b.free_room || !b.held || !b.cluster_first || !b.seen_before || !b.seen_now)
         goto fail;
     for (uint64_t f = 0; f < n; f++)
         b.cluster_first[f] = CFS_POS_NEVER;
@@ -602,9 +627,13 @@ int cfs_plan_create(const struct cfs_plan_params *pp, struct cfs_plan **out, cha
     rc = plan_sweep(p, &b, st, err, errlen);
     if (rc < 0)
         goto fail_reported;
+    src.destroy(st); /* its epoch's permutation: the size of the dataset */
+    st = NULL;
     rc = assign_owners(p, &b);
     if (rc < 0)
         goto fail;
+    free(b.best); /* only the owners need it */
+    b.best = NULL;
     for (uint32_t j = 0; j < p->nodes; j++) {
         rc = place_node(p, &b, j);
         if (rc < 0)
@@ -655,7 +684,6 @@ void cfs_plan_destroy(struct cfs_plan *p)
     free(p->ranks);
     free(p->summary);
     free(p->epoch_start);
-    free(p->sizes);
     free(p->count);
     free(p->first_use);
     free(p->epochs_read);

@@ -36,7 +36,10 @@ static inline void count_read(struct cfs_plan *p, struct plan_build *b, uint8_t 
 {
     uint8_t c = cnt[f];
     if (c == 0) {
-        fep[f] = (uint8_t)(rel > 255 ? 255 : rel);
+        if (fep)
+            fep[f] = (uint8_t)(rel > 255 ? 255 : rel);
+        else
+            c = (uint8_t)(rel << 5); /* packed (plan_i.h): rel < PACKED_EPOCHS */
         /* Epochs are swept in order: only a file nobody read in an
          * earlier epoch can get an earlier cluster time from this node. */
         if (!bit_get(b->seen_before, f)) {
@@ -46,7 +49,7 @@ static inline void count_read(struct cfs_plan *p, struct plan_build *b, uint8_t 
             bit_set(b->seen_now, f);
         }
     }
-    if (c != 255)
+    if (fep ? c != 255 : (c & PACKED_MAX) != PACKED_MAX)
         cnt[f] = (uint8_t)(c + 1);
     if (local) {
         p->count[f]++;
@@ -72,7 +75,7 @@ static int count_run(struct cfs_plan *p, struct plan_build *b, uint32_t j, uint3
                      char *err, size_t errlen)
 {
     const uint64_t n = p->n;
-    uint8_t *cnt = b->cnt + (size_t)j * n, *fep = b->fep + (size_t)j * n;
+    uint8_t *cnt = b->cnt + (size_t)j * n, *fep = b->fep ? b->fep + (size_t)j * n : NULL;
     const bool local = j == p->node;
     for (uint64_t i = 0; i < nf && i < PF_AHEAD; i++)
         if (fs[i] < n)
@@ -141,7 +144,7 @@ static int count_stream(struct cfs_plan *p, struct plan_build *b, struct partiti
         pt->file[at] = fs[i];
         pt->index[at] = (uint32_t)i;
     }
-    uint8_t *cnt = b->cnt + (size_t)j * n, *fep = b->fep + (size_t)j * n;
+    uint8_t *cnt = b->cnt + (size_t)j * n, *fep = b->fep ? b->fep + (size_t)j * n : NULL;
     const bool local = j == p->node;
     for (uint64_t at = 0; at < nlen; at++)
         count_read(p, b, cnt, fep, rel, local, pt->file[at], pt->index[at], nlen,

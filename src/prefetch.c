@@ -410,6 +410,32 @@ int cfs_prefetch_provide(void *arg, uint32_t id, struct cfs_peer_view *v)
     return 0;
 }
 
+static void keep_adopted(struct cfs_prefetch *pf, struct pf_track *t, void *arg)
+{
+    (void)t;
+    pf->adopted = *(bool *)arg;
+}
+
+/* An epoch of the run outside the plan's window: the window from there. */
+static int plan_window_at(struct cfs_prefetch *pf, uint32_t epoch)
+{
+    char err[256];
+    pthread_mutex_lock(&pf->replan_mu);
+    pthread_rwlock_rdlock(&pf->plan_lock);
+    struct cfs_run_config run = pf->run;
+    bool adopted = pf->adopted, planned = pf->track != NULL;
+    pthread_rwlock_unlock(&pf->plan_lock);
+    int rc = -ERANGE;
+    if (planned && epoch < run.epochs) {
+        run.start_epoch = epoch;
+        rc = pf_replan(pf, &run, keep_adopted, &adopted, err, sizeof(err));
+        if (rc < 0)
+            cfs_warn("order: planning the window from epoch %u: %s", epoch, err);
+    }
+    pthread_mutex_unlock(&pf->replan_mu);
+    return rc;
+}
+
 /* "epoch N": the trainer starts epoch N. */
 static int set_epoch(struct cfs_prefetch *pf, uint32_t epoch)
 {
@@ -418,6 +444,8 @@ static int set_epoch(struct cfs_prefetch *pf, uint32_t epoch)
     if (pf->track)
         rc = pf_track_set_epoch(pf->track, epoch);
     pthread_rwlock_unlock(&pf->plan_lock);
+    if (rc == -ERANGE) /* outside the window (run_config.h) */
+        rc = plan_window_at(pf, epoch);
     if (rc)
         return rc;
     cfs_metrics_set(pf->m, CFS_M_EPOCH, epoch);
@@ -498,6 +526,10 @@ void cfs_prefetch_stats(struct cfs_prefetch *pf, struct cfs_prefetch_stats *out)
     pthread_rwlock_rdlock(&pf->plan_lock);
     out->planned = pf->track != NULL;
     out->adopted = pf->adopted;
+    if (pf->track) {
+        out->plan_start = pf_track_start_epoch(pf->track);
+        out->plan_end = pf_track_end_epoch(pf->track);
+    }
     pthread_rwlock_unlock(&pf->plan_lock);
     if (!pf->cache)
         return;

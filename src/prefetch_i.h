@@ -195,6 +195,13 @@ uint64_t pf_track_tier_bytes(const struct pf_track *t, enum cfs_tier tier);
 uint32_t pf_track_owner(const struct pf_track *t, uint32_t s, enum cfs_tier *tier,
                         uint32_t *from_epoch);
 uint32_t pf_track_start_epoch(const struct pf_track *t);
+/* One past the last epoch the tracker's plan covers (its window). */
+uint32_t pf_track_end_epoch(const struct pf_track *t);
+/* A fresh tracker t (not shared yet) of the next window put where `from`
+ * stands: its current epoch, and what the trainer consumed of it and of
+ * the next, when t's window holds them; else at t's first epoch.  0 or
+ * -errno. */
+int pf_track_follow(struct pf_track *t, struct pf_track *from);
 
 /* The CLOCK_REALTIME instant `ns` nanoseconds from now, for
  * pthread_cond_timedwait. */
@@ -386,6 +393,7 @@ struct cfs_prefetch {
      * first batches, where what epoch 0 left open shows); 0 none. */
     atomic_uint_fast64_t observe_until;
     bool adopted;                    /* the tracker is an identified order's (plan_lock) */
+    uint32_t window_failed;          /* the window end whose next failed to plan (prefetcher) */
     /* ... of one epoch only (identify.h epoch_seed_only), planned to its
      * end and observed on (plan_lock) */
     bool epoch_only;

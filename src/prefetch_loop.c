@@ -283,6 +283,60 @@ out:
     return started;
 }
 
+/* ---- the next window (run_config.h: a plan covers a window of epochs) */
+
+/* pf_replan's replay for the next window: the new tracker takes the old
+ * one's place, and the plan stays what it was (adopted or registered). */
+static void follow_window(struct cfs_prefetch *pf, struct pf_track *t, void *arg)
+{
+    bool *adopted = arg;
+    pf->adopted = *adopted;
+    if (pf_track_follow(t, pf->track) < 0)
+        cfs_warn("order: the next window's plan starts at epoch %u, not where the trainer is",
+                 pf_track_start_epoch(t));
+}
+
+/* Once the trainer is in the last epoch of the plan's window and the run
+ * goes on, the next window is planned from that epoch (the two share it,
+ * so that the new tracker takes the trainer's place inside it), here, by
+ * the prefetcher: planning takes seconds at ImageNet-22k scale, an epoch
+ * takes minutes.  Every node steps its windows from the same epochs, so
+ * the nodes' plans agree.  Skipped this round when another re-plan holds
+ * replan_mu. */
+static void plan_next_window(struct cfs_prefetch *pf)
+{
+    pthread_rwlock_rdlock(&pf->plan_lock);
+    struct pf_track *t = pf->track;
+    uint32_t epoch = 0, end = 0, run_end = pf->run.epochs;
+    if (t) {
+        pf_track_position(t, NULL, &epoch, NULL);
+        end = pf_track_end_epoch(t);
+    }
+    pthread_rwlock_unlock(&pf->plan_lock);
+    if (!t || end >= run_end || epoch + 1 < end || end == pf->window_failed ||
+        pthread_mutex_trylock(&pf->replan_mu) != 0)
+        return;
+    pthread_rwlock_rdlock(&pf->plan_lock);
+    bool same = pf->track == t, adopted = pf->adopted;
+    struct cfs_run_config run = pf->run;
+    pthread_rwlock_unlock(&pf->plan_lock);
+    if (same) { /* nobody re-planned since */
+        char err[256];
+        uint64_t t0 = pf_now_ns();
+        run.start_epoch = end - 1;
+        int rc = pf_replan(pf, &run, follow_window, &adopted, err, sizeof(err));
+        if (rc < 0) {
+            pf->window_failed = end; /* said once */
+            cfs_warn("order: planning the window from epoch %u: %s; predicting to epoch %u",
+                     run.start_epoch, err, end - 1);
+        } else {
+            cfs_debug("order: planned the window from epoch %u in %.2f s", run.start_epoch,
+                      (double)(pf_now_ns() - t0) / 1e9);
+        }
+    }
+    pthread_mutex_unlock(&pf->replan_mu);
+}
+
 /* Warm-up progress: resident bytes against what the plan holds.  Returns
  * true once everything is staged (no more lines). */
 static bool log_progress(struct cfs_prefetch *pf, double *last_t, uint64_t *last_bytes)
@@ -332,6 +386,7 @@ void *pf_prefetch_main(void *arg)
     while (!pf->stop) {
         uint64_t seq = pf->wake_seq;
         pthread_mutex_unlock(&pf->mu);
+        plan_next_window(pf);
         unsigned started = prefetch_round(pf);
         pthread_mutex_lock(&pf->mu);
         if (started == 0 && seq == pf->wake_seq && !pf->stop) {

@@ -416,3 +416,42 @@ uint32_t pf_track_start_epoch(const struct pf_track *t)
 {
     return t->start_epoch;
 }
+
+uint32_t pf_track_end_epoch(const struct pf_track *t)
+{
+    return t->start_epoch + t->nepochs;
+}
+
+/* What was consumed of from's epoch, copied into to's copy of the same
+ * absolute epoch: the two plans walk the same sampler, so the epoch's
+ * files are the same, slot for slot. */
+static void copy_consumed(struct pf_epoch *to, uint32_t to_start, const struct pf_epoch *from,
+                          uint32_t from_start)
+{
+    if (!to->valid || !from->valid || to->rel + to_start != from->rel + from_start ||
+        to->len != from->len)
+        return;
+    for (uint32_t k = 0; k < from->len; k++)
+        to->used[from->file[k]] = from->used[from->file[k]];
+    to->consumed = from->consumed;
+}
+
+int pf_track_follow(struct pf_track *t, struct pf_track *from)
+{
+    pthread_mutex_lock(&from->mu);
+    const struct pf_epoch *cur = &from->ep[from->cur];
+    uint32_t epoch = from->start_epoch + cur->rel;
+    pthread_mutex_unlock(&from->mu);
+    if (epoch < t->start_epoch || epoch - t->start_epoch >= t->nepochs)
+        epoch = t->start_epoch; /* not in t's window: at its start */
+    int rc = epoch == t->start_epoch + t->ep[t->cur].rel ? 0 : pf_track_set_epoch(t, epoch);
+    if (rc < 0)
+        return rc;
+    /* t is not shared yet: from's lock alone keeps the copy consistent. */
+    pthread_mutex_lock(&from->mu);
+    copy_consumed(&t->ep[t->cur], t->start_epoch, &from->ep[from->cur], from->start_epoch);
+    copy_consumed(&t->ep[t->next], t->start_epoch, &from->ep[from->next], from->start_epoch);
+    pthread_mutex_unlock(&from->mu);
+    t->gen++;
+    return 0;
+}

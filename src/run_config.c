@@ -219,13 +219,46 @@ void cfs_run_config_free(struct cfs_run_config *c)
     c->node_ranks = NULL;
 }
 
+/* The window a plan covers (run_config.h): the fewest epochs, at least
+ * CFS_PLAN_WINDOW_MIN, in which a node is expected to read twice its
+ * capacity in distinct bytes; the whole run when no such window is shorter.
+ * A node of `share` of the trainer ranks reads a file in an epoch with
+ * that probability, so h epochs reach 1 - (1 - share)^h of the dataset. */
+static uint32_t plan_window(const struct cfs_run_config *c, const uint64_t *sizes)
+{
+    uint32_t span = c->epochs - c->start_epoch;
+    if (!sizes || span <= CFS_PLAN_WINDOW_MIN)
+        return span;
+    double dataset = 0, cap = (double)c->ram + (double)c->ssd;
+    for (uint64_t f = 0; f < c->sampler.n; f++)
+        dataset += (double)sizes[f];
+    /* Every node plans the same window: the share of a node of an even
+     * split, not this node's own. */
+    double share = c->distributed ? 1.0 / c->nodes
+                                  : (double)(c->ranks.count ? c->ranks.count : 1) / c->world;
+    if (share > 1)
+        share = 1;
+    double unread = 1;
+    for (uint32_t h = 1; h < span; h++) {
+        unread *= 1 - share;
+        if (h >= CFS_PLAN_WINDOW_MIN && dataset * (1 - unread) >= 2 * cap)
+            return h;
+    }
+    return span;
+}
+
+uint32_t cfs_run_config_plan_end(const struct cfs_run_config *c, const uint64_t *sizes)
+{
+    return c->start_epoch + plan_window(c, sizes);
+}
+
 void cfs_run_config_plan_params(const struct cfs_run_config *c, const uint64_t *sizes,
                                 struct cfs_plan_params *out)
 {
     *out = (struct cfs_plan_params){
         .n = c->sampler.n, .sizes = sizes, .sampler = c->sampler, .world = c->world,
-        .start_epoch = c->start_epoch, .epochs = c->epochs, .nodes = 1, .node = 0,
-        .ranks = &c->ranks, .ram = c->ram, .ssd = c->ssd,
+        .start_epoch = c->start_epoch, .epochs = cfs_run_config_plan_end(c, sizes), .nodes = 1,
+        .node = 0, .ranks = &c->ranks, .ram = c->ram, .ssd = c->ssd,
     };
     if (c->distributed) {
         out->nodes = c->nodes;

@@ -107,6 +107,10 @@ static int simulate_group(const struct plan_table_params *p, const uint64_t *siz
     run.ssd = (uint64_t)((double)env->ssd / scale);
     struct cfs_plan_params pp;
     cfs_run_config_plan_params(&run, sizes, &pp);
+    /* The table's epochs, all of them: the model compares policies over
+     * those epochs (static pinning chooses from their reads), not the
+     * mount's window; a sampled run plans them in seconds. */
+    pp.epochs = run.epochs;
     g->start_epoch = run.start_epoch;
     g->nepochs = run.epochs - run.start_epoch;
     g->ep =

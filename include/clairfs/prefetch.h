@@ -373,6 +373,7 @@ void cfs_prefetch_order_text(struct cfs_prefetch *pf, char *buf, size_t len);
 struct cfs_prefetch_stats {
     bool planned;           /* a seed is known, or an order identified */
     bool adopted;           /* the plan is an identified order's */
+    uint32_t plan_start, plan_end; /* the epochs its window covers, [start, end) */
     uint64_t prefetches;    /* fetches started by the prefetcher */
     uint64_t demand_fetches;
     uint64_t direct_opens;  /* opens served from the source directly */

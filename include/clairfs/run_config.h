@@ -105,12 +105,24 @@ void cfs_run_config_free(struct cfs_run_config *c);
 
 /* The planner's parameters for this node: the whole cluster when
  * distributed, else this node alone with its ranks.  sizes: the catalog's
- * nsamples sizes (borrowed). */
+ * nsamples sizes (borrowed).  The plan covers a window of the run's epochs,
+ * [start_epoch, cfs_run_config_plan_end()): the next window is planned
+ * from its own start_epoch when the data path comes to it. */
 void cfs_run_config_plan_params(const struct cfs_run_config *c, const uint64_t *sizes,
                                 struct cfs_plan_params *out);
 
 /* The default reordering window for `batch` and a node of `rank_count`
  * trainer ranks (0 counts as 1). */
 uint32_t cfs_run_default_window(uint32_t batch, uint32_t rank_count);
+
+/* The end (exclusive) of the window of epochs planned from c->start_epoch:
+ * the fewest epochs, at least CFS_PLAN_WINDOW_MIN, over which a node is
+ * expected to read twice its tiers' capacity in distinct bytes (beyond
+ * that, what the tiers hold and the order they are filled in are decided
+ * by the reads inside the window: a file whose next read lies beyond it
+ * is evicted first whatever its distance); the run's end when the window
+ * would reach it, and with sizes NULL.  The same on every node. */
+#define CFS_PLAN_WINDOW_MIN 4u
+uint32_t cfs_run_config_plan_end(const struct cfs_run_config *c, const uint64_t *sizes);
 
 #endif

@@ -5,6 +5,7 @@
 #  - ram = 30 %: no wrong byte, the RAM tier never above its bound (its peak
 #    gauge, and samples during the run), hits at least what clairfs-plan's
 #    simulator predicts, PFS bytes within 15 % of its Belady MIN;
+#  - ram = 30 % over 8 epochs: planned 4 at a time, 6 read, all predicted;
 #  - without seed, RAM for the dataset: the sweep stages all before a read;
 #    RAM short: the sweep into free room only; no_sweep: reactive LRU,
 #    nothing predicted;
@@ -95,6 +96,21 @@ print(sum(e["local_hits"] for e in eps), sum(e["pfs_bytes"] for e in eps))' <<<"
         test "$fetched" -le $(( ${sim_bytes:-0} * 115 / 100 + fb30 * MAXPAGES * 4096 ))
 else
     fail "mount ram=30%"
+fi
+
+# --- ram = 30 % over 8 epochs: the plan covers a window of 4
+# (run_config.h), and the prefetcher plans the next from its last epoch;
+# a trainer reading on past the first window is predicted throughout.
+mnt=$TMP/mnt-win
+if cfs_mount "$src" "$mnt" "$TMP/d-win.log" -o seed=9,epochs=8,$TRAINER,ram=$RAM,index="$TMP/ix-win"; then
+    check "window: the start line says 4 epochs of 8" grep -q "planned 4 epochs of 8" "$TMP/d-win.log"
+    check "window: 6 epochs, every byte right" bench "$mnt" "seed=9,epochs=8,$TRAINER" --epochs 6
+    check "window: all predicted" test "$(m "$mnt" 'clairfs_prediction_total{result="hit"}')" -eq $((6 * N))
+    check "window: no misses" test "$(m "$mnt" 'clairfs_prediction_total{result="miss"}')" -eq 0
+    check "window: epoch 6" test "$(m "$mnt" clairfs_epoch)" -eq 6
+    check "window: unmount" cfs_umount "$mnt"
+else
+    fail "mount window"
 fi
 
 # --- no seed, RAM for the whole dataset: the sweep stages every file into

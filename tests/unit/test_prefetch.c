@@ -67,6 +67,61 @@ START_TEST(path_planned_all_in_ram)
 }
 END_TEST
 
+/* The tracker's window reaches epoch `epoch` (the prefetcher plans the
+ * next window while the trainer reads the last of the current one). */
+static bool window_holds(struct cfs_prefetch *pf, uint32_t epoch)
+{
+    for (int i = 0; i < 1000; i++) {
+        pthread_rwlock_rdlock(&pf->plan_lock);
+        uint32_t end = pf->track ? pf_track_end_epoch(pf->track) : 0;
+        pthread_rwlock_unlock(&pf->plan_lock);
+        if (end > epoch)
+            return true;
+        usleep(10000);
+    }
+    return false;
+}
+
+/* RAM for a quarter of the dataset: a plan covers a window of 4 epochs
+ * (run_config.h), and the trainer reads on past it: every open of 8 epochs
+ * predicted, over three windows, each planned by the prefetcher from the
+ * last epoch of the one before; `epoch 2` then plans the window from 2. */
+START_TEST(path_windows_follow_the_trainer)
+{
+    struct fixture fx;
+    struct cfs_metrics m;
+    fixture_init(&fx);
+    struct cfs_prefetch *pf = make_pf(&fx, "seed=5,epochs=10,ram=480K", &m, NULL);
+    pthread_rwlock_rdlock(&pf->plan_lock);
+    ck_assert_uint_eq(pf_track_end_epoch(pf->track), 4);
+    pthread_rwlock_unlock(&pf->plan_lock);
+    for (uint32_t e = 0; e < 8; e++) {
+        replay_epoch(pf, &fx, 5, e);
+        ck_assert_msg(window_holds(pf, e + 1), "no plan for epoch %u", e + 1);
+    }
+    ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_HIT), 8 * NFILES);
+    ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_MISS), 0);
+    ck_assert_uint_eq(mget(&m, CFS_M_EPOCH), 8);
+    pthread_rwlock_rdlock(&pf->plan_lock);
+    ck_assert_uint_eq(pf_track_start_epoch(pf->track), 6);
+    ck_assert_uint_eq(pf_track_end_epoch(pf->track), 10);
+    pthread_rwlock_unlock(&pf->plan_lock);
+    /* `epoch N` outside the window plans the window from N. */
+    struct cfs_ctl_cmd cmd = {.kind = CFS_CTL_CMD_EPOCH, .value = 2};
+    ck_assert_int_eq(cfs_prefetch_command(pf, &cmd), 0);
+    pthread_rwlock_rdlock(&pf->plan_lock);
+    ck_assert_uint_eq(pf_track_start_epoch(pf->track), 2);
+    pthread_rwlock_unlock(&pf->plan_lock);
+    replay_epoch(pf, &fx, 5, 2);
+    ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_HIT), 9 * NFILES);
+    ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_MISS), 0);
+    cmd.value = 10; /* past the run */
+    ck_assert_int_eq(cfs_prefetch_command(pf, &cmd), -ERANGE);
+    cfs_prefetch_destroy(pf);
+    fixture_fini(&fx);
+}
+END_TEST
+
 /* ---- page-cache staging against a fake kernel */
 
 /* The kernel's page cache as the stager sees it: per entry id the bytes
@@ -793,6 +848,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, path_lru_without_seed, 0, 2);
     tcase_add_loop_test(tc, path_small_ram, 0, 2);
     tcase_add_loop_test(tc, path_ssd_warm_and_corrupt, 0, 2);
+    tcase_add_test(tc, path_windows_follow_the_trainer);
     tcase_add_test(tc, path_seed_and_epoch_commands);
     tcase_add_test(tc, path_staged_into_a_fake_page_cache);
     tcase_add_test(tc, path_all_staged_and_unseen_reads);
