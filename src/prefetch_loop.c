@@ -232,17 +232,23 @@ static unsigned prefetch_round(struct cfs_prefetch *pf)
     }
     uint64_t limit = pf->lookahead ? pos + pf->lookahead : UINT64_MAX;
     /* Free room is filled as far ahead as the plan goes, but an eviction
-     * is only worth it for a file the trainers will open soon: the reorder
-     * window plus the fetches in flight.  Farther ahead, evicting now what
-     * Belady would keep until after its next read costs a fetch, and buys
-     * nothing the later prefetch would not (a cache that fills itself with
-     * the soonest files fetched ~9 % more than the simulator's MIN). */
-    uint64_t evict_horizon = pos + pf_track_window(t) + pf->max_inflight;
+     * is only worth it for a file the trainers will open soon: as far as
+     * their opens run ahead of the count (measured, pf_track_lead) plus the
+     * fetches in flight.  Farther ahead, evicting now what Belady would keep
+     * until after its next read costs a fetch, and buys nothing the later
+     * prefetch would not: every file fetched ahead holds room that MIN
+     * gives to a file read again sooner.  With the reorder window (at least
+     * 1024 files) as the horizon, a cache of half the dataset fetched 1.2x
+     * (2000 files) to 1.75x (600 files) the simulator's bytes per epoch. */
+    uint64_t evict_horizon = pos + pf_track_lead(t) + pf->max_inflight;
+    /* The evaluation pass is staged by the window's horizon: it is read
+     * after the epoch whatever the readers' reordering. */
+    uint64_t eval_horizon = pos + pf_track_window(t) + pf->max_inflight;
     /* The evaluation after the epoch, when its end is that near (and as
      * many opens nearer as the pass has files: fetching them takes about
      * as long as reading them), before the next epoch's files, which the
      * trainer reads after it. */
-    bool eval_due = pf_track_epoch_end(t) <= evict_horizon + pf_eval_files(pf);
+    bool eval_due = pf_track_epoch_end(t) <= eval_horizon + pf_eval_files(pf);
     if (eval_due)
         started += eval_round(t, pf, true);
     /* Distributed: first the files this node owns, whatever the window: its
