@@ -302,6 +302,9 @@ struct cfs_prefetch {
     uint64_t wake_seq;
     uint32_t inflight, max_inflight; /* prefetches */
     uint64_t lookahead;
+    /* Files the window's tier (RAM, else SSD) holds at the dataset's mean
+     * size: bounds the window's eviction horizon (prefetch_round). */
+    uint64_t window_tier_files;
     uint64_t scan, scan_gen;
     uint64_t order_idx[CFS_TIER_COUNT];
     uint64_t owned_idx[CFS_TIER_COUNT]; /* distributed: cursor of the owned files' staging */
