@@ -220,6 +220,12 @@ int cfs_prefetch_start(struct cfs_prefetch *pf, char *err, size_t errlen)
     if (pf->max_inflight == 0)
         pf->max_inflight = 1;
     pf->lookahead = pf->opts.lookahead;
+    uint64_t dataset = cfs_catalog_total_bytes(pf->cat);
+    uint64_t window_tier = pf->run.ram ? pf->run.ram : pf->run.ssd;
+    pf->window_tier_files =
+        dataset ? (uint64_t)((double)window_tier * (double)cfs_catalog_sample_count(pf->cat) /
+                             (double)dataset)
+                : 0;
     pf->scan_gen = UINT64_MAX;
     rc = -pthread_create(&pf->finisher, NULL, pf_finisher_main, pf);
     if (rc == 0) {

@@ -178,6 +178,10 @@ int pf_track_sample_at(struct pf_track *t, uint64_t pos, uint32_t *s, bool *cons
  * plan, -ENOMEM. */
 int pf_track_set_epoch(struct pf_track *t, uint32_t e);
 uint32_t pf_track_window(const struct pf_track *t);
+/* How far ahead of the position the trainer's opens reach (its readers'
+ * reordering, measured): the most an open within the window took a slot
+ * ahead of the count, over the current epoch and the one before. */
+uint32_t pf_track_lead(struct pf_track *t);
 /* Files this node reads in the current epoch (0 beyond the plan). */
 uint64_t pf_track_epoch_len(struct pf_track *t);
 /* The absolute position where the current epoch ends: the trainer's
@@ -305,6 +309,9 @@ struct cfs_prefetch {
     uint64_t wake_seq;
     uint32_t inflight, max_inflight; /* prefetches */
     uint64_t lookahead;
+    /* Files the window's tier (RAM, else SSD) holds at the dataset's mean
+     * size: bounds the window's eviction horizon (prefetch_round). */
+    uint64_t window_tier_files;
     uint64_t scan, scan_gen;
     uint64_t order_idx[CFS_TIER_COUNT];
     uint64_t owned_idx[CFS_TIER_COUNT]; /* distributed: cursor of the owned files' staging */

@@ -60,6 +60,9 @@ struct pf_track {
     uint32_t node; /* the planned node */
     uint32_t window;
     uint32_t walked_rel; /* epochs the walker has produced: [0, walked_rel) */
+    /* How far ahead of the count an open within the window took its slot:
+     * the most in the current epoch and in the one before. */
+    uint32_t lead, last_lead;
     struct pf_epoch ep[3];
     int prev, cur, next; /* indices into ep */
     uint64_t gen;
@@ -151,6 +154,8 @@ static uint32_t occurrence(const struct pf_epoch *e, uint32_t s, uint32_t k)
 static int advance(struct pf_track *t)
 {
     int old = t->prev;
+    t->last_lead = t->lead;
+    t->lead = 0;
     t->prev = t->cur;
     t->cur = t->next;
     t->next = old;
@@ -248,6 +253,12 @@ void pf_track_open(struct pf_track *t, uint32_t s, struct pf_obs *o)
             take = cur;
         } else if (pv != NONE32) {
             take = prev;
+        }
+        if (take && o->hit && take != prev) {
+            uint64_t slot = take->start + (take == cur ? c : nx);
+            uint64_t pos = cur->start + cur->consumed;
+            if (slot > pos && slot - pos > t->lead)
+                t->lead = (uint32_t)(slot - pos);
         }
         if (take) {
             take->used[s]++;
@@ -378,6 +389,14 @@ uint64_t pf_track_epoch_end(struct pf_track *t)
 uint32_t pf_track_window(const struct pf_track *t)
 {
     return t->window;
+}
+
+uint32_t pf_track_lead(struct pf_track *t)
+{
+    pthread_mutex_lock(&t->mu);
+    uint32_t lead = t->lead > t->last_lead ? t->lead : t->last_lead;
+    pthread_mutex_unlock(&t->mu);
+    return lead;
 }
 
 enum cfs_tier pf_track_tier(const struct pf_track *t, uint32_t s)

@@ -30,6 +30,7 @@ const char *cfs_sim_policy_name(enum cfs_sim_policy policy)
 int cfs_sim_result_init(struct cfs_sim_result *r, const struct cfs_plan *p)
 {
     memset(r, 0, sizeof(*r));
+    r->charge_granule = 1;
     r->start_epoch = cfs_plan_start_epoch(p);
     r->nepochs = cfs_plan_epoch_count(p);
     for (int i = 0; i < CFS_SIM_POLICIES; i++) {
@@ -199,6 +200,13 @@ static void count(struct cfs_sim_epoch *e, int where, uint64_t sz)
 
 enum { LOCAL = 0, PEER = 1, PFS = 2 };
 
+/* What a file takes of the capacity: its size rounded up to the granule, as
+ * the mount's tiers charge whole pages (a 20 KB file holds 24 KiB of RAM). */
+static uint64_t charge_of(uint64_t size, uint64_t granule)
+{
+    return granule > 1 ? (size + granule - 1) / granule * granule : size;
+}
+
 int cfs_sim_run(const struct cfs_plan *p, struct cfs_sim_result *r, char *err, size_t errlen)
 {
     const uint64_t n = cfs_plan_sample_count(p);
@@ -207,6 +215,7 @@ int cfs_sim_run(const struct cfs_plan *p, struct cfs_sim_result *r, char *err, s
     struct lru lru = {.head = NONE32, .tail = NONE32, .cap = cfs_plan_capacity(p)};
     struct minheap h = {0};
     uint8_t *seen = NULL; /* bit0: static set fetched, bit2: in LRU */
+    const uint64_t granule = r->charge_granule;
     int rc = -ENOMEM;
 
     if (r->nepochs != cfs_plan_epoch_count(p) || r->start_epoch != start_epoch) {
@@ -230,7 +239,7 @@ int cfs_sim_run(const struct cfs_plan *p, struct cfs_sim_result *r, char *err, s
     uint64_t pinned = 0;
     for (uint64_t f = 0; f < n; f++)
         if (cfs_plan_peer_pinned(p, (uint32_t)f))
-            pinned += cfs_plan_file_size(p, (uint32_t)f);
+            pinned += charge_of(cfs_plan_file_size(p, (uint32_t)f), granule);
     h.cap = pinned > h.cap ? 0 : h.cap - pinned;
 
     rc = cfs_plan_walk_create(p, &w, err, errlen);
@@ -239,7 +248,7 @@ int cfs_sim_run(const struct cfs_plan *p, struct cfs_sim_result *r, char *err, s
     struct cfs_plan_access a;
     while ((rc = cfs_plan_walk_next(w, &a)) == 1) {
         uint32_t f = a.sample;
-        uint64_t sz = cfs_plan_file_size(p, f);
+        uint64_t sz = cfs_plan_file_size(p, f), charge = charge_of(sz, granule);
         uint32_t rel = a.epoch - start_epoch;
 
         if (a.new_epoch) /* keys beyond the old window are now exact */
@@ -260,16 +269,16 @@ int cfs_sim_run(const struct cfs_plan *p, struct cfs_sim_result *r, char *err, s
             count(&r->epoch[CFS_SIM_LRU][rel], LOCAL, sz);
         } else {
             count(&r->epoch[CFS_SIM_LRU][rel], PFS, sz);
-            if (sz <= lru.cap) {
-                while (lru.used + sz > lru.cap) {
+            if (charge <= lru.cap) {
+                while (lru.used + charge > lru.cap) {
                     uint32_t t = lru.tail;
                     lru_unlink(&lru, t);
                     in_lru[t] &= (uint8_t)~4;
-                    lru.used -= cfs_plan_file_size(p, t);
+                    lru.used -= charge_of(cfs_plan_file_size(p, t), granule);
                 }
                 lru_push_front(&lru, f);
                 in_lru[f] |= 4;
-                lru.used += sz;
+                lru.used += charge;
             }
         }
 
@@ -297,7 +306,7 @@ int cfs_sim_run(const struct cfs_plan *p, struct cfs_sim_result *r, char *err, s
                 if (next == CFS_POS_NEVER) { /* read for the last time: drop */
                     heap_rekey(&h, f, CFS_POS_NEVER);
                     heap_remove_top(&h);
-                    h.used -= sz;
+                    h.used -= charge;
                 } else {
                     heap_rekey(&h, f, next);
                 }
@@ -306,17 +315,17 @@ int cfs_sim_run(const struct cfs_plan *p, struct cfs_sim_result *r, char *err, s
                 where = (o != CFS_NODE_NONE && o != node && cfs_plan_owner_epoch(p, f) < rel)
                             ? PEER
                             : PFS;
-                if (next != CFS_POS_NEVER && sz <= h.cap) {
+                if (next != CFS_POS_NEVER && charge <= h.cap) {
                     /* Evict farther entries until f fits; bypass if it cannot. */
-                    while (h.used + sz > h.cap && h.len && h.key[h.heap[0]] > next) {
+                    while (h.used + charge > h.cap && h.len && h.key[h.heap[0]] > next) {
                         uint32_t t = h.heap[0];
                         heap_remove_top(&h);
-                        h.used -= cfs_plan_file_size(p, t);
+                        h.used -= charge_of(cfs_plan_file_size(p, t), granule);
                     }
-                    if (h.used + sz <= h.cap) {
+                    if (h.used + charge <= h.cap) {
                         h.key[f] = next;
                         heap_insert(&h, f);
-                        h.used += sz;
+                        h.used += charge;
                     }
                 }
             }

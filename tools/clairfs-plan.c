@@ -565,6 +565,7 @@ static int simulate(const struct plan_cli *c, const struct node_plans *np,
         die(strerror(ENOMEM));
         return -ENOMEM;
     }
+    res.charge_granule = CFS_SIM_TIER_PAGE; /* the mount's tiers charge pages */
     char what[64];
     uint32_t lo = c->has_node ? (uint32_t)c->node : 0;
     uint32_t hi = c->has_node ? (uint32_t)c->node : (uint32_t)c->nodes - 1;

@@ -41,9 +41,15 @@
  * it (RAM for files the plan does not hold: just ahead of use) with
  * io_depth - io_depth/8 fetches in flight, so demand fetches always find a
  * free slot.  The cache refuses (-ENOSPC) a fetch that would evict data
- * needed sooner: the walk then waits for the trainer.  When the window is
- * covered it stages the files the plan assigns to RAM and SSD in order of
- * first use.  Eviction is by next use (the tracker's tables, O(1), behind a
+ * needed sooner: the walk then waits for the trainer.  Past the eviction
+ * horizon (how far the trainer's opens run ahead of its position, the
+ * fetches in flight and the reorder window, in all at most half the files
+ * the window's tier holds, never less than the first two) a fetch takes
+ * free room only: a file fetched early holds room Belady's MIN gives to a
+ * file read again sooner, so the mount fetches what clairfs-plan's
+ * simulation does (tests/integration/test_sim_agree.sh).  When the window
+ * is covered it stages the files the plan assigns to RAM and SSD in order
+ * of first use.  Eviction is by next use (the tracker's tables, O(1), behind a
  * leaf lock, so the cache may ask with its own lock held); a file read for
  * the last time is dropped at its release.
  *

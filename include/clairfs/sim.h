@@ -4,7 +4,8 @@
  * It counts bytes, not time: a fetch is a fetch whether the prefetcher made
  * it ahead of the read or the read waited for it, so "prefetch in access
  * order" changes when the clairvoyant policy fetches, not what.  Capacity is
- * ram + ssd of the node (both tiers count as the node's cache).
+ * ram + ssd of the node (both tiers count as the node's cache), each file
+ * charged in whole granules (the mount's pages, charge_granule).
  *
  *  nocache      every read goes to the PFS.
  *  lru          a reactive LRU cache of the node's capacity, filled on
@@ -47,8 +48,15 @@ struct cfs_sim_epoch {
     uint64_t pfs_reads, pfs_bytes;
 };
 
+/* The mount's tiers charge whole pages (cache_i.h): a caller simulating a
+ * mount sets charge_granule to this. */
+#define CFS_SIM_TIER_PAGE 4096u
+
 struct cfs_sim_result {
     uint32_t start_epoch, nepochs;
+    /* A file takes its size rounded up to this of the capacity; 1 (what
+     * cfs_sim_result_init sets): its size.  PFS and peer bytes are sizes. */
+    uint64_t charge_granule;
     struct cfs_sim_epoch *epoch[CFS_SIM_POLICIES]; /* nepochs each */
 };
 
