@@ -1,5 +1,5 @@
 /* Private to order identification (clairfs/identify.h).  The module is
- * eleven files in layers; a file calls only the files below it, never one
+ * twelve files in layers; a file calls only the files below it, never one
  * above, so each can be read knowing only what lies under it:
  *
  *   identify.c             the opens as they come: observe, restart, state;
@@ -9,6 +9,9 @@
  *                          changes, when the next attempt comes
  *   identify_epochs.c      torch-global without a seed: one epoch's window
  *                          of opens at a time, on the mount and offline
+ *   identify_split.c       the seed scan split across a distributed
+ *                          mount's nodes: the head's sets, a node's
+ *                          share, the head's check of what passed
  *   identify_scan.c        one attempt: the kept candidates, the seed scans
  *                          over the sets of first and second opens,
  *                          cfs_identify_offline, the result in words
@@ -401,6 +404,9 @@ struct ident_attempt_in {
  * says why), -errno. */
 int ident_attempt_all(const struct ident_attempt_in *in, struct ident_global *g,
                       struct ident_attempt *a, struct cfs_identified *out);
+/* The filter's second stride at head position p0 (0: none): the node
+ * count on a distributed mount of one rank a node (identify_scan.c). */
+uint32_t ident_scan_alt_gap(const struct cfs_identify_params *p, uint32_t p0, uint32_t maxskip);
 /* The result in words (id->text), its seed's high bits from the registered
  * seed where they agree; the registered values the opens contradict (logged
  * with log_contradiction). */

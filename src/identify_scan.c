@@ -145,7 +145,7 @@ static size_t head_positions(const struct cfs_identify_params *p, uint32_t *pos)
  * Slurm place blocks; a registered world says whether it is one a node),
  * where randperm[p0 + 1] is another node's; 0 when it does not fit the
  * filter's window of draws (32 words: up to 29 nodes). */
-static uint32_t alt_gap(const struct cfs_identify_params *p, uint32_t p0, uint32_t maxskip)
+uint32_t ident_scan_alt_gap(const struct cfs_identify_params *p, uint32_t p0, uint32_t maxskip)
 {
     if (p->nodes < 2 || (p->hint && p->hint->world && p->hint->world != p->nodes))
         return 0;
@@ -173,7 +173,8 @@ static int scan(struct ident_attempt *a, const uint64_t *fs, const uint64_t *ss,
                                           .nskips = heads[h] ? 1 : 2,
                                           .first = fs,
                                           .second = ss,
-                                          .alt_gap = alt_gap(a->p, heads[h], heads[h] ? 0 : 2)};
+                                          .alt_gap =
+                                              ident_scan_alt_gap(a->p, heads[h], heads[h] ? 0 : 2)};
         a->p0 = heads[h];
         ident_meter_scan(a->meter, true);
         /* A scan's long part, and offline every scan, on the usable CPUs'

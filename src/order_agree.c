@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "clairfs/log.h"
+#include "clairfs/peer.h"
 #include "clairfs/sampler.h"
 
 void cfs_order_claim_of(const struct cfs_identified *id, const char *root,
@@ -180,6 +181,17 @@ void cfs_order_agree_describe(const struct cfs_order_claim *claims, const bool *
                  claims[any].world, any, a);
 }
 
+/* A SPLIT or PASSED note waiting for the module's thread. */
+struct split_event {
+    uint32_t src;
+    bool split; /* else passed */
+    union {
+        struct cfs_split_note split;
+        struct cfs_passed_note passed;
+    } note;
+};
+#define SPLIT_EVENTS 64 /* a share rarely passes more than one seed a node */
+
 struct cfs_order_agree {
     struct cfs_order_agree_params p;
     pthread_mutex_t mu;
@@ -199,8 +211,14 @@ struct cfs_order_agree {
     uint32_t adopted_from;
     enum cfs_order_agreement logged; /* the last state logged */
     double first_claim;              /* CLOCK_MONOTONIC seconds at the first claim, 0: none */
+    struct split_event *events;      /* the split scan's notes, a ring under mu */
+    uint32_t ev_head, ev_len;
+    bool ev_dropped; /* the ring overflowed (logged once) */
     pthread_t thread;
 };
+
+_Static_assert(sizeof(struct cfs_split_note) <= CFS_PEER_NOTE_MAX, "the head's sets fit a note");
+_Static_assert(sizeof(struct cfs_order_claim) <= CFS_PEER_NOTE_MAX, "a claim fits a note");
 
 static double now_sec(void)
 {
@@ -270,18 +288,36 @@ static void act(struct cfs_order_agree *a)
     pthread_mutex_lock(&a->mu);
 }
 
+/* On the module's thread, with mu held: the oldest split note, handed to
+ * its callback with mu released. */
+static void act_split(struct cfs_order_agree *a)
+{
+    struct split_event ev = a->events[a->ev_head];
+    a->ev_head = (a->ev_head + 1) % SPLIT_EVENTS;
+    a->ev_len--;
+    pthread_mutex_unlock(&a->mu);
+    if (ev.split && a->p.scan_share)
+        a->p.scan_share(a->p.arg, ev.note.split.root, ev.src, &ev.note.split.sets);
+    else if (!ev.split && a->p.passed)
+        a->p.passed(a->p.arg, ev.note.passed.root, ev.src, (uint32_t)ev.note.passed.seed,
+                    (uint32_t)ev.note.passed.skip);
+    pthread_mutex_lock(&a->mu);
+}
+
 static void *agree_thread(void *arg)
 {
     struct cfs_order_agree *a = arg;
     pthread_setname_np(pthread_self(), "cfs-agree");
     pthread_mutex_lock(&a->mu);
     while (!a->stop) {
-        if (a->handled == a->changes) {
+        if (a->handled != a->changes) {
+            a->handled = a->changes;
+            act(a);
+        } else if (a->ev_len) {
+            act_split(a);
+        } else {
             pthread_cond_wait(&a->cv, &a->mu);
-            continue;
         }
-        a->handled = a->changes;
-        act(a);
     }
     pthread_mutex_unlock(&a->mu);
     return NULL;
@@ -294,6 +330,7 @@ static void free_agree(struct cfs_order_agree *a)
         free(a->claims);
         free(a->have);
         free(a->ranks);
+        free(a->events);
     }
     free(a);
 }
@@ -313,7 +350,8 @@ int cfs_order_agree_create(const struct cfs_order_agree_params *p, struct cfs_or
     a->claims = calloc(p->nodes, sizeof(*a->claims));
     a->have = calloc(p->nodes, sizeof(*a->have));
     a->ranks = calloc(p->nodes, sizeof(*a->ranks));
-    if (!a->claims || !a->have || !a->ranks)
+    a->events = calloc(SPLIT_EVENTS, sizeof(*a->events));
+    if (!a->claims || !a->have || !a->ranks || !a->events)
         goto oom;
     pthread_mutex_init(&a->mu, NULL);
     pthread_cond_init(&a->cv, NULL);
@@ -376,10 +414,85 @@ void cfs_order_agree_local(struct cfs_order_agree *a, const char *root, const vo
             a->p.send(a->p.arg, d, &c, sizeof(c));
 }
 
+/* Queues a split note for the module's thread; a full ring drops it (a
+ * lost share: the head's own scan still covers the range). */
+static void push_event(struct cfs_order_agree *a, const struct split_event *ev)
+{
+    pthread_mutex_lock(&a->mu);
+    bool drop = a->ev_len == SPLIT_EVENTS;
+    bool first_drop = drop && !a->ev_dropped;
+    if (drop) {
+        a->ev_dropped = true;
+    } else {
+        a->events[(a->ev_head + a->ev_len) % SPLIT_EVENTS] = *ev;
+        a->ev_len++;
+        pthread_cond_signal(&a->cv);
+    }
+    pthread_mutex_unlock(&a->mu);
+    if (first_drop)
+        cfs_warn("order: more than %d split scan notes waiting; later ones are dropped (the "
+                 "head node's own scan covers their seeds)",
+                 SPLIT_EVENTS);
+}
+
+static bool root_ok(const char *root)
+{
+    return memchr(root, '\0', CFS_ORDER_ROOT_MAX) != NULL;
+}
+
+/* A SPLIT or PASSED note (a claim is neither): true when it was one. */
+static bool receive_split(struct cfs_order_agree *a, uint32_t src, const void *msg, size_t len)
+{
+    uint64_t magic;
+    if (len < sizeof(magic))
+        return false;
+    memcpy(&magic, msg, sizeof(magic));
+    struct split_event ev = {.src = src};
+    if (magic == CFS_SPLIT_NOTE_MAGIC && len == sizeof(ev.note.split)) {
+        ev.split = true;
+        memcpy(&ev.note.split, msg, len);
+        if (root_ok(ev.note.split.root))
+            push_event(a, &ev);
+        return true;
+    }
+    if (magic == CFS_PASSED_NOTE_MAGIC && len == sizeof(ev.note.passed)) {
+        memcpy(&ev.note.passed, msg, len);
+        if (root_ok(ev.note.passed.root) && ev.note.passed.seed <= UINT32_MAX &&
+            ev.note.passed.skip <= 4)
+            push_event(a, &ev);
+        return true;
+    }
+    return false;
+}
+
+void cfs_order_agree_split(struct cfs_order_agree *a, const char *root,
+                           const struct cfs_split_sets *s)
+{
+    struct cfs_split_note n = {.magic = CFS_SPLIT_NOTE_MAGIC, .sets = *s};
+    snprintf(n.root, sizeof(n.root), "%s", root ? root : "");
+    for (uint32_t d = 0; d < a->p.nodes; d++)
+        if (d != a->p.node && a->p.send)
+            a->p.send(a->p.arg, d, &n, sizeof(n));
+}
+
+void cfs_order_agree_passed(struct cfs_order_agree *a, const char *root, uint32_t head,
+                            uint32_t seed, uint32_t skip)
+{
+    struct split_event ev = {.src = a->p.node};
+    ev.note.passed =
+        (struct cfs_passed_note){.magic = CFS_PASSED_NOTE_MAGIC, .seed = seed, .skip = skip};
+    snprintf(ev.note.passed.root, sizeof(ev.note.passed.root), "%s", root ? root : "");
+    if (head == a->p.node)
+        push_event(a, &ev);
+    else if (head < a->p.nodes && a->p.send)
+        a->p.send(a->p.arg, head, &ev.note.passed, sizeof(ev.note.passed));
+}
+
 void cfs_order_agree_receive(struct cfs_order_agree *a, uint32_t src, const void *msg, size_t len)
 {
     struct cfs_order_claim c;
-    if (len != sizeof(c) || src >= a->p.nodes || src == a->p.node)
+    if (src >= a->p.nodes || src == a->p.node || receive_split(a, src, msg, len) ||
+        len != sizeof(c))
         return;
     memcpy(&c, msg, sizeof(c));
     if (c.magic != CFS_ORDER_CLAIM_MAGIC || c.world == 0 || c.n == 0 ||

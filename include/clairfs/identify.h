@@ -91,6 +91,7 @@
 #include <sys/types.h>
 
 #include "clairfs/sampler.h"
+#include "clairfs/seed_search.h"
 
 struct cfs_metrics;
 
@@ -298,5 +299,56 @@ int cfs_identify_offline_epochs(const struct cfs_identify_params *p, const uint3
  * plus 12 for the hypotheses per seed, plus 40 so that a false
  * identification stays below 2^-40.  About 85 for the full range. */
 double cfs_identify_evidence_needed(const struct cfs_identify_params *p);
+
+/* --- The seed scan split across the nodes (identify_split.c). ----------
+ *
+ * On a distributed mount the head node (the one serving rank 0's readers)
+ * holds the two sets its scan filters with; node k of N scans share k of
+ * the seed range with them, and hands back the seeds that pass, which the
+ * head verifies against its own opens. */
+
+#define CFS_SPLIT_VALUES_MAX 96 /* values in each set: a peer note holds 2 x 96 */
+
+/* What a node needs to scan a share: the head's sets as values, the
+ * filter's stride and the range.  Fixed-size, raw bytes (the peer note). */
+struct cfs_split_sets {
+    uint64_t n, algo, alt_gap;
+    uint64_t seed_first, seed_count; /* the whole range split (count 0: 2^32) */
+    uint64_t nfirst, nsecond;
+    uint32_t first[CFS_SPLIT_VALUES_MAX];  /* allowed randperm[0] */
+    uint32_t second[CFS_SPLIT_VALUES_MAX]; /* allowed randperm[1] (or [alt_gap]) */
+};
+
+/* The sets of p's scan at position 0 over these opens, for the range p
+ * searches.  0; -E2BIG when the readers hold more values than a message
+ * carries (no split: the head scans alone); -ENOENT with no reader;
+ * -EINVAL for a registered hint (its own span comes first, on the head);
+ * -ENOMEM. */
+int cfs_identify_split_sets(const struct cfs_identify_params *p, const uint32_t *samples,
+                            const pid_t *pids, const pid_t *ppids, size_t count,
+                            struct cfs_split_sets *out);
+
+/* The share of node `node` of `nodes`: seeds [first, first + count). */
+void cfs_identify_split_share(const struct cfs_split_sets *s, uint32_t node, uint32_t nodes,
+                              uint32_t *first, uint64_t *count);
+
+/* A seed and the skip it passed with (true stops the scan). */
+typedef bool (*cfs_identify_split_found)(void *arg, uint32_t seed, uint32_t skip);
+
+/* Scans share `node` of `nodes` with s, found() called on this thread in
+ * seed order for each seed that passes; threads NULL: every usable CPU at
+ * the normal priority.  0, -ECANCELED, -EINVAL (bad sets), -ENOMEM. */
+int cfs_identify_split_scan(const struct cfs_split_sets *s, uint32_t node, uint32_t nodes,
+                            const _Atomic bool *cancel, cfs_identify_split_found found, void *arg,
+                            const struct cfs_seed_threads *threads);
+
+/* The head's verification of seeds another node's share passed: as
+ * cfs_identify_offline, with those seeds (position 0) as the only
+ * candidates and the evidence the whole range demands.  0 identified,
+ * -ENOENT, -errno with err. */
+int cfs_identify_split_verify(const struct cfs_identify_params *p, const uint32_t *samples,
+                              const pid_t *pids, const pid_t *ppids, size_t count,
+                              const uint32_t *seeds, const uint32_t *skips, size_t nseeds,
+                              struct cfs_identified *out, char *err, size_t errlen);
 
 #endif

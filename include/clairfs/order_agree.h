@@ -42,6 +42,17 @@
  * hears from another for the first time answers with its own claim: a
  * claim lost on its way comes back with the other node's first one.
  *
+ * The split seed scan.  The head node alone can filter the seed space,
+ * but any node can scan a share of it with the head's two sets
+ * (identify.h, "The seed scan split across the nodes"): the head sends
+ * them (cfs_order_agree_split, a SPLIT note), each node scans its share
+ * and sends every seed that passes back to the head (cfs_order_agree_passed,
+ * a PASSED note), and the head verifies it against its own opens; what it
+ * identifies goes the claim's way above.  The result is the one the head
+ * alone would find: the filter is the head's, the verification too.  A
+ * lost SPLIT leaves that share to nobody: the head's own scan of the whole
+ * range, which goes on at idle priority, still finds the seed.
+ *
  * Threads.  cfs_order_agree_local runs on an identification thread,
  * cfs_order_agree_receive on the peer communication thread (it must not
  * block: it takes the module's lock, records, signals); the module's own
@@ -67,6 +78,23 @@ struct cfs_order_claim {
     uint64_t drop_last, drop_last_batch, persistent_workers;
     uint64_t epoch, rank_first, rank_count;
     char root[CFS_ORDER_ROOT_MAX]; /* the dataset root ("" the mount's own), NUL-terminated */
+};
+
+#define CFS_SPLIT_NOTE_MAGIC 0x73706c6974763031ull  /* "splitv01" */
+#define CFS_PASSED_NOTE_MAGIC 0x7061737365763031ull /* "passev01" */
+
+/* The head's sets for the other nodes' shares: fixed-size, raw bytes. */
+struct cfs_split_note {
+    uint64_t magic;
+    char root[CFS_ORDER_ROOT_MAX];
+    struct cfs_split_sets sets;
+};
+
+/* A seed that passed a node's share, for the head. */
+struct cfs_passed_note {
+    uint64_t magic;
+    uint64_t seed, skip;
+    char root[CFS_ORDER_ROOT_MAX];
 };
 
 enum cfs_order_agreement {
@@ -115,6 +143,13 @@ struct cfs_order_agree_params {
      * cfs_order_agree_local) with every node's ranks, from from_epoch. */
     void (*adopt)(void *arg, const char *root, const void *ctx, const struct cfs_identified *mine,
                   const struct cfs_rank_range *node_ranks, uint32_t from_epoch);
+    /* The head (node src) split the scan: scan this node's share of s and
+     * hand each seed that passes to cfs_order_agree_passed.  On the
+     * module's thread, which waits for it.  NULL: no share scanned. */
+    void (*scan_share)(void *arg, const char *root, uint32_t src, const struct cfs_split_sets *s);
+    /* Node src's share passed seed (skip): verify it against this node's
+     * opens (this node sent the sets).  On the module's thread. */
+    void (*passed)(void *arg, const char *root, uint32_t src, uint32_t seed, uint32_t skip);
     void *arg;
 };
 
@@ -136,6 +171,14 @@ void cfs_order_agree_local(struct cfs_order_agree *a, const char *root, const vo
                            const struct cfs_identified *id);
 /* A message from node src (the peer thread).  Bad bytes are dropped. */
 void cfs_order_agree_receive(struct cfs_order_agree *a, uint32_t src, const void *msg, size_t len);
+/* This node holds the head of root's order: s goes to every other node,
+ * whose scan_share scans its share.  The caller scans share `node` itself. */
+void cfs_order_agree_split(struct cfs_order_agree *a, const char *root,
+                           const struct cfs_split_sets *s);
+/* A seed this node's share passed, to the head (its passed callback; this
+ * node's own when it is the head). */
+void cfs_order_agree_passed(struct cfs_order_agree *a, const char *root, uint32_t head,
+                            uint32_t seed, uint32_t skip);
 /* The state and its description (stats' cluster line). */
 enum cfs_order_agreement cfs_order_agree_state(struct cfs_order_agree *a, char *buf, size_t len);
 

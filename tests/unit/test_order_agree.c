@@ -5,7 +5,9 @@
  * each other by a fake transport: a claim reaches the other nodes, a node
  * without one is given it as a hint, and every node adopts once all
  * claimed; a node that never claims (a dead peer) leaves the others
- * waiting, never hanging; a claim lost on its way is answered again. */
+ * waiting, never hanging; a claim lost on its way is answered again; the
+ * seed scan split across two nodes: a seed in node 1's share found there,
+ * verified by the head and agreed, as the head alone would have found it. */
 #include <check.h>
 #include <errno.h>
 #include <pthread.h>
@@ -15,6 +17,7 @@
 
 #include "check_run.h"
 #include "clairfs/order_agree.h"
+#include "identify_fixture.h"
 
 static struct cfs_identified ddp(uint64_t seed, uint32_t world, uint32_t first, uint32_t count,
                                  uint32_t epoch)
@@ -154,6 +157,11 @@ struct node {
     struct cfs_rank_range ranks[NODES_MAX];
     uint32_t from_epoch;
     const void *ctx;
+    /* the split scan: this node's opens (NULL: it scans and verifies nothing) */
+    const struct opens *o;
+    struct cfs_identify_params ip;
+    int scans, passes, verified;
+    struct cfs_identified split_id; /* what the head verified */
 };
 
 static int fake_send(void *arg, uint32_t dest, const void *msg, size_t len)
@@ -191,6 +199,66 @@ static void fake_adopt(void *arg, const char *root, const void *ctx,
     pthread_mutex_unlock(&n->cl->mu);
 }
 
+struct collected {
+    uint32_t seed[16], skip[16];
+    int count;
+};
+
+static bool collect(void *arg, uint32_t seed, uint32_t skip)
+{
+    struct collected *c = arg;
+    ck_assert_int_lt(c->count, 16);
+    c->seed[c->count] = seed, c->skip[c->count] = skip;
+    c->count++;
+    return false;
+}
+
+static const struct cfs_seed_threads one_thread = {.threads = 1};
+
+/* The head's sets came: this node scans its share on one thread and sends
+ * back what passes. */
+static void fake_scan_share(void *arg, const char *root, uint32_t src,
+                            const struct cfs_split_sets *s)
+{
+    struct node *n = arg;
+    if (!n->o)
+        return;
+    struct collected c = {0};
+    ck_assert_int_eq(
+        cfs_identify_split_scan(s, n->node, n->cl->nodes, NULL, collect, &c, &one_thread), 0);
+    for (int i = 0; i < c.count; i++)
+        cfs_order_agree_passed(n->a, root, src, c.seed[i], c.skip[i]);
+    pthread_mutex_lock(&n->cl->mu);
+    n->scans++;
+    n->passes += c.count;
+    pthread_cond_broadcast(&n->cl->cv);
+    pthread_mutex_unlock(&n->cl->mu);
+}
+
+/* A seed another node's share passed: the head verifies it against its
+ * own opens, and claims what fits. */
+static void fake_passed(void *arg, const char *root, uint32_t src, uint32_t seed, uint32_t skip)
+{
+    struct node *n = arg;
+    (void)src;
+    if (!n->o)
+        return;
+    struct cfs_identified id;
+    char err[256];
+    int rc = cfs_identify_split_verify(&n->ip, n->o->s, n->o->pid, n->o->ppid, n->o->len, &seed,
+                                       &skip, 1, &id, err, sizeof(err));
+    ck_assert_msg(rc == 0 || rc == -ENOENT, "%s", err);
+    if (rc == 0)
+        cfs_order_agree_local(n->a, root, NULL, &id);
+    pthread_mutex_lock(&n->cl->mu);
+    if (rc == 0) {
+        n->split_id = id;
+        n->verified++;
+    }
+    pthread_cond_broadcast(&n->cl->cv);
+    pthread_mutex_unlock(&n->cl->mu);
+}
+
 static void cluster_start(struct cluster *cl, struct node *nodes, uint32_t count)
 {
     memset(cl, 0, sizeof(*cl));
@@ -208,6 +276,8 @@ static void cluster_start(struct cluster *cl, struct node *nodes, uint32_t count
                                            .send = fake_send,
                                            .hint = fake_hint,
                                            .adopt = fake_adopt,
+                                           .scan_share = fake_scan_share,
+                                           .passed = fake_passed,
                                            .arg = &nodes[i]};
         char err[256];
         ck_assert_int_eq(cfs_order_agree_create(&p, &nodes[i].a, err, sizeof(err)), 0);
@@ -368,6 +438,145 @@ START_TEST(bad_messages_are_dropped)
 }
 END_TEST
 
+/* The seed is in node 1's share of the range [0, 2^20): the head sends
+ * its sets, its own share passes nothing that fits, node 1's passes the
+ * seed, the head verifies it, and the nodes agree on what the head alone
+ * finds over the whole range. */
+START_TEST(a_seed_in_node_1s_share_is_found_there_and_agreed)
+{
+    const uint32_t n_samples = 20000, seed = (1u << 19) + 4242;
+    struct trainer t0 = {.kind = CFS_SAMPLER_TORCH_DDP,
+                         .seed = seed,
+                         .n = n_samples,
+                         .world = 4,
+                         .batch = 8,
+                         .workers = 2,
+                         .rank_first = 0,
+                         .ranks = 2,
+                         .epochs = 1};
+    struct trainer t1 = t0;
+    t1.rank_first = 2;
+    struct opens o0 = simulate(&t0, 256), o1 = simulate(&t1, 256);
+    struct cfs_identify_params p0 = {
+        .n = n_samples, .node = 0, .nodes = 2, .seed_count = 1u << 20, .process_alive = no_process};
+    struct cfs_identified alone;
+    ck_assert_int_eq(identify(&p0, &o0, &alone), 0); /* the head alone, the whole range */
+    ck_assert_uint_eq(alone.sampler.seed, seed);
+
+    struct cluster cl;
+    struct node n[2];
+    cluster_start(&cl, n, 2);
+    n[0].o = &o0, n[0].ip = p0;
+    n[1].o = &o1;
+    struct cfs_split_sets s;
+    ck_assert_int_eq(cfs_identify_split_sets(&p0, o0.s, o0.pid, o0.ppid, o0.len, &s), 0);
+    ck_assert_uint_eq(s.nfirst, 4); /* 2 ranks, 2 workers each: 4 first opens */
+    ck_assert_uint_eq(s.nsecond, 8);
+    ck_assert_uint_eq(s.alt_gap, 2); /* the node count: were it one rank a node */
+    cfs_order_agree_split(n[0].a, "", &s);
+    /* the head's own share: whatever passes there does not fit */
+    struct collected mine = {0};
+    ck_assert_int_eq(cfs_identify_split_scan(&s, 0, 2, NULL, collect, &mine, &one_thread), 0);
+    for (int i = 0; i < mine.count; i++) {
+        struct cfs_identified id;
+        char err[256];
+        ck_assert_int_eq(cfs_identify_split_verify(&p0, o0.s, o0.pid, o0.ppid, o0.len,
+                                                   &mine.seed[i], &mine.skip[i], 1, &id, err,
+                                                   sizeof(err)),
+                         -ENOENT);
+    }
+    ck_assert(wait_count(&cl, &n[1].scans, 1));
+    ck_assert_int_ge(n[1].passes, 1);
+    ck_assert(wait_count(&cl, &n[0].verified, 1));
+    const struct cfs_identified *found = &n[0].split_id;
+    ck_assert_uint_eq(found->sampler.kind, alone.sampler.kind);
+    ck_assert_uint_eq(found->sampler.seed, alone.sampler.seed);
+    ck_assert_uint_eq(found->sampler.world, alone.sampler.world);
+    ck_assert_uint_eq(found->sampler.batch, alone.sampler.batch);
+    ck_assert_uint_eq(found->rank_first, alone.rank_first);
+    ck_assert_uint_eq(found->rank_count, alone.rank_count);
+    ck_assert_uint_eq(found->epoch, alone.epoch);
+    ck_assert_str_eq(found->text, alone.text);
+
+    /* node 1 checks the head's claim against its own opens, as a hint */
+    ck_assert(wait_count(&cl, &n[1].hints, 1));
+    struct cfs_identify_params p1 = {.n = n_samples,
+                                     .node = 1,
+                                     .nodes = 2,
+                                     .seed_count = 1u << 20,
+                                     .hint = &n[1].hint,
+                                     .hint_has_seed = true,
+                                     .hint_identified = true,
+                                     .process_alive = no_process};
+    struct cfs_identified second;
+    ck_assert_int_eq(identify(&p1, &o1, &second), 0);
+    ck_assert_uint_eq(second.rank_first, 2);
+    cfs_order_agree_local(n[1].a, "", NULL, &second);
+    ck_assert(wait_count(&cl, &n[0].adopts, 1));
+    ck_assert(wait_count(&cl, &n[1].adopts, 1));
+    char text[600], want[200];
+    snprintf(want, sizeof(want),
+             "nodes 0-1 agree: torch-ddp seed=%u world=4 batch=8, planned from epoch 0", seed);
+    ck_assert_int_eq(cfs_order_agree_state(n[0].a, text, sizeof(text)), CFS_ORDER_AGREED);
+    ck_assert_str_eq(text, want);
+    cluster_stop(&cl);
+    ck_assert_int_eq(n[0].scans, 0); /* the head scans its share itself */
+    ck_assert_int_eq(n[1].verified, 0);
+    opens_free(&o0);
+    opens_free(&o1);
+}
+END_TEST
+
+/* The shares cover the range once; sets that cannot be the head's are
+ * refused, and their notes dropped. */
+START_TEST(the_shares_cover_the_range_and_bad_sets_are_refused)
+{
+    struct cfs_split_sets s = {.n = 1000, .seed_first = 0xfffffff0u, .seed_count = 0};
+    for (uint32_t nodes = 1; nodes <= 7; nodes++) {
+        uint64_t next = s.seed_first, total = 0;
+        for (uint32_t k = 0; k < nodes; k++) {
+            uint32_t first;
+            uint64_t count;
+            cfs_identify_split_share(&s, k, nodes, &first, &count);
+            ck_assert_uint_eq(first, (uint32_t)next);
+            next += count, total += count;
+        }
+        ck_assert_uint_eq(total, 1ull << 32);
+    }
+    struct collected c = {0};
+    ck_assert_int_eq(cfs_identify_split_scan(&s, 0, 2, NULL, collect, &c, &one_thread), -EINVAL);
+    s.nfirst = s.nsecond = 1;
+    s.first[0] = 5, s.second[0] = 1000; /* past n */
+    ck_assert_int_eq(cfs_identify_split_scan(&s, 0, 2, NULL, collect, &c, &one_thread), -EINVAL);
+    s.second[0] = 7;
+    ck_assert_int_eq(cfs_identify_split_scan(&s, 2, 2, NULL, collect, &c, &one_thread), -EINVAL);
+    s.alt_gap = 30; /* past the filter's window */
+    ck_assert_int_eq(cfs_identify_split_scan(&s, 0, 2, NULL, collect, &c, &one_thread), -EINVAL);
+
+    /* more readers than a note carries: no split, the head scans alone */
+    struct opens o = {0};
+    for (uint32_t r = 0; r < CFS_SPLIT_VALUES_MAX + 1; r++)
+        push(&o, r, (pid_t)(100 + r), 1);
+    struct cfs_identify_params p = {.n = 1000, .nodes = 2, .process_alive = no_process};
+    ck_assert_int_eq(cfs_identify_split_sets(&p, o.s, o.pid, o.ppid, o.len, &s), -E2BIG);
+    opens_free(&o);
+    ck_assert_int_eq(cfs_identify_split_sets(&p, NULL, NULL, NULL, 0, &s), -ENOENT);
+
+    struct cluster cl;
+    struct node n[2];
+    cluster_start(&cl, n, 2);
+    n[1].o = n[0].o = &o; /* would scan and verify, were a note taken */
+    struct cfs_split_note bad = {.magic = CFS_SPLIT_NOTE_MAGIC};
+    memset(bad.root, 'x', sizeof(bad.root)); /* unterminated */
+    cfs_order_agree_receive(n[1].a, 0, &bad, sizeof(bad));
+    cfs_order_agree_receive(n[1].a, 0, &bad, sizeof(bad) - 1);
+    struct cfs_passed_note far = {.magic = CFS_PASSED_NOTE_MAGIC, .seed = 1ull << 32};
+    cfs_order_agree_receive(n[0].a, 1, &far, sizeof(far));
+    cluster_stop(&cl); /* the module's thread has handled what it took */
+    ck_assert_int_eq(n[1].scans + n[0].verified, 0);
+}
+END_TEST
+
 static Suite *order_agree_suite(void)
 {
     Suite *s = suite_create("order_agree");
@@ -382,6 +591,11 @@ static Suite *order_agree_suite(void)
     tcase_add_test(m, a_lost_claim_is_answered_again);
     tcase_add_test(m, bad_messages_are_dropped);
     suite_add_tcase(s, m);
+    TCase *split = tcase_create("split");
+    tcase_set_timeout(split, 120);
+    tcase_add_test(split, a_seed_in_node_1s_share_is_found_there_and_agreed);
+    tcase_add_test(split, the_shares_cover_the_range_and_bad_sets_are_refused);
+    suite_add_tcase(s, split);
     return s;
 }
 
