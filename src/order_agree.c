@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -214,6 +215,9 @@ struct cfs_order_agree {
     struct split_event *events;      /* the split scan's notes, a ring under mu */
     uint32_t ev_head, ev_len;
     bool ev_dropped; /* the ring overflowed (logged once) */
+    /* A share's scan stops once any node claims (the order is found) or
+     * the module stops; set under mu. */
+    _Atomic bool share_cancel;
     pthread_t thread;
 };
 
@@ -230,6 +234,7 @@ static double now_sec(void)
 /* Under mu: the table changed. */
 static void changed(struct cfs_order_agree *a)
 {
+    atomic_store(&a->share_cancel, true);
     if (a->first_claim == 0)
         a->first_claim = now_sec();
     a->changes++;
@@ -295,9 +300,15 @@ static void act_split(struct cfs_order_agree *a)
     struct split_event ev = a->events[a->ev_head];
     a->ev_head = (a->ev_head + 1) % SPLIT_EVENTS;
     a->ev_len--;
+    /* a claim heard already: the order is found, no share is worth a scan */
+    bool claimed = false;
+    for (uint32_t i = 0; i < a->p.nodes; i++)
+        claimed |= a->have[i];
+    atomic_store(&a->share_cancel, claimed);
     pthread_mutex_unlock(&a->mu);
-    if (ev.split && a->p.scan_share)
-        a->p.scan_share(a->p.arg, ev.note.split.root, ev.src, &ev.note.split.sets);
+    if (ev.split && !claimed && a->p.scan_share)
+        a->p.scan_share(a->p.arg, ev.note.split.root, ev.src, &ev.note.split.sets,
+                        &a->share_cancel);
     else if (!ev.split && a->p.passed)
         a->p.passed(a->p.arg, ev.note.passed.root, ev.src, (uint32_t)ev.note.passed.seed,
                     (uint32_t)ev.note.passed.skip);
@@ -378,6 +389,7 @@ void cfs_order_agree_stop(struct cfs_order_agree *a)
     pthread_mutex_lock(&a->mu);
     bool join = !a->stop;
     a->stop = true;
+    atomic_store(&a->share_cancel, true);
     pthread_cond_signal(&a->cv);
     pthread_mutex_unlock(&a->mu);
     if (join)

@@ -144,9 +144,12 @@ struct cfs_order_agree_params {
     void (*adopt)(void *arg, const char *root, const void *ctx, const struct cfs_identified *mine,
                   const struct cfs_rank_range *node_ranks, uint32_t from_epoch);
     /* The head (node src) split the scan: scan this node's share of s and
-     * hand each seed that passes to cfs_order_agree_passed.  On the
-     * module's thread, which waits for it.  NULL: no share scanned. */
-    void (*scan_share)(void *arg, const char *root, uint32_t src, const struct cfs_split_sets *s);
+     * hand each seed that passes to cfs_order_agree_passed, stopping when
+     * *cancel becomes true (a claim came: the order is found; or the
+     * module stops).  On the module's thread, which waits for it; not
+     * called once a claim was heard.  NULL: no share scanned. */
+    void (*scan_share)(void *arg, const char *root, uint32_t src, const struct cfs_split_sets *s,
+                       const _Atomic bool *cancel);
     /* Node src's share passed seed (skip): verify it against this node's
      * opens (this node sent the sets).  On the module's thread. */
     void (*passed)(void *arg, const char *root, uint32_t src, uint32_t seed, uint32_t skip);

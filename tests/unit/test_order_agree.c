@@ -160,7 +160,8 @@ struct node {
     /* the split scan: this node's opens (NULL: it scans and verifies nothing) */
     const struct opens *o;
     struct cfs_identify_params ip;
-    int scans, passes, verified;
+    int scans, passes, verified, scanning, heard;
+    int scan_rc;                    /* the last share scan's */
     struct cfs_identified split_id; /* what the head verified */
 };
 
@@ -218,17 +219,21 @@ static const struct cfs_seed_threads one_thread = {.threads = 1};
 /* The head's sets came: this node scans its share on one thread and sends
  * back what passes. */
 static void fake_scan_share(void *arg, const char *root, uint32_t src,
-                            const struct cfs_split_sets *s)
+                            const struct cfs_split_sets *s, const _Atomic bool *cancel)
 {
     struct node *n = arg;
     if (!n->o)
         return;
+    pthread_mutex_lock(&n->cl->mu);
+    n->scanning++;
+    pthread_cond_broadcast(&n->cl->cv);
+    pthread_mutex_unlock(&n->cl->mu);
     struct collected c = {0};
-    ck_assert_int_eq(
-        cfs_identify_split_scan(s, n->node, n->cl->nodes, NULL, collect, &c, &one_thread), 0);
-    for (int i = 0; i < c.count; i++)
+    int rc = cfs_identify_split_scan(s, n->node, n->cl->nodes, cancel, collect, &c, &one_thread);
+    for (int i = 0; i < c.count && rc == 0; i++)
         cfs_order_agree_passed(n->a, root, src, c.seed[i], c.skip[i]);
     pthread_mutex_lock(&n->cl->mu);
+    n->scan_rc = rc;
     n->scans++;
     n->passes += c.count;
     pthread_cond_broadcast(&n->cl->cv);
@@ -241,6 +246,9 @@ static void fake_passed(void *arg, const char *root, uint32_t src, uint32_t seed
 {
     struct node *n = arg;
     (void)src;
+    pthread_mutex_lock(&n->cl->mu);
+    n->heard++;
+    pthread_mutex_unlock(&n->cl->mu);
     if (!n->o)
         return;
     struct cfs_identified id;
@@ -527,6 +535,44 @@ START_TEST(a_seed_in_node_1s_share_is_found_there_and_agreed)
 }
 END_TEST
 
+/* Node 1 scans its half of all 2^32 seeds (a minute on one core) when
+ * node 0's claim comes: the scan stops, the claim becomes its hint; a
+ * split that comes after a claim is not scanned at all. */
+START_TEST(a_claim_stops_a_share_scan)
+{
+    struct trainer t0 = {.kind = CFS_SAMPLER_TORCH_DDP,
+                         .seed = 7,
+                         .n = 20000,
+                         .world = 4,
+                         .batch = 8,
+                         .workers = 2,
+                         .ranks = 2,
+                         .epochs = 1};
+    struct opens o0 = simulate(&t0, 64);
+    struct cfs_identify_params p0 = {.n = 20000, .nodes = 2, .process_alive = no_process};
+    struct cfs_split_sets s;
+    ck_assert_int_eq(cfs_identify_split_sets(&p0, o0.s, o0.pid, o0.ppid, o0.len, &s), 0);
+    struct cluster cl;
+    struct node n[2];
+    cluster_start(&cl, n, 2);
+    n[1].o = &o0, n[1].ip = p0;
+    cfs_order_agree_split(n[0].a, "", &s);
+    ck_assert(wait_count(&cl, &n[1].scanning, 1));
+    struct cfs_identified head = ddp(7, 4, 0, 2, 0);
+    cfs_order_agree_local(n[0].a, "", NULL, &head);
+    ck_assert(wait_count(&cl, &n[1].scans, 1));
+    ck_assert_int_eq(n[1].scan_rc, -ECANCELED);
+    ck_assert(wait_count(&cl, &n[1].hints, 1));
+    cfs_order_agree_split(n[0].a, "", &s);
+    /* a note after it, to node 1 itself: handled once the split was */
+    cfs_order_agree_passed(n[1].a, "", 1, 7, 0);
+    ck_assert(wait_count(&cl, &n[1].heard, 1));
+    ck_assert_int_eq(n[1].scanning, 1);
+    cluster_stop(&cl);
+    opens_free(&o0);
+}
+END_TEST
+
 /* The shares cover the range once; sets that cannot be the head's are
  * refused, and their notes dropped. */
 START_TEST(the_shares_cover_the_range_and_bad_sets_are_refused)
@@ -594,6 +640,7 @@ static Suite *order_agree_suite(void)
     TCase *split = tcase_create("split");
     tcase_set_timeout(split, 120);
     tcase_add_test(split, a_seed_in_node_1s_share_is_found_there_and_agreed);
+    tcase_add_test(split, a_claim_stops_a_share_scan);
     tcase_add_test(split, the_shares_cover_the_range_and_bad_sets_are_refused);
     suite_add_tcase(s, split);
     return s;
