@@ -26,6 +26,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "identify_i.h"
@@ -222,6 +223,55 @@ void cfs_identify_take_hint(struct cfs_identify *id, const struct cfs_sampler_pa
         }
     }
     pthread_mutex_unlock(&id->lock);
+}
+
+void cfs_identify_take_candidate(struct cfs_identify *id, uint32_t seed, uint32_t skip)
+{
+    pthread_mutex_lock(&id->lock);
+    if (id->state != CFS_IDENTIFY_IDENTIFIED && id->nkeep < IDENT_MAX_KEEP && skip <= 4) {
+        /* checked first at the next attempt, at position 0 (the split's) */
+        id->keep[id->nkeep++] = (struct ident_cand){seed, skip, 0};
+        id->fruitless = 0;
+        if (id->attempting)
+            ident_cancel_attempt(id);
+        if (id->len >= IDENT_MIN_OPENS) {
+            id->next_attempt = id->len;
+            pthread_cond_signal(&id->wake);
+        } else {
+            id->next_attempt = IDENT_MIN_OPENS;
+        }
+    }
+    pthread_mutex_unlock(&id->lock);
+}
+
+int cfs_identify_split_sets_now(struct cfs_identify *id, struct cfs_split_sets *out)
+{
+    pthread_mutex_lock(&id->lock);
+    /* the thread sets p.hint between attempts: a copy, taken under the lock */
+    struct cfs_identify_params p = id->p;
+    struct cfs_sampler_params hint;
+    if (p.hint) {
+        hint = *p.hint;
+        p.hint = &hint;
+    }
+    size_t len = id->len;
+    bool identified = id->state == CFS_IDENTIFY_IDENTIFIED;
+    uint32_t *s = identified ? NULL : malloc((len ? len : 1) * sizeof(*s));
+    pid_t *pids = s ? malloc((len ? len : 1) * sizeof(*pids)) : NULL;
+    pid_t *ppids = pids ? malloc((len ? len : 1) * sizeof(*ppids)) : NULL;
+    if (ppids) {
+        memcpy(s, id->samples, len * sizeof(*s));
+        memcpy(pids, id->pids, len * sizeof(*pids));
+        memcpy(ppids, id->ppids, len * sizeof(*ppids));
+    }
+    pthread_mutex_unlock(&id->lock);
+    int rc = identified ? -EALREADY
+             : ppids    ? cfs_identify_split_sets(&p, s, pids, ppids, len, out)
+                        : -ENOMEM;
+    free(s);
+    free(pids);
+    free(ppids);
+    return rc;
 }
 
 enum cfs_identify_state cfs_identify_state(struct cfs_identify *id, struct cfs_identified *out)

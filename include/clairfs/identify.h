@@ -351,4 +351,16 @@ int cfs_identify_split_verify(const struct cfs_identify_params *p, const uint32_
                               const uint32_t *seeds, const uint32_t *skips, size_t nseeds,
                               struct cfs_identified *out, char *err, size_t errlen);
 
+/* The module's sets over the opens observed so far (a distributed mount's
+ * head node, to split its scan): cfs_identify_split_sets's returns, or
+ * -EALREADY once identified.  Any thread. */
+int cfs_identify_split_sets_now(struct cfs_identify *id, struct cfs_split_sets *out);
+
+/* A seed another node's share passed (skip: the one it passed with):
+ * checked against every open kept, first at the next attempt, which comes
+ * at once (a running scan is cancelled and begins again after it).
+ * Ignored once identified, or with 16 candidates waiting.
+ * Any thread. */
+void cfs_identify_take_candidate(struct cfs_identify *id, uint32_t seed, uint32_t skip);
+
 #endif

@@ -171,6 +171,51 @@ START_TEST(the_thread_learns_and_restarts)
 }
 END_TEST
 
+/* The head node of a split scan: its own range does not hold the seed
+ * (another node's share does), so its scan finds nothing; the seed another
+ * node's share passed is taken, checked against every open, identified. */
+START_TEST(a_seed_from_another_nodes_share_is_verified)
+{
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP,
+                        .seed = 31337,
+                        .n = 10000,
+                        .world = 4,
+                        .batch = 8,
+                        .workers = 2,
+                        .ranks = 2,
+                        .epochs = 1};
+    struct opens o = simulate(&t, 200);
+    struct seen seen = {0};
+    struct cfs_identify_params p = params(t.n, t.seed + 100000, 4096);
+    p.node = 0, p.nodes = 2;
+    p.on_identified = on_identified;
+    p.cb_arg = &seen;
+    struct cfs_identify *id;
+    char err[256];
+    ck_assert_int_eq(cfs_identify_create(&p, &id, err, sizeof(err)), 0);
+    struct cfs_split_sets sets;
+    ck_assert_int_eq(cfs_identify_split_sets_now(id, &sets), -ENOENT); /* no opens yet */
+    for (size_t i = 0; i < o.len; i++)
+        cfs_identify_observe(id, o.s[i], o.pid[i], o.ppid[i]);
+    ck_assert_int_eq(wait_state(id, CFS_IDENTIFY_NOT_A_SHUFFLE), CFS_IDENTIFY_NOT_A_SHUFFLE);
+    ck_assert_int_eq(cfs_identify_split_sets_now(id, &sets), 0);
+    ck_assert_uint_eq(sets.nfirst, 4);
+    ck_assert_uint_eq(sets.seed_first, p.seed_first);
+    ck_assert_uint_eq(sets.seed_count, 4096);
+    cfs_identify_take_candidate(id, 31338, 0); /* passed a share, fits nothing */
+    cfs_identify_take_candidate(id, 31337, 0);
+    ck_assert_int_eq(wait_state(id, CFS_IDENTIFY_IDENTIFIED), CFS_IDENTIFY_IDENTIFIED);
+    ck_assert_int_eq(wait_calls(&seen, 1), 1);
+    ck_assert_uint_eq(seen.id.sampler.seed, 31337);
+    ck_assert_uint_eq(seen.id.sampler.world, 4);
+    ck_assert_uint_eq(seen.id.rank_first, 0);
+    ck_assert_uint_eq(seen.id.rank_count, 2);
+    ck_assert_int_eq(cfs_identify_split_sets_now(id, &sets), -EALREADY);
+    cfs_identify_destroy(id);
+    opens_free(&o);
+}
+END_TEST
+
 /* cfs_identify_scan_share on the module: nothing before a scan; a scan
  * once one runs (every seed of the range: seconds at least). */
 START_TEST(the_scans_share_of_a_core)
@@ -725,6 +770,7 @@ static Suite *identify_thread_suite(void)
     TCase *t = tcase_create("thread");
     tcase_set_timeout(t, 600);
     tcase_add_test(t, the_thread_learns_and_restarts);
+    tcase_add_test(t, a_seed_from_another_nodes_share_is_verified);
     tcase_add_test(t, the_scans_share_of_a_core);
     tcase_add_test(t, the_thread_refines_with_the_next_epoch);
     tcase_add_test(t, a_later_epochs_workers_do_not_restart_the_scan);

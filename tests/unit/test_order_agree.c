@@ -565,7 +565,7 @@ START_TEST(a_claim_stops_a_share_scan)
     ck_assert(wait_count(&cl, &n[1].hints, 1));
     cfs_order_agree_split(n[0].a, "", &s);
     /* a note after it, to node 1 itself: handled once the split was */
-    cfs_order_agree_passed(n[1].a, "", 1, 7, 0);
+    cfs_order_agree_passed(n[1].a, "", 1, 8, 0);
     ck_assert(wait_count(&cl, &n[1].heard, 1));
     ck_assert_int_eq(n[1].scanning, 1);
     cluster_stop(&cl);
