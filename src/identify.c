@@ -225,49 +225,86 @@ void cfs_identify_take_hint(struct cfs_identify *id, const struct cfs_sampler_pa
     pthread_mutex_unlock(&id->lock);
 }
 
-void cfs_identify_take_candidate(struct cfs_identify *id, uint32_t seed, uint32_t skip)
+/* A copy of the module's opens and parameters (the thread sets p.hint
+ * between attempts: copied under the lock, into *hint).  -EALREADY once
+ * identified, -ENOMEM. */
+static int snapshot(struct cfs_identify *id, struct cfs_identify_params *p,
+                    struct cfs_sampler_params *hint, uint32_t **s, pid_t **pids, pid_t **ppids,
+                    size_t *len)
 {
     pthread_mutex_lock(&id->lock);
-    if (id->state != CFS_IDENTIFY_IDENTIFIED && id->nkeep < IDENT_MAX_KEEP && skip <= 4) {
-        /* checked first at the next attempt, at position 0 (the split's) */
-        id->keep[id->nkeep++] = (struct ident_cand){seed, skip, 0};
-        id->fruitless = 0;
-        if (id->attempting)
-            ident_cancel_attempt(id);
-        if (id->len >= IDENT_MIN_OPENS) {
-            id->next_attempt = id->len;
-            pthread_cond_signal(&id->wake);
-        } else {
-            id->next_attempt = IDENT_MIN_OPENS;
-        }
+    *p = id->p;
+    if (p->hint) {
+        *hint = *p->hint;
+        p->hint = hint;
+    }
+    *len = id->len;
+    bool identified = id->state == CFS_IDENTIFY_IDENTIFIED;
+    size_t bytes = *len ? *len : 1;
+    *s = identified ? NULL : malloc(bytes * sizeof(**s));
+    *pids = *s ? malloc(bytes * sizeof(**pids)) : NULL;
+    *ppids = *pids ? malloc(bytes * sizeof(**ppids)) : NULL;
+    if (*ppids) {
+        memcpy(*s, id->samples, *len * sizeof(**s));
+        memcpy(*pids, id->pids, *len * sizeof(**pids));
+        memcpy(*ppids, id->ppids, *len * sizeof(**ppids));
     }
     pthread_mutex_unlock(&id->lock);
+    if (*ppids)
+        return 0;
+    free(*s);
+    free(*pids);
+    *s = NULL, *pids = NULL;
+    return identified ? -EALREADY : -ENOMEM;
+}
+
+int cfs_identify_take_candidate(struct cfs_identify *id, uint32_t seed, uint32_t skip)
+{
+    struct cfs_identify_params p;
+    struct cfs_sampler_params hint;
+    uint32_t *s;
+    pid_t *pids, *ppids;
+    size_t len;
+    int rc = snapshot(id, &p, &hint, &s, &pids, &ppids, &len);
+    if (rc < 0)
+        return rc;
+    /* Verified here, on the caller's thread, before the module hears of
+     * it: a seed that passed another share but fits nothing (thousands a
+     * range at a few thousand samples) must not cancel the running scan. */
+    struct cfs_identified out;
+    char err[256];
+    rc =
+        cfs_identify_split_verify(&p, s, pids, ppids, len, &seed, &skip, 1, &out, err, sizeof(err));
+    free(s);
+    free(pids);
+    free(ppids);
+    if (rc < 0)
+        return rc == -ENOENT ? 0 : rc;
+    pthread_mutex_lock(&id->lock);
+    if (id->state != CFS_IDENTIFY_IDENTIFIED) {
+        /* the next attempt checks it first, at once, over every open */
+        id->passed = (struct ident_cand){seed, skip, 0};
+        id->passed_pending = true;
+        if (id->attempting)
+            ident_cancel_attempt(id);
+        id->next_attempt = id->len;
+        pthread_cond_signal(&id->wake);
+    }
+    pthread_mutex_unlock(&id->lock);
+    return 1;
 }
 
 int cfs_identify_split_sets_now(struct cfs_identify *id, struct cfs_split_sets *out)
 {
-    pthread_mutex_lock(&id->lock);
-    /* the thread sets p.hint between attempts: a copy, taken under the lock */
-    struct cfs_identify_params p = id->p;
+    struct cfs_identify_params p;
     struct cfs_sampler_params hint;
-    if (p.hint) {
-        hint = *p.hint;
-        p.hint = &hint;
-    }
-    size_t len = id->len;
-    bool identified = id->state == CFS_IDENTIFY_IDENTIFIED;
-    uint32_t *s = identified ? NULL : malloc((len ? len : 1) * sizeof(*s));
-    pid_t *pids = s ? malloc((len ? len : 1) * sizeof(*pids)) : NULL;
-    pid_t *ppids = pids ? malloc((len ? len : 1) * sizeof(*ppids)) : NULL;
-    if (ppids) {
-        memcpy(s, id->samples, len * sizeof(*s));
-        memcpy(pids, id->pids, len * sizeof(*pids));
-        memcpy(ppids, id->ppids, len * sizeof(*ppids));
-    }
-    pthread_mutex_unlock(&id->lock);
-    int rc = identified ? -EALREADY
-             : ppids    ? cfs_identify_split_sets(&p, s, pids, ppids, len, out)
-                        : -ENOMEM;
+    uint32_t *s;
+    pid_t *pids, *ppids;
+    size_t len;
+    int rc = snapshot(id, &p, &hint, &s, &pids, &ppids, &len);
+    if (rc < 0)
+        return rc;
+    rc = cfs_identify_split_sets(&p, s, pids, ppids, len, out);
     free(s);
     free(pids);
     free(ppids);

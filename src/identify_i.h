@@ -462,6 +462,10 @@ struct cfs_identify {
     pthread_t thread;
     struct ident_cand keep[IDENT_MAX_KEEP]; /* under lock: fits short of evidence */
     size_t nkeep;
+    /* under lock: a seed another node's share passed that fits the opens
+     * (cfs_identify_take_candidate), kept until an attempt checked it */
+    struct ident_cand passed;
+    bool passed_pending;
     pid_t readers[IDENT_NEW_READER_RESTARTS];          /* under lock: the first readers seen */
     pid_t reader_parents[IDENT_NEW_READER_RESTARTS];   /* and their parents */
     double reader_seen[IDENT_NEW_READER_RESTARTS];     /* and when, seconds after first_open */

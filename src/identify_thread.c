@@ -134,6 +134,8 @@ static void record_outcome(struct cfs_identify *id, int rc, const struct ident_a
             id->next_attempt = soon;
         return;
     }
+    if (rc != -ECANCELED)
+        id->passed_pending = false; /* checked */
     if (rc < 0 && rc != -ECANCELED)
         cfs_warn("identify: %s; trying again when the opens have doubled", strerror(-rc));
     id->nkeep = a->nkeep;
@@ -216,6 +218,8 @@ static void *identify_thread(void *arg)
         struct ident_cand keep[IDENT_MAX_KEEP];
         size_t nkeep = id->nkeep;
         memcpy(keep, id->keep, nkeep * sizeof(*keep));
+        if (id->passed_pending && nkeep < IDENT_MAX_KEEP)
+            keep[nkeep++] = id->passed;
         struct ident_global global = id->global;
         double seconds = 0;
         /* One fresh epoch's fit checked past its end: if the kept seed

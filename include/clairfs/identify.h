@@ -356,11 +356,12 @@ int cfs_identify_split_verify(const struct cfs_identify_params *p, const uint32_
  * -EALREADY once identified.  Any thread. */
 int cfs_identify_split_sets_now(struct cfs_identify *id, struct cfs_split_sets *out);
 
-/* A seed another node's share passed (skip: the one it passed with):
- * checked against every open kept, first at the next attempt, which comes
- * at once (a running scan is cancelled and begins again after it).
- * Ignored once identified, or with 16 candidates waiting.
- * Any thread. */
-void cfs_identify_take_candidate(struct cfs_identify *id, uint32_t seed, uint32_t skip);
+/* A seed another node's share passed (skip: the one it passed with),
+ * verified on the caller's thread against a copy of the opens so far
+ * (cfs_identify_split_verify).  1: it fits, and the module's next attempt,
+ * which comes at once (a running scan is cancelled), identifies from it;
+ * 0: it fits nothing (the scan goes on); -EALREADY once identified;
+ * -errno.  Any thread but the module's. */
+int cfs_identify_take_candidate(struct cfs_identify *id, uint32_t seed, uint32_t skip);
 
 #endif

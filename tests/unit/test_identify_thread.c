@@ -202,8 +202,11 @@ START_TEST(a_seed_from_another_nodes_share_is_verified)
     ck_assert_uint_eq(sets.nfirst, 4);
     ck_assert_uint_eq(sets.seed_first, p.seed_first);
     ck_assert_uint_eq(sets.seed_count, 4096);
-    cfs_identify_take_candidate(id, 31338, 0); /* passed a share, fits nothing */
-    cfs_identify_take_candidate(id, 31337, 0);
+    uint64_t attempts = wait_settled(id).attempts;
+    /* passed a share, fits nothing: no attempt for it */
+    ck_assert_int_eq(cfs_identify_take_candidate(id, 31338, 0), 0);
+    ck_assert_uint_eq(wait_settled(id).attempts, attempts);
+    ck_assert_int_eq(cfs_identify_take_candidate(id, 31337, 0), 1);
     ck_assert_int_eq(wait_state(id, CFS_IDENTIFY_IDENTIFIED), CFS_IDENTIFY_IDENTIFIED);
     ck_assert_int_eq(wait_calls(&seen, 1), 1);
     ck_assert_uint_eq(seen.id.sampler.seed, 31337);
@@ -211,6 +214,46 @@ START_TEST(a_seed_from_another_nodes_share_is_verified)
     ck_assert_uint_eq(seen.id.rank_first, 0);
     ck_assert_uint_eq(seen.id.rank_count, 2);
     ck_assert_int_eq(cfs_identify_split_sets_now(id, &sets), -EALREADY);
+    cfs_identify_destroy(id);
+    opens_free(&o);
+}
+END_TEST
+
+/* The head's scan of its own range (2^30 seeds without the seed) is in
+ * its long part when a seed another share passed comes: one that fits
+ * nothing leaves it running; the one that fits stops it and identifies. */
+START_TEST(a_fitting_seed_from_another_share_stops_the_heads_scan)
+{
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP,
+                        .seed = 31337,
+                        .n = 10000,
+                        .world = 4,
+                        .batch = 8,
+                        .workers = 2,
+                        .ranks = 2,
+                        .epochs = 1};
+    struct opens o = simulate(&t, 200);
+    struct seen seen = {0};
+    struct cfs_identify_params p = params(t.n, 0, 0);
+    p.seed_first = 31337 + 1000, p.seed_count = 1u << 30;
+    p.node = 0, p.nodes = 2;
+    p.on_identified = on_identified;
+    p.cb_arg = &seen;
+    struct cfs_identify *id;
+    char err[256];
+    ck_assert_int_eq(cfs_identify_create(&p, &id, err, sizeof(err)), 0);
+    for (size_t i = 0; i < o.len; i++)
+        cfs_identify_observe(id, o.s[i], o.pid[i], o.ppid[i]);
+    struct ident_progress was = wait_scan(id, o.len, IDLE_PART);
+    ck_assert(was.attempting);
+    ck_assert_int_eq(cfs_identify_take_candidate(id, 31338, 0), 0);
+    struct ident_progress now;
+    ident_progress_of(id, &now);
+    ck_assert_uint_eq(now.attempts, was.attempts); /* the same scan goes on */
+    ck_assert_int_eq(cfs_identify_take_candidate(id, 31337, 0), 1);
+    ck_assert_int_eq(wait_state(id, CFS_IDENTIFY_IDENTIFIED), CFS_IDENTIFY_IDENTIFIED);
+    ck_assert_int_eq(wait_calls(&seen, 1), 1);
+    ck_assert_uint_eq(seen.id.sampler.seed, 31337);
     cfs_identify_destroy(id);
     opens_free(&o);
 }
@@ -771,6 +814,7 @@ static Suite *identify_thread_suite(void)
     tcase_set_timeout(t, 600);
     tcase_add_test(t, the_thread_learns_and_restarts);
     tcase_add_test(t, a_seed_from_another_nodes_share_is_verified);
+    tcase_add_test(t, a_fitting_seed_from_another_share_stops_the_heads_scan);
     tcase_add_test(t, the_scans_share_of_a_core);
     tcase_add_test(t, the_thread_refines_with_the_next_epoch);
     tcase_add_test(t, a_later_epochs_workers_do_not_restart_the_scan);
