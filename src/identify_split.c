@@ -80,6 +80,15 @@ int cfs_identify_split_sets(const struct cfs_identify_params *p, const uint32_t 
             rc = -E2BIG;
     }
     ident_readers_free(&rd);
+    /* Seeds the filter passes over the range, about 2^32 R 2R / n^2 a
+     * skip and stride: none or one at ImageNet's size, thousands at a few
+     * thousand samples, where each would be a note to the head and a
+     * check there - more than the head's own scan of them costs. */
+    double range = p->seed_count ? (double)p->seed_count : 4294967296.0;
+    double passes = range * (double)out->nfirst * (double)out->nsecond * 2.0 *
+                    (out->alt_gap ? 2.0 : 1.0) / ((double)p->n * (double)p->n);
+    if (rc == 0 && passes > CFS_SPLIT_PASSES_MAX * (p->nodes > 1 ? p->nodes : 1))
+        rc = -ERANGE;
     return rc;
 }
 

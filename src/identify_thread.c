@@ -228,7 +228,13 @@ static void *identify_thread(void *arg)
         bool kept_only = id->state == CFS_IDENTIFY_IDENTIFIED && id->result.epoch_seed_only &&
                          !id->result.per_epoch_global && id->epochs.stage == IDENT_EPOCHS_OFF &&
                          len > id->result.epoch_opens;
+        bool split = id->state != CFS_IDENTIFY_IDENTIFIED && id->p.on_split && id->p.node == 0 &&
+                     id->p.nodes > 1;
         pthread_mutex_unlock(&id->lock);
+        struct cfs_split_sets sets;
+        if (split && s && pids && ppids &&
+            cfs_identify_split_sets(&id->p, s, pids, ppids, len, &sets) == 0)
+            id->p.on_split(id->p.cb_arg, &sets);
         struct cfs_identified out;
         a->readers = 0;
         int rc = s && pids && ppids ? attempt_snapshot(id, s, pids, ppids, len, keep, nkeep,

@@ -622,6 +622,62 @@ static int agreement_send(void *arg, uint32_t dest, const void *msg, size_t len)
     return cfs_peer_note(((struct daemon *)arg)->peer, dest, msg, len);
 }
 
+/* On the head node's identification thread: its sets, for the other
+ * nodes to scan shares of its range (clairfs/order_agree.h). */
+static void on_split(void *arg, const struct cfs_root *root, const struct cfs_split_sets *sets)
+{
+    struct daemon *d = arg;
+    if (d->agree)
+        cfs_order_agree_split(d->agree, root->name, sets);
+}
+
+struct share_scan {
+    struct daemon *d;
+    const char *root;
+    uint32_t head;
+    unsigned passed;
+};
+
+static bool share_passed(void *arg, uint32_t seed, uint32_t skip)
+{
+    struct share_scan *sc = arg;
+    sc->passed++;
+    cfs_order_agree_passed(sc->d->agree, sc->root, sc->head, seed, skip);
+    return false;
+}
+
+/* The agreement's thread: node src (the head) sent its sets; this node's
+ * share of the range, on the usable CPUs at idle priority (what the
+ * trainer leaves), until a claim comes. */
+static void agreed_scan_share(void *arg, const char *root, uint32_t src,
+                              const struct cfs_split_sets *s, const _Atomic bool *cancel)
+{
+    struct daemon *d = arg;
+    struct share_scan sc = {.d = d, .root = root, .head = src};
+    uint32_t first;
+    uint64_t count;
+    cfs_identify_split_share(s, (uint32_t)d->rank, (uint32_t)d->nodes, &first, &count);
+    cfs_info("order: scanning seeds %u-%u (share %d of %d) with node %u's sets", first,
+             (uint32_t)(first + count - 1), d->rank, d->nodes, src);
+    struct cfs_seed_threads th = {.idle = true};
+    int rc = cfs_identify_split_scan(s, (uint32_t)d->rank, (uint32_t)d->nodes, cancel, share_passed,
+                                     &sc, &th);
+    cfs_info("order: share %d of %d %s; %u seeds passed to node %u", d->rank, d->nodes,
+             rc == -ECANCELED ? "stopped (a node claimed)"
+             : rc < 0         ? strerror(-rc)
+                              : "scanned",
+             sc.passed, src);
+}
+
+/* The agreement's thread: a seed another node's share passed. */
+static void agreed_passed(void *arg, const char *root, uint32_t src, uint32_t seed, uint32_t skip)
+{
+    struct daemon *d = arg;
+    (void)src;
+    if (d->identify)
+        cfs_roots_take_candidate(d->identify, root, seed, skip);
+}
+
 /* The peer thread: another node's claim. */
 static void agreement_note(void *arg, uint32_t src, const void *msg, size_t len)
 {
@@ -642,6 +698,8 @@ static int start_agreement(struct daemon *d)
         .send = agreement_send,
         .hint = agreed_hint,
         .adopt = agreed_adopt,
+        .scan_share = agreed_scan_share,
+        .passed = agreed_passed,
         .arg = d,
     };
     return cfs_order_agree_create(&ap, &d->agree, d->err, sizeof(d->err)) < 0 ? PHASE_FAILED
@@ -693,6 +751,8 @@ static int start_identify(struct daemon *d)
         /* CLAIRFS_NO_EVAL_PREDICT: the pass is named, not predicted (the
          * benchmark's baseline). */
         .on_pass = getenv("CLAIRFS_NO_EVAL_PREDICT") ? NULL : on_pass,
+        /* nothing registered on many nodes: the head splits its scan */
+        .on_split = d->run.distributed && !d->run.seeded ? on_split : NULL,
     };
     if (cfs_roots_create(&rp, &d->identify, d->err, sizeof(d->err)) < 0)
         return PHASE_FAILED;

@@ -300,10 +300,13 @@ static void act_split(struct cfs_order_agree *a)
     struct split_event ev = a->events[a->ev_head];
     a->ev_head = (a->ev_head + 1) % SPLIT_EVENTS;
     a->ev_len--;
-    /* a claim heard already: the order is found, no share is worth a scan */
+    /* a claim heard already: the order is found, no share is worth a scan;
+     * newer sets queued: these are stale */
     bool claimed = false;
     for (uint32_t i = 0; i < a->p.nodes; i++)
         claimed |= a->have[i];
+    for (uint32_t i = 0; i < a->ev_len && ev.split; i++)
+        claimed |= a->events[(a->ev_head + i) % SPLIT_EVENTS].split;
     atomic_store(&a->share_cancel, claimed);
     pthread_mutex_unlock(&a->mu);
     if (ev.split && !claimed && a->p.scan_share)
@@ -436,6 +439,8 @@ static void push_event(struct cfs_order_agree *a, const struct split_event *ev)
     if (drop) {
         a->ev_dropped = true;
     } else {
+        if (ev->split) /* newer sets: the running share's scan gives way */
+            atomic_store(&a->share_cancel, true);
         a->events[(a->ev_head + a->ev_len) % SPLIT_EVENTS] = *ev;
         a->ev_len++;
         pthread_cond_signal(&a->cv);

@@ -83,6 +83,15 @@ static void found(void *arg, const struct cfs_identified *id)
     r->p.on_identified(r->p.cb_arg, &view, id);
 }
 
+/* On a root's identification thread: its head sets, for the other nodes. */
+static void split(void *arg, const struct cfs_split_sets *sets)
+{
+    struct root *rt = arg;
+    struct cfs_roots *r = rt->owner;
+    struct cfs_root view = {.name = rt->name, .n = rt->n, .map = rt->map};
+    r->p.on_split(r->p.cb_arg, &view, sets);
+}
+
 static void root_free(struct root *rt)
 {
     if (!rt)
@@ -118,6 +127,7 @@ static struct root *root_new(struct cfs_roots *r, cfs_id dir, uint32_t *map, uin
     }
     ip.n = n;
     ip.on_identified = found;
+    ip.on_split = r->p.on_split ? split : NULL;
     ip.cb_arg = rt;
     if (cfs_identify_create(&ip, &rt->id, why, whylen) < 0) {
         root_free(rt);
@@ -280,6 +290,22 @@ void cfs_roots_restart(struct cfs_roots *r)
     }
     r->last_found = NULL;
     pthread_mutex_unlock(&r->mu);
+}
+
+void cfs_roots_take_candidate(struct cfs_roots *r, const char *name, uint32_t seed, uint32_t skip)
+{
+    struct cfs_identify *id = NULL;
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; i < r->nr && !id; i++)
+        if (r->r[i]->id && strcmp(r->r[i]->name, name) == 0)
+            id = r->r[i]->id;
+    pthread_mutex_unlock(&r->mu);
+    /* verified without the roots' lock (it copies the opens); a root,
+     * once made, lives as long as the module */
+    int rc = id ? cfs_identify_take_candidate(id, seed, skip) : 0;
+    if (rc == 1)
+        cfs_info("identify: root %s: seed %u from another node's share fits this node's opens",
+                 name[0] ? name : "(mount)", seed);
 }
 
 void cfs_roots_take_hint(struct cfs_roots *r, const char *name,

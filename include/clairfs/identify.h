@@ -131,6 +131,8 @@ struct cfs_seed_range {
     uint64_t count;
 };
 
+struct cfs_split_sets;
+
 struct cfs_identify_params {
     uint64_t n;                       /* samples in the index order */
     enum cfs_randperm_algo algo;
@@ -189,6 +191,11 @@ struct cfs_identify_params {
     double (*now)(void *arg);
     void *now_arg;
     cfs_identify_cb on_identified;    /* called from the module's thread */
+    /* Optional, on a distributed mount's node 0 (the head: rank 0's
+     * readers): at each attempt while nothing is identified, the sets its
+     * scan filters with, for the other nodes to scan shares of its range
+     * (identify_split.c).  From the module's thread, with cb_arg. */
+    void (*on_split)(void *arg, const struct cfs_split_sets *sets);
     void *cb_arg;
 };
 
@@ -308,6 +315,7 @@ double cfs_identify_evidence_needed(const struct cfs_identify_params *p);
  * head verifies against its own opens. */
 
 #define CFS_SPLIT_VALUES_MAX 96 /* values in each set: a peer note holds 2 x 96 */
+#define CFS_SPLIT_PASSES_MAX 16 /* seeds a share may be expected to pass */
 
 /* What a node needs to scan a share: the head's sets as values, the
  * filter's stride and the range.  Fixed-size, raw bytes (the peer note). */
@@ -321,7 +329,9 @@ struct cfs_split_sets {
 
 /* The sets of p's scan at position 0 over these opens, for the range p
  * searches.  0; -E2BIG when the readers hold more values than a message
- * carries (no split: the head scans alone); -ENOENT with no reader;
+ * carries, -ERANGE when a share of p->nodes would be expected to pass more
+ * than CFS_SPLIT_PASSES_MAX seeds (small datasets: each is a note and a
+ * check on the head): no split, the head scans alone; -ENOENT with no reader;
  * -EINVAL for a registered hint (its own span comes first, on the head);
  * -ENOMEM. */
 int cfs_identify_split_sets(const struct cfs_identify_params *p, const uint32_t *samples,

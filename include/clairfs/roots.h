@@ -66,6 +66,9 @@ struct cfs_roots_params {
      * at stride `stride`; called once a root, from the observing thread,
      * without the module's lock. */
     void (*on_pass)(void *arg, const struct cfs_root *root, uint32_t stride);
+    /* Optional: a root's head sets for the other nodes (cfs_identify_params
+     * on_split), from its identification thread. */
+    void (*on_split)(void *arg, const struct cfs_root *root, const struct cfs_split_sets *sets);
     void *cb_arg;
 };
 
@@ -86,6 +89,9 @@ void cfs_roots_restart(struct cfs_roots *r);
  * has reached it yet (the last hint only). */
 void cfs_roots_take_hint(struct cfs_roots *r, const char *name,
                          const struct cfs_sampler_params *hint);
+/* A seed another node's share of root `name`'s scan passed
+ * (cfs_identify_take_candidate), verified on the calling thread. */
+void cfs_roots_take_candidate(struct cfs_roots *r, const char *name, uint32_t seed, uint32_t skip);
 /* The state of the root last identified, else of the root with the most
  * opens (out may be NULL). */
 enum cfs_identify_state cfs_roots_state(struct cfs_roots *r, struct cfs_identified *out);

@@ -542,14 +542,14 @@ START_TEST(a_claim_stops_a_share_scan)
 {
     struct trainer t0 = {.kind = CFS_SAMPLER_TORCH_DDP,
                          .seed = 7,
-                         .n = 20000,
+                         .n = 1000000,
                          .world = 4,
                          .batch = 8,
                          .workers = 2,
                          .ranks = 2,
                          .epochs = 1};
     struct opens o0 = simulate(&t0, 64);
-    struct cfs_identify_params p0 = {.n = 20000, .nodes = 2, .process_alive = no_process};
+    struct cfs_identify_params p0 = {.n = 1000000, .nodes = 2, .process_alive = no_process};
     struct cfs_split_sets s;
     ck_assert_int_eq(cfs_identify_split_sets(&p0, o0.s, o0.pid, o0.ppid, o0.len, &s), 0);
     struct cluster cl;
@@ -607,6 +607,21 @@ START_TEST(the_shares_cover_the_range_and_bad_sets_are_refused)
     ck_assert_int_eq(cfs_identify_split_sets(&p, o.s, o.pid, o.ppid, o.len, &s), -E2BIG);
     opens_free(&o);
     ck_assert_int_eq(cfs_identify_split_sets(&p, NULL, NULL, NULL, 0, &s), -ENOENT);
+    /* 2^32 seeds at 20 000 samples: a share would pass hundreds */
+    struct trainer small = {.kind = CFS_SAMPLER_TORCH_DDP,
+                            .seed = 7,
+                            .n = 20000,
+                            .world = 4,
+                            .batch = 8,
+                            .workers = 2,
+                            .ranks = 2,
+                            .epochs = 1};
+    o = simulate(&small, 64);
+    p.n = 20000;
+    ck_assert_int_eq(cfs_identify_split_sets(&p, o.s, o.pid, o.ppid, o.len, &s), -ERANGE);
+    p.seed_count = 1u << 24; /* a range of 2^24: a few */
+    ck_assert_int_eq(cfs_identify_split_sets(&p, o.s, o.pid, o.ppid, o.len, &s), 0);
+    opens_free(&o);
 
     struct cluster cl;
     struct node n[2];
