@@ -466,6 +466,9 @@ struct cfs_identify {
      * (cfs_identify_take_candidate), kept until an attempt checked it */
     struct ident_cand passed;
     bool passed_pending;
+    /* the thread's own: the sets last handed to on_split (sent again only
+     * when they change: every node's share scan starts over with them) */
+    struct cfs_split_sets split_sent;
     pid_t readers[IDENT_NEW_READER_RESTARTS];          /* under lock: the first readers seen */
     pid_t reader_parents[IDENT_NEW_READER_RESTARTS];   /* and their parents */
     double reader_seen[IDENT_NEW_READER_RESTARTS];     /* and when, seconds after first_open */

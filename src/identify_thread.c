@@ -233,8 +233,11 @@ static void *identify_thread(void *arg)
         pthread_mutex_unlock(&id->lock);
         struct cfs_split_sets sets;
         if (split && s && pids && ppids &&
-            cfs_identify_split_sets(&id->p, s, pids, ppids, len, &sets) == 0)
+            cfs_identify_split_sets(&id->p, s, pids, ppids, len, &sets) == 0 &&
+            memcmp(&sets, &id->split_sent, sizeof(sets)) != 0) {
+            id->split_sent = sets;
             id->p.on_split(id->p.cb_arg, &sets);
+        }
         struct cfs_identified out;
         a->readers = 0;
         int rc = s && pids && ppids ? attempt_snapshot(id, s, pids, ppids, len, keep, nkeep,

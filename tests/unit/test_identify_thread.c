@@ -39,7 +39,16 @@
 struct seen {
     int calls;
     struct cfs_identified id;
+    int splits; /* on_split's calls, and the last sets */
+    struct cfs_split_sets split;
 };
+
+static void on_split(void *arg, const struct cfs_split_sets *sets)
+{
+    struct seen *s = arg;
+    s->split = *sets;
+    __atomic_add_fetch(&s->splits, 1, __ATOMIC_SEQ_CST);
+}
 
 static void on_identified(void *arg, const struct cfs_identified *id)
 {
@@ -184,25 +193,35 @@ START_TEST(a_seed_from_another_nodes_share_is_verified)
                         .workers = 2,
                         .ranks = 2,
                         .epochs = 1};
-    struct opens o = simulate(&t, 200);
+    struct opens o = simulate(&t, 400);
     struct seen seen = {0};
     struct cfs_identify_params p = params(t.n, t.seed + 100000, 4096);
     p.node = 0, p.nodes = 2;
     p.on_identified = on_identified;
+    p.on_split = on_split;
     p.cb_arg = &seen;
     struct cfs_identify *id;
     char err[256];
     ck_assert_int_eq(cfs_identify_create(&p, &id, err, sizeof(err)), 0);
     struct cfs_split_sets sets;
     ck_assert_int_eq(cfs_identify_split_sets_now(id, &sets), -ENOENT); /* no opens yet */
-    for (size_t i = 0; i < o.len; i++)
+    for (size_t i = 0; i < 200; i++)
         cfs_identify_observe(id, o.s[i], o.pid[i], o.ppid[i]);
     ck_assert_int_eq(wait_state(id, CFS_IDENTIFY_NOT_A_SHUFFLE), CFS_IDENTIFY_NOT_A_SHUFFLE);
+    wait_settled(id);
+    for (size_t i = 200; i < o.len; i++) /* a second attempt, at twice the opens */
+        cfs_identify_observe(id, o.s[i], o.pid[i], o.ppid[i]);
+    wait_settled(id);
     ck_assert_int_eq(cfs_identify_split_sets_now(id, &sets), 0);
     ck_assert_uint_eq(sets.nfirst, 4);
     ck_assert_uint_eq(sets.seed_first, p.seed_first);
     ck_assert_uint_eq(sets.seed_count, 4096);
     uint64_t attempts = wait_settled(id).attempts;
+    /* the head handed its sets on, once: the second attempt's were the
+     * same (every reader's first two opens are in the first 200) */
+    ck_assert_int_eq(__atomic_load_n(&seen.splits, __ATOMIC_SEQ_CST), 1);
+    ck_assert_uint_ge(attempts, 2);
+    ck_assert_mem_eq(&seen.split, &sets, sizeof(sets));
     /* passed a share, fits nothing: no attempt for it */
     ck_assert_int_eq(cfs_identify_take_candidate(id, 31338, 0), 0);
     ck_assert_uint_eq(wait_settled(id).attempts, attempts);
