@@ -19,8 +19,9 @@
  * stays; the bound keeps the whole range at a few CPU minutes, seconds on
  * a node's idle cores.
  *
- * How.  For 64 seeds at a time the vector stage seeds 64 generators
- * (seed_kernel.h's recurrence), twists their states in place and compares
+ * How.  For 128 seeds at a time the vector stage seeds 128 generators
+ * (seed_kernel.h's recurrence, in 16 lanes where the CPU has AVX-512, else
+ * 8), twists their states in place and compares
  * each word below the bound with the first private seed untempered (the
  * tempering is a bijection).  A lane that matched is a rare event (about
  * words / 2^32 a seed); its seed is walked as rng_table.c walks a table
@@ -51,7 +52,7 @@
 #include "rng_i.h"
 #include "seed_kernel.h"
 
-enum { MT_N = 624, CANCEL_BLOCKS = 64 };
+enum { MT_N = 624, CANCEL_BLOCKS = 32, STEP = WIDE_BLOCK };
 
 /* Words lo .. hi - 1 of the next block of the 64 states, twisted in place
  * (word k from k, k + 1 and k + 397 modulo 624, the later ones already
@@ -97,14 +98,78 @@ SEED_KERNEL static uint64_t block_matches(uint32_t seed0, uint32_t want_raw, uin
     return lanes;
 }
 
+#if SEED_WIDE
+/* block_matches for 128 seeds in 16-lane vectors, where the CPU has
+ * AVX-512 (seed_kernel.h: the recurrence's multiplications and the twist's
+ * operations twice the lanes an instruction, about twice the seeds a
+ * second).  lanes[h]: seeds seed0 + 64 h .. + 63. */
+__attribute__((target("avx512f"))) static void block_matches_wide(uint32_t seed0,
+                                                                  uint32_t want_raw,
+                                                                  uint32_t words, v16u (*s)[NV],
+                                                                  uint64_t lanes[2])
+{
+    const v16u iota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    v16u x[NV], any[NV], want = (v16u){0} + want_raw;
+    for (int v = 0; v < NV; v++) {
+        x[v] = iota + (seed0 + (uint32_t)(v * WIDE_LANES));
+        s[0][v] = x[v];
+        any[v] = (v16u){0};
+    }
+    for (uint32_t j = 1; j < MT_N; j++) {
+        wide_step(x, j);
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; v++)
+            s[j][v] = x[v];
+    }
+    for (uint32_t done = 0; done < words; done += MT_N) {
+        uint32_t hi = words - done < MT_N ? words - done : MT_N;
+        for (uint32_t k = 0; k < hi; k++) {
+            uint32_t k1 = k + 1 < MT_N ? k + 1 : 0;
+            uint32_t km = k + MT_M < MT_N ? k + MT_M : k + MT_M - MT_N;
+#pragma GCC unroll 8
+            for (int v = 0; v < NV; v++) {
+                v16u u = s[k][v], w = s[k1][v], y = s[km][v];
+                y ^= (((u & 0x80000000u) | (w & 0x7fffffffu)) >> 1) ^ (-(w & 1u) & 0x9908b0dfu);
+                s[k][v] = y;
+                any[v] |= (v16u)(y == want);
+            }
+        }
+    }
+    lanes[0] = lanes[1] = 0;
+    for (int v = 0; v < NV; v++)
+        for (int l = 0; l < WIDE_LANES; l++)
+            if (any[v][l])
+                lanes[v / 4] |= 1ull << ((v % 4) * WIDE_LANES + l);
+}
+#endif
+
+/* The lanes of seeds seed0 .. seed0 + 127 that matched (bit l of
+ * lanes[h]: seed seed0 + 64 h + l), by the wide kernel where the CPU has
+ * it; state: room for either kernel's states. */
+static void step_matches(uint32_t seed0, uint32_t want_raw, uint32_t words, bool wide,
+                         void *state, uint64_t lanes[2])
+{
+#if SEED_WIDE
+    if (wide) {
+        block_matches_wide(seed0, want_raw, words, state, lanes);
+        return;
+    }
+#endif
+    (void)wide;
+    for (int h = 0; h < 2; h++)
+        lanes[h] = block_matches(seed0 + (uint32_t)(h * BLOCK), want_raw, words, state);
+}
+
 struct range_scan {
     const struct cfs_rng_range_problem *p;
     uint32_t want_raw, words;
+    bool wide; /* the CPU runs block_matches_wide */
     uint64_t last; /* the first private seed's last word (rng_seed_fits) */
 };
 
-/* cfs_seed_scan's scan(): seeds first .. first + count - 1, in blocks of
- * 64; found() gets each seed that fits (skip 0). */
+/* cfs_seed_scan's scan(): seeds first .. first + count - 1, in steps of
+ * 128 whatever the kernel (so a stop counts the same seeds on any CPU);
+ * found() gets each seed that fits (skip 0). */
 static int scan_range(const void *problem, uint32_t first, uint64_t count,
                       const _Atomic bool *cancel, cfs_seed_set_found found, void *arg,
                       uint64_t *searched)
@@ -113,19 +178,22 @@ static int scan_range(const void *problem, uint32_t first, uint64_t count,
     *searched = 0;
     if (count == 0)
         return 0;
-    v8u(*s)[NV] = aligned_alloc(64, MT_N * sizeof(*s));
+    /* 64-byte vectors of 16 lanes, or two kernels' 32-byte ones */
+    void *s = aligned_alloc(64, (size_t)MT_N * NV * 64);
     if (!s)
         return -ENOMEM;
-    for (uint64_t off = 0, blocks = 0; off < count; off += BLOCK, blocks++) {
-        if (cancel && blocks % CANCEL_BLOCKS == 0 && atomic_load(cancel))
+    for (uint64_t off = 0, steps = 0; off < count; off += STEP, steps++) {
+        if (cancel && steps % CANCEL_BLOCKS == 0 && atomic_load(cancel))
             break;
         uint32_t seed0 = first + (uint32_t)off;
-        uint64_t lanes = block_matches(seed0, r->want_raw, r->words, s);
-        uint64_t len = count - off < BLOCK ? count - off : BLOCK;
+        uint64_t lanes[2];
+        step_matches(seed0, r->want_raw, r->words, r->wide, s, lanes);
+        uint64_t len = count - off < STEP ? count - off : STEP;
         *searched = off + len;
         for (uint64_t l = 0; l < len; l++) {
             struct cfs_rng_table_result fit = {0};
-            if ((lanes >> l & 1) && rng_seed_fits(&r->p->table, seed0 + (uint32_t)l, r->last, &fit) &&
+            if ((lanes[l / 64] >> (l % 64) & 1) &&
+                rng_seed_fits(&r->p->table, seed0 + (uint32_t)l, r->last, &fit) &&
                 found(arg, seed0 + (uint32_t)l, 0)) {
                 free(s);
                 return 0;
@@ -172,10 +240,11 @@ int cfs_rng_range_find(const struct cfs_rng_range_problem *p, const atomic_bool 
     struct range_scan r = {.p = p,
                            .want_raw = rng_untemper(p->table.private_seeds[0]),
                            .words = p->words ? p->words : CFS_RNG_RANGE_WORDS,
+                           .wide = seed_wide_supported(),
                            .last = rng_first_word_last(&p->table)};
     if (r.last > r.words - 1)
         r.last = r.words - 1;
-    struct cfs_seed_scan scan = {.scan = scan_range, .problem = &r, .block = BLOCK};
+    struct cfs_seed_scan scan = {.scan = scan_range, .problem = &r, .block = STEP};
     struct first_fit f = {0};
     uint64_t searched = 0;
     rc = cfs_seed_scan_threads(&scan, p->seed_first, p->seed_count, cancel, take_first, &f,

@@ -455,7 +455,7 @@ static const struct {
 
 /* A seed outside the table, found with its K and L + G in a range
  * of 2^20 seeds with 1, 2 and 8 threads: the same seed, the same seeds
- * tried (through the seed's block of 64), and the model then reads the
+ * tried (through the seed's step of 128), and the model then reads the
  * epochs' permutations. */
 START_TEST(a_seed_outside_the_table_is_found_in_the_range)
 {
@@ -480,7 +480,8 @@ START_TEST(a_seed_outside_the_table_is_found_in_the_range)
         ck_assert_uint_eq(r.words + (r.persistent_workers ? 2 : 4),
                           range_cases[_i].g + (range_cases[_i].pers ? 2 : 4));
         uint64_t at = seed - from;
-        ck_assert_uint_eq(r.seeds_tried, (at / 64 + 1) * 64 < count ? (at / 64 + 1) * 64 : count);
+        ck_assert_uint_eq(r.seeds_tried,
+                          (at / 128 + 1) * 128 < count ? (at / 128 + 1) * 128 : count);
         if (i == 0)
             expect_model_reads(&r, seed, range_cases[_i].k, range_cases[_i].g,
                                range_cases[_i].pers, range_cases[_i].first);
