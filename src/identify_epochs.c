@@ -12,6 +12,13 @@
  * seed there is torch-global; from then on each epoch's window is scanned
  * for its own seed, and planned as the torch-ddp epoch that reads it.
  *
+ * The run's seed.  After a third epoch learnt alone, the table of seeds
+ * people use is tried once (rng_table.c); if it names none, every seed is
+ * searched for one that draws the first epoch's private seed within its
+ * first words (rng_range.c), slice after slice while the thread has no
+ * attempt due, so that each epoch is still learnt from its own opens
+ * meanwhile.  Either adopts torch-global of S, K and G for the whole run.
+ *
  * Why the same rules offline.  clairfs-plan --identify replays a record
  * of opens (cfs_identify_offline_epochs) and must name what a mount would
  * learn from it: epoch 0 from its head, 32 opens doubled while they fit

@@ -301,7 +301,7 @@ static const struct opt_def options_table[] = {
     {"search_budget", OPT_U32, OFF(search_budget), NO_PRESENT, 0, 100, NULL, T,
      "PCT: CPU the order's search may take (default 3)"},
     {"search_threads", OPT_U32, OFF(search_threads), NO_PRESENT, 0, 1024, NULL, T,
-     "N: threads of the order's seed search (default 0: every usable core)"},
+     "N: the seed search's threads (default 0: all CPUs)"},
     {"no_identify", OPT_FLAG, OFF(no_identify), NO_PRESENT, 0, 0, NULL, T,
      "never learn the order from the opens"},
     {"peer_timeout", OPT_SECONDS, OFF(peer_timeout), NO_PRESENT, 0, 0, NULL, T,

@@ -9,8 +9,9 @@
  * stream, seeded S: epoch e's is word D_e + 1, D_e = K + 2 + e (L + G)
  * (clairfs/rng_offset.h).  Knowing S, K and G predicts every later epoch
  * with no search at all.  The stream of an arbitrary S cannot be searched
- * (2^32 seeds times 2^25 words), but people seed with a few numbers: the
- * table below.  A table seed is what a registered seed is to
+ * (2^32 seeds times 2^25 words; rng_range.c searches them all only where
+ * the first epoch's draw stands in the stream's first words), but people
+ * seed with a few numbers: the table below.  A table seed is what a registered seed is to
  * identify_global.c, tried in turn, with the same bounds on K and G.
  *
  * How.  For each seed S, the stream is walked once over K's range looking

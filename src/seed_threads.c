@@ -1,5 +1,7 @@
 /* The set search over several threads (clairfs/seed_search.h,
- * cfs_seed_search_set_threads).
+ * cfs_seed_search_set_threads), and any other scan of a seed range the same
+ * way (cfs_seed_scan_threads: rng_range.c's search of the run's global
+ * seed).
  *
  * Why threads.  One core scans the 2^32 seeds of an ImageNet-sized
  * dataset in about a minute and a half; a training node has 32 to 128
