@@ -103,8 +103,7 @@ SEED_KERNEL static uint64_t block_matches(uint32_t seed0, uint32_t want_raw, uin
  * AVX-512 (seed_kernel.h: the recurrence's multiplications and the twist's
  * operations twice the lanes an instruction, about twice the seeds a
  * second).  lanes[h]: seeds seed0 + 64 h .. + 63. */
-__attribute__((target("avx512f"))) static void block_matches_wide(uint32_t seed0,
-                                                                  uint32_t want_raw,
+__attribute__((target("avx512f"))) static void block_matches_wide(uint32_t seed0, uint32_t want_raw,
                                                                   uint32_t words, v16u (*s)[NV],
                                                                   uint64_t lanes[2])
 {
@@ -146,8 +145,8 @@ __attribute__((target("avx512f"))) static void block_matches_wide(uint32_t seed0
 /* The lanes of seeds seed0 .. seed0 + 127 that matched (bit l of
  * lanes[h]: seed seed0 + 64 h + l), by the wide kernel where the CPU has
  * it; state: room for either kernel's states. */
-static void step_matches(uint32_t seed0, uint32_t want_raw, uint32_t words, bool wide,
-                         void *state, uint64_t lanes[2])
+static void step_matches(uint32_t seed0, uint32_t want_raw, uint32_t words, bool wide, void *state,
+                         uint64_t lanes[2])
 {
 #if SEED_WIDE
     if (wide) {
@@ -163,7 +162,7 @@ static void step_matches(uint32_t seed0, uint32_t want_raw, uint32_t words, bool
 struct range_scan {
     const struct cfs_rng_range_problem *p;
     uint32_t want_raw, words;
-    bool wide; /* the CPU runs block_matches_wide */
+    bool wide;     /* the CPU runs block_matches_wide */
     uint64_t last; /* the first private seed's last word (rng_seed_fits) */
 };
 
