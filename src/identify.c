@@ -176,8 +176,11 @@ void cfs_identify_observe(struct cfs_identify *id, uint32_t sample, pid_t pid, p
         id->samples[id->len] = sample;
         id->pids[id->len] = pid;
         id->ppids[id->len] = ppid;
-        if (++id->len == id->next_attempt)
+        if (++id->len == id->next_attempt) {
             pthread_cond_signal(&id->wake);
+            if (id->ranging) /* the full range's slice yields to the attempt */
+                ident_cancel_attempt(id);
+        }
     }
     pthread_mutex_unlock(&id->lock);
 }

@@ -432,7 +432,18 @@ struct ident_epochs {
     uint32_t priv_epoch;
     unsigned priv_count;
     bool table_tried; /* the table of seeds people use was searched */
+    /* The run's seed over all 2^32 seeds (rng_range.c) once the table had
+     * none, for the private seeds of epochs range_first.. (range_priv),
+     * in slices between the epochs' scans: range_next seeds searched. */
+    bool range_on;
+    uint32_t range_priv[3], range_first;
+    uint64_t range_next;
+    double range_seconds; /* spent in it so far */
 };
+/* Seeds of the full range between looks at the thread's other work:
+ * about 2 s of one core, less on the search's threads; an attempt falling
+ * due cancels the slice sooner (identify.c), which resumes after it. */
+#define IDENT_RANGE_SLICE (1ull << 24)
 
 struct cfs_identify {
     struct cfs_identify_params p;
@@ -476,6 +487,7 @@ struct cfs_identify {
     _Atomic uint64_t scanned; /* the seeds its scans have passed */
     bool waiting;             /* under lock: the thread waits on wake */
     bool tabling;             /* under lock: the thread searches the table of seeds */
+    bool ranging;             /* under lock: ... or a slice of the full range */
     uint64_t restarts;        /* under lock: cfs_identify_restart calls */
 };
 
@@ -507,6 +519,11 @@ void ident_epoch_fit(struct cfs_identify *id, struct cfs_identified *out, struct
  * the result becomes torch-global of that seed, K and G, for the whole run
  * (out, true: the caller reports it; no attempt follows). */
 bool ident_epochs_table(struct cfs_identify *id, struct cfs_identified *out);
+/* On the thread, the lock held: the full range's search for the run's
+ * seed, slice after slice while no attempt is due (id->len <
+ * id->next_attempt), resumed where it stopped; true with out when a seed
+ * was found and adopted (as ident_epochs_table does). */
+bool ident_epochs_range(struct cfs_identify *id, struct cfs_identified *out);
 
 /* --- The module's thread (identify_thread.c). --------------------------- */
 

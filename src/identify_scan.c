@@ -181,7 +181,7 @@ static int scan(struct ident_attempt *a, const uint64_t *fs, const uint64_t *ss,
          * its head on the module thread.  A candidate that stops the
          * search (on_candidate: a fit, short of evidence or not) stops
          * them all. */
-        struct cfs_seed_threads t = {.threads = a->paced || !a->pace ? 0 : 1,
+        struct cfs_seed_threads t = {.threads = a->paced || !a->pace ? a->p->search_threads : 1,
                                      .idle = a->paced,
                                      .every = IDENT_PACE_CHUNK,
                                      .pace = a->paced ? pace_chunk : NULL,

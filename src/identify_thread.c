@@ -68,7 +68,9 @@ void ident_progress_of(struct cfs_identify *id, struct ident_progress *out)
                                    .opens = id->attempt_opens,
                                    .scanned = atomic_load(&id->scanned),
                                    .attempting = id->attempting,
-                                   .settled = id->waiting && id->len < id->next_attempt};
+                                   /* the full range's search acts on no open */
+                                   .settled = (id->waiting || id->ranging) &&
+                                              id->len < id->next_attempt};
     pthread_mutex_unlock(&id->lock);
 }
 
@@ -177,6 +179,16 @@ static bool same_identification(const struct cfs_identified *a, const struct cfs
            a->rank_count == b->rank_count && a->epoch_seed_only == b->epoch_seed_only;
 }
 
+/* Under the lock, released meanwhile: the run's seed found, said. */
+static void announce(struct cfs_identify *id, struct cfs_identified *out)
+{
+    pthread_mutex_unlock(&id->lock);
+    cfs_info("identify: %s", out->text);
+    if (id->p.on_identified)
+        id->p.on_identified(id->p.cb_arg, out);
+    pthread_mutex_lock(&id->lock);
+}
+
 static void *identify_thread(void *arg)
 {
     pthread_setname_np(pthread_self(), "cfs-identify");
@@ -186,9 +198,16 @@ static void *identify_thread(void *arg)
     pthread_mutex_lock(&id->lock);
     while (!id->stop) {
         if (id->len < id->next_attempt || !a) {
-            id->waiting = true;
-            pthread_cond_wait(&id->wake, &id->lock);
-            id->waiting = false;
+            /* nothing to scan: the full range's search for the run's seed
+             * goes on, if one runs, until an attempt falls due */
+            struct cfs_identified run;
+            if (a && ident_epochs_range(id, &run))
+                announce(id, &run);
+            else if (!id->stop && (id->len < id->next_attempt || !a)) {
+                id->waiting = true;
+                pthread_cond_wait(&id->wake, &id->lock);
+                id->waiting = false;
+            }
             continue;
         }
         if (id->late_hint_pending) {
@@ -269,13 +288,8 @@ static void *identify_thread(void *arg)
         pthread_mutex_lock(&id->lock);
         /* A third epoch learnt alone: perhaps the run's seed is one people
          * use, and every later epoch follows from it. */
-        if (out.per_epoch_global && ident_epochs_table(id, &out)) {
-            pthread_mutex_unlock(&id->lock);
-            cfs_info("identify: %s", out.text);
-            if (id->p.on_identified)
-                id->p.on_identified(id->p.cb_arg, &out);
-            pthread_mutex_lock(&id->lock);
-        }
+        if (out.per_epoch_global && ident_epochs_table(id, &out))
+            announce(id, &out);
     }
     pthread_mutex_unlock(&id->lock);
     free(a);

@@ -170,6 +170,11 @@ struct cfs_identify_params {
      * bounded cost.  0: idle priority only.  The mount's search_budget=
      * (default 3 %). */
     double search_budget;
+    /* Threads of the seed searches' long parts (seed_threads.c), each at
+     * idle priority within search_budget; 0: cfs_seed_usable_cpus().  The
+     * mount's search_threads= (default 0).  The answer is the same for any
+     * count. */
+    unsigned search_threads;
     unsigned cores;               /* the CPUs it counts; 0: those this process may use */
     /* The scans' CPU time by priority (clairfs_search_cpu_seconds_total);
      * NULL: not counted. */
