@@ -23,16 +23,20 @@
  * torchdata-workers model itself (identify_verify.c), persistent workers
  * or not (epoch 1 tells them apart: randperm 3 without, 2 with).  K is
  * walked up to the bound that keeps the whole walk within TD_WORDS words
- * of the generator (about a second of a core, paid by every attempt that
- * found nothing else: a reader that is no shuffle pays it too) and
- * TD_MAX_OFFSET: K <= 64 up to n = 3 900, K = 0 alone from n = 125 000,
- * nothing above n = 259 000 (ImageNet's 1 281 167 would cost about 5 s
- * for K = 0 alone).  A trainer that builds its model before its loader (K
- * in the millions), seeds outside the table or a larger dataset is not
- * found: register sampler=torchdata-workers,seed=S (and rng_offset=K).
+ * of the generator, a seeding counted as MT_SEED_WORDS (about a second of
+ * a core: the twist runs at some 2 words a nanosecond; paid by every
+ * attempt that found nothing else, a reader that is no shuffle too), and
+ * TD_MAX_OFFSET: K <= 256 up to n = 7 400, 19 at n = 100 000, K = 0
+ * alone from n = 1 036 000 (ImageNet's 1 281 167 included), nothing
+ * above n = 2 070 000.  Offline, a walk that finds nothing took 0.3 s of
+ * CPU at n = 301, 0.6 s at 3 000, 0.8 s at 100 000, 0.5 s at 1 281 167.
+ * A trainer
+ * that builds its model before its loader (K in the millions), seeds
+ * outside the table or reads a larger dataset is not found: register
+ * sampler=torchdata-workers,seed=S (and rng_offset=K).
  *
  * Evidence: the walk adds at most table seeds x (TD_MAX_OFFSET + 1) x 2
- * candidates (about 2^17) to the 2^33 of the scans, counted in
+ * candidates (about 2^19) to the 2^33 of the scans, counted in
  * cfs_identify_evidence_needed; each candidate is one model tried under
  * the usual schedules (identify_verify.c), so the bound of
  * docs/identification.md holds.
@@ -48,8 +52,9 @@
 #include "clairfs/sampler.h"
 #include "identify_i.h"
 
-#define TD_WORDS (1ull << 28) /* generator words the whole walk may draw (about a second) */
-#define TD_MAX_OFFSET 64u     /* K walked at most: a loader built before the model */
+#define TD_WORDS (1ull << 31) /* generator words the whole walk may draw (about a second) */
+#define TD_MAX_OFFSET 256u    /* K walked at most: a loader built before the model */
+#define MT_SEED_WORDS 624u    /* a seeding's cost, in words drawn */
 #define TD_TABLE_MAX 4096u       /* seeds of the table taken */
 
 static bool applies(const struct cfs_identify_params *p)
@@ -79,7 +84,7 @@ static int64_t max_offset(const struct cfs_identify_params *p, size_t nseeds)
 {
     if (p->hint && p->hint_has_seed && p->hint->rng_offset)
         return -1; /* registered K: the planner's, nothing to search (K = 0 means "not said") */
-    uint64_t words = cfs_torch_randperm_words(p->n, p->algo) + 2;
+    uint64_t words = cfs_torch_randperm_words(p->n, p->algo) + 2 + MT_SEED_WORDS;
     uint64_t per_seed = TD_WORDS / (nseeds ? nseeds : 1) / words;
     if (per_seed == 0)
         return -1;
