@@ -185,7 +185,7 @@ START_TEST(torchdata_workers_is_found_from_the_seed_table)
     static const struct {
         uint64_t seed, k;
         bool persistent;
-    } cases[] = {{42, 0, false}, {3407, 0, true}, {0, 37, false}, {1234, 5, true}, {7, 60, true}};
+    } cases[] = {{42, 0, false}, {3407, 0, true}, {0, 37, false}, {1234, 5, true}, {1023, 256, true}};
     struct trainer t = {.kind = CFS_SAMPLER_TORCHDATA_WORKERS,
                         .seed = cases[_i].seed,
                         .rng_offset = cases[_i].k,
@@ -210,13 +210,13 @@ START_TEST(torchdata_workers_is_found_from_the_seed_table)
 }
 END_TEST
 
-/* The walk's bounds: a seed outside the table, or K past 64 words (a model
+/* The walk's bounds: a seed outside the table, or K past 256 words (a model
  * built before the loader), is not found, and nothing else is claimed. */
 START_TEST(torchdata_workers_outside_the_walk_is_not_identified)
 {
     struct trainer t = {.kind = CFS_SAMPLER_TORCHDATA_WORKERS,
                         .seed = _i ? 42 : 987654321,
-                        .rng_offset = _i ? 65 : 0,
+                        .rng_offset = _i ? 257 : 0,
                         .n = 1001,
                         .world = 1,
                         .batch = 8,
@@ -227,6 +227,33 @@ START_TEST(torchdata_workers_outside_the_walk_is_not_identified)
     struct cfs_identify_params p = params(1001, 1u << 20, RANGE);
     struct cfs_identified id;
     ck_assert_msg(identify(&p, &o, &id) == -ENOENT, "claimed: %s", id.text);
+    opens_free(&o);
+}
+END_TEST
+
+/* torchdata 0.8-0.10: its RandomSampler seeds its generator with 1 and
+ * iterates torch's RandomSampler, a generator function (lazy: an iterator
+ * made and dropped draws nothing; the trailing randperm is drawn when an
+ * epoch ends), so with workers or without, persistent or not, epoch e
+ * reads randperm 2e of a generator seeded 1: torch-sampler seed=1, named
+ * so from epoch 1 on. */
+START_TEST(torchdata_before_0_11_reads_as_torch_sampler_seed_1)
+{
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH_SAMPLER,
+                        .seed = 1,
+                        .n = 1001,
+                        .world = 1,
+                        .batch = 8,
+                        .workers = 2 * (uint32_t)(_i != 0),
+                        .persistent = _i == 2,
+                        .ranks = 1,
+                        .epochs = 2};
+    struct opens o = simulate(&t, 1500);
+    struct cfs_identified id = identify_opens(&o, 1001, 1);
+    ck_assert_msg(id.sampler.kind == CFS_SAMPLER_TORCH_SAMPLER, "%s", id.text);
+    ck_assert_uint_eq(id.sampler.seed, 1);
+    ck_assert_uint_eq(id.workers, t.workers);
+    ck_assert_uint_eq(id.epoch, 1);
     opens_free(&o);
 }
 END_TEST
@@ -418,6 +445,7 @@ static Suite *identify_libraries_suite(void)
     tcase_add_loop_test(t, torchdata_reads_as_detectron2_at_world_1, 0, 5);
     tcase_add_loop_test(t, torchdata_workers_is_found_from_the_seed_table, 0, 5);
     tcase_add_loop_test(t, torchdata_workers_outside_the_walk_is_not_identified, 0, 2);
+    tcase_add_loop_test(t, torchdata_before_0_11_reads_as_torch_sampler_seed_1, 0, 3);
     tcase_add_loop_test(t, hf_trainer_global_reads_as_torch_sampler, 0, 5);
     tcase_add_test(t, ultralytics_is_named_by_its_seed);
     tcase_add_loop_test(t, ultralytics_ddp_is_named_at_epoch_1, 0, 5);
