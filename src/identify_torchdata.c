@@ -12,31 +12,32 @@
  * randperm, never its first.  The seed scans' filter computes only a
  * generator's first words, so no seed of the range is a candidate.
  *
- * Scanning the range for a second randperm costs one randperm's words a
- * seed (about n / 624 twists): at n = 3000 some 10 us, 12 hours for 2^32
- * seeds on one core; at ImageNet's n, weeks.  What can be walked is the
- * global stream of the seeds people use (cfs_rng_seed_table: 0..1023, 42,
- * 3407, ...) for small K: each (S, K) gives the sampler's seed, whose
+ * Scanning the range for a second randperm costs one randperm's words a seed
+ * (the seeding and about n / 624 twists): at n = 3000 some 2 to 4 us, 2 to 5
+ * CPU hours for 2^32 seeds; at ImageNet's n a CPU month.  What can be walked
+ * is the global stream of the seeds people use (cfs_rng_seed_table: 0..1023,
+ * 42, 3407, ...) for small K: each (S, K) gives the sampler's seed, whose
  * second randperm's first two values must be a reader's first open and a
  * reader's first or first distinct one (the scans' set filter, pass rate
  * about R * 2R / n^2); the few that pass are verified as the
- * torchdata-workers model itself (identify_verify.c), persistent workers
- * or not (epoch 1 tells them apart: randperm 3 without, 2 with).  K is
- * walked up to the bound that keeps the whole walk within TD_WORDS words
- * of the generator, a seeding counted as MT_SEED_WORDS (about a second of
- * a core: the twist runs at some 2 words a nanosecond; paid by every
- * attempt that found nothing else, a reader that is no shuffle too), and
- * TD_MAX_OFFSET: K <= 256 up to n = 7 400, 19 at n = 100 000, K = 0
- * alone from n = 1 036 000 (ImageNet's 1 281 167 included), nothing
- * above n = 2 070 000.  Offline, a walk that finds nothing took 0.3 s of
- * CPU at n = 301, 0.6 s at 3 000, 0.8 s at 100 000, 0.5 s at 1 281 167.
- * A trainer
- * that builds its model before its loader (K in the millions), seeds
+ * torchdata-workers model itself (identify_verify.c), persistent workers or
+ * not (epoch 1 tells them apart: randperm 3 without, 2 with).  K is walked up
+ * to the bound that keeps the whole walk within TD_WORDS words of the
+ * generator, a seeding counted as MT_SEED_WORDS, and TD_MAX_OFFSET: the walk
+ * runs in every attempt that found nothing in the scan's head (before its
+ * long part), which a reader that is no shuffle and many a fit not yet sure
+ * of itself pay too (a unit test of the frameworks' orders walked some 60
+ * times), so it is kept to a few hundredths of a second of a core: K <= 33
+ * at n = 301, 18 at 1 001, 7 at 3 000, 2 at 10 000, then 0.  K = 0 alone - a
+ * loader built right after torch.manual_seed, the case worth most - is
+ * walked up to n = 2^21, at 1 036 randperms' words (ImageNet's 1 281 167:
+ * about half a second; seed 3407 is found in 0.03 s); nothing above.  A
+ * trainer that builds its model before its loader (K in the millions), seeds
  * outside the table or reads a larger dataset is not found: register
  * sampler=torchdata-workers,seed=S (and rng_offset=K).
  *
- * Evidence: the walk adds at most table seeds x (TD_MAX_OFFSET + 1) x 2
- * candidates (about 2^19) to the 2^33 of the scans, counted in
+ * Evidence: the walk adds at most table seeds x (the K walked + 1) x 2
+ * candidates (at most about 2^16) to the 2^33 of the scans, counted in
  * cfs_identify_evidence_needed; each candidate is one model tried under
  * the usual schedules (identify_verify.c), so the bound of
  * docs/identification.md holds.
@@ -52,7 +53,8 @@
 #include "clairfs/sampler.h"
 #include "identify_i.h"
 
-#define TD_WORDS (1ull << 31) /* generator words the whole walk may draw (about a second) */
+#define TD_WORDS (1ull << 25) /* generator words the walk may draw (a few hundredths of a second) */
+#define TD_K0_MAX_N (1u << 21) /* K = 0 walked up to this n past TD_WORDS */
 #define TD_MAX_OFFSET 256u    /* K walked at most: a loader built before the model */
 #define MT_SEED_WORDS 624u    /* a seeding's cost, in words drawn */
 #define TD_TABLE_MAX 4096u       /* seeds of the table taken */
@@ -87,7 +89,7 @@ static int64_t max_offset(const struct cfs_identify_params *p, size_t nseeds)
     uint64_t words = cfs_torch_randperm_words(p->n, p->algo) + 2 + MT_SEED_WORDS;
     uint64_t per_seed = TD_WORDS / (nseeds ? nseeds : 1) / words;
     if (per_seed == 0)
-        return -1;
+        return p->n <= TD_K0_MAX_N ? 0 : -1; /* the loader built first: worth half a second */
     return per_seed - 1 < TD_MAX_OFFSET ? (int64_t)per_seed - 1 : TD_MAX_OFFSET;
 }
 
@@ -237,7 +239,8 @@ int ident_torchdata_attempt(const struct cfs_identify_params *p, const struct id
         return -ENOMEM;
     size_t ns = seeds_of(p, seeds);
     int64_t kmax = max_offset(p, ns);
-    int rc = kmax < 0 ? -ENOENT : walk(p, rd, cancel, need_bits, seeds, ns, (uint64_t)kmax, td, out);
+    int rc = kmax < 0 ? -ENOENT
+                      : walk(p, rd, cancel, need_bits, seeds, ns, (uint64_t)kmax, td, out);
     free(seeds);
     return rc;
 }
