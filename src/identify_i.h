@@ -25,8 +25,9 @@
  *
  * identify_pace.c, identify_view.c, identify_frameworks.c and
  * identify_readers.c call no other identify file; identify_torchdata.c and
- * identify_global.c call only identify_verify.c and identify_readers.c.  (The object files' graph
- * of calls - nm -u against nm -g --defined-only - sorts with tsort.) */
+ * identify_global.c call only identify_verify.c and identify_readers.c.
+ * (The object files' graph of calls - nm -u against nm -g --defined-only -
+ * sorts with tsort.) */
 #ifndef CLAIRFS_IDENTIFY_I_H
 #define CLAIRFS_IDENTIFY_I_H
 
