@@ -1,5 +1,5 @@
 /* Private to order identification (clairfs/identify.h).  The module is
- * eleven files in layers; a file calls only the files below it, never one
+ * twelve files in layers; a file calls only the files below it, never one
  * above, so each can be read knowing only what lies under it:
  *
  *   identify.c             the opens as they come: observe, restart, state;
@@ -13,6 +13,7 @@
  *                          over the sets of first and second opens,
  *                          cfs_identify_offline, the result in words
  *   identify_pace.c        the scans' priority, budget and share of a core
+ *   identify_torchdata.c   torchdata-workers from the seeds people use
  *   identify_global.c      torch-global from a registered seed (K and G)
  *   identify_verify.c      one candidate seed: the hypotheses (world, batch,
  *                          workers, the frameworks') tried on it
@@ -23,9 +24,10 @@
  *   identify_readers.c     the opens grouped by process
  *
  * identify_pace.c, identify_view.c, identify_frameworks.c and
- * identify_readers.c call no other identify file; identify_global.c calls
- * only identify_verify.c and identify_readers.c.  (The object files' graph
- * of calls - nm -u against nm -g --defined-only - sorts with tsort.) */
+ * identify_readers.c call no other identify file; identify_torchdata.c and
+ * identify_global.c call only identify_verify.c and identify_readers.c.
+ * (The object files' graph of calls - nm -u against nm -g --defined-only -
+ * sorts with tsort.) */
 #ifndef CLAIRFS_IDENTIFY_I_H
 #define CLAIRFS_IDENTIFY_I_H
 
@@ -232,7 +234,15 @@ struct ident_obs {
     size_t len;
 };
 
-/* What is known of a torch-global trainer between attempts. */
+/* A torchdata-workers fit (identify_torchdata.c): the global seed, the
+ * words drawn before the loader, persistent workers or not. */
+struct ident_torchdata {
+    bool found, persistent;
+    uint64_t seed, offset;
+};
+
+/* What is known of a torch-global trainer between attempts (and of a
+ * torchdata-workers one, whose sampler's seed is a global draw too). */
 struct ident_global {
     bool found;       /* rng_offset known (and the loader's schedule) */
     bool words_known; /* rng_epoch_words known */
@@ -240,6 +250,7 @@ struct ident_global {
     uint64_t offset, words;
     uint32_t batch, workers, ranks;
     bool told; /* "not found within K <= ..." was logged */
+    struct ident_torchdata td;
 };
 
 /* The registered seed S read as torch-global: 1 identified (*out), 0 a fit
@@ -256,6 +267,25 @@ double ident_global_candidates(const struct cfs_identify_params *p);
 /* " rng_offset=K rng_epoch_words=G" for a torch-global id, else "". */
 void ident_global_describe(const struct cfs_identified *id, char *buf, size_t len);
 
+
+/* --- torchdata-workers from the seeds people use (identify_torchdata.c). - */
+
+/* The largest n walked: identify_view.c's dense views (a model's view). */
+#define IDENT_TD_MAX_N (1u << 22)
+
+/* The opens rd as torchdata's StatefulDataLoader with workers, its global
+ * seed S from the table of seeds people use (or the registered one) and
+ * the words K drawn before the loader walked as far as n allows; td the
+ * fit kept from the last attempt, re-verified first (kept_only: that
+ * alone).  1 identified (out), 0 a fit short of evidence, -ENOENT none,
+ * -ECANCELED, -errno. */
+int ident_torchdata_attempt(const struct cfs_identify_params *p, const struct ident_readers *rd,
+                            const atomic_bool *cancel, double need_bits, bool kept_only,
+                            struct ident_torchdata *td, struct cfs_identified *out);
+
+/* Candidates that walk may try for p (0 when it does not apply): counted
+ * in the evidence demanded. */
+double ident_torchdata_candidates(const struct cfs_identify_params *p);
 
 /* --- The scans' priority, budget and share of a core (identify_pace.c). -- */
 

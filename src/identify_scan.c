@@ -238,7 +238,8 @@ double cfs_identify_evidence_needed(const struct cfs_identify_params *p)
     /* every seed of the range with both skips, per head position, plus a
      * hinted seed's span and the candidates kept from an earlier attempt */
     double tried =
-        (double)count * 2.0 * (double)nh + 2.0 * HINT_SPAN + IDENT_MAX_KEEP + ident_global_candidates(p);
+        (double)count * 2.0 * (double)nh + 2.0 * HINT_SPAN + IDENT_MAX_KEEP +
+        ident_global_candidates(p) + ident_torchdata_candidates(p);
     return log2(tried) + IDENT_HYPOTHESIS_BITS + IDENT_SAFETY_BITS;
 }
 
@@ -247,6 +248,21 @@ double cfs_identify_evidence_needed(const struct cfs_identify_params *p)
 static int global_step(struct ident_attempt *a, const struct ident_obs *obs, struct ident_global *g)
 {
     int rc = ident_global_attempt(a->p, obs, a->cancel, a->need_bits, g, a->out);
+    if (rc == 1 || rc == 0)
+        a->global_win = true;
+    if (rc == 1)
+        a->rc = 1;
+    if (rc == 0)
+        a->fits = 1, a->near = *a->out, a->near_bits = a->out->evidence_bits;
+    return rc;
+}
+
+/* torchdata-workers (identify_torchdata.c): the fit kept in g->td, or
+ * (kept_only false) the walk of the seeds people use.  As global_step. */
+static int torchdata_step(struct ident_attempt *a, struct ident_global *g, bool kept_only)
+{
+    int rc = ident_torchdata_attempt(a->p, a->rd, a->cancel, a->need_bits, kept_only, &g->td,
+                                     a->out);
     if (rc == 1 || rc == 0)
         a->global_win = true;
     if (rc == 1)
@@ -277,6 +293,11 @@ int ident_attempt_all(const struct ident_attempt_in *in, struct ident_global *g,
         int grc = global_step(a, in->obs, g);
         if (grc != -ENOENT)
             return grc;
+    }
+    if (g->td.found) {
+        int trc = torchdata_step(a, g, true);
+        if (trc != -ENOENT)
+            return trc;
     }
     for (size_t i = 0; i < in->nkeep && a->rc == 0; i++) {
         a->p0 = in->keep[i].p0;
@@ -329,6 +350,12 @@ int ident_attempt_all(const struct ident_attempt_in *in, struct ident_global *g,
     }
     if (pace)
         ident_pace_priority(pace, true);
+    /* torchdata with workers: no seed of the range is a candidate; a
+     * walk of seconds, before the scan of minutes */
+    if (rc == 0 && a->rc == 0 && !a->fits) {
+        rc = torchdata_step(a, g, false);
+        rc = rc == -ENOENT ? 0 : rc < 0 ? rc : a->rc != 0 || a->fits ? -ENOENT : 0;
+    }
     a->paced = pace != NULL;
     if (rc == 0 && a->rc == 0 && count > head)
         rc = scan(a, fs, ss, p->seed_first + (uint32_t)head, count - head);
@@ -359,9 +386,11 @@ void ident_finish(const struct cfs_identify_params *p, struct cfs_identified *id
     id->seed_high_known = false;
     uint32_t low = (uint32_t)id->sampler.seed;
     enum cfs_sampler_kind kind = id->sampler.kind;
-    if (kind == CFS_SAMPLER_TIMM_RA || kind == CFS_SAMPLER_ULTRALYTICS) {
-        /* seeded by the epoch, or by a constant: no seed to recover
-         * (identify_frameworks.c) */
+    if (kind == CFS_SAMPLER_TIMM_RA || kind == CFS_SAMPLER_ULTRALYTICS ||
+        kind == CFS_SAMPLER_TORCHDATA_WORKERS) {
+        /* seeded by the epoch, or by a constant (identify_frameworks.c), or
+         * a seed of the table whole (identify_torchdata.c): no seed to
+         * recover */
         id->seed_high_known = true;
     } else if (h && p->hint_has_seed && p->n > 1) {
         uint32_t k = low - (uint32_t)h->seed;

@@ -177,7 +177,7 @@ def framework_loader(args, ds, common):
 
 
 LIBRARY_KINDS = ("detectron2", "mmengine-infinite", "mmengine", "mmengine-noround", "torchdata",
-                 "ultralytics",
+                 "torchdata-workers", "ultralytics",
                  "ultralytics-ddp", "hf-trainer", "hf-trainer-global")
 
 
@@ -190,7 +190,8 @@ def library_loader(args, ds, common):
     being one pass of the stream's n indices; MMEngine's InfiniteSampler (the
     same stream) under a DataLoader of the map-style dataset; its DefaultSampler
     (round_up True / False) with set_epoch; torchdata's StatefulDataLoader
-    (shuffle=True) after torch.manual_seed(S); ultralytics' InfiniteDataLoader
+    (shuffle=True) after torch.manual_seed(S) (torchdata-workers: the same,
+    insisting on workers); ultralytics' InfiniteDataLoader
     in one process (its generator seeded 6148914691236517204; S unused), or
     under DDP over DistributedSampler(seed=S) with set_epoch;
     the Trainer's RandomSampler(generator=g), g seeded data_seed=S or, for
@@ -214,7 +215,9 @@ def library_loader(args, ds, common):
         sampler = ls.DefaultSampler(ds, args.seed, args.rank, args.world,
                                     round_up=args.kind == "mmengine")
         return DataLoader(ds, sampler=sampler, **common), sampler, 0
-    if args.kind == "torchdata":
+    if args.kind.startswith("torchdata"):
+        if args.kind == "torchdata-workers" and args.workers == 0:
+            sys.exit("--kind torchdata-workers: needs --workers > 0")
         torch.manual_seed(args.seed)
         sampler = ls.StatefulRandomSampler(ds)
         bs = ls.StatefulBatchSampler(sampler, args.batch, False)
