@@ -37,6 +37,8 @@ struct root {
     char name[256];
     uint64_t n;
     uint32_t *map;   /* root index -> the mount's sample (NULL: the identity) */
+    /* the libraries' orders of the same samples, searched in the same scan */
+    struct roots_orders orders;
     struct cfs_identify *id; /* NULL once an unshuffled pass stopped it */
     struct roots_pass pass;
     uint32_t stride; /* an unshuffled pass at this stride; 0: none */
@@ -79,7 +81,9 @@ static void found(void *arg, const struct cfs_identified *id)
     pthread_mutex_unlock(&r->mu);
     if (rt->dir != CFS_ID_NONE)
         cfs_info("identify: root %s (%" PRIu64 " samples): %s", rt->name, rt->n, id->text);
-    struct cfs_root view = {.name = rt->name, .n = rt->n, .map = rt->map};
+    /* the order the opens follow: the root's own, or a candidate's */
+    const uint32_t *map = id->order ? rt->orders.map[id->order - 1] : rt->map;
+    struct cfs_root view = {.name = rt->name, .n = rt->n, .map = map};
     r->p.on_identified(r->p.cb_arg, &view, id);
 }
 
@@ -88,6 +92,7 @@ static void root_free(struct root *rt)
     if (!rt)
         return;
     cfs_identify_destroy(rt->id);
+    roots_orders_free(&rt->orders);
     free(rt->map);
     free(rt);
 }
@@ -117,6 +122,17 @@ static struct root *root_new(struct cfs_roots *r, cfs_id dir, uint32_t *map, uin
         ip.hint = &hint;
     }
     ip.n = n;
+    /* The libraries' orders of this root (none where an order is
+     * registered: registration is the user's promise). */
+    if (r->p.derive && roots_orders_build(r->p.catalog, dir == CFS_ID_NONE ? 0 : dir, map, n,
+                                          &rt->orders) < 0) {
+        snprintf(why, whylen, "out of memory");
+        root_free(rt);
+        return NULL;
+    }
+    ip.orders = rt->orders.count ? (const uint32_t *const *)rt->orders.index : NULL;
+    ip.order_names = rt->orders.name;
+    ip.norders = rt->orders.count;
     ip.on_identified = found;
     ip.cb_arg = rt;
     if (cfs_identify_create(&ip, &rt->id, why, whylen) < 0) {
@@ -202,10 +218,18 @@ static int slot_of(struct cfs_roots *r, cfs_id dir)
         r->route[map[i]] = (uint8_t)(k + 1);
         r->local[map[i]] = (uint32_t)i;
     }
+    char also[96] = ""; /* the candidate orders searched with it */
+    for (size_t i = 0; i < rt->orders.count; i++)
+        snprintf(also + strlen(also), sizeof(also) - strlen(also), "%s%s", i ? ", " : "; or ",
+                 rt->orders.name[i]);
     if (dir != CFS_ID_NONE)
         cfs_info("identify: opens below %s are numbered as ImageFolder(%s)'s %" PRIu64
-                 " samples",
-                 rt->name, rt->name, n);
+                 " samples%s",
+                 rt->name, rt->name, n, also);
+    else if (also[0])
+        cfs_info("identify: the mount's order is searched with the libraries' orders of its "
+                 "%" PRIu64 " samples%s",
+                 n, also);
     return (int)k;
 }
 

@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 
 #include "roots_i.h"
@@ -82,6 +83,107 @@ int roots_build(const struct cfs_catalog *c, cfs_id dir, uint32_t **map, uint64_
         ids[i] = s; /* in place: an entry id becomes the mount's sample */
     }
     *map = ids;
+    return 0;
+}
+
+/* The libraries' orders tried beside ImageFolder's, in the order a tie is
+ * named (catalog_order.c transcribes each). */
+static const enum cfs_order candidate_kinds[] = {CFS_ORDER_TIMM, CFS_ORDER_MMPRETRAIN,
+                                                 CFS_ORDER_ULTRALYTICS_CLS, CFS_ORDER_ULTRALYTICS,
+                                                 CFS_ORDER_SORTED};
+
+void roots_orders_free(struct roots_orders *o)
+{
+    for (size_t k = 0; k < o->count; k++) {
+        free(o->index[k]);
+        free(o->map[k]);
+    }
+    o->count = 0;
+}
+
+/* kind's order at dir as the first order's indices (*index) and the
+ * mount's samples (*map): 1 when it is a candidate, 0 when it is none
+ * (does not build, other samples, the first order again), -ENOMEM.
+ * first_of[s]: the first order's index of mount sample s, UINT32_MAX for
+ * none. */
+static int candidate(const struct cfs_catalog *c, cfs_id dir, enum cfs_order kind,
+                     const uint32_t *first_of, uint64_t n, uint32_t **index, uint32_t **map)
+{
+    cfs_id *ids = NULL;
+    uint64_t m = 0;
+    char why[256];
+    *index = NULL;
+    *map = NULL;
+    int rc = cfs_catalog_order_at(c, kind, dir, &ids, &m, why, sizeof(why));
+    if (rc != 0 || m != n) {
+        free(ids);
+        return rc == -ENOMEM ? -ENOMEM : 0;
+    }
+    uint32_t *idx = malloc(n * sizeof(*idx));
+    if (!idx) {
+        free(ids);
+        return -ENOMEM;
+    }
+    bool same = true;
+    for (uint64_t j = 0; j < n; j++) {
+        uint32_t s = cfs_catalog_entry(c, ids[j])->sample;
+        uint32_t x = s == CFS_NO_SAMPLE ? UINT32_MAX : first_of[s];
+        if (x == UINT32_MAX) { /* a sample the first order does not number */
+            free(idx);
+            free(ids);
+            return 0;
+        }
+        idx[x] = (uint32_t)j;
+        ids[j] = s; /* in place: an entry id becomes the mount's sample */
+        same = same && x == j;
+    }
+    if (same) {
+        free(idx);
+        free(ids);
+        return 0;
+    }
+    *index = idx;
+    *map = ids;
+    return 1;
+}
+
+int roots_orders_build(const struct cfs_catalog *c, cfs_id dir, const uint32_t *map, uint64_t n,
+                       struct roots_orders *o)
+{
+    memset(o, 0, sizeof(*o));
+    uint64_t ns = cfs_catalog_sample_count(c);
+    uint32_t *first_of = malloc((ns ? ns : 1) * sizeof(*first_of));
+    if (!first_of)
+        return -ENOMEM;
+    memset(first_of, 0xff, ns * sizeof(*first_of));
+    for (uint64_t i = 0; i < n; i++)
+        first_of[map ? map[i] : i] = (uint32_t)i;
+    int rc = 0;
+    for (size_t k = 0; k < sizeof(candidate_kinds) / sizeof(candidate_kinds[0]); k++) {
+        uint32_t *index, *m;
+        rc = candidate(c, dir, candidate_kinds[k], first_of, n, &index, &m);
+        if (rc < 0)
+            break;
+        /* an order another candidate already is (mmpretrain's and
+         * ultralytics-cls's often are each other's) */
+        for (size_t j = 0; rc == 1 && j < o->count; j++)
+            if (memcmp(o->index[j], index, n * sizeof(*index)) == 0)
+                rc = 0;
+        if (rc == 1) {
+            o->kind[o->count] = candidate_kinds[k];
+            o->name[o->count] = cfs_order_name(candidate_kinds[k]);
+            o->index[o->count] = index;
+            o->map[o->count++] = m;
+        } else {
+            free(index);
+            free(m);
+        }
+    }
+    free(first_of);
+    if (rc < 0) {
+        roots_orders_free(o);
+        return rc;
+    }
     return 0;
 }
 
