@@ -443,6 +443,8 @@ void ident_finish(const struct cfs_identify_params *p, struct cfs_identified *id
     char order[48] = ""; /* a candidate index order, by its order= name */
     if (id->order && id->order <= p->norders && p->order_names)
         snprintf(order, sizeof(order), " order=%s", p->order_names[id->order - 1]);
+    else if (!id->order && p->order_name)
+        snprintf(order, sizeof(order), " order=%s", p->order_name);
     snprintf(id->text, sizeof(id->text),
              "%s seed=%llu%s%s world=%u%s%s batch=%u workers=%u epoch %u after %llu opens in "
              "%.0f s%s",

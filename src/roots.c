@@ -30,10 +30,18 @@
 #include "roots_i.h"
 
 #define ROUTE_UNKNOWN 0 /* route[s]: not yet routed; else the root's slot + 1 */
+#define NARROW_OPENS 64 /* a root's first opens, all in one folder below it: that folder's */
+
+/* An open kept to hand to a narrower root. */
+struct head_open {
+    uint32_t sample;
+    pid_t pid, ppid;
+};
 
 struct root {
     struct cfs_roots *owner;
     cfs_id dir;      /* CFS_ID_NONE: the mount's own order */
+    enum cfs_order kind; /* its first order's */
     char name[256];
     uint64_t n;
     uint32_t *map;   /* root index -> the mount's sample (NULL: the identity) */
@@ -43,6 +51,12 @@ struct root {
     struct roots_pass pass;
     uint32_t stride; /* an unshuffled pass at this stride; 0: none */
     uint64_t opens;
+    /* its first opens and the deepest folder above them all, until
+     * NARROW_OPENS say whether they are a folder's below it */
+    struct head_open head[NARROW_OPENS];
+    size_t nhead;
+    cfs_id common;
+    struct root *narrowed; /* its opens are this root's now */
     int gauge; /* its clairfs_order_identified{root=} slot, -1: none */
     bool found;
     struct cfs_identified got;
@@ -99,8 +113,8 @@ static void root_free(struct root *rt)
 
 /* A new root at dir (CFS_ID_NONE: the mount's own), its samples routed
  * to slot; NULL when it cannot be (why says). */
-static struct root *root_new(struct cfs_roots *r, cfs_id dir, uint32_t *map, uint64_t n,
-                             char *why, size_t whylen)
+static struct root *root_new(struct cfs_roots *r, cfs_id dir, enum cfs_order kind, uint32_t *map,
+                             uint64_t n, char *why, size_t whylen)
 {
     struct root *rt = calloc(1, sizeof(*rt));
     if (!rt) {
@@ -110,6 +124,7 @@ static struct root *root_new(struct cfs_roots *r, cfs_id dir, uint32_t *map, uin
     }
     rt->owner = r;
     rt->dir = dir;
+    rt->kind = kind;
     rt->map = map;
     rt->n = n;
     if (dir != CFS_ID_NONE && cfs_catalog_path(r->p.catalog, dir, rt->name, sizeof(rt->name)) < 0)
@@ -133,6 +148,7 @@ static struct root *root_new(struct cfs_roots *r, cfs_id dir, uint32_t *map, uin
     ip.orders = rt->orders.count ? (const uint32_t *const *)rt->orders.index : NULL;
     ip.order_names = rt->orders.name;
     ip.norders = rt->orders.count;
+    ip.order_name = kind == CFS_ORDER_IMAGEFOLDER ? NULL : cfs_order_name(kind);
     ip.on_identified = found;
     ip.cb_arg = rt;
     if (cfs_identify_create(&ip, &rt->id, why, whylen) < 0) {
@@ -184,8 +200,13 @@ static bool refused(const struct cfs_roots *r, cfs_id dir)
     return false;
 }
 
-/* The slot of dir's root, made on first use (mu held); -1: not a root. */
-static int slot_of(struct cfs_roots *r, cfs_id dir)
+/* The orders a root narrowed to one folder is built in, the first that
+ * builds (roots_find.c's top comment says why). */
+static const enum cfs_order folder_kinds[] = {CFS_ORDER_ULTRALYTICS, CFS_ORDER_SORTED};
+
+/* The slot of dir's root, made on first use (mu held); -1: not a root.
+ * folder: a root narrowed to the folder holding a root's opens. */
+static int slot_of(struct cfs_roots *r, cfs_id dir, bool folder)
 {
     for (size_t i = 0; i < r->nr; i++)
         if (r->r[i]->dir == dir)
@@ -195,15 +216,24 @@ static int slot_of(struct cfs_roots *r, cfs_id dir)
     char why[256] = "";
     uint32_t *map = NULL;
     uint64_t n = r->nsamples;
-    if (dir != CFS_ID_NONE && (r->nr == CFS_ROOTS_MAX ||
-                               roots_build(r->p.catalog, dir, &map, &n, why, sizeof(why)) < 0)) {
+    enum cfs_order kind = CFS_ORDER_IMAGEFOLDER;
+    int rc = 0;
+    if (dir != CFS_ID_NONE && r->nr == CFS_ROOTS_MAX)
+        rc = -ENOSPC;
+    else if (dir != CFS_ID_NONE && folder)
+        rc = roots_build_first(r->p.catalog, dir, folder_kinds,
+                               sizeof(folder_kinds) / sizeof(folder_kinds[0]), &kind, &map, &n, why,
+                               sizeof(why));
+    else if (dir != CFS_ID_NONE)
+        rc = roots_build(r->p.catalog, dir, &map, &n, why, sizeof(why));
+    if (rc < 0) {
         if (r->nbad < CFS_ROOTS_MAX)
             r->bad[r->nbad++] = dir;
         cfs_debug("identify: %s is no dataset root here: %s",
                   cfs_catalog_name(r->p.catalog, dir), why[0] ? why : "too many roots");
         return -1;
     }
-    struct root *rt = root_new(r, dir, map, n, why, sizeof(why));
+    struct root *rt = root_new(r, dir, kind, map, n, why, sizeof(why));
     if (!rt) {
         cfs_warn("identify: root %s: %s", cfs_catalog_name(r->p.catalog, dir), why);
         return -1;
@@ -213,7 +243,8 @@ static int slot_of(struct cfs_roots *r, cfs_id dir)
     const char *label = dir == CFS_ID_NONE ? "." : rt->name;
     rt->gauge = r->p.identify.metrics ? cfs_metrics_root_add(r->p.identify.metrics, label) : -1;
     /* The mount's own order takes its samples one open at a time: what no
-     * deeper root takes (a root not built yet may still). */
+     * deeper root takes (a root not built yet may still).  A narrowed
+     * root takes its folder's samples from the root above. */
     for (uint64_t i = 0; map && i < n; i++) {
         r->route[map[i]] = (uint8_t)(k + 1);
         r->local[map[i]] = (uint32_t)i;
@@ -223,9 +254,9 @@ static int slot_of(struct cfs_roots *r, cfs_id dir)
         snprintf(also + strlen(also), sizeof(also) - strlen(also), "%s%s", i ? ", " : "; or ",
                  rt->orders.name[i]);
     if (dir != CFS_ID_NONE)
-        cfs_info("identify: opens below %s are numbered as ImageFolder(%s)'s %" PRIu64
-                 " samples%s",
-                 rt->name, rt->name, n, also);
+        cfs_info("identify: opens below %s are numbered as %s(%s)'s %" PRIu64 " samples%s",
+                 rt->name, kind == CFS_ORDER_IMAGEFOLDER ? "ImageFolder" : cfs_order_name(kind),
+                 rt->name, n, also);
     else if (also[0])
         cfs_info("identify: the mount's order is searched with the libraries' orders of its "
                  "%" PRIu64 " samples%s",
@@ -243,13 +274,13 @@ static struct root *route(struct cfs_roots *r, uint32_t s)
         cfs_id e = cfs_catalog_sample_entry(r->p.catalog, s);
         dir = cfs_roots_root_of(r->p.catalog, e);
         /* A refused root: the next one up. */
-        while (dir != CFS_ID_NONE && slot_of(r, dir) < 0)
+        while (dir != CFS_ID_NONE && slot_of(r, dir, false) < 0)
             dir = roots_candidate(r->p.catalog, cfs_catalog_entry(r->p.catalog, dir)->parent);
     }
     if (dir != CFS_ID_NONE)
-        (void)slot_of(r, dir); /* routes its samples */
+        (void)slot_of(r, dir, false); /* routes its samples */
     if (r->route[s] == ROUTE_UNKNOWN) { /* in no root: the mount's own order */
-        int k = slot_of(r, CFS_ID_NONE);
+        int k = slot_of(r, CFS_ID_NONE, false);
         if (k < 0)
             return NULL;
         r->route[s] = (uint8_t)(k + 1);
@@ -258,31 +289,97 @@ static struct root *route(struct cfs_roots *r, uint32_t s)
     return r->r[r->route[s] - 1];
 }
 
+/* What an open changed that is done without mu: identifications to stop
+ * (no open reaches them now), a root to hand to on_pass. */
+struct after_open {
+    struct cfs_identify *stop[2];
+    size_t nstop;
+    struct root *pass;
+};
+
+/* rt's open of its index x (mu held). */
+static void feed(struct cfs_roots *r, struct root *rt, uint32_t x, pid_t pid, pid_t ppid,
+                 struct after_open *after)
+{
+    rt->opens++;
+    if (rt->id)
+        cfs_identify_observe(rt->id, x, pid, ppid);
+    if (!rt->stride && !rt->found && (rt->stride = roots_pass_open(&rt->pass, pid, x))) {
+        after->stop[after->nstop++] = rt->id;
+        rt->id = NULL;
+        after->pass = rt->map ? rt : NULL; /* the mount's own order is no evaluation */
+        if (r->p.identify.metrics)
+            cfs_metrics_root_set(r->p.identify.metrics, rt->gauge, 1);
+        cfs_info("identify: %s: an unshuffled pass (sequential, world=%u): not searched",
+                 rt->dir == CFS_ID_NONE ? "the mount's order" : rt->name, rt->stride);
+    }
+}
+
+/* Keeps rt's first opens (mu held); at the NARROW_OPENS-th, when they all
+ * lie in one folder below rt (roots_find.c's top comment: a flat folder of
+ * images read by a library's glob), that folder becomes their root, built
+ * in the orders of a folder without classes: its samples are routed there,
+ * the opens kept are fed to it, and rt's search is stopped. */
+static void narrow(struct cfs_roots *r, struct root *rt, uint32_t sample, pid_t pid, pid_t ppid,
+                   struct after_open *after)
+{
+    if (!r->p.derive || rt->nhead == NARROW_OPENS || rt->found || rt->stride ||
+        (!rt->id && !rt->narrowed))
+        return;
+    const struct cfs_catalog *c = r->p.catalog;
+    cfs_id folder = cfs_catalog_entry(c, cfs_catalog_sample_entry(c, sample))->parent;
+    rt->common = rt->nhead ? roots_common_dir(c, rt->common, folder) : folder;
+    rt->head[rt->nhead++] = (struct head_open){sample, pid, ppid};
+    cfs_id top = rt->dir == CFS_ID_NONE ? 0 : rt->dir;
+    if (rt->nhead < NARROW_OPENS || rt->common == top)
+        return;
+    /* An unshuffled pass from the root's first samples reads the root (a
+     * validation folder's first class): only a pass that starts inside the
+     * root reads a folder of it. */
+    uint32_t least = UINT32_MAX;
+    for (size_t i = 0; i < rt->nhead; i++)
+        if (r->local[rt->head[i].sample] < least)
+            least = r->local[rt->head[i].sample];
+    const struct roots_pass *p = &rt->pass;
+    uint64_t small = 0;
+    for (size_t d = 1; d <= ROOTS_PASS_MAX_STRIDE; d++)
+        small += p->stride_steps[d];
+    if (small * 3 >= p->steps * 2 && least < NARROW_OPENS)
+        return;
+    int k = slot_of(r, rt->common, true);
+    if (k < 0 || r->r[k] == rt)
+        return;
+    struct root *to = r->r[k];
+    rt->narrowed = to;
+    if (rt->id)
+        after->stop[after->nstop++] = rt->id;
+    rt->id = NULL;
+    /* Its other opens may be another folder's (images/val beside
+     * images/train): kept anew, and told apart anew. */
+    rt->nhead = 0;
+    memset(&rt->pass, 0, sizeof(rt->pass));
+    cfs_info("identify: the first %d opens below %s all lie in %s: its dataset's root", NARROW_OPENS,
+             rt->dir == CFS_ID_NONE ? "the mount's root" : rt->name, to->name);
+    for (size_t i = 0; i < NARROW_OPENS; i++)
+        if (r->route[rt->head[i].sample] == (uint8_t)(k + 1))
+            feed(r, to, r->local[rt->head[i].sample], rt->head[i].pid, rt->head[i].ppid, after);
+}
+
 void cfs_roots_observe(struct cfs_roots *r, uint32_t sample, pid_t pid, pid_t ppid)
 {
     if (sample >= r->nsamples)
         return;
-    struct cfs_identify *stop = NULL;
-    struct root *pass = NULL;
+    struct after_open after = {0};
     pthread_mutex_lock(&r->mu);
     struct root *rt = route(r, sample);
     if (rt) {
-        uint32_t x = r->local[sample];
-        rt->opens++;
-        if (rt->id)
-            cfs_identify_observe(rt->id, x, pid, ppid);
-        if (!rt->stride && !rt->found && (rt->stride = roots_pass_open(&rt->pass, pid, x))) {
-            stop = rt->id;
-            rt->id = NULL;
-            pass = rt->map ? rt : NULL; /* the mount's own order is no evaluation */
-            if (r->p.identify.metrics)
-                cfs_metrics_root_set(r->p.identify.metrics, rt->gauge, 1);
-            cfs_info("identify: %s: an unshuffled pass (sequential, world=%u): not searched",
-                     rt->dir == CFS_ID_NONE ? "the mount's order" : rt->name, rt->stride);
-        }
+        feed(r, rt, r->local[sample], pid, ppid, &after);
+        narrow(r, rt, sample, pid, ppid, &after);
     }
     pthread_mutex_unlock(&r->mu);
-    cfs_identify_destroy(stop); /* no open reaches it now */
+    for (size_t i = 0; i < after.nstop; i++)
+        cfs_identify_destroy(after.stop[i]); /* no open reaches it now */
+    struct root *pass = after.pass;
     if (pass && r->p.on_pass) {
         /* A root is kept to the end and its stride set once: no lock. */
         struct cfs_root view = {.name = pass->name, .n = pass->n, .map = pass->map};
@@ -375,6 +472,9 @@ static int clause(struct root *rt, char *buf, size_t len)
     if (rt->stride)
         return snprintf(buf, len, "%s: sequential, world=%u (%" PRIu64 " opens)", name,
                         rt->stride, rt->opens);
+    if (rt->narrowed && !rt->id)
+        return snprintf(buf, len, "%s: its opens are %s's (%" PRIu64 " opens)", name,
+                        rt->narrowed->name, rt->opens);
     enum cfs_identify_state st = rt->id ? cfs_identify_state(rt->id, &got) : CFS_IDENTIFY_LEARNING;
     if (st == CFS_IDENTIFY_IDENTIFIED)
         return snprintf(buf, len, "%s: %s", name, got.text);

@@ -65,11 +65,11 @@ cfs_id cfs_roots_root_of(const struct cfs_catalog *c, cfs_id id)
     return roots_candidate(c, cfs_catalog_entry(c, p)->parent);
 }
 
-int roots_build(const struct cfs_catalog *c, cfs_id dir, uint32_t **map, uint64_t *n, char *why,
-                size_t whylen)
+static int build_kind(const struct cfs_catalog *c, cfs_id dir, enum cfs_order kind, uint32_t **map,
+                      uint64_t *n, char *why, size_t whylen)
 {
     cfs_id *ids = NULL;
-    int rc = cfs_catalog_order_at(c, CFS_ORDER_IMAGEFOLDER, dir, &ids, n, why, whylen);
+    int rc = cfs_catalog_order_at(c, kind, dir, &ids, n, why, whylen);
     if (rc != 0)
         return rc < 0 ? rc : -ENOENT;
     for (uint64_t i = 0; i < *n; i++) {
@@ -84,6 +84,45 @@ int roots_build(const struct cfs_catalog *c, cfs_id dir, uint32_t **map, uint64_
     }
     *map = ids;
     return 0;
+}
+
+int roots_build(const struct cfs_catalog *c, cfs_id dir, uint32_t **map, uint64_t *n, char *why,
+                size_t whylen)
+{
+    return build_kind(c, dir, CFS_ORDER_IMAGEFOLDER, map, n, why, whylen);
+}
+
+int roots_build_first(const struct cfs_catalog *c, cfs_id dir, const enum cfs_order *kinds,
+                      size_t nkinds, enum cfs_order *kind, uint32_t **map, uint64_t *n, char *why,
+                      size_t whylen)
+{
+    int rc = -ENOENT;
+    for (size_t k = 0; k < nkinds && rc == -ENOENT; k++)
+        if ((rc = build_kind(c, dir, kinds[k], map, n, why, whylen)) == 0)
+            *kind = kinds[k];
+    return rc;
+}
+
+static unsigned depth_of(const struct cfs_catalog *c, cfs_id d)
+{
+    unsigned k = 0;
+    for (; d != 0 && d != CFS_ID_NONE; d = cfs_catalog_entry(c, d)->parent)
+        k++;
+    return k;
+}
+
+cfs_id roots_common_dir(const struct cfs_catalog *c, cfs_id a, cfs_id b)
+{
+    unsigned da = depth_of(c, a), db = depth_of(c, b);
+    for (; da > db; da--)
+        a = cfs_catalog_entry(c, a)->parent;
+    for (; db > da; db--)
+        b = cfs_catalog_entry(c, b)->parent;
+    while (a != b && a != 0 && a != CFS_ID_NONE) {
+        a = cfs_catalog_entry(c, a)->parent;
+        b = cfs_catalog_entry(c, b)->parent;
+    }
+    return a == CFS_ID_NONE ? 0 : a;
 }
 
 /* The libraries' orders tried beside ImageFolder's, in the order a tie is

@@ -206,6 +206,9 @@ struct cfs_identify_params {
     const uint32_t *const *orders;
     const char *const *order_names;
     size_t norders;
+    /* The observed numbering's order= name, said in the text as the
+     * candidates' are; NULL: none (ImageFolder's, a root's usual order). */
+    const char *order_name;
     cfs_identify_cb on_identified;    /* called from the module's thread */
     void *cb_arg;
 };

@@ -344,6 +344,64 @@ START_TEST(an_imagefolder_dataset_claims_no_library_order)
 }
 END_TEST
 
+/* An ultralytics detection tree: images/train (100 images: img2 before
+ * img10 in timm only, upper-case extensions, a file that is no image),
+ * images/val (40).  (labels/ beside images/ would leave the mount's root
+ * no ImageFolder, and the mount without samples.)  A trainer whose dataset is the sorted
+ * glob of images/train (YOLODataset), torch-ddp at world 2, then a
+ * validation pass over images/val in its order, twice: images/ is an
+ * ImageFolder root (classes train and val), but the first opens of each
+ * lie in one folder of it, which is the dataset's root. */
+START_TEST(a_detection_dataset_is_its_images_folders)
+{
+    char p[64];
+    mkd("images"), mkd("images/train"), mkd("images/val");
+    mkf("images/train/notes.txt", "n");
+    for (int i = 1; i <= 100; i++) {
+        snprintf(p, sizeof(p), i % 9 ? "images/train/img%d.jpg" : "images/train/IMG%d.JPG", i);
+        mkf(p, "x");
+    }
+    for (int i = 1; i <= 40; i++)
+        snprintf(p, sizeof(p), "images/val/%03d.jpg", i), mkf(p, "v");
+    struct cfs_catalog *c = scan();
+    uint64_t n, nval;
+    uint32_t *train = order_of(c, CFS_ORDER_ULTRALYTICS, "images/train", &n);
+    uint32_t *val = order_of(c, CFS_ORDER_ULTRALYTICS, "images/val", &nval);
+    ck_assert_uint_eq(n, 100);
+    struct heard h = {.want = train};
+    pthread_mutex_init(&h.mu, NULL);
+    pthread_cond_init(&h.cv, NULL);
+    struct cfs_roots_params rp = {.catalog = c, .derive = true, .identify = params(0, 5150, 4096),
+                                  .on_identified = heard_cb, .cb_arg = &h};
+    struct cfs_roots *r;
+    char err[256];
+    ck_assert_int_eq(cfs_roots_create(&rp, &r, err, sizeof(err)), 0);
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP, .seed = 5150, .n = 100, .world = 2,
+                        .batch = 4, .workers = 2, .ranks = 2, .epochs = 2};
+    struct opens o = simulate(&t, 200);
+    for (size_t i = 0; i < o.len; i++)
+        cfs_roots_observe(r, train[o.s[i]], o.pid[i], o.ppid[i]);
+    wait_heard(&h);
+    ck_assert_str_eq(h.root, "images/train");
+    ck_assert_msg(h.map_right, "the map is not the sorted glob of images/train");
+    ck_assert_uint_eq((uint32_t)h.id.sampler.seed, 5150);
+    for (uint64_t v = 0; v < 2 * nval; v++)
+        cfs_roots_observe(r, val[v % nval], 5000, 1000);
+    char text[512];
+    cfs_roots_text(r, text, sizeof(text));
+    ck_assert_msg(strstr(text, "images/train: torch-ddp seed=5150 (low 32 bits) world=2 "
+                               "order=ultralytics batch=4"),
+                  "%s", text);
+    ck_assert_msg(strstr(text, "images/val: sequential, world=1 (80 opens)"), "%s", text);
+    ck_assert_msg(strstr(text, "images: its opens are images/val's"), "%s", text);
+    cfs_roots_destroy(r);
+    opens_free(&o);
+    free(train);
+    free(val);
+    cfs_catalog_destroy(c);
+}
+END_TEST
+
 START_TEST(a_registered_order_takes_every_open)
 {
     imagenet_tree();
@@ -381,6 +439,7 @@ int main(void)
     tcase_add_test(tc, a_timm_dataset_is_identified_in_timms_order);
     tcase_add_test(tc, an_mmpretrain_dataset_is_identified_in_its_order);
     tcase_add_test(tc, an_imagefolder_dataset_claims_no_library_order);
+    tcase_add_test(tc, a_detection_dataset_is_its_images_folders);
     suite_add_tcase(s, tc);
     return cfs_check_run(s);
 }
