@@ -49,6 +49,13 @@
  * first opens over MPI would keep the filter as it was, but makes the head
  * node wait on its peers, where the stride needs nothing but its opens.
  *
+ * A dataset root's candidate index orders (params.orders: timm's,
+ * mmpretrain's ... of the same n samples) add index sets, not scans: the
+ * sets take each reader's opens as numbered in every order, and a seed
+ * that passes is verified in each order in turn (the observed one first).
+ * The union is at most (1 + orders) times as large, the pass rate at most
+ * its square; the evidence demanded counts each seed once per order.
+ *
  * Why the head at the normal priority.  A scan's long part yields to the
  * trainer (identify_pace.c).  Its head - a registered seed's span, the
  * range's first IDENT_SCAN_HEAD_SEEDS seeds, the checks of kept candidates -

@@ -3,10 +3,22 @@
  * root's own identification; what each found is kept for the data path
  * and the stats.
  *
- * Why one identification a root, not one pass over every candidate's
+ * Why one identification a root, not one pass over every candidate root's
  * seeds: randperm(n) depends on n, so a candidate order of another n is
  * another scan, and opens grouped by root already say which one a reader
- * uses (roots_find.c).  A training folder and its validation folder read
+ * uses (roots_find.c).  The libraries' orders of one root share its n and
+ * are searched in its one scan (clairfs/identify.h, params.orders); the
+ * one found says which map the data path gets.
+ *
+ * A root's first NARROW_OPENS opens that all lie in one folder below it
+ * say the dataset is that folder (narrow): a sorted glob of images/train,
+ * whose parent images/ is an ImageFolder of the classes train and val.  A
+ * shuffled reader of a class-folder root spreads 64 opens over its
+ * classes; an unshuffled pass from the root's first samples is the root
+ * read in order (its first class first), so it stays.  The folder becomes
+ * a root of its own (built as a folder without classes), the kept opens
+ * are fed to it, and the root above stops searching but keeps routing and
+ * narrowing its other opens (images/val's pass after images/train).  A training folder and its validation folder read
  * at once are so two identifications, each with its own readers: the
  * validation workers, children of the same ranks as the training
  * workers, never become readers of the training order.  The roots seen

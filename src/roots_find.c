@@ -12,11 +12,24 @@
  * (cfs_catalog_order_at, from the entries alone) and every sample of it
  * has a place in the mount's order: the data path plans in the mount's
  * sample numbers, and a root's index i is the mount's sample map[i].  One
- * candidate per open, not several: randperm(n) depends on n, so each
- * candidate would need its own pass over the seeds, and the deepest root
- * above a group's opens is the only one a loop reading all of its classes
- * makes plausible (a nested layout that fools the rule is registered with
- * order=imagefolder:ROOT). */
+ * candidate root per open, not several: randperm(n) depends on n, so each
+ * candidate root would need its own pass over the seeds, and the deepest
+ * root above a group's opens is the only one a loop reading all of its
+ * classes makes plausible (a nested layout that fools the rule is
+ * registered with order=imagefolder:ROOT).  A folder of images without
+ * classes (a detection dataset's images/train beside images/val) is found
+ * from the opens, not from the tree: roots.c moves a root's opens to the
+ * folder that holds its first 64 (one more candidate root, one more scan
+ * at most).
+ *
+ * The libraries' orders of one root, though, share its n where they take
+ * the same files (timm's, mmpretrain's, ultralytics' on most trees), so
+ * they are candidates of the root's one scan (roots_orders_build): each
+ * that builds, numbers the same samples and differs from the first order
+ * and from the candidates before it is given to the root's identification
+ * as a renumbering of the first order's indices.  One that does not build
+ * is no candidate, never an error; one of another n (timm's where a class
+ * holds a .bmp) would need a scan of its own and is left out. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -14,6 +14,13 @@
  * tree: a validation pass over MNT/val is never part of the training
  * order's observations, and a validation worker never one of its readers.
  *
+ * Each root is searched in its ImageFolder order and, in the same scan,
+ * in the libraries' orders of the same samples (timm, mmpretrain,
+ * ultralytics, sorted: "order=timm" in what was found); a root whose first
+ * 64 opens all lie in one folder below it gives them to that folder, a
+ * root of its own in the orders of a folder without classes (ultralytics'
+ * detection dataset, images/train beside images/val).
+ *
  * A root's order is built from the catalog (cfs_catalog_order_at), never
  * by a scan of the source, the first time an open lands below it; a root
  * whose order cannot be built, or holds a file that has no place in the
