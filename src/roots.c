@@ -58,7 +58,7 @@ struct root {
     uint64_t n;
     uint32_t *map;   /* root index -> the mount's sample (NULL: the identity) */
     /* the libraries' orders of the same samples, searched in the same scan */
-    struct roots_orders orders;
+    struct cfs_root_orders orders;
     struct cfs_identify *id; /* NULL once an unshuffled pass stopped it */
     struct roots_pass pass;
     uint32_t stride; /* an unshuffled pass at this stride; 0: none */
@@ -118,7 +118,7 @@ static void root_free(struct root *rt)
     if (!rt)
         return;
     cfs_identify_destroy(rt->id);
-    roots_orders_free(&rt->orders);
+    cfs_root_orders_free(&rt->orders);
     free(rt->map);
     free(rt);
 }
@@ -151,7 +151,7 @@ static struct root *root_new(struct cfs_roots *r, cfs_id dir, enum cfs_order kin
     ip.n = n;
     /* The libraries' orders of this root (none where an order is
      * registered: registration is the user's promise). */
-    if (r->p.derive && roots_orders_build(r->p.catalog, dir == CFS_ID_NONE ? 0 : dir, map, n,
+    if (r->p.derive && cfs_root_orders_build(r->p.catalog, dir == CFS_ID_NONE ? 0 : dir, map, n,
                                           &rt->orders) < 0) {
         snprintf(why, whylen, "out of memory");
         root_free(rt);

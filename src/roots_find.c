@@ -24,7 +24,7 @@
  *
  * The libraries' orders of one root, though, share its n where they take
  * the same files (timm's, mmpretrain's, ultralytics' on most trees), so
- * they are candidates of the root's one scan (roots_orders_build): each
+ * they are candidates of the root's one scan (cfs_root_orders_build): each
  * that builds, numbers the same samples and differs from the first order
  * and from the candidates before it is given to the root's identification
  * as a renumbering of the first order's indices.  One that does not build
@@ -144,7 +144,7 @@ static const enum cfs_order candidate_kinds[] = {CFS_ORDER_TIMM, CFS_ORDER_MMPRE
                                                  CFS_ORDER_ULTRALYTICS_CLS, CFS_ORDER_ULTRALYTICS,
                                                  CFS_ORDER_SORTED};
 
-void roots_orders_free(struct roots_orders *o)
+void cfs_root_orders_free(struct cfs_root_orders *o)
 {
     for (size_t k = 0; k < o->count; k++) {
         free(o->index[k]);
@@ -199,8 +199,8 @@ static int candidate(const struct cfs_catalog *c, cfs_id dir, enum cfs_order kin
     return 1;
 }
 
-int roots_orders_build(const struct cfs_catalog *c, cfs_id dir, const uint32_t *map, uint64_t n,
-                       struct roots_orders *o)
+int cfs_root_orders_build(const struct cfs_catalog *c, cfs_id dir, const uint32_t *map, uint64_t n,
+                       struct cfs_root_orders *o)
 {
     memset(o, 0, sizeof(*o));
     uint64_t ns = cfs_catalog_sample_count(c);
@@ -222,7 +222,6 @@ int roots_orders_build(const struct cfs_catalog *c, cfs_id dir, const uint32_t *
             if (memcmp(o->index[j], index, n * sizeof(*index)) == 0)
                 rc = 0;
         if (rc == 1) {
-            o->kind[o->count] = candidate_kinds[k];
             o->name[o->count] = cfs_order_name(candidate_kinds[k]);
             o->index[o->count] = index;
             o->map[o->count++] = m;
@@ -233,7 +232,7 @@ int roots_orders_build(const struct cfs_catalog *c, cfs_id dir, const uint32_t *
     }
     free(first_of);
     if (rc < 0) {
-        roots_orders_free(o);
+        cfs_root_orders_free(o);
         return rc;
     }
     return 0;

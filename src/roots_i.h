@@ -37,23 +37,7 @@ int roots_build_first(const struct cfs_catalog *c, cfs_id dir, const enum cfs_or
 /* The deepest directory above both a and b (entries; 0 the mount's root). */
 cfs_id roots_common_dir(const struct cfs_catalog *c, cfs_id a, cfs_id b);
 
-/* A root's candidate index orders beside its first (roots_find.c's top
- * comment): the libraries' orders that build at the root, number the same
- * n samples and differ from the first and from each other. */
-#define ROOTS_MAX_ORDERS 5
-struct roots_orders {
-    size_t count;
-    enum cfs_order kind[ROOTS_MAX_ORDERS];
-    const char *name[ROOTS_MAX_ORDERS]; /* as order= spells it */
-    uint32_t *index[ROOTS_MAX_ORDERS];  /* the first order's index x -> its index in this one */
-    uint32_t *map[ROOTS_MAX_ORDERS];    /* this order's index -> the mount's sample */
-};
-/* Fills o for the root at dir whose first order is map (n samples).  An
- * order that does not build, or numbers other samples, is left out, never
- * an error: 0 or -ENOMEM (o empty). */
-int roots_orders_build(const struct cfs_catalog *c, cfs_id dir, const uint32_t *map, uint64_t n,
-                       struct roots_orders *o);
-void roots_orders_free(struct roots_orders *o);
+
 
 /* --- An unshuffled pass (roots_pass.c). --------------------------------- */
 

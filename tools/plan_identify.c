@@ -159,7 +159,7 @@ static int read_opens(const char *prog, const char *file, const struct cfs_catal
  * name its path ("" and nothing changed for the mount's own order).  0 or
  * -ENOMEM. */
 static int find_root(const struct cfs_catalog *cat, struct recorded *r, uint64_t *n, char *name,
-                     size_t len)
+                     size_t len, struct cfs_root_orders *orders)
 {
     cfs_id dir[ROOTS_COUNTED], first[ROOTS_COUNTED];
     size_t count[ROOTS_COUNTED], nd = 0, best = 0;
@@ -178,15 +178,21 @@ static int find_root(const struct cfs_catalog *cat, struct recorded *r, uint64_t
     }
     name[0] = '\0';
     *n = cfs_catalog_sample_count(cat);
+    /* the libraries' orders of the root, searched with its own (the mount's) */
     if (nd == 0 || dir[best] == CFS_ID_NONE)
-        return 0;
+        return cfs_root_orders_build(cat, 0, NULL, *n, orders);
     uint32_t *map, *local;
     cfs_id root = cfs_roots_resolve(cat, first[best], &map, n);
     if (root == CFS_ID_NONE)
-        return 0;
+        return cfs_root_orders_build(cat, 0, NULL, *n, orders);
+    if (cfs_root_orders_build(cat, root, map, *n, orders) < 0) {
+        free(map);
+        return -ENOMEM;
+    }
     uint64_t all = cfs_catalog_sample_count(cat);
     if (!(local = malloc(all * sizeof(*local)))) {
         free(map);
+        cfs_root_orders_free(orders);
         return -ENOMEM;
     }
     memset(local, 0xff, all * sizeof(*local));
@@ -218,21 +224,27 @@ int plan_identify(const char *prog, const char *file, const struct cfs_catalog *
                   const char *root, struct cfs_identify_params *p)
 {
     struct recorded r = {0};
+    struct cfs_root_orders orders = {0};
     int status = 2;
     char name[256];
     if (read_opens(prog, file, cat, root && root[0], &r) < 0)
         goto out;
     p->n = cfs_catalog_sample_count(cat);
     snprintf(name, sizeof(name), "%s", root ? root : "");
-    if (!root && find_root(cat, &r, &p->n, name, sizeof(name)) < 0) {
+    if (!root && find_root(cat, &r, &p->n, name, sizeof(name), &orders) < 0) {
         fprintf(stderr, "%s: --identify %s: out of memory\n", prog, file);
         goto out;
     }
+    p->orders = orders.count ? (const uint32_t *const *)orders.index : NULL;
+    p->order_names = orders.name;
+    p->norders = orders.count;
     struct cfs_identified id;
     char err[512] = "";
     int rc = cfs_identify_offline(p, r.s, r.pid, r.ppid, r.len, &id, err, sizeof(err));
     if (rc == -ENOENT) {
-        /* No one order: maybe one per epoch (lines printed as found). */
+        /* No one order: maybe one per epoch (lines printed as found), in
+         * the root's own order (as the mount learns them). */
+        p->orders = NULL, p->norders = 0;
         struct cfs_identified each;
         int erc = cfs_identify_offline_epochs(p, r.s, r.pid, r.ppid, r.len, print_epoch, name,
                                               &each, err, sizeof(err));
@@ -255,6 +267,8 @@ int plan_identify(const char *prog, const char *file, const struct cfs_catalog *
         fprintf(stderr, "%s: %s\n", prog, err);
     }
 out:
+    p->orders = NULL, p->norders = 0;
+    cfs_root_orders_free(&orders);
     free(r.s);
     free(r.pid);
     free(r.ppid);

@@ -113,4 +113,23 @@ cfs_id cfs_roots_root_of(const struct cfs_catalog *c, cfs_id id);
  * it.  For clairfs-plan --identify. */
 cfs_id cfs_roots_resolve(const struct cfs_catalog *c, cfs_id id, uint32_t **map, uint64_t *n);
 
+/* A root's candidate index orders beside its first (roots_find.c's top
+ * comment): the libraries' orders that build at the root, number the same
+ * n samples and differ from the first and from each other, as
+ * cfs_identify_params.orders takes them. */
+#define CFS_ROOT_MAX_ORDERS 5
+struct cfs_root_orders {
+    size_t count;
+    const char *name[CFS_ROOT_MAX_ORDERS]; /* as order= spells it */
+    uint32_t *index[CFS_ROOT_MAX_ORDERS];  /* the first order's index x -> its index in this one */
+    uint32_t *map[CFS_ROOT_MAX_ORDERS];    /* this order's index -> the mount's sample */
+};
+/* Fills o for the root at directory dir (0: the mount's root) whose first
+ * order is map (n samples; NULL: the mount's own order).  An order that
+ * does not build, or numbers other samples, is left out, never an error:
+ * 0 or -ENOMEM (o empty). */
+int cfs_root_orders_build(const struct cfs_catalog *c, cfs_id dir, const uint32_t *map, uint64_t n,
+                          struct cfs_root_orders *o);
+void cfs_root_orders_free(struct cfs_root_orders *o);
+
 #endif
