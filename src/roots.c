@@ -61,7 +61,11 @@ struct root {
     struct cfs_root_orders orders;
     struct cfs_identify *id; /* NULL once an unshuffled pass stopped it */
     struct roots_pass pass;
+    /* the same steps in each candidate order: timm's validation loader
+     * reads timm's order unshuffled */
+    struct roots_pass pass_in[CFS_ROOT_MAX_ORDERS];
     uint32_t stride; /* an unshuffled pass at this stride; 0: none */
+    uint32_t pass_order; /* in this order: 0 its first, k orders.map[k - 1] */
     uint64_t opens;
     /* its first opens and the deepest folder above them all, until
      * NARROW_OPENS say whether they are a folder's below it */
@@ -316,14 +320,30 @@ static void feed(struct cfs_roots *r, struct root *rt, uint32_t x, pid_t pid, pi
     rt->opens++;
     if (rt->id)
         cfs_identify_observe(rt->id, x, pid, ppid);
-    if (!rt->stride && !rt->found && (rt->stride = roots_pass_open(&rt->pass, pid, x))) {
+    if (rt->stride || rt->found)
+        return;
+    /* Every order's steps at every open (one told late would lag); of the
+     * orders a pass is told in at once, the one most of whose steps are
+     * its stride (timm's order read in ImageFolder's numbering still
+     * steps by one from img4 to img9, img10 to img19...). */
+    uint32_t stride = roots_pass_open(&rt->pass, pid, x), order = 0;
+    uint64_t best = stride ? rt->pass.stride_steps[stride] : 0;
+    for (size_t k = 0; k < rt->orders.count; k++) {
+        uint32_t in_k = roots_pass_open(&rt->pass_in[k], pid, rt->orders.index[k][x]);
+        if (in_k && rt->pass_in[k].stride_steps[in_k] > best)
+            stride = in_k, order = (uint32_t)k + 1, best = rt->pass_in[k].stride_steps[in_k];
+    }
+    if (stride) {
+        rt->stride = stride;
+        rt->pass_order = order;
         after->stop[after->nstop++] = rt->id;
         rt->id = NULL;
-        after->pass = rt->map ? rt : NULL; /* the mount's own order is no evaluation */
+        after->pass = rt->dir != CFS_ID_NONE ? rt : NULL; /* the mount's own order is no evaluation */
         if (r->p.identify.metrics)
             cfs_metrics_root_set(r->p.identify.metrics, rt->gauge, 1);
-        cfs_info("identify: %s: an unshuffled pass (sequential, world=%u): not searched",
-                 rt->dir == CFS_ID_NONE ? "the mount's order" : rt->name, rt->stride);
+        cfs_info("identify: %s: an unshuffled pass (sequential, world=%u%s%s): not searched",
+                 rt->dir == CFS_ID_NONE ? "the mount's order" : rt->name, rt->stride,
+                 order ? " order=" : "", order ? rt->orders.name[order - 1] : "");
     }
 }
 
@@ -370,6 +390,7 @@ static void narrow(struct cfs_roots *r, struct root *rt, uint32_t sample, pid_t 
      * images/train): kept anew, and told apart anew. */
     rt->nhead = 0;
     memset(&rt->pass, 0, sizeof(rt->pass));
+    memset(rt->pass_in, 0, sizeof(rt->pass_in));
     cfs_info("identify: the first %d opens below %s all lie in %s: its dataset's root", NARROW_OPENS,
              rt->dir == CFS_ID_NONE ? "the mount's root" : rt->name, to->name);
     for (size_t i = 0; i < NARROW_OPENS; i++)
@@ -394,7 +415,9 @@ void cfs_roots_observe(struct cfs_roots *r, uint32_t sample, pid_t pid, pid_t pp
     struct root *pass = after.pass;
     if (pass && r->p.on_pass) {
         /* A root is kept to the end and its stride set once: no lock. */
-        struct cfs_root view = {.name = pass->name, .n = pass->n, .map = pass->map};
+        const uint32_t *map =
+            pass->pass_order ? pass->orders.map[pass->pass_order - 1] : pass->map;
+        struct cfs_root view = {.name = pass->name, .n = pass->n, .map = map};
         r->p.on_pass(r->p.cb_arg, &view, pass->stride);
     }
 }
@@ -482,8 +505,9 @@ static int clause(struct root *rt, char *buf, size_t len)
     const char *name = rt->dir == CFS_ID_NONE ? "." : rt->name;
     struct cfs_identified got;
     if (rt->stride)
-        return snprintf(buf, len, "%s: sequential, world=%u (%" PRIu64 " opens)", name,
-                        rt->stride, rt->opens);
+        return snprintf(buf, len, "%s: sequential, world=%u%s%s (%" PRIu64 " opens)", name,
+                        rt->stride, rt->pass_order ? " order=" : "",
+                        rt->pass_order ? rt->orders.name[rt->pass_order - 1] : "", rt->opens);
     if (rt->narrowed && !rt->id)
         return snprintf(buf, len, "%s: its opens are %s's (%" PRIu64 " opens)", name,
                         rt->narrowed->name, rt->opens);

@@ -402,6 +402,47 @@ START_TEST(a_detection_dataset_is_its_images_folders)
 }
 END_TEST
 
+static void pass_cb(void *arg, const struct cfs_root *root, uint32_t stride)
+{
+    struct heard *h = arg;
+    pthread_mutex_lock(&h->mu);
+    snprintf(h->root, sizeof(h->root), "%s", root->name);
+    h->n = stride;
+    h->map_right = root->map && memcmp(root->map, h->want, root->n * sizeof(*h->want)) == 0;
+    h->done = true;
+    pthread_mutex_unlock(&h->mu);
+}
+
+/* A validation loader over timm's dataset reads timm's order unshuffled:
+ * told as a pass in that order, and handed on with timm's map. */
+START_TEST(an_unshuffled_pass_in_timms_order)
+{
+    trap_tree();
+    struct cfs_catalog *c = scan();
+    uint64_t n;
+    uint32_t *order = order_of(c, CFS_ORDER_TIMM, "train", &n);
+    struct heard h = {.want = order};
+    pthread_mutex_init(&h.mu, NULL);
+    struct cfs_roots_params rp = {.catalog = c, .derive = true, .identify = params(0, 1, 16),
+                                  .on_identified = heard_cb, .on_pass = pass_cb, .cb_arg = &h};
+    struct cfs_roots *r;
+    char err[256];
+    ck_assert_int_eq(cfs_roots_create(&rp, &r, err, sizeof(err)), 0);
+    for (uint64_t i = 0; i < 2 * n; i++)
+        cfs_roots_observe(r, order[i % n], 5000, 1000);
+    ck_assert_msg(h.done, "no pass told");
+    ck_assert_str_eq(h.root, "train");
+    ck_assert_uint_eq(h.n, 1);
+    ck_assert_msg(h.map_right, "the pass's map is not timm's order");
+    char text[256];
+    cfs_roots_text(r, text, sizeof(text));
+    ck_assert_msg(strstr(text, "train: sequential, world=1 order=timm (160 opens)"), "%s", text);
+    cfs_roots_destroy(r);
+    free(order);
+    cfs_catalog_destroy(c);
+}
+END_TEST
+
 START_TEST(a_registered_order_takes_every_open)
 {
     imagenet_tree();
@@ -440,6 +481,7 @@ int main(void)
     tcase_add_test(tc, an_mmpretrain_dataset_is_identified_in_its_order);
     tcase_add_test(tc, an_imagefolder_dataset_claims_no_library_order);
     tcase_add_test(tc, a_detection_dataset_is_its_images_folders);
+    tcase_add_test(tc, an_unshuffled_pass_in_timms_order);
     suite_add_tcase(s, tc);
     return cfs_check_run(s);
 }
