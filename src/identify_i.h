@@ -464,6 +464,12 @@ struct cfs_identify {
      * made p.hint by the thread between attempts, when no attempt reads p */
     struct cfs_sampler_params late_hint;
     bool late_hint_pending;
+    /* under lock: candidate orders given after the start
+     * (cfs_identify_take_orders), made p.orders the same way */
+    const uint32_t *const *late_orders;
+    const char *const *late_order_names;
+    size_t late_norders;
+    bool late_orders_pending;
     pthread_mutex_t lock;
     pthread_cond_t wake;
     uint32_t *samples; /* under lock */

@@ -219,6 +219,12 @@ static void *identify_thread(void *arg)
             id->p.hint_identified = true;
             id->late_hint_pending = false;
         }
+        if (id->late_orders_pending) {
+            id->p.orders = id->late_orders;
+            id->p.order_names = id->late_order_names;
+            id->p.norders = id->late_norders;
+            id->late_orders_pending = false;
+        }
         uint64_t gen = id->generation;
         size_t len = id->len;
         atomic_store(&id->cancel, false);

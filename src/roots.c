@@ -43,6 +43,11 @@
 
 #define ROUTE_UNKNOWN 0 /* route[s]: not yet routed; else the root's slot + 1 */
 #define NARROW_OPENS 64 /* a root's first opens, all in one folder below it: that folder's */
+/* A root of at most this many samples builds its candidate orders at its
+ * first open; a larger one on a thread of its own (timm's natural sort of
+ * ImageNet's 1.28 M paths takes seconds, and the first open waits under
+ * the module's lock). */
+#define ORDERS_AT_ONCE 2048
 
 /* An open kept to hand to a narrower root. */
 struct head_open {
@@ -66,6 +71,8 @@ struct root {
     struct roots_pass pass_in[CFS_ROOT_MAX_ORDERS];
     uint32_t stride; /* an unshuffled pass at this stride; 0: none */
     uint32_t pass_order; /* in this order: 0 its first, k orders.map[k - 1] */
+    pthread_t builder; /* building its candidate orders (building) */
+    bool building;
     uint64_t opens;
     /* its first opens and the deepest folder above them all, until
      * NARROW_OPENS say whether they are a folder's below it */
@@ -121,10 +128,42 @@ static void root_free(struct root *rt)
 {
     if (!rt)
         return;
+    if (rt->building)
+        pthread_join(rt->builder, NULL); /* it takes mu: never called with mu held */
     cfs_identify_destroy(rt->id);
     cfs_root_orders_free(&rt->orders);
     free(rt->map);
     free(rt);
+}
+
+/* A large root's candidate orders, off the data path: handed to its
+ * identification when built (its next attempt comes at once), and to its
+ * pass's steps from then on. */
+static void *build_orders(void *arg)
+{
+    struct root *rt = arg;
+    struct cfs_roots *r = rt->owner;
+    struct cfs_root_orders o;
+    if (cfs_root_orders_build(r->p.catalog, rt->dir == CFS_ID_NONE ? 0 : rt->dir, rt->map, rt->n,
+                              &o) < 0) {
+        cfs_warn("identify: %s: out of memory for the libraries' orders; searched in its own",
+                 rt->dir == CFS_ID_NONE ? "the mount's order" : rt->name);
+        return NULL;
+    }
+    char also[96] = "";
+    for (size_t i = 0; i < o.count; i++)
+        snprintf(also + strlen(also), sizeof(also) - strlen(also), "%s%s", i ? ", " : "",
+                 o.name[i]);
+    pthread_mutex_lock(&r->mu);
+    rt->orders = o;
+    if (rt->id && o.count)
+        cfs_identify_take_orders(rt->id, (const uint32_t *const *)rt->orders.index,
+                                 rt->orders.name, rt->orders.count);
+    pthread_mutex_unlock(&r->mu);
+    if (o.count)
+        cfs_info("identify: %s is searched in the libraries' orders too: %s",
+                 rt->dir == CFS_ID_NONE ? "the mount's order" : rt->name, also);
+    return NULL;
 }
 
 /* A new root at dir (CFS_ID_NONE: the mount's own), its samples routed
@@ -154,9 +193,11 @@ static struct root *root_new(struct cfs_roots *r, cfs_id dir, enum cfs_order kin
     }
     ip.n = n;
     /* The libraries' orders of this root (none where an order is
-     * registered: registration is the user's promise). */
-    if (r->p.derive && cfs_root_orders_build(r->p.catalog, dir == CFS_ID_NONE ? 0 : dir, map, n,
-                                          &rt->orders) < 0) {
+     * registered: registration is the user's promise), at once when it is
+     * small. */
+    if (r->p.derive && n <= ORDERS_AT_ONCE &&
+        cfs_root_orders_build(r->p.catalog, dir == CFS_ID_NONE ? 0 : dir, map, n, &rt->orders) <
+            0) {
         snprintf(why, whylen, "out of memory");
         root_free(rt);
         return NULL;
@@ -173,6 +214,8 @@ static struct root *root_new(struct cfs_roots *r, cfs_id dir, enum cfs_order kin
     }
     if (r->late_set && r->late_hint.n == n && strcmp(r->late_root, rt->name) == 0)
         cfs_identify_take_hint(rt->id, &r->late_hint);
+    if (r->p.derive && n > ORDERS_AT_ONCE)
+        rt->building = pthread_create(&rt->builder, NULL, build_orders, rt) == 0;
     return rt;
 }
 

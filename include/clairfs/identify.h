@@ -247,6 +247,14 @@ void cfs_identify_restart(struct cfs_identify *id);
  * compare theirs) or when its n is not the module's.  Any thread. */
 void cfs_identify_take_hint(struct cfs_identify *id, const struct cfs_sampler_params *hint);
 
+/* Candidate index orders (params.orders, names, count of them) that come
+ * after the start: a dataset root's libraries' orders, built off the data
+ * path (clairfs/roots.h).  Taken from the next attempt on, which comes at
+ * once over the opens observed so far, as a late hint is; they must live
+ * until cfs_identify_destroy.  Any thread. */
+void cfs_identify_take_orders(struct cfs_identify *id, const uint32_t *const *orders,
+                              const char *const *names, size_t count);
+
 enum cfs_identify_state {
     CFS_IDENTIFY_LEARNING = 0, /* collecting opens, or searching */
     CFS_IDENTIFY_IDENTIFIED,   /* on_identified was called for the current observations */
