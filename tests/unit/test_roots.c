@@ -239,8 +239,8 @@ END_TEST
  * before img10 in timm only), IMG35.JPG .. IMG37.JPG (upper case: first
  * bytewise, among the others lowered for timm), a nested aug/ (its files
  * after the class's own in ImageFolder, before them by path in mmpretrain),
- * non-images beside them; ROOT/val beside it.  40 images a class. */
-static void trap_tree(void)
+ * non-images beside them; ROOT/val beside it.  `per` images a class. */
+static void trap_tree_of(int per)
 {
     char p[64];
     mkd("train"), mkd("val"), mkd("val/a"), mkd("val/b");
@@ -251,25 +251,30 @@ static void trap_tree(void)
         snprintf(p, sizeof(p), "train/%s", cls[c]), mkd(p);
         snprintf(p, sizeof(p), "train/%s/aug", cls[c]), mkd(p);
         snprintf(p, sizeof(p), "train/%s/notes.txt", cls[c]), mkf(p, "n");
-        for (int i = 1; i <= 34; i++)
+        for (int i = 1; i <= per - 6; i++)
             snprintf(p, sizeof(p), "train/%s/img%d.jpg", cls[c], i), mkf(p, "x");
-        for (int i = 35; i <= 37; i++)
+        for (int i = per - 5; i <= per - 3; i++)
             snprintf(p, sizeof(p), "train/%s/IMG%d.JPG", cls[c], i), mkf(p, "x");
         for (int i = 1; i <= 3; i++)
             snprintf(p, sizeof(p), "train/%s/aug/img%d.jpg", cls[c], i), mkf(p, "x");
     }
 }
 
+static void trap_tree(void)
+{
+    trap_tree_of(40);
+}
+
 /* A torch-ddp trainer (world 2, batch 4, two workers a rank, seed) whose
  * dataset numbers train/'s images in `kind`'s order: the root names the
  * order the opens follow, and its map is that order. */
-static void identified_in_order(enum cfs_order kind, uint32_t seed, const char *want_text)
+static void identified_in(enum cfs_order kind, uint32_t seed, const char *want_text, int per)
 {
-    trap_tree();
+    trap_tree_of(per);
     struct cfs_catalog *c = scan();
     uint64_t n;
     uint32_t *order = order_of(c, kind, "train", &n);
-    ck_assert_uint_eq(n, 80);
+    ck_assert_uint_eq(n, 2 * (uint64_t)per);
     struct heard h = {.want = order};
     pthread_mutex_init(&h.mu, NULL);
     pthread_cond_init(&h.cv, NULL);
@@ -278,14 +283,14 @@ static void identified_in_order(enum cfs_order kind, uint32_t seed, const char *
     struct cfs_roots *r;
     char err[256];
     ck_assert_int_eq(cfs_roots_create(&rp, &r, err, sizeof(err)), 0);
-    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP, .seed = seed, .n = 80, .world = 2,
-                        .batch = 4, .workers = 2, .ranks = 2, .epochs = 2};
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP, .seed = seed, .n = (uint32_t)n,
+                        .world = 2, .batch = 4, .workers = 2, .ranks = 2, .epochs = 2};
     struct opens o = simulate(&t, 160);
     for (size_t i = 0; i < o.len; i++)
         cfs_roots_observe(r, order[o.s[i]], o.pid[i], o.ppid[i]);
     wait_heard(&h);
     ck_assert_str_eq(h.root, "train");
-    ck_assert_uint_eq(h.n, 80);
+    ck_assert_uint_eq(h.n, n);
     ck_assert_msg(h.map_right, "the map is not train's %s order", cfs_order_name(kind));
     ck_assert_uint_eq((uint32_t)h.id.sampler.seed, seed);
     ck_assert_uint_eq(h.id.sampler.world, 2);
@@ -299,6 +304,11 @@ static void identified_in_order(enum cfs_order kind, uint32_t seed, const char *
     opens_free(&o);
     free(order);
     cfs_catalog_destroy(c);
+}
+
+static void identified_in_order(enum cfs_order kind, uint32_t seed, const char *want_text)
+{
+    identified_in(kind, seed, want_text, 40);
 }
 
 START_TEST(the_libraries_orders_differ_on_the_traps)
@@ -329,6 +339,15 @@ START_TEST(a_timm_dataset_is_identified_in_timms_order)
 {
     identified_in_order(CFS_ORDER_TIMM, 2024, "train: torch-ddp seed=2024 (low 32 bits) "
                                               "world=2 order=timm batch=4");
+}
+END_TEST
+
+/* 2400 samples: the candidate orders are built on a thread of their own
+ * and come to the identification after its first opens. */
+START_TEST(a_large_timm_dataset_is_identified_in_timms_order)
+{
+    identified_in(CFS_ORDER_TIMM, 77, "train: torch-ddp seed=77 (low 32 bits) world=2 order=timm",
+                  1200);
 }
 END_TEST
 
@@ -479,6 +498,7 @@ int main(void)
     tcase_add_test(tc, the_libraries_orders_differ_on_the_traps);
     tcase_add_test(tc, a_timm_dataset_is_identified_in_timms_order);
     tcase_add_test(tc, an_mmpretrain_dataset_is_identified_in_its_order);
+    tcase_add_test(tc, a_large_timm_dataset_is_identified_in_timms_order);
     tcase_add_test(tc, an_imagefolder_dataset_claims_no_library_order);
     tcase_add_test(tc, a_detection_dataset_is_its_images_folders);
     tcase_add_test(tc, an_unshuffled_pass_in_timms_order);
