@@ -6,9 +6,17 @@
  * Why one identification a root, not one pass over every candidate root's
  * seeds: randperm(n) depends on n, so a candidate order of another n is
  * another scan, and opens grouped by root already say which one a reader
- * uses (roots_find.c).  The libraries' orders of one root share its n and
- * are searched in its one scan (clairfs/identify.h, params.orders); the
- * one found says which map the data path gets.
+ * uses (roots_find.c).  A training folder and its validation folder read
+ * at once are so two identifications, each with its own readers: the
+ * validation workers, children of the same ranks as the training
+ * workers, never become readers of the training order.  The roots seen
+ * are few (train, val, a test folder), each built once, the first time an
+ * open lands below it, from the catalog's entries.  The libraries' orders
+ * of one root share its n and are searched in its one scan
+ * (clairfs/identify.h, params.orders); the one found says which map the
+ * data path gets.  A large root builds them on a thread of its own
+ * (build_orders), since timm's natural sort of ImageNet's paths takes
+ * seconds that the first open would wait under `mu`.
  *
  * A root's first NARROW_OPENS opens that all lie in one folder below it
  * say the dataset is that folder (narrow): a sorted glob of images/train,
@@ -18,18 +26,15 @@
  * read in order (its first class first), so it stays.  The folder becomes
  * a root of its own (built as a folder without classes), the kept opens
  * are fed to it, and the root above stops searching but keeps routing and
- * narrowing its other opens (images/val's pass after images/train).  A training folder and its validation folder read
- * at once are so two identifications, each with its own readers: the
- * validation workers, children of the same ranks as the training
- * workers, never become readers of the training order.  The roots seen
- * are few (train, val, a test folder), each built once, the first time an
- * open lands below it, from the catalog's entries.
+ * narrowing its other opens (images/val's pass after images/train).
  *
  * Locks: `mu` (the roots, the per-sample routing, what each found) is
  * taken before a root's identification lock (cfs_identify_observe is a
  * leaf append); an identification's thread calls back (found) without its
  * own lock, and takes `mu`.  An identification stopped for an unshuffled
- * pass is destroyed after `mu` is released, once no open can reach it. */
+ * pass or a narrowed root is destroyed after `mu` is released, once no
+ * open can reach it.  A root's order builder takes `mu` to hand its orders
+ * over, and is joined by cfs_roots_destroy, which never holds `mu`. */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -157,8 +162,8 @@ static void *build_orders(void *arg)
     pthread_mutex_lock(&r->mu);
     rt->orders = o;
     if (rt->id && o.count)
-        cfs_identify_take_orders(rt->id, (const uint32_t *const *)rt->orders.index,
-                                 rt->orders.name, rt->orders.count);
+        cfs_identify_take_orders(rt->id, (const uint32_t *const *)rt->orders.index, rt->orders.name,
+                                 rt->orders.count);
     pthread_mutex_unlock(&r->mu);
     if (o.count)
         cfs_info("identify: %s is searched in the libraries' orders too: %s",
@@ -381,7 +386,8 @@ static void feed(struct cfs_roots *r, struct root *rt, uint32_t x, pid_t pid, pi
         rt->pass_order = order;
         after->stop[after->nstop++] = rt->id;
         rt->id = NULL;
-        after->pass = rt->dir != CFS_ID_NONE ? rt : NULL; /* the mount's own order is no evaluation */
+        /* the mount's own order is no evaluation */
+        after->pass = rt->dir != CFS_ID_NONE ? rt : NULL;
         if (r->p.identify.metrics)
             cfs_metrics_root_set(r->p.identify.metrics, rt->gauge, 1);
         cfs_info("identify: %s: an unshuffled pass (sequential, world=%u%s%s): not searched",
@@ -434,8 +440,8 @@ static void narrow(struct cfs_roots *r, struct root *rt, uint32_t sample, pid_t 
     rt->nhead = 0;
     memset(&rt->pass, 0, sizeof(rt->pass));
     memset(rt->pass_in, 0, sizeof(rt->pass_in));
-    cfs_info("identify: the first %d opens below %s all lie in %s: its dataset's root", NARROW_OPENS,
-             rt->dir == CFS_ID_NONE ? "the mount's root" : rt->name, to->name);
+    cfs_info("identify: the first %d opens below %s all lie in %s: its dataset's root",
+             NARROW_OPENS, rt->dir == CFS_ID_NONE ? "the mount's root" : rt->name, to->name);
     for (size_t i = 0; i < NARROW_OPENS; i++)
         if (r->route[rt->head[i].sample] == (uint8_t)(k + 1))
             feed(r, to, r->local[rt->head[i].sample], rt->head[i].pid, rt->head[i].ppid, after);
