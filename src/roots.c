@@ -264,10 +264,6 @@ static bool refused(const struct cfs_roots *r, cfs_id dir)
     return false;
 }
 
-/* The orders a root narrowed to one folder is built in, the first that
- * builds (roots_find.c's top comment says why). */
-static const enum cfs_order folder_kinds[] = {CFS_ORDER_ULTRALYTICS, CFS_ORDER_SORTED};
-
 /* The slot of dir's root, made on first use (mu held); -1: not a root.
  * folder: a root narrowed to the folder holding a root's opens. */
 static int slot_of(struct cfs_roots *r, cfs_id dir, bool folder)
@@ -285,9 +281,7 @@ static int slot_of(struct cfs_roots *r, cfs_id dir, bool folder)
     if (dir != CFS_ID_NONE && r->nr == CFS_ROOTS_MAX)
         rc = -ENOSPC;
     else if (dir != CFS_ID_NONE && folder)
-        rc = roots_build_first(r->p.catalog, dir, folder_kinds,
-                               sizeof(folder_kinds) / sizeof(folder_kinds[0]), &kind, &map, &n, why,
-                               sizeof(why));
+        rc = roots_build_folder(r->p.catalog, dir, &kind, &map, &n, why, sizeof(why));
     else if (dir != CFS_ID_NONE)
         rc = roots_build(r->p.catalog, dir, &map, &n, why, sizeof(why));
     if (rc < 0) {

@@ -105,15 +105,33 @@ int roots_build(const struct cfs_catalog *c, cfs_id dir, uint32_t **map, uint64_
     return build_kind(c, dir, CFS_ORDER_IMAGEFOLDER, map, n, why, whylen);
 }
 
-int roots_build_first(const struct cfs_catalog *c, cfs_id dir, const enum cfs_order *kinds,
-                      size_t nkinds, enum cfs_order *kind, uint32_t **map, uint64_t *n, char *why,
-                      size_t whylen)
+/* A folder of images read by a library's glob: YOLODataset's, else every
+ * file by path. */
+static const enum cfs_order folder_kinds[] = {CFS_ORDER_ULTRALYTICS, CFS_ORDER_SORTED};
+
+int roots_build_folder(const struct cfs_catalog *c, cfs_id dir, enum cfs_order *kind,
+                       uint32_t **map, uint64_t *n, char *why, size_t whylen)
 {
     int rc = -ENOENT;
-    for (size_t k = 0; k < nkinds && rc == -ENOENT; k++)
-        if ((rc = build_kind(c, dir, kinds[k], map, n, why, whylen)) == 0)
-            *kind = kinds[k];
+    for (size_t k = 0; k < sizeof(folder_kinds) / sizeof(folder_kinds[0]) && rc == -ENOENT; k++)
+        if ((rc = build_kind(c, dir, folder_kinds[k], map, n, why, whylen)) == 0)
+            *kind = folder_kinds[k];
     return rc;
+}
+
+cfs_id cfs_roots_narrow(const struct cfs_catalog *c, cfs_id root, const cfs_id *ids, size_t count,
+                        uint32_t **map, uint64_t *n, enum cfs_order *kind)
+{
+    cfs_id top = root == CFS_ID_NONE ? 0 : root, common = CFS_ID_NONE;
+    for (size_t i = 0; i < count; i++) {
+        cfs_id folder = cfs_catalog_entry(c, ids[i])->parent;
+        common = i ? roots_common_dir(c, common, folder) : folder;
+    }
+    char why[256];
+    if (count == 0 || common == top || roots_build_folder(c, common, kind, map, n, why,
+                                                          sizeof(why)) < 0)
+        return CFS_ID_NONE;
+    return common;
 }
 
 static unsigned depth_of(const struct cfs_catalog *c, cfs_id d)

@@ -113,6 +113,16 @@ cfs_id cfs_roots_root_of(const struct cfs_catalog *c, cfs_id id);
  * it.  For clairfs-plan --identify. */
 cfs_id cfs_roots_resolve(const struct cfs_catalog *c, cfs_id id, uint32_t **map, uint64_t *n);
 
+/* The folder below root (CFS_ID_NONE: the mount's) that holds every one
+ * of the opened entries ids[0 .. count) (a root's first opens), with its
+ * order as a folder without classes (*kind: ultralytics', else sorted) as
+ * the mount's samples (*map malloc'ed, *n): the mount's narrowing of a
+ * root (roots.c), without its test of an unshuffled pass.  CFS_ID_NONE
+ * when they span root's folders or the order does not build.  For
+ * clairfs-plan --identify. */
+cfs_id cfs_roots_narrow(const struct cfs_catalog *c, cfs_id root, const cfs_id *ids, size_t count,
+                        uint32_t **map, uint64_t *n, enum cfs_order *kind);
+
 /* A root's candidate index orders beside its first (roots_find.c's top
  * comment): the libraries' orders that build at the root, number the same
  * n samples and differ from the first and from each other, as
