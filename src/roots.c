@@ -146,6 +146,7 @@ static void root_free(struct root *rt)
  * pass's steps from then on. */
 static void *build_orders(void *arg)
 {
+    pthread_setname_np(pthread_self(), "cfs-root-orders");
     struct root *rt = arg;
     struct cfs_roots *r = rt->owner;
     struct cfs_root_orders o;
