@@ -36,7 +36,7 @@ cfs_need_torch
 cfs_setup
 TRAINER=$(dirname "$0")/identify_trainer.py
 EPOCHS=4 BATCH=8 WORKERS=2
-STEPS= # identify_pattern passes it to the trainers: none slowed here
+STEPS="--step-seconds 0.01 --slow-steps 40" # as identify_dataset's (identify_lib.sh)
 PAUSE=${CLAIRFS_IDENTIFY_PAUSE:-300}
 src=$TMP/src
 # 30 classes: 100 training and 20 validation images each, 8x8 to 40x40
