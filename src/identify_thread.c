@@ -277,6 +277,10 @@ static void *identify_thread(void *arg)
         id->global = global;
         seconds = ident_now(id) - id->first_open;
         record_outcome(id, rc, a, len);
+        /* Orders taken while the attempt ran, too late to cancel it: over
+         * the opens so far with them, at once, not when those doubled. */
+        if (id->late_orders_pending && id->len >= IDENT_MIN_OPENS && id->next_attempt > id->len)
+            id->next_attempt = id->len;
         if (kept_only && rc == 0 && !a->fits)
             id->next_attempt = len; /* not the next epoch's: scan them all at once */
         if (rc != 1)
