@@ -227,6 +227,29 @@ void cfs_identify_take_hint(struct cfs_identify *id, const struct cfs_sampler_pa
     pthread_mutex_unlock(&id->lock);
 }
 
+void cfs_identify_take_orders(struct cfs_identify *id, const uint32_t *const *orders,
+                              const char *const *names, size_t count)
+{
+    pthread_mutex_lock(&id->lock);
+    id->late_orders = orders;
+    id->late_order_names = names;
+    id->late_norders = count;
+    id->late_orders_pending = true;
+    if (id->state != CFS_IDENTIFY_IDENTIFIED && count) {
+        id->fruitless = 0;
+        /* the opens so far are scanned again with them, at once */
+        if (id->attempting)
+            ident_cancel_attempt(id);
+        if (id->len >= IDENT_MIN_OPENS) {
+            id->next_attempt = id->len;
+            pthread_cond_signal(&id->wake);
+        } else {
+            id->next_attempt = IDENT_MIN_OPENS;
+        }
+    }
+    pthread_mutex_unlock(&id->lock);
+}
+
 enum cfs_identify_state cfs_identify_state(struct cfs_identify *id, struct cfs_identified *out)
 {
     pthread_mutex_lock(&id->lock);

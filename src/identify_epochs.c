@@ -43,7 +43,8 @@ static bool fresh_epoch(const struct cfs_identify_params *p, const struct cfs_id
                         struct ident_cand win)
 {
     enum cfs_sampler_kind k = o->sampler.kind;
-    return !p->hint_has_seed && p->nodes <= 1 && win.skip == 0 && win.p0 == 0 &&
+    /* in the observed order only: the windows are verified in it */
+    return !p->hint_has_seed && p->nodes <= 1 && win.skip == 0 && win.p0 == 0 && win.order == 0 &&
            o->sampler.world == 1 && o->epoch == 0 && o->epoch_opens > 0 &&
            o->opens <= o->epoch_opens &&
            (k == CFS_SAMPLER_TORCH_DDP || k == CFS_SAMPLER_TORCH_SAMPLER);

@@ -64,6 +64,10 @@ struct ident_readers {
 int ident_group(const uint32_t *samples, const pid_t *pids, const pid_t *ppids, size_t count,
                 struct ident_readers *out);
 void ident_readers_free(struct ident_readers *rd);
+/* rd with every open x renamed index[x] (a candidate order's numbering),
+ * into out.  0 or -ENOMEM. */
+int ident_readers_renumber(const struct ident_readers *rd, const uint32_t *index,
+                           struct ident_readers *out);
 
 
 /* A false identification stays below 2^-40 when the evidence of a fit, in
@@ -377,10 +381,14 @@ void ident_pace_chunk_at(struct ident_pace *pc, double now, double cpu,
 
 #define IDENT_MAX_KEEP 16 /* fits short of evidence kept between attempts */
 
-/* A candidate: seed (mod 2^32), words skipped, the head's position. */
+/* A candidate: seed (mod 2^32), words skipped, the head's position; the
+ * index order it was verified in (0: the observed numbering, k:
+ * params.orders[k - 1]). */
 struct ident_cand {
-    uint32_t seed, skip, p0;
+    uint32_t seed, skip, p0, order;
 };
+
+#define IDENT_MAX_ORDERS 8 /* candidate index orders beside the observed one */
 
 /* The range's first seeds, scanned at the normal priority (ident_attempt_all
  * says why); the long part past them runs at idle priority. */
@@ -389,6 +397,10 @@ struct ident_cand {
 struct ident_attempt {
     const struct cfs_identify_params *p;
     const struct ident_readers *rd;
+    /* the opens in each index order: [0] is rd, [k] renumbered by
+     * params.orders[k - 1] */
+    struct ident_readers in_order[1 + IDENT_MAX_ORDERS];
+    size_t norders; /* 1 + the candidate orders */
     const atomic_bool *cancel;
     _Atomic uint64_t *scanned;      /* seeds the scans passed, counted up; NULL offline */
     struct ident_scan_meter *meter; /* NULL offline */
@@ -482,6 +494,12 @@ struct cfs_identify {
      * made p.hint by the thread between attempts, when no attempt reads p */
     struct cfs_sampler_params late_hint;
     bool late_hint_pending;
+    /* under lock: candidate orders given after the start
+     * (cfs_identify_take_orders), made p.orders the same way */
+    const uint32_t *const *late_orders;
+    const char *const *late_order_names;
+    size_t late_norders;
+    bool late_orders_pending;
     pthread_mutex_t lock;
     pthread_cond_t wake;
     uint32_t *samples; /* under lock */

@@ -176,7 +176,8 @@ static bool same_identification(const struct cfs_identified *a, const struct cfs
            x->persistent_workers == y->persistent_workers && a->workers == b->workers &&
            x->rng_offset == y->rng_offset && x->rng_epoch_words == y->rng_epoch_words &&
            a->epoch_words_known == b->epoch_words_known && a->rank_first == b->rank_first &&
-           a->rank_count == b->rank_count && a->epoch_seed_only == b->epoch_seed_only;
+           a->rank_count == b->rank_count && a->epoch_seed_only == b->epoch_seed_only &&
+           a->order == b->order;
 }
 
 /* Under the lock, released meanwhile: the run's seed found, said. */
@@ -217,6 +218,12 @@ static void *identify_thread(void *arg)
             id->p.hint_has_seed = true;
             id->p.hint_identified = true;
             id->late_hint_pending = false;
+        }
+        if (id->late_orders_pending) {
+            id->p.orders = id->late_orders;
+            id->p.order_names = id->late_order_names;
+            id->p.norders = id->late_norders;
+            id->late_orders_pending = false;
         }
         uint64_t gen = id->generation;
         size_t len = id->len;
@@ -270,6 +277,10 @@ static void *identify_thread(void *arg)
         id->global = global;
         seconds = ident_now(id) - id->first_open;
         record_outcome(id, rc, a, len);
+        /* Orders taken while the attempt ran, too late to cancel it: over
+         * the opens so far with them, at once, not when those doubled. */
+        if (id->late_orders_pending && id->len >= IDENT_MIN_OPENS && id->next_attempt > id->len)
+            id->next_attempt = id->len;
         if (kept_only && rc == 0 && !a->fits)
             id->next_attempt = len; /* not the next epoch's: scan them all at once */
         if (rc != 1)

@@ -29,6 +29,9 @@ fresh DataLoader workers of the same rank, its opens logged as "E R I" in
 LOG.val.
 --decode decodes each file as an image with PIL (the default loader's open
 and read, then the reference's eval transforms), besides its digest.
+--order KIND numbers the training folder's samples as a library's dataset
+does (timm's ImageDataset, ultralytics' YOLODataset, ...: the transcriptions
+of tests/golden/library_orders.py, run on the mount) instead of ImageFolder.
 """
 import argparse
 import hashlib
@@ -75,6 +78,24 @@ class Indexed(Dataset):
 
     def __getitem__(self, i):
         return i, self.folder[i][0]
+
+
+class LibraryFolder(Dataset):
+    """A library's dataset over root: its samples in the library's index
+    order (tests/golden/library_orders.py), each item (loader(path), 0)."""
+
+    def __init__(self, kind, root, loader):
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                        "golden"))
+        import library_orders
+        self.samples = [(os.path.join(root, p), 0) for p in library_orders.order(kind, root)]
+        self.loader = loader
+
+    def __len__(self):
+        return len(self.samples)
+
+    def __getitem__(self, i):
+        return self.loader(self.samples[i][0]), 0
 
 
 def collate(batch):
@@ -354,14 +375,18 @@ def main():
     ap.add_argument("--train-dir", default="", help="train on this folder of the mount")
     ap.add_argument("--val-dir", help="evaluate on this folder of the mount after every epoch")
     ap.add_argument("--decode", action="store_true", help="decode the images with PIL")
+    ap.add_argument("--order", help="a library's index order of the training folder (timm, "
+                    "mmpretrain, ultralytics, ultralytics-cls)")
     args = ap.parse_args()
     args.infinite = 0
     if args.world > 1:
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{args.port}",
                                 world_size=args.world, rank=args.rank)
 
-    folder = ImageFolder(os.path.join(args.data, args.train_dir),
-                         loader=decode_digest if args.decode else digest)
+    loader_fn = decode_digest if args.decode else digest
+    root = os.path.join(args.data, args.train_dir)
+    folder = (LibraryFolder(args.order, root, loader_fn) if args.order
+              else ImageFolder(root, loader=loader_fn))
     rel = [os.path.relpath(p, args.data) for p, _ in folder.samples]
     want = {}
     loader, sampler = make_loader(args, Indexed(folder))
