@@ -138,8 +138,8 @@ predicted_since() {
     local was_hit was_miss
     hit=$(cfs_metric "$1" 'clairfs_prediction_total{result="hit"}')
     miss=$(cfs_metric "$1" 'clairfs_prediction_total{result="miss"}')
-    was_hit=$(awk '$1 == "clairfs_prediction_total{result=\"hit\"}" { print $2 }' "$2")
-    was_miss=$(awk '$1 == "clairfs_prediction_total{result=\"miss\"}" { print $2 }' "$2")
+    was_hit=$(cfs_metric "$2" 'clairfs_prediction_total{result="hit"}')
+    was_miss=$(cfs_metric "$2" 'clairfs_prediction_total{result="miss"}')
     hit=$((hit - ${was_hit:-0})) miss=$((miss - ${was_miss:-0}))
 }
 

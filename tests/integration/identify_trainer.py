@@ -142,7 +142,7 @@ def wait_order(args, epoch, step):
 def snapshot(args):
     if args.snapshot:
         with open(os.path.join(args.data, ".clairfs", "metrics")) as f, \
-                open(args.snapshot, "w") as out:
+                open(args.snapshot.replace("{rank}", str(args.rank)), "w") as out:
             out.write(f.read())
 
 
@@ -322,6 +322,9 @@ def evaluate(args, epoch):
                     print(f"rank {args.rank}: wrong bytes in {rel}", file=sys.stderr)
                     return False
                 log.write(f"{epoch} {args.rank} {i}\n")
+    if args.world > 1:
+        # the reference's metric_logger.synchronize_between_processes()
+        dist.all_reduce(torch.zeros(1))
     return True
 
 
@@ -359,7 +362,8 @@ def main():
                          "whether epoch 0's first opens name it, whatever the search's pace")
     ap.add_argument("--log", required=True, help="'epoch rank index' per item")
     ap.add_argument("--snapshot", help="copy .clairfs/metrics here when epoch 1 starts "
-                    "(with --pause-epochs: when epoch 1's order is known)")
+                    "(with --pause-epochs: when epoch 1's order is known); {rank} in it is "
+                    "the rank")
     ap.add_argument("--epoch-snapshots", help="copy .clairfs/metrics to PREFIX.E at the end "
                     "of each epoch E, before any pause")
     ap.add_argument("--pause-epochs", action="store_true",
