@@ -177,8 +177,11 @@ void cfs_identify_observe(struct cfs_identify *id, uint32_t sample, pid_t pid, p
         id->samples[id->len] = sample;
         id->pids[id->len] = pid;
         id->ppids[id->len] = ppid;
-        if (++id->len == id->next_attempt)
+        if (++id->len == id->next_attempt) {
             pthread_cond_signal(&id->wake);
+            if (id->ranging) /* the full range's slice yields to the attempt */
+                ident_cancel_attempt(id);
+        }
     }
     pthread_mutex_unlock(&id->lock);
 }
@@ -309,6 +312,29 @@ int cfs_identify_split_sets_now(struct cfs_identify *id, struct cfs_split_sets *
     free(pids);
     free(ppids);
     return rc;
+}
+
+void cfs_identify_take_orders(struct cfs_identify *id, const uint32_t *const *orders,
+                              const char *const *names, size_t count)
+{
+    pthread_mutex_lock(&id->lock);
+    id->late_orders = orders;
+    id->late_order_names = names;
+    id->late_norders = count;
+    id->late_orders_pending = true;
+    if (id->state != CFS_IDENTIFY_IDENTIFIED && count) {
+        id->fruitless = 0;
+        /* the opens so far are scanned again with them, at once */
+        if (id->attempting)
+            ident_cancel_attempt(id);
+        if (id->len >= IDENT_MIN_OPENS) {
+            id->next_attempt = id->len;
+            pthread_cond_signal(&id->wake);
+        } else {
+            id->next_attempt = IDENT_MIN_OPENS;
+        }
+    }
+    pthread_mutex_unlock(&id->lock);
 }
 
 enum cfs_identify_state cfs_identify_state(struct cfs_identify *id, struct cfs_identified *out)

@@ -12,6 +12,13 @@
  * seed there is torch-global; from then on each epoch's window is scanned
  * for its own seed, and planned as the torch-ddp epoch that reads it.
  *
+ * The run's seed.  After a third epoch learnt alone, the table of seeds
+ * people use is tried once (rng_table.c); if it names none, every seed is
+ * searched for one that draws the first epoch's private seed within its
+ * first words (rng_range.c), slice after slice while the thread has no
+ * attempt due, so that each epoch is still learnt from its own opens
+ * meanwhile.  Either adopts torch-global of S, K and G for the whole run.
+ *
  * Why the same rules offline.  clairfs-plan --identify replays a record
  * of opens (cfs_identify_offline_epochs) and must name what a mount would
  * learn from it: epoch 0 from its head, 32 opens doubled while they fit
@@ -36,7 +43,8 @@ static bool fresh_epoch(const struct cfs_identify_params *p, const struct cfs_id
                         struct ident_cand win)
 {
     enum cfs_sampler_kind k = o->sampler.kind;
-    return !p->hint_has_seed && p->nodes <= 1 && win.skip == 0 && win.p0 == 0 &&
+    /* in the observed order only: the windows are verified in it */
+    return !p->hint_has_seed && p->nodes <= 1 && win.skip == 0 && win.p0 == 0 && win.order == 0 &&
            o->sampler.world == 1 && o->epoch == 0 && o->epoch_opens > 0 &&
            o->opens <= o->epoch_opens &&
            (k == CFS_SAMPLER_TORCH_DDP || k == CFS_SAMPLER_TORCH_SAMPLER);
@@ -190,6 +198,43 @@ static int table_search(struct cfs_identify *id, const struct cfs_rng_table_prob
     return rc;
 }
 
+/* The whole run from here: torch-global of the seed found (res), in the
+ * epoch the trainer is in now (the window may have moved on meanwhile);
+ * named as a registered seed would be, the seed being exact. */
+static void adopt_run_seed(struct cfs_identify *id, const struct cfs_rng_table_result *res,
+                           uint32_t first, const char *how, double took,
+                           struct cfs_identified *out)
+{
+    struct ident_epochs *ep = &id->epochs;
+    struct cfs_identified r = id->result;
+    r.sampler.kind = CFS_SAMPLER_TORCH_GLOBAL;
+    r.sampler.seed = res->seed;
+    r.sampler.rng_offset = res->offset;
+    r.sampler.rng_epoch_words = res->words;
+    r.sampler.persistent_workers = res->persistent_workers;
+    r.seed_high_known = true;
+    r.epoch_words_known = true;
+    r.epoch_seed_only = r.per_epoch_global = false;
+    r.epoch = ep->epoch;
+    r.opens_before = ep->before;
+    r.opens = id->len;
+    struct cfs_sampler_params as_hint = r.sampler;
+    struct cfs_identify_params named = id->p;
+    named.hint = &as_hint;
+    named.hint_has_seed = true;
+    ident_finish(&named, &r, took, false);
+    char text[sizeof(r.text)];
+    snprintf(text, sizeof(text), "%.190s (no seed registered: %s, from epochs %u-%u)", r.text,
+             how, first, first + 2);
+    memcpy(r.text, text, sizeof(r.text));
+    ep->stage = IDENT_EPOCHS_OFF;
+    ep->range_on = false;
+    id->state = CFS_IDENTIFY_IDENTIFIED;
+    id->result = r;
+    id->next_attempt = SIZE_MAX; /* the data path's misses say when it stops fitting */
+    *out = r;
+}
+
 bool ident_epochs_table(struct cfs_identify *id, struct cfs_identified *out)
 {
     struct ident_epochs *ep = &id->epochs;
@@ -217,45 +262,100 @@ bool ident_epochs_table(struct cfs_identify *id, struct cfs_identified *out)
     id->tabling = false;
     if (rc < 0 || res.cancelled || id->restarts != restarts || id->stop)
         return false;
-    if (!res.found) {
-        cfs_info("identify: torch-global (no seed registered): the private seeds of epochs "
-                 "%u-%u follow from none of the %" PRIu64 " seeds people use (%.0f s); each "
-                 "epoch is learnt from its own opens",
-                 first, first + 2, res.seeds_tried, took);
-        return false;
+    if (res.found) {
+        adopt_run_seed(id, &res, first, "a seed people use", took, out);
+        return true;
     }
-    /* The whole run from here: torch-global of S, K, G, in the epoch the
-     * trainer is in now (the window may have moved on meanwhile). */
-    struct cfs_identified r = id->result;
-    r.sampler.kind = CFS_SAMPLER_TORCH_GLOBAL;
-    r.sampler.seed = res.seed;
-    r.sampler.rng_offset = res.offset;
-    r.sampler.rng_epoch_words = res.words;
-    r.sampler.persistent_workers = res.persistent_workers;
-    r.seed_high_known = true;
-    r.epoch_words_known = true;
-    r.epoch_seed_only = r.per_epoch_global = false;
-    r.epoch = ep->epoch;
-    r.opens_before = ep->before;
-    r.opens = id->len;
-    /* Named as a registered seed would be: the table's seed is exact. */
-    struct cfs_sampler_params as_hint = r.sampler;
-    struct cfs_identify_params named = id->p;
-    named.hint = &as_hint;
-    named.hint_has_seed = true;
-    ident_finish(&named, &r, took, false);
-    char text[sizeof(r.text)];
-    snprintf(text, sizeof(text),
-             "%.190s (no seed registered: a seed people use, from epochs "
-             "%u-%u)",
-             r.text, first, first + 2);
-    memcpy(r.text, text, sizeof(r.text));
-    ep->stage = IDENT_EPOCHS_OFF;
-    id->state = CFS_IDENTIFY_IDENTIFIED;
-    id->result = r;
-    id->next_attempt = SIZE_MAX; /* the data path's misses say when it stops fitting */
-    *out = r;
-    return true;
+    unsigned threads = id->p.search_threads ? id->p.search_threads : cfs_seed_usable_cpus();
+    cfs_info("identify: torch-global (no seed registered): the private seeds of epochs "
+             "%u-%u follow from none of the %" PRIu64 " seeds people use (%.0f s); each "
+             "epoch is learnt from its own opens, and all 2^32 seeds are searched for one "
+             "that draws epoch %u's within its first %u words, on %u threads between the "
+             "epochs' scans",
+             first, first + 2, res.seeds_tried, took, first, CFS_RNG_RANGE_WORDS, threads);
+    ep->range_on = true;
+    memcpy(ep->range_priv, priv, sizeof(priv));
+    ep->range_first = first;
+    ep->range_next = 0;
+    return ident_epochs_range(id, out);
+}
+
+static void pace_range(void *arg, struct cfs_seed_workers *w)
+{
+    struct cfs_identify *id = arg;
+    ident_pace_chunk(&id->pace, &id->meter, w);
+}
+
+/* One slice of the full range, without the lock: at idle priority within
+ * the budget, as a scan's long part. */
+static int range_slice(struct cfs_identify *id, const struct cfs_rng_range_problem *pr,
+                       struct cfs_rng_table_result *res)
+{
+    struct cfs_seed_threads t = {.threads = id->p.search_threads,
+                                 .idle = true,
+                                 .every = IDENT_PACE_CHUNK,
+                                 .pace = pace_range,
+                                 .pace_arg = id};
+    ident_pace_priority(&id->pace, true);
+    ident_meter_scan(&id->meter, true);
+    int rc = cfs_rng_range_find(pr, &id->cancel, &t, res);
+    ident_meter_scan(&id->meter, false);
+    ident_pace_priority(&id->pace, false);
+    return rc;
+}
+
+bool ident_epochs_range(struct cfs_identify *id, struct cfs_identified *out)
+{
+    struct ident_epochs *ep = &id->epochs;
+    const uint64_t all = 1ull << 32;
+    uint64_t restarts = id->restarts;
+    while (ep->range_on && !id->stop && id->len < id->next_attempt) {
+        uint32_t priv[3];
+        memcpy(priv, ep->range_priv, sizeof(priv));
+        struct cfs_rng_range_problem pr = {
+            .table = {.private_seeds = priv,
+                      .first_epoch = ep->range_first,
+                      .max_offset = id->p.global_max_offset ? id->p.global_max_offset
+                                                            : CFS_IDENTIFY_GLOBAL_MAX_OFFSET,
+                      .max_words = CFS_IDENTIFY_GLOBAL_MAX_WORDS},
+            .seed_first = (uint32_t)ep->range_next,
+            .seed_count = all - ep->range_next < IDENT_RANGE_SLICE ? all - ep->range_next
+                                                                  : IDENT_RANGE_SLICE};
+        struct cfs_rng_table_result res;
+        atomic_store(&id->cancel, false);
+        id->tabling = id->ranging = true;
+        pthread_mutex_unlock(&id->lock);
+        double t0 = ident_now(id);
+        int rc = range_slice(id, &pr, &res);
+        double took = ident_now(id) - t0;
+        pthread_mutex_lock(&id->lock);
+        id->tabling = id->ranging = false;
+        if (id->restarts != restarts || id->stop)
+            return false;
+        ep->range_seconds += took;
+        if (rc < 0) {
+            cfs_warn("identify: the search of the 2^32 seeds for the run's seed failed (%s); "
+                     "each epoch is learnt from its own opens",
+                     strerror(-rc));
+            ep->range_on = false;
+            return false;
+        }
+        if (res.found) {
+            adopt_run_seed(id, &res, ep->range_first, "a seed found among the 2^32",
+                           ep->range_seconds, out);
+            return true;
+        }
+        ep->range_next += res.seeds_tried;
+        if (ep->range_next >= all) {
+            cfs_info("identify: torch-global (no seed registered): none of the 2^32 seeds "
+                     "draws the private seeds of epochs %u-%u with epoch %u's within its "
+                     "first %u words (%.0f s); each epoch is learnt from its own opens",
+                     ep->range_first, ep->range_first + 2, ep->range_first,
+                     CFS_RNG_RANGE_WORDS, ep->range_seconds);
+            ep->range_on = false;
+        }
+    }
+    return false;
 }
 
 /* Offline: the attempt over opens [from, from + len) of a record alone.  1

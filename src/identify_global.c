@@ -78,7 +78,10 @@ double ident_global_candidates(const struct cfs_identify_params *p)
 void ident_global_describe(const struct cfs_identified *id, char *buf, size_t len)
 {
     const struct cfs_sampler_params *s = &id->sampler;
-    if (s->kind != CFS_SAMPLER_TORCH_GLOBAL)
+    if (s->kind == CFS_SAMPLER_TORCHDATA_WORKERS)
+        snprintf(buf, len, " rng_offset=%" PRIu64 "%s", s->rng_offset,
+                 s->persistent_workers ? " persistent_workers" : "");
+    else if (s->kind != CFS_SAMPLER_TORCH_GLOBAL)
         snprintf(buf, len, "%s", "");
     else if (id->epoch_words_known)
         snprintf(buf, len, " rng_offset=%" PRIu64 " rng_epoch_words=%" PRIu64, s->rng_offset,

@@ -1,5 +1,5 @@
 /* Private to order identification (clairfs/identify.h).  The module is
- * twelve files in layers; a file calls only the files below it, never one
+ * thirteen files in layers; a file calls only the files below it, never one
  * above, so each can be read knowing only what lies under it:
  *
  *   identify.c             the opens as they come: observe, restart, state;
@@ -16,6 +16,7 @@
  *                          over the sets of first and second opens,
  *                          cfs_identify_offline, the result in words
  *   identify_pace.c        the scans' priority, budget and share of a core
+ *   identify_torchdata.c   torchdata-workers from the seeds people use
  *   identify_global.c      torch-global from a registered seed (K and G)
  *   identify_verify.c      one candidate seed: the hypotheses (world, batch,
  *                          workers, the frameworks') tried on it
@@ -26,9 +27,10 @@
  *   identify_readers.c     the opens grouped by process
  *
  * identify_pace.c, identify_view.c, identify_frameworks.c and
- * identify_readers.c call no other identify file; identify_global.c calls
- * only identify_verify.c and identify_readers.c.  (The object files' graph
- * of calls - nm -u against nm -g --defined-only - sorts with tsort.) */
+ * identify_readers.c call no other identify file; identify_torchdata.c and
+ * identify_global.c call only identify_verify.c and identify_readers.c.
+ * (The object files' graph of calls - nm -u against nm -g --defined-only -
+ * sorts with tsort.) */
 #ifndef CLAIRFS_IDENTIFY_I_H
 #define CLAIRFS_IDENTIFY_I_H
 
@@ -65,6 +67,10 @@ struct ident_readers {
 int ident_group(const uint32_t *samples, const pid_t *pids, const pid_t *ppids, size_t count,
                 struct ident_readers *out);
 void ident_readers_free(struct ident_readers *rd);
+/* rd with every open x renamed index[x] (a candidate order's numbering),
+ * into out.  0 or -ENOMEM. */
+int ident_readers_renumber(const struct ident_readers *rd, const uint32_t *index,
+                           struct ident_readers *out);
 
 
 /* A false identification stays below 2^-40 when the evidence of a fit, in
@@ -235,7 +241,15 @@ struct ident_obs {
     size_t len;
 };
 
-/* What is known of a torch-global trainer between attempts. */
+/* A torchdata-workers fit (identify_torchdata.c): the global seed, the
+ * words drawn before the loader, persistent workers or not. */
+struct ident_torchdata {
+    bool found, persistent;
+    uint64_t seed, offset;
+};
+
+/* What is known of a torch-global trainer between attempts (and of a
+ * torchdata-workers one, whose sampler's seed is a global draw too). */
 struct ident_global {
     bool found;       /* rng_offset known (and the loader's schedule) */
     bool words_known; /* rng_epoch_words known */
@@ -243,6 +257,7 @@ struct ident_global {
     uint64_t offset, words;
     uint32_t batch, workers, ranks;
     bool told; /* "not found within K <= ..." was logged */
+    struct ident_torchdata td;
 };
 
 /* The registered seed S read as torch-global: 1 identified (*out), 0 a fit
@@ -259,6 +274,25 @@ double ident_global_candidates(const struct cfs_identify_params *p);
 /* " rng_offset=K rng_epoch_words=G" for a torch-global id, else "". */
 void ident_global_describe(const struct cfs_identified *id, char *buf, size_t len);
 
+
+/* --- torchdata-workers from the seeds people use (identify_torchdata.c). - */
+
+/* The largest n walked: identify_view.c's dense views (a model's view). */
+#define IDENT_TD_MAX_N (1u << 22)
+
+/* The opens rd as torchdata's StatefulDataLoader with workers, its global
+ * seed S from the table of seeds people use (or the registered one) and
+ * the words K drawn before the loader walked as far as n allows; td the
+ * fit kept from the last attempt, re-verified first (kept_only: that
+ * alone).  1 identified (out), 0 a fit short of evidence, -ENOENT none,
+ * -ECANCELED, -errno. */
+int ident_torchdata_attempt(const struct cfs_identify_params *p, const struct ident_readers *rd,
+                            const atomic_bool *cancel, double need_bits, bool kept_only,
+                            struct ident_torchdata *td, struct cfs_identified *out);
+
+/* Candidates that walk may try for p (0 when it does not apply): counted
+ * in the evidence demanded. */
+double ident_torchdata_candidates(const struct cfs_identify_params *p);
 
 /* --- The scans' priority, budget and share of a core (identify_pace.c). -- */
 
@@ -350,10 +384,14 @@ void ident_pace_chunk_at(struct ident_pace *pc, double now, double cpu,
 
 #define IDENT_MAX_KEEP 16 /* fits short of evidence kept between attempts */
 
-/* A candidate: seed (mod 2^32), words skipped, the head's position. */
+/* A candidate: seed (mod 2^32), words skipped, the head's position; the
+ * index order it was verified in (0: the observed numbering, k:
+ * params.orders[k - 1]). */
 struct ident_cand {
-    uint32_t seed, skip, p0;
+    uint32_t seed, skip, p0, order;
 };
+
+#define IDENT_MAX_ORDERS 8 /* candidate index orders beside the observed one */
 
 /* The range's first seeds, scanned at the normal priority (ident_attempt_all
  * says why); the long part past them runs at idle priority. */
@@ -362,6 +400,10 @@ struct ident_cand {
 struct ident_attempt {
     const struct cfs_identify_params *p;
     const struct ident_readers *rd;
+    /* the opens in each index order: [0] is rd, [k] renumbered by
+     * params.orders[k - 1] */
+    struct ident_readers in_order[1 + IDENT_MAX_ORDERS];
+    size_t norders; /* 1 + the candidate orders */
     const atomic_bool *cancel;
     _Atomic uint64_t *scanned;      /* seeds the scans passed, counted up; NULL offline */
     struct ident_scan_meter *meter; /* NULL offline */
@@ -438,7 +480,18 @@ struct ident_epochs {
     uint32_t priv_epoch;
     unsigned priv_count;
     bool table_tried; /* the table of seeds people use was searched */
+    /* The run's seed over all 2^32 seeds (rng_range.c) once the table had
+     * none, for the private seeds of epochs range_first.. (range_priv),
+     * in slices between the epochs' scans: range_next seeds searched. */
+    bool range_on;
+    uint32_t range_priv[3], range_first;
+    uint64_t range_next;
+    double range_seconds; /* spent in it so far */
 };
+/* Seeds of the full range between looks at the thread's other work:
+ * about 2 s of one core, less on the search's threads; an attempt falling
+ * due cancels the slice sooner (identify.c), which resumes after it. */
+#define IDENT_RANGE_SLICE (1ull << 24)
 
 struct cfs_identify {
     struct cfs_identify_params p;
@@ -447,6 +500,12 @@ struct cfs_identify {
      * made p.hint by the thread between attempts, when no attempt reads p */
     struct cfs_sampler_params late_hint;
     bool late_hint_pending;
+    /* under lock: candidate orders given after the start
+     * (cfs_identify_take_orders), made p.orders the same way */
+    const uint32_t *const *late_orders;
+    const char *const *late_order_names;
+    size_t late_norders;
+    bool late_orders_pending;
     pthread_mutex_t lock;
     pthread_cond_t wake;
     uint32_t *samples; /* under lock */
@@ -489,6 +548,7 @@ struct cfs_identify {
     _Atomic uint64_t scanned; /* the seeds its scans have passed */
     bool waiting;             /* under lock: the thread waits on wake */
     bool tabling;             /* under lock: the thread searches the table of seeds */
+    bool ranging;             /* under lock: ... or a slice of the full range */
     uint64_t restarts;        /* under lock: cfs_identify_restart calls */
 };
 
@@ -520,6 +580,11 @@ void ident_epoch_fit(struct cfs_identify *id, struct cfs_identified *out, struct
  * the result becomes torch-global of that seed, K and G, for the whole run
  * (out, true: the caller reports it; no attempt follows). */
 bool ident_epochs_table(struct cfs_identify *id, struct cfs_identified *out);
+/* On the thread, the lock held: the full range's search for the run's
+ * seed, slice after slice while no attempt is due (id->len <
+ * id->next_attempt), resumed where it stopped; true with out when a seed
+ * was found and adopted (as ident_epochs_table does). */
+bool ident_epochs_range(struct cfs_identify *id, struct cfs_identified *out);
 
 /* --- The module's thread (identify_thread.c). --------------------------- */
 

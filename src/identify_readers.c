@@ -13,7 +13,9 @@
  *
  * Readers come in order of first open and keep their parent's pid: worker
  * processes of one rank share a parent, ranks without workers share their
- * launcher. */
+ * launcher.  A candidate index order of a dataset root (params.orders)
+ * numbers the same opens otherwise: the same readers, each open renamed
+ * (ident_readers_renumber). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,6 +87,28 @@ fail:
     free(slot);
     ident_readers_free(out);
     return rc;
+}
+
+int ident_readers_renumber(const struct ident_readers *rd, const uint32_t *index,
+                           struct ident_readers *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (rd->nr && !(out->r = calloc(rd->nr, sizeof(*out->r))))
+        return -ENOMEM;
+    out->nr = rd->nr;
+    out->opens = rd->opens;
+    for (size_t i = 0; i < rd->nr; i++) {
+        const struct ident_reader *r = &rd->r[i];
+        out->r[i] = (struct ident_reader){.pid = r->pid, .ppid = r->ppid, .cap = r->len};
+        if (r->len && !(out->r[i].s = malloc(r->len * sizeof(*r->s)))) {
+            ident_readers_free(out);
+            return -ENOMEM;
+        }
+        for (size_t k = 0; k < r->len; k++)
+            out->r[i].s[k] = index[r->s[k]];
+        out->r[i].len = r->len;
+    }
+    return 0;
 }
 
 void ident_readers_free(struct ident_readers *rd)

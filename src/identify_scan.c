@@ -49,6 +49,13 @@
  * first opens over MPI would keep the filter as it was, but makes the head
  * node wait on its peers, where the stride needs nothing but its opens.
  *
+ * A dataset root's candidate index orders (params.orders: timm's,
+ * mmpretrain's ... of the same n samples) add index sets, not scans: the
+ * sets take each reader's opens as numbered in every order, and a seed
+ * that passes is verified in each order in turn (the observed one first).
+ * The union is at most (1 + orders) times as large, the pass rate at most
+ * its square; the evidence demanded counts each seed once per order.
+ *
  * Why the head at the normal priority.  A scan's long part yields to the
  * trainer (identify_pace.c).  Its head - a registered seed's span, the
  * range's first IDENT_SCAN_HEAD_SEEDS seeds, the checks of kept candidates -
@@ -78,50 +85,61 @@ static bool on_candidate(void *arg, uint32_t seed, uint32_t skip)
     struct ident_attempt *a = arg;
     struct cfs_identified id;
     double bits;
-    int rc = ident_verify(a->p, a->rd, seed, skip, a->p0, a->need_bits, &id, &bits);
-    if (rc == 1) {
-        *a->out = id;
-        a->win = (struct ident_cand){seed, skip, a->p0};
-        a->rc = 1;
-        return true;
-    }
-    if (rc == 0) {
-        if (a->fits++ == 0 || bits > a->near_bits)
-            a->near = id, a->near_bits = bits;
-        if (a->nkeep < IDENT_MAX_KEEP)
-            a->keep[a->nkeep++] = (struct ident_cand){seed, skip, a->p0};
-        /* A fit short of evidence ends the scan: the next opens confirm or
-         * refute it in microseconds, where the rest of the range costs
-         * minutes.  The evidence demanded counts every seed of the range
-         * as tried, so stopping early only demands more than needed. */
-        return a->scanning;
-    } else if (rc != -ENOENT) {
-        a->rc = rc;
-        return true;
+    /* every index order of the root, the observed one first */
+    for (uint32_t k = 0; k < a->norders; k++) {
+        int rc = ident_verify(a->p, &a->in_order[k], seed, skip, a->p0, a->need_bits, &id, &bits);
+        id.order = k;
+        if (rc == 1) {
+            *a->out = id;
+            a->win = (struct ident_cand){seed, skip, a->p0, k};
+            a->rc = 1;
+            return true;
+        }
+        if (rc == 0) {
+            if (a->fits++ == 0 || bits > a->near_bits)
+                a->near = id, a->near_bits = bits;
+            if (a->nkeep < IDENT_MAX_KEEP)
+                a->keep[a->nkeep++] = (struct ident_cand){seed, skip, a->p0, k};
+            /* A fit short of evidence ends the scan: the next opens confirm
+             * or refute it in microseconds, where the rest of the range
+             * costs minutes.  The evidence demanded counts every seed of
+             * the range as tried, so stopping early only demands more
+             * than needed. */
+            return a->scanning;
+        } else if (rc != -ENOENT) {
+            a->rc = rc;
+            return true;
+        }
     }
     return false;
 }
 
-static int set_bits(uint64_t **first, uint64_t **second, const struct ident_readers *rd, uint64_t n)
+/* The scans' sets: each reader's first open, and its first and second
+ * distinct opens, in every index order of the attempt (their union: one
+ * pass over the seeds for every order). */
+static int set_bits(uint64_t **first, uint64_t **second, const struct ident_attempt *a, uint64_t n)
 {
     *first = calloc((n + 63) / 64, sizeof(uint64_t));
     *second = calloc((n + 63) / 64, sizeof(uint64_t));
     if (!*first || !*second)
         return -ENOMEM;
-    for (size_t i = 0; i < rd->nr; i++) {
-        const struct ident_reader *r = &rd->r[i];
-        if (r->len == 0)
-            continue;
-        uint32_t v = r->s[0];
-        (*first)[v / 64] |= 1ull << (v % 64);
-        (*second)[v / 64] |= 1ull << (v % 64);
-        /* the second DISTINCT open (the top comment says why) */
-        for (size_t k = 1; k < r->len; k++)
-            if (r->s[k] != v) {
-                v = r->s[k];
-                (*second)[v / 64] |= 1ull << (v % 64);
-                break;
-            }
+    for (size_t o = 0; o < a->norders; o++) {
+        const struct ident_readers *rd = &a->in_order[o];
+        for (size_t i = 0; i < rd->nr; i++) {
+            const struct ident_reader *r = &rd->r[i];
+            if (r->len == 0)
+                continue;
+            uint32_t v = r->s[0];
+            (*first)[v / 64] |= 1ull << (v % 64);
+            (*second)[v / 64] |= 1ull << (v % 64);
+            /* the second DISTINCT open (the top comment says why) */
+            for (size_t k = 1; k < r->len; k++)
+                if (r->s[k] != v) {
+                    v = r->s[k];
+                    (*second)[v / 64] |= 1ull << (v % 64);
+                    break;
+                }
+        }
     }
     return 0;
 }
@@ -182,7 +200,7 @@ static int scan(struct ident_attempt *a, const uint64_t *fs, const uint64_t *ss,
          * its head on the module thread.  A candidate that stops the
          * search (on_candidate: a fit, short of evidence or not) stops
          * them all. */
-        struct cfs_seed_threads t = {.threads = a->paced || !a->pace ? 0 : 1,
+        struct cfs_seed_threads t = {.threads = a->paced || !a->pace ? a->p->search_threads : 1,
                                      .idle = a->paced,
                                      .every = IDENT_PACE_CHUNK,
                                      .pace = a->paced ? pace_chunk : NULL,
@@ -215,6 +233,14 @@ static void try_hinted_seed(struct ident_attempt *a)
     }
 }
 
+/* The candidate index orders an attempt tries beside the observed one. */
+static size_t attempt_orders(const struct cfs_identify_params *p)
+{
+    if (!p->orders)
+        return 0;
+    return p->norders < IDENT_MAX_ORDERS ? p->norders : IDENT_MAX_ORDERS;
+}
+
 /* n = 1: every order reads sample 0; nothing to learn, nothing to get wrong. */
 static void trivial(const struct cfs_identify_params *p, const struct ident_readers *rd,
                     struct cfs_identified *out)
@@ -238,9 +264,11 @@ double cfs_identify_evidence_needed(const struct cfs_identify_params *p)
     size_t nh = head_positions(p, (uint32_t[2]){0});
     /* every seed of the range with both skips, per head position, plus a
      * hinted seed's span and the candidates kept from an earlier attempt */
-    double tried =
-        (double)count * 2.0 * (double)nh + 2.0 * HINT_SPAN + IDENT_MAX_KEEP + ident_global_candidates(p);
-    return log2(tried) + IDENT_HYPOTHESIS_BITS + IDENT_SAFETY_BITS;
+    double tried = (double)count * 2.0 * (double)nh + 2.0 * HINT_SPAN + IDENT_MAX_KEEP +
+                   ident_global_candidates(p) + ident_torchdata_candidates(p);
+    /* each seed verified in every index order of the root */
+    return log2(tried * (double)(1 + attempt_orders(p))) + IDENT_HYPOTHESIS_BITS +
+           IDENT_SAFETY_BITS;
 }
 
 /* The registered seed as torch-global's (identify_global.c): 1, 0 (a fit
@@ -248,6 +276,21 @@ double cfs_identify_evidence_needed(const struct cfs_identify_params *p)
 static int global_step(struct ident_attempt *a, const struct ident_obs *obs, struct ident_global *g)
 {
     int rc = ident_global_attempt(a->p, obs, a->cancel, a->need_bits, g, a->out);
+    if (rc == 1 || rc == 0)
+        a->global_win = true, a->out->order = 0; /* the observed order's stream */
+    if (rc == 1)
+        a->rc = 1;
+    if (rc == 0)
+        a->fits = 1, a->near = *a->out, a->near_bits = a->out->evidence_bits;
+    return rc;
+}
+
+/* torchdata-workers (identify_torchdata.c): the fit kept in g->td, or
+ * (kept_only false) the walk of the seeds people use.  As global_step. */
+static int torchdata_step(struct ident_attempt *a, struct ident_global *g, bool kept_only)
+{
+    int rc = ident_torchdata_attempt(a->p, a->rd, a->cancel, a->need_bits, kept_only, &g->td,
+                                     a->out);
     if (rc == 1 || rc == 0)
         a->global_win = true;
     if (rc == 1)
@@ -257,16 +300,12 @@ static int global_step(struct ident_attempt *a, const struct ident_obs *obs, str
     return rc;
 }
 
-int ident_attempt_all(const struct ident_attempt_in *in, struct ident_global *g,
-                      struct ident_attempt *a, struct cfs_identified *out)
+static int attempt_orders_all(const struct ident_attempt_in *in, struct ident_global *g,
+                              struct ident_attempt *a, struct cfs_identified *out)
 {
     const struct cfs_identify_params *p = in->p;
     const struct ident_readers *rd = in->rd;
     struct ident_pace *pace = in->pace;
-    memset(a, 0, sizeof(*a));
-    a->p = p, a->rd = rd, a->cancel = in->cancel, a->scanned = in->scanned;
-    a->meter = in->meter, a->pace = pace;
-    a->out = out;
     if (p->n == 1 && rd->opens > 0) {
         trivial(p, rd, out);
         return 1;
@@ -278,6 +317,11 @@ int ident_attempt_all(const struct ident_attempt_in *in, struct ident_global *g,
         int grc = global_step(a, in->obs, g);
         if (grc != -ENOENT)
             return grc;
+    }
+    if (g->td.found) {
+        int trc = torchdata_step(a, g, true);
+        if (trc != -ENOENT)
+            return trc;
     }
     for (size_t i = 0; i < in->nkeep && a->rc == 0; i++) {
         a->p0 = in->keep[i].p0;
@@ -298,7 +342,7 @@ int ident_attempt_all(const struct ident_attempt_in *in, struct ident_global *g,
      * keeps every core busy starves a SCHED_IDLE thread for its whole
      * epoch 0, and its seed would wait for the epoch's end. */
     uint64_t *fs = NULL, *ss = NULL;
-    int rc = p->n >= 2 && rd->nr > 0 ? set_bits(&fs, &ss, rd, p->n) : -ENOENT;
+    int rc = p->n >= 2 && rd->nr > 0 ? set_bits(&fs, &ss, a, p->n) : -ENOENT;
     if (rc == 0 && p->hint && p->hint_has_seed)
         try_hinted_seed(a);
     if (rc == 0 && a->rc == 0 && p->hint && p->hint_has_seed)
@@ -330,6 +374,12 @@ int ident_attempt_all(const struct ident_attempt_in *in, struct ident_global *g,
     }
     if (pace)
         ident_pace_priority(pace, true);
+    /* torchdata with workers: no seed of the range is a candidate; a
+     * walk of seconds, before the scan of minutes */
+    if (rc == 0 && a->rc == 0 && !a->fits) {
+        rc = torchdata_step(a, g, false);
+        rc = rc == -ENOENT ? 0 : rc < 0 ? rc : a->rc != 0 || a->fits ? -ENOENT : 0;
+    }
     a->paced = pace != NULL;
     if (rc == 0 && a->rc == 0 && count > head)
         rc = scan(a, fs, ss, p->seed_first + (uint32_t)head, count - head);
@@ -343,6 +393,29 @@ int ident_attempt_all(const struct ident_attempt_in *in, struct ident_global *g,
     if (rc == -ENOENT)
         rc = 0;
     return rc < 0 ? rc : a->rc;
+}
+
+int ident_attempt_all(const struct ident_attempt_in *in, struct ident_global *g,
+                      struct ident_attempt *a, struct cfs_identified *out)
+{
+    memset(a, 0, sizeof(*a));
+    a->p = in->p, a->rd = in->rd, a->cancel = in->cancel, a->scanned = in->scanned;
+    a->meter = in->meter, a->pace = in->pace;
+    a->out = out;
+    /* The opens in each candidate order, renumbered once an attempt: a
+     * seed that passes the filter is verified in each. */
+    a->in_order[0] = *in->rd;
+    a->norders = 1;
+    int rc = 0;
+    for (size_t k = 0; k < attempt_orders(in->p) && rc == 0; k++)
+        if ((rc = ident_readers_renumber(in->rd, in->p->orders[k], &a->in_order[k + 1])) == 0)
+            a->norders++;
+    if (rc == 0)
+        rc = attempt_orders_all(in, g, a, out);
+    for (size_t k = 1; k < a->norders; k++)
+        ident_readers_free(&a->in_order[k]);
+    a->norders = 1;
+    return rc;
 }
 
 /* --- What was identified, in words. ----------------------------------------- */
@@ -360,9 +433,11 @@ void ident_finish(const struct cfs_identify_params *p, struct cfs_identified *id
     id->seed_high_known = false;
     uint32_t low = (uint32_t)id->sampler.seed;
     enum cfs_sampler_kind kind = id->sampler.kind;
-    if (kind == CFS_SAMPLER_TIMM_RA || kind == CFS_SAMPLER_ULTRALYTICS) {
-        /* seeded by the epoch, or by a constant: no seed to recover
-         * (identify_frameworks.c) */
+    if (kind == CFS_SAMPLER_TIMM_RA || kind == CFS_SAMPLER_ULTRALYTICS ||
+        kind == CFS_SAMPLER_TORCHDATA_WORKERS) {
+        /* seeded by the epoch, or by a constant (identify_frameworks.c), or
+         * a seed of the table whole (identify_torchdata.c): no seed to
+         * recover */
         id->seed_high_known = true;
     } else if (h && p->hint_has_seed && p->n > 1) {
         uint32_t k = low - (uint32_t)h->seed;
@@ -401,11 +476,17 @@ void ident_finish(const struct cfs_identify_params *p, struct cfs_identified *id
                  id->workers, (unsigned long long)id->opens, seconds, note);
         return;
     }
+    char order[48] = ""; /* a candidate index order, by its order= name */
+    if (id->order && id->order <= p->norders && p->order_names)
+        snprintf(order, sizeof(order), " order=%s", p->order_names[id->order - 1]);
+    else if (!id->order && p->order_name)
+        snprintf(order, sizeof(order), " order=%s", p->order_name);
     snprintf(id->text, sizeof(id->text),
-             "%s seed=%llu%s%s world=%u%s batch=%u workers=%u epoch %u after %llu opens in %.0f s%s",
+             "%s seed=%llu%s%s world=%u%s%s batch=%u workers=%u epoch %u after %llu opens in "
+             "%.0f s%s",
              cfs_sampler_kind_name(id->sampler.kind), (unsigned long long)id->sampler.seed,
              id->seed_high_known || p->n == 1 ? "" : " (low 32 bits)", global, id->sampler.world,
-             ranks,
+             ranks, order,
              id->sampler.batch, id->workers, id->epoch, (unsigned long long)id->opens, seconds,
              note);
     if (note[0] && log_contradiction)

@@ -68,7 +68,9 @@ void ident_progress_of(struct cfs_identify *id, struct ident_progress *out)
                                    .opens = id->attempt_opens,
                                    .scanned = atomic_load(&id->scanned),
                                    .attempting = id->attempting,
-                                   .settled = id->waiting && id->len < id->next_attempt};
+                                   /* the full range's search acts on no open */
+                                   .settled = (id->waiting || id->ranging) &&
+                                              id->len < id->next_attempt};
     pthread_mutex_unlock(&id->lock);
 }
 
@@ -176,7 +178,18 @@ static bool same_identification(const struct cfs_identified *a, const struct cfs
            x->persistent_workers == y->persistent_workers && a->workers == b->workers &&
            x->rng_offset == y->rng_offset && x->rng_epoch_words == y->rng_epoch_words &&
            a->epoch_words_known == b->epoch_words_known && a->rank_first == b->rank_first &&
-           a->rank_count == b->rank_count && a->epoch_seed_only == b->epoch_seed_only;
+           a->rank_count == b->rank_count && a->epoch_seed_only == b->epoch_seed_only &&
+           a->order == b->order;
+}
+
+/* Under the lock, released meanwhile: the run's seed found, said. */
+static void announce(struct cfs_identify *id, struct cfs_identified *out)
+{
+    pthread_mutex_unlock(&id->lock);
+    cfs_info("identify: %s", out->text);
+    if (id->p.on_identified)
+        id->p.on_identified(id->p.cb_arg, out);
+    pthread_mutex_lock(&id->lock);
 }
 
 static void *identify_thread(void *arg)
@@ -188,9 +201,16 @@ static void *identify_thread(void *arg)
     pthread_mutex_lock(&id->lock);
     while (!id->stop) {
         if (id->len < id->next_attempt || !a) {
-            id->waiting = true;
-            pthread_cond_wait(&id->wake, &id->lock);
-            id->waiting = false;
+            /* nothing to scan: the full range's search for the run's seed
+             * goes on, if one runs, until an attempt falls due */
+            struct cfs_identified run;
+            if (a && ident_epochs_range(id, &run))
+                announce(id, &run);
+            else if (!id->stop && (id->len < id->next_attempt || !a)) {
+                id->waiting = true;
+                pthread_cond_wait(&id->wake, &id->lock);
+                id->waiting = false;
+            }
             continue;
         }
         if (id->late_hint_pending) {
@@ -200,6 +220,12 @@ static void *identify_thread(void *arg)
             id->p.hint_has_seed = true;
             id->p.hint_identified = true;
             id->late_hint_pending = false;
+        }
+        if (id->late_orders_pending) {
+            id->p.orders = id->late_orders;
+            id->p.order_names = id->late_order_names;
+            id->p.norders = id->late_norders;
+            id->late_orders_pending = false;
         }
         uint64_t gen = id->generation;
         size_t len = id->len;
@@ -264,6 +290,10 @@ static void *identify_thread(void *arg)
         id->global = global;
         seconds = ident_now(id) - id->first_open;
         record_outcome(id, rc, a, len);
+        /* Orders taken while the attempt ran, too late to cancel it: over
+         * the opens so far with them, at once, not when those doubled. */
+        if (id->late_orders_pending && id->len >= IDENT_MIN_OPENS && id->next_attempt > id->len)
+            id->next_attempt = id->len;
         if (kept_only && rc == 0 && !a->fits)
             id->next_attempt = len; /* not the next epoch's: scan them all at once */
         if (rc != 1)
@@ -282,13 +312,8 @@ static void *identify_thread(void *arg)
         pthread_mutex_lock(&id->lock);
         /* A third epoch learnt alone: perhaps the run's seed is one people
          * use, and every later epoch follows from it. */
-        if (out.per_epoch_global && ident_epochs_table(id, &out)) {
-            pthread_mutex_unlock(&id->lock);
-            cfs_info("identify: %s", out.text);
-            if (id->p.on_identified)
-                id->p.on_identified(id->p.cb_arg, &out);
-            pthread_mutex_lock(&id->lock);
-        }
+        if (out.per_epoch_global && ident_epochs_table(id, &out))
+            announce(id, &out);
     }
     pthread_mutex_unlock(&id->lock);
     free(a);

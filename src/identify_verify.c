@@ -271,7 +271,8 @@ static bool try_variants(struct search *s, struct ident_hyp h)
                 h.drop_last = dl_matters ? (a ? !dl_pref : dl_pref) : false;
                 h.drop_last_batch = stream ? false : b ? !dlb_pref : dlb_pref;
                 h.persistent = kept ? h.workers > 0 : h.workers ? (c ? !pw_pref : pw_pref) : false;
-                if ((h.kind == CFS_SAMPLER_TORCH || h.kind == CFS_SAMPLER_TORCH_GLOBAL) &&
+                if ((h.kind == CFS_SAMPLER_TORCH || h.kind == CFS_SAMPLER_TORCH_GLOBAL ||
+                     h.kind == CFS_SAMPLER_TORCHDATA_WORKERS) &&
                     h.persistent != s->v->persistent)
                     continue;
                 h.rank_len = rank_len_of(&h, s->p->n);

@@ -57,6 +57,7 @@
 #include "clairfs/prefetch.h"
 #include "clairfs/roots.h"
 #include "clairfs/run_config.h"
+#include "clairfs/seed_search.h"
 #include "cmdline.h"
 #include "fs.h"
 #include "mountpoint.h"
@@ -520,6 +521,12 @@ static void log_started(const struct daemon *d)
                  "RLIMIT_NICE 20, which uid %u lacks: the order's search stays at idle priority "
                  "once there (search_budget= has no effect)",
                  (unsigned)getuid());
+    if (!d->identify_off) {
+        unsigned usable = cfs_seed_usable_cpus(), opt = d->cl.opts.search_threads;
+        cfs_info("identify: the seed search runs on %u threads (search_threads=%u; %u usable "
+                 "CPUs)",
+                 opt ? opt : usable, opt, usable);
+    }
     if (d->http)
         cfs_info("metrics: http://%s/metrics (port %u)", d->cl.opts.metrics_listen,
                  cfs_metrics_http_port(d->http));
@@ -744,6 +751,7 @@ static int start_identify(struct daemon *d)
                 .node = (uint32_t)d->rank,
                 .nodes = (uint32_t)d->nodes,
                 .search_budget = d->cl.opts.search_budget / 100.0,
+                .search_threads = d->cl.opts.search_threads,
                 .metrics = &d->metrics,
             },
         .on_identified = on_identified,

@@ -300,6 +300,8 @@ static const struct opt_def options_table[] = {
     {"no_sweep", OPT_FLAG, 0, NO_PRESENT, 0, 0, parse_sweep, T, "the same as sweep=off"},
     {"search_budget", OPT_U32, OFF(search_budget), NO_PRESENT, 0, 100, NULL, T,
      "PCT: CPU the order's search may take (default 3)"},
+    {"search_threads", OPT_U32, OFF(search_threads), NO_PRESENT, 0, 1024, NULL, T,
+     "N: the seed search's threads (default 0: all CPUs)"},
     {"no_identify", OPT_FLAG, OFF(no_identify), NO_PRESENT, 0, 0, NULL, T,
      "never learn the order from the opens"},
     {"peer_timeout", OPT_SECONDS, OFF(peer_timeout), NO_PRESENT, 0, 0, NULL, T,

@@ -87,8 +87,10 @@ const struct pf_root *pf_root_get(struct cfs_prefetch *pf, const char *name, con
 {
     if (!map)
         return NULL; /* the mount's own order */
+    /* a folder's orders share its name and n (ImageFolder's, timm's ...:
+     * clairfs/roots.h): the map says which one */
     for (struct pf_root *r = pf->roots; r; r = r->next)
-        if (strcmp(r->name, name) == 0 && r->n == n)
+        if (strcmp(r->name, name) == 0 && r->n == n && memcmp(r->map, map, n * sizeof(*map)) == 0)
             return r;
     struct pf_root *r = calloc(1, sizeof(*r));
     uint64_t words = (pf->nsamples + 63) / 64;

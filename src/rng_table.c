@@ -9,8 +9,9 @@
  * stream, seeded S: epoch e's is word D_e + 1, D_e = K + 2 + e (L + G)
  * (clairfs/rng_offset.h).  Knowing S, K and G predicts every later epoch
  * with no search at all.  The stream of an arbitrary S cannot be searched
- * (2^32 seeds times 2^25 words), but people seed with a few numbers: the
- * table below.  A table seed is what a registered seed is to
+ * (2^32 seeds times 2^25 words; rng_range.c searches them all only where
+ * the first epoch's draw stands in the stream's first words), but people
+ * seed with a few numbers: the table below.  A table seed is what a registered seed is to
  * identify_global.c, tried in turn, with the same bounds on K and G.
  *
  * How.  For each seed S, the stream is walked once over K's range looking
@@ -41,6 +42,7 @@
 
 #include "clairfs/rng_offset.h"
 #include "clairfs/sampler.h"
+#include "rng_i.h"
 
 enum { MT_WORDS = 624 };
 
@@ -88,7 +90,7 @@ static uint32_t unshift_left(uint32_t y, int s, uint32_t mask)
     return x;
 }
 
-static uint32_t untemper(uint32_t y)
+uint32_t rng_untemper(uint32_t y)
 {
     y = unshift_right(y, 18);
     y = unshift_left(y, 15, 0xefc60000u);
@@ -101,7 +103,7 @@ static uint32_t untemper(uint32_t y)
  * position *at and is left after the word found (or past last). */
 static uint64_t find_word(struct cfs_mt19937 *mt, uint64_t *at, uint64_t last, uint32_t want)
 {
-    want = untemper(want);
+    want = rng_untemper(want);
     while (*at <= last) {
         if (mt->next >= MT_WORDS) {
             cfs_mt19937_twist_state(mt->state);
@@ -166,6 +168,23 @@ static bool follow(const struct cfs_rng_table_problem *p, uint64_t seed, struct 
     return false;
 }
 
+bool rng_seed_fits(const struct cfs_rng_table_problem *p, uint64_t seed, uint64_t last,
+                   struct cfs_rng_table_result *res)
+{
+    struct cfs_mt19937 mt;
+    cfs_mt19937_seed(&mt, seed);
+    uint64_t at = 0, i;
+    while ((i = find_word(&mt, &at, last, p->private_seeds[0])) != UINT64_MAX)
+        if (follow(p, seed, mt, i, res))
+            return true;
+    return false;
+}
+
+uint64_t rng_first_word_last(const struct cfs_rng_table_problem *p)
+{
+    return 3 + p->max_offset + (uint64_t)p->first_epoch * (4 + p->max_words);
+}
+
 int cfs_rng_table_find(const struct cfs_rng_table_problem *p, const atomic_bool *cancel,
                        struct cfs_rng_table_result *res)
 {
@@ -180,20 +199,15 @@ int cfs_rng_table_find(const struct cfs_rng_table_problem *p, const atomic_bool 
         nseeds = cfs_rng_seed_table(table, TABLE_MAX);
         seeds = table;
     }
-    /* The first epoch's word lies within K's range past its epochs. */
-    uint64_t last = 3 + p->max_offset + (uint64_t)p->first_epoch * (4 + p->max_words);
+    uint64_t last = rng_first_word_last(p);
     for (size_t k = 0; k < nseeds; k++) {
         if (cancel && atomic_load_explicit(cancel, memory_order_relaxed)) {
             res->cancelled = true;
             return 0;
         }
-        struct cfs_mt19937 mt;
-        cfs_mt19937_seed(&mt, seeds[k]);
         res->seeds_tried = k + 1;
-        uint64_t at = 0, i;
-        while ((i = find_word(&mt, &at, last, p->private_seeds[0])) != UINT64_MAX)
-            if (follow(p, seeds[k], mt, i, res))
-                return 0;
+        if (rng_seed_fits(p, seeds[k], last, res))
+            return 0;
     }
     return 0;
 }

@@ -3,7 +3,7 @@
  * root's own identification; what each found is kept for the data path
  * and the stats.
  *
- * Why one identification a root, not one pass over every candidate's
+ * Why one identification a root, not one pass over every candidate root's
  * seeds: randperm(n) depends on n, so a candidate order of another n is
  * another scan, and opens grouped by root already say which one a reader
  * uses (roots_find.c).  A training folder and its validation folder read
@@ -11,13 +11,30 @@
  * validation workers, children of the same ranks as the training
  * workers, never become readers of the training order.  The roots seen
  * are few (train, val, a test folder), each built once, the first time an
- * open lands below it, from the catalog's entries.
+ * open lands below it, from the catalog's entries.  The libraries' orders
+ * of one root share its n and are searched in its one scan
+ * (clairfs/identify.h, params.orders); the one found says which map the
+ * data path gets.  A large root builds them on a thread of its own
+ * (build_orders), since timm's natural sort of ImageNet's paths takes
+ * seconds that the first open would wait under `mu`.
+ *
+ * A root's first NARROW_OPENS opens that all lie in one folder below it
+ * say the dataset is that folder (narrow): a sorted glob of images/train,
+ * whose parent images/ is an ImageFolder of the classes train and val.  A
+ * shuffled reader of a class-folder root spreads 64 opens over its
+ * classes; an unshuffled pass from the root's first samples is the root
+ * read in order (its first class first), so it stays.  The folder becomes
+ * a root of its own (built as a folder without classes), the kept opens
+ * are fed to it, and the root above stops searching but keeps routing and
+ * narrowing its other opens (images/val's pass after images/train).
  *
  * Locks: `mu` (the roots, the per-sample routing, what each found) is
  * taken before a root's identification lock (cfs_identify_observe is a
  * leaf append); an identification's thread calls back (found) without its
  * own lock, and takes `mu`.  An identification stopped for an unshuffled
- * pass is destroyed after `mu` is released, once no open can reach it. */
+ * pass or a narrowed root is destroyed after `mu` is released, once no
+ * open can reach it.  A root's order builder takes `mu` to hand its orders
+ * over, and is joined by cfs_roots_destroy, which never holds `mu`. */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -30,17 +47,44 @@
 #include "roots_i.h"
 
 #define ROUTE_UNKNOWN 0 /* route[s]: not yet routed; else the root's slot + 1 */
+#define NARROW_OPENS 64 /* a root's first opens, all in one folder below it: that folder's */
+/* A root of at most this many samples builds its candidate orders at its
+ * first open; a larger one on a thread of its own (timm's natural sort of
+ * ImageNet's 1.28 M paths takes seconds, and the first open waits under
+ * the module's lock). */
+#define ORDERS_AT_ONCE 2048
+
+/* An open kept to hand to a narrower root. */
+struct head_open {
+    uint32_t sample;
+    pid_t pid, ppid;
+};
 
 struct root {
     struct cfs_roots *owner;
     cfs_id dir;      /* CFS_ID_NONE: the mount's own order */
+    enum cfs_order kind; /* its first order's */
     char name[256];
     uint64_t n;
     uint32_t *map;   /* root index -> the mount's sample (NULL: the identity) */
+    /* the libraries' orders of the same samples, searched in the same scan */
+    struct cfs_root_orders orders;
     struct cfs_identify *id; /* NULL once an unshuffled pass stopped it */
     struct roots_pass pass;
+    /* the same steps in each candidate order: timm's validation loader
+     * reads timm's order unshuffled */
+    struct roots_pass pass_in[CFS_ROOT_MAX_ORDERS];
     uint32_t stride; /* an unshuffled pass at this stride; 0: none */
+    uint32_t pass_order; /* in this order: 0 its first, k orders.map[k - 1] */
+    pthread_t builder; /* building its candidate orders (building) */
+    bool building;
     uint64_t opens;
+    /* its first opens and the deepest folder above them all, until
+     * NARROW_OPENS say whether they are a folder's below it */
+    struct head_open head[NARROW_OPENS];
+    size_t nhead;
+    cfs_id common;
+    struct root *narrowed; /* its opens are this root's now */
     int gauge; /* its clairfs_order_identified{root=} slot, -1: none */
     bool found;
     struct cfs_identified got;
@@ -79,7 +123,9 @@ static void found(void *arg, const struct cfs_identified *id)
     pthread_mutex_unlock(&r->mu);
     if (rt->dir != CFS_ID_NONE)
         cfs_info("identify: root %s (%" PRIu64 " samples): %s", rt->name, rt->n, id->text);
-    struct cfs_root view = {.name = rt->name, .n = rt->n, .map = rt->map};
+    /* the order the opens follow: the root's own, or a candidate's */
+    const uint32_t *map = id->order ? rt->orders.map[id->order - 1] : rt->map;
+    struct cfs_root view = {.name = rt->name, .n = rt->n, .map = map};
     r->p.on_identified(r->p.cb_arg, &view, id);
 }
 
@@ -96,15 +142,49 @@ static void root_free(struct root *rt)
 {
     if (!rt)
         return;
+    if (rt->building)
+        pthread_join(rt->builder, NULL); /* it takes mu: never called with mu held */
     cfs_identify_destroy(rt->id);
+    cfs_root_orders_free(&rt->orders);
     free(rt->map);
     free(rt);
 }
 
+/* A large root's candidate orders, off the data path: handed to its
+ * identification when built (its next attempt comes at once), and to its
+ * pass's steps from then on. */
+static void *build_orders(void *arg)
+{
+    pthread_setname_np(pthread_self(), "cfs-root-orders");
+    struct root *rt = arg;
+    struct cfs_roots *r = rt->owner;
+    struct cfs_root_orders o;
+    if (cfs_root_orders_build(r->p.catalog, rt->dir == CFS_ID_NONE ? 0 : rt->dir, rt->map, rt->n,
+                              &o) < 0) {
+        cfs_warn("identify: %s: out of memory for the libraries' orders; searched in its own",
+                 rt->dir == CFS_ID_NONE ? "the mount's order" : rt->name);
+        return NULL;
+    }
+    char also[96] = "";
+    for (size_t i = 0; i < o.count; i++)
+        snprintf(also + strlen(also), sizeof(also) - strlen(also), "%s%s", i ? ", " : "",
+                 o.name[i]);
+    pthread_mutex_lock(&r->mu);
+    rt->orders = o;
+    if (rt->id && o.count)
+        cfs_identify_take_orders(rt->id, (const uint32_t *const *)rt->orders.index, rt->orders.name,
+                                 rt->orders.count);
+    pthread_mutex_unlock(&r->mu);
+    if (o.count)
+        cfs_info("identify: %s is searched in the libraries' orders too: %s",
+                 rt->dir == CFS_ID_NONE ? "the mount's order" : rt->name, also);
+    return NULL;
+}
+
 /* A new root at dir (CFS_ID_NONE: the mount's own), its samples routed
  * to slot; NULL when it cannot be (why says). */
-static struct root *root_new(struct cfs_roots *r, cfs_id dir, uint32_t *map, uint64_t n,
-                             char *why, size_t whylen)
+static struct root *root_new(struct cfs_roots *r, cfs_id dir, enum cfs_order kind, uint32_t *map,
+                             uint64_t n, char *why, size_t whylen)
 {
     struct root *rt = calloc(1, sizeof(*rt));
     if (!rt) {
@@ -114,6 +194,7 @@ static struct root *root_new(struct cfs_roots *r, cfs_id dir, uint32_t *map, uin
     }
     rt->owner = r;
     rt->dir = dir;
+    rt->kind = kind;
     rt->map = map;
     rt->n = n;
     if (dir != CFS_ID_NONE && cfs_catalog_path(r->p.catalog, dir, rt->name, sizeof(rt->name)) < 0)
@@ -126,6 +207,20 @@ static struct root *root_new(struct cfs_roots *r, cfs_id dir, uint32_t *map, uin
         ip.hint = &hint;
     }
     ip.n = n;
+    /* The libraries' orders of this root (none where an order is
+     * registered: registration is the user's promise), at once when it is
+     * small. */
+    if (r->p.derive && n <= ORDERS_AT_ONCE &&
+        cfs_root_orders_build(r->p.catalog, dir == CFS_ID_NONE ? 0 : dir, map, n, &rt->orders) <
+            0) {
+        snprintf(why, whylen, "out of memory");
+        root_free(rt);
+        return NULL;
+    }
+    ip.orders = rt->orders.count ? (const uint32_t *const *)rt->orders.index : NULL;
+    ip.order_names = rt->orders.name;
+    ip.norders = rt->orders.count;
+    ip.order_name = kind == CFS_ORDER_IMAGEFOLDER ? NULL : cfs_order_name(kind);
     ip.on_identified = found;
     ip.on_split = r->p.on_split ? split : NULL;
     ip.cb_arg = rt;
@@ -135,6 +230,8 @@ static struct root *root_new(struct cfs_roots *r, cfs_id dir, uint32_t *map, uin
     }
     if (r->late_set && r->late_hint.n == n && strcmp(r->late_root, rt->name) == 0)
         cfs_identify_take_hint(rt->id, &r->late_hint);
+    if (r->p.derive && n > ORDERS_AT_ONCE)
+        rt->building = pthread_create(&rt->builder, NULL, build_orders, rt) == 0;
     return rt;
 }
 
@@ -178,8 +275,9 @@ static bool refused(const struct cfs_roots *r, cfs_id dir)
     return false;
 }
 
-/* The slot of dir's root, made on first use (mu held); -1: not a root. */
-static int slot_of(struct cfs_roots *r, cfs_id dir)
+/* The slot of dir's root, made on first use (mu held); -1: not a root.
+ * folder: a root narrowed to the folder holding a root's opens. */
+static int slot_of(struct cfs_roots *r, cfs_id dir, bool folder)
 {
     for (size_t i = 0; i < r->nr; i++)
         if (r->r[i]->dir == dir)
@@ -189,15 +287,22 @@ static int slot_of(struct cfs_roots *r, cfs_id dir)
     char why[256] = "";
     uint32_t *map = NULL;
     uint64_t n = r->nsamples;
-    if (dir != CFS_ID_NONE && (r->nr == CFS_ROOTS_MAX ||
-                               roots_build(r->p.catalog, dir, &map, &n, why, sizeof(why)) < 0)) {
+    enum cfs_order kind = CFS_ORDER_IMAGEFOLDER;
+    int rc = 0;
+    if (dir != CFS_ID_NONE && r->nr == CFS_ROOTS_MAX)
+        rc = -ENOSPC;
+    else if (dir != CFS_ID_NONE && folder)
+        rc = roots_build_folder(r->p.catalog, dir, &kind, &map, &n, why, sizeof(why));
+    else if (dir != CFS_ID_NONE)
+        rc = roots_build(r->p.catalog, dir, &map, &n, why, sizeof(why));
+    if (rc < 0) {
         if (r->nbad < CFS_ROOTS_MAX)
             r->bad[r->nbad++] = dir;
         cfs_debug("identify: %s is no dataset root here: %s",
                   cfs_catalog_name(r->p.catalog, dir), why[0] ? why : "too many roots");
         return -1;
     }
-    struct root *rt = root_new(r, dir, map, n, why, sizeof(why));
+    struct root *rt = root_new(r, dir, kind, map, n, why, sizeof(why));
     if (!rt) {
         cfs_warn("identify: root %s: %s", cfs_catalog_name(r->p.catalog, dir), why);
         return -1;
@@ -207,15 +312,24 @@ static int slot_of(struct cfs_roots *r, cfs_id dir)
     const char *label = dir == CFS_ID_NONE ? "." : rt->name;
     rt->gauge = r->p.identify.metrics ? cfs_metrics_root_add(r->p.identify.metrics, label) : -1;
     /* The mount's own order takes its samples one open at a time: what no
-     * deeper root takes (a root not built yet may still). */
+     * deeper root takes (a root not built yet may still).  A narrowed
+     * root takes its folder's samples from the root above. */
     for (uint64_t i = 0; map && i < n; i++) {
         r->route[map[i]] = (uint8_t)(k + 1);
         r->local[map[i]] = (uint32_t)i;
     }
+    char also[96] = ""; /* the candidate orders searched with it */
+    for (size_t i = 0; i < rt->orders.count; i++)
+        snprintf(also + strlen(also), sizeof(also) - strlen(also), "%s%s", i ? ", " : "; or ",
+                 rt->orders.name[i]);
     if (dir != CFS_ID_NONE)
-        cfs_info("identify: opens below %s are numbered as ImageFolder(%s)'s %" PRIu64
-                 " samples",
-                 rt->name, rt->name, n);
+        cfs_info("identify: opens below %s are numbered as %s(%s)'s %" PRIu64 " samples%s",
+                 rt->name, kind == CFS_ORDER_IMAGEFOLDER ? "ImageFolder" : cfs_order_name(kind),
+                 rt->name, n, also);
+    else if (also[0])
+        cfs_info("identify: the mount's order is searched with the libraries' orders of its "
+                 "%" PRIu64 " samples%s",
+                 n, also);
     return (int)k;
 }
 
@@ -229,13 +343,13 @@ static struct root *route(struct cfs_roots *r, uint32_t s)
         cfs_id e = cfs_catalog_sample_entry(r->p.catalog, s);
         dir = cfs_roots_root_of(r->p.catalog, e);
         /* A refused root: the next one up. */
-        while (dir != CFS_ID_NONE && slot_of(r, dir) < 0)
+        while (dir != CFS_ID_NONE && slot_of(r, dir, false) < 0)
             dir = roots_candidate(r->p.catalog, cfs_catalog_entry(r->p.catalog, dir)->parent);
     }
     if (dir != CFS_ID_NONE)
-        (void)slot_of(r, dir); /* routes its samples */
+        (void)slot_of(r, dir, false); /* routes its samples */
     if (r->route[s] == ROUTE_UNKNOWN) { /* in no root: the mount's own order */
-        int k = slot_of(r, CFS_ID_NONE);
+        int k = slot_of(r, CFS_ID_NONE, false);
         if (k < 0)
             return NULL;
         r->route[s] = (uint8_t)(k + 1);
@@ -244,34 +358,120 @@ static struct root *route(struct cfs_roots *r, uint32_t s)
     return r->r[r->route[s] - 1];
 }
 
+/* What an open changed that is done without mu: identifications to stop
+ * (no open reaches them now), a root to hand to on_pass. */
+struct after_open {
+    struct cfs_identify *stop[2];
+    size_t nstop;
+    struct root *pass;
+};
+
+/* rt's open of its index x (mu held). */
+static void feed(struct cfs_roots *r, struct root *rt, uint32_t x, pid_t pid, pid_t ppid,
+                 struct after_open *after)
+{
+    rt->opens++;
+    if (rt->id)
+        cfs_identify_observe(rt->id, x, pid, ppid);
+    if (rt->stride || rt->found)
+        return;
+    /* Every order's steps at every open (one told late would lag); of the
+     * orders a pass is told in at once, the one most of whose steps are
+     * its stride (timm's order read in ImageFolder's numbering still
+     * steps by one from img4 to img9, img10 to img19...). */
+    uint32_t stride = roots_pass_open(&rt->pass, pid, x), order = 0;
+    uint64_t best = stride ? rt->pass.stride_steps[stride] : 0;
+    for (size_t k = 0; k < rt->orders.count; k++) {
+        uint32_t in_k = roots_pass_open(&rt->pass_in[k], pid, rt->orders.index[k][x]);
+        if (in_k && rt->pass_in[k].stride_steps[in_k] > best)
+            stride = in_k, order = (uint32_t)k + 1, best = rt->pass_in[k].stride_steps[in_k];
+    }
+    if (stride) {
+        rt->stride = stride;
+        rt->pass_order = order;
+        after->stop[after->nstop++] = rt->id;
+        rt->id = NULL;
+        /* the mount's own order is no evaluation */
+        after->pass = rt->dir != CFS_ID_NONE ? rt : NULL;
+        if (r->p.identify.metrics)
+            cfs_metrics_root_set(r->p.identify.metrics, rt->gauge, 1);
+        cfs_info("identify: %s: an unshuffled pass (sequential, world=%u%s%s): not searched",
+                 rt->dir == CFS_ID_NONE ? "the mount's order" : rt->name, rt->stride,
+                 order ? " order=" : "", order ? rt->orders.name[order - 1] : "");
+    }
+}
+
+/* Keeps rt's first opens (mu held); at the NARROW_OPENS-th, when they all
+ * lie in one folder below rt (roots_find.c's top comment: a flat folder of
+ * images read by a library's glob), that folder becomes their root, built
+ * in the orders of a folder without classes: its samples are routed there,
+ * the opens kept are fed to it, and rt's search is stopped. */
+static void narrow(struct cfs_roots *r, struct root *rt, uint32_t sample, pid_t pid, pid_t ppid,
+                   struct after_open *after)
+{
+    if (!r->p.derive || rt->nhead == NARROW_OPENS || rt->found || rt->stride ||
+        (!rt->id && !rt->narrowed))
+        return;
+    const struct cfs_catalog *c = r->p.catalog;
+    cfs_id folder = cfs_catalog_entry(c, cfs_catalog_sample_entry(c, sample))->parent;
+    rt->common = rt->nhead ? roots_common_dir(c, rt->common, folder) : folder;
+    rt->head[rt->nhead++] = (struct head_open){sample, pid, ppid};
+    cfs_id top = rt->dir == CFS_ID_NONE ? 0 : rt->dir;
+    if (rt->nhead < NARROW_OPENS || rt->common == top)
+        return;
+    /* An unshuffled pass from the root's first samples reads the root (a
+     * validation folder's first class): only a pass that starts inside the
+     * root reads a folder of it. */
+    uint32_t least = UINT32_MAX;
+    for (size_t i = 0; i < rt->nhead; i++)
+        if (r->local[rt->head[i].sample] < least)
+            least = r->local[rt->head[i].sample];
+    const struct roots_pass *p = &rt->pass;
+    uint64_t small = 0;
+    for (size_t d = 1; d <= ROOTS_PASS_MAX_STRIDE; d++)
+        small += p->stride_steps[d];
+    if (small * 3 >= p->steps * 2 && least < NARROW_OPENS)
+        return;
+    int k = slot_of(r, rt->common, true);
+    if (k < 0 || r->r[k] == rt)
+        return;
+    struct root *to = r->r[k];
+    rt->narrowed = to;
+    if (rt->id)
+        after->stop[after->nstop++] = rt->id;
+    rt->id = NULL;
+    /* Its other opens may be another folder's (images/val beside
+     * images/train): kept anew, and told apart anew. */
+    rt->nhead = 0;
+    memset(&rt->pass, 0, sizeof(rt->pass));
+    memset(rt->pass_in, 0, sizeof(rt->pass_in));
+    cfs_info("identify: the first %d opens below %s all lie in %s: its dataset's root",
+             NARROW_OPENS, rt->dir == CFS_ID_NONE ? "the mount's root" : rt->name, to->name);
+    for (size_t i = 0; i < NARROW_OPENS; i++)
+        if (r->route[rt->head[i].sample] == (uint8_t)(k + 1))
+            feed(r, to, r->local[rt->head[i].sample], rt->head[i].pid, rt->head[i].ppid, after);
+}
+
 void cfs_roots_observe(struct cfs_roots *r, uint32_t sample, pid_t pid, pid_t ppid)
 {
     if (sample >= r->nsamples)
         return;
-    struct cfs_identify *stop = NULL;
-    struct root *pass = NULL;
+    struct after_open after = {0};
     pthread_mutex_lock(&r->mu);
     struct root *rt = route(r, sample);
     if (rt) {
-        uint32_t x = r->local[sample];
-        rt->opens++;
-        if (rt->id)
-            cfs_identify_observe(rt->id, x, pid, ppid);
-        if (!rt->stride && !rt->found && (rt->stride = roots_pass_open(&rt->pass, pid, x))) {
-            stop = rt->id;
-            rt->id = NULL;
-            pass = rt->map ? rt : NULL; /* the mount's own order is no evaluation */
-            if (r->p.identify.metrics)
-                cfs_metrics_root_set(r->p.identify.metrics, rt->gauge, 1);
-            cfs_info("identify: %s: an unshuffled pass (sequential, world=%u): not searched",
-                     rt->dir == CFS_ID_NONE ? "the mount's order" : rt->name, rt->stride);
-        }
+        feed(r, rt, r->local[sample], pid, ppid, &after);
+        narrow(r, rt, sample, pid, ppid, &after);
     }
     pthread_mutex_unlock(&r->mu);
-    cfs_identify_destroy(stop); /* no open reaches it now */
+    for (size_t i = 0; i < after.nstop; i++)
+        cfs_identify_destroy(after.stop[i]); /* no open reaches it now */
+    struct root *pass = after.pass;
     if (pass && r->p.on_pass) {
         /* A root is kept to the end and its stride set once: no lock. */
-        struct cfs_root view = {.name = pass->name, .n = pass->n, .map = pass->map};
+        const uint32_t *map =
+            pass->pass_order ? pass->orders.map[pass->pass_order - 1] : pass->map;
+        struct cfs_root view = {.name = pass->name, .n = pass->n, .map = map};
         r->p.on_pass(r->p.cb_arg, &view, pass->stride);
     }
 }
@@ -375,8 +575,12 @@ static int clause(struct root *rt, char *buf, size_t len)
     const char *name = rt->dir == CFS_ID_NONE ? "." : rt->name;
     struct cfs_identified got;
     if (rt->stride)
-        return snprintf(buf, len, "%s: sequential, world=%u (%" PRIu64 " opens)", name,
-                        rt->stride, rt->opens);
+        return snprintf(buf, len, "%s: sequential, world=%u%s%s (%" PRIu64 " opens)", name,
+                        rt->stride, rt->pass_order ? " order=" : "",
+                        rt->pass_order ? rt->orders.name[rt->pass_order - 1] : "", rt->opens);
+    if (rt->narrowed && !rt->id)
+        return snprintf(buf, len, "%s: its opens are %s's (%" PRIu64 " opens)", name,
+                        rt->narrowed->name, rt->opens);
     enum cfs_identify_state st = rt->id ? cfs_identify_state(rt->id, &got) : CFS_IDENTIFY_LEARNING;
     if (st == CFS_IDENTIFY_IDENTIFIED)
         return snprintf(buf, len, "%s: %s", name, got.text);

@@ -29,6 +29,15 @@ cfs_id roots_candidate(const struct cfs_catalog *c, cfs_id from);
  * there, or a sample has no place in the mount's order), -errno. */
 int roots_build(const struct cfs_catalog *c, cfs_id dir, uint32_t **map, uint64_t *n, char *why,
                 size_t whylen);
+/* The same for a folder without classes, a root narrowed to the folder
+ * holding its opens: the first of ultralytics' and sorted orders that
+ * builds at dir (*kind says which). */
+int roots_build_folder(const struct cfs_catalog *c, cfs_id dir, enum cfs_order *kind,
+                       uint32_t **map, uint64_t *n, char *why, size_t whylen);
+/* The deepest directory above both a and b (entries; 0 the mount's root). */
+cfs_id roots_common_dir(const struct cfs_catalog *c, cfs_id a, cfs_id b);
+
+
 
 /* --- An unshuffled pass (roots_pass.c). --------------------------------- */
 

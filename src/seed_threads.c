@@ -1,5 +1,7 @@
 /* The set search over several threads (clairfs/seed_search.h,
- * cfs_seed_search_set_threads).
+ * cfs_seed_search_set_threads), and any other scan of a seed range the same
+ * way (cfs_seed_scan_threads: rng_range.c's search of the run's global
+ * seed).
  *
  * Why threads.  One core scans the 2^32 seeds of an ImageNet-sized
  * dataset in about a minute and a half; a training node has 32 to 128
@@ -68,7 +70,7 @@ struct slot {
 };
 
 struct cfs_seed_workers {
-    const struct cfs_seed_set_problem *p;
+    const struct cfs_seed_scan *scan;
     uint32_t first;
     uint64_t count, chunk, nchunks;
     pthread_mutex_t mu;
@@ -185,8 +187,8 @@ static void *worker_main(void *arg)
         struct slot *s = &w->slots[k % w->window];
         pthread_mutex_unlock(&w->mu);
         uint64_t off = k * w->chunk, len = w->count - off < w->chunk ? w->count - off : w->chunk;
-        int rc = cfs_seed_search_set(w->p, w->first + (uint32_t)off, len, &w->stop, keep_hit, s,
-                                     &s->searched);
+        int rc = w->scan->scan(w->scan->problem, w->first + (uint32_t)off, len, &w->stop,
+                               keep_hit, s, &s->searched);
         if (rc < 0)
             s->rc = rc;
         uint64_t cpu = thread_cpu_ns();
@@ -253,10 +255,10 @@ static void workers_stop(struct cfs_seed_workers *w)
     pthread_mutex_unlock(&w->mu);
 }
 
-static int workers_start(struct cfs_seed_workers *w, const struct cfs_seed_set_problem *p,
+static int workers_start(struct cfs_seed_workers *w, const struct cfs_seed_scan *scan,
                          uint32_t first, uint64_t count, uint64_t chunk, unsigned n, bool idle)
 {
-    *w = (struct cfs_seed_workers){.p = p, .first = first, .count = count, .chunk = chunk,
+    *w = (struct cfs_seed_workers){.scan = scan, .first = first, .count = count, .chunk = chunk,
                                    .nchunks = (count + chunk - 1) / chunk, .idle = idle, .n = n,
                                    .window = n * WINDOW_PER_THREAD};
     pthread_mutex_init(&w->mu, NULL);
@@ -285,15 +287,13 @@ static int workers_start(struct cfs_seed_workers *w, const struct cfs_seed_set_p
 /* --- Handing the chunks over in seed order. --------------------------------- */
 
 /* Seeds one thread reports examined when found() stopped it at seed:
- * through the end of the seed's block of WIDE_BLOCK (forward_set's step),
- * or the seed itself (the inside-out replay's). */
-static uint64_t searched_at_stop(const struct cfs_seed_set_problem *p, uint32_t first,
+ * through the end of the seed's block (the scan's step; for the set
+ * search WIDE_BLOCK, forward_set's, or 1, the inside-out replay's). */
+static uint64_t searched_at_stop(const struct cfs_seed_scan *scan, uint32_t first,
                                  uint64_t count, uint32_t seed)
 {
-    uint64_t off = (uint32_t)(seed - first);
-    uint64_t end = p->algo == CFS_RANDPERM_CURRENT && p->n >= RANDPERM_LARGE_N
-                       ? off + 1
-                       : (off / WIDE_BLOCK + 1) * WIDE_BLOCK;
+    uint64_t off = (uint32_t)(seed - first), block = scan->block ? scan->block : 1;
+    uint64_t end = (off / block + 1) * block;
     return end < count ? end : count;
 }
 
@@ -340,7 +340,7 @@ static void deliver_all(struct cfs_seed_workers *w, const _Atomic bool *cancel, 
         d->rc = s->rc;
         for (size_t i = 0; i < s->nhits && d->rc == 0; i++)
             if (d->found(d->arg, s->hits[i].seed, s->hits[i].skip)) {
-                got = searched_at_stop(w->p, w->first, w->count, s->hits[i].seed) - off;
+                got = searched_at_stop(w->scan, w->first, w->count, s->hits[i].seed) - off;
                 stop = true;
                 break;
             }
@@ -379,7 +379,7 @@ static bool inline_hit(void *arg, uint32_t seed, uint32_t skip)
 
 /* One thread: the range in chunks of t->every on the calling thread, pace()
  * before each. */
-static int search_inline(const struct cfs_seed_set_problem *p, uint32_t first, uint64_t count,
+static int search_inline(const struct cfs_seed_scan *scan, uint32_t first, uint64_t count,
                          const _Atomic bool *cancel, cfs_seed_set_found found, void *arg,
                          uint64_t *searched, const struct cfs_seed_threads *t)
 {
@@ -391,7 +391,7 @@ static int search_inline(const struct cfs_seed_set_problem *p, uint32_t first, u
         uint64_t len = count - done < step ? count - done : step, got;
         if (t->pace)
             t->pace(t->pace_arg, NULL);
-        rc = cfs_seed_search_set(p, first + (uint32_t)done, len, cancel, inline_hit, &f, &got);
+        rc = scan->scan(scan->problem, first + (uint32_t)done, len, cancel, inline_hit, &f, &got);
         *searched += got;
         if (t->progress)
             atomic_fetch_add(t->progress, got);
@@ -402,26 +402,20 @@ static int search_inline(const struct cfs_seed_set_problem *p, uint32_t first, u
     return rc;
 }
 
-int cfs_seed_search_set_threads(const struct cfs_seed_set_problem *p, uint32_t first,
-                                uint64_t count, const _Atomic bool *cancel,
-                                cfs_seed_set_found found, void *arg, uint64_t *searched,
-                                const struct cfs_seed_threads *t)
+int cfs_seed_scan_threads(const struct cfs_seed_scan *scan, uint32_t first, uint64_t count,
+                          const _Atomic bool *cancel, cfs_seed_set_found found, void *arg,
+                          uint64_t *searched, const struct cfs_seed_threads *t)
 {
-    /* inside-out: every seed a replay of 2n words, a chunk of one seed */
-    bool replay = p->algo == CFS_RANDPERM_CURRENT && p->n >= RANDPERM_LARGE_N;
-    uint64_t chunk = replay ? 1 : SEED_CHUNK;
+    uint64_t chunk = scan->chunk ? scan->chunk : SEED_CHUNK;
     unsigned n = t->threads ? t->threads : cfs_seed_usable_cpus();
     if (n > MAX_THREADS)
         n = MAX_THREADS;
     if ((count + chunk - 1) / chunk < n)
         n = (unsigned)((count + chunk - 1) / chunk);
-    uint64_t none;
-    int rc = cfs_seed_search_set(p, first, 0, NULL, found, arg, &none); /* validates p */
-    if (rc < 0 || n <= 1)
-        return rc < 0 ? (*searched = 0, rc) : search_inline(p, first, count, cancel, found, arg,
-                                                            searched, t);
+    if (n <= 1)
+        return search_inline(scan, first, count, cancel, found, arg, searched, t);
     struct cfs_seed_workers w;
-    rc = workers_start(&w, p, first, count, chunk, n, t->idle);
+    int rc = workers_start(&w, scan, first, count, chunk, n, t->idle);
     struct deliver d = {.found = found, .arg = arg, .t = t};
     if (rc == 0) {
         if (t->pace)
@@ -438,4 +432,31 @@ int cfs_seed_search_set_threads(const struct cfs_seed_set_problem *p, uint32_t f
     workers_free(&w);
     *searched = d.searched;
     return rc < 0 ? rc : d.rc;
+}
+
+static int set_scan(const void *problem, uint32_t first, uint64_t count,
+                    const _Atomic bool *cancel, cfs_seed_set_found found, void *arg,
+                    uint64_t *searched)
+{
+    return cfs_seed_search_set(problem, first, count, cancel, found, arg, searched);
+}
+
+int cfs_seed_search_set_threads(const struct cfs_seed_set_problem *p, uint32_t first,
+                                uint64_t count, const _Atomic bool *cancel,
+                                cfs_seed_set_found found, void *arg, uint64_t *searched,
+                                const struct cfs_seed_threads *t)
+{
+    /* inside-out: every seed a replay of 2n words, a chunk of one seed */
+    bool replay = p->algo == CFS_RANDPERM_CURRENT && p->n >= RANDPERM_LARGE_N;
+    struct cfs_seed_scan scan = {.scan = set_scan,
+                                 .problem = p,
+                                 .chunk = replay ? 1 : SEED_CHUNK,
+                                 .block = replay ? 1 : WIDE_BLOCK};
+    uint64_t none;
+    int rc = cfs_seed_search_set(p, first, 0, NULL, found, arg, &none); /* validates p */
+    if (rc < 0) {
+        *searched = 0;
+        return rc;
+    }
+    return cfs_seed_scan_threads(&scan, first, count, cancel, found, arg, searched, t);
 }

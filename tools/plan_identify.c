@@ -154,12 +154,14 @@ static int read_opens(const char *prog, const char *file, const struct cfs_catal
 
 #define ROOTS_COUNTED 64
 
-/* The root most opens are rooted at, by the mount's rule; the opens below
- * it renumbered as its samples, the others dropped; *n its samples and
- * name its path ("" and nothing changed for the mount's own order).  0 or
- * -ENOMEM. */
+/* The root most opens are rooted at, by the mount's rule (a folder below
+ * it when its first ROOTS_COUNTED opens all lie in one: cfs_roots_narrow,
+ * *order_name then that folder's order); the opens below it renumbered as
+ * its samples, the others dropped; *n its samples and name its path (""
+ * and nothing changed for the mount's own order); its libraries' orders
+ * into orders.  0 or -ENOMEM. */
 static int find_root(const struct cfs_catalog *cat, struct recorded *r, uint64_t *n, char *name,
-                     size_t len)
+                     size_t len, struct cfs_root_orders *orders, const char **order_name)
 {
     cfs_id dir[ROOTS_COUNTED], first[ROOTS_COUNTED];
     size_t count[ROOTS_COUNTED], nd = 0, best = 0;
@@ -177,35 +179,55 @@ static int find_root(const struct cfs_catalog *cat, struct recorded *r, uint64_t
             best = k;
     }
     name[0] = '\0';
-    *n = cfs_catalog_sample_count(cat);
-    if (nd == 0 || dir[best] == CFS_ID_NONE)
-        return 0;
-    uint32_t *map, *local;
-    cfs_id root = cfs_roots_resolve(cat, first[best], &map, n);
-    if (root == CFS_ID_NONE)
-        return 0;
+    *order_name = NULL;
     uint64_t all = cfs_catalog_sample_count(cat);
-    if (!(local = malloc(all * sizeof(*local)))) {
-        free(map);
+    *n = all;
+    uint32_t *map = NULL, *local = malloc((all ? all : 1) * sizeof(*local));
+    if (!local)
         return -ENOMEM;
+    cfs_id root = nd && dir[best] != CFS_ID_NONE ? cfs_roots_resolve(cat, first[best], &map, n)
+                                                 : CFS_ID_NONE;
+    for (int pass = 0; pass < 2; pass++) {
+        memset(local, 0xff, all * sizeof(*local));
+        for (uint64_t i = 0; i < *n; i++)
+            local[map ? map[i] : i] = (uint32_t)i;
+        if (pass == 1)
+            break;
+        /* its first opens all in one folder below it: that folder */
+        cfs_id head[ROOTS_COUNTED];
+        size_t nh = 0;
+        for (size_t i = 0; i < r->len && nh < ROOTS_COUNTED; i++)
+            if (local[r->s[i]] != UINT32_MAX)
+                head[nh++] = cfs_catalog_sample_entry(cat, r->s[i]);
+        uint32_t *fmap;
+        uint64_t fn;
+        enum cfs_order kind;
+        cfs_id f = nh == ROOTS_COUNTED
+                       ? cfs_roots_narrow(cat, root, head, nh, &fmap, &fn, &kind)
+                       : CFS_ID_NONE;
+        if (f == CFS_ID_NONE)
+            break;
+        free(map);
+        map = fmap, *n = fn, root = f;
+        *order_name = cfs_order_name(kind);
     }
-    memset(local, 0xff, all * sizeof(*local));
-    for (uint64_t i = 0; i < *n; i++)
-        local[map[i]] = (uint32_t)i;
-    size_t kept = 0;
-    for (size_t i = 0; i < r->len; i++) {
-        if (local[r->s[i]] == UINT32_MAX)
-            continue; /* another root's: a validation pass, another job */
-        r->s[kept] = local[r->s[i]];
-        r->pid[kept] = r->pid[i];
-        r->ppid[kept++] = r->ppid[i];
+    int rc = cfs_root_orders_build(cat, root == CFS_ID_NONE ? 0 : root, map, *n, orders);
+    if (rc == 0 && map) {
+        size_t kept = 0;
+        for (size_t i = 0; i < r->len; i++) {
+            if (local[r->s[i]] == UINT32_MAX)
+                continue; /* another root's: a validation pass, another job */
+            r->s[kept] = local[r->s[i]];
+            r->pid[kept] = r->pid[i];
+            r->ppid[kept++] = r->ppid[i];
+        }
+        r->len = kept;
+        if (cfs_catalog_path(cat, root, name, len) < 0)
+            snprintf(name, len, "%s", cfs_catalog_name(cat, root));
     }
-    r->len = kept;
-    if (cfs_catalog_path(cat, root, name, len) < 0)
-        snprintf(name, len, "%s", cfs_catalog_name(cat, root));
     free(map);
     free(local);
-    return 0;
+    return rc;
 }
 
 static void print_epoch(void *arg, const struct cfs_identified *id)
@@ -218,21 +240,29 @@ int plan_identify(const char *prog, const char *file, const struct cfs_catalog *
                   const char *root, struct cfs_identify_params *p)
 {
     struct recorded r = {0};
+    struct cfs_root_orders orders = {0};
     int status = 2;
     char name[256];
     if (read_opens(prog, file, cat, root && root[0], &r) < 0)
         goto out;
     p->n = cfs_catalog_sample_count(cat);
     snprintf(name, sizeof(name), "%s", root ? root : "");
-    if (!root && find_root(cat, &r, &p->n, name, sizeof(name)) < 0) {
+    const char *first_order = NULL;
+    if (!root && find_root(cat, &r, &p->n, name, sizeof(name), &orders, &first_order) < 0) {
         fprintf(stderr, "%s: --identify %s: out of memory\n", prog, file);
         goto out;
     }
+    p->orders = orders.count ? (const uint32_t *const *)orders.index : NULL;
+    p->order_names = orders.name;
+    p->norders = orders.count;
+    p->order_name = first_order;
     struct cfs_identified id;
     char err[512] = "";
     int rc = cfs_identify_offline(p, r.s, r.pid, r.ppid, r.len, &id, err, sizeof(err));
     if (rc == -ENOENT) {
-        /* No one order: maybe one per epoch (lines printed as found). */
+        /* No one order: maybe one per epoch (lines printed as found), in
+         * the root's own order (as the mount learns them). */
+        p->orders = NULL, p->norders = 0;
         struct cfs_identified each;
         int erc = cfs_identify_offline_epochs(p, r.s, r.pid, r.ppid, r.len, print_epoch, name,
                                               &each, err, sizeof(err));
@@ -255,6 +285,8 @@ int plan_identify(const char *prog, const char *file, const struct cfs_catalog *
         fprintf(stderr, "%s: %s\n", prog, err);
     }
 out:
+    p->orders = NULL, p->norders = 0, p->order_name = NULL;
+    cfs_root_orders_free(&orders);
     free(r.s);
     free(r.pid);
     free(r.ppid);

@@ -121,6 +121,9 @@ struct cfs_identified {
      * ranks than the world have opened), then "; registered world=8
      * contradicted" for each hint the opens refute */
     char text[256];
+    /* The index order the opens follow: 0 the one they were observed in,
+     * k the params' orders[k - 1] (" order=NAME" in text). */
+    uint32_t order;
 };
 
 typedef void (*cfs_identify_cb)(void *arg, const struct cfs_identified *id);
@@ -173,6 +176,11 @@ struct cfs_identify_params {
      * bounded cost.  0: idle priority only.  The mount's search_budget=
      * (default 3 %). */
     double search_budget;
+    /* Threads of the seed searches' long parts (seed_threads.c), each at
+     * idle priority within search_budget; 0: cfs_seed_usable_cpus().  The
+     * mount's search_threads= (default 0).  The answer is the same for any
+     * count. */
+    unsigned search_threads;
     unsigned cores;               /* the CPUs it counts; 0: those this process may use */
     /* The scans' CPU time by priority (clairfs_search_cpu_seconds_total);
      * NULL: not counted. */
@@ -190,6 +198,20 @@ struct cfs_identify_params {
      * it is CPU time over real time. */
     double (*now)(void *arg);
     void *now_arg;
+    /* Other index orders of the same n the opens may follow (a dataset
+     * root's libraries' orders, clairfs/roots.h): orders[k][x] is the
+     * index in order k of the sample observed as x, order_names[k] its
+     * name.  The scans' set filter takes the opens' indices in every order
+     * and each seed that passes it is verified in each: one pass over the
+     * seeds for them all (identify_scan.c).  Torch-global (a registered
+     * seed's stream, the unseeded epochs) is searched in the observed
+     * order only.  At most 8; NULL: none. */
+    const uint32_t *const *orders;
+    const char *const *order_names;
+    size_t norders;
+    /* The observed numbering's order= name, said in the text as the
+     * candidates' are; NULL: none (ImageFolder's, a root's usual order). */
+    const char *order_name;
     cfs_identify_cb on_identified;    /* called from the module's thread */
     /* Optional, on a distributed mount's node 0 (the head: rank 0's
      * readers): at each attempt while nothing is identified, the sets its
@@ -232,6 +254,14 @@ void cfs_identify_restart(struct cfs_identify *id);
  * forgotten).  Ignored once this module has identified an order (the nodes
  * compare theirs) or when its n is not the module's.  Any thread. */
 void cfs_identify_take_hint(struct cfs_identify *id, const struct cfs_sampler_params *hint);
+
+/* Candidate index orders (params.orders, names, count of them) that come
+ * after the start: a dataset root's libraries' orders, built off the data
+ * path (clairfs/roots.h).  Taken from the next attempt on, which comes at
+ * once over the opens observed so far, as a late hint is; they must live
+ * until cfs_identify_destroy.  Any thread. */
+void cfs_identify_take_orders(struct cfs_identify *id, const uint32_t *const *orders,
+                              const char *const *names, size_t count);
 
 enum cfs_identify_state {
     CFS_IDENTIFY_LEARNING = 0, /* collecting opens, or searching */
@@ -303,7 +333,8 @@ int cfs_identify_offline_epochs(const struct cfs_identify_params *p, const uint3
 /* The evidence, in bits, an identification over p's seed range demands
  * (cfs_identified.evidence_bits must reach it): log2 of the candidates the
  * range offers (with a registered seed, the torch-global offsets too),
- * plus 12 for the hypotheses per seed, plus 40 so that a false
+ * times the index orders each seed is verified in (params.orders and the
+ * observed one), plus 12 for the hypotheses per seed, plus 40 so that a false
  * identification stays below 2^-40.  About 85 for the full range. */
 double cfs_identify_evidence_needed(const struct cfs_identify_params *p);
 

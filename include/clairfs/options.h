@@ -73,6 +73,7 @@ struct cfs_options {
     bool no_identify;   /* never learn the read order from the opens */
     enum cfs_sweep_mode sweep; /* sweep=; no_sweep is sweep=off */
     uint32_t search_budget; /* percent (identify.h's search_budget), default 3 */
+    uint32_t search_threads; /* identify.h's search_threads; 0 (default): every usable core */
     char *record_opens; /* record_opens=FILE: "PID PPID PATH" per open (clairfs-plan --identify) */
     int log_level;      /* log_level=: a syslog level (LOG_ERR .. LOG_DEBUG); -1 unset */
 };

@@ -37,7 +37,9 @@
  * unknown stream). From three consecutive epochs' private seeds S is
  * found when it is one people use (cfs_rng_table_find, below; rng_table.c),
  * with K and G in the bounds of a registered seed's search; an S outside
- * that table is not searched (2^32 streams of 2^25 words).
+ * that table is searched over all 2^32 seeds only where the first epoch's
+ * draw stands among the stream's first words (cfs_rng_range_find: a
+ * trainer that builds no model, or a small one, before its loader).
  *
  * Pure computation: synchronous, or the general walk in one background
  * thread at idle priority (SCHED_IDLE, else nice 19), the seed search's
@@ -140,6 +142,26 @@ struct cfs_rng_table_result {
  * none) between seeds.  0 (res->found says whether), -EINVAL. */
 int cfs_rng_table_find(const struct cfs_rng_table_problem *p, const atomic_bool *cancel,
                        struct cfs_rng_table_result *res);
+
+/* Any seed of a range, the first epoch's private seed among the stream's
+ * first `words` words (rng_range.c: the bound on K, and a false claim
+ * below 2^-29 over the 2^32 seeds at the default words and G_max = 2^24).
+ * Seeds seed_first .. seed_first + seed_count - 1 (count 1..2^32, within
+ * 2^32) on t's threads (clairfs/seed_search.h: threads, idle, pace,
+ * progress), the first that fits in seed order, whatever the threads.
+ * table: the private seeds, first_epoch and the bounds on K and G
+ * (seeds, nseeds unused).  res as cfs_rng_table_find's; on a cancel,
+ * seeds_tried says where to resume.  0, -EINVAL, -ENOMEM. */
+#define CFS_RNG_RANGE_WORDS 624u
+#define CFS_RNG_RANGE_WORDS_MAX 1248u
+struct cfs_rng_range_problem {
+    struct cfs_rng_table_problem table;
+    uint32_t words; /* 4..CFS_RNG_RANGE_WORDS_MAX; 0: CFS_RNG_RANGE_WORDS */
+    uint32_t seed_first;
+    uint64_t seed_count;
+};
+int cfs_rng_range_find(const struct cfs_rng_range_problem *p, const atomic_bool *cancel,
+                       const struct cfs_seed_threads *t, struct cfs_rng_table_result *res);
 
 /* Word D_e of the formula above: where epoch e's private seed is drawn. */
 uint64_t cfs_rng_epoch_draw(uint64_t offset, uint64_t epoch_words, bool persistent_workers,

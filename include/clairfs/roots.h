@@ -14,6 +14,13 @@
  * tree: a validation pass over MNT/val is never part of the training
  * order's observations, and a validation worker never one of its readers.
  *
+ * Each root is searched in its ImageFolder order and, in the same scan,
+ * in the libraries' orders of the same samples (timm, mmpretrain,
+ * ultralytics, sorted: "order=timm" in what was found); a root whose first
+ * 64 opens all lie in one folder below it gives them to that folder, a
+ * root of its own in the orders of a folder without classes (ultralytics'
+ * detection dataset, images/train beside images/val).
+ *
  * A root's order is built from the catalog (cfs_catalog_order_at), never
  * by a scan of the source, the first time an open lands below it; a root
  * whose order cannot be built, or holds a file that has no place in the
@@ -111,5 +118,34 @@ cfs_id cfs_roots_root_of(const struct cfs_catalog *c, cfs_id id);
  * the deepest root above entry id whose order builds, as the mount takes
  * it.  For clairfs-plan --identify. */
 cfs_id cfs_roots_resolve(const struct cfs_catalog *c, cfs_id id, uint32_t **map, uint64_t *n);
+
+/* The folder below root (CFS_ID_NONE: the mount's) that holds every one
+ * of the opened entries ids[0 .. count) (a root's first opens), with its
+ * order as a folder without classes (*kind: ultralytics', else sorted) as
+ * the mount's samples (*map malloc'ed, *n): the mount's narrowing of a
+ * root (roots.c), without its test of an unshuffled pass.  CFS_ID_NONE
+ * when they span root's folders or the order does not build.  For
+ * clairfs-plan --identify. */
+cfs_id cfs_roots_narrow(const struct cfs_catalog *c, cfs_id root, const cfs_id *ids, size_t count,
+                        uint32_t **map, uint64_t *n, enum cfs_order *kind);
+
+/* A root's candidate index orders beside its first (roots_find.c's top
+ * comment): the libraries' orders that build at the root, number the same
+ * n samples and differ from the first and from each other, as
+ * cfs_identify_params.orders takes them. */
+#define CFS_ROOT_MAX_ORDERS 5
+struct cfs_root_orders {
+    size_t count;
+    const char *name[CFS_ROOT_MAX_ORDERS]; /* as order= spells it */
+    uint32_t *index[CFS_ROOT_MAX_ORDERS];  /* the first order's index x -> its index in this one */
+    uint32_t *map[CFS_ROOT_MAX_ORDERS];    /* this order's index -> the mount's sample */
+};
+/* Fills o for the root at directory dir (0: the mount's root) whose first
+ * order is map (n samples; NULL: the mount's own order).  An order that
+ * does not build, or numbers other samples, is left out, never an error:
+ * 0 or -ENOMEM (o empty). */
+int cfs_root_orders_build(const struct cfs_catalog *c, cfs_id dir, const uint32_t *map, uint64_t n,
+                          struct cfs_root_orders *o);
+void cfs_root_orders_free(struct cfs_root_orders *o);
 
 #endif

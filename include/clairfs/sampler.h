@@ -140,8 +140,11 @@
  *                 the next random64). Every iter() of its batch sampler draws
  *                 randperm(n) at once, and the sampler stops after n indices
  *                 without a trailing randperm. num_workers=0: one iter() per
- *                 epoch. (0.8-0.10 seeded with 1 and used torch's
- *                 RandomSampler: not modelled.)
+ *                 epoch. (0.8-0.10 - v0.8.0 265d317a, v0.9.0 d4bb3e6f,
+ *                 v0.10.1 a4bed258 - seed their RandomSampler with 1 and
+ *                 iterate torch's RandomSampler lazily under a lazy
+ *                 BatchSampler: torch-sampler with seed=1, workers or not;
+ *                 not a kind.)
  *  torchdata-workers  num_workers > 0: the iterator's __init__ and its
  *                 _reset(first_iter=True) each call iter(), so an epoch draws
  *                 two randperms and reads the second; with persistent_workers

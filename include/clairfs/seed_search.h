@@ -187,6 +187,22 @@ int cfs_seed_search_set_threads(const struct cfs_seed_set_problem *p, uint32_t f
                                 uint64_t count, const _Atomic bool *cancel,
                                 cfs_seed_set_found found, void *arg, uint64_t *searched,
                                 const struct cfs_seed_threads *t);
+/* Any scan of a seed range on the same threads: scan() examines seeds
+ * first .. first + count - 1 in order as cfs_seed_search_set does (found()
+ * on every seed that passes, stopping when it says so or *cancel is set;
+ * *searched the seeds examined, up to the end of a stopping seed's block
+ * of `block` seeds), chunk seeds at a time (0: 2^16); what the chunks find
+ * reaches found() in seed order on the calling thread, for any number of
+ * threads.  rng_range.c's search of the global seeds uses it. */
+struct cfs_seed_scan {
+    int (*scan)(const void *problem, uint32_t first, uint64_t count, const _Atomic bool *cancel,
+                cfs_seed_set_found found, void *arg, uint64_t *searched);
+    const void *problem;
+    uint64_t chunk, block;
+};
+int cfs_seed_scan_threads(const struct cfs_seed_scan *scan, uint32_t first, uint64_t count,
+                          const _Atomic bool *cancel, cfs_seed_set_found found, void *arg,
+                          uint64_t *searched, const struct cfs_seed_threads *t);
 /* All of the workers to idle priority (SCHED_IDLE, else nice 19) or back to
  * the normal one, together; 0 or the first -errno (w NULL: nothing). */
 int cfs_seed_workers_priority(struct cfs_seed_workers *w, bool idle);

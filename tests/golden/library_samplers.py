@@ -26,6 +26,11 @@ models (`sampler=`, clairfs/sampler.h) are compared with these streams.
                   _BatchSamplerIterator; stateful_dataloader.py builds
                   RandomSampler(dataset, generator=None) for shuffle=True
                   and reuses torch's _BaseDataLoaderIter.__init__/_reset.
+  torchdata-0.8   pytorch/data v0.8.0 265d317a, v0.9.0 d4bb3e6f, v0.10.1
+                  a4bed258 (the same code in the three): RandomSampler
+                  seeded manual_seed(1) over torch's RandomSampler.__iter__,
+                  BatchSampler whose __iter__ is a generator function. Not
+                  a clairfs kind: torch-sampler with seed 1.
   ultralytics / ultralytics-ddp
                   ultralytics/ultralytics data/build.py 002363f1
                   (InfiniteDataLoader, _RepeatSampler, build_dataloader),
@@ -57,7 +62,7 @@ from torch.utils.data import RandomSampler as TorchRandomSampler
 from torch_orders import IndexDataset, format_list, stream_arguments
 
 KINDS = ("detectron2", "mmengine-infinite", "mmengine", "mmengine-noround", "torchdata",
-         "torchdata-workers", "ultralytics", "ultralytics-ddp", "hf-trainer", "hf-trainer-global")
+         "torchdata-workers", "torchdata-0.8", "ultralytics", "ultralytics-ddp", "hf-trainer", "hf-trainer-global")
 
 
 def _collate(batch):
@@ -287,6 +292,84 @@ def _torchdata(ds, seed, batch, drop_last_batch, epochs, workers, persistent, rn
     return [[i for b in loader for i in b] for _ in range(epochs)]
 
 
+# --- torchdata 0.8 - 0.10 -----------------------------------------------------
+
+class _LegacyRandomSamplerIterator:
+    """0.8-0.10's: wraps torch's RandomSampler iterator (a generator
+    function: nothing is drawn before the first next())."""
+
+    def __init__(self, sampler, parent_iterator):
+        self.sampler, self.parent_iterator = sampler, parent_iterator
+        self.yielded = 0
+        self.generator_state = sampler.generator.get_state()
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        val = next(self.parent_iterator)
+        self.yielded += 1
+        return val
+
+
+class LegacyRandomSampler(TorchRandomSampler):
+    """0.8-0.10's RandomSampler: without a generator, one seeded 1."""
+
+    def __init__(self, data_source, generator=None):
+        if generator is None:
+            generator = torch.Generator()
+            generator.manual_seed(1)
+        super().__init__(data_source, generator=generator)
+
+    def __iter__(self):
+        return _LegacyRandomSamplerIterator(self, super().__iter__())
+
+
+class LegacyBatchSampler(TorchBatchSampler):
+    """0.8-0.10's BatchSampler (no state loaded): its iterator of the
+    sampler made at once, remade only once samples were yielded; __iter__ a
+    generator function."""
+
+    def __init__(self, sampler, batch_size, drop_last):
+        super().__init__(sampler, batch_size, drop_last)
+        self.samples_yielded = 0
+        self.sampler_iter = iter(sampler)
+
+    def __iter__(self):
+        if self.samples_yielded > 0:
+            self.sampler_iter = iter(self.sampler)
+            self.samples_yielded = 0
+        if self.drop_last:
+            while True:
+                try:
+                    batch = []
+                    for _ in range(self.batch_size):
+                        batch.append(next(self.sampler_iter))
+                        self.samples_yielded += 1
+                    yield batch
+                except StopIteration:
+                    break
+        else:
+            batch = []
+            for idx in self.sampler_iter:
+                self.samples_yielded += 1
+                batch.append(idx)
+                if len(batch) == self.batch_size:
+                    yield batch
+                    batch = []
+            if batch:
+                yield batch
+
+
+def _torchdata_legacy(ds, batch, drop_last_batch, epochs, workers, persistent):
+    # StatefulDataLoader(ds, batch_size=B, shuffle=True): RandomSampler(ds,
+    # generator=None) and BatchSampler(sampler, B, drop_last)
+    bs = LegacyBatchSampler(LegacyRandomSampler(ds), batch, drop_last_batch)
+    loader = DataLoader(ds, batch_sampler=bs, num_workers=workers,
+                        persistent_workers=persistent and workers > 0, collate_fn=_collate)
+    return [[i for b in loader for i in b] for _ in range(epochs)]
+
+
 # --- ultralytics ---------------------------------------------------------------
 
 class _RepeatSampler:
@@ -364,7 +447,8 @@ def orders(kind, n, world, seed, batch=1, drop_last_batch=False, epochs=1, worke
            persistent_workers=False, rng_offset=0):
     """[epoch][rank] -> list of dataset indices that rank reads, in order."""
     ds = IndexDataset(n)
-    one_process = kind in ("torchdata", "torchdata-workers", "ultralytics", "hf-trainer",
+    one_process = kind in ("torchdata", "torchdata-workers", "torchdata-0.8", "ultralytics",
+                           "hf-trainer",
                            "hf-trainer-global")
     if kind == "torchdata-workers" and workers == 0:
         workers = 2
@@ -377,6 +461,9 @@ def orders(kind, n, world, seed, batch=1, drop_last_batch=False, epochs=1, worke
                                            epochs))
         elif r > 0 and one_process:
             per_rank.append(per_rank[0])  # every rank runs the same loader
+        elif kind == "torchdata-0.8":
+            per_rank.append(_torchdata_legacy(ds, batch, drop_last_batch, epochs, workers,
+                                              persistent_workers))
         elif kind.startswith("torchdata"):
             per_rank.append(_torchdata(ds, seed, batch, drop_last_batch, epochs,
                                        workers if kind == "torchdata-workers" else 0,

@@ -7,19 +7,12 @@
 # twice the tracker's reordering window (1024 files at least), so that an
 # order that is wrong (a wrong seed, persistent_workers, world, K or G)
 # shows as misses; below the window any order of an epoch's files counts as
-# predicted.  Sets TRAINER, EPOCHS, BATCH, WORKERS, STEPS, PAUSE (the most seconds a
+# predicted.  Sets TRAINER, EPOCHS, BATCH, WORKERS, PAUSE (the most seconds a
 # trainer waits for identification after epoch 0: CLAIRFS_IDENTIFY_PAUSE,
 # default 300), src, nfiles, nbytes and ram (twice the dataset).
 identify_dataset() {
     TRAINER=$(dirname "${BASH_SOURCE[0]}")/identify_trainer.py
     EPOCHS=4 BATCH=8 WORKERS=2
-    # The first steps of each epoch take 10 ms, as a model's step would:
-    # the refinement at epoch 1's start (persistent workers, a stream's
-    # second pass) is checked a few batches in, and the opens made while the
-    # check waits for a core are misses.  A loader with no step at all opened
-    # 16 000 files a second there, and on a host at load 24 the 10-20 ms
-    # wait cost 1.2-1.8 % of 3 000-file epochs (132 and 186 misses).
-    STEPS="--step-seconds 0.01 --slow-steps 40"
     PAUSE=${CLAIRFS_IDENTIFY_PAUSE:-300}
     src=$TMP/src
     "$PYTHON" "$CLAIRFS_GENDATA" --quiet --classes 30 --files 100 --size lognormal:2K:0.6 \
@@ -29,6 +22,14 @@ identify_dataset() {
     ram=$((2 * nbytes / 1024 + 1024))K
     echo "dataset: $nfiles files, $nbytes bytes"
 }
+
+# identify_pattern's trainers: the first steps of each epoch take 10 ms,
+# as a model's step would.  The refinement at epoch 1's start (persistent
+# workers, a stream's second pass) is checked a few batches in, and the
+# opens made while the check waits for a core are misses: a loader with no
+# step at all opened 16 000 files a second there, and on a host at load 24
+# the 10-20 ms wait cost 1.2-1.8 % of 3 000-file epochs (132 and 186 misses).
+STEPS="--step-seconds 0.01 --slow-steps 40"
 
 # identify_pattern NAME KIND WORLD SEED WANT [TRAINER ARGS...]: WORLD trainer
 # processes of identify_trainer.py --kind KIND on a fresh mount with nothing
@@ -137,8 +138,8 @@ predicted_since() {
     local was_hit was_miss
     hit=$(cfs_metric "$1" 'clairfs_prediction_total{result="hit"}')
     miss=$(cfs_metric "$1" 'clairfs_prediction_total{result="miss"}')
-    was_hit=$(awk '$1 == "clairfs_prediction_total{result=\"hit\"}" { print $2 }' "$2")
-    was_miss=$(awk '$1 == "clairfs_prediction_total{result=\"miss\"}" { print $2 }' "$2")
+    was_hit=$(cfs_metric "$2" 'clairfs_prediction_total{result="hit"}')
+    was_miss=$(cfs_metric "$2" 'clairfs_prediction_total{result="miss"}')
     hit=$((hit - ${was_hit:-0})) miss=$((miss - ${was_miss:-0}))
 }
 

@@ -29,6 +29,9 @@ fresh DataLoader workers of the same rank, its opens logged as "E R I" in
 LOG.val.
 --decode decodes each file as an image with PIL (the default loader's open
 and read, then the reference's eval transforms), besides its digest.
+--order KIND numbers the training folder's samples as a library's dataset
+does (timm's ImageDataset, ultralytics' YOLODataset, ...: the transcriptions
+of tests/golden/library_orders.py, run on the mount) instead of ImageFolder.
 """
 import argparse
 import hashlib
@@ -77,6 +80,24 @@ class Indexed(Dataset):
         return i, self.folder[i][0]
 
 
+class LibraryFolder(Dataset):
+    """A library's dataset over root: its samples in the library's index
+    order (tests/golden/library_orders.py), each item (loader(path), 0)."""
+
+    def __init__(self, kind, root, loader):
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                        "golden"))
+        import library_orders
+        self.samples = [(os.path.join(root, p), 0) for p in library_orders.order(kind, root)]
+        self.loader = loader
+
+    def __len__(self):
+        return len(self.samples)
+
+    def __getitem__(self, i):
+        return self.loader(self.samples[i][0]), 0
+
+
 def collate(batch):
     return list(batch)
 
@@ -121,7 +142,7 @@ def wait_order(args, epoch, step):
 def snapshot(args):
     if args.snapshot:
         with open(os.path.join(args.data, ".clairfs", "metrics")) as f, \
-                open(args.snapshot, "w") as out:
+                open(args.snapshot.replace("{rank}", str(args.rank)), "w") as out:
             out.write(f.read())
 
 
@@ -177,7 +198,7 @@ def framework_loader(args, ds, common):
 
 
 LIBRARY_KINDS = ("detectron2", "mmengine-infinite", "mmengine", "mmengine-noround", "torchdata",
-                 "ultralytics",
+                 "torchdata-workers", "ultralytics",
                  "ultralytics-ddp", "hf-trainer", "hf-trainer-global")
 
 
@@ -190,7 +211,8 @@ def library_loader(args, ds, common):
     being one pass of the stream's n indices; MMEngine's InfiniteSampler (the
     same stream) under a DataLoader of the map-style dataset; its DefaultSampler
     (round_up True / False) with set_epoch; torchdata's StatefulDataLoader
-    (shuffle=True) after torch.manual_seed(S); ultralytics' InfiniteDataLoader
+    (shuffle=True) after torch.manual_seed(S) (torchdata-workers: the same,
+    insisting on workers); ultralytics' InfiniteDataLoader
     in one process (its generator seeded 6148914691236517204; S unused), or
     under DDP over DistributedSampler(seed=S) with set_epoch;
     the Trainer's RandomSampler(generator=g), g seeded data_seed=S or, for
@@ -214,7 +236,9 @@ def library_loader(args, ds, common):
         sampler = ls.DefaultSampler(ds, args.seed, args.rank, args.world,
                                     round_up=args.kind == "mmengine")
         return DataLoader(ds, sampler=sampler, **common), sampler, 0
-    if args.kind == "torchdata":
+    if args.kind.startswith("torchdata"):
+        if args.kind == "torchdata-workers" and args.workers == 0:
+            sys.exit("--kind torchdata-workers: needs --workers > 0")
         torch.manual_seed(args.seed)
         sampler = ls.StatefulRandomSampler(ds)
         bs = ls.StatefulBatchSampler(sampler, args.batch, False)
@@ -298,6 +322,9 @@ def evaluate(args, epoch):
                     print(f"rank {args.rank}: wrong bytes in {rel}", file=sys.stderr)
                     return False
                 log.write(f"{epoch} {args.rank} {i}\n")
+    if args.world > 1:
+        # the reference's metric_logger.synchronize_between_processes()
+        dist.all_reduce(torch.zeros(1))
     return True
 
 
@@ -335,7 +362,8 @@ def main():
                          "whether epoch 0's first opens name it, whatever the search's pace")
     ap.add_argument("--log", required=True, help="'epoch rank index' per item")
     ap.add_argument("--snapshot", help="copy .clairfs/metrics here when epoch 1 starts "
-                    "(with --pause-epochs: when epoch 1's order is known)")
+                    "(with --pause-epochs: when epoch 1's order is known); {rank} in it is "
+                    "the rank")
     ap.add_argument("--epoch-snapshots", help="copy .clairfs/metrics to PREFIX.E at the end "
                     "of each epoch E, before any pause")
     ap.add_argument("--pause-epochs", action="store_true",
@@ -351,14 +379,18 @@ def main():
     ap.add_argument("--train-dir", default="", help="train on this folder of the mount")
     ap.add_argument("--val-dir", help="evaluate on this folder of the mount after every epoch")
     ap.add_argument("--decode", action="store_true", help="decode the images with PIL")
+    ap.add_argument("--order", help="a library's index order of the training folder (timm, "
+                    "mmpretrain, ultralytics, ultralytics-cls)")
     args = ap.parse_args()
     args.infinite = 0
     if args.world > 1:
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{args.port}",
                                 world_size=args.world, rank=args.rank)
 
-    folder = ImageFolder(os.path.join(args.data, args.train_dir),
-                         loader=decode_digest if args.decode else digest)
+    loader_fn = decode_digest if args.decode else digest
+    root = os.path.join(args.data, args.train_dir)
+    folder = (LibraryFolder(args.order, root, loader_fn) if args.order
+              else ImageFolder(root, loader=loader_fn))
     rel = [os.path.relpath(p, args.data) for p, _ in folder.samples]
     want = {}
     loader, sampler = make_loader(args, Indexed(folder))

@@ -162,9 +162,12 @@ cfs_umount() {
     return $rc
 }
 
-# cfs_metric MNT 'name{labels}': the value from .clairfs/metrics.
+# cfs_metric MNT|FILE 'name{labels}': the value from .clairfs/metrics, or
+# from a copy of it.
 cfs_metric() {
-    awk -v k="$2" '$1 == k { print $2 }' "$1/.clairfs/metrics"
+    local f=$1
+    [ -f "$f" ] || f=$1/.clairfs/metrics
+    awk -v k="$2" '$1 == k { print $2 }' "$f"
 }
 
 # cfs_wait_metric MNT 'name{labels}' VALUE: until the metric reads VALUE,

@@ -29,9 +29,12 @@
 #   torchdata    StatefulDataLoader(shuffle=True) without workers after
 #                manual_seed(2004): its sampler's generator seeded by the
 #                same draw, one randperm an epoch and none trailing:
-#                detectron2's stream at world 1 and named so (with workers
-#                an epoch's permutation is a generator's second, which the
-#                seed scan does not reach: docs/identification.md)
+#                detectron2's stream at world 1 and named so
+#   torchdata-workers  the same loader with 2 workers after manual_seed(3407):
+#                an epoch's permutation is its generator's second (and
+#                fourth, sixth...), which no seed scan reaches; found by the
+#                walk of the seeds people use (3407 is one, the loader built
+#                first: K = 0) and named torchdata-workers
 # Each must end with clairfs_order_identified 1, `order: identified KIND`,
 # the opens of passes 1-3 predicted and at most 1 % of the predicted opens
 # missed, every byte the trainer got equal to the source's.  Beside them a
@@ -58,7 +61,7 @@ custom_reader() {
 reader_start custom "" custom_reader
 deadline=$((SECONDS + 40))
 
-want=${CLAIRFS_LIBRARIES:-detectron2 mmengine-infinite mmengine ultralytics ultralytics-ddp hf-trainer-global torchdata}
+want=${CLAIRFS_LIBRARIES:-detectron2 mmengine-infinite mmengine ultralytics ultralytics-ddp hf-trainer-global torchdata torchdata-workers}
 # pattern KIND WORLD SEED IDENTIFIED-AS [TRAINER ARGS...]
 pattern() {
     case " $want " in *" $1 "*) identify_pattern "$1" "$@" ;; esac
@@ -71,5 +74,6 @@ pattern ultralytics 1 0 ultralytics
 pattern ultralytics-ddp 2 0 ultralytics-ddp
 pattern hf-trainer-global 1 2004 torch-sampler
 pattern torchdata 1 2004 detectron2 --workers 0
+pattern torchdata-workers 1 3407 torchdata-workers
 readers_end "$deadline"
 cfs_finish

@@ -15,7 +15,8 @@
 # seeds are the unit test's, begun near their seed, and the benchmark's).
 # A trainer on ImageFolder(SOURCE/train), with a validation pass over
 # SOURCE/val in its record, is identified as its root's order, the line
-# naming the root.  Exits 77 without torch.
+# naming the root; one on timm's dataset of SOURCE/train as timm's order,
+# one on YOLODataset(SOURCE/images/train) as ultralytics' order there.  Exits 77 without torch.
 #
 # usage: test_plan_identify.sh PATH/TO/clairfs-plan
 set -u
@@ -243,6 +244,63 @@ for opts in "" "-o order=imagefolder:train,world=2,batch=4"; do
             "$(cat "$T/err")"
     fi
 done
+
+# The same root in timm's order (unpadded numbers: c2 before c10, img2
+# before img10 in its natural order only), the paths from the transcription
+# of tests/golden/library_orders.py: found with the library named.
+tt=$T/timm_tree
+"$PYTHON" - "$tt" "$ROOT/tests/golden" >"$T/timm_paths" <<'PY' || fail "the timm tree"
+import os, sys
+root = sys.argv[1]
+sys.path.insert(0, sys.argv[2])
+import library_orders
+for c in range(30):
+    d = os.path.join(root, "train", "c%d" % c)
+    os.makedirs(d)
+    for i in range(1, 101):
+        open(os.path.join(d, "img%d.JPEG" % i), "w").close()
+os.makedirs(os.path.join(root, "val", "a"))
+open(os.path.join(root, "val", "a", "1.jpg"), "w").close()
+for p in library_orders.order("timm", os.path.join(root, "train")):
+    print("train/" + p)
+PY
+PATHS=$T/timm_paths record torch-ddp 777 2 4 2 1 >"$T/timm_ddp" || fail "torch_orders.py timm"
+head -400 "$T/timm_ddp" >"$T/timm_rec"
+want="train: torch-ddp seed=777 (low 32 bits) world=2 order=timm batch=4 workers=2 epoch 0 after 400 opens in 0 s"
+got=$("$PLAN" --identify "$T/timm_rec" --seeds 0:4096 "$tt" 2>"$T/err")
+rc=$?
+if [ $rc -eq 0 ] && [ "$got" = "$want" ] && [ ! -s "$T/err" ]; then
+    echo "ok: timm's order of a root below the source: $got"
+else
+    fail "timm's order: exit $rc, got '$got', wanted '$want'" "$(cat "$T/err")"
+fi
+
+# A detection dataset: the sorted glob of images/train (YOLODataset), with
+# images/val beside it, so images/ reads as an ImageFolder of two classes:
+# the record's first opens all lie in images/train, which is its root.
+dt=$T/det_tree
+"$PYTHON" - "$dt" "$ROOT/tests/golden" >"$T/det_paths" <<'PY' || fail "the detection tree"
+import os, sys
+root = sys.argv[1]
+sys.path.insert(0, sys.argv[2])
+import library_orders
+for part, n in (("train", 3000), ("val", 40)):
+    os.makedirs(os.path.join(root, "images", part))
+    for i in range(1, n + 1):
+        open(os.path.join(root, "images", part, "img%d.jpg" % i), "w").close()
+for p in library_orders.order("ultralytics", os.path.join(root, "images", "train")):
+    print("images/train/" + p)
+PY
+PATHS=$T/det_paths record torch-ddp 777 2 4 2 1 >"$T/det_ddp" || fail "torch_orders.py detection"
+head -400 "$T/det_ddp" >"$T/det_rec"
+want="images/train: torch-ddp seed=777 (low 32 bits) world=2 order=ultralytics batch=4 workers=2 epoch 0 after 400 opens in 0 s"
+got=$("$PLAN" --identify "$T/det_rec" --seeds 0:4096 "$dt" 2>"$T/err")
+rc=$?
+if [ $rc -eq 0 ] && [ "$got" = "$want" ] && [ ! -s "$T/err" ]; then
+    echo "ok: a detection dataset's images/train: $got"
+else
+    fail "a detection dataset: exit $rc, got '$got', wanted '$want'" "$(cat "$T/err")"
+fi
 
 # refused DESCRIPTION FILE STATUS SUBSTRING
 refused() {

@@ -14,7 +14,8 @@ rng_offset 0 and 2 for the drawn seeds, persistent workers for
 torchdata-workers - the streams `sampler_dump` prints must equal the
 transcription's exactly. Worker processes (the slow part) run on a few
 cases: detectron2's sharded chunks, ultralytics-ddp's one-epoch lag (which
-needs them), torchdata-workers. Then clairfs-plan must plan every new name
+needs them), torchdata-workers, and torchdata 0.8-0.10 (seeded 1: compared
+with torch-sampler seed=1). Then clairfs-plan must plan every new name
 and refuse an unknown one in one line. Exit 77 only when torch does not
 import.
 """
@@ -71,6 +72,11 @@ def cases():
         yield case("torchdata-workers", 50, 1, 3, False, 5, workers=2, persistent=pers,
                    offset=off)
     yield case("ultralytics", 50, 1, 4, seed=ULTRALYTICS_SEED, workers=2)
+    # torchdata 0.8-0.10 is torch-sampler seeded 1, with workers or not
+    for n, b, dlb, workers, pers in ((50, 3, False, 0, False), (50, 3, True, 2, False),
+                                     (1003, 32, False, 2, True), (7, 1, False, 2, False)):
+        yield case("torchdata-0.8", n, 1, b, dlb, 1, workers=workers, persistent=pers,
+                   dump_kind="torch-sampler")
     # ultralytics-ddp needs workers, and prefetch (2 x 2 batches on torch 1,
     # 4 x 2 on torch 2) within the rank's batches per epoch
     for n, w, b, dlb, seed in ((50, 2, 3, False, 0), (1003, 4, 32, True, 0),

@@ -20,6 +20,7 @@ struct trainer {
     uint32_t rank_first, ranks; /* this node's ranks */
     bool persistent, drop_last, drop_last_batch;
     uint32_t first_epoch, epochs;
+    uint64_t rng_offset; /* the drawn-seed kinds' words before the loader */
 };
 
 struct opens {
@@ -61,7 +62,8 @@ static inline struct opens simulate(const struct trainer *t, size_t max)
                                     .batch = t->batch,
                                     .drop_last = t->drop_last,
                                     .drop_last_batch = t->drop_last_batch,
-                                    .persistent_workers = t->persistent};
+                                    .persistent_workers = t->persistent,
+                                    .rng_offset = t->rng_offset};
     struct cfs_sampler *s;
     char err[256];
     ck_assert_int_eq(cfs_sampler_create(&sp, &s, err, sizeof(err)), 0);

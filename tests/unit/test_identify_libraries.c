@@ -17,10 +17,14 @@
  * shows where a persistent worker runs past its shorter share; the Hugging
  * Face Trainer
  * without data_seed is torch-sampler of the seed its global draw gave.
+ * torchdata with workers reads its sampler generator's second randperm
+ * and is found by the walk of the seeds people use (identify_torchdata.c),
+ * within its bounds only.
  * Orders shaped like these streams but drawn otherwise are refused.
  *
  * Cost: each case searches 4096 seeds around the true one (milliseconds),
- * the refusals 2^20 (a second or two). */
+ * the refusals 2^20 (a second or two); every search that finds nothing
+ * walks the table too (a tenth of a second at these n). */
 #include <check.h>
 #include <errno.h>
 #include <stdint.h>
@@ -166,6 +170,92 @@ START_TEST(torchdata_reads_as_detectron2_at_world_1)
     ck_assert_uint_eq(id.sampler.seed, private_seed);
     ck_assert_uint_eq(id.sampler.world, 1);
     ck_assert_uint_eq(id.epoch, 2);
+    opens_free(&o);
+}
+END_TEST
+
+/* torchdata 0.11+ with workers: every epoch's iterator iter()s the batch
+ * sampler twice, so epoch 0 reads the sampler generator's second randperm
+ * (seeded by the global draw at word K after manual_seed(S)), which no seed
+ * scan reaches.  A seed of the table people use, with K small, is found by
+ * the walk of the global streams, persistent workers or not (epoch 1 reads
+ * randperm 2 with them, 3 without), and names S and K whole. */
+START_TEST(torchdata_workers_is_found_from_the_seed_table)
+{
+    static const struct {
+        uint64_t seed, k;
+        bool persistent;
+    } cases[] = {
+        {42, 0, false}, {3407, 0, true}, {0, 11, false}, {1234, 5, true}, {1023, 18, true}};
+    struct trainer t = {.kind = CFS_SAMPLER_TORCHDATA_WORKERS,
+                        .seed = cases[_i].seed,
+                        .rng_offset = cases[_i].k,
+                        .persistent = cases[_i].persistent,
+                        .n = 1001,
+                        .world = 1,
+                        .batch = 8,
+                        .workers = 2,
+                        .ranks = 1,
+                        .epochs = 3};
+    struct opens o = simulate(&t, 2500);
+    struct cfs_identified id = identify_opens(&o, 1001, 1u << 20);
+    ck_assert_msg(id.sampler.kind == CFS_SAMPLER_TORCHDATA_WORKERS, "%s", id.text);
+    ck_assert_uint_eq(id.sampler.seed, cases[_i].seed);
+    ck_assert_uint_eq(id.sampler.rng_offset, cases[_i].k);
+    ck_assert_int_eq(id.sampler.persistent_workers, cases[_i].persistent);
+    ck_assert_uint_eq(id.sampler.batch, 8);
+    ck_assert_uint_eq(id.workers, 2);
+    ck_assert_uint_eq(id.epoch, 2);
+    ck_assert_uint_eq(id.epoch_opens, 1001);
+    opens_free(&o);
+}
+END_TEST
+
+/* The walk's bounds: a seed outside the table, or K past 18 words at n =
+ * 1001 (a model built before the loader), is not found, and nothing else
+ * is claimed. */
+START_TEST(torchdata_workers_outside_the_walk_is_not_identified)
+{
+    struct trainer t = {.kind = CFS_SAMPLER_TORCHDATA_WORKERS,
+                        .seed = _i ? 42 : 987654321,
+                        .rng_offset = _i ? 19 : 0,
+                        .n = 1001,
+                        .world = 1,
+                        .batch = 8,
+                        .workers = 2,
+                        .ranks = 1,
+                        .epochs = 2};
+    struct opens o = simulate(&t, 1500);
+    struct cfs_identify_params p = params(1001, 1u << 20, RANGE);
+    struct cfs_identified id;
+    ck_assert_msg(identify(&p, &o, &id) == -ENOENT, "claimed: %s", id.text);
+    opens_free(&o);
+}
+END_TEST
+
+/* torchdata 0.8-0.10: its RandomSampler seeds its generator with 1 and
+ * iterates torch's RandomSampler, a generator function (lazy: an iterator
+ * made and dropped draws nothing; the trailing randperm is drawn when an
+ * epoch ends), so with workers or without, persistent or not, epoch e
+ * reads randperm 2e of a generator seeded 1: torch-sampler seed=1, named
+ * so from epoch 1 on. */
+START_TEST(torchdata_before_0_11_reads_as_torch_sampler_seed_1)
+{
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH_SAMPLER,
+                        .seed = 1,
+                        .n = 1001,
+                        .world = 1,
+                        .batch = 8,
+                        .workers = 2 * (uint32_t)(_i != 0),
+                        .persistent = _i == 2,
+                        .ranks = 1,
+                        .epochs = 2};
+    struct opens o = simulate(&t, 1500);
+    struct cfs_identified id = identify_opens(&o, 1001, 1);
+    ck_assert_msg(id.sampler.kind == CFS_SAMPLER_TORCH_SAMPLER, "%s", id.text);
+    ck_assert_uint_eq(id.sampler.seed, 1);
+    ck_assert_uint_eq(id.workers, t.workers);
+    ck_assert_uint_eq(id.epoch, 1);
     opens_free(&o);
 }
 END_TEST
@@ -355,6 +445,9 @@ static Suite *identify_libraries_suite(void)
     tcase_add_loop_test(t, detectron2_is_identified_past_its_first_pass, 0, 5);
     tcase_add_loop_test(t, detectron2_first_pass_reads_as_torch_ddp, 0, 5);
     tcase_add_loop_test(t, torchdata_reads_as_detectron2_at_world_1, 0, 5);
+    tcase_add_loop_test(t, torchdata_workers_is_found_from_the_seed_table, 0, 5);
+    tcase_add_loop_test(t, torchdata_workers_outside_the_walk_is_not_identified, 0, 2);
+    tcase_add_loop_test(t, torchdata_before_0_11_reads_as_torch_sampler_seed_1, 0, 3);
     tcase_add_loop_test(t, hf_trainer_global_reads_as_torch_sampler, 0, 5);
     tcase_add_test(t, ultralytics_is_named_by_its_seed);
     tcase_add_loop_test(t, ultralytics_ddp_is_named_at_epoch_1, 0, 5);

@@ -103,6 +103,23 @@ START_TEST(sweep_modes)
 }
 END_TEST
 
+START_TEST(search_threads_is_a_count)
+{
+    struct cfs_options o;
+    char err[256];
+    cfs_options_init(&o);
+    ck_assert_uint_eq(o.search_threads, 0);
+    ck_assert_int_eq(cfs_options_parse_list(&o, "search_threads=1", err, sizeof(err)), 0);
+    ck_assert_uint_eq(o.search_threads, 1);
+    ck_assert_int_eq(cfs_options_parse_list(&o, "search_threads=64", err, sizeof(err)), 0);
+    ck_assert_uint_eq(o.search_threads, 64);
+    cfs_options_free(&o);
+    assert_rejected("search_threads=1025", "search_threads=1025");
+    assert_rejected("search_threads=-1", "search_threads=-1");
+    assert_rejected("search_threads=two", "search_threads=two");
+}
+END_TEST
+
 START_TEST(search_budget_is_a_percent)
 {
     struct cfs_options o;
@@ -220,6 +237,7 @@ int main(void)
     tcase_add_test(tc, bad_values_name_the_option);
     tcase_add_test(tc, sweep_modes);
     tcase_add_test(tc, search_budget_is_a_percent);
+    tcase_add_test(tc, search_threads_is_a_count);
     tcase_add_test(tc, framework_samplers_and_their_limits);
     tcase_add_test(tc, rank_placeholder_expands_everywhere);
     suite_add_tcase(s, tc);

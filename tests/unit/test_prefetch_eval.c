@@ -128,12 +128,64 @@ START_TEST(validation_pass_predicted_kept_and_counted_apart)
 }
 END_TEST
 
+/* Two evaluation folders read after every epoch, each a pass of its own:
+ * val (the first 20 of the 40, at stride 2) then test (the last 20, in
+ * order, one process): both predicted at once, each pass after the one
+ * they were named in 20 hits, no miss. */
+START_TEST(two_validation_roots_predicted_at_once)
+{
+    struct fixture fx;
+    struct cfs_metrics m;
+    atomic_uint observed = 0;
+    char err[256];
+    fixture_init(&fx);
+    struct cfs_prefetch *pf = make_pf(&fx, "ram=16M,no_sweep,epochs=4", &m, NULL);
+    cfs_prefetch_set_identify(pf, &fake_ops, &observed, NULL);
+    uint32_t train_map[NTRAIN], val_map[NVAL / 2], test_map[NVAL / 2];
+    for (uint32_t i = 0; i < NTRAIN; i++)
+        train_map[i] = i;
+    for (uint32_t i = 0; i < NVAL / 2; i++)
+        val_map[i] = NTRAIN + i, test_map[i] = NTRAIN + NVAL / 2 + i;
+    train_epoch(pf, &fx, 0);
+    struct cfs_identified id = {
+        .sampler = {.kind = CFS_SAMPLER_TORCH_DDP, .seed = 7, .n = NTRAIN, .world = 1,
+                    .batch = 1},
+        .rank_first = 0, .rank_count = 1, .epoch = 0, .opens = NTRAIN, .seconds = 1,
+        .seed_high_known = true,
+    };
+    snprintf(id.text, sizeof(id.text), "torch-ddp seed=7 world=1 epoch 0 after 80 opens");
+    ck_assert_msg(cfs_prefetch_adopt_at(pf, &id, "train", train_map, NTRAIN, err, sizeof(err)) ==
+                      0,
+                  "%s", err);
+    ck_assert_int_eq(cfs_prefetch_predict_pass(pf, "val", val_map, NVAL / 2, 2), 0);
+    ck_assert_int_eq(cfs_prefetch_predict_pass(pf, "test", test_map, NVAL / 2, 1), 0);
+    for (uint32_t e = 0; e < 4; e++) {
+        ck_assert_int_eq(cfs_prefetch_wait_idle(pf, 30), 0);
+        if (e)
+            train_epoch(pf, &fx, e);
+        ck_assert_uint_eq(val_resident(pf, &fx), NVAL); /* both staged, both kept */
+        for (uint32_t b = 0; b < NVAL / 2; b += 4)
+            for (uint32_t k = 0; k < 4; k++)
+                read_check(pf, &fx, NTRAIN + b + (k % 2) * 1 + (k / 2) * 2);
+        for (uint32_t i = 0; i < NVAL / 2; i++)
+            read_check(pf, &fx, NTRAIN + NVAL / 2 + i);
+        ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_EVAL_HIT), e * NVAL);
+        ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_EVAL_MISS), 0);
+    }
+    ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_HIT), 3 * NTRAIN);
+    ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_MISS), 0);
+    cfs_prefetch_destroy(pf);
+    fixture_fini(&fx);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("prefetch_eval");
     TCase *tc = tcase_create("eval");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, validation_pass_predicted_kept_and_counted_apart);
+    tcase_add_test(tc, two_validation_roots_predicted_at_once);
     suite_add_tcase(s, tc);
     return cfs_check_run(s);
 }

@@ -425,6 +425,124 @@ START_TEST(the_table_and_cancel)
 }
 END_TEST
 
+/* The full range's search on a slice of it around the seed (the whole
+ * 2^32 is minutes): threads of seeds, each thread count answering alike. */
+static void range_find(const uint32_t ps[3], uint32_t first_epoch, uint32_t words, uint32_t from,
+                       uint64_t count, unsigned threads, struct cfs_rng_table_result *r)
+{
+    struct cfs_rng_range_problem p = {.table = {.private_seeds = ps,
+                                                .first_epoch = first_epoch,
+                                                .max_offset = 1u << 25,
+                                                .max_words = 1u << 24},
+                                      .words = words,
+                                      .seed_first = from,
+                                      .seed_count = count};
+    struct cfs_seed_threads t = {.threads = threads, .idle = true};
+    ck_assert_int_eq(cfs_rng_range_find(&p, NULL, &t, r), 0);
+    ck_assert(!r->cancelled);
+}
+
+static const struct {
+    uint64_t seed, k, g;
+    bool pers;
+    uint32_t first, words;
+} range_cases[] = {
+    {3000000017u, 100, 50, false, 0, 0},     /* no model: K of a few draws */
+    {2718281828u, 0, 30, true, 1, 0},        /* learnt from epoch 1, persistent workers */
+    {4294967295u, 617, 0, false, 0, 0},      /* the last seed; K at the default bound */
+    {123456789u, 1000, 12, false, 0, 1248},  /* the second twist */
+};
+
+/* A seed outside the table, found with its K and L + G in a range
+ * of 2^20 seeds with 1, 2 and 8 threads: the same seed, the same seeds
+ * tried (through the seed's step of 128), and the model then reads the
+ * epochs' permutations. */
+START_TEST(a_seed_outside_the_table_is_found_in_the_range)
+{
+    uint32_t ps[3];
+    uint64_t seed = range_cases[_i].seed;
+    private_seeds(seed, range_cases[_i].k, range_cases[_i].g, range_cases[_i].pers,
+                  range_cases[_i].first, ps);
+    uint64_t count = 1u << 20, from = seed - (count - 1 - 70000);
+    if (from + count > (1ull << 32))
+        from = (1ull << 32) - count;
+    static const unsigned threads[] = {1, 2, 8};
+    for (size_t i = 0; i < 3; i++) {
+        struct cfs_rng_table_result r;
+        range_find(ps, range_cases[_i].first, range_cases[_i].words, (uint32_t)from, count,
+                   threads[i], &r);
+        ck_assert_msg(r.found, "seed %llu not found on %u threads", (unsigned long long)seed,
+                      threads[i]);
+        ck_assert_uint_eq(r.seed, seed);
+        ck_assert_uint_eq(r.offset, range_cases[_i].k);
+        /* only L + G shows in the words (L = 4, or 2 with persistent
+         * workers): either reading draws the same */
+        ck_assert_uint_eq(r.words + (r.persistent_workers ? 2 : 4),
+                          range_cases[_i].g + (range_cases[_i].pers ? 2 : 4));
+        uint64_t at = seed - from;
+        ck_assert_uint_eq(r.seeds_tried,
+                          (at / 128 + 1) * 128 < count ? (at / 128 + 1) * 128 : count);
+        if (i == 0)
+            expect_model_reads(&r, seed, range_cases[_i].k, range_cases[_i].g,
+                               range_cases[_i].pers, range_cases[_i].first);
+    }
+}
+END_TEST
+
+/* Not claimed: a third epoch that is not the stream's, K past the words
+ * searched (620 is the last K of one twist at epoch 0), the seed outside
+ * the range; every seed of the range tried, on any number of threads.  A
+ * cancelled search stops at once and says so; bad problems are refused. */
+START_TEST(the_range_claims_no_wrong_seed)
+{
+    uint32_t ps[3];
+    uint64_t seed = 3000000017u, count = 1u << 18, from = seed - 1000;
+    private_seeds(seed, 100, 50, false, 0, ps);
+    ps[2] = private_seed_at(seed, cfs_rng_epoch_draw(100, 51, false, 2));
+    static const unsigned threads[] = {1, 2, 8};
+    for (size_t i = 0; i < 3; i++) {
+        struct cfs_rng_table_result r;
+        range_find(ps, 0, 0, (uint32_t)from, count, threads[i], &r);
+        ck_assert(!r.found);
+        ck_assert_uint_eq(r.seeds_tried, count);
+    }
+    struct cfs_rng_table_result r;
+    private_seeds(seed, 621, 50, false, 0, ps);
+    range_find(ps, 0, 0, (uint32_t)from, count, 2, &r);
+    ck_assert(!r.found);
+    range_find(ps, 0, 1248, (uint32_t)from, count, 2, &r);
+    ck_assert(r.found && r.seed == seed && r.offset == 621);
+    range_find(ps, 0, 0, (uint32_t)seed + 1, count, 2, &r);
+    ck_assert(!r.found);
+
+    atomic_bool cancel = true;
+    struct cfs_rng_range_problem p = {
+        .table = {.private_seeds = ps, .max_offset = 1u << 25, .max_words = 1u << 24},
+        .seed_first = 0,
+        .seed_count = 1ull << 32};
+    for (unsigned t = 1; t <= 2; t++) {
+        ck_assert_int_eq(cfs_rng_range_find(&p, &cancel, &(struct cfs_seed_threads){.threads = t},
+                                            &r),
+                         0);
+        ck_assert(r.cancelled && !r.found);
+        ck_assert_uint_eq(r.seeds_tried, 0);
+    }
+    struct cfs_seed_threads one = {.threads = 1};
+    p.seed_first = 1;
+    ck_assert_int_eq(cfs_rng_range_find(&p, NULL, &one, &r), -EINVAL); /* past 2^32 */
+    p.seed_count = 0;
+    ck_assert_int_eq(cfs_rng_range_find(&p, NULL, &one, &r), -EINVAL);
+    p.seed_count = 10;
+    p.words = 3;
+    ck_assert_int_eq(cfs_rng_range_find(&p, NULL, &one, &r), -EINVAL);
+    p.words = CFS_RNG_RANGE_WORDS_MAX + 1;
+    ck_assert_int_eq(cfs_rng_range_find(&p, NULL, &one, &r), -EINVAL);
+    p.words = 0;
+    p.table.private_seeds = NULL;
+    ck_assert_int_eq(cfs_rng_range_find(&p, NULL, &one, &r), -EINVAL);
+}
+END_TEST
+
 static Suite *rng_offset_suite(void)
 {
     Suite *s = suite_create("rng_offset");
@@ -440,6 +558,9 @@ static Suite *rng_offset_suite(void)
     tcase_add_loop_test(t, a_table_seed_is_found, 0, sizeof(table_cases) / sizeof(table_cases[0]));
     tcase_add_test(t, a_seed_outside_the_table_is_not_claimed);
     tcase_add_test(t, the_table_and_cancel);
+    tcase_add_loop_test(t, a_seed_outside_the_table_is_found_in_the_range, 0,
+                        sizeof(range_cases) / sizeof(range_cases[0]));
+    tcase_add_test(t, the_range_claims_no_wrong_seed);
     suite_add_tcase(s, t);
     return s;
 }

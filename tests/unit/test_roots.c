@@ -112,17 +112,23 @@ static void wait_heard(struct heard *h)
     ck_assert_msg(done, "not identified");
 }
 
-/* The mount's samples of dir's ImageFolder order. */
-static uint32_t *samples_of(struct cfs_catalog *c, const char *dir, uint64_t *n)
+/* The mount's samples of dir's `kind` order. */
+static uint32_t *order_of(struct cfs_catalog *c, enum cfs_order kind, const char *dir, uint64_t *n)
 {
     cfs_id *ids;
     char why[128];
-    ck_assert_int_eq(cfs_catalog_order_at(c, CFS_ORDER_IMAGEFOLDER, cfs_catalog_resolve(c, dir),
-                                          &ids, n, why, sizeof(why)),
+    ck_assert_int_eq(cfs_catalog_order_at(c, kind, cfs_catalog_resolve(c, dir), &ids, n, why,
+                                          sizeof(why)),
                      0);
     for (uint64_t i = 0; i < *n; i++)
         ids[i] = cfs_catalog_entry(c, ids[i])->sample;
     return ids;
+}
+
+/* The mount's samples of dir's ImageFolder order. */
+static uint32_t *samples_of(struct cfs_catalog *c, const char *dir, uint64_t *n)
+{
+    return order_of(c, CFS_ORDER_IMAGEFOLDER, dir, n);
 }
 
 START_TEST(training_identified_in_its_folder_beside_a_validation_pass)
@@ -228,6 +234,234 @@ START_TEST(a_late_hint_waits_for_its_root)
 }
 END_TEST
 
+/* ROOT/train with the traps the libraries' orders part on: classes cls2
+ * and cls10 (timm's natural key puts cls2 first), img1 .. img34 (img2
+ * before img10 in timm only), IMG35.JPG .. IMG37.JPG (upper case: first
+ * bytewise, among the others lowered for timm), a nested aug/ (its files
+ * after the class's own in ImageFolder, before them by path in mmpretrain),
+ * non-images beside them; ROOT/val beside it.  `per` images a class. */
+static void trap_tree_of(int per)
+{
+    char p[64];
+    mkd("train"), mkd("val"), mkd("val/a"), mkd("val/b");
+    mkf("train/readme.md", "r");
+    mkf("val/a/1.jpg", "v"), mkf("val/b/1.jpg", "v");
+    const char *cls[] = {"cls2", "cls10"};
+    for (int c = 0; c < 2; c++) {
+        snprintf(p, sizeof(p), "train/%s", cls[c]), mkd(p);
+        snprintf(p, sizeof(p), "train/%s/aug", cls[c]), mkd(p);
+        snprintf(p, sizeof(p), "train/%s/notes.txt", cls[c]), mkf(p, "n");
+        for (int i = 1; i <= per - 6; i++)
+            snprintf(p, sizeof(p), "train/%s/img%d.jpg", cls[c], i), mkf(p, "x");
+        for (int i = per - 5; i <= per - 3; i++)
+            snprintf(p, sizeof(p), "train/%s/IMG%d.JPG", cls[c], i), mkf(p, "x");
+        for (int i = 1; i <= 3; i++)
+            snprintf(p, sizeof(p), "train/%s/aug/img%d.jpg", cls[c], i), mkf(p, "x");
+    }
+}
+
+static void trap_tree(void)
+{
+    trap_tree_of(40);
+}
+
+/* A torch-ddp trainer (world 2, batch 4, two workers a rank, seed) whose
+ * dataset numbers train/'s images in `kind`'s order: the root names the
+ * order the opens follow, and its map is that order. */
+static void identified_in(enum cfs_order kind, uint32_t seed, const char *want_text, int per)
+{
+    trap_tree_of(per);
+    struct cfs_catalog *c = scan();
+    uint64_t n;
+    uint32_t *order = order_of(c, kind, "train", &n);
+    ck_assert_uint_eq(n, 2 * (uint64_t)per);
+    struct heard h = {.want = order};
+    pthread_mutex_init(&h.mu, NULL);
+    pthread_cond_init(&h.cv, NULL);
+    struct cfs_roots_params rp = {.catalog = c, .derive = true, .identify = params(0, seed, 4096),
+                                  .on_identified = heard_cb, .cb_arg = &h};
+    struct cfs_roots *r;
+    char err[256];
+    ck_assert_int_eq(cfs_roots_create(&rp, &r, err, sizeof(err)), 0);
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP, .seed = seed, .n = (uint32_t)n,
+                        .world = 2, .batch = 4, .workers = 2, .ranks = 2, .epochs = 2};
+    struct opens o = simulate(&t, 160);
+    for (size_t i = 0; i < o.len; i++)
+        cfs_roots_observe(r, order[o.s[i]], o.pid[i], o.ppid[i]);
+    wait_heard(&h);
+    ck_assert_str_eq(h.root, "train");
+    ck_assert_uint_eq(h.n, n);
+    ck_assert_msg(h.map_right, "the map is not train's %s order", cfs_order_name(kind));
+    ck_assert_uint_eq((uint32_t)h.id.sampler.seed, seed);
+    ck_assert_uint_eq(h.id.sampler.world, 2);
+    char text[512];
+    cfs_roots_text(r, text, sizeof(text));
+    if (want_text)
+        ck_assert_msg(strstr(text, want_text), "%s", text);
+    else /* ImageFolder's, the root's own order: no library named */
+        ck_assert_msg(!strstr(text, "order="), "%s", text);
+    cfs_roots_destroy(r);
+    opens_free(&o);
+    free(order);
+    cfs_catalog_destroy(c);
+}
+
+static void identified_in_order(enum cfs_order kind, uint32_t seed, const char *want_text)
+{
+    identified_in(kind, seed, want_text, 40);
+}
+
+START_TEST(the_libraries_orders_differ_on_the_traps)
+{
+    trap_tree();
+    struct cfs_catalog *c = scan();
+    uint64_t n[4];
+    const enum cfs_order kind[] = {CFS_ORDER_IMAGEFOLDER, CFS_ORDER_TIMM, CFS_ORDER_MMPRETRAIN,
+                                   CFS_ORDER_ULTRALYTICS};
+    uint32_t *o[4];
+    for (int k = 0; k < 4; k++)
+        o[k] = order_of(c, kind[k], "train", &n[k]);
+    /* the same 80 images, in three orders (ultralytics' is mmpretrain's
+     * here: the candidate named first, mmpretrain, stands for both) */
+    for (int k = 0; k < 4; k++)
+        ck_assert_uint_eq(n[k], 80);
+    ck_assert(memcmp(o[0], o[1], 80 * sizeof(uint32_t)) != 0);
+    ck_assert(memcmp(o[0], o[2], 80 * sizeof(uint32_t)) != 0);
+    ck_assert(memcmp(o[1], o[2], 80 * sizeof(uint32_t)) != 0);
+    ck_assert(memcmp(o[2], o[3], 80 * sizeof(uint32_t)) == 0);
+    for (int k = 0; k < 4; k++)
+        free(o[k]);
+    cfs_catalog_destroy(c);
+}
+END_TEST
+
+START_TEST(a_timm_dataset_is_identified_in_timms_order)
+{
+    identified_in_order(CFS_ORDER_TIMM, 2024, "train: torch-ddp seed=2024 (low 32 bits) "
+                                              "world=2 order=timm batch=4");
+}
+END_TEST
+
+/* 2400 samples: the candidate orders are built on a thread of their own
+ * and come to the identification after its first opens. */
+START_TEST(a_large_timm_dataset_is_identified_in_timms_order)
+{
+    identified_in(CFS_ORDER_TIMM, 77, "train: torch-ddp seed=77 (low 32 bits) world=2 order=timm",
+                  1200);
+}
+END_TEST
+
+START_TEST(an_mmpretrain_dataset_is_identified_in_its_order)
+{
+    identified_in_order(CFS_ORDER_MMPRETRAIN, 99, " order=mmpretrain ");
+}
+END_TEST
+
+START_TEST(an_imagefolder_dataset_claims_no_library_order)
+{
+    identified_in_order(CFS_ORDER_IMAGEFOLDER, 31337, NULL);
+}
+END_TEST
+
+/* An ultralytics detection tree: images/train (100 images: img2 before
+ * img10 in timm only, upper-case extensions, a file that is no image),
+ * images/val (40).  (labels/ beside images/ would leave the mount's root
+ * no ImageFolder, and the mount without samples.)  A trainer whose dataset is the sorted
+ * glob of images/train (YOLODataset), torch-ddp at world 2, then a
+ * validation pass over images/val in its order, twice: images/ is an
+ * ImageFolder root (classes train and val), but the first opens of each
+ * lie in one folder of it, which is the dataset's root. */
+START_TEST(a_detection_dataset_is_its_images_folders)
+{
+    char p[64];
+    mkd("images"), mkd("images/train"), mkd("images/val");
+    mkf("images/train/notes.txt", "n");
+    for (int i = 1; i <= 100; i++) {
+        snprintf(p, sizeof(p), i % 9 ? "images/train/img%d.jpg" : "images/train/IMG%d.JPG", i);
+        mkf(p, "x");
+    }
+    for (int i = 1; i <= 40; i++)
+        snprintf(p, sizeof(p), "images/val/%03d.jpg", i), mkf(p, "v");
+    struct cfs_catalog *c = scan();
+    uint64_t n, nval;
+    uint32_t *train = order_of(c, CFS_ORDER_ULTRALYTICS, "images/train", &n);
+    uint32_t *val = order_of(c, CFS_ORDER_ULTRALYTICS, "images/val", &nval);
+    ck_assert_uint_eq(n, 100);
+    struct heard h = {.want = train};
+    pthread_mutex_init(&h.mu, NULL);
+    pthread_cond_init(&h.cv, NULL);
+    struct cfs_roots_params rp = {.catalog = c, .derive = true, .identify = params(0, 5150, 4096),
+                                  .on_identified = heard_cb, .cb_arg = &h};
+    struct cfs_roots *r;
+    char err[256];
+    ck_assert_int_eq(cfs_roots_create(&rp, &r, err, sizeof(err)), 0);
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP, .seed = 5150, .n = 100, .world = 2,
+                        .batch = 4, .workers = 2, .ranks = 2, .epochs = 2};
+    struct opens o = simulate(&t, 200);
+    for (size_t i = 0; i < o.len; i++)
+        cfs_roots_observe(r, train[o.s[i]], o.pid[i], o.ppid[i]);
+    wait_heard(&h);
+    ck_assert_str_eq(h.root, "images/train");
+    ck_assert_msg(h.map_right, "the map is not the sorted glob of images/train");
+    ck_assert_uint_eq((uint32_t)h.id.sampler.seed, 5150);
+    for (uint64_t v = 0; v < 2 * nval; v++)
+        cfs_roots_observe(r, val[v % nval], 5000, 1000);
+    char text[512];
+    cfs_roots_text(r, text, sizeof(text));
+    ck_assert_msg(strstr(text, "images/train: torch-ddp seed=5150 (low 32 bits) world=2 "
+                               "order=ultralytics batch=4"),
+                  "%s", text);
+    ck_assert_msg(strstr(text, "images/val: sequential, world=1 (80 opens)"), "%s", text);
+    ck_assert_msg(strstr(text, "images: its opens are images/val's"), "%s", text);
+    cfs_roots_destroy(r);
+    opens_free(&o);
+    free(train);
+    free(val);
+    cfs_catalog_destroy(c);
+}
+END_TEST
+
+static void pass_cb(void *arg, const struct cfs_root *root, uint32_t stride)
+{
+    struct heard *h = arg;
+    pthread_mutex_lock(&h->mu);
+    snprintf(h->root, sizeof(h->root), "%s", root->name);
+    h->n = stride;
+    h->map_right = root->map && memcmp(root->map, h->want, root->n * sizeof(*h->want)) == 0;
+    h->done = true;
+    pthread_mutex_unlock(&h->mu);
+}
+
+/* A validation loader over timm's dataset reads timm's order unshuffled:
+ * told as a pass in that order, and handed on with timm's map. */
+START_TEST(an_unshuffled_pass_in_timms_order)
+{
+    trap_tree();
+    struct cfs_catalog *c = scan();
+    uint64_t n;
+    uint32_t *order = order_of(c, CFS_ORDER_TIMM, "train", &n);
+    struct heard h = {.want = order};
+    pthread_mutex_init(&h.mu, NULL);
+    struct cfs_roots_params rp = {.catalog = c, .derive = true, .identify = params(0, 1, 16),
+                                  .on_identified = heard_cb, .on_pass = pass_cb, .cb_arg = &h};
+    struct cfs_roots *r;
+    char err[256];
+    ck_assert_int_eq(cfs_roots_create(&rp, &r, err, sizeof(err)), 0);
+    for (uint64_t i = 0; i < 2 * n; i++)
+        cfs_roots_observe(r, order[i % n], 5000, 1000);
+    ck_assert_msg(h.done, "no pass told");
+    ck_assert_str_eq(h.root, "train");
+    ck_assert_uint_eq(h.n, 1);
+    ck_assert_msg(h.map_right, "the pass's map is not timm's order");
+    char text[256];
+    cfs_roots_text(r, text, sizeof(text));
+    ck_assert_msg(strstr(text, "train: sequential, world=1 order=timm (160 opens)"), "%s", text);
+    cfs_roots_destroy(r);
+    free(order);
+    cfs_catalog_destroy(c);
+}
+END_TEST
+
 START_TEST(a_registered_order_takes_every_open)
 {
     imagenet_tree();
@@ -261,6 +495,13 @@ int main(void)
     tcase_add_test(tc, training_identified_in_its_folder_beside_a_validation_pass);
     tcase_add_test(tc, a_registered_order_takes_every_open);
     tcase_add_test(tc, a_late_hint_waits_for_its_root);
+    tcase_add_test(tc, the_libraries_orders_differ_on_the_traps);
+    tcase_add_test(tc, a_timm_dataset_is_identified_in_timms_order);
+    tcase_add_test(tc, an_mmpretrain_dataset_is_identified_in_its_order);
+    tcase_add_test(tc, a_large_timm_dataset_is_identified_in_timms_order);
+    tcase_add_test(tc, an_imagefolder_dataset_claims_no_library_order);
+    tcase_add_test(tc, a_detection_dataset_is_its_images_folders);
+    tcase_add_test(tc, an_unshuffled_pass_in_timms_order);
     suite_add_tcase(s, tc);
     return cfs_check_run(s);
 }
