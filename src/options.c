@@ -294,10 +294,9 @@ static const struct opt_def options_table[] = {
     {"no_pagecache", OPT_FLAG, OFF(no_pagecache), NO_PRESENT, 0, 0, NULL, T,
      "keep the RAM tier out of the page cache"},
     {"kernel_open", OPT_FLAG, OFF(kernel_open), NO_PRESENT, 0, 0, NULL, T,
-     "all staged: the kernel opens files itself, even where opens are then not all counted"},
+     "kernel opens even where opens go uncounted"},
     {"no_kernel_open", OPT_FLAG, OFF(no_kernel_open), NO_PRESENT, 0, 0, NULL, T,
-     "every open reaches clairfs (default: the kernel opens staged files itself where "
-     "every open is still counted)"},
+     "every open reaches clairfs, staged or not"},
     {"sweep", OPT_SPECIAL, 0, NO_PRESENT, 0, 0, parse_sweep, T,
      "MODE: auto, on or off: stage in index order meanwhile"},
     {"no_sweep", OPT_FLAG, 0, NO_PRESENT, 0, 0, parse_sweep, T, "the same as sweep=off"},
