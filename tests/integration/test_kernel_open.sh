@@ -22,8 +22,13 @@
 #  - pages dropped behind clairfs's back (posix_fadvise DONTNEED) come in as
 #    READs without a handle, are answered from the source byte for byte and
 #    counted as page-cache fallbacks;
-#  - without the option, the same epochs are counted per open (the default
-#    is unchanged), and a mount with the option whose files cannot all be
+#  - with permission events (root) the watch counts every open exactly,
+#    two epochs in one process included, and one thread opening one file
+#    200 times back to back counts 200 (plain open events would merge);
+#  - by default the mount switches where every open is counted (root) and
+#    counts every open once; where the watch cannot count them all
+#    (CLAIRFS_NO_OPEN_WATCH=1) it does not switch and says why once;
+#    no_kernel_open never switches; a mount whose files cannot all be
 #    staged (ram= below the dataset) never switches.
 . "$(dirname "$0")/lib.sh"
 : "${CLAIRFS_BENCH:?}"
@@ -153,6 +158,15 @@ if cfs_mount "$src" "$mnt" "$TMP/d-def.log" -o seed=5,epochs=100,$TRAINER,ram=64
     check "default: every open counted once ($(reads "$mnt") of $((3 * N)))" test "$(reads "$mnt")" -eq $((3 * N))
     if [ "$(id -u)" = 0 ]; then
         check "default: switched, each open seen" grep -q "as the mount sees them, each one" "$TMP/d-def.log"
+    fi
+    if [ "$(id -u)" = 0 ]; then
+        # One thread, one file, 200 opens back to back: none merged.
+        f=$(cd "$src" && find . -type f -name '*.*' | head -n 1)
+        r0=$(reads "$mnt")
+        /usr/bin/python3 -c 'import sys
+for _ in range(200): open(sys.argv[1], "rb").close()' "$mnt/$f"
+        r=$(($(reads "$mnt") - r0))
+        check "default: one thread's 200 opens of one file counted ($r)" test "$r" -eq 200
     fi
     check "default: clean unmount" cfs_umount "$mnt"
 else
