@@ -12,7 +12,6 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/fanotify.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -88,18 +87,37 @@ static void poll_for(int fd1, int fd2, int fd3, int timeout_ms)
     (void)poll(p, 3, timeout_ms);
 }
 
+/* The FUSE node id of descriptor fd, from its file handle: unlike fstat,
+ * never a GETATTR round trip. */
+static bool node_of_fd(int fd, uint64_t *node)
+{
+    union {
+        struct file_handle fh;
+        char bytes[sizeof(struct file_handle) + 32];
+    } h;
+    h.fh.handle_bytes = 32;
+    int mount_id;
+    if (name_to_handle_at(fd, "", &h.fh, &mount_id, AT_EMPTY_PATH) < 0 ||
+        h.fh.handle_type != FUSE_FILEID_INO64_GEN || h.fh.handle_bytes < 8)
+        return false;
+    uint32_t word[2];
+    memcpy(word, h.fh.f_handle, sizeof(word));
+    *node = (uint64_t)word[0] << 32 | word[1];
+    return true;
+}
+
 /* One permission event: the opener waits until it is answered, so the
  * callback runs first (what it notes is in place before the open goes on)
- * and the answer follows at once.  The event's descriptor names the file;
- * its st_ino is the FUSE node id (fs_names.c). */
+ * and the answer follows at once.  The event's descriptor names the file
+ * (directories send none: FAN_ONDIR is not asked). */
 static void handle_perm_event(struct cfs_open_watch *w, const struct fanotify_event_metadata *m)
 {
     if (m->fd < 0)
         return;
-    struct stat st;
-    if ((m->mask & FAN_OPEN_PERM) && fstat(m->fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    uint64_t node;
+    if ((m->mask & FAN_OPEN_PERM) && node_of_fd(m->fd, &node)) {
         atomic_fetch_add_explicit(&w->events, 1, memory_order_relaxed);
-        w->fn(w->arg, (uint64_t)st.st_ino, m->pid, true, false);
+        w->fn(w->arg, node, m->pid, true, false);
     }
     struct fanotify_response r = {.fd = m->fd, .response = FAN_ALLOW};
     if (write(w->perm_fd, &r, sizeof(r)) != sizeof(r))
