@@ -294,13 +294,15 @@ fail:
 
 int cfs_open_watch_dir(struct cfs_open_watch *w, const char *path, char *err, size_t errlen)
 {
+    /* Closes first: every open the permission mark sees has its close seen
+     * (the last read's close drops the file). */
     unsigned flags = FAN_MARK_ADD | FAN_MARK_ONLYDIR;
-    if (w->perm_fd >= 0 &&
-        fanotify_mark(w->perm_fd, flags, FAN_OPEN_PERM | FAN_EVENT_ON_CHILD, AT_FDCWD, path) < 0)
-        goto fail;
     uint64_t open = w->perm_fd >= 0 ? 0 : FAN_OPEN;
     if (fanotify_mark(w->fan_fd, flags, open | FAN_CLOSE_NOWRITE | FAN_EVENT_ON_CHILD, AT_FDCWD,
-                      path) == 0)
+                      path) < 0)
+        goto fail;
+    if (w->perm_fd < 0 ||
+        fanotify_mark(w->perm_fd, flags, FAN_OPEN_PERM | FAN_EVENT_ON_CHILD, AT_FDCWD, path) == 0)
         return 0;
 fail:;
     int rc = -errno;
