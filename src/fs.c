@@ -45,7 +45,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
     /* Before no_open (Linux 4.20) ENOSYS would fail the open itself. */
     if (fs->kernel_open && !(conn->capable & FUSE_CAP_NO_OPEN_SUPPORT)) {
         fs->kernel_open = false;
-        cfs_warn("kernel_open: this kernel cannot open files without asking the file "
+        if (fs->kernel_open_uncounted)
+            cfs_warn("kernel_open: this kernel cannot open files without asking the file "
                  "system (no FUSE no_open); every open reaches clairfs");
     }
     if (fs->source_has_ctl_name)
@@ -184,6 +185,7 @@ int cfs_fs_create(const struct cfs_fs_config *cfg, struct cfs_fs **out, char *er
     fs->owner_gid = cfg->owner_gid;
     fs->splice_read = cfg->splice_read;
     fs->kernel_open = cfg->kernel_open;
+    fs->kernel_open_uncounted = cfg->kernel_open_uncounted;
     fs->openers = cfg->openers;
     pthread_mutex_init(&fs->switch_mu, NULL);
     pthread_mutex_init(&fs->served_mu, NULL);

@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "clairfs/log.h"
 #include "opener.h"
@@ -38,11 +40,25 @@ static void log_open_error_once(struct cfs_fs *fs, cfs_id id, const char *path, 
 static void prefetch_open(fuse_req_t req, struct cfs_fs *fs, cfs_id id, struct fuse_file_info *fi)
 {
     struct cfs_prefetch_file *f = NULL;
-    struct cfs_opener who;
     pid_t tid = fuse_req_ctx(req)->pid;
+    bool counted = false; /* by the exact watch, which saw this open first */
+    if (atomic_load_explicit(&fs->watching, memory_order_acquire)) {
+        if (atomic_load(&fs->watch_exact))
+            counted = fs_take_served(fs, tid, id);
+        else
+            fs_note_served(fs, tid, id); /* before the reply, which the event follows */
+    }
+    if (counted) {
+        /* Every file is staged (the watch starts only then): the kernel
+         * serves the bytes, as it will once opens are off. */
+        fi->fh = 0;
+        fi->noflush = 1;
+        fi->keep_cache = 1;
+        fuse_reply_open(req, fi);
+        return;
+    }
+    struct cfs_opener who;
     fs_opener_of(fs, tid, id, &who);
-    if (atomic_load_explicit(&fs->watching, memory_order_acquire))
-        fs_note_served(fs, tid, id); /* before the reply, which the event follows */
     int rc = cfs_prefetch_open_as(fs->prefetch, id, &who, &f);
     if (rc < 0) {
         char path[PATH_MAX];
@@ -120,9 +136,26 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         fuse_reply_err(req, EINVAL);
         return;
     }
+    /* The exact watch's own open of the file it is told about (the event's
+     * descriptor), before the kernel opens by itself: not the trainer's. */
+    if (atomic_load_explicit(&fs->watching, memory_order_acquire) &&
+        syscall(SYS_tgkill, getpid(), fuse_req_ctx(req)->pid, 0) == 0) {
+        fi->fh = 0;
+        fi->noflush = 1;
+        fi->keep_cache = 1;
+        fuse_reply_open(req, fi);
+        return;
+    }
     if (fs->kernel_open && fs_switch_opens_off(fs)) {
-        if (!atomic_load(&fs->watching)) /* else the watch counts it */
+        pid_t tid = fuse_req_ctx(req)->pid;
+        if (!atomic_load(&fs->watching)) {
             cfs_metrics_add(fs->metrics, CFS_M_READS_RAM, 1);
+        } else if (atomic_load(&fs->watch_exact) && !fs_take_served(fs, tid, id)) {
+            /* In flight before the marks: the watch never saw it. */
+            struct cfs_opener who;
+            fs_opener_of(fs, tid, id, &who);
+            (void)cfs_prefetch_open_seen(fs->prefetch, id, &who);
+        }
         fuse_reply_err(req, ENOSYS);
         return;
     }

@@ -53,6 +53,12 @@ struct cfs_fs {
      * max_write, known at INIT); 0 before. */
     _Atomic size_t retrieve_max;
     bool kernel_open;       /* -o kernel_open */
+    bool kernel_open_uncounted; /* switch even without an exact watch (fs.h) */
+    atomic_bool switch_refused; /* no exact watch, and !kernel_open_uncounted */
+    /* The watch sees each open before it goes on (permission events): it
+     * notes in served[] what it counted while FUSE still serves opens, and
+     * the FUSE open skips counting it (the other way round otherwise). */
+    atomic_bool watch_exact;
     atomic_bool opens_off;  /* an open was answered ENOSYS: the kernel opens files itself */
     char *mountpoint;       /* for the open watch, or NULL */
     /* The open watch, started at the switch under switch_mu, before
@@ -192,6 +198,8 @@ void fs_opener_of(struct cfs_fs *fs, pid_t tid, cfs_id id, struct cfs_opener *wh
 /* Notes an open served through FUSE while the watch starts, before its
  * reply: the watch skips its event. */
 void fs_note_served(struct cfs_fs *fs, pid_t tid, cfs_id id);
+/* Whether the watch noted (tid, id) (exact watch, fs_i.h), taking the note. */
+bool fs_take_served(struct cfs_fs *fs, pid_t tid, cfs_id id);
 /* True once opens are off (the caller answers ENOSYS); switches them off,
  * starting the watch, once every file is in the page cache. */
 bool fs_switch_opens_off(struct cfs_fs *fs);

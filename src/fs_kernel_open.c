@@ -59,7 +59,7 @@ void fs_note_served(struct cfs_fs *fs, pid_t tid, cfs_id id)
  * microseconds; an older note is of an open whose directory was not
  * marked yet, which sent no event, and must not hide the same thread's
  * next open of that file), taken once. */
-static bool was_served(struct cfs_fs *fs, pid_t tid, cfs_id id)
+bool fs_take_served(struct cfs_fs *fs, pid_t tid, cfs_id id)
 {
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
@@ -85,7 +85,13 @@ static void watched_open(void *arg, uint64_t node, pid_t tid, bool opened, bool 
     cfs_id id;
     if (is_ctl_ino((fuse_ino_t)node) || !entry_of(fs, (fuse_ino_t)node, &id))
         return;
-    if (opened && !was_served(fs, tid, id)) {
+    bool exact = atomic_load_explicit(&fs->watch_exact, memory_order_relaxed);
+    /* An exact watch sees the open before FUSE does: while FUSE may still
+     * be asked (the watch starting, the opens in flight at the switch), the
+     * note tells that open it is counted here. */
+    if (opened && exact)
+        fs_note_served(fs, tid, id);
+    if (opened && (exact || !fs_take_served(fs, tid, id))) {
         struct cfs_opener who;
         fs_opener_of(fs, tid, id, &who);
         (void)cfs_prefetch_open_seen(fs->prefetch, id, &who);
@@ -106,6 +112,12 @@ static struct cfs_open_watch *watch_every_dir(struct cfs_fs *fs, char *err, size
     }
     if (cfs_open_watch_start(watched_open, fs, &w, err, errlen) < 0)
         return NULL;
+    atomic_store(&fs->watch_exact, cfs_open_watch_exact(w));
+    if (!cfs_open_watch_exact(w) && !fs->kernel_open_uncounted) {
+        snprintf(err, errlen, "counting every open needs fanotify's permission events "
+                              "(CAP_SYS_ADMIN)");
+        goto fail;
+    }
     size_t base = strlen(fs->mountpoint);
     char path[PATH_MAX];
     if (base + 2 > sizeof(path)) {
@@ -149,21 +161,35 @@ bool fs_switch_opens_off(struct cfs_fs *fs)
 {
     if (atomic_load_explicit(&fs->opens_off, memory_order_acquire))
         return true;
-    if (!cfs_prefetch_all_staged(fs->prefetch))
+    if (atomic_load_explicit(&fs->switch_refused, memory_order_relaxed) ||
+        !cfs_prefetch_all_staged(fs->prefetch))
         return false;
     /* One open switches; the others meanwhile are served as before, since
      * the marks may need lookups that only a free FUSE worker can answer. */
     if (pthread_mutex_trylock(&fs->switch_mu) != 0)
         return false;
+    if (atomic_load(&fs->switch_refused)) {
+        pthread_mutex_unlock(&fs->switch_mu);
+        return false;
+    }
     if (!atomic_load(&fs->opens_off)) {
         char err[PATH_MAX + 128];
         atomic_store(&fs->watching, true);
         fs->watch = watch_every_dir(fs, err, sizeof(err));
         atomic_store(&fs->watching, fs->watch != NULL);
+        if (!fs->watch && !fs->kernel_open_uncounted) {
+            /* The kernel's own opens only where each counts. */
+            cfs_info("every file is in the page cache, but opens keep reaching clairfs (%s)",
+                     err);
+            atomic_store(&fs->switch_refused, true);
+            pthread_mutex_unlock(&fs->switch_mu);
+            return false;
+        }
         if (fs->watch)
             cfs_info("kernel_open: every file is in the page cache; the kernel opens files "
                      "without asking clairfs from now on (opens are counted as the mount "
-                     "sees them afterwards)");
+                     "sees them%s)",
+                     atomic_load(&fs->watch_exact) ? ", each one" : " afterwards");
         else
             cfs_info("kernel_open: every file is in the page cache; the kernel opens files "
                      "without asking clairfs from now on (reads are no longer counted per "

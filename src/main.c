@@ -358,6 +358,7 @@ static int load_catalog(struct daemon *d)
         .owner_gid = getgid(),
         .splice_read = getenv("CLAIRFS_NO_SPLICE") == NULL,
         .kernel_open = d->cl.opts.kernel_open,
+        .kernel_open_uncounted = true,
         /* CLAIRFS_NO_OPEN_WATCH: the tests' way to run without it, as
          * where fanotify is refused. */
         .mountpoint = getenv("CLAIRFS_NO_OPEN_WATCH") ? NULL : d->mountpoint,

@@ -25,6 +25,7 @@
 
 struct cfs_open_watch {
     int fan_fd;
+    int perm_fd; /* FAN_OPEN_PERM, one event per open; -1 where refused */
     int wake_fd; /* eventfd: a sync or the stop asked */
     cfs_open_watch_fn fn;
     void *arg;
@@ -77,10 +78,69 @@ static void handle_event(struct cfs_open_watch *w, const struct fanotify_event_m
     w->fn(w->arg, node, m->pid, (m->mask & FAN_OPEN) != 0, (m->mask & FAN_CLOSE_NOWRITE) != 0);
 }
 
-static void poll_for(int fd1, int fd2, int timeout_ms)
+/* poll() skips a negative fd. */
+static void poll_for(int fd1, int fd2, int fd3, int timeout_ms)
 {
-    struct pollfd p[2] = {{.fd = fd1, .events = POLLIN}, {.fd = fd2, .events = POLLIN}};
-    (void)poll(p, fd2 >= 0 ? 2 : 1, timeout_ms);
+    struct pollfd p[3] = {{.fd = fd1, .events = POLLIN},
+                          {.fd = fd2, .events = POLLIN},
+                          {.fd = fd3, .events = POLLIN}};
+    (void)poll(p, 3, timeout_ms);
+}
+
+/* The FUSE node id of descriptor fd, from its file handle: unlike fstat,
+ * never a GETATTR round trip. */
+static bool node_of_fd(int fd, uint64_t *node)
+{
+    union {
+        struct file_handle fh;
+        char bytes[sizeof(struct file_handle) + 32];
+    } h;
+    h.fh.handle_bytes = 32;
+    int mount_id;
+    if (name_to_handle_at(fd, "", &h.fh, &mount_id, AT_EMPTY_PATH) < 0 ||
+        h.fh.handle_type != FUSE_FILEID_INO64_GEN || h.fh.handle_bytes < 8)
+        return false;
+    uint32_t word[2];
+    memcpy(word, h.fh.f_handle, sizeof(word));
+    *node = (uint64_t)word[0] << 32 | word[1];
+    return true;
+}
+
+/* One permission event: the opener waits until it is answered, so the
+ * callback runs first (what it notes is in place before the open goes on)
+ * and the answer follows at once.  The event's descriptor names the file
+ * (directories send none: FAN_ONDIR is not asked). */
+static void handle_perm_event(struct cfs_open_watch *w, const struct fanotify_event_metadata *m)
+{
+    if (m->fd < 0)
+        return;
+    uint64_t node;
+    if ((m->mask & FAN_OPEN_PERM) && node_of_fd(m->fd, &node)) {
+        atomic_fetch_add_explicit(&w->events, 1, memory_order_relaxed);
+        w->fn(w->arg, node, m->pid, true, false);
+    }
+    struct fanotify_response r = {.fd = m->fd, .response = FAN_ALLOW};
+    if (write(w->perm_fd, &r, sizeof(r)) != sizeof(r))
+        cfs_warn("open watch: answering an open: %s", strerror(errno));
+    close(m->fd);
+}
+
+/* Answers every queued permission event: 0, or -errno of a read error. */
+static int drain_perm(struct cfs_open_watch *w)
+{
+    if (w->perm_fd < 0)
+        return 0;
+    struct fanotify_event_metadata buf[4096 / sizeof(struct fanotify_event_metadata)];
+    for (;;) {
+        ssize_t n = read(w->perm_fd, buf, sizeof(buf));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return errno == EAGAIN ? 0 : -errno;
+        for (const struct fanotify_event_metadata *m = buf; FAN_EVENT_OK(m, n);
+             m = FAN_EVENT_NEXT(m, n))
+            handle_perm_event(w, m);
+    }
 }
 
 /* Hands every queued event to the callback: 0, or -errno of a read error,
@@ -106,7 +166,7 @@ static void *watch_main(void *arg)
     pthread_setname_np(pthread_self(), "cfs-open-watch");
     struct cfs_open_watch *w = arg;
     for (;;) {
-        poll_for(w->fan_fd, w->wake_fd, -1);
+        poll_for(w->fan_fd, w->wake_fd, w->perm_fd, -1);
         uint64_t wakes;
         if (read(w->wake_fd, &wakes, sizeof(wakes)) < 0 && errno != EAGAIN)
             cfs_warn("open watch: its wake-up: %s", strerror(errno));
@@ -116,7 +176,9 @@ static void *watch_main(void *arg)
         pthread_mutex_unlock(&w->mu);
         if (stop)
             break;
-        int rc = drain(w);
+        int rc = drain_perm(w);
+        if (rc == 0)
+            rc = drain(w);
         if (rc < 0) {
             cfs_warn("open watch: reading events: %s; opens are no longer counted", strerror(-rc));
             break;
@@ -126,8 +188,9 @@ static void *watch_main(void *arg)
         w->done = asked;
         pthread_cond_broadcast(&w->cv);
         pthread_mutex_unlock(&w->mu);
-        /* Let the next batch gather, unless a sync or the stop comes. */
-        poll_for(w->wake_fd, -1, BATCH_GATHER_MS);
+        /* Let the next batch gather, unless a sync, the stop or an opener
+         * waiting for its answer comes. */
+        poll_for(w->wake_fd, w->perm_fd, -1, BATCH_GATHER_MS);
     }
     pthread_mutex_lock(&w->mu);
     w->done = UINT64_MAX; /* no sync waits for a thread that has ended */
@@ -177,6 +240,7 @@ int cfs_open_watch_start(cfs_open_watch_fn fn, void *arg, struct cfs_open_watch 
     w->fn = fn;
     w->arg = arg;
     w->wake_fd = -1;
+    w->perm_fd = -1;
     pthread_mutex_init(&w->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -196,6 +260,12 @@ int cfs_open_watch_start(cfs_open_watch_fn fn, void *arg, struct cfs_open_watch 
         snprintf(err, errlen, "open watch: fanotify_init: %s", strerror(errno));
         goto fail;
     }
+    /* Permission events are never merged, so each open is one event; they
+     * need CAP_SYS_ADMIN and cannot report file handles, so the event
+     * carries a descriptor.  Refused: the opens come as FAN_OPEN above. */
+    w->perm_fd = fanotify_init(FAN_CLASS_CONTENT | FAN_CLOEXEC | FAN_NONBLOCK | FAN_REPORT_TID |
+                                   FAN_UNLIMITED_MARKS | FAN_UNLIMITED_QUEUE,
+                               O_RDONLY | O_CLOEXEC | O_LARGEFILE);
     w->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (w->wake_fd < 0) {
         rc = -errno;
@@ -214,6 +284,8 @@ fail:
         close(w->wake_fd);
     if (w->fan_fd >= 0)
         close(w->fan_fd);
+    if (w->perm_fd >= 0)
+        close(w->perm_fd);
     pthread_cond_destroy(&w->cv);
     pthread_mutex_destroy(&w->mu);
     free(w);
@@ -222,9 +294,17 @@ fail:
 
 int cfs_open_watch_dir(struct cfs_open_watch *w, const char *path, char *err, size_t errlen)
 {
-    if (fanotify_mark(w->fan_fd, FAN_MARK_ADD | FAN_MARK_ONLYDIR,
-                      FAN_OPEN | FAN_CLOSE_NOWRITE | FAN_EVENT_ON_CHILD, AT_FDCWD, path) == 0)
+    /* Closes first: every open the permission mark sees has its close seen
+     * (the last read's close drops the file). */
+    unsigned flags = FAN_MARK_ADD | FAN_MARK_ONLYDIR;
+    uint64_t open = w->perm_fd >= 0 ? 0 : FAN_OPEN;
+    if (fanotify_mark(w->fan_fd, flags, open | FAN_CLOSE_NOWRITE | FAN_EVENT_ON_CHILD, AT_FDCWD,
+                      path) < 0)
+        goto fail;
+    if (w->perm_fd < 0 ||
+        fanotify_mark(w->perm_fd, flags, FAN_OPEN_PERM | FAN_EVENT_ON_CHILD, AT_FDCWD, path) == 0)
         return 0;
+fail:;
     int rc = -errno;
     snprintf(err, errlen, "open watch: fanotify_mark %s: %s", path, strerror(errno));
     return rc;
@@ -241,6 +321,8 @@ void cfs_open_watch_stop(struct cfs_open_watch *w)
     pthread_join(w->thread, NULL);
     close(w->wake_fd);
     close(w->fan_fd);
+    if (w->perm_fd >= 0)
+        close(w->perm_fd); /* an opener still waiting is let through */
     pthread_cond_destroy(&w->cv);
     pthread_mutex_destroy(&w->mu);
     free(w);
@@ -249,6 +331,11 @@ void cfs_open_watch_stop(struct cfs_open_watch *w)
 uint64_t cfs_open_watch_events(const struct cfs_open_watch *w)
 {
     return w ? atomic_load(&w->events) : 0;
+}
+
+bool cfs_open_watch_exact(const struct cfs_open_watch *w)
+{
+    return w && w->perm_fd >= 0;
 }
 
 uint64_t cfs_open_watch_lost(const struct cfs_open_watch *w)

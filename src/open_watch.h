@@ -17,7 +17,14 @@
  *
  * Identical events of one thread on one file that are still queued are
  * merged by the kernel: two opens of a file by one thread before the watch
- * has read the first count once.  The queue holds 16384 events; an
+ * has read the first would count once.  So where allowed (CAP_SYS_ADMIN)
+ * the opens come instead as permission events (FAN_OPEN_PERM) of a second
+ * group, which the kernel never merges: the opener waits for the answer,
+ * one wake-up of the watch's thread for the opens that arrive together,
+ * still far less than the OPEN, RELEASE and FLUSH round trips it
+ * replaces.  Those events carry a descriptor (permission events cannot
+ * report handles), held only until the answer, while the opener holds
+ * the mount anyway.  The queue holds 16384 events; an
  * overflow is logged once and the events lost are not counted.
  *
  * Thread safety: the callback runs on the watch's thread only; sync from
@@ -50,6 +57,10 @@ int cfs_open_watch_dir(struct cfs_open_watch *w, const char *path, char *err, si
 void cfs_open_watch_sync(struct cfs_open_watch *w, double timeout);
 /* Stops the thread after the events already read; NULL is accepted. */
 void cfs_open_watch_stop(struct cfs_open_watch *w);
+/* Whether every open is one event (permission events, CAP_SYS_ADMIN):
+ * then no open is merged, and each opener waits for the watch's thread to
+ * see it (the callback runs before the open goes on). */
+bool cfs_open_watch_exact(const struct cfs_open_watch *w);
 /* Events handed to the callback, and queue overflows. */
 uint64_t cfs_open_watch_events(const struct cfs_open_watch *w);
 uint64_t cfs_open_watch_lost(const struct cfs_open_watch *w);
