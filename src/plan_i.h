@@ -72,6 +72,12 @@ struct plan_build {
     uint32_t *ids;
     uint64_t *free_room; /* per node, for owners */
     uint64_t *held;      /* per node bitset of held files */
+    /* Owned files grouped by owner, each group by index: node j's are
+     * by_owner[owned_start[j] .. owned_start[j + 1]) (in key's storage);
+     * owned: room for one node's, sorted. */
+    uint32_t *by_owner;
+    uint64_t *owned_start;
+    uint32_t *owned;
     /* Cluster time of a read (CLUSTER_TIME): the first by any node,
      * CFS_POS_NEVER when none.  The planned node's first is its first_use,
      * in cluster time by local_cluster_time(). */
