@@ -308,6 +308,13 @@ static uint8_t place(struct room *r, uint64_t sz)
     return CFS_TIER_NONE;
 }
 
+/* A record's preference, or 1 << 16 (after every preference) when empty. */
+static inline uint32_t read_key(const struct plan_build *b, size_t at)
+{
+    uint16_t v = rv(b, at);
+    return v ? pref(v) : 1u << 16;
+}
+
 /* The owned files grouped by owner (b->by_owner), in index order within a
  * group: one pass over the owner map for all nodes, so that each node's
  * placement finds its own files without reading the owner of every file. */
@@ -352,13 +359,15 @@ static int sort_by_pref(const struct cfs_plan *p, const struct plan_build *b, ui
     const uint32_t keys = 1u << 16;
     const uint32_t *mine = b->by_owner + b->owned_start[j];
     const uint64_t nmine = b->owned_start[j + 1] - b->owned_start[j];
-    uint64_t *start = calloc(2 * (size_t)keys, sizeof(*start)); /* all, then owned */
+    /* All, with the files the node does not read in one more key after the
+     * rest (no branch on a record, which at 16 nodes is empty at random);
+     * then owned. */
+    uint64_t *start = calloc(2 * (size_t)keys + 1, sizeof(*start));
     if (!start)
         return -ENOMEM;
-    uint64_t *own_start = start + keys;
+    uint64_t *own_start = start + keys + 1;
     for (uint64_t f = 0; f < n; f++)
-        if (b->cnt[base + f])
-            start[pref(rv(b, base + f))]++;
+        start[read_key(b, base + f)]++;
     for (uint64_t i = 0; i < nmine; i++)
         if (b->cnt[base + mine[i]])
             own_start[pref(rv(b, base + mine[i]))]++;
@@ -370,9 +379,9 @@ static int sort_by_pref(const struct cfs_plan *p, const struct plan_build *b, ui
         sum += c;
         own_sum += oc;
     }
+    start[keys] = sum;
     for (uint64_t f = 0; f < n; f++)
-        if (b->cnt[base + f])
-            ids[start[pref(rv(b, base + f))]++] = (uint32_t)f;
+        ids[start[read_key(b, base + f)]++] = (uint32_t)f;
     uint64_t unread = own_sum;
     for (uint64_t i = 0; i < nmine; i++) {
         uint32_t f = mine[i];
