@@ -565,7 +565,12 @@ static uint64_t local_cluster_time(const struct cfs_plan *p, uint64_t pos)
  * node, another file's first read by this node. */
 static uint64_t first_time(const struct cfs_plan *p, const struct plan_build *b, uint32_t f)
 {
-    return p->owner[f] == p->node ? b->cluster_first[f] : local_cluster_time(p, p->first_use[f]);
+    if (p->owner[f] != p->node)
+        return local_cluster_time(p, p->first_use[f]);
+    if (!p->total_count[f])
+        return CFS_POS_NEVER;
+    uint64_t rel = b->cluster_epoch ? b->cluster_epoch[f] : p->owner_epoch[f];
+    return rel << 32 | b->cluster_first[f];
 }
 
 /* The prefetch order of each tier, in cluster time: an owned file by the
@@ -684,13 +689,14 @@ int cfs_plan_create(const struct cfs_plan_params *pp, struct cfs_plan **out, cha
     b.held_words = (n + 63) / 64;
     b.held = calloc((size_t)p->nodes * b.held_words + 1, sizeof(*b.held));
     b.cluster_first = malloc(n * sizeof(*b.cluster_first) + 1);
+    if (p->nepochs > CLUSTER_EPOCHS_IMPLIED)
+        b.cluster_epoch = malloc(n * sizeof(*b.cluster_epoch) + 1);
     b.seen_before = calloc(b.held_words + 1, sizeof(*b.seen_before));
     b.seen_now = calloc(b.held_words + 1, sizeof(*b.seen_now));
     if (!b.cnt || (!b.fep && p->nepochs > PACKED_EPOCHS) || !b.total || !b.best || !b.key ||
-        !b.ids || !b.free_room || !b.held || !b.cluster_first || !b.seen_before || !b.seen_now)
+        !b.ids || !b.free_room || !b.held || !b.cluster_first || !b.seen_before || !b.seen_now ||
+        (!b.cluster_epoch && p->nepochs > CLUSTER_EPOCHS_IMPLIED))
         goto fail;
-    for (uint64_t f = 0; f < n; f++)
-        b.cluster_first[f] = CFS_POS_NEVER;
 
     b.min_size = UINT64_MAX;
     for (uint64_t f = 0; f < n; f++) {
@@ -756,6 +762,7 @@ done:
     free(b.owned);
     free(b.owned_start);
     free(b.cluster_first);
+    free(b.cluster_epoch);
     free(b.seen_before);
     free(b.seen_now);
     cfs_plan_destroy(p);
