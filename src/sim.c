@@ -81,9 +81,9 @@ struct cfs_sim_epoch cfs_sim_sum(const struct cfs_sim_result *r, enum cfs_sim_po
  * half of it. --- */
 
 struct lru {
-    uint32_t *reads;  /* files, oldest read first */
+    uint32_t *reads;            /* files, oldest read first */
     uint64_t oldest, len, room; /* live reads in [oldest, len) of room */
-    uint32_t *latest; /* file -> its latest read's slot, NONE32 when not cached */
+    uint32_t *latest;           /* file -> its latest read's slot, NONE32 when not cached */
     uint64_t used, cap;
 };
 
