@@ -72,13 +72,24 @@ struct plan_build {
     uint32_t *ids;
     uint64_t *free_room; /* per node, for owners */
     uint64_t *held;      /* per node bitset of held files */
-    /* Cluster time of a read (CLUSTER_TIME): the first by any node,
-     * CFS_POS_NEVER when none.  The planned node's first is its first_use,
-     * in cluster time by local_cluster_time(). */
-    uint64_t *cluster_first;
+    /* Owned files grouped by owner, each group by index: node j's are
+     * by_owner[owned_start[j] .. owned_start[j + 1]) (in key's storage);
+     * owned: room for one node's, sorted. */
+    uint32_t *by_owner;
+    uint64_t *owned_start;
+    uint32_t *owned;
+    /* Cluster time of a read (CLUSTER_TIME): the first by any node, as its
+     * low half (the place within its epoch) and its epoch, which up to
+     * CLUSTER_EPOCHS_IMPLIED epochs is the file's owner_epoch (the first
+     * epoch any node reads it) and not kept apart (cluster_epoch NULL): 4
+     * bytes a file, not 8, at the planner's peak.  Set for files some node
+     * reads.  The planned node's first is its first_use, in cluster time by
+     * local_cluster_time(). */
+    uint32_t *cluster_first;
+    uint32_t *cluster_epoch;
     /* Files some node read in an earlier epoch (whose cluster_first is
      * final), and in this one: the sweep looks at cluster_first only for a
-     * file not in seen_before, so that the 8-byte load misses the cache
+     * file not in seen_before, so that the load misses the cache
      * about once a file instead of once a file per node. */
     uint64_t *seen_before, *seen_now;
     uint64_t min_size;   /* the smallest file: room below it is full */
@@ -87,6 +98,7 @@ struct plan_build {
 };
 
 #define PACKED_EPOCHS 8u
+#define CLUSTER_EPOCHS_IMPLIED 255u
 #define PACKED_MAX 31u
 
 static inline uint32_t rec_count(const struct plan_build *b, size_t at)

@@ -11,14 +11,17 @@
  * gives the epoch, whose start position is returned (inexact).
  *
  * Positions are absolute stream positions (uint64), so nothing shifts when
- * the window moves.  Memory: 16 bytes per file plus two epochs of the
- * node's stream (12 bytes per access). */
+ * the window moves; linking an epoch needs a file's slot in it only (32
+ * bits).  Memory: 12 bytes per file plus two epochs of the node's stream
+ * (12 bytes per access). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "plan_i.h"
+
+#define NONE32 UINT32_MAX
 
 struct epoch_buf {
     uint32_t rel;      /* epoch relative to start; valid when len or rel < nepochs */
@@ -39,7 +42,7 @@ struct cfs_plan_walk {
     struct epoch_buf buf[2];
     int a; /* index of A in buf */
     uint64_t *nu;
-    uint64_t *tmp;
+    uint32_t *tmp; /* link_next(): a file's next slot in B, NONE32 when none */
     /* Cursor within A: slot, and the lockstep step/rank it stands for. */
     uint64_t slot;
     uint64_t step;
@@ -57,6 +60,8 @@ static int fill(struct cfs_plan_walk *w, struct epoch_buf *b, uint32_t rel)
         return 0;
     b->start = p->epoch_start[rel];
     uint64_t len = p->epoch_start[rel + 1] - b->start;
+    if (len >= NONE32)
+        return -EOVERFLOW; /* slots are 32-bit in link_next() */
     if (len > b->cap) {
         free(b->file);
         free(b->nxt);
@@ -90,24 +95,29 @@ static int fill(struct cfs_plan_walk *w, struct epoch_buf *b, uint32_t rel)
 }
 
 /* Link the new B after A (A's slots already point inside A or NEVER). */
+static inline uint64_t slot_pos(const struct epoch_buf *b, uint32_t slot)
+{
+    return slot == NONE32 ? CFS_POS_NEVER : b->start + slot;
+}
+
 static void link_next(struct cfs_plan_walk *w, struct epoch_buf *a, struct epoch_buf *b)
 {
     for (uint64_t i = b->len; i-- > 0;) {
         uint32_t f = b->file[i];
-        b->nxt[i] = w->tmp[f];
-        w->tmp[f] = b->start + i;
+        b->nxt[i] = slot_pos(b, w->tmp[f]);
+        w->tmp[f] = (uint32_t)i;
     }
     if (a)
         for (uint64_t i = 0; i < a->len; i++)
             if (a->nxt[i] == CFS_POS_NEVER)
-                a->nxt[i] = w->tmp[a->file[i]];
+                a->nxt[i] = slot_pos(b, w->tmp[a->file[i]]);
     for (uint64_t i = 0; i < b->len; i++) {
         uint32_t f = b->file[i];
         if (w->nu[f] == CFS_POS_NEVER)
-            w->nu[f] = w->tmp[f];
+            w->nu[f] = slot_pos(b, w->tmp[f]);
     }
     for (uint64_t i = 0; i < b->len; i++)
-        w->tmp[b->file[i]] = CFS_POS_NEVER;
+        w->tmp[b->file[i]] = NONE32;
 }
 
 int cfs_plan_walk_create(const struct cfs_plan *p, struct cfs_plan_walk **out, char *err,
@@ -128,7 +138,7 @@ int cfs_plan_walk_create(const struct cfs_plan *p, struct cfs_plan_walk **out, c
     if (!w->nu || !w->tmp || !w->buf[0].rank_len || !w->buf[1].rank_len)
         goto fail;
     memset(w->nu, 0xFF, p->n * sizeof(*w->nu));
-    memset(w->tmp, 0xFF, p->n * sizeof(*w->tmp));
+    memset(w->tmp, 0xFF, p->n * sizeof(*w->tmp)); /* NONE32 */
     rc = w->src.create(w->src.cfg, &w->st, err, errlen);
     if (rc < 0)
         goto fail_reported;

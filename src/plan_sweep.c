@@ -43,9 +43,13 @@ static inline void count_read(struct cfs_plan *p, struct plan_build *b, uint8_t 
         /* Epochs are swept in order: only a file nobody read in an
          * earlier epoch can get an earlier cluster time from this node. */
         if (!bit_get(b->seen_before, f)) {
-            uint64_t t = cluster_time(rel, i, nlen);
-            if (!bit_get(b->seen_now, f) || t < b->cluster_first[f])
+            /* Within an epoch the low halves order the cluster times. */
+            uint32_t t = (uint32_t)cluster_time(rel, i, nlen);
+            if (!bit_get(b->seen_now, f) || t < b->cluster_first[f]) {
                 b->cluster_first[f] = t;
+                if (b->cluster_epoch)
+                    b->cluster_epoch[f] = rel;
+            }
             bit_set(b->seen_now, f);
         }
     }

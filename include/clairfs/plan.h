@@ -58,11 +58,12 @@
  *
  * Memory: 27 + E/8 bytes per file (E/8: the epoch bitmap) for the planned
  * node and the owner map, besides the caller's sizes; while the plan is
- * built, another 26 bytes per file and 1 per file and node (2 when more than
- * 8 epochs are planned).  The mount plans a window of epochs
- * (run_config.h): ImageNet-22k, 14.2 M files on 16 nodes, a window of 4
- * epochs: 0.99 GB at the peak of clairfs-plan, sizes included.  The walker adds 16 bytes
- * per file and two epochs of the node's stream.  Time: one permutation
+ * built, another 22 bytes per file (26 beyond 255 epochs) and 1 per file and
+ * node (2 when more than 8 epochs are planned).  The mount plans a window of
+ * epochs (run_config.h): ImageNet-22k, 14.2 M files on 16 nodes, a window of
+ * 4 epochs: 0.89 GiB at the peak of clairfs-plan, sizes and simulation
+ * included.  The walker adds 12 bytes per file and two epochs of the node's
+ * stream.  Time: one permutation
  * and one counted read per read of the run (every node's), then a few
  * sequential passes per node over the files. */
 #ifndef CLAIRFS_PLAN_H
