@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A torch-global trainer seeded with a seed people use, nothing registered:
 # timm's train.py calls torch.manual_seed(42 + rank) and builds its model
-# before DataLoader(shuffle=True).  The trainer (identify_trainer.py --kind
-# torch-global --seed SEED, 4 epochs, num_workers=2) pauses after epoch 0
+# before DataLoader(shuffle=True), persistent_workers=True by default.  The
+# trainer (identify_trainer.py --kind torch-global --seed SEED --persistent,
+# 4 epochs, num_workers=2) pauses after epoch 0
 # and after each later epoch's first batch until the mount names that
 # epoch's private seed or the run's seed.  Epochs 1 and 2 are learnt from
 # their own first opens; epochs 0-2's private seeds then name the run's
@@ -31,7 +32,7 @@ cfs_setup
 identify_dataset
 SEED=321
 
-global_trainer_run "" 1500 $SEED --pause-epochs --epoch-snapshots "$TMP/end" \
+global_trainer_run "" 1500 $SEED --persistent --pause-epochs --epoch-snapshots "$TMP/end" \
     --step-seconds 0.04 --slow-steps 50
 epoch_shares "$TMP/end" "$EPOCHS" "$per_epoch"
 for e in 1 2; do
