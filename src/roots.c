@@ -288,7 +288,7 @@ static int slot_of(struct cfs_roots *r, cfs_id dir, bool folder)
     else if (dir != CFS_ID_NONE && folder)
         rc = roots_build_folder(r->p.catalog, dir, &kind, &map, &n, why, sizeof(why));
     else if (dir != CFS_ID_NONE)
-        rc = roots_build(r->p.catalog, dir, &map, &n, why, sizeof(why));
+        rc = roots_build(r->p.catalog, dir, &kind, &map, &n, why, sizeof(why));
     if (rc < 0) {
         if (r->nbad < CFS_ROOTS_MAX)
             r->bad[r->nbad++] = dir;
