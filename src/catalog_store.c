@@ -353,9 +353,9 @@ int cfs_catalog_store_save(const struct cfs_catalog_params *p, const struct cfs_
     if (rc < 0)
         goto out;
     size_t el = (size_t)c->n * sizeof(struct cfs_entry), sl = c->nsamples * sizeof(cfs_id);
-    const char *why = c->order_unavailable   ? c->order_unavailable
-                      : c->order_fallback ? c->order_fallback
-                                          : "";
+    const char *why = c->order_unavailable ? c->order_unavailable
+                      : c->order_fallback  ? c->order_fallback
+                                           : "";
     struct store_meta m = {
         .magic = STORE_MAGIC,
         .version = STORE_VERSION,
@@ -371,7 +371,9 @@ int cfs_catalog_store_save(const struct cfs_catalog_params *p, const struct cfs_
         .list_sec = w->list_st.st_mtim.tv_sec,
         .list_size = (uint64_t)w->list_st.st_size,
         .checksum = blob_sum(c->e, el, c->names, c->names_len, c->samples, sl),
-        .flags = c->order_unavailable ? STORE_NO_ORDER : c->order_fallback ? STORE_FALLBACK : 0,
+        .flags = c->order_unavailable ? STORE_NO_ORDER
+                 : c->order_fallback  ? STORE_FALLBACK
+                                      : 0,
         .why_len = (uint32_t)strlen(why),
         .root_len = (uint32_t)strlen(w->root),
     };

@@ -111,8 +111,8 @@ static const enum cfs_order class_kinds[] = {CFS_ORDER_IMAGEFOLDER, CFS_ORDER_UL
                                              CFS_ORDER_TIMM, CFS_ORDER_MMPRETRAIN};
 
 static int build_first(const struct cfs_catalog *c, cfs_id dir, const enum cfs_order *kinds,
-                       size_t nkinds, enum cfs_order *kind, uint32_t **map, uint64_t *n,
-                       char *why, size_t whylen)
+                       size_t nkinds, enum cfs_order *kind, uint32_t **map, uint64_t *n, char *why,
+                       size_t whylen)
 {
     int rc = -ENOENT;
     char first_why[256] = "";
@@ -131,8 +131,8 @@ static int build_first(const struct cfs_catalog *c, cfs_id dir, const enum cfs_o
 int roots_build(const struct cfs_catalog *c, cfs_id dir, enum cfs_order *kind, uint32_t **map,
                 uint64_t *n, char *why, size_t whylen)
 {
-    return build_first(c, dir, class_kinds, sizeof(class_kinds) / sizeof(class_kinds[0]), kind,
-                       map, n, why, whylen);
+    return build_first(c, dir, class_kinds, sizeof(class_kinds) / sizeof(class_kinds[0]), kind, map,
+                       n, why, whylen);
 }
 
 /* A folder of images read by a library's glob: YOLODataset's, else every

@@ -372,8 +372,9 @@ END_TEST
  * classes allowed) and timm's of the same 80 images is its candidate. */
 START_TEST(a_root_without_imagefolders_order_takes_a_librarys)
 {
-    identified_in_tree(CFS_ORDER_TIMM, 4242, "train: torch-ddp seed=4242 (low 32 bits) "
-                                             "world=2 order=timm batch=4",
+    identified_in_tree(CFS_ORDER_TIMM, 4242,
+                       "train: torch-ddp seed=4242 (low 32 bits) "
+                       "world=2 order=timm batch=4",
                        40, true);
 }
 END_TEST
