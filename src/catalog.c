@@ -5,7 +5,21 @@
  * (catalog_store.c), else scan SOURCE (catalog_scan.c), put it in index
  * order at the order's root (catalog_order.c; where the order is optional
  * and does not fit the tree, the catalog keeps no samples and the reason),
- * count the totals and store the result.  The synthetic catalogs, for
+ * count the totals and store the result.
+ *
+ * One optional order has a fallback: ImageFolder's at SOURCE itself, the
+ * default, which a detection tree (images/{train,val} beside
+ * labels/{train,val}, whose label folders hold no image) or any tree with
+ * a folder of other files never fits.  Without samples the mount would
+ * identify nothing, not even the datasets below its root (images/train
+ * read by a YOLO loader), since every root's order is a map into the
+ * mount's sample numbers.  Every file by sorted path builds on every tree
+ * and numbers every file a root below can take, so it is the numbering of
+ * such a mount, with the reason kept (cfs_catalog_order_fallback) for the
+ * log.  A registered seed still needs the order asked for: no fallback
+ * there, the tree is an error as before.
+ *
+ * The synthetic catalogs, for
  * planning at scale without a dataset, are built here too, straight into
  * the structure.
  *
@@ -60,6 +74,16 @@ int cfs_catalog_open(const struct cfs_catalog_params *p, struct cfs_catalog **ou
     if (rc < 0)
         goto out;
     rc = cfs_catalog_build_order(c, p, err, errlen);
+    if (rc < 0 && rc != -ENOMEM && p->order_optional && p->order == CFS_ORDER_IMAGEFOLDER &&
+        !(p->order_root && *p->order_root)) {
+        rc = cfs_catalog_note_fallback(c, err);
+        struct cfs_catalog_params sorted = *p;
+        sorted.order = CFS_ORDER_SORTED;
+        if (rc == 0)
+            rc = cfs_catalog_build_order(c, &sorted, err, errlen);
+        if (rc == 0 && err && errlen)
+            err[0] = '\0';
+    }
     if (rc < 0 && rc != -ENOMEM && p->order_optional) {
         /* Not an ImageFolder (or the list or the root does not fit): every
          * file is still served, none is a sample. */

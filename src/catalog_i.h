@@ -41,6 +41,7 @@ struct cfs_catalog {
     uint64_t skipped;
     bool from_index;
     char *order_unavailable; /* why the index order could not be built (order_optional) */
+    char *order_fallback;    /* why the samples are by sorted path, not ImageFolder's */
     char *not_stored;        /* why the scan could not be stored in the index */
 };
 
@@ -49,6 +50,9 @@ int cfs_catalog_reserve(struct cfs_catalog *c, uint32_t entries, size_t name_byt
 /* No index order: no samples, and why (a message, or NULL for a generic
  * one) kept for cfs_catalog_order_unavailable().  0 or -ENOMEM. */
 int cfs_catalog_drop_order(struct cfs_catalog *c, const char *why);
+/* The samples are numbered by sorted path because the order asked for
+ * does not build, why (as cfs_catalog_drop_order's).  0 or -ENOMEM. */
+int cfs_catalog_note_fallback(struct cfs_catalog *c, const char *why);
 /* Make samples[0..n) (malloc'ed; taken over) the index order and set each
  * entry's `sample` to its first position. */
 void cfs_catalog_set_order(struct cfs_catalog *c, cfs_id *samples, uint64_t n);

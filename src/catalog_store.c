@@ -34,6 +34,7 @@
 #define STORE_MAGIC 0x43465343u /* "CSFC" */
 #define STORE_VERSION 3u /* 3: the order root and the entries' loop_dir */
 #define STORE_NO_ORDER 1u /* flags: made without an index order (order_optional) */
+#define STORE_FALLBACK 2u /* flags: numbered by sorted path, ImageFolder's not built */
 #define DB "catalog"
 
 struct store_meta {
@@ -220,8 +221,14 @@ static int load_records(struct cfs_index_txn *t, const struct want *w, struct cf
         return 1;
     /* A copy without an order serves a mount that needs none; one that
      * needs it scans again, and the scan says why it fails. */
-    bool no_order = m.flags & STORE_NO_ORDER;
+    bool no_order = m.flags & STORE_NO_ORDER, fallback = m.flags & STORE_FALLBACK;
     if (no_order && (!w->order_optional || m.nsamples != 0))
+        return 1;
+    /* The sorted numbering stands in only for an optional order; and a
+     * copy made before it existed, without an order where it now builds
+     * one, is scanned again. */
+    if ((fallback && !w->order_optional) ||
+        (no_order && w->order == CFS_ORDER_IMAGEFOLDER && !w->root[0]))
         return 1;
     if (w->order == CFS_ORDER_LIST &&
         (m.list_len != strlen(w->list) || memcmp(paths + m.source_len, w->list, m.list_len) != 0 ||
@@ -258,12 +265,12 @@ static int load_records(struct cfs_index_txn *t, const struct want *w, struct cf
     c->names_len = nl;
     c->nsamples = m.nsamples;
     c->skipped = m.skipped;
-    if (no_order) {
+    if (no_order || fallback) {
         char why[512];
         size_t len = m.why_len < sizeof(why) ? m.why_len : sizeof(why) - 1;
         memcpy(why, paths + m.source_len + m.list_len + m.root_len, len);
         why[len] = '\0';
-        if (cfs_catalog_drop_order(c, why) < 0)
+        if ((no_order ? cfs_catalog_drop_order(c, why) : cfs_catalog_note_fallback(c, why)) < 0)
             return -ENOMEM;
     }
     return structure_ok(c) ? 0 : 1;
@@ -346,6 +353,9 @@ int cfs_catalog_store_save(const struct cfs_catalog_params *p, const struct cfs_
     if (rc < 0)
         goto out;
     size_t el = (size_t)c->n * sizeof(struct cfs_entry), sl = c->nsamples * sizeof(cfs_id);
+    const char *why = c->order_unavailable ? c->order_unavailable
+                      : c->order_fallback  ? c->order_fallback
+                                           : "";
     struct store_meta m = {
         .magic = STORE_MAGIC,
         .version = STORE_VERSION,
@@ -361,8 +371,10 @@ int cfs_catalog_store_save(const struct cfs_catalog_params *p, const struct cfs_
         .list_sec = w->list_st.st_mtim.tv_sec,
         .list_size = (uint64_t)w->list_st.st_size,
         .checksum = blob_sum(c->e, el, c->names, c->names_len, c->samples, sl),
-        .flags = c->order_unavailable ? STORE_NO_ORDER : 0,
-        .why_len = c->order_unavailable ? (uint32_t)strlen(c->order_unavailable) : 0,
+        .flags = c->order_unavailable ? STORE_NO_ORDER
+                 : c->order_fallback  ? STORE_FALLBACK
+                                      : 0,
+        .why_len = (uint32_t)strlen(why),
         .root_len = (uint32_t)strlen(w->root),
     };
     size_t ml = sizeof(m) + m.source_len + m.list_len + m.root_len + m.why_len;
@@ -376,8 +388,7 @@ int cfs_catalog_store_save(const struct cfs_catalog_params *p, const struct cfs_
     memcpy(meta + sizeof(m) + m.source_len, w->list, m.list_len);
     memcpy(meta + sizeof(m) + m.source_len + m.list_len, w->root, m.root_len);
     if (m.why_len)
-        memcpy(meta + sizeof(m) + m.source_len + m.list_len + m.root_len, c->order_unavailable,
-               m.why_len);
+        memcpy(meta + sizeof(m) + m.source_len + m.list_len + m.root_len, why, m.why_len);
 
     rc = cfs_index_reserve(ix, ml + el + c->names_len + sl);
     if (rc == 0)

@@ -52,6 +52,7 @@ void cfs_catalog_destroy(struct cfs_catalog *c)
     free(c->names);
     free(c->samples);
     free(c->order_unavailable);
+    free(c->order_fallback);
     free(c->not_stored);
     free(c);
 }
@@ -164,6 +165,18 @@ void cfs_catalog_set_order(struct cfs_catalog *c, cfs_id *samples, uint64_t n)
 const char *cfs_catalog_order_unavailable(const struct cfs_catalog *c)
 {
     return c->order_unavailable;
+}
+
+int cfs_catalog_note_fallback(struct cfs_catalog *c, const char *why)
+{
+    free(c->order_fallback);
+    c->order_fallback = strdup(why && *why ? why : "the index order does not fit the tree");
+    return c->order_fallback ? 0 : -ENOMEM;
+}
+
+const char *cfs_catalog_order_fallback(const struct cfs_catalog *c)
+{
+    return c->order_fallback;
 }
 
 const char *cfs_catalog_not_stored(const struct cfs_catalog *c)

@@ -256,7 +256,8 @@ struct ident_global {
     bool persistent;
     uint64_t offset, words;
     uint32_t batch, workers, ranks;
-    bool told; /* "not found within K <= ..." was logged */
+    bool told;      /* "not found within K <= ..." was logged */
+    uint32_t order; /* the root's index order it was found in (ident_cand's) */
     struct ident_torchdata td;
 };
 

@@ -271,13 +271,34 @@ double cfs_identify_evidence_needed(const struct cfs_identify_params *p)
            IDENT_SAFETY_BITS;
 }
 
-/* The registered seed as torch-global's (identify_global.c): 1, 0 (a fit
- * short of evidence, kept in g), -ENOENT (none), -errno. */
+/* The registered seed as torch-global's (identify_global.c) in each index
+ * order of the root, the one it was last found in first: a timm dataset
+ * shuffled from the global generator draws the same stream over timm's
+ * numbering.  1, 0 (a fit short of evidence, kept in g), -ENOENT (none),
+ * -errno. */
 static int global_step(struct ident_attempt *a, const struct ident_obs *obs, struct ident_global *g)
 {
-    int rc = ident_global_attempt(a->p, obs, a->cancel, a->need_bits, g, a->out);
+    uint32_t first = g->found && g->order < a->norders ? g->order : 0;
+    int rc = -ENOENT;
+    for (uint32_t i = 0; i < a->norders && rc == -ENOENT; i++) {
+        uint32_t k = (first + i) % (uint32_t)a->norders;
+        struct ident_obs in_k = *obs;
+        uint32_t *renumbered = NULL;
+        if (k) {
+            renumbered = malloc((obs->len ? obs->len : 1) * sizeof(*renumbered));
+            if (!renumbered)
+                return -ENOMEM;
+            for (size_t j = 0; j < obs->len; j++)
+                renumbered[j] = a->p->orders[k - 1][obs->s[j]];
+            in_k.s = renumbered;
+        }
+        rc = ident_global_attempt(a->p, &in_k, a->cancel, a->need_bits, g, a->out);
+        free(renumbered);
+        if (rc == 1 || rc == 0)
+            g->order = k, a->out->order = k;
+    }
     if (rc == 1 || rc == 0)
-        a->global_win = true, a->out->order = 0; /* the observed order's stream */
+        a->global_win = true;
     if (rc == 1)
         a->rc = 1;
     if (rc == 0)

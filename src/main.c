@@ -483,6 +483,10 @@ static int mount_session(struct daemon *d)
     if (cfs_catalog_not_stored(d->catalog))
         cfs_warn("%s; serving without it (the next mount scans again)",
                  cfs_catalog_not_stored(d->catalog));
+    if (cfs_catalog_order_fallback(d->catalog))
+        cfs_info("no ImageFolder order at the mount's root (%s): its files numbered by sorted "
+                 "path, so the datasets below it are still learnt",
+                 cfs_catalog_order_fallback(d->catalog));
     if (cfs_catalog_order_unavailable(d->catalog))
         cfs_info("no index order (%s): every file is served and cached as it is read; "
                  "nothing is predicted without the order (order= names it)",

@@ -287,14 +287,18 @@ static int slot_of(struct cfs_roots *r, cfs_id dir, bool folder)
     char why[256] = "";
     uint32_t *map = NULL;
     uint64_t n = r->nsamples;
-    enum cfs_order kind = CFS_ORDER_IMAGEFOLDER;
+    /* The mount's own order is ImageFolder's, or every file by sorted
+     * path where that did not build at its root (catalog.c). */
+    enum cfs_order kind = dir == CFS_ID_NONE && cfs_catalog_order_fallback(r->p.catalog)
+                              ? CFS_ORDER_SORTED
+                              : CFS_ORDER_IMAGEFOLDER;
     int rc = 0;
     if (dir != CFS_ID_NONE && r->nr == CFS_ROOTS_MAX)
         rc = -ENOSPC;
     else if (dir != CFS_ID_NONE && folder)
         rc = roots_build_folder(r->p.catalog, dir, &kind, &map, &n, why, sizeof(why));
     else if (dir != CFS_ID_NONE)
-        rc = roots_build(r->p.catalog, dir, &map, &n, why, sizeof(why));
+        rc = roots_build(r->p.catalog, dir, &kind, &map, &n, why, sizeof(why));
     if (rc < 0) {
         if (r->nbad < CFS_ROOTS_MAX)
             r->bad[r->nbad++] = dir;

@@ -29,7 +29,11 @@
  * and from the candidates before it is given to the root's identification
  * as a renumbering of the first order's indices.  One that does not build
  * is no candidate, never an error; one of another n (timm's where a class
- * holds a .bmp) would need a scan of its own and is left out. */
+ * holds a .bmp) would need a scan of its own and is left out.  Where
+ * ImageFolder's order does not build at a root (a class folder without an
+ * image: torchvision raises, so no trainer reads the root that way), the
+ * first library order that does is the root's own, with no scan more: the
+ * candidates of another n are tested there, in the one scan of that n. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,10 +103,36 @@ static int build_kind(const struct cfs_catalog *c, cfs_id dir, enum cfs_order ki
     return 0;
 }
 
-int roots_build(const struct cfs_catalog *c, cfs_id dir, uint32_t **map, uint64_t *n, char *why,
-                size_t whylen)
+/* A root of class folders: ImageFolder's order, else (a class holding no
+ * image, where torchvision raises) the first library's that builds there,
+ * with empty classes allowed (ultralytics-cls, as ImageFolder(root,
+ * allow_empty=True)), or no class needed (timm's walk), or mmpretrain's. */
+static const enum cfs_order class_kinds[] = {CFS_ORDER_IMAGEFOLDER, CFS_ORDER_ULTRALYTICS_CLS,
+                                             CFS_ORDER_TIMM, CFS_ORDER_MMPRETRAIN};
+
+static int build_first(const struct cfs_catalog *c, cfs_id dir, const enum cfs_order *kinds,
+                       size_t nkinds, enum cfs_order *kind, uint32_t **map, uint64_t *n, char *why,
+                       size_t whylen)
 {
-    return build_kind(c, dir, CFS_ORDER_IMAGEFOLDER, map, n, why, whylen);
+    int rc = -ENOENT;
+    char first_why[256] = "";
+    for (size_t k = 0; k < nkinds && rc == -ENOENT; k++) {
+        if ((rc = build_kind(c, dir, kinds[k], map, n, why, whylen)) == 0)
+            *kind = kinds[k];
+        else if (k == 0)
+            snprintf(first_why, sizeof(first_why), "%s", why);
+    }
+    /* The first kind's reason is the one a user can act on. */
+    if (rc == -ENOENT && first_why[0])
+        snprintf(why, whylen, "%s", first_why);
+    return rc;
+}
+
+int roots_build(const struct cfs_catalog *c, cfs_id dir, enum cfs_order *kind, uint32_t **map,
+                uint64_t *n, char *why, size_t whylen)
+{
+    return build_first(c, dir, class_kinds, sizeof(class_kinds) / sizeof(class_kinds[0]), kind, map,
+                       n, why, whylen);
 }
 
 /* A folder of images read by a library's glob: YOLODataset's, else every
@@ -112,11 +142,8 @@ static const enum cfs_order folder_kinds[] = {CFS_ORDER_ULTRALYTICS, CFS_ORDER_S
 int roots_build_folder(const struct cfs_catalog *c, cfs_id dir, enum cfs_order *kind,
                        uint32_t **map, uint64_t *n, char *why, size_t whylen)
 {
-    int rc = -ENOENT;
-    for (size_t k = 0; k < sizeof(folder_kinds) / sizeof(folder_kinds[0]) && rc == -ENOENT; k++)
-        if ((rc = build_kind(c, dir, folder_kinds[k], map, n, why, whylen)) == 0)
-            *kind = folder_kinds[k];
-    return rc;
+    return build_first(c, dir, folder_kinds, sizeof(folder_kinds) / sizeof(folder_kinds[0]), kind,
+                       map, n, why, whylen);
 }
 
 cfs_id cfs_roots_narrow(const struct cfs_catalog *c, cfs_id root, const cfs_id *ids, size_t count,
@@ -256,16 +283,18 @@ int cfs_root_orders_build(const struct cfs_catalog *c, cfs_id dir, const uint32_
     return 0;
 }
 
-cfs_id cfs_roots_resolve(const struct cfs_catalog *c, cfs_id id, uint32_t **map, uint64_t *n)
+cfs_id cfs_roots_resolve(const struct cfs_catalog *c, cfs_id id, uint32_t **map, uint64_t *n,
+                         enum cfs_order *kind)
 {
     *map = NULL;
     *n = cfs_catalog_sample_count(c);
+    *kind = CFS_ORDER_IMAGEFOLDER;
     char why[256];
     /* As the mount routes an open: a root whose order does not build gives
      * way to the next one up. */
     for (cfs_id d = cfs_roots_root_of(c, id); d != CFS_ID_NONE;
          d = roots_candidate(c, cfs_catalog_entry(c, d)->parent))
-        if (roots_build(c, d, map, n, why, sizeof(why)) == 0)
+        if (roots_build(c, d, kind, map, n, why, sizeof(why)) == 0)
             return d;
     *n = cfs_catalog_sample_count(c);
     return CFS_ID_NONE;

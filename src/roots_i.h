@@ -25,10 +25,12 @@
  * else the deepest that lists one (roots_find.c's top comment). */
 cfs_id roots_candidate(const struct cfs_catalog *c, cfs_id from);
 /* dir's ImageFolder order as the mount's samples: *map (malloc'ed, root
- * index -> sample), *n.  0, or -ENOENT with why (the order does not build
- * there, or a sample has no place in the mount's order), -errno. */
-int roots_build(const struct cfs_catalog *c, cfs_id dir, uint32_t **map, uint64_t *n, char *why,
-                size_t whylen);
+ * index -> sample), *n; where it does not build, the first of
+ * ultralytics-cls', timm's and mmpretrain's that does (*kind says which).
+ * 0, or -ENOENT with why (no order builds there, or a sample has no place
+ * in the mount's order), -errno. */
+int roots_build(const struct cfs_catalog *c, cfs_id dir, enum cfs_order *kind, uint32_t **map,
+                uint64_t *n, char *why, size_t whylen);
 /* The same for a folder without classes, a root narrowed to the folder
  * holding its opens: the first of ultralytics' and sorted orders that
  * builds at dir (*kind says which). */

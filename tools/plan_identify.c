@@ -185,8 +185,12 @@ static int find_root(const struct cfs_catalog *cat, struct recorded *r, uint64_t
     uint32_t *map = NULL, *local = malloc((all ? all : 1) * sizeof(*local));
     if (!local)
         return -ENOMEM;
-    cfs_id root = nd && dir[best] != CFS_ID_NONE ? cfs_roots_resolve(cat, first[best], &map, n)
-                                                 : CFS_ID_NONE;
+    enum cfs_order kind = CFS_ORDER_IMAGEFOLDER;
+    cfs_id root = nd && dir[best] != CFS_ID_NONE
+                      ? cfs_roots_resolve(cat, first[best], &map, n, &kind)
+                      : CFS_ID_NONE;
+    if (root != CFS_ID_NONE && kind != CFS_ORDER_IMAGEFOLDER)
+        *order_name = cfs_order_name(kind);
     for (int pass = 0; pass < 2; pass++) {
         memset(local, 0xff, all * sizeof(*local));
         for (uint64_t i = 0; i < *n; i++)
@@ -201,7 +205,6 @@ static int find_root(const struct cfs_catalog *cat, struct recorded *r, uint64_t
                 head[nh++] = cfs_catalog_sample_entry(cat, r->s[i]);
         uint32_t *fmap;
         uint64_t fn;
-        enum cfs_order kind;
         cfs_id f = nh == ROOTS_COUNTED
                        ? cfs_roots_narrow(cat, root, head, nh, &fmap, &fn, &kind)
                        : CFS_ID_NONE;

@@ -92,7 +92,10 @@ struct cfs_catalog_params {
      * predicts nothing, but serves): a tree the order does not fit still opens, with no
      * samples, and cfs_catalog_order_unavailable() says why.  Without it
      * such a tree is an error.  A stored copy made without an order is
-     * reused only when the order is optional again. */
+     * reused only when the order is optional again.  ImageFolder's order
+     * at SOURCE itself that does not build (a detection tree's labels/
+     * holds no image) is replaced by every file by sorted path, and
+     * cfs_catalog_order_fallback() says why. */
     bool order_optional;
     /* An environment the caller already opened, used instead of opening
      * index_dir (LMDB forbids opening one environment twice in a process).
@@ -139,6 +142,9 @@ bool cfs_catalog_loaded_from_index(const struct cfs_catalog *c);
 /* NULL when the index order was built; else the one-line reason it could
  * not be (the catalog then has no samples: every file is cached as read). */
 const char *cfs_catalog_order_unavailable(const struct cfs_catalog *c);
+/* Why the samples are numbered by sorted path instead of the ImageFolder
+ * order asked for (order_optional, at SOURCE itself), or NULL. */
+const char *cfs_catalog_order_fallback(const struct cfs_catalog *c);
 /* NULL when a scanned catalog was stored in the index (or none was asked
  * for); else why it could not be (disk full, index failing): the catalog is
  * whole, only the next open scans again. */

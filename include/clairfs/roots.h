@@ -114,10 +114,12 @@ void cfs_roots_text(struct cfs_roots *r, char *buf, size_t len);
 cfs_id cfs_roots_root_of(const struct cfs_catalog *c, cfs_id id);
 
 /* The same, with the root's order as the mount's samples (*map malloc'ed,
- * root index -> sample; NULL and the mount's n for the mount's own order):
- * the deepest root above entry id whose order builds, as the mount takes
- * it.  For clairfs-plan --identify. */
-cfs_id cfs_roots_resolve(const struct cfs_catalog *c, cfs_id id, uint32_t **map, uint64_t *n);
+ * root index -> sample; NULL and the mount's n for the mount's own order)
+ * and its kind (*kind: ImageFolder's, else the library's that builds where
+ * a class holds no image): the deepest root above entry id whose order
+ * builds, as the mount takes it.  For clairfs-plan --identify. */
+cfs_id cfs_roots_resolve(const struct cfs_catalog *c, cfs_id id, uint32_t **map, uint64_t *n,
+                         enum cfs_order *kind);
 
 /* The folder below root (CFS_ID_NONE: the mount's) that holds every one
  * of the opened entries ids[0 .. count) (a root's first opens), with its

@@ -11,6 +11,10 @@
 #                images without classes (images/val beside it, so images/
 #                looks like an ImageFolder of two classes),
 #                DataLoader(shuffle=True, generator=g) seeded 7, one process
+# The tree is a detection dataset's too: labels/{train,val}/*.txt beside
+# images/, so ImageFolder's order does not build at the mount's root (the
+# label folders hold no image) and the mount numbers its files by sorted
+# path; both folders must be learnt below it all the same.
 # Each must be identified in its folder with the library named in the
 # stats' order line (`train: torch-ddp seed=0 ... order=timm`), and of the
 # training opens of epochs 1-3 at most 1 % mispredicted
@@ -38,15 +42,24 @@ def put(path):
 for c in range(24):
     for i in range(1, 101):
         put(os.path.join(root, "train", "c%d" % c, "img%d.JPEG" % i))
-for i in range(1, 2401):
-    put(os.path.join(root, "images", "train", "img%d.jpg" % i))
-for i in range(1, 201):
-    put(os.path.join(root, "images", "val", "img%d.jpg" % i))
+for split, count in (("train", 2400), ("val", 200)):
+    for i in range(1, count + 1):
+        put(os.path.join(root, "images", split, "img%d.jpg" % i))
+        label = os.path.join(root, "labels", split, "img%d.txt" % i)
+        os.makedirs(os.path.dirname(label), exist_ok=True)
+        with open(label, "w") as f:
+            f.write("%d 0.5 0.5 0.2 0.2\n" % (i % 80))
 PY
 nbytes=$(find "$src" -type f -printf '%s\n' | awk '{ s += $1 } END { print s }')
 ram=$((2 * nbytes / 1024 + 1024))K
 . "$(dirname "$0")/identify_lib.sh"
 
+# Each trainer's mount says once why its files are numbered by sorted path.
+identify_more_checks() {
+    check "$1: the mount's files numbered by sorted path, once" test "$(grep -c \
+        "no ImageFolder order at the mount's root (order=imagefolder: class folder 'labels' holds no image file.*): its files numbered by sorted path" \
+        "$TMP/$1.daemon.log")" -eq 1
+}
 identify_pattern timm torch-ddp 2 0 "train: torch-ddp seed=0 (low 32 bits) world=2 order=timm" \
     --train-dir train --order timm
 identify_pattern ultralytics torch 1 7 \

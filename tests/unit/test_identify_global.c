@@ -143,6 +143,43 @@ END_TEST
 
 /* Two words per element of a dropout each step: G in the hundreds of
  * thousands, past the walk's first chunks and past the synchronous ones. */
+/* A dataset in another index order of the root (timm's natural sort, say)
+ * shuffled from the global generator: the stream's indices are the
+ * candidate order's, the opens observed in the root's first order.  Found
+ * in that order, and named. */
+START_TEST(found_in_a_candidate_order)
+{
+    struct trainer t = {.seed = SEED, .offset = 7, .words = 2, .batch = 8, .workers = 2,
+                        .epochs = 3};
+    struct opens o = simulate(&t);
+    /* index[x]: the candidate order's index of the sample observed as x */
+    uint32_t *index = malloc(N * sizeof(*index)), *observed = malloc(N * sizeof(*observed));
+    ck_assert(index && observed);
+    for (uint32_t x = 0; x < N; x++)
+        index[x] = (x * 7 + 3) % N;
+    for (uint32_t x = 0; x < N; x++)
+        observed[index[x]] = x;
+    for (size_t i = 0; i < o.len; i++)
+        o.s[i] = observed[o.s[i]];
+    const uint32_t *const orders[] = {index};
+    const char *const names[] = {"timm"};
+    struct cfs_identify_params p = params();
+    p.orders = orders, p.order_names = names, p.norders = 1;
+    struct cfs_identified id;
+    char err[256] = "";
+    ck_assert_msg(cfs_identify_offline(&p, o.s, o.pid, o.ppid, o.len, &id, err, sizeof(err)) == 0,
+                  "%s %s", err, id.text);
+    ck_assert_int_eq(id.sampler.kind, CFS_SAMPLER_TORCH_GLOBAL);
+    ck_assert_uint_eq(id.sampler.rng_offset, t.offset);
+    ck_assert_uint_eq(id.sampler.rng_epoch_words, t.words);
+    ck_assert_uint_eq(id.order, 1);
+    ck_assert_msg(strstr(id.text, " order=timm "), "%s", id.text);
+    free(index);
+    free(observed);
+    opens_free(&o);
+}
+END_TEST
+
 START_TEST(large_epoch_words)
 {
     static const uint64_t large[] = {384000, (1u << 20) + 5};
@@ -277,6 +314,7 @@ static Suite *identify_global_suite(void)
     tcase_add_loop_test(t, epoch_0_alone_gives_the_offset, 0, 2);
     tcase_add_loop_test(t, an_offset_beyond_the_bound_is_not_identified, 0, 2);
     tcase_add_test(t, the_thread_finds_the_offset_then_the_epoch_words);
+    tcase_add_test(t, found_in_a_candidate_order);
     suite_add_tcase(s, t);
     return s;
 }

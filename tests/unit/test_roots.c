@@ -267,10 +267,15 @@ static void trap_tree(void)
 
 /* A torch-ddp trainer (world 2, batch 4, two workers a rank, seed) whose
  * dataset numbers train/'s images in `kind`'s order: the root names the
- * order the opens follow, and its map is that order. */
-static void identified_in(enum cfs_order kind, uint32_t seed, const char *want_text, int per)
+ * order the opens follow, and its map is that order.  empty_class: train/
+ * has a class folder without an image too, so ImageFolder's order does not
+ * build there. */
+static void identified_in_tree(enum cfs_order kind, uint32_t seed, const char *want_text, int per,
+                               bool empty_class)
 {
     trap_tree_of(per);
+    if (empty_class)
+        mkd("train/cache"), mkf("train/cache/index.json", "{}");
     struct cfs_catalog *c = scan();
     uint64_t n;
     uint32_t *order = order_of(c, kind, "train", &n);
@@ -304,6 +309,11 @@ static void identified_in(enum cfs_order kind, uint32_t seed, const char *want_t
     opens_free(&o);
     free(order);
     cfs_catalog_destroy(c);
+}
+
+static void identified_in(enum cfs_order kind, uint32_t seed, const char *want_text, int per)
+{
+    identified_in_tree(kind, seed, want_text, per, false);
 }
 
 static void identified_in_order(enum cfs_order kind, uint32_t seed, const char *want_text)
@@ -357,6 +367,24 @@ START_TEST(an_mmpretrain_dataset_is_identified_in_its_order)
 }
 END_TEST
 
+/* A class folder without an image: torchvision's ImageFolder raises, so
+ * the root is numbered in ultralytics-cls' order (ImageFolder with empty
+ * classes allowed) and timm's of the same 80 images is its candidate. */
+START_TEST(a_root_without_imagefolders_order_takes_a_librarys)
+{
+    identified_in_tree(CFS_ORDER_TIMM, 4242,
+                       "train: torch-ddp seed=4242 (low 32 bits) "
+                       "world=2 order=timm batch=4",
+                       40, true);
+}
+END_TEST
+
+START_TEST(a_root_with_an_empty_class_is_ultralytics_cls)
+{
+    identified_in_tree(CFS_ORDER_ULTRALYTICS_CLS, 808, " order=ultralytics-cls ", 40, true);
+}
+END_TEST
+
 START_TEST(an_imagefolder_dataset_claims_no_library_order)
 {
     identified_in_order(CFS_ORDER_IMAGEFOLDER, 31337, NULL);
@@ -365,8 +393,9 @@ END_TEST
 
 /* An ultralytics detection tree: images/train (100 images: img2 before
  * img10 in timm only, upper-case extensions, a file that is no image),
- * images/val (40).  (labels/ beside images/ would leave the mount's root
- * no ImageFolder, and the mount without samples.)  A trainer whose dataset is the sorted
+ * images/val (40), labels/{train,val} beside (no image there: the mount's
+ * root is no ImageFolder, its files numbered by sorted path).  A trainer
+ * whose dataset is the sorted
  * glob of images/train (YOLODataset), torch-ddp at world 2, then a
  * validation pass over images/val in its order, twice: images/ is an
  * ImageFolder root (classes train and val), but the first opens of each
@@ -375,6 +404,8 @@ START_TEST(a_detection_dataset_is_its_images_folders)
 {
     char p[64];
     mkd("images"), mkd("images/train"), mkd("images/val");
+    mkd("labels"), mkd("labels/train"), mkd("labels/val");
+    mkf("labels/train/img1.txt", "0 0.5 0.5 0.1 0.1"), mkf("labels/val/001.txt", "1 0.5 0.5 1 1");
     mkf("images/train/notes.txt", "n");
     for (int i = 1; i <= 100; i++) {
         snprintf(p, sizeof(p), i % 9 ? "images/train/img%d.jpg" : "images/train/IMG%d.JPG", i);
@@ -383,6 +414,8 @@ START_TEST(a_detection_dataset_is_its_images_folders)
     for (int i = 1; i <= 40; i++)
         snprintf(p, sizeof(p), "images/val/%03d.jpg", i), mkf(p, "v");
     struct cfs_catalog *c = scan();
+    ck_assert_ptr_nonnull(strstr(cfs_catalog_order_fallback(c), "class folder 'labels'"));
+    ck_assert_uint_eq(cfs_catalog_sample_count(c), cfs_catalog_file_count(c));
     uint64_t n, nval;
     uint32_t *train = order_of(c, CFS_ORDER_ULTRALYTICS, "images/train", &n);
     uint32_t *val = order_of(c, CFS_ORDER_ULTRALYTICS, "images/val", &nval);
@@ -500,6 +533,8 @@ int main(void)
     tcase_add_test(tc, an_mmpretrain_dataset_is_identified_in_its_order);
     tcase_add_test(tc, a_large_timm_dataset_is_identified_in_timms_order);
     tcase_add_test(tc, an_imagefolder_dataset_claims_no_library_order);
+    tcase_add_test(tc, a_root_without_imagefolders_order_takes_a_librarys);
+    tcase_add_test(tc, a_root_with_an_empty_class_is_ultralytics_cls);
     tcase_add_test(tc, a_detection_dataset_is_its_images_folders);
     tcase_add_test(tc, an_unshuffled_pass_in_timms_order);
     suite_add_tcase(s, tc);
