@@ -207,6 +207,22 @@ void cfs_identify_restart(struct cfs_identify *id)
     pthread_mutex_unlock(&id->lock);
 }
 
+/* Under the lock: what a late hint or late orders change is tried on the
+ * opens so far, at once (the running attempt cancelled), or at the first
+ * attempt's opens. */
+static void rescan_now(struct cfs_identify *id)
+{
+    id->fruitless = 0;
+    if (id->attempting)
+        ident_cancel_attempt(id);
+    if (id->len >= IDENT_MIN_OPENS) {
+        id->next_attempt = id->len;
+        pthread_cond_signal(&id->wake);
+    } else {
+        id->next_attempt = IDENT_MIN_OPENS;
+    }
+}
+
 void cfs_identify_take_hint(struct cfs_identify *id, const struct cfs_sampler_params *hint)
 {
     pthread_mutex_lock(&id->lock);
@@ -214,16 +230,7 @@ void cfs_identify_take_hint(struct cfs_identify *id, const struct cfs_sampler_pa
         id->late_hint = *hint;
         id->late_hint.list_path = NULL;
         id->late_hint_pending = true;
-        id->fruitless = 0;
-        /* the opens so far are scanned again with it, at once */
-        if (id->attempting)
-            ident_cancel_attempt(id);
-        if (id->len >= IDENT_MIN_OPENS) {
-            id->next_attempt = id->len;
-            pthread_cond_signal(&id->wake);
-        } else {
-            id->next_attempt = IDENT_MIN_OPENS;
-        }
+        rescan_now(id);
     }
     pthread_mutex_unlock(&id->lock);
 }
@@ -323,16 +330,7 @@ void cfs_identify_take_orders(struct cfs_identify *id, const uint32_t *const *or
     id->late_norders = count;
     id->late_orders_pending = true;
     if (id->state != CFS_IDENTIFY_IDENTIFIED && count) {
-        id->fruitless = 0;
-        /* the opens so far are scanned again with them, at once */
-        if (id->attempting)
-            ident_cancel_attempt(id);
-        if (id->len >= IDENT_MIN_OPENS) {
-            id->next_attempt = id->len;
-            pthread_cond_signal(&id->wake);
-        } else {
-            id->next_attempt = IDENT_MIN_OPENS;
-        }
+        rescan_now(id);
     }
     pthread_mutex_unlock(&id->lock);
 }

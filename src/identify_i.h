@@ -458,6 +458,12 @@ void ident_finish(const struct cfs_identify_params *p, struct cfs_identified *id
 /* out: nothing identified from `opens` opens, and why (a's best fit). */
 void ident_not_identified(const struct ident_attempt *a, uint64_t opens,
                           struct cfs_identified *out);
+/* An offline attempt's outcome (rc of ident_attempt_all over `opens`
+ * opens): 0 with *out identified, -ENOENT with *out what was tried, or the
+ * error, said in err. */
+int ident_offline_outcome(const struct cfs_identify_params *p, const struct ident_attempt *a,
+                          size_t opens, int rc, struct cfs_identified *out, char *err,
+                          size_t errlen);
 
 /* --- The module's state. ------------------------------------------------ */
 

@@ -535,6 +535,22 @@ void ident_not_identified(const struct ident_attempt *a, uint64_t opens, struct 
                  (unsigned long long)opens);
 }
 
+int ident_offline_outcome(const struct cfs_identify_params *p, const struct ident_attempt *a,
+                          size_t opens, int rc, struct cfs_identified *out, char *err,
+                          size_t errlen)
+{
+    if (rc == 1) {
+        ident_finish(p, out, 0, false);
+        return 0;
+    }
+    if (rc == 0) {
+        ident_not_identified(a, opens, out);
+        return -ENOENT;
+    }
+    snprintf(err, errlen, "identify: %s", strerror(-rc));
+    return rc;
+}
+
 int cfs_identify_offline(const struct cfs_identify_params *p, const uint32_t *samples,
                          const pid_t *pids, const pid_t *ppids, size_t count,
                          struct cfs_identified *out, char *err, size_t errlen)
@@ -561,15 +577,7 @@ int cfs_identify_offline(const struct cfs_identify_params *p, const uint32_t *sa
     struct ident_obs obs = {samples, pids, ppids, count};
     struct ident_global g = {0};
     rc = ident_attempt_all(&(struct ident_attempt_in){.p = p, .obs = &obs, .rd = &rd}, &g, a, out);
-    if (rc == 1) {
-        ident_finish(p, out, 0, false);
-        rc = 0;
-    } else if (rc == 0) {
-        ident_not_identified(a, rd.opens, out);
-        rc = -ENOENT;
-    } else {
-        snprintf(err, errlen, "identify: %s", strerror(-rc));
-    }
+    rc = ident_offline_outcome(p, a, rd.opens, rc, out, err, errlen);
     free(a);
     ident_readers_free(&rd);
     return rc;

@@ -190,16 +190,7 @@ int cfs_identify_split_verify(const struct cfs_identify_params *p, const uint32_
     struct ident_global g = {0};
     struct ident_attempt_in in = {
         .p = p, .obs = &obs, .rd = &rd, .keep = keep, .nkeep = nseeds, .kept_only = true};
-    rc = ident_attempt_all(&in, &g, a, out);
-    if (rc == 1) {
-        ident_finish(p, out, 0, false);
-        rc = 0;
-    } else if (rc == 0) {
-        ident_not_identified(a, rd.opens, out);
-        rc = -ENOENT;
-    } else {
-        snprintf(err, errlen, "identify: %s", strerror(-rc));
-    }
+    rc = ident_offline_outcome(p, a, rd.opens, ident_attempt_all(&in, &g, a, out), out, err, errlen);
     free(a);
     free(keep);
     ident_readers_free(&rd);

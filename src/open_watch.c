@@ -125,39 +125,25 @@ static void handle_perm_event(struct cfs_open_watch *w, const struct fanotify_ev
     close(m->fd);
 }
 
-/* Answers every queued permission event: 0, or -errno of a read error. */
-static int drain_perm(struct cfs_open_watch *w)
+/* Hands every event queued on fd to handle: 0, or -errno of a read error,
+ * which ends the watch.  Permission events (perm_fd) are answered there,
+ * notifications (fan_fd) counted. */
+static int drain(struct cfs_open_watch *w, int fd,
+                 void (*handle)(struct cfs_open_watch *, const struct fanotify_event_metadata *))
 {
-    if (w->perm_fd < 0)
+    if (fd < 0)
         return 0;
-    struct fanotify_event_metadata buf[4096 / sizeof(struct fanotify_event_metadata)];
-    for (;;) {
-        ssize_t n = read(w->perm_fd, buf, sizeof(buf));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return errno == EAGAIN ? 0 : -errno;
-        for (const struct fanotify_event_metadata *m = buf; FAN_EVENT_OK(m, n);
-             m = FAN_EVENT_NEXT(m, n))
-            handle_perm_event(w, m);
-    }
-}
-
-/* Hands every queued event to the callback: 0, or -errno of a read error,
- * which ends the watch. */
-static int drain(struct cfs_open_watch *w)
-{
     /* Aligned for the metadata records the kernel writes into it. */
     struct fanotify_event_metadata buf[16384 / sizeof(struct fanotify_event_metadata)];
     for (;;) {
-        ssize_t n = read(w->fan_fd, buf, sizeof(buf));
+        ssize_t n = read(fd, buf, sizeof(buf));
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
             return errno == EAGAIN ? 0 : -errno;
         for (const struct fanotify_event_metadata *m = buf; FAN_EVENT_OK(m, n);
              m = FAN_EVENT_NEXT(m, n))
-            handle_event(w, m);
+            handle(w, m);
     }
 }
 
@@ -176,9 +162,9 @@ static void *watch_main(void *arg)
         pthread_mutex_unlock(&w->mu);
         if (stop)
             break;
-        int rc = drain_perm(w);
+        int rc = drain(w, w->perm_fd, handle_perm_event);
         if (rc == 0)
-            rc = drain(w);
+            rc = drain(w, w->fan_fd, handle_event);
         if (rc < 0) {
             cfs_warn("open watch: reading events: %s; opens are no longer counted", strerror(-rc));
             break;
