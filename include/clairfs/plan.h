@@ -108,6 +108,10 @@ struct cfs_plan_params {
     uint32_t node;              /* the node planned in detail */
     const struct cfs_rank_range *ranks; /* per node, or NULL: default blocks */
     uint64_t ram, ssd;          /* tier capacities, the same on every node */
+    /* The previous window's plan (every node's the same), or NULL; read
+     * only while this one is built.  When it ends with this window's first
+     * epoch, the files read in that epoch keep its owners (plan.c). */
+    const struct cfs_plan *prev;
 };
 
 struct cfs_plan;
