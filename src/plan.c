@@ -23,7 +23,21 @@
  * goes first.  What a window changes is the frequency ranking of the
  * replicas and owners (counted over the window: on one node every file is
  * read once an epoch and the ranking falls to the first read anyway).
- * The next window is planned from the last epoch of this one. */
+ * The next window is planned from the last epoch of this one.
+ *
+ * Why the next window keeps the last one's owners in the epoch they share:
+ * each node switches windows when its own trainer reaches that epoch, and
+ * installs the next plan as soon as it is planned, so for a while one node
+ * asks the next plan's owners while they hold the last plan's files, and
+ * the reverse; a peer that does not hold the file sends the read to the
+ * PFS.  Of the three cures this one alone costs nothing at run time: a
+ * second owner asked after a miss would add a round trip to every miss,
+ * and switching at an agreed epoch would need the nodes to talk about
+ * their trainers' positions.  Every node plans from the same previous plan,
+ * so the plans still agree.  Under a DistributedSampler every file is read
+ * in every epoch, so the owners then stay those of the first window for
+ * the run, as they were before windows (the ranking by reads in a window
+ * shifts little where every file is read once an epoch). */
 #include "clairfs/plan.h"
 
 #include "clairfs/log.h"

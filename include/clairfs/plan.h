@@ -28,7 +28,10 @@
  *     node that prefers it most (ties: the lower node) if that node has room,
  *     else to the reader with room that prefers it most, else to the node
  *     with the most free room; when no node has room the file has no owner
- *     and is read from the PFS.  An owner keeps it for the run.  The room is
+ *     and is read from the PFS.  An owner keeps it for the run.  A window
+ *     planned with its previous window (prev, below) first gives each file
+ *     read in the epoch the two share the previous owner, or none (plan.c).
+ *     The room is
  *     given in two passes: first each node's fair share (the dataset / nodes
  *     plus the largest file, at most ram+ssd), then the rest of ram+ssd for
  *     what is left: a node whose tiers are all owned files has no room for
