@@ -23,7 +23,21 @@
  * goes first.  What a window changes is the frequency ranking of the
  * replicas and owners (counted over the window: on one node every file is
  * read once an epoch and the ranking falls to the first read anyway).
- * The next window is planned from the last epoch of this one. */
+ * The next window is planned from the last epoch of this one.
+ *
+ * Why the next window keeps the last one's owners in the epoch they share:
+ * each node switches windows when its own trainer reaches that epoch, and
+ * installs the next plan as soon as it is planned, so for a while one node
+ * asks the next plan's owners while they hold the last plan's files, and
+ * the reverse; a peer that does not hold the file sends the read to the
+ * PFS.  Of the three cures this one alone costs nothing at run time: a
+ * second owner asked after a miss would add a round trip to every miss,
+ * and switching at an agreed epoch would need the nodes to talk about
+ * their trainers' positions.  Every node plans from the same previous plan,
+ * so the plans still agree.  Under a DistributedSampler every file is read
+ * in every epoch, so the owners then stay those of the first window for
+ * the run, as they were before windows (the ranking by reads in a window
+ * shifts little where every file is read once an epoch). */
 #include "clairfs/plan.h"
 
 #include "clairfs/log.h"
@@ -261,8 +275,53 @@ static void totals_and_best(struct cfs_plan *p, struct plan_build *b)
     }
 }
 
-/* Owners: de-duplicated, in order of total reads. */
-static int assign_owners(struct cfs_plan *p, struct plan_build *b)
+/* The previous window's plan when it ends where this one begins (its last
+ * epoch is this one's first) over the same files and nodes; else NULL. */
+static const struct cfs_plan *window_before(const struct cfs_plan *p,
+                                            const struct cfs_plan_params *pp)
+{
+    const struct cfs_plan *q = pp->prev;
+    if (!q || q->n != p->n || q->nodes != p->nodes ||
+        q->start_epoch + q->nepochs != p->start_epoch + 1)
+        return NULL;
+    return q;
+}
+
+/* The epoch two windows share keeps the first one's owners (plan.h: each
+ * node switches windows when its own trainer reaches that epoch, so in it
+ * a node on either plan asks the same owner, who holds the file whichever
+ * plan it is on).  A file read in it takes its previous owner ahead of
+ * every other file, none included: on the PFS it stays there.  Marks the
+ * kept files in *kept (a bitmap, NULL when there is no previous window);
+ * the owners' room is debited. */
+static int keep_previous_owners(struct cfs_plan *p, struct plan_build *b,
+                                const struct cfs_plan *prev, uint64_t **kept)
+{
+    *kept = NULL;
+    if (!prev)
+        return 0;
+    uint64_t *bits = calloc(b->held_words + 1, sizeof(*bits));
+    if (!bits)
+        return -ENOMEM;
+    for (uint64_t f = 0; f < p->n; f++) {
+        if (!b->total[f] || p->owner_epoch[f] != 0)
+            continue;
+        uint32_t o = prev->owner[f];
+        if (o != CFS_NODE_NONE && b->free_room[o] < p->sizes[f])
+            continue; /* no room for it now: chosen as any other */
+        bits[f / 64] |= 1ull << (f % 64);
+        if (o == CFS_NODE_NONE)
+            continue;
+        p->owner[f] = o;
+        b->free_room[o] -= p->sizes[f];
+    }
+    *kept = bits;
+    return 0;
+}
+
+/* Owners: de-duplicated, in order of total reads (after those the previous
+ * window's shared epoch keeps). */
+static int assign_owners(struct cfs_plan *p, struct plan_build *b, const struct cfs_plan *prev)
 {
     const uint64_t cap = p->ram + p->ssd;
     totals_and_best(p, b);
@@ -278,17 +337,35 @@ static int assign_owners(struct cfs_plan *p, struct plan_build *b)
     uint64_t share = p->dataset_bytes / p->nodes + b->max_size;
     if (share > cap)
         share = cap;
+    uint64_t *kept = NULL;
+    uint64_t *second = calloc(p->nodes, sizeof(*second)); /* the second pass's room */
+    if (!second)
+        return -ENOMEM;
     for (uint32_t j = 0; j < p->nodes; j++)
-        b->free_room[j] = share;
+        b->free_room[j] = cap;
+    rc = keep_previous_owners(p, b, prev, &kept);
+    if (rc < 0)
+        goto out;
+    /* What the kept files took counts against the fair share first. */
+    for (uint32_t j = 0; j < p->nodes; j++) {
+        uint64_t used = cap - b->free_room[j];
+        b->free_room[j] = used < share ? share - used : 0;
+        second[j] = cap - used - b->free_room[j];
+    }
     for (int pass = 0; pass < 2; pass++) {
         if (pass == 1)
             for (uint32_t j = 0; j < p->nodes; j++)
-                b->free_room[j] += cap - share;
-        for (uint64_t i = 0; i < m; i++)
-            if (p->owner[b->ids[i]] == CFS_NODE_NONE)
-                owner_of(p, b, b->ids[i]);
+                b->free_room[j] += second[j];
+        for (uint64_t i = 0; i < m; i++) {
+            uint32_t f = b->ids[i];
+            if (p->owner[f] == CFS_NODE_NONE && !(kept && (kept[f / 64] >> (f % 64) & 1)))
+                owner_of(p, b, f);
+        }
     }
-    return 0;
+out:
+    free(second);
+    free(kept);
+    return rc;
 }
 
 struct room {
@@ -626,6 +703,7 @@ int cfs_plan_create(const struct cfs_plan_params *pp, struct cfs_plan **out, cha
     p->params = *pp;
     p->params.sizes = NULL;
     p->params.ranks = NULL;
+    p->params.prev = NULL; /* read while building only */
     p->src = plan_source(&p->params, &p->src_buf);
     src = *p->src;
     p->n = pp->n;
@@ -708,7 +786,7 @@ int cfs_plan_create(const struct cfs_plan_params *pp, struct cfs_plan **out, cha
         goto fail_reported;
     src.destroy(st); /* its epoch's permutation: the size of the dataset */
     st = NULL;
-    rc = assign_owners(p, &b);
+    rc = assign_owners(p, &b, window_before(p, pp));
     if (rc < 0)
         goto fail;
     free(b.best); /* only the owners need it */

@@ -201,6 +201,7 @@ uint32_t pf_track_owner(const struct pf_track *t, uint32_t s, enum cfs_tier *tie
 uint32_t pf_track_start_epoch(const struct pf_track *t);
 /* One past the last epoch the tracker's plan covers (its window). */
 uint32_t pf_track_end_epoch(const struct pf_track *t);
+const struct cfs_plan *pf_track_plan(const struct pf_track *t);
 /* A fresh tracker t (not shared yet) of the next window put where `from`
  * stands: its current epoch, and what the trainer consumed of it and of
  * the next, when t's window holds them; else at t's first epoch.  0 or
@@ -400,6 +401,10 @@ struct cfs_prefetch {
      * first batches, where what epoch 0 left open shows); 0 none. */
     atomic_uint_fast64_t observe_until;
     bool adopted;                    /* the tracker is an identified order's (plan_lock) */
+    /* The window plan_next_window replaces, while it plans the next one
+     * (under replan_mu, so the tracker that owns it stays): the next
+     * plan keeps its owners in the epoch the two share (plan.c). */
+    const struct cfs_plan *window_prev;
     uint32_t window_failed;          /* the window end whose next failed to plan (prefetcher) */
     /* ... of one epoch only (identify.h epoch_seed_only), planned to its
      * end and observed on (plan_lock) */

@@ -322,8 +322,10 @@ static void follow_window(struct cfs_prefetch *pf, struct pf_track *t, void *arg
  * so that the new tracker takes the trainer's place inside it), here, by
  * the prefetcher: planning takes seconds at ImageNet-22k scale, an epoch
  * takes minutes.  Every node steps its windows from the same epochs, so
- * the nodes' plans agree.  Skipped this round when another re-plan holds
- * replan_mu. */
+ * the nodes' plans agree; each when its own trainer gets there, which is
+ * why the next plan keeps this one's owners in the epoch they share
+ * (plan.c: a peer asked there holds the file on either plan).  Skipped
+ * this round when another re-plan holds replan_mu. */
 static void plan_next_window(struct cfs_prefetch *pf)
 {
     pthread_rwlock_rdlock(&pf->plan_lock);
@@ -345,7 +347,9 @@ static void plan_next_window(struct cfs_prefetch *pf)
         char err[256];
         uint64_t t0 = pf_now_ns();
         run.start_epoch = end - 1;
+        pf->window_prev = pf_track_plan(t);
         int rc = pf_replan(pf, &run, follow_window, &adopted, err, sizeof(err));
+        pf->window_prev = NULL;
         if (rc < 0) {
             pf->window_failed = end; /* said once */
             cfs_warn("order: planning the window from epoch %u: %s; predicting to epoch %u",

@@ -179,6 +179,7 @@ int pf_tracker_of_run(struct cfs_prefetch *pf, const struct cfs_run_config *run,
 {
     struct pf_track_params tp = {.window = run->window};
     cfs_run_config_plan_params(run, pf->sizes, &tp.plan);
+    tp.plan.prev = pf->window_prev;
     /* An order of a folder below the mount's root: its sampler's indices
      * are that root's (prefetch_root.c). */
     if (pf_root_plan(pf, pf->plan_root, &tp.plan) < 0)

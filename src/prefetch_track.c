@@ -441,6 +441,11 @@ uint32_t pf_track_end_epoch(const struct pf_track *t)
     return t->start_epoch + t->nepochs;
 }
 
+const struct cfs_plan *pf_track_plan(const struct pf_track *t)
+{
+    return t->plan;
+}
+
 /* What was consumed of from's epoch, copied into to's copy of the same
  * absolute epoch: the two plans walk the same sampler, so the epoch's
  * files are the same, slot for slot. */

@@ -28,7 +28,10 @@
  *     node that prefers it most (ties: the lower node) if that node has room,
  *     else to the reader with room that prefers it most, else to the node
  *     with the most free room; when no node has room the file has no owner
- *     and is read from the PFS.  An owner keeps it for the run.  The room is
+ *     and is read from the PFS.  An owner keeps it for the run.  A window
+ *     planned with its previous window (prev, below) first gives each file
+ *     read in the epoch the two share the previous owner, or none (plan.c).
+ *     The room is
  *     given in two passes: first each node's fair share (the dataset / nodes
  *     plus the largest file, at most ram+ssd), then the rest of ram+ssd for
  *     what is left: a node whose tiers are all owned files has no room for
@@ -108,6 +111,10 @@ struct cfs_plan_params {
     uint32_t node;              /* the node planned in detail */
     const struct cfs_rank_range *ranks; /* per node, or NULL: default blocks */
     uint64_t ram, ssd;          /* tier capacities, the same on every node */
+    /* The previous window's plan (every node's the same), or NULL; read
+     * only while this one is built.  When it ends with this window's first
+     * epoch, the files read in that epoch keep its owners (plan.c). */
+    const struct cfs_plan *prev;
 };
 
 struct cfs_plan;

@@ -28,6 +28,12 @@
 #           PFS (sum of the nodes' clairfs_fetch_bytes_total{from="pfs"}
 #           deltas), every read verified against the source, and on every
 #           node clairfs_pfs_bytes_total's reasons add up to those bytes.
+#   windows -np 2, ram = 40 % of the dataset a node, 8 epochs: the plan
+#           covers 4 epochs at a time (run_config.c), so each node switches
+#           windows twice (at epochs 3 and 6, each when its own trainer gets
+#           there); every read verified against the source, the peers
+#           serve every epoch, and no peer fetch falls back to the PFS
+#           (clairfs_peer_fetches_total{result="fallback"} is 0 on both).
 #   idle    -np 2 (shared memory, then TCP), mounted and unread: each
 #           daemon's threads sleep as the code says (the peer thread 5 ms at
 #           a time and never spins, the prefetcher 1 s, the others until
@@ -369,6 +375,46 @@ scenario_stop() {
     cat "$TMP/mpi.log" | grep -i "peer" | sed 's/^/   log: /' | head -5
 }
 
+scenario_windows() {
+    local e r ok fb oks=""
+    EPOCHS=8
+    local ram=$((DATASET * 4 / 10))
+    start 2 "$VADER" \
+        "seed=7,world=2,epochs=$EPOCHS,ram=$ram,ssd=0,index=$TMP/idx{rank},model=$TMP/model.conf,log_level=debug" ||
+        { fail "start"; return; }
+    for e in $(seq 0 $((EPOCHS - 1))); do
+        # The epochs two windows share, one node through it before the
+        # other starts it: the first on the next window's plan while the
+        # other is still on the last one's (node 0 first at 3, node 1 at 6).
+        case $e in
+        3) bench 0 3 2 "$TMP/m0" && bench 1 3 2 "$TMP/m1" || fail "epoch 3" ;;
+        6) bench 1 6 2 "$TMP/m1" && bench 0 6 2 "$TMP/m0" || fail "epoch 6" ;;
+        *) epoch_on_all 2 "$e" ;;
+        esac
+        ok=0 fb=0
+        for r in 0 1; do
+            ok=$((ok + $(metric "$TMP/m$r" 'clairfs_peer_fetches_total{result="ok"}')))
+            fb=$((fb + $(metric "$TMP/m$r" 'clairfs_peer_fetches_total{result="fallback"}')))
+        done
+        echo "   epoch $e: peer fetches ok $ok, fallback $fb (both nodes, since the mount)"
+        oks="$oks $ok"
+        [ "$fb" -eq 0 ] || fail "epoch $e: $fb peer fetches fell back to the PFS"
+    done
+    # Each node planned the windows from epochs 3 and 6 itself.
+    local w3 w6
+    w3=$(grep -c "planned the window from epoch 3 " "$TMP/mpi.log")
+    w6=$(grep -c "planned the window from epoch 6 " "$TMP/mpi.log")
+    [ "$w3" -eq 2 ] && [ "$w6" -eq 2 ] ||
+        fail "windows from epoch 3 and 6 planned $w3 and $w6 times, not 2 and 2"
+    # The peers served in every window (the cumulative counts grow in the
+    # last epoch of each).
+    read -r -a okv <<<"$oks"
+    [ "${okv[1]}" -gt 0 ] && [ "${okv[4]}" -gt "${okv[3]}" ] && [ "${okv[7]}" -gt "${okv[6]}" ] ||
+        fail "the peers did not serve in every window (ok after each epoch:$oks)"
+    check "every file on every mount equals the source" compare_all 2
+    check "both nodes unmount and mpirun exits 0" stop 2
+}
+
 # expect_disagree WHAT PATTERN ARGS...: MPMD mpirun; every rank names it.
 expect_disagree() {
     local what=$1 pattern=$2 rc n
@@ -456,6 +502,7 @@ scenario_idle() {
 
 case $SCENARIO in
 idle) scenario_idle ;;
+windows) scenario_windows ;;
 placement) scenario_placement ;;
 measured) scenario_measured ;;
 files) scenario_files ;;

@@ -1,8 +1,10 @@
 /* Planning a window of epochs at a time (run_config.h): how long the window
  * is; that a window's plan holds what the whole run's plan holds about
  * those epochs, on the real torch-ddp model (the node's stream, its read
- * counts, the next use its Belady consumers see); and that the tracker of
- * the next window takes the trainer's place in the epoch the two share. */
+ * counts, the next use its Belady consumers see); that the next window's
+ * owners of the files read in the epoch two windows share are the last
+ * one's; and that the tracker of the next window takes the trainer's place
+ * in the epoch the two share. */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,6 +152,52 @@ START_TEST(windows_hold_what_the_whole_run_plan_holds)
 }
 END_TEST
 
+/* 30 000 files, 4 nodes of 2 ranks, the windows [0, e) and [e - 1, ...):
+ * planned with the first as its previous window, the second gives every
+ * file read in epoch e - 1 the first one's owner (the node or none), on
+ * every node alike; planned alone, it gives some of them another. */
+START_TEST(next_window_keeps_the_owners_of_the_shared_epoch)
+{
+    const uint64_t n = 30000;
+    uint64_t *sizes = malloc(n * sizeof(*sizes));
+    for (uint64_t i = 0; i < n; i++)
+        sizes[i] = 1000 + (i * 7919) % 5000;
+    struct cfs_run_config c;
+    make("seed=42,world=8,epochs=13,ram=4M", n, 4, 1, &c);
+    uint32_t e = cfs_run_config_plan_end(&c, sizes);
+    struct cfs_plan *first = plan_of(&c, sizes, 0, e);
+    c.start_epoch = e - 1;
+    uint32_t e2 = cfs_run_config_plan_end(&c, sizes);
+    struct cfs_plan *alone = plan_of(&c, sizes, e - 1, e2);
+    struct cfs_plan *next[2];
+    for (uint32_t k = 0; k < 2; k++) {
+        struct cfs_plan_params pp;
+        cfs_run_config_plan_params(&c, sizes, &pp);
+        pp.node = k ? 3 : 1;
+        pp.prev = first;
+        char err[256] = "";
+        ck_assert_msg(cfs_plan_create(&pp, &next[k], err, sizeof(err)) == 0, "plan: %s", err);
+    }
+    uint64_t shared = 0, moved_alone = 0;
+    for (uint32_t f = 0; f < n; f++) {
+        ck_assert_uint_eq(cfs_plan_owner(next[0], f, NULL), cfs_plan_owner(next[1], f, NULL));
+        if (cfs_plan_owner_epoch(next[0], f) != 0)
+            continue;
+        shared++;
+        ck_assert_uint_eq(cfs_plan_owner(next[0], f, NULL), cfs_plan_owner(first, f, NULL));
+        moved_alone += cfs_plan_owner(alone, f, NULL) != cfs_plan_owner(first, f, NULL);
+    }
+    ck_assert_uint_gt(shared, n / 2);
+    ck_assert_uint_gt(moved_alone, 0);
+    cfs_plan_destroy(next[0]);
+    cfs_plan_destroy(next[1]);
+    cfs_plan_destroy(alone);
+    cfs_plan_destroy(first);
+    cfs_run_config_free(&c);
+    free(sizes);
+}
+END_TEST
+
 /* The trainer half-way through epoch 3, the last of the window [0, 4): the
  * tracker of [3, 7) stands where the old one stands and predicts the rest
  * of the epoch and the next. */
@@ -213,6 +261,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, window_is_the_fewest_epochs_that_read_twice_the_capacity);
     tcase_add_test(tc, windows_hold_what_the_whole_run_plan_holds);
+    tcase_add_test(tc, next_window_keeps_the_owners_of_the_shared_epoch);
     tcase_add_test(tc, next_window_tracker_takes_the_trainers_place);
     suite_add_tcase(s, tc);
     return cfs_check_run(s);
