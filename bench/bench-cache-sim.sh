@@ -30,15 +30,10 @@ CLAIRFS=$B/clairfs BENCH=$B/clairfs-bench PFSEMU=$B/clairfs-pfsemu PLAN=$B/clair
 PY=/usr/bin/python3; [ -x $PY ] || PY=python3
 for x in "$CLAIRFS" "$BENCH" "$PFSEMU" "$PLAN"; do [ -x "$x" ] || { echo "missing $x (build first)"; exit 1; }; done
 
+bench_name=bench-cache-sim
+. "$ROOT/bench/mount_cleanup.sh"
 T=$(mktemp -d /dev/shm/clairfs-bench.XXXXXX 2>/dev/null || mktemp -d /tmp/clairfs-bench.XXXXXX)
-mounts=() pids=()
-cleanup() {
-    for m in "${mounts[@]}"; do fusermount3 -u "$m" 2>/dev/null || fusermount3 -u -z "$m" 2>/dev/null; done
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-    rm -rf "$T"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+work=$T
 
 if [ $quick = 1 ]; then classes=20; else classes=80; fi
 src=$T/data
@@ -55,7 +50,7 @@ wait_mount() { for _ in $(seq 400); do [ -e "$1/$2" ] && return 0; sleep 0.05; d
 pfs=$T/pfs
 mkdir -p "$pfs"
 "$PFSEMU" -f -o latency_open=2ms,bandwidth=200M "$src" "$pfs" >"$T/pfsemu.log" 2>&1 &
-pids+=($!) mounts+=("$pfs")
+pids+=($!) mnts+=("$pfs")
 wait_mount "$pfs" "$(ls "$src" | head -1)" || { echo "pfsemu failed"; exit 1; }
 cat "$src"/*/* >/dev/null
 
@@ -77,7 +72,7 @@ run_mount() { # run_mount LABEL OPTS
     local mnt=$T/mnt-$1
     mkdir -p "$mnt"
     "$CLAIRFS" -f -o "$2" "$pfs" "$mnt" >>"$T/clairfs.log" 2>&1 &
-    pids+=($!) mounts+=("$mnt")
+    pids+=($!) mnts+=("$mnt")
     wait_mount "$mnt" .clairfs/ready || { echo "mount $1 failed"; tail "$T/clairfs.log"; exit 1; }
     epochs "$1" "$mnt"
     fusermount3 -u "$mnt"
