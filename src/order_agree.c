@@ -182,10 +182,6 @@ void cfs_order_agree_decide(const struct cfs_order_claim *claims, const bool *ha
         if (claims[i].epoch > out->from_epoch)
             out->from_epoch = (uint32_t)claims[i].epoch;
     }
-    /* a refinement is claimed in an epoch some node has begun on the older
-     * plan: every node changes plan at the next one, together */
-    if (out->generation > 0)
-        out->from_epoch++;
 }
 
 static void describe_claim(const struct cfs_order_claim *c, char *buf, size_t len)

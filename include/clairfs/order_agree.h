@@ -56,7 +56,9 @@
  * they do not.  Until every node has claimed the newest generation, the
  * decision waits and every node keeps the plan it had (never half the
  * nodes on the new one); then every node adopts it from the latest epoch
- * any node claimed plus one, an epoch none has begun.  A refusal
+ * any node claimed, as the first claim (the adoption replays each node's
+ * opens into that epoch: a plan from the epoch after would put a node
+ * still in epoch 1 at epoch 2's start, every open a miss).  A refusal
  * contradicts: every node drops the plan it had adopted (the drop
  * callback) and stays a reactive cache.  A node that dies meanwhile
  * leaves the others on the older plan.

@@ -10,7 +10,7 @@
  * verified by the head and agreed, as the head alone would have found it;
  * a refinement (drop_last, persistent workers, detectron2's stream seen at
  * epoch 1) that waits for every node's check and is then adopted by all
- * from the next epoch, refused by one node's opens (every node drops the
+ * from the latest epoch claimed, refused by one node's opens (every node drops the
  * plan), or unanswered by a dead node (every node keeps the older plan). */
 #include <check.h>
 #include <errno.h>
@@ -140,8 +140,9 @@ END_TEST
 
 /* The head claims at epoch 0, before drop_last shows; at epoch 1 it claims
  * the refinement.  Until node 1 claims it too the nodes wait on the older
- * plan (no contradiction); then every node plans it from epoch 2. */
-START_TEST(a_refinement_waits_for_every_node_then_agrees_from_the_next_epoch)
+ * plan (no contradiction); then every node plans it from epoch 1, the
+ * latest claimed. */
+START_TEST(a_refinement_waits_for_every_node_then_agrees)
 {
     struct table t = {0};
     struct cfs_identified head = ddp(5, 4, 0, 2, 0), second = ddp(5, 4, 2, 2, 0);
@@ -164,9 +165,9 @@ START_TEST(a_refinement_waits_for_every_node_then_agrees_from_the_next_epoch)
     claim(&t, 1, &second, "");
     t.c[1].generation = 1;
     ck_assert_int_eq(decide(&t, 2), CFS_ORDER_AGREED);
-    ck_assert_uint_eq(t.d.from_epoch, 2); /* the latest epoch claimed, plus one */
+    ck_assert_uint_eq(t.d.from_epoch, 1); /* the latest epoch claimed */
     ck_assert_str_eq(t.text, "nodes 0-1 agree: torch-ddp seed=5 world=4 batch=8 drop_last "
-                             "persistent_workers (refinement 1), planned from epoch 2");
+                             "persistent_workers (refinement 1), planned from epoch 1");
     /* torch-ddp seen as detectron2's stream is a refinement too */
     struct table u = {0};
     struct cfs_identified d2 = ddp(5, 4, 0, 2, 1), old = ddp(5, 4, 2, 2, 0);
@@ -445,7 +446,7 @@ END_TEST
 
 /* Two nodes agreed at epoch 0; node 0 refines at epoch 1.  Node 1 is
  * asked to check it although it identified, and every node keeps the
- * older plan until node 1 claims it too; then both adopt from epoch 2. */
+ * older plan until node 1 claims it too; then both adopt from epoch 1. */
 START_TEST(a_refinement_is_checked_by_every_node_and_adopted_together)
 {
     struct cluster cl;
@@ -471,12 +472,12 @@ START_TEST(a_refinement_is_checked_by_every_node_and_adopted_together)
     ck_assert(wait_count(&cl, &n[0].adopts, 2));
     ck_assert(wait_count(&cl, &n[1].adopts, 2));
     for (int i = 0; i < 2; i++) {
-        ck_assert_uint_eq(n[i].from_epoch, 2);
+        ck_assert_uint_eq(n[i].from_epoch, 1);
         ck_assert_uint_eq(n[i].ranks[1].first, 2);
     }
     ck_assert_int_eq(cfs_order_agree_state(n[1].a, text, sizeof(text)), CFS_ORDER_AGREED);
     ck_assert_str_eq(text, "nodes 0-1 agree: torch-ddp seed=17 world=4 batch=8 drop_last "
-                           "(refinement 1), planned from epoch 2");
+                           "(refinement 1), planned from epoch 1");
     cluster_stop(&cl);
     ck_assert_int_eq(n[0].adopts + n[1].adopts, 4);
     ck_assert_int_eq(n[0].drops + n[1].drops, 0);
@@ -838,7 +839,7 @@ static Suite *order_agree_suite(void)
     tcase_add_test(t, every_node_must_claim_and_the_ranks_cover_the_world);
     tcase_add_test(t, four_nodes_of_world_8);
     tcase_add_test(t, two_jobs_never_agree);
-    tcase_add_test(t, a_refinement_waits_for_every_node_then_agrees_from_the_next_epoch);
+    tcase_add_test(t, a_refinement_waits_for_every_node_then_agrees);
     suite_add_tcase(s, t);
     TCase *m = tcase_create("nodes");
     tcase_add_test(m, a_claim_becomes_the_others_hint_then_every_node_adopts);
