@@ -207,6 +207,7 @@ void cfs_identify_restart(struct cfs_identify *id)
     pthread_mutex_unlock(&id->lock);
 }
 
+<<<<<<< HEAD
 /* Under the lock: what a late hint or late orders change is tried on the
  * opens so far, at once (the running attempt cancelled), or at the first
  * attempt's opens. */
@@ -221,12 +222,27 @@ static void rescan_now(struct cfs_identify *id)
     } else {
         id->next_attempt = IDENT_MIN_OPENS;
     }
+=======
+/* Does hint tell the order identified (r) better: the same seed, world and
+ * batch, and drop_last, persistent workers or detectron2's stream where r
+ * has torch-ddp's (another node saw them at its epoch 1)? */
+static bool hint_refines(const struct cfs_sampler_params *r, const struct cfs_sampler_params *hint)
+{
+    bool family = hint->kind == r->kind ||
+                  (r->kind == CFS_SAMPLER_TORCH_DDP && hint->kind == CFS_SAMPLER_DETECTRON2);
+    bool differs = hint->kind != r->kind || hint->drop_last != r->drop_last ||
+                   hint->drop_last_batch != r->drop_last_batch ||
+                   hint->persistent_workers != r->persistent_workers;
+    return family && differs && (uint32_t)hint->seed == (uint32_t)r->seed &&
+           hint->world == r->world && hint->batch == r->batch;
+>>>>>>> mpirefine
 }
 
 void cfs_identify_take_hint(struct cfs_identify *id, const struct cfs_sampler_params *hint)
 {
     pthread_mutex_lock(&id->lock);
-    if (id->state != CFS_IDENTIFY_IDENTIFIED && hint->n == id->p.n) {
+    bool learning = id->state != CFS_IDENTIFY_IDENTIFIED;
+    if ((learning || hint_refines(&id->result.sampler, hint)) && hint->n == id->p.n) {
         id->late_hint = *hint;
         id->late_hint.list_path = NULL;
         id->late_hint_pending = true;

@@ -709,6 +709,8 @@ static int start_agreement(struct daemon *d)
         .nodes = (uint32_t)d->nodes,
         .send = agreement_send,
         .hint = agreed_hint,
+        /* an identified module takes a refinement as a hint, checked at once */
+        .refine = agreed_hint,
         .adopt = agreed_adopt,
         .scan_share = agreed_scan_share,
         .passed = agreed_passed,

@@ -68,6 +68,16 @@ bool cfs_order_claims_alike(const struct cfs_order_claim *a, const struct cfs_or
            a->persistent_workers == b->persistent_workers && strcmp(a->root, b->root) == 0;
 }
 
+bool cfs_order_claim_refines(const struct cfs_order_claim *newer,
+                             const struct cfs_order_claim *older)
+{
+    bool family = newer->kind == older->kind ||
+                  (older->kind == CFS_SAMPLER_TORCH_DDP && newer->kind == CFS_SAMPLER_DETECTRON2);
+    return family && (uint32_t)newer->seed == (uint32_t)older->seed && newer->n == older->n &&
+           newer->world == older->world && newer->batch == older->batch &&
+           strcmp(newer->root, older->root) == 0 && !cfs_order_claims_alike(newer, older);
+}
+
 /* Do the claims' ranks cover [0, world) once?  -1: they overlap (or pass
  * the world); 0: some rank is missing; 1: exactly. */
 static int ranks_cover(const struct cfs_order_claim *claims, uint32_t nodes, uint64_t world)
@@ -88,16 +98,58 @@ static int ranks_cover(const struct cfs_order_claim *claims, uint32_t nodes, uin
     return covered == world ? 1 : 0;
 }
 
+/* The decision over the claims of the newest generation: a refusal of it
+ * contradicts, an older claim it refines waits for its node's check. */
+static bool decide_generations(const struct cfs_order_claim *claims, const bool *have,
+                               uint32_t nodes, struct cfs_order_decision *out)
+{
+    int newest = -1;
+    for (uint32_t i = 0; i < nodes; i++)
+        if (have[i] && !claims[i].refused &&
+            (newest < 0 || claims[i].generation > claims[newest].generation))
+            newest = (int)i;
+    for (uint32_t i = 0; i < nodes; i++)
+        if (have[i] && (newest < 0 || claims[i].generation >= claims[newest].generation))
+            out->generation = (uint32_t)claims[i].generation;
+    for (uint32_t i = 0; i < nodes && newest >= 0; i++) {
+        const struct cfs_order_claim *c = &claims[i];
+        if (!have[i] || c->generation > out->generation)
+            continue;
+        if (c->refused && c->generation == out->generation) {
+            out->state = CFS_ORDER_CONTRADICTED;
+            out->refused = true;
+            out->first_differing = i;
+            out->differs_from = (uint32_t)newest;
+            return true;
+        }
+        if (c->generation < out->generation) {
+            if (!cfs_order_claim_refines(&claims[newest], c) &&
+                !cfs_order_claims_alike(&claims[newest], c)) {
+                out->state = CFS_ORDER_CONTRADICTED;
+                out->first_differing = i;
+                out->differs_from = (uint32_t)newest;
+                return true;
+            }
+            out->refining++;
+        }
+    }
+    return false;
+}
+
 void cfs_order_agree_decide(const struct cfs_order_claim *claims, const bool *have, uint32_t nodes,
                             struct cfs_rank_range *node_ranks, struct cfs_order_decision *out)
 {
     memset(out, 0, sizeof(*out));
+    if (decide_generations(claims, have, nodes, out))
+        return;
     int first = -1;
     for (uint32_t i = 0; i < nodes; i++) {
         if (!have[i]) {
             out->missing++;
             continue;
         }
+        if (claims[i].generation < out->generation)
+            continue; /* counted in refining */
         if (first < 0) {
             first = (int)i;
         } else if (!cfs_order_claims_alike(&claims[first], &claims[i])) {
@@ -107,7 +159,7 @@ void cfs_order_agree_decide(const struct cfs_order_claim *claims, const bool *ha
             return;
         }
     }
-    if (out->missing) {
+    if (out->missing || out->refining) {
         out->state = CFS_ORDER_WAITING;
         return;
     }
@@ -134,11 +186,12 @@ void cfs_order_agree_decide(const struct cfs_order_claim *claims, const bool *ha
 
 static void describe_claim(const struct cfs_order_claim *c, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s%s%s seed=%" PRIu32 " world=%" PRIu64 " batch=%" PRIu64 "%s%s",
+    snprintf(buf, len, "%s%s%s seed=%" PRIu32 " world=%" PRIu64 " batch=%" PRIu64 "%s%s%s",
              c->root[0] ? c->root : "", c->root[0] ? ": " : "",
              cfs_sampler_kind_name((enum cfs_sampler_kind)c->kind), (uint32_t)c->seed, c->world,
              c->batch, c->drop_last ? " drop_last" : "",
-             c->drop_last_batch ? " drop_last_batch" : "");
+             c->drop_last_batch ? " drop_last_batch" : "",
+             c->persistent_workers ? " persistent_workers" : "");
 }
 
 void cfs_order_agree_describe(const struct cfs_order_claim *claims, const bool *have,
@@ -152,13 +205,22 @@ void cfs_order_agree_describe(const struct cfs_order_claim *claims, const bool *
     switch (d->state) {
     case CFS_ORDER_AGREED:
         describe_claim(&claims[0], a, sizeof(a));
-        snprintf(buf, len, "nodes 0-%u agree: %s, planned from epoch %u", nodes - 1, a,
-                 d->from_epoch);
+        if (d->generation)
+            snprintf(buf, len, "nodes 0-%u agree: %s (refinement %u), planned from epoch %u",
+                     nodes - 1, a, d->generation, d->from_epoch);
+        else
+            snprintf(buf, len, "nodes 0-%u agree: %s, planned from epoch %u", nodes - 1, a,
+                     d->from_epoch);
         return;
     case CFS_ORDER_CONTRADICTED:
         describe_claim(&claims[d->first_differing], a, sizeof(a));
         describe_claim(&claims[d->differs_from], b, sizeof(b));
-        if (d->first_differing == d->differs_from)
+        if (d->refused)
+            snprintf(buf, len,
+                     "node %u's opens contradict node %u's refinement %u: %s; every node stays a "
+                     "reactive cache",
+                     d->first_differing, d->differs_from, d->generation, b);
+        else if (d->first_differing == d->differs_from)
             snprintf(buf, len, "the nodes' ranks overlap (%s); every node stays a reactive cache",
                      a);
         else
@@ -175,7 +237,17 @@ void cfs_order_agree_describe(const struct cfs_order_claim *claims, const bool *
         return;
     }
     describe_claim(&claims[any], a, sizeof(a));
-    if (d->missing)
+    if (d->refining) {
+        uint32_t newest = any;
+        for (uint32_t i = 0; i < nodes; i++)
+            if (have[i] && claims[i].generation == d->generation)
+                newest = i;
+        describe_claim(&claims[newest], a, sizeof(a));
+        snprintf(buf, len,
+                 "refining: %u of %u nodes checking node %u's refinement %u (%s); no node "
+                 "changes its plan yet",
+                 d->refining, nodes, newest, d->generation, a);
+    } else if (d->missing)
         snprintf(buf, len, "waiting for %u of %u nodes (node %u: %s)", d->missing, nodes, any, a);
     else
         snprintf(buf, len, "waiting for every rank of world %" PRIu64 " (node %u: %s)",
@@ -207,6 +279,10 @@ struct cfs_order_agree {
     bool hint_owed;            /* a claim came while this node had none */
     struct cfs_order_claim hint_claim;
     uint32_t hint_src;
+    bool refine_owed;  /* a node refined the order this node claimed */
+    bool refine_heard; /* refine_claim is the newest refinement heard */
+    struct cfs_order_claim refine_claim;
+    uint32_t refine_src;
     bool adopted; /* the last agreement acted on */
     struct cfs_order_claim adopted_claim;
     uint32_t adopted_from;
@@ -254,6 +330,13 @@ static void act(struct cfs_order_agree *a)
     struct cfs_order_claim hc = a->hint_claim;
     uint32_t hsrc = a->hint_src;
     a->hint_owed = false;
+    bool refine = a->refine_owed && a->have[a->p.node];
+    struct cfs_order_claim rc = a->refine_claim;
+    uint32_t rsrc = a->refine_src;
+    a->refine_owed = false;
+    bool drop = d.state == CFS_ORDER_CONTRADICTED && a->adopted;
+    if (drop)
+        a->adopted = false;
     /* once per agreement: a claim refined (a rank seen later) is a new one */
     bool adopt = d.state == CFS_ORDER_AGREED &&
                  !(a->adopted && a->adopted_from == d.from_epoch &&
@@ -287,6 +370,20 @@ static void act(struct cfs_order_agree *a)
                  hsrc, cfs_sampler_kind_name(sp.kind), (uint32_t)sp.seed, sp.world);
         a->p.hint(a->p.arg, hc.root, &sp);
     }
+    void (*check)(void *, const char *, const struct cfs_sampler_params *) =
+        a->p.refine ? a->p.refine : a->p.hint;
+    if (refine && check) {
+        struct cfs_sampler_params sp;
+        cfs_order_claim_sampler(&rc, &sp);
+        char what[200];
+        describe_claim(&rc, what, sizeof(what));
+        cfs_info("order: node %u refined the order to %s (refinement %" PRIu64
+                 "); checking it against this node's opens",
+                 rsrc, what, rc.generation);
+        check(a->p.arg, rc.root, &sp);
+    }
+    if (drop && a->p.drop)
+        a->p.drop(a->p.arg, root);
     if (ranks && a->p.adopt)
         a->p.adopt(a->p.arg, root, ctx, &mine, ranks, d.from_epoch);
     free(ranks);
@@ -409,6 +506,32 @@ void cfs_order_agree_destroy(struct cfs_order_agree *a)
     free_agree(a);
 }
 
+/* Under mu: the generation of this node's new claim c.  Alike a claim
+ * heard (or its own last): that one's, a refinement checked; a refinement
+ * of its own last: one past the newest heard, a new one to check. */
+static uint64_t claim_generation(const struct cfs_order_agree *a, const struct cfs_order_claim *c)
+{
+    const struct cfs_order_claim *own = &a->claims[a->p.node];
+    bool had = a->have[a->p.node];
+    uint64_t alike = 0, newest = 0;
+    bool any_alike = false;
+    for (uint32_t i = 0; i < a->p.nodes; i++) {
+        if (!a->have[i] || a->claims[i].refused)
+            continue;
+        if (a->claims[i].generation > newest)
+            newest = a->claims[i].generation;
+        if (cfs_order_claims_alike(&a->claims[i], c) && a->claims[i].generation >= alike) {
+            alike = a->claims[i].generation;
+            any_alike = true;
+        }
+    }
+    if (any_alike)
+        return alike;
+    if (had && cfs_order_claim_refines(c, own))
+        return newest + 1;
+    return had ? own->generation : 0;
+}
+
 void cfs_order_agree_local(struct cfs_order_agree *a, const char *root, const void *ctx,
                            const struct cfs_identified *id)
 {
@@ -417,6 +540,7 @@ void cfs_order_agree_local(struct cfs_order_agree *a, const char *root, const vo
     struct cfs_order_claim c;
     cfs_order_claim_of(id, root, &c);
     pthread_mutex_lock(&a->mu);
+    c.generation = claim_generation(a, &c);
     a->claims[a->p.node] = c;
     a->have[a->p.node] = true;
     a->mine = *id;
@@ -512,7 +636,7 @@ void cfs_order_agree_receive(struct cfs_order_agree *a, uint32_t src, const void
         len != sizeof(c))
         return;
     memcpy(&c, msg, sizeof(c));
-    if (c.magic != CFS_ORDER_CLAIM_MAGIC || c.world == 0 || c.n == 0 ||
+    if (c.magic != CFS_ORDER_CLAIM_MAGIC || c.world == 0 || c.n == 0 || c.refused > 1 ||
         memchr(c.root, '\0', sizeof(c.root)) == NULL)
         return;
     pthread_mutex_lock(&a->mu);
@@ -526,11 +650,33 @@ void cfs_order_agree_receive(struct cfs_order_agree *a, uint32_t src, const void
         a->hint_owed = true;
         a->hint_claim = c;
         a->hint_src = src;
+    } else if (!c.refused && c.generation > mine.generation && cfs_order_claim_refines(&c, &mine)) {
+        a->refine_owed = a->refine_heard = true;
+        a->refine_claim = c;
+        a->refine_src = src;
     }
     changed(a);
     pthread_mutex_unlock(&a->mu);
     if (answer && a->p.send)
         a->p.send(a->p.arg, src, &mine, sizeof(mine));
+}
+
+void cfs_order_agree_refuse(struct cfs_order_agree *a, const char *root)
+{
+    pthread_mutex_lock(&a->mu);
+    struct cfs_order_claim c = a->refine_claim, mine = a->claims[a->p.node];
+    bool ok = a->refine_heard && a->have[a->p.node] && strcmp(c.root, root ? root : "") == 0;
+    if (ok) {
+        /* the refinement refused, with this node's own ranks and epoch */
+        c.refused = 1;
+        c.rank_first = mine.rank_first, c.rank_count = mine.rank_count, c.epoch = mine.epoch;
+        a->claims[a->p.node] = c;
+        changed(a);
+    }
+    pthread_mutex_unlock(&a->mu);
+    for (uint32_t d = 0; ok && d < a->p.nodes; d++)
+        if (d != a->p.node && a->p.send)
+            a->p.send(a->p.arg, d, &c, sizeof(c));
 }
 
 enum cfs_order_agreement cfs_order_agree_state(struct cfs_order_agree *a, char *buf, size_t len)

@@ -252,7 +252,11 @@ void cfs_identify_restart(struct cfs_identify *id);
  * taken as a registered seed is (checked, never trusted) from the next
  * attempt on, which comes at once over the opens observed so far (none is
  * forgotten).  Ignored once this module has identified an order (the nodes
- * compare theirs) or when its n is not the module's.  Any thread. */
+ * compare theirs), unless it refines that order (the same seed, world and
+ * batch; drop_last, persistent workers or detectron2's stream where this
+ * module has torch-ddp's: another node saw them at epoch 1's start), which
+ * is checked at once over the opens so far; ignored when its n is not the
+ * module's.  Any thread. */
 void cfs_identify_take_hint(struct cfs_identify *id, const struct cfs_sampler_params *hint);
 
 /* Candidate index orders (params.orders, names, count of them) that come

@@ -42,6 +42,27 @@
  * hears from another for the first time answers with its own claim: a
  * claim lost on its way comes back with the other node's first one.
  *
+ * Refinements.  The head node claims during epoch 0, before its opens can
+ * show drop_last, persistent workers or detectron2's stream (they show at
+ * epoch 1's start), and claims again when they do.  Had the new claim to
+ * match every other node's at once, it would read as a contradiction until
+ * each node refined on its own.  So a claim carries a generation: a claim
+ * alike in kind family, seed, n, world, batch and root that differs only
+ * in drop_last, drop_last_batch, persistent_workers or torch-ddp becoming
+ * detectron2 (cfs_order_claim_refines) is the next generation.  Every node
+ * that claimed the older one is given it to check (the refine callback: a
+ * hint its identification takes although it has identified) and claims it
+ * again when its opens fit, or refuses it (cfs_order_agree_refuse) when
+ * they do not.  Until every node has claimed the newest generation, the
+ * decision waits and every node keeps the plan it had (never half the
+ * nodes on the new one); then every node adopts it from the latest epoch
+ * any node claimed, as the first claim (the adoption replays each node's
+ * opens into that epoch: a plan from the epoch after would put a node
+ * still in epoch 1 at epoch 2's start, every open a miss).  A refusal
+ * contradicts: every node drops the plan it had adopted (the drop
+ * callback) and stays a reactive cache.  A node that dies meanwhile
+ * leaves the others on the older plan.
+ *
  * The split seed scan.  The head node alone can filter the seed space,
  * but any node can scan a share of it with the head's two sets
  * (identify.h, "The seed scan split across the nodes"): the head sends
@@ -68,7 +89,7 @@
 #include "clairfs/identify.h"
 #include "clairfs/plan.h"
 
-#define CFS_ORDER_CLAIM_MAGIC 0x636c61696d763031ull /* "claimv01" */
+#define CFS_ORDER_CLAIM_MAGIC 0x636c61696d763032ull /* "claimv02" */
 #define CFS_ORDER_ROOT_MAX 120
 
 /* One node's claim, as sent: fixed-size, raw bytes. */
@@ -77,6 +98,14 @@ struct cfs_order_claim {
     uint64_t kind, seed, n, world, batch;
     uint64_t drop_last, drop_last_batch, persistent_workers;
     uint64_t epoch, rank_first, rank_count;
+    /* 0 for the first order claimed; one more at each refinement (the same
+     * order told better: drop_last, persistent workers, detectron2's
+     * stream), so that an older claim waits for its node's check of the
+     * newer one rather than contradicting it */
+    uint64_t generation;
+    /* 1: this node's opens contradict the claim of this generation (the
+     * other fields are that claim's, the ranks this node's) */
+    uint64_t refused;
     char root[CFS_ORDER_ROOT_MAX]; /* the dataset root ("" the mount's own), NUL-terminated */
 };
 
@@ -110,6 +139,9 @@ struct cfs_order_decision {
     uint32_t first_differing;          /* CONTRADICTED: a node whose claim differs from... */
     uint32_t differs_from;             /* ...this one's */
     uint32_t missing;                  /* WAITING: nodes without a claim */
+    uint32_t generation;               /* the newest generation claimed */
+    uint32_t refining;                 /* WAITING: nodes whose claim is an older generation */
+    bool refused;                      /* CONTRADICTED: first_differing refused it */
 };
 
 /* The claim of an identification (root "" for the mount's own order). */
@@ -117,8 +149,14 @@ void cfs_order_claim_of(const struct cfs_identified *id, const char *root,
                         struct cfs_order_claim *out);
 /* The sampler a claim names (a hint with a seed). */
 void cfs_order_claim_sampler(const struct cfs_order_claim *c, struct cfs_sampler_params *out);
-/* Whether a and b name one order (everything but the epoch and the ranks). */
+/* Whether a and b name one order (everything but the epoch, the ranks and
+ * the generation). */
 bool cfs_order_claims_alike(const struct cfs_order_claim *a, const struct cfs_order_claim *b);
+/* Whether newer tells older's order better: one kind family (torch-ddp may
+ * become detectron2), seed, n, world, batch and root, and a difference in
+ * drop_last, drop_last_batch, persistent_workers or that kind only. */
+bool cfs_order_claim_refines(const struct cfs_order_claim *newer,
+                             const struct cfs_order_claim *older);
 
 /* The decision over claims[0..nodes) (have[i]: node i claimed), node_ranks
  * an array of nodes entries the caller gives (filled when AGREED). */
@@ -139,6 +177,14 @@ struct cfs_order_agree_params {
     int (*send)(void *arg, uint32_t dest, const void *msg, size_t len);
     /* Another node's order, for root, as a hint to this node's identification. */
     void (*hint)(void *arg, const char *root, const struct cfs_sampler_params *hint);
+    /* Another node refined the order this node claimed: check hint against
+     * this node's opens although it has identified, and claim it again
+     * (cfs_order_agree_local) or refuse it (cfs_order_agree_refuse).  NULL:
+     * the hint callback. */
+    void (*refine)(void *arg, const char *root, const struct cfs_sampler_params *hint);
+    /* An order adopted before no longer holds for every node (a refinement
+     * one node refused): back to reactive caching.  NULL: nothing. */
+    void (*drop)(void *arg, const char *root);
     /* Every node agreed: adopt this node's identification (ctx as given to
      * cfs_order_agree_local) with every node's ranks, from from_epoch. */
     void (*adopt)(void *arg, const char *root, const void *ctx, const struct cfs_identified *mine,
@@ -172,6 +218,9 @@ void cfs_order_agree_destroy(struct cfs_order_agree *a);
  * One epoch's order (epoch_seed_only) is no claim: it says one epoch. */
 void cfs_order_agree_local(struct cfs_order_agree *a, const char *root, const void *ctx,
                            const struct cfs_identified *id);
+/* This node's opens contradict the newest refinement heard for root: said
+ * to every node, which all fall back to reactive caching together. */
+void cfs_order_agree_refuse(struct cfs_order_agree *a, const char *root);
 /* A message from node src (the peer thread).  Bad bytes are dropped. */
 void cfs_order_agree_receive(struct cfs_order_agree *a, uint32_t src, const void *msg, size_t len);
 /* This node holds the head of root's order: s goes to every other node,

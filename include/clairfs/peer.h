@@ -162,8 +162,9 @@ struct cfs_peer_agreement {
     uint64_t no_peers;      /* a node without peers would never answer the others */
 };
 /* 2: the agreement has repetitions; 3: NOTE messages; 4: the split seed
- * scan's notes (order_agree.h) */
-#define CFS_PEER_PROTOCOL 4
+ * scan's notes (order_agree.h); 5: a claim's refinement generation and
+ * refusal */
+#define CFS_PEER_PROTOCOL 5
 
 /* The helpers (cfs_peer_agreement_from_config, _compare, cfs_peer_config_hash)
  * are declared with the rest of the API below. */

@@ -7,6 +7,11 @@
 # their mount says identified (at most CLAIRFS_IDENTIFY_PAUSE s, 60 here).
 #   nodes2  2 nodes, one trainer of world 4: ranks 0-1 read node 0's mount,
 #           2-3 node 1's (the block torchrun --nnodes 2 gives)
+#   nodes2persistent  nodes2 with persistent DataLoader workers: epoch 0
+#           cannot show them, epoch 1's start does; the head node claims the
+#           order refined, node 1 checks it against its own opens, and both
+#           adopt the refinement ("nodes 0-1 agree: torch-ddp seed=17 world=4
+#           batch=8 persistent_workers (refinement 1), planned from epoch 1")
 #   nodes2one  2 nodes, one trainer of world 2: one rank a node (node 0's
 #           readers never open randperm[1]: the scan's second stride)
 #   nodes4  4 nodes, one trainer of world 8, 2 ranks a node
@@ -44,6 +49,7 @@ MPI_COMMON="--oversubscribe --mca pml ob1 --mca btl self,vader --mca oob_tcp_if_
 SEED=17
 case $SCENARIO in
 nodes2 | compare) NODES=2 WORLD=4 JOBS=1 ;;
+nodes2persistent) NODES=2 WORLD=4 JOBS=1 PERSISTENT=--persistent ;;
 nodes2one) NODES=2 WORLD=2 JOBS=1 ;;
 nodes4) NODES=4 WORLD=8 JOBS=1 ;;
 nodes8) NODES=8 WORLD=16 JOBS=1 ;; # by hand: 8 daemons, 16 ranks, 32 workers
@@ -51,6 +57,7 @@ jobs) NODES=2 WORLD=2 JOBS=2 PAUSE=5 ;; # nothing to wait for: no node adopts
 *) echo "unknown scenario $SCENARIO"; exit 2 ;;
 esac
 MPIPID=
+PERSISTENT=${PERSISTENT:-}
 
 mpi_cleanup() {
     cfs_mpi_stop
@@ -104,7 +111,7 @@ trainers() {
             timeout 600 "$TORCH_PY" "$TRAINER" --data "$TMP/m$node" --src "$src" \
                 --kind torch-ddp --seed $((SEED + 100000 * j)) --world $WORLD --rank "$r" \
                 --epochs $EPOCHS --batch $BATCH --workers $WORKERS --pause "$PAUSE" \
-                --port "$port" --snapshot "$TMP/snap.job$j.rank$r" --log "$TMP/job$j.rank$r.log" &
+                $PERSISTENT --port "$port" --snapshot "$TMP/snap.job$j.rank$r" --log "$TMP/job$j.rank$r.log" &
             pids+=($!)
             cfs_pids+=($!)
         done
@@ -174,6 +181,14 @@ if [ "$JOBS" = 1 ]; then
     check "the nodes agree on the trainer's order" \
         grep -q "nodes 0-$((NODES - 1)) agree: torch-ddp seed=$SEED world=$WORLD batch=$BATCH" \
         "$TMP/mpi.log"
+    if [ -n "$PERSISTENT" ]; then
+        check "the nodes agree on the refinement epoch 1 shows, from epoch 1" \
+            grep -q "nodes 0-1 agree: torch-ddp seed=$SEED world=$WORLD batch=$BATCH persistent_workers (refinement 1), planned from epoch 1" \
+            "$TMP/mpi.log"
+        check "a node was asked to check the other's refinement" \
+            grep -q "order: node [01] refined the order to torch-ddp seed=$SEED world=$WORLD batch=$BATCH persistent_workers (refinement 1)" \
+            "$TMP/mpi.log"
+    fi
 else
     check "the nodes say they disagree" \
         grep -q "node 1 contradicts node 0: torch-ddp seed=$((SEED + 100000))" "$TMP/mpi.log"

@@ -7,7 +7,11 @@
  * claimed; a node that never claims (a dead peer) leaves the others
  * waiting, never hanging; a claim lost on its way is answered again; the
  * seed scan split across two nodes: a seed in node 1's share found there,
- * verified by the head and agreed, as the head alone would have found it. */
+ * verified by the head and agreed, as the head alone would have found it;
+ * a refinement (drop_last, persistent workers, detectron2's stream seen at
+ * epoch 1) that waits for every node's check and is then adopted by all
+ * from the latest epoch claimed, refused by one node's opens (every node drops the
+ * plan), or unanswered by a dead node (every node keeps the older plan). */
 #include <check.h>
 #include <errno.h>
 #include <pthread.h>
@@ -134,6 +138,66 @@ START_TEST(two_jobs_never_agree)
 }
 END_TEST
 
+/* The head claims at epoch 0, before drop_last shows; at epoch 1 it claims
+ * the refinement.  Until node 1 claims it too the nodes wait on the older
+ * plan (no contradiction); then every node plans it from epoch 1, the
+ * latest claimed. */
+START_TEST(a_refinement_waits_for_every_node_then_agrees)
+{
+    struct table t = {0};
+    struct cfs_identified head = ddp(5, 4, 0, 2, 0), second = ddp(5, 4, 2, 2, 0);
+    claim(&t, 0, &head, "");
+    claim(&t, 1, &second, "");
+    ck_assert_int_eq(decide(&t, 2), CFS_ORDER_AGREED);
+    ck_assert_uint_eq(t.d.generation, 0);
+    ck_assert_uint_eq(t.d.from_epoch, 0);
+    head.sampler.drop_last = head.sampler.persistent_workers = true, head.epoch = 1;
+    claim(&t, 0, &head, "");
+    t.c[0].generation = 1;
+    ck_assert(cfs_order_claim_refines(&t.c[0], &t.c[1]));
+    ck_assert(!cfs_order_claim_refines(&t.c[1], &t.c[1]));
+    ck_assert_int_eq(decide(&t, 2), CFS_ORDER_WAITING);
+    ck_assert_uint_eq(t.d.refining, 1);
+    ck_assert_str_eq(t.text, "refining: 1 of 2 nodes checking node 0's refinement 1 (torch-ddp "
+                             "seed=5 world=4 batch=8 drop_last persistent_workers); no node "
+                             "changes its plan yet");
+    second.sampler.drop_last = second.sampler.persistent_workers = true, second.epoch = 1;
+    claim(&t, 1, &second, "");
+    t.c[1].generation = 1;
+    ck_assert_int_eq(decide(&t, 2), CFS_ORDER_AGREED);
+    ck_assert_uint_eq(t.d.from_epoch, 1); /* the latest epoch claimed */
+    ck_assert_str_eq(t.text, "nodes 0-1 agree: torch-ddp seed=5 world=4 batch=8 drop_last "
+                             "persistent_workers (refinement 1), planned from epoch 1");
+    /* torch-ddp seen as detectron2's stream is a refinement too */
+    struct table u = {0};
+    struct cfs_identified d2 = ddp(5, 4, 0, 2, 1), old = ddp(5, 4, 2, 2, 0);
+    d2.sampler.kind = CFS_SAMPLER_DETECTRON2;
+    claim(&u, 0, &d2, "");
+    claim(&u, 1, &old, "");
+    u.c[0].generation = 1;
+    ck_assert_int_eq(decide(&u, 2), CFS_ORDER_WAITING);
+    ck_assert_uint_eq(u.d.refining, 1);
+    /* ...but not the other way, nor another seed, world or batch */
+    u.c[0] = u.c[1], u.c[1] = t.c[0];
+    u.c[1].kind = CFS_SAMPLER_DETECTRON2, u.c[1].generation = 0, u.c[0].generation = 1;
+    ck_assert(!cfs_order_claim_refines(&u.c[0], &u.c[1]));
+    ck_assert_int_eq(decide(&u, 2), CFS_ORDER_CONTRADICTED);
+    u.c[0] = t.c[0], u.c[1] = t.c[1], u.c[1].generation = 0, u.c[0].batch = 16;
+    ck_assert_int_eq(decide(&u, 2), CFS_ORDER_CONTRADICTED);
+    ck_assert_str_eq(u.text, "node 1 contradicts node 0: torch-ddp seed=5 world=4 batch=8 "
+                             "drop_last persistent_workers against torch-ddp seed=5 world=4 "
+                             "batch=16 drop_last persistent_workers; every node stays a reactive "
+                             "cache");
+    /* a node whose opens refuse the refinement: no node plans */
+    u.c[0] = t.c[0], u.c[1] = t.c[0], u.c[1].refused = 1, u.c[1].rank_first = 2;
+    ck_assert_int_eq(decide(&u, 2), CFS_ORDER_CONTRADICTED);
+    ck_assert(u.d.refused);
+    ck_assert_str_eq(u.text, "node 1's opens contradict node 0's refinement 1: torch-ddp seed=5 "
+                             "world=4 batch=8 drop_last persistent_workers; every node stays a "
+                             "reactive cache");
+}
+END_TEST
+
 /* --- The module, nodes wired by a fake transport. --- */
 
 #define NODES_MAX 4
@@ -151,7 +215,7 @@ struct node {
     struct cluster *cl;
     uint32_t node;
     struct cfs_order_agree *a;
-    int hints, adopts;
+    int hints, adopts, refines, drops;
     struct cfs_sampler_params hint;
     char hint_root[CFS_ORDER_ROOT_MAX];
     struct cfs_rank_range ranks[NODES_MAX];
@@ -196,6 +260,27 @@ static void fake_adopt(void *arg, const char *root, const void *ctx,
     memcpy(n->ranks, ranks, n->cl->nodes * sizeof(*ranks));
     n->from_epoch = from_epoch;
     n->ctx = ctx;
+    pthread_cond_broadcast(&n->cl->cv);
+    pthread_mutex_unlock(&n->cl->mu);
+}
+
+static void fake_refine(void *arg, const char *root, const struct cfs_sampler_params *hint)
+{
+    struct node *n = arg;
+    pthread_mutex_lock(&n->cl->mu);
+    n->refines++;
+    n->hint = *hint;
+    snprintf(n->hint_root, sizeof(n->hint_root), "%s", root);
+    pthread_cond_broadcast(&n->cl->cv);
+    pthread_mutex_unlock(&n->cl->mu);
+}
+
+static void fake_drop(void *arg, const char *root)
+{
+    struct node *n = arg;
+    (void)root;
+    pthread_mutex_lock(&n->cl->mu);
+    n->drops++;
     pthread_cond_broadcast(&n->cl->cv);
     pthread_mutex_unlock(&n->cl->mu);
 }
@@ -284,6 +369,8 @@ static void cluster_start(struct cluster *cl, struct node *nodes, uint32_t count
                                            .send = fake_send,
                                            .hint = fake_hint,
                                            .adopt = fake_adopt,
+                                           .refine = fake_refine,
+                                           .drop = fake_drop,
                                            .scan_share = fake_scan_share,
                                            .passed = fake_passed,
                                            .arg = &nodes[i]};
@@ -354,6 +441,113 @@ START_TEST(a_claim_becomes_the_others_hint_then_every_node_adopts)
     cluster_stop(&cl);
     ck_assert_int_eq(n[0].adopts, 1);
     ck_assert_int_eq(n[1].adopts, 1);
+}
+END_TEST
+
+/* Two nodes agreed at epoch 0; node 0 refines at epoch 1.  Node 1 is
+ * asked to check it although it identified, and every node keeps the
+ * older plan until node 1 claims it too; then both adopt from epoch 1. */
+START_TEST(a_refinement_is_checked_by_every_node_and_adopted_together)
+{
+    struct cluster cl;
+    struct node n[2];
+    cluster_start(&cl, n, 2);
+    struct cfs_identified head = ddp(17, 4, 0, 2, 0), second = ddp(17, 4, 2, 2, 0);
+    cfs_order_agree_local(n[0].a, "", NULL, &head);
+    cfs_order_agree_local(n[1].a, "", NULL, &second);
+    ck_assert(wait_count(&cl, &n[0].adopts, 1));
+    ck_assert(wait_count(&cl, &n[1].adopts, 1));
+    head.sampler.drop_last = true, head.epoch = 1;
+    cfs_order_agree_local(n[0].a, "", NULL, &head);
+    ck_assert(wait_count(&cl, &n[1].refines, 1));
+    ck_assert(n[1].hint.drop_last);
+    ck_assert_uint_eq(n[1].hint.seed, 17);
+    char text[600];
+    ck_assert_int_eq(cfs_order_agree_state(n[0].a, text, sizeof(text)), CFS_ORDER_WAITING);
+    ck_assert_ptr_nonnull(strstr(text, "refining: 1 of 2 nodes checking node 0's refinement 1"));
+    ck_assert_int_eq(n[0].refines + n[0].hints + n[1].hints, 0);
+    /* node 1's opens fit it (at epoch 1 too) */
+    second.sampler.drop_last = true, second.epoch = 1;
+    cfs_order_agree_local(n[1].a, "", NULL, &second);
+    ck_assert(wait_count(&cl, &n[0].adopts, 2));
+    ck_assert(wait_count(&cl, &n[1].adopts, 2));
+    for (int i = 0; i < 2; i++) {
+        ck_assert_uint_eq(n[i].from_epoch, 1);
+        ck_assert_uint_eq(n[i].ranks[1].first, 2);
+    }
+    ck_assert_int_eq(cfs_order_agree_state(n[1].a, text, sizeof(text)), CFS_ORDER_AGREED);
+    ck_assert_str_eq(text, "nodes 0-1 agree: torch-ddp seed=17 world=4 batch=8 drop_last "
+                           "(refinement 1), planned from epoch 1");
+    cluster_stop(&cl);
+    ck_assert_int_eq(n[0].adopts + n[1].adopts, 4);
+    ck_assert_int_eq(n[0].drops + n[1].drops, 0);
+}
+END_TEST
+
+/* Node 1's opens contradict node 0's refinement: every node drops the plan
+ * both had adopted, together. */
+START_TEST(a_refinement_one_node_refuses_drops_the_plan_on_every_node)
+{
+    struct cluster cl;
+    struct node n[2];
+    cluster_start(&cl, n, 2);
+    struct cfs_identified head = ddp(17, 4, 0, 2, 0), second = ddp(17, 4, 2, 2, 0);
+    cfs_order_agree_local(n[0].a, "", NULL, &head);
+    cfs_order_agree_local(n[1].a, "", NULL, &second);
+    ck_assert(wait_count(&cl, &n[0].adopts, 1));
+    ck_assert(wait_count(&cl, &n[1].adopts, 1));
+    cfs_order_agree_refuse(n[1].a, ""); /* nothing refined yet: nothing to refuse */
+    ck_assert_int_eq(cfs_order_agree_state(n[1].a, NULL, 0), CFS_ORDER_AGREED);
+    head.sampler.persistent_workers = true, head.epoch = 1;
+    cfs_order_agree_local(n[0].a, "", NULL, &head);
+    ck_assert(wait_count(&cl, &n[1].refines, 1));
+    cfs_order_agree_refuse(n[1].a, "");
+    ck_assert(wait_count(&cl, &n[0].drops, 1));
+    ck_assert(wait_count(&cl, &n[1].drops, 1));
+    char text[600];
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(cfs_order_agree_state(n[i].a, text, sizeof(text)), CFS_ORDER_CONTRADICTED);
+        ck_assert_str_eq(text, "node 1's opens contradict node 0's refinement 1: torch-ddp "
+                               "seed=17 world=4 batch=8 persistent_workers; every node stays a "
+                               "reactive cache");
+    }
+    cluster_stop(&cl);
+    ck_assert_int_eq(n[0].adopts + n[1].adopts, 2);
+    ck_assert_int_eq(n[0].drops + n[1].drops, 2);
+}
+END_TEST
+
+/* Three nodes agreed; node 2 dies, node 0 refines and node 1 checks it:
+ * nobody hears node 2's check, so every node keeps the older plan (none
+ * on the new one alone) and nothing hangs. */
+START_TEST(a_node_dead_during_a_refinement_leaves_every_node_on_the_older_plan)
+{
+    struct cluster cl;
+    struct node n[3];
+    cluster_start(&cl, n, 3);
+    struct cfs_identified id[3];
+    for (uint32_t i = 0; i < 3; i++) {
+        id[i] = ddp(17, 6, 2 * i, 2, 0);
+        cfs_order_agree_local(n[i].a, "", NULL, &id[i]);
+    }
+    for (int i = 0; i < 3; i++)
+        ck_assert(wait_count(&cl, &n[i].adopts, 1));
+    cl.dead = 2;
+    for (uint32_t i = 0; i < 2; i++) {
+        id[i].sampler.drop_last = true, id[i].epoch = 1;
+        cfs_order_agree_local(n[i].a, "", NULL, &id[i]);
+    }
+    char text[600];
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(cfs_order_agree_state(n[i].a, text, sizeof(text)), CFS_ORDER_WAITING);
+        ck_assert_ptr_nonnull(strstr(text, "refining: 1 of 3 nodes checking node"));
+    }
+    cluster_stop(&cl); /* returns: nothing waits on a check */
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(n[i].adopts, 1);
+        ck_assert_int_eq(n[i].drops, 0);
+    }
+    ck_assert_int_eq(n[2].refines, 0);
 }
 END_TEST
 
@@ -645,12 +839,16 @@ static Suite *order_agree_suite(void)
     tcase_add_test(t, every_node_must_claim_and_the_ranks_cover_the_world);
     tcase_add_test(t, four_nodes_of_world_8);
     tcase_add_test(t, two_jobs_never_agree);
+    tcase_add_test(t, a_refinement_waits_for_every_node_then_agrees);
     suite_add_tcase(s, t);
     TCase *m = tcase_create("nodes");
     tcase_add_test(m, a_claim_becomes_the_others_hint_then_every_node_adopts);
     tcase_add_test(m, a_dead_node_leaves_the_others_waiting);
     tcase_add_test(m, a_lost_claim_is_answered_again);
     tcase_add_test(m, bad_messages_are_dropped);
+    tcase_add_test(m, a_refinement_is_checked_by_every_node_and_adopted_together);
+    tcase_add_test(m, a_refinement_one_node_refuses_drops_the_plan_on_every_node);
+    tcase_add_test(m, a_node_dead_during_a_refinement_leaves_every_node_on_the_older_plan);
     suite_add_tcase(s, m);
     TCase *split = tcase_create("split");
     tcase_set_timeout(split, 120);

@@ -1,0 +1,135 @@
+/* A refinement another node claimed, taken by a module that identified
+ * already (cfs_identify_take_hint, clairfs/order_agree.h).
+ *
+ * On a distributed mount the head node claims at epoch 0, before its opens
+ * can show persistent workers or drop_last; at epoch 1's start it claims
+ * the order again, refined.  A node that identified from the first claim
+ * must check the refinement against its own opens at once, not at its own
+ * next check, so that every node can claim it in the same epoch.  These
+ * tests give node 1 of 2 (ranks 2-3 of world 4) its epoch 0 and the first
+ * opens of epoch 1 - too few for its own check - then the refinement: the
+ * module checks it over the opens so far and says the refined order.  A
+ * hint of another seed is no refinement and is ignored. */
+#include <check.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "check_run.h"
+#include "clairfs/identify.h"
+#include "identify_fixture.h"
+#include "src/identify_i.h" /* the thread's progress: when it waits for opens */
+
+struct seen {
+    int calls;
+    struct cfs_identified id;
+};
+
+static void on_identified(void *arg, const struct cfs_identified *id)
+{
+    struct seen *s = arg;
+    s->id = *id;
+    __atomic_add_fetch(&s->calls, 1, __ATOMIC_SEQ_CST);
+}
+
+static int calls_of(struct seen *s)
+{
+    return __atomic_load_n(&s->calls, __ATOMIC_SEQ_CST);
+}
+
+/* Polls of 10 ms: a guard against a hang of two minutes. */
+#define WAIT_POLLS 12000
+
+static int wait_calls(struct seen *s, int want)
+{
+    for (int i = 0; i < WAIT_POLLS && calls_of(s) < want; i++)
+        usleep(10000);
+    return calls_of(s);
+}
+
+/* The module's thread waits for opens with every attempt due made. */
+static void wait_settled(struct cfs_identify *id)
+{
+    struct ident_progress pr;
+    ident_progress_of(id, &pr);
+    for (int i = 0; i < WAIT_POLLS && !pr.settled; i++) {
+        usleep(10000);
+        ident_progress_of(id, &pr);
+    }
+    ck_assert(pr.settled);
+}
+
+#define EPOCH1_OPENS 12 /* below the module's own check at epoch 1's start */
+
+START_TEST(a_refinement_is_checked_at_once_when_identified)
+{
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP,
+                        .seed = 4242,
+                        .n = 2000,
+                        .world = 4,
+                        .batch = 8,
+                        .workers = 2,
+                        .rank_first = 2,
+                        .ranks = 2,
+                        .persistent = true,
+                        .epochs = 2};
+    struct opens o = simulate(&t, SIZE_MAX);
+    ck_assert_uint_eq(o.len, 2000); /* 1000 an epoch: ranks 2-3 of 4 */
+    struct cfs_sampler_params claimed = {
+        .kind = CFS_SAMPLER_TORCH_DDP, .seed = t.seed, .n = t.n, .world = 4, .batch = 8};
+    struct cfs_identify_params p = params(t.n, t.seed, 4096);
+    p.node = 1, p.nodes = 2;
+    p.hint = &claimed, p.hint_has_seed = true, p.hint_identified = true;
+    struct seen seen = {0};
+    p.on_identified = on_identified, p.cb_arg = &seen;
+    struct cfs_identify *id;
+    char err[256];
+    ck_assert_int_eq(cfs_identify_create(&p, &id, err, sizeof(err)), 0);
+    for (size_t i = 0; i < 1000; i++)
+        cfs_identify_observe(id, o.s[i], o.pid[i], o.ppid[i]);
+    ck_assert_int_ge(wait_calls(&seen, 1), 1);
+    wait_settled(id);
+    for (size_t i = 1000; i < 1000 + EPOCH1_OPENS; i++)
+        cfs_identify_observe(id, o.s[i], o.pid[i], o.ppid[i]);
+    wait_settled(id);
+    int before = calls_of(&seen);
+    struct cfs_identified got;
+    ck_assert_int_eq(cfs_identify_state(id, &got), CFS_IDENTIFY_IDENTIFIED);
+    ck_assert_uint_eq(got.rank_first, 2);
+    ck_assert(!got.sampler.persistent_workers); /* its own check has not come */
+    /* another seed is no refinement */
+    struct cfs_sampler_params other = claimed;
+    other.seed = t.seed + 1, other.persistent_workers = true;
+    cfs_identify_take_hint(id, &other);
+    wait_settled(id);
+    ck_assert_int_eq(calls_of(&seen), before);
+    /* node 0 refined its claim: persistent workers */
+    struct cfs_sampler_params refined = claimed;
+    refined.persistent_workers = true;
+    cfs_identify_take_hint(id, &refined);
+    ck_assert_int_eq(wait_calls(&seen, before + 1), before + 1);
+    ck_assert_int_eq(cfs_identify_state(id, &got), CFS_IDENTIFY_IDENTIFIED);
+    ck_assert(got.sampler.persistent_workers);
+    ck_assert_uint_eq(got.sampler.seed, t.seed);
+    ck_assert_uint_eq(got.sampler.world, 4);
+    ck_assert_uint_eq(got.rank_first, 2);
+    ck_assert_uint_eq(got.rank_count, 2);
+    ck_assert_uint_eq(got.epoch, 1);
+    cfs_identify_destroy(id);
+    opens_free(&o);
+}
+END_TEST
+
+static Suite *identify_refine_suite(void)
+{
+    Suite *s = suite_create("identify_refine");
+    TCase *t = tcase_create("refine");
+    tcase_set_timeout(t, 300);
+    tcase_add_test(t, a_refinement_is_checked_at_once_when_identified);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+int main(void)
+{
+    return cfs_check_run(identify_refine_suite());
+}
