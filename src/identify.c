@@ -207,7 +207,6 @@ void cfs_identify_restart(struct cfs_identify *id)
     pthread_mutex_unlock(&id->lock);
 }
 
-<<<<<<< HEAD
 /* Under the lock: what a late hint or late orders change is tried on the
  * opens so far, at once (the running attempt cancelled), or at the first
  * attempt's opens. */
@@ -222,7 +221,8 @@ static void rescan_now(struct cfs_identify *id)
     } else {
         id->next_attempt = IDENT_MIN_OPENS;
     }
-=======
+}
+
 /* Does hint tell the order identified (r) better: the same seed, world and
  * batch, and drop_last, persistent workers or detectron2's stream where r
  * has torch-ddp's (another node saw them at its epoch 1)? */
@@ -235,7 +235,6 @@ static bool hint_refines(const struct cfs_sampler_params *r, const struct cfs_sa
                    hint->persistent_workers != r->persistent_workers;
     return family && differs && (uint32_t)hint->seed == (uint32_t)r->seed &&
            hint->world == r->world && hint->batch == r->batch;
->>>>>>> mpirefine
 }
 
 void cfs_identify_take_hint(struct cfs_identify *id, const struct cfs_sampler_params *hint)
