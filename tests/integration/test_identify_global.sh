@@ -57,6 +57,7 @@ check "epochs 1-$((EPOCHS - 1)) predicted: hit+miss >= $((3 * per_epoch))" \
     test "$((hit + miss))" -ge "$((3 * per_epoch))"
 check "at most 1 % of the predicted opens missed ($miss of $((hit + miss)))" \
     test "$((miss * 100))" -le "$((hit + miss))"
-identify_validation_checks global "$mnt" 1 "$TMP/rank" "$TMP/resumed.metrics" "$TMP/daemon.log"
+identify_validation_checks global "$mnt" 1 "$TMP/rank" "$TMP/resumed.metrics" "$TMP/daemon.log" \
+    registered
 check "unmount is clean" cfs_umount "$mnt"
 cfs_finish
