@@ -30,7 +30,7 @@
 # training hit or miss, no file read from the source twice, the training
 # order never dropped).
 #
-# Environment: CLAIRFS (lib.sh); CLAIRFS_IDENTIFY_PAUSE, the
+# Environment: CLAIRFS, CLAIRFS_GENDATA (lib.sh); CLAIRFS_IDENTIFY_PAUSE, the
 # most seconds the trainer waits for identification after epoch 0 (300).
 . "$(dirname "$0")/lib.sh"
 
