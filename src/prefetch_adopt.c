@@ -564,7 +564,7 @@ static int adopt(struct cfs_prefetch *pf, const struct cfs_identified *id, const
     } else if (pf->run.seeded && !r && !global_refines(pf, id)) {
         check_registered(pf, id);
         goto out;
-    } else if (pf->run.seeded && r) {
+    } else if (pf->run.seeded && r && !global_refines(pf, id)) {
         cfs_info("order: %s: %s; the registered order is kept", root, id->text);
         goto out;
     }

@@ -11,16 +11,119 @@
 # trainer waits for identification after epoch 0: CLAIRFS_IDENTIFY_PAUSE,
 # default 300), src, nfiles, nbytes and ram (twice the dataset).
 identify_dataset() {
+    identify_settings
+    "$PYTHON" "$CLAIRFS_GENDATA" --quiet --classes 30 --files 100 --size lognormal:2K:0.6 \
+        --max-size 16K --seed 5 "$src" || { fail "gendata"; cfs_finish; }
+    identify_sizes
+    echo "dataset: $nfiles files, $nbytes bytes"
+}
+
+# identify_jpeg_dataset: an ImageNet-shaped tree of real JPEG files in $src,
+# for a trainer below a dataset root with the validation pass
+# (identify_trainer.py --train-dir train --val-dir val --decode): 30
+# classes, 100 training (ROOT/train/<class>/*.JPEG, 3000 files: twice the
+# tracker's window and more, as identify_dataset's) and 20 validation images
+# each (ROOT/val/...), 8x8 to 40x40 pixels, and a few files at the root.
+# Sets what identify_dataset sets, and ntrain and nval.
+identify_jpeg_dataset() {
+    identify_settings
+    "$TORCH_PY" - "$src" <<'PY' || { fail "JPEG tree"; cfs_finish; }
+import os, random, sys
+from PIL import Image
+root, rng = sys.argv[1], random.Random(5)
+for part, per in (("train", 100), ("val", 20)):
+    for c in range(30):
+        d = os.path.join(root, part, "n%08d" % (1440764 + c))
+        os.makedirs(d)
+        for i in range(per):
+            side = rng.randrange(8, 41)
+            img = Image.new("RGB", (side, side), tuple(rng.randrange(256) for _ in range(3)))
+            img.save(os.path.join(d, "%s_%05d.JPEG" % (part, c * per + i)), quality=90)
+for name in ("LICENSE", "README.txt", "labels.txt"):
+    with open(os.path.join(root, name), "w") as f:
+        f.write(name + "\n")
+PY
+    identify_sizes
+    ntrain=$(find "$src/train" -type f | wc -l)
+    nval=$(find "$src/val" -type f | wc -l)
+    echo "dataset: $ntrain training, $nval validation files, $nbytes bytes"
+}
+
+identify_settings() {
     TRAINER=$(dirname "${BASH_SOURCE[0]}")/identify_trainer.py
     EPOCHS=4 BATCH=8 WORKERS=2
     PAUSE=${CLAIRFS_IDENTIFY_PAUSE:-300}
     src=$TMP/src
-    "$PYTHON" "$CLAIRFS_GENDATA" --quiet --classes 30 --files 100 --size lognormal:2K:0.6 \
-        --max-size 16K --seed 5 "$src" || { fail "gendata"; cfs_finish; }
+}
+
+identify_sizes() {
     nfiles=$(find "$src" -type f | wc -l)
     nbytes=$(find "$src" -type f -printf '%s\n' | awk '{ s += $1 } END { print s }')
     ram=$((2 * nbytes / 1024 + 1024))K
-    echo "dataset: $nfiles files, $nbytes bytes"
+}
+
+# The trainer's arguments for identify_jpeg_dataset's tree: ImageFolder of
+# train/, decoded, the validation pass over val/ after every epoch.
+ROOT_ARGS=(--train-dir train --val-dir val --decode)
+
+# identify_validation_checks NAME MNT WORLD LOGS SNAPSHOT DAEMON_LOG
+# [registered]: the checks of a run of identify_trainer.py with ROOT_ARGS on
+# identify_jpeg_dataset's tree at world WORLD (its training opens in
+# LOGS*.log, its validation opens in LOGS*.log.val, rank 0's metrics after
+# epoch 0's pass in SNAPSHOT): the validation pass named, predicted on its
+# own from epoch 1 on, no validation open counted as a training hit or miss
+# (clairfs_prediction_total{result=...} counts the training opens alone),
+# the validation files kept resident, both roots identified, the training
+# order never dropped.  "registered": the mount was given seed=, whose
+# order numbers every file of the mount, val/ too, and predicts until
+# train's is adopted: epoch 0's validation opens are its hits and misses,
+# so the validation opens are checked as neither from the snapshot on only.
+identify_validation_checks() {
+    local name=$1 mnt=$2 world=$3 logs=$4 snap=$5 log=$6 registered=${7:-}
+    local train val hit miss vhit vhit0 vmiss pfs want
+    train=$(cat "$logs"*.log | wc -l)
+    val=$(cat "$logs"*.log.val | wc -l)
+    hit=$(cfs_metric "$mnt" 'clairfs_prediction_total{result="hit"}')
+    miss=$(cfs_metric "$mnt" 'clairfs_prediction_total{result="miss"}')
+    echo "$name: $val validation opens beside $train training opens"
+    check "$name: $val validation opens, $EPOCHS passes over val/" test "$val" -eq $((EPOCHS * nval))
+    check "$name: the roots: line says the validation pass is sequential, world=$world" \
+        grep -q "^roots: .*val: sequential, world=$world " "$mnt/.clairfs/stats"
+    [ -n "$registered" ] ||
+        check "$name: the validation opens are neither hit nor miss: hit+miss <= $train" \
+            test "$((hit + miss))" -le "$train"
+    local later since_hit since_miss
+    later=$(cat "$logs"*.log | awk '$1 > 0' | wc -l)
+    since_hit=$(cfs_metric "$snap" 'clairfs_prediction_total{result="hit"}')
+    since_miss=$(cfs_metric "$snap" 'clairfs_prediction_total{result="miss"}')
+    since_hit=$((hit - ${since_hit:-0})) since_miss=$((miss - ${since_miss:-0}))
+    check "$name: from epoch 1 the validation opens are neither hit nor miss: $since_hit + $since_miss <= $later" \
+        test "$((since_hit + since_miss))" -le "$later"
+    vhit=$(cfs_metric "$mnt" 'clairfs_prediction_total{phase="validation",result="hit"}')
+    vmiss=$(cfs_metric "$mnt" 'clairfs_prediction_total{phase="validation",result="miss"}')
+    echo "$name: validation passes predicted: hit=$vhit miss=$vmiss"
+    # epoch 0's pass may be predicted from where it was named on: counted
+    # from rank 0's snapshot after it (every rank's evaluation ends in step,
+    # as the reference's metric_logger.synchronize_between_processes())
+    vhit0=$(cfs_metric "$snap" 'clairfs_prediction_total{phase="validation",result="hit"}')
+    check "$name: rank 0's metrics after epoch 0's pass in $snap" test -s "$snap"
+    vhit0=${vhit0:-0} want=$(((EPOCHS - 1) * nval))
+    check "$name: the validation passes of epochs 1-$((EPOCHS - 1)) are predicted hits: $vhit - $vhit0 = $want" \
+        test "$((vhit - vhit0))" -eq "$want"
+    check "$name: no validation open mispredicted ($vmiss)" test "$vmiss" -eq 0
+    check "$name: the daemon predicts the validation pass over val" \
+        grep -q "order: the validation pass over val ($nval files, world=$world) is predicted" "$log"
+    # The tiers hold both folders (ram= twice the tree): the validation
+    # files stay resident after their first pass, never fetched again.
+    pfs=$(cfs_metric "$mnt" 'clairfs_reads_total{source="pfs"}')
+    check "$name: every file read from the source once at most: $pfs reads <= $((ntrain + nval))" \
+        test "$pfs" -le $((ntrain + nval))
+    check "$name: clairfs_order_identified{root=\"train\"} 1" \
+        test "$(cfs_metric "$mnt" 'clairfs_order_identified{root="train"}')" = 1
+    check "$name: clairfs_order_identified{root=\"val\"} 1 (the unshuffled pass)" \
+        test "$(cfs_metric "$mnt" 'clairfs_order_identified{root="val"}')" = 1
+    check "$name: the training order is never dropped" \
+        bash -c '! grep -q "no longer fit the identified order" "$1"' _ "$log"
 }
 
 # identify_pattern's trainers: the first steps of each epoch take 10 ms,

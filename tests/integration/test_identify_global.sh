@@ -19,6 +19,16 @@
 #     subtracted) at least 3 epochs of opens predicted and at most 1 % of
 #     them missed (epoch 0 was predicted with the registered torch-ddp);
 #   - every byte the trainer got equal to the source's.
+# It trains below a dataset root with the validation pass beside it, as
+# test_identify_roots.sh's trainers: ImageFolder(MNT/train) of real JPEG
+# files decoded with PIL (identify_jpeg_dataset), the classification
+# reference's evaluate() over ImageFolder(MNT/val) after every epoch (its
+# fresh DataLoader draws its base seed from the global generator: words of
+# G too).  The stats name the root (`identified train: torch-global ...`),
+# and the validation pass is checked as there (identify_validation_checks:
+# named, its passes of epochs 1-3 predicted hits, none of its opens a
+# training hit or miss, no file read from the source twice, the training
+# order never dropped).
 #
 # Environment: CLAIRFS, CLAIRFS_GENDATA (lib.sh); CLAIRFS_IDENTIFY_PAUSE, the
 # most seconds the trainer waits for identification after epoch 0 (300).
@@ -27,10 +37,10 @@
 cfs_need_torch
 cfs_setup
 . "$(dirname "$0")/identify_lib.sh"
-identify_dataset
+identify_jpeg_dataset
 SEED=4242
 
-global_trainer_run "seed=$SEED" 900 $SEED --snapshot "$TMP/resumed.metrics" \
+global_trainer_run "seed=$SEED" 900 $SEED "${ROOT_ARGS[@]}" --snapshot "$TMP/resumed.metrics" \
     --step-seconds 0.04 --slow-steps 50 --wait-order 'rng_epoch_words=[0-9]' --wait-order-at 1:4
 predicted_since "$mnt" "$TMP/resumed.metrics"
 echo "$opens opens, $per_epoch per epoch; from epoch 1: predicted hit=$hit miss=$miss"
@@ -38,8 +48,8 @@ check "clairfs_order_identified 1" test "$(cfs_metric "$mnt" clairfs_order_ident
 line=$(grep '^order:' "$mnt/.clairfs/stats")
 k=$(sed -n 's/.* rng_offset=\([0-9]*\) .*/\1/p' <<<"$line")
 g=$(sed -n 's/.* rng_epoch_words=\([0-9]*\) .*/\1/p' <<<"$line")
-check "the stats say identified torch-global seed=$SEED with K and G" \
-    grep -Eq "^order: *identified torch-global seed=$SEED rng_offset=[0-9]+ rng_epoch_words=[0-9]+ " \
+check "the stats say identified train: torch-global seed=$SEED with K and G" \
+    grep -Eq "^order: *identified train: torch-global seed=$SEED rng_offset=[0-9]+ rng_epoch_words=[0-9]+ " \
     "$mnt/.clairfs/stats"
 check "K > 0 (the model's initialisation): K=$k" test "${k:-0}" -gt 0
 check "G > 0 (the dropout): G=$g" test "${g:-0}" -gt 0
@@ -47,5 +57,7 @@ check "epochs 1-$((EPOCHS - 1)) predicted: hit+miss >= $((3 * per_epoch))" \
     test "$((hit + miss))" -ge "$((3 * per_epoch))"
 check "at most 1 % of the predicted opens missed ($miss of $((hit + miss)))" \
     test "$((miss * 100))" -le "$((hit + miss))"
+identify_validation_checks global "$mnt" 1 "$TMP/rank" "$TMP/resumed.metrics" "$TMP/daemon.log" \
+    registered
 check "unmount is clean" cfs_umount "$mnt"
 cfs_finish

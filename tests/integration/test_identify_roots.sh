@@ -34,74 +34,14 @@
 
 cfs_need_torch
 cfs_setup
-TRAINER=$(dirname "$0")/identify_trainer.py
-EPOCHS=4 BATCH=8 WORKERS=2
-PAUSE=${CLAIRFS_IDENTIFY_PAUSE:-300}
-src=$TMP/src
-# 30 classes: 100 training and 20 validation images each, 8x8 to 40x40
-# pixels; more training files than twice the tracker's window (1024), so a
-# wrong order shows as misses.
-"$TORCH_PY" - "$src" <<'PY' || { fail "JPEG tree"; cfs_finish; }
-import os, random, sys
-from PIL import Image
-root, rng = sys.argv[1], random.Random(5)
-for part, per in (("train", 100), ("val", 20)):
-    for c in range(30):
-        d = os.path.join(root, part, "n%08d" % (1440764 + c))
-        os.makedirs(d)
-        for i in range(per):
-            side = rng.randrange(8, 41)
-            img = Image.new("RGB", (side, side), tuple(rng.randrange(256) for _ in range(3)))
-            img.save(os.path.join(d, "%s_%05d.JPEG" % (part, c * per + i)), quality=90)
-for name in ("LICENSE", "README.txt", "labels.txt"):
-    with open(os.path.join(root, name), "w") as f:
-        f.write(name + "\n")
-PY
-nbytes=$(find "$src" -type f -printf '%s\n' | awk '{ s += $1 } END { print s }')
-ram=$((2 * nbytes / 1024 + 1024))K
-echo "dataset: $(find "$src/train" -type f | wc -l) training, $(find "$src/val" -type f | wc -l)" \
-    "validation files, $nbytes bytes"
 . "$(dirname "$0")/identify_lib.sh"
+identify_jpeg_dataset
 
 # After identify_pattern's checks (the training opens alone are in the rank
 # logs, and clairfs_prediction_total must count them alone): the validation
-# pass named, and no validation open counted as hit or miss.
+# pass named and predicted, and no validation open counted as hit or miss.
 identify_more_checks() {
-    local name=$1 mnt=$2 world=$3 train val hit miss vhit vhit0 vmiss pfs
-    train=$(cat "$TMP/$name".rank*.log | wc -l)
-    val=$(cat "$TMP/$name".rank*.log.val | wc -l)
-    hit=$(cfs_metric "$mnt" 'clairfs_prediction_total{result="hit"}')
-    miss=$(cfs_metric "$mnt" 'clairfs_prediction_total{result="miss"}')
-    echo "$name: $val validation opens beside $train training opens"
-    check "$name: $val validation opens, 4 passes over val/" test "$val" -eq $((4 * 600))
-    check "$name: the roots: line says the validation pass is sequential, world=$world" \
-        grep -q "^roots: .*val: sequential, world=$world " "$mnt/.clairfs/stats"
-    check "$name: the validation opens are neither hit nor miss: hit+miss <= $train" \
-        test "$((hit + miss))" -le "$train"
-    vhit=$(cfs_metric "$mnt" 'clairfs_prediction_total{phase="validation",result="hit"}')
-    vmiss=$(cfs_metric "$mnt" 'clairfs_prediction_total{phase="validation",result="miss"}')
-    echo "$name: validation passes predicted: hit=$vhit miss=$vmiss"
-    # epoch 0's pass may be predicted from where it was named on: counted
-    # from rank 0's snapshot after it (every rank's evaluation ends in step,
-    # as the reference's metric_logger.synchronize_between_processes())
-    vhit0=$(cfs_metric "$TMP/$name.snap.0" 'clairfs_prediction_total{phase="validation",result="hit"}')
-    check "$name: the validation passes of epochs 1-3 are predicted hits: $vhit - $vhit0 = $((3 * 600))" \
-        test "$((vhit - vhit0))" -eq $((3 * 600))
-    check "$name: no validation open mispredicted ($vmiss)" test "$vmiss" -eq 0
-    check "$name: the daemon predicts the validation pass over val" \
-        grep -q "order: the validation pass over val (600 files, world=$world) is predicted" \
-        "$TMP/$name.daemon.log"
-    # The tiers hold both folders (ram= twice the tree): the validation
-    # files stay resident after their first pass, never fetched again.
-    pfs=$(cfs_metric "$mnt" 'clairfs_reads_total{source="pfs"}')
-    check "$name: every file read from the source once at most: $pfs reads <= 3600" \
-        test "$pfs" -le 3600
-    check "$name: clairfs_order_identified{root=\"train\"} 1" \
-        test "$(cfs_metric "$mnt" 'clairfs_order_identified{root="train"}')" = 1
-    check "$name: clairfs_order_identified{root=\"val\"} 1 (the unshuffled pass)" \
-        test "$(cfs_metric "$mnt" 'clairfs_order_identified{root="val"}')" = 1
-    check "$name: the training order is never dropped" \
-        bash -c '! grep -q "no longer fit the identified order" "$1"' _ "$TMP/$name.daemon.log"
+    identify_validation_checks "$1" "$2" "$3" "$TMP/$1.rank" "$TMP/$1.snap.0" "$TMP/$1.daemon.log"
 }
 
 find_xargs() {
@@ -143,9 +83,8 @@ reader_start shuffled "" shuffled all
 reader_start alternate "" shuffled alternate
 deadline=$((SECONDS + 40))
 
-folders=(--train-dir train --val-dir val --decode)
-identify_pattern ddp torch-ddp 2 0 "train: torch-ddp seed=0" "${folders[@]}" --snapshot "$TMP/ddp.snap.{rank}"
-identify_pattern torch torch 1 7 "train: torch seed=7" "${folders[@]}" --snapshot "$TMP/torch.snap.{rank}"
+identify_pattern ddp torch-ddp 2 0 "train: torch-ddp seed=0" "${ROOT_ARGS[@]}" --snapshot "$TMP/ddp.snap.{rank}"
+identify_pattern torch torch 1 7 "train: torch seed=7" "${ROOT_ARGS[@]}" --snapshot "$TMP/torch.snap.{rank}"
 
 readers_end "$deadline"
 cfs_finish

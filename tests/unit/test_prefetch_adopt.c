@@ -361,12 +361,12 @@ START_TEST(registered_seed_is_checked_not_replaced)
 }
 END_TEST
 
-/* torch-global seed 7, K = 5, G = 3: epoch e's order (NFILES entries). */
-static uint32_t *global7_stream(uint32_t epoch)
+/* torch-global seed 7, K = 5, G = 3: epoch e's order of n samples. */
+static uint32_t *global7_stream(uint32_t n, uint32_t epoch)
 {
     struct cfs_sampler_params sp = {.kind = CFS_SAMPLER_TORCH_GLOBAL,
                                     .seed = 7,
-                                    .n = NFILES,
+                                    .n = n,
                                     .world = 1,
                                     .batch = 1,
                                     .rng_offset = 5,
@@ -375,8 +375,8 @@ static uint32_t *global7_stream(uint32_t epoch)
     char err[128];
     ck_assert_int_eq(cfs_sampler_create(&sp, &s, err, sizeof(err)), 0);
     ck_assert_int_eq(cfs_sampler_compute_epoch(s, epoch), 0);
-    uint32_t *out = malloc(NFILES * sizeof(*out));
-    for (uint64_t i = 0; i < NFILES; i++)
+    uint32_t *out = malloc(n * sizeof(*out));
+    for (uint64_t i = 0; i < n; i++)
         out[i] = cfs_sampler_rank_at(s, 0, i);
     cfs_sampler_destroy(s);
     return out;
@@ -385,7 +385,8 @@ static uint32_t *global7_stream(uint32_t epoch)
 /* seed=7 registered alone (the default kind) or with sampler=torch-global:
  * torch-global of seed 7 with the K and G the opens show is adopted and
  * predicts the next epoch exactly; registered as another kind (torch), the
- * registration is kept. */
+ * registration is kept.  The same for a dataset root below the mount's
+ * (cases 3-5: train, the even samples, with its map). */
 START_TEST(registered_seed_refined_to_torch_global)
 {
     static const char *opts[] = {"seed=7,ram=16M,epochs=3",
@@ -396,42 +397,49 @@ START_TEST(registered_seed_refined_to_torch_global)
     struct fake_identify fake = {.state = CFS_IDENTIFY_LEARNING};
     char err[256];
     fixture_init(&fx);
-    struct cfs_prefetch *pf = make_pf(&fx, opts[_i], &m, NULL);
-    cfs_prefetch_set_identify(pf, &fake_ops, &fake, NULL);
-    uint32_t *e0 = global7_stream(0), *e1 = global7_stream(1);
+    bool rooted = _i >= 3;
+    uint32_t n = rooted ? NFILES / 2 : NFILES, map[NFILES];
     for (uint32_t i = 0; i < NFILES; i++)
-        read_check_as(pf, &fx, e0[i], &trainer);
+        map[i] = rooted ? 2 * i : i;
+    struct cfs_prefetch *pf = make_pf(&fx, opts[_i % 3], &m, NULL);
+    cfs_prefetch_set_identify(pf, &fake_ops, &fake, NULL);
+    uint32_t *e0 = global7_stream(n, 0), *e1 = global7_stream(n, 1);
+    for (uint32_t i = 0; i < n; i++)
+        read_check_as(pf, &fx, map[e0[i]], &trainer);
     struct cfs_identified id = {
         .sampler = {.kind = CFS_SAMPLER_TORCH_GLOBAL,
                     .seed = 7,
-                    .n = NFILES,
+                    .n = n,
                     .world = 1,
                     .batch = 1,
                     .rng_offset = 5,
                     .rng_epoch_words = 3},
         .rank_count = 1,
         .epoch = 0,
-        .opens = NFILES,
-        .epoch_opens = NFILES,
+        .opens = n,
+        .epoch_opens = n,
         .seed_high_known = true,
         .epoch_words_known = true,
     };
     snprintf(id.text, sizeof(id.text), "torch-global seed=7 rng_offset=5 rng_epoch_words=3");
-    ck_assert_msg(cfs_prefetch_adopt(pf, &id, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_msg((rooted ? cfs_prefetch_adopt_at(pf, &id, "train", map, n, err, sizeof(err))
+                          : cfs_prefetch_adopt(pf, &id, err, sizeof(err))) == 0,
+                  "%s", err);
     struct cfs_prefetch_stats st;
     cfs_prefetch_stats(pf, &st);
-    if (_i == 2) {
+    if (_i % 3 == 2) {
         ck_assert(st.planned && !st.adopted);
         ck_assert_int_eq(pf->run.sampler.kind, CFS_SAMPLER_TORCH);
         order_text_starts(pf, "registered torch seed=7");
     } else {
         ck_assert(st.planned && st.adopted);
         ck_assert_uint_eq(mget(&m, CFS_M_ORDER_IDENTIFIED), 1);
-        order_text_starts(pf, "identified torch-global seed=7 rng_offset=5 rng_epoch_words=3");
+        order_text_starts(pf, rooted ? "identified train: torch-global seed=7 rng_offset=5"
+                                     : "identified torch-global seed=7 rng_offset=5");
         uint64_t hit = mget(&m, CFS_M_PREDICTION_HIT), miss = mget(&m, CFS_M_PREDICTION_MISS);
-        for (uint32_t i = 0; i < NFILES; i++)
-            read_check_as(pf, &fx, e1[i], &trainer);
-        ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_HIT) - hit, NFILES);
+        for (uint32_t i = 0; i < n; i++)
+            read_check_as(pf, &fx, map[e1[i]], &trainer);
+        ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_HIT) - hit, n);
         ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_MISS) - miss, 0);
     }
     free(e0);
@@ -864,7 +872,7 @@ int main(void)
     tcase_add_loop_test(tc, staged_adoption_predicts_past_its_first_epochs, 0,
                         sizeof(staged_cases) / sizeof(staged_cases[0]));
     tcase_add_test(tc, registered_seed_is_checked_not_replaced);
-    tcase_add_loop_test(tc, registered_seed_refined_to_torch_global, 0, 3);
+    tcase_add_loop_test(tc, registered_seed_refined_to_torch_global, 0, 6);
     tcase_add_test(tc, drop_after_64_misses_in_a_row);
     tcase_add_test(tc, drop_after_half_a_block_missed);
     tcase_add_test(tc, registered_seed_never_drops);
