@@ -139,7 +139,6 @@ out:
 
 /* --- Building (the sweep is plan_sweep.c). --- */
 
-
 static inline uint16_t rv(const struct plan_build *b, size_t at)
 {
     return b->cnt[at] ? (uint16_t)(rec_epoch(b, at) << 8 | rec_count(b, at)) : 0;
@@ -509,7 +508,7 @@ static int place_node(struct cfs_plan *p, struct plan_build *b, uint32_t j)
     }
     for (uint64_t i = 0; i < mr; i++) {
         if (room.ram < b->min_size && room.ssd < b->min_size)
-            break; /* nothing more fits */
+            break;               /* nothing more fits */
         if (i + SIZE_AHEAD < mr) /* the files come in preference order: at random */
             __builtin_prefetch(&p->sizes[b->ids[i + SIZE_AHEAD]]);
         uint32_t f = b->ids[i];
@@ -684,6 +683,78 @@ static int prefetch_orders(struct cfs_plan *p, struct plan_build *b)
     return 0;
 }
 
+/* The plan's own arrays, each file's facts at "none", and each node's ranks. */
+static int plan_arrays(struct cfs_plan *p, const struct cfs_plan_params *pp)
+{
+    const uint64_t n = p->n;
+    p->ranks = calloc(p->nodes, sizeof(*p->ranks));
+    p->summary = calloc(p->nodes, sizeof(*p->summary));
+    p->epoch_start = calloc(p->nepochs + 1, sizeof(*p->epoch_start));
+    p->count = calloc(n + 1, sizeof(*p->count));
+    p->first_use = malloc(n * sizeof(*p->first_use) + 1);
+    p->epochs_read = calloc(n * p->bm_bytes + 1, 1);
+    p->tier = malloc(n + 1);
+    p->flags = calloc(n + 1, 1);
+    p->owner = malloc(n * sizeof(*p->owner) + 1);
+    p->owner_tier = malloc(n + 1);
+    p->owner_epoch = calloc(n + 1, sizeof(*p->owner_epoch));
+    p->static_pinners = calloc(n + 1, sizeof(*p->static_pinners));
+    p->static_epoch = malloc(n * sizeof(*p->static_epoch) + 1);
+    if (!p->ranks || !p->summary || !p->epoch_start || !p->count || !p->first_use ||
+        !p->epochs_read || !p->tier || !p->flags || !p->owner || !p->owner_tier ||
+        !p->owner_epoch || !p->static_pinners || !p->static_epoch)
+        return -ENOMEM;
+    p->sizes = pp->sizes;
+    memset(p->tier, CFS_TIER_NONE, n + 1);
+    memset(p->owner_tier, CFS_TIER_NONE, n + 1);
+    for (uint64_t f = 0; f < n; f++) {
+        p->first_use[f] = CFS_POS_NEVER;
+        p->owner[f] = CFS_NODE_NONE;
+        p->static_epoch[f] = UINT8_MAX;
+        p->dataset_bytes += p->sizes[f];
+    }
+    for (uint32_t j = 0; j < p->nodes; j++) {
+        if (pp->ranks)
+            p->ranks[j] = pp->ranks[j];
+        else
+            cfs_plan_default_ranks(p->world, p->nodes, j, &p->ranks[j]);
+    }
+    return 0;
+}
+
+/* The build's scratch arrays (freed by cfs_plan_create's exit) and the
+ * dataset's smallest and largest file. */
+static int build_arrays(const struct cfs_plan *p, struct plan_build *b)
+{
+    const uint64_t n = p->n;
+    b->cnt = calloc((size_t)p->nodes * n + 1, 1);
+    if (p->nepochs > PACKED_EPOCHS)
+        b->fep = malloc((size_t)p->nodes * n + 1);
+    b->total = calloc(n + 1, sizeof(*b->total));
+    b->best = malloc(n * sizeof(*b->best) + 1);
+    b->key = malloc(n * sizeof(*b->key) + 1);
+    b->ids = malloc(n * sizeof(*b->ids) + 1);
+    b->free_room = calloc(p->nodes, sizeof(*b->free_room));
+    b->held_words = (n + 63) / 64;
+    b->held = calloc((size_t)p->nodes * b->held_words + 1, sizeof(*b->held));
+    b->cluster_first = malloc(n * sizeof(*b->cluster_first) + 1);
+    if (p->nepochs > CLUSTER_EPOCHS_IMPLIED)
+        b->cluster_epoch = malloc(n * sizeof(*b->cluster_epoch) + 1);
+    b->seen_before = calloc(b->held_words + 1, sizeof(*b->seen_before));
+    b->seen_now = calloc(b->held_words + 1, sizeof(*b->seen_now));
+    if (!b->cnt || (!b->fep && p->nepochs > PACKED_EPOCHS) || !b->total || !b->best || !b->key ||
+        !b->ids || !b->free_room || !b->held || !b->cluster_first || !b->seen_before ||
+        !b->seen_now || (!b->cluster_epoch && p->nepochs > CLUSTER_EPOCHS_IMPLIED))
+        return -ENOMEM;
+
+    b->min_size = UINT64_MAX;
+    for (uint64_t f = 0; f < n; f++) {
+        b->min_size = p->sizes[f] < b->min_size ? p->sizes[f] : b->min_size;
+        b->max_size = p->sizes[f] > b->max_size ? p->sizes[f] : b->max_size;
+    }
+    return 0;
+}
+
 int cfs_plan_create(const struct cfs_plan_params *pp, struct cfs_plan **out, char *err,
                     size_t errlen)
 {
@@ -717,70 +788,15 @@ int cfs_plan_create(const struct cfs_plan_params *pp, struct cfs_plan **out, cha
     p->bm_bytes = (p->nepochs + 7) / 8;
     const uint64_t n = p->n;
 
-    rc = -ENOMEM;
-    p->ranks = calloc(p->nodes, sizeof(*p->ranks));
-    p->summary = calloc(p->nodes, sizeof(*p->summary));
-    p->epoch_start = calloc(p->nepochs + 1, sizeof(*p->epoch_start));
-    p->count = calloc(n + 1, sizeof(*p->count));
-    p->first_use = malloc(n * sizeof(*p->first_use) + 1);
-    p->epochs_read = calloc(n * p->bm_bytes + 1, 1);
-    p->tier = malloc(n + 1);
-    p->flags = calloc(n + 1, 1);
-    p->owner = malloc(n * sizeof(*p->owner) + 1);
-    p->owner_tier = malloc(n + 1);
-    p->owner_epoch = calloc(n + 1, sizeof(*p->owner_epoch));
-    p->static_pinners = calloc(n + 1, sizeof(*p->static_pinners));
-    p->static_epoch = malloc(n * sizeof(*p->static_epoch) + 1);
-    if (!p->ranks || !p->summary || !p->epoch_start || !p->count ||
-        !p->first_use || !p->epochs_read || !p->tier || !p->flags || !p->owner ||
-        !p->owner_tier || !p->owner_epoch || !p->static_pinners || !p->static_epoch)
+    rc = plan_arrays(p, pp);
+    if (rc < 0)
         goto fail;
-    p->sizes = pp->sizes;
-    memset(p->tier, CFS_TIER_NONE, n + 1);
-    memset(p->owner_tier, CFS_TIER_NONE, n + 1);
-    for (uint64_t f = 0; f < n; f++) {
-        p->first_use[f] = CFS_POS_NEVER;
-        p->owner[f] = CFS_NODE_NONE;
-        p->static_epoch[f] = UINT8_MAX;
-        p->dataset_bytes += p->sizes[f];
-    }
-    for (uint32_t j = 0; j < p->nodes; j++) {
-        if (pp->ranks)
-            p->ranks[j] = pp->ranks[j];
-        else
-            cfs_plan_default_ranks(p->world, p->nodes, j, &p->ranks[j]);
-    }
-
     rc = p->src->create(p->src->cfg, &st, err, errlen);
     if (rc < 0)
         goto fail_reported;
-
-    rc = -ENOMEM;
-    b.cnt = calloc((size_t)p->nodes * n + 1, 1);
-    if (p->nepochs > PACKED_EPOCHS)
-        b.fep = malloc((size_t)p->nodes * n + 1);
-    b.total = calloc(n + 1, sizeof(*b.total));
-    b.best = malloc(n * sizeof(*b.best) + 1);
-    b.key = malloc(n * sizeof(*b.key) + 1);
-    b.ids = malloc(n * sizeof(*b.ids) + 1);
-    b.free_room = calloc(p->nodes, sizeof(*b.free_room));
-    b.held_words = (n + 63) / 64;
-    b.held = calloc((size_t)p->nodes * b.held_words + 1, sizeof(*b.held));
-    b.cluster_first = malloc(n * sizeof(*b.cluster_first) + 1);
-    if (p->nepochs > CLUSTER_EPOCHS_IMPLIED)
-        b.cluster_epoch = malloc(n * sizeof(*b.cluster_epoch) + 1);
-    b.seen_before = calloc(b.held_words + 1, sizeof(*b.seen_before));
-    b.seen_now = calloc(b.held_words + 1, sizeof(*b.seen_now));
-    if (!b.cnt || (!b.fep && p->nepochs > PACKED_EPOCHS) || !b.total || !b.best || !b.key ||
-        !b.ids || !b.free_room || !b.held || !b.cluster_first || !b.seen_before || !b.seen_now ||
-        (!b.cluster_epoch && p->nepochs > CLUSTER_EPOCHS_IMPLIED))
+    rc = build_arrays(p, &b);
+    if (rc < 0)
         goto fail;
-
-    b.min_size = UINT64_MAX;
-    for (uint64_t f = 0; f < n; f++) {
-        b.min_size = p->sizes[f] < b.min_size ? p->sizes[f] : b.min_size;
-        b.max_size = p->sizes[f] > b.max_size ? p->sizes[f] : b.max_size;
-    }
     rc = plan_sweep(p, &b, st, err, errlen);
     if (rc < 0)
         goto fail_reported;
