@@ -271,6 +271,19 @@ double cfs_identify_evidence_needed(const struct cfs_identify_params *p)
            IDENT_SAFETY_BITS;
 }
 
+/* A walk's outcome (1 identified, 0 a fit short of evidence, or -ENOENT
+ * or an error) recorded in the attempt as a scan's would be. */
+static int walk_outcome(struct ident_attempt *a, int rc)
+{
+    if (rc == 1 || rc == 0)
+        a->global_win = true;
+    if (rc == 1)
+        a->rc = 1;
+    if (rc == 0)
+        a->fits = 1, a->near = *a->out, a->near_bits = a->out->evidence_bits;
+    return rc;
+}
+
 /* The registered seed as torch-global's (identify_global.c) in each index
  * order of the root, the one it was last found in first: a timm dataset
  * shuffled from the global generator draws the same stream over timm's
@@ -297,13 +310,7 @@ static int global_step(struct ident_attempt *a, const struct ident_obs *obs, str
         if (rc == 1 || rc == 0)
             g->order = k, a->out->order = k;
     }
-    if (rc == 1 || rc == 0)
-        a->global_win = true;
-    if (rc == 1)
-        a->rc = 1;
-    if (rc == 0)
-        a->fits = 1, a->near = *a->out, a->near_bits = a->out->evidence_bits;
-    return rc;
+    return walk_outcome(a, rc);
 }
 
 /* torchdata-workers (identify_torchdata.c): the fit kept in g->td, or
@@ -312,13 +319,7 @@ static int torchdata_step(struct ident_attempt *a, struct ident_global *g, bool 
 {
     int rc = ident_torchdata_attempt(a->p, a->rd, a->cancel, a->need_bits, kept_only, &g->td,
                                      a->out);
-    if (rc == 1 || rc == 0)
-        a->global_win = true;
-    if (rc == 1)
-        a->rc = 1;
-    if (rc == 0)
-        a->fits = 1, a->near = *a->out, a->near_bits = a->out->evidence_bits;
-    return rc;
+    return walk_outcome(a, rc);
 }
 
 static int attempt_orders_all(const struct ident_attempt_in *in, struct ident_global *g,
