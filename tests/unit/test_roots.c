@@ -183,6 +183,95 @@ START_TEST(training_identified_in_its_folder_beside_a_validation_pass)
 }
 END_TEST
 
+/* Each root's identification as the roots reported it, by root name. */
+struct heard_roots {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int count;
+    char root[2][64];
+    struct cfs_identified id[2];
+};
+
+static void heard_roots_cb(void *arg, const struct cfs_root *root, const struct cfs_identified *id)
+{
+    struct heard_roots *h = arg;
+    pthread_mutex_lock(&h->mu);
+    int k = 0;
+    while (k < h->count && strcmp(h->root[k], root->name) != 0)
+        k++;
+    if (k < 2) {
+        snprintf(h->root[k], sizeof(h->root[k]), "%s", root->name);
+        h->id[k] = *id;
+        h->count += k == h->count;
+    }
+    pthread_cond_broadcast(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+}
+
+/* Two unrelated jobs on one mount, interleaved: torch-ddp seed 4321 on
+ * train/ (100 samples) and a one-process torch loader seed 777 on other/
+ * (80 samples, processes of their own).  Each folder is its own root and
+ * is identified with its own job's order. */
+START_TEST(two_jobs_on_two_folders_are_identified_apart)
+{
+    imagenet_tree();
+    char p[64];
+    mkd("other");
+    for (int c = 0; c < 4; c++) {
+        snprintf(p, sizeof(p), "other/k%d", c), mkd(p);
+        for (int i = 0; i < 20; i++)
+            snprintf(p, sizeof(p), "other/k%d/%02d.png", c, i), mkf(p, "o");
+    }
+    struct cfs_catalog *c = scan();
+    uint64_t ntrain, nother;
+    uint32_t *train = samples_of(c, "train", &ntrain), *other = samples_of(c, "other", &nother);
+    ck_assert_uint_eq(nother, 80);
+    struct heard_roots h = {0};
+    pthread_mutex_init(&h.mu, NULL);
+    pthread_cond_init(&h.cv, NULL);
+    struct cfs_roots_params rp = {.catalog = c, .derive = true, .identify = params(0, 4096, 8192),
+                                  .on_identified = heard_roots_cb, .cb_arg = &h};
+    struct cfs_roots *r;
+    char err[256];
+    ck_assert_int_eq(cfs_roots_create(&rp, &r, err, sizeof(err)), 0);
+    struct trainer a = {.kind = CFS_SAMPLER_TORCH_DDP, .seed = 4321, .n = 100, .world = 1,
+                        .batch = 4, .workers = 2, .ranks = 1, .epochs = 1};
+    struct trainer b = {.kind = CFS_SAMPLER_TORCH, .seed = 777, .n = 80, .world = 1,
+                        .batch = 4, .workers = 2, .ranks = 1, .epochs = 1};
+    struct opens oa = simulate(&a, 100), ob = simulate(&b, 80);
+    for (size_t i = 0, j = 0; i < oa.len || j < ob.len;) {
+        if (i < oa.len)
+            cfs_roots_observe(r, train[oa.s[i]], oa.pid[i], oa.ppid[i]), i++;
+        if (j < ob.len && i % 5 != 0)
+            cfs_roots_observe(r, other[ob.s[j]], 50000 + ob.pid[j], 50000 + ob.ppid[j]), j++;
+    }
+    pthread_mutex_lock(&h.mu);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 120; /* a bound on a hang, not a measure */
+    while (h.count < 2 && pthread_cond_timedwait(&h.cv, &h.mu, &until) == 0)
+        ;
+    pthread_mutex_unlock(&h.mu);
+    ck_assert_int_eq(h.count, 2);
+    for (int k = 0; k < 2; k++) {
+        bool is_train = strcmp(h.root[k], "train") == 0;
+        ck_assert_msg(is_train || strcmp(h.root[k], "other") == 0, "root %s", h.root[k]);
+        ck_assert_uint_eq((uint32_t)h.id[k].sampler.seed, is_train ? 4321 : 777);
+        ck_assert_uint_eq(h.id[k].sampler.n, is_train ? 100 : 80);
+    }
+    char text[512];
+    cfs_roots_text(r, text, sizeof(text));
+    ck_assert_msg(strstr(text, "train: ") && strstr(text, "seed=4321"), "%s", text);
+    ck_assert_msg(strstr(text, "other: ") && strstr(text, "seed=777"), "%s", text);
+    cfs_roots_destroy(r);
+    opens_free(&oa);
+    opens_free(&ob);
+    free(train);
+    free(other);
+    cfs_catalog_destroy(c);
+}
+END_TEST
+
 /* Node 1 of a distributed mount, ranks 2-3 of world 4 on train/: the other
  * node's claim arrives as a late hint before this node's first open of
  * train/ (cfs_roots_take_hint keeps it for the root), and the root's
@@ -526,6 +615,7 @@ int main(void)
     tcase_add_test(tc, an_open_finds_the_folder_its_classes_are_in);
     tcase_add_test(tc, a_flat_tree_is_the_mounts_own_order);
     tcase_add_test(tc, training_identified_in_its_folder_beside_a_validation_pass);
+    tcase_add_test(tc, two_jobs_on_two_folders_are_identified_apart);
     tcase_add_test(tc, a_registered_order_takes_every_open);
     tcase_add_test(tc, a_late_hint_waits_for_its_root);
     tcase_add_test(tc, the_libraries_orders_differ_on_the_traps);
