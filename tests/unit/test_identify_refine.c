@@ -17,46 +17,7 @@
 #include "check_run.h"
 #include "clairfs/identify.h"
 #include "identify_fixture.h"
-#include "src/identify_i.h" /* the thread's progress: when it waits for opens */
-
-struct seen {
-    int calls;
-    struct cfs_identified id;
-};
-
-static void on_identified(void *arg, const struct cfs_identified *id)
-{
-    struct seen *s = arg;
-    s->id = *id;
-    __atomic_add_fetch(&s->calls, 1, __ATOMIC_SEQ_CST);
-}
-
-static int calls_of(struct seen *s)
-{
-    return __atomic_load_n(&s->calls, __ATOMIC_SEQ_CST);
-}
-
-/* Polls of 10 ms: a guard against a hang of two minutes. */
-#define WAIT_POLLS 12000
-
-static int wait_calls(struct seen *s, int want)
-{
-    for (int i = 0; i < WAIT_POLLS && calls_of(s) < want; i++)
-        usleep(10000);
-    return calls_of(s);
-}
-
-/* The module's thread waits for opens with every attempt due made. */
-static void wait_settled(struct cfs_identify *id)
-{
-    struct ident_progress pr;
-    ident_progress_of(id, &pr);
-    for (int i = 0; i < WAIT_POLLS && !pr.settled; i++) {
-        usleep(10000);
-        ident_progress_of(id, &pr);
-    }
-    ck_assert(pr.settled);
-}
+#include "identify_seen.h"
 
 #define EPOCH1_OPENS 12 /* below the module's own check at epoch 1's start */
 
@@ -87,10 +48,10 @@ START_TEST(a_refinement_is_checked_at_once_when_identified)
     for (size_t i = 0; i < 1000; i++)
         cfs_identify_observe(id, o.s[i], o.pid[i], o.ppid[i]);
     ck_assert_int_ge(wait_calls(&seen, 1), 1);
-    wait_settled(id);
+    ck_assert(wait_settled(id).settled);
     for (size_t i = 1000; i < 1000 + EPOCH1_OPENS; i++)
         cfs_identify_observe(id, o.s[i], o.pid[i], o.ppid[i]);
-    wait_settled(id);
+    ck_assert(wait_settled(id).settled);
     int before = calls_of(&seen);
     struct cfs_identified got;
     ck_assert_int_eq(cfs_identify_state(id, &got), CFS_IDENTIFY_IDENTIFIED);
@@ -100,7 +61,7 @@ START_TEST(a_refinement_is_checked_at_once_when_identified)
     struct cfs_sampler_params other = claimed;
     other.seed = t.seed + 1, other.persistent_workers = true;
     cfs_identify_take_hint(id, &other);
-    wait_settled(id);
+    ck_assert(wait_settled(id).settled);
     ck_assert_int_eq(calls_of(&seen), before);
     /* node 0 refined its claim: persistent workers */
     struct cfs_sampler_params refined = claimed;

@@ -34,14 +34,8 @@
 #include "clairfs/metrics.h"
 #include "clairfs/sampler.h"
 #include "identify_fixture.h"
+#include "identify_seen.h"
 #include "src/identify_i.h" /* the pace's and the meter's decisions, measurements given */
-
-struct seen {
-    int calls;
-    struct cfs_identified id;
-    int splits; /* on_split's calls, and the last sets */
-    struct cfs_split_sets split;
-};
 
 static void on_split(void *arg, const struct cfs_split_sets *sets)
 {
@@ -49,22 +43,6 @@ static void on_split(void *arg, const struct cfs_split_sets *sets)
     s->split = *sets;
     __atomic_add_fetch(&s->splits, 1, __ATOMIC_SEQ_CST);
 }
-
-static void on_identified(void *arg, const struct cfs_identified *id)
-{
-    struct seen *s = arg;
-    s->id = *id;
-    __atomic_add_fetch(&s->calls, 1, __ATOMIC_SEQ_CST);
-}
-
-static int calls_of(struct seen *s)
-{
-    return __atomic_load_n(&s->calls, __ATOMIC_SEQ_CST);
-}
-
-/* Polls of 10 ms before a wait gives up: two minutes, a guard against a
- * hang (the asserts after the wait say what did not come). */
-#define WAIT_POLLS 12000
 
 static enum cfs_identify_state wait_state(struct cfs_identify *id, enum cfs_identify_state want)
 {
@@ -76,14 +54,6 @@ static enum cfs_identify_state wait_state(struct cfs_identify *id, enum cfs_iden
     return st;
 }
 
-/* on_identified's calls once `want` of them came (or the guard). */
-static int wait_calls(struct seen *s, int want)
-{
-    for (int i = 0; i < WAIT_POLLS && calls_of(s) < want; i++)
-        usleep(10000);
-    return calls_of(s);
-}
-
 /* The module's progress once an attempt over at least `opens` opens runs
  * with its scans past `scanned` seeds (or the guard: the caller asserts). */
 static struct ident_progress wait_scan(struct cfs_identify *id, size_t opens, uint64_t scanned)
@@ -93,19 +63,6 @@ static struct ident_progress wait_scan(struct cfs_identify *id, size_t opens, ui
     for (int i = 0; i < WAIT_POLLS; i++) {
         if (pr.attempting && pr.opens >= opens && pr.scanned >= scanned)
             break;
-        usleep(10000);
-        ident_progress_of(id, &pr);
-    }
-    return pr;
-}
-
-/* The module's progress once its thread waits for opens, every attempt
- * due over those observed made (or the guard: the caller asserts). */
-static struct ident_progress wait_settled(struct cfs_identify *id)
-{
-    struct ident_progress pr;
-    ident_progress_of(id, &pr);
-    for (int i = 0; i < WAIT_POLLS && !pr.settled; i++) {
         usleep(10000);
         ident_progress_of(id, &pr);
     }
