@@ -444,6 +444,19 @@ START_TEST(a_claim_becomes_the_others_hint_then_every_node_adopts)
 }
 END_TEST
 
+/* Two nodes, ranks 0-1 and 2-3 of a torch-ddp trainer (seed 17, world 4),
+ * each claims its share: both adopt the agreed order from epoch 0. */
+static void agreed_pair(struct cluster *cl, struct node n[2], struct cfs_identified *head,
+                        struct cfs_identified *second)
+{
+    cluster_start(cl, n, 2);
+    *head = ddp(17, 4, 0, 2, 0), *second = ddp(17, 4, 2, 2, 0);
+    cfs_order_agree_local(n[0].a, "", NULL, head);
+    cfs_order_agree_local(n[1].a, "", NULL, second);
+    ck_assert(wait_count(cl, &n[0].adopts, 1));
+    ck_assert(wait_count(cl, &n[1].adopts, 1));
+}
+
 /* Two nodes agreed at epoch 0; node 0 refines at epoch 1.  Node 1 is
  * asked to check it although it identified, and every node keeps the
  * older plan until node 1 claims it too; then both adopt from epoch 1. */
@@ -451,12 +464,8 @@ START_TEST(a_refinement_is_checked_by_every_node_and_adopted_together)
 {
     struct cluster cl;
     struct node n[2];
-    cluster_start(&cl, n, 2);
-    struct cfs_identified head = ddp(17, 4, 0, 2, 0), second = ddp(17, 4, 2, 2, 0);
-    cfs_order_agree_local(n[0].a, "", NULL, &head);
-    cfs_order_agree_local(n[1].a, "", NULL, &second);
-    ck_assert(wait_count(&cl, &n[0].adopts, 1));
-    ck_assert(wait_count(&cl, &n[1].adopts, 1));
+    struct cfs_identified head, second;
+    agreed_pair(&cl, n, &head, &second);
     head.sampler.drop_last = true, head.epoch = 1;
     cfs_order_agree_local(n[0].a, "", NULL, &head);
     ck_assert(wait_count(&cl, &n[1].refines, 1));
@@ -490,12 +499,8 @@ START_TEST(a_refinement_one_node_refuses_drops_the_plan_on_every_node)
 {
     struct cluster cl;
     struct node n[2];
-    cluster_start(&cl, n, 2);
-    struct cfs_identified head = ddp(17, 4, 0, 2, 0), second = ddp(17, 4, 2, 2, 0);
-    cfs_order_agree_local(n[0].a, "", NULL, &head);
-    cfs_order_agree_local(n[1].a, "", NULL, &second);
-    ck_assert(wait_count(&cl, &n[0].adopts, 1));
-    ck_assert(wait_count(&cl, &n[1].adopts, 1));
+    struct cfs_identified head, second;
+    agreed_pair(&cl, n, &head, &second);
     cfs_order_agree_refuse(n[1].a, ""); /* nothing refined yet: nothing to refuse */
     ck_assert_int_eq(cfs_order_agree_state(n[1].a, NULL, 0), CFS_ORDER_AGREED);
     head.sampler.persistent_workers = true, head.epoch = 1;
