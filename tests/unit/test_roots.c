@@ -98,6 +98,22 @@ static void heard_cb(void *arg, const struct cfs_root *root, const struct cfs_id
     pthread_mutex_unlock(&h->mu);
 }
 
+/* Roots over rp.catalog that call back into h, whose map should be want;
+ * rp brings the catalog, derive, the identification and any on_pass. */
+static struct cfs_roots *roots_heard(struct cfs_roots_params rp, struct heard *h,
+                                     const uint32_t *want)
+{
+    *h = (struct heard){.want = want};
+    pthread_mutex_init(&h->mu, NULL);
+    pthread_cond_init(&h->cv, NULL);
+    rp.on_identified = heard_cb;
+    rp.cb_arg = h;
+    struct cfs_roots *r;
+    char err[256];
+    ck_assert_msg(cfs_roots_create(&rp, &r, err, sizeof(err)) == 0, "%s", err);
+    return r;
+}
+
 /* Until the roots called back, or the test fails. */
 static void wait_heard(struct heard *h)
 {
@@ -139,14 +155,9 @@ START_TEST(training_identified_in_its_folder_beside_a_validation_pass)
     uint32_t *train = samples_of(c, "train", &ntrain), *val = samples_of(c, "val", &nval);
     ck_assert_uint_eq(ntrain, 100);
     ck_assert_uint_eq(nval, 40);
-    struct heard h = {.want = train};
-    pthread_mutex_init(&h.mu, NULL);
-    pthread_cond_init(&h.cv, NULL);
-    struct cfs_roots_params rp = {.catalog = c, .derive = true, .identify = params(0, 4321, 4096),
-                                  .on_identified = heard_cb, .cb_arg = &h};
-    struct cfs_roots *r;
-    char err[256];
-    ck_assert_int_eq(cfs_roots_create(&rp, &r, err, sizeof(err)), 0);
+    struct cfs_roots_params rp = {.catalog = c, .derive = true, .identify = params(0, 4321, 4096)};
+    struct heard h;
+    struct cfs_roots *r = roots_heard(rp, &h, train);
     /* torch-ddp at world 1, two workers, batch 4, on train's indices; the
      * validation pass (two fresh workers of the same rank, in order)
      * after every third training open. */
@@ -282,18 +293,10 @@ START_TEST(a_late_hint_waits_for_its_root)
     struct cfs_catalog *c = scan();
     uint64_t ntrain;
     uint32_t *train = samples_of(c, "train", &ntrain);
-    struct heard h = {.want = train};
-    pthread_mutex_init(&h.mu, NULL);
-    pthread_cond_init(&h.cv, NULL);
-    struct cfs_roots_params rp = {.catalog = c,
-                                  .derive = true,
-                                  .identify = params(0, 777, 4096),
-                                  .on_identified = heard_cb,
-                                  .cb_arg = &h};
+    struct cfs_roots_params rp = {.catalog = c, .derive = true, .identify = params(0, 777, 4096)};
     rp.identify.node = 1, rp.identify.nodes = 2;
-    struct cfs_roots *r;
-    char err[256];
-    ck_assert_int_eq(cfs_roots_create(&rp, &r, err, sizeof(err)), 0);
+    struct heard h;
+    struct cfs_roots *r = roots_heard(rp, &h, train);
     struct cfs_sampler_params hint = {
         .kind = CFS_SAMPLER_TORCH_DDP, .seed = 777, .n = ntrain, .world = 4, .batch = 4};
     cfs_roots_take_hint(r, "val", &hint);   /* another root's: not train's */
@@ -369,14 +372,9 @@ static void identified_in_tree(enum cfs_order kind, uint32_t seed, const char *w
     uint64_t n;
     uint32_t *order = order_of(c, kind, "train", &n);
     ck_assert_uint_eq(n, 2 * (uint64_t)per);
-    struct heard h = {.want = order};
-    pthread_mutex_init(&h.mu, NULL);
-    pthread_cond_init(&h.cv, NULL);
-    struct cfs_roots_params rp = {.catalog = c, .derive = true, .identify = params(0, seed, 4096),
-                                  .on_identified = heard_cb, .cb_arg = &h};
-    struct cfs_roots *r;
-    char err[256];
-    ck_assert_int_eq(cfs_roots_create(&rp, &r, err, sizeof(err)), 0);
+    struct cfs_roots_params rp = {.catalog = c, .derive = true, .identify = params(0, seed, 4096)};
+    struct heard h;
+    struct cfs_roots *r = roots_heard(rp, &h, order);
     struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP, .seed = seed, .n = (uint32_t)n,
                         .world = 2, .batch = 4, .workers = 2, .ranks = 2, .epochs = 2};
     struct opens o = simulate(&t, 160);
@@ -509,14 +507,9 @@ START_TEST(a_detection_dataset_is_its_images_folders)
     uint32_t *train = order_of(c, CFS_ORDER_ULTRALYTICS, "images/train", &n);
     uint32_t *val = order_of(c, CFS_ORDER_ULTRALYTICS, "images/val", &nval);
     ck_assert_uint_eq(n, 100);
-    struct heard h = {.want = train};
-    pthread_mutex_init(&h.mu, NULL);
-    pthread_cond_init(&h.cv, NULL);
-    struct cfs_roots_params rp = {.catalog = c, .derive = true, .identify = params(0, 5150, 4096),
-                                  .on_identified = heard_cb, .cb_arg = &h};
-    struct cfs_roots *r;
-    char err[256];
-    ck_assert_int_eq(cfs_roots_create(&rp, &r, err, sizeof(err)), 0);
+    struct cfs_roots_params rp = {.catalog = c, .derive = true, .identify = params(0, 5150, 4096)};
+    struct heard h;
+    struct cfs_roots *r = roots_heard(rp, &h, train);
     struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP, .seed = 5150, .n = 100, .world = 2,
                         .batch = 4, .workers = 2, .ranks = 2, .epochs = 2};
     struct opens o = simulate(&t, 200);
@@ -562,13 +555,10 @@ START_TEST(an_unshuffled_pass_in_timms_order)
     struct cfs_catalog *c = scan();
     uint64_t n;
     uint32_t *order = order_of(c, CFS_ORDER_TIMM, "train", &n);
-    struct heard h = {.want = order};
-    pthread_mutex_init(&h.mu, NULL);
     struct cfs_roots_params rp = {.catalog = c, .derive = true, .identify = params(0, 1, 16),
-                                  .on_identified = heard_cb, .on_pass = pass_cb, .cb_arg = &h};
-    struct cfs_roots *r;
-    char err[256];
-    ck_assert_int_eq(cfs_roots_create(&rp, &r, err, sizeof(err)), 0);
+                                  .on_pass = pass_cb};
+    struct heard h;
+    struct cfs_roots *r = roots_heard(rp, &h, order);
     for (uint64_t i = 0; i < 2 * n; i++)
         cfs_roots_observe(r, order[i % n], 5000, 1000);
     ck_assert_msg(h.done, "no pass told");
