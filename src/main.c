@@ -51,13 +51,13 @@
 #include "clairfs/metrics_http.h"
 #include "clairfs/node_memory.h"
 #include "clairfs/options.h"
-#include "clairfs/order_agree.h"
 #include "clairfs/peer.h"
 #include "clairfs/peer_startup.h"
 #include "clairfs/prefetch.h"
 #include "clairfs/roots.h"
 #include "clairfs/run_config.h"
 #include "clairfs/seed_search.h"
+#include "cluster_order.h"
 #include "cmdline.h"
 #include "fs.h"
 #include "mountpoint.h"
@@ -211,7 +211,7 @@ struct daemon {
     struct cfs_prefetch *pf;
     struct cfs_openers *openers;
     struct cfs_roots *identify; /* order identification, one per dataset root */
-    struct cfs_order_agree *agree; /* distributed, nothing registered: the nodes' agreement */
+    struct cfs_cluster_order *cluster; /* distributed, nothing registered: the nodes' agreement */
     double plan_secs;
     char *fsname, *mount_opts;
     struct fuse_session *se;
@@ -571,10 +571,10 @@ static void identify_text(void *arg, char *buf, size_t len)
 {
     struct daemon *d = arg;
     cfs_roots_text(d->identify, buf, len);
-    if (!d->agree)
+    if (!d->cluster)
         return;
     char cluster[700];
-    cfs_order_agree_state(d->agree, cluster, sizeof(cluster));
+    cfs_cluster_order_text(d->cluster, cluster, sizeof(cluster));
     size_t used = strlen(buf);
     if (used < len)
         snprintf(buf + used, len - used, "%scluster: %s", used ? "; " : "", cluster);
@@ -588,114 +588,38 @@ static const struct cfs_identify_ops identify_ops = {
     .text = identify_text,
 };
 
-static void adopt_result(int rc, const char *err)
+/* On a root's identification thread: predict what it found, or, on a
+ * distributed mount, claim it to the other nodes (cluster_order.h). */
+static void on_identified(void *arg, const struct cfs_root *root, const struct cfs_identified *id)
 {
+    struct daemon *d = arg;
+    if (d->cluster) {
+        cfs_cluster_order_identified(d->cluster, root, id);
+        return;
+    }
+    char err[512];
+    int rc = cfs_prefetch_adopt_at(d->pf, id, root->name, root->map, root->n, err, sizeof(err));
     if (rc == -EBUSY)
         cfs_info("order: %s", err);
     else if (rc < 0)
         cfs_warn("order: %s", err);
 }
 
-/* On a root's identification thread: predict what it found, or, on a
- * distributed mount, claim it to the other nodes (clairfs/order_agree.h). */
-static void on_identified(void *arg, const struct cfs_root *root, const struct cfs_identified *id)
-{
-    struct daemon *d = arg;
-    if (d->agree) {
-        cfs_order_agree_local(d->agree, root->name, root->map, id);
-        return;
-    }
-    char err[512];
-    adopt_result(cfs_prefetch_adopt_at(d->pf, id, root->name, root->map, root->n, err, sizeof(err)),
-                 err);
-}
-
-/* The agreement's thread: every node's opens fit one order. */
-static void agreed_adopt(void *arg, const char *root, const void *map,
-                         const struct cfs_identified *mine, const struct cfs_rank_range *node_ranks,
-                         uint32_t from_epoch)
-{
-    struct daemon *d = arg;
-    char err[512];
-    adopt_result(cfs_prefetch_adopt_cluster(d->pf, mine, root, map, mine->sampler.n, node_ranks,
-                                            from_epoch, err, sizeof(err)),
-                 err);
-}
-
-static void agreed_hint(void *arg, const char *root, const struct cfs_sampler_params *hint)
-{
-    struct daemon *d = arg;
-    if (d->identify)
-        cfs_roots_take_hint(d->identify, root, hint);
-}
-
-static int agreement_send(void *arg, uint32_t dest, const void *msg, size_t len)
-{
-    return cfs_peer_note(((struct daemon *)arg)->peer, dest, msg, len);
-}
-
 /* On the head node's identification thread: its sets, for the other
- * nodes to scan shares of its range (clairfs/order_agree.h). */
+ * nodes to scan shares of its range. */
 static void on_split(void *arg, const struct cfs_root *root, const struct cfs_split_sets *sets)
 {
     struct daemon *d = arg;
-    if (d->agree)
-        cfs_order_agree_split(d->agree, root->name, sets);
-}
-
-struct share_scan {
-    struct daemon *d;
-    const char *root;
-    uint32_t head;
-    unsigned passed;
-};
-
-static bool share_passed(void *arg, uint32_t seed, uint32_t skip)
-{
-    struct share_scan *sc = arg;
-    sc->passed++;
-    cfs_order_agree_passed(sc->d->agree, sc->root, sc->head, seed, skip);
-    return false;
-}
-
-/* The agreement's thread: node src (the head) sent its sets; this node's
- * share of the range, on the usable CPUs at idle priority (what the
- * trainer leaves), until a claim comes. */
-static void agreed_scan_share(void *arg, const char *root, uint32_t src,
-                              const struct cfs_split_sets *s, const _Atomic bool *cancel)
-{
-    struct daemon *d = arg;
-    struct share_scan sc = {.d = d, .root = root, .head = src};
-    uint32_t first;
-    uint64_t count;
-    cfs_identify_split_share(s, (uint32_t)d->rank, (uint32_t)d->nodes, &first, &count);
-    cfs_info("order: scanning seeds %u-%u (share %d of %d) with node %u's sets", first,
-             (uint32_t)(first + count - 1), d->rank, d->nodes, src);
-    struct cfs_seed_threads th = {.idle = true};
-    int rc = cfs_identify_split_scan(s, (uint32_t)d->rank, (uint32_t)d->nodes, cancel, share_passed,
-                                     &sc, &th);
-    cfs_info("order: share %d of %d %s; %u seeds passed to node %u", d->rank, d->nodes,
-             rc == -ECANCELED ? "stopped (a node claimed)"
-             : rc < 0         ? strerror(-rc)
-                              : "scanned",
-             sc.passed, src);
-}
-
-/* The agreement's thread: a seed another node's share passed. */
-static void agreed_passed(void *arg, const char *root, uint32_t src, uint32_t seed, uint32_t skip)
-{
-    struct daemon *d = arg;
-    (void)src;
-    if (d->identify)
-        cfs_roots_take_candidate(d->identify, root, seed, skip);
+    if (d->cluster)
+        cfs_cluster_order_split(d->cluster, root, sets);
 }
 
 /* The peer thread: another node's claim. */
 static void agreement_note(void *arg, uint32_t src, const void *msg, size_t len)
 {
     struct daemon *d = arg;
-    if (d->agree)
-        cfs_order_agree_receive(d->agree, src, msg, len);
+    if (d->cluster)
+        cfs_cluster_order_note(d->cluster, src, msg, len);
 }
 
 /* A distributed mount with nothing registered learns the order with the
@@ -704,20 +628,14 @@ static int start_agreement(struct daemon *d)
 {
     if (!d->run.distributed || d->run.seeded || d->cl.opts.no_identify)
         return PHASE_OK;
-    struct cfs_order_agree_params ap = {
+    struct cfs_cluster_order_params cp = {
         .node = (uint32_t)d->rank,
         .nodes = (uint32_t)d->nodes,
-        .send = agreement_send,
-        .hint = agreed_hint,
-        /* an identified module takes a refinement as a hint, checked at once */
-        .refine = agreed_hint,
-        .adopt = agreed_adopt,
-        .scan_share = agreed_scan_share,
-        .passed = agreed_passed,
-        .arg = d,
+        .peer = d->peer,
+        .pf = d->pf,
     };
-    return cfs_order_agree_create(&ap, &d->agree, d->err, sizeof(d->err)) < 0 ? PHASE_FAILED
-                                                                              : PHASE_OK;
+    return cfs_cluster_order_create(&cp, &d->cluster, d->err, sizeof(d->err)) < 0 ? PHASE_FAILED
+                                                                                  : PHASE_OK;
 }
 
 /* On the opening thread: an unshuffled pass (the evaluation after each
@@ -771,6 +689,8 @@ static int start_identify(struct daemon *d)
     };
     if (cfs_roots_create(&rp, &d->identify, d->err, sizeof(d->err)) < 0)
         return PHASE_FAILED;
+    if (d->cluster)
+        cfs_cluster_order_set_roots(d->cluster, d->identify);
     cfs_prefetch_set_identify(d->pf, &identify_ops, d, NULL);
     return PHASE_OK;
 }
@@ -845,10 +765,10 @@ static void teardown(struct daemon *d)
     cfs_fs_destroy(d->fs);
     cfs_openers_destroy(d->openers);
     cfs_prefetch_stop(d->pf); /* its sweep asks the identification (scan_share) */
-    cfs_order_agree_stop(d->agree); /* it hints to the roots, adopts their maps */
+    cfs_cluster_order_stop(d->cluster); /* it hints to the roots, adopts their maps */
     cfs_roots_destroy(d->identify); /* no open observes now; it calls back no more */
     cfs_peer_leave(d->peer);    /* no more serving from, or fetching into, the cache */
-    cfs_order_agree_destroy(d->agree); /* after the peers: no claim comes any more */
+    cfs_cluster_order_destroy(d->cluster); /* after the peers: no claim comes any more */
     cfs_prefetch_destroy(d->pf); /* after the session: no request is left */
     if (d->data_fd >= 0)
         close(d->data_fd);
