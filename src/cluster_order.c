@@ -14,7 +14,15 @@
  * the claims, starts between the two), so they are set later and read
  * atomically; a claim heard before they exist is kept by the agreement as
  * a hint owed, and a hint the roots get before a root's first open is kept
- * for that root (cfs_roots_take_hint). */
+ * for that root (cfs_roots_take_hint).
+ *
+ * Falling back together.  Two things make a node refuse what the others
+ * hold: its identification's check of another node's refinement fails
+ * (cfs_cluster_order_refused), or the data path's misses show that its
+ * opens stopped fitting the adopted order (cfs_cluster_order_refuse_adopted).
+ * Either way the agreement tells every node, and each drops the plan it
+ * adopted (cfs_prefetch_drop_cluster): no node goes on with a plan whose
+ * owners and first reads the others no longer share. */
 #include "cluster_order.h"
 
 #include <errno.h>
@@ -26,6 +34,7 @@
 
 #include "clairfs/log.h"
 #include "clairfs/order_agree.h"
+#include "clairfs/sampler.h"
 #include "clairfs/seed_search.h"
 
 struct cfs_cluster_order {
@@ -55,6 +64,13 @@ static void agreed_hint(void *arg, const char *root, const struct cfs_sampler_pa
     struct cfs_roots *roots = atomic_load(&co->roots);
     if (roots)
         cfs_roots_take_hint(roots, root, hint);
+}
+
+/* The agreement's thread: a node refused the order every node adopted. */
+static void agreed_drop(void *arg, const char *root, const char *why)
+{
+    (void)root; /* the mount predicts one root's order at a time */
+    cfs_prefetch_drop_cluster(((struct cfs_cluster_order *)arg)->p.pf, why);
 }
 
 static int agreement_send(void *arg, uint32_t dest, const void *msg, size_t len)
@@ -127,6 +143,7 @@ int cfs_cluster_order_create(const struct cfs_cluster_order_params *p,
         .hint = agreed_hint,
         /* an identified module takes a refinement as a hint, checked at once */
         .refine = agreed_hint,
+        .drop = agreed_drop,
         .adopt = agreed_adopt,
         .scan_share = agreed_scan_share,
         .passed = agreed_passed,
@@ -164,6 +181,21 @@ void cfs_cluster_order_identified(struct cfs_cluster_order *co, const struct cfs
                                   const struct cfs_identified *id)
 {
     cfs_order_agree_local(co->agree, root->name, root->map, id);
+}
+
+void cfs_cluster_order_refused(struct cfs_cluster_order *co, const struct cfs_root *root,
+                               const struct cfs_sampler_params *hint, const char *why)
+{
+    cfs_warn("order: %s%sthis node's opens refuse the refinement to %s seed=%u (%s); every "
+             "node drops the agreed order",
+             root->name, root->name[0] ? ": " : "", cfs_sampler_kind_name(hint->kind),
+             (uint32_t)hint->seed, why);
+    cfs_order_agree_refuse(co->agree, root->name);
+}
+
+void cfs_cluster_order_refuse_adopted(struct cfs_cluster_order *co, const char *root)
+{
+    cfs_order_agree_refuse_adopted(co->agree, root);
 }
 
 void cfs_cluster_order_split(struct cfs_cluster_order *co, const struct cfs_root *root,

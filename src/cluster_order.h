@@ -38,6 +38,13 @@ void cfs_cluster_order_destroy(struct cfs_cluster_order *co);
 /* A root's identification thread found an order: claimed to every node. */
 void cfs_cluster_order_identified(struct cfs_cluster_order *co, const struct cfs_root *root,
                                   const struct cfs_identified *id);
+/* A root's identification thread: its opens do not fit the refinement
+ * another node claimed (hint, why), which every node then drops. */
+void cfs_cluster_order_refused(struct cfs_cluster_order *co, const struct cfs_root *root,
+                               const struct cfs_sampler_params *hint, const char *why);
+/* The data path: this node's opens no longer fit the order every node
+ * adopted for root ("" the mount's own): every node drops it. */
+void cfs_cluster_order_refuse_adopted(struct cfs_cluster_order *co, const char *root);
 /* The head's identification thread: its sets, for the other nodes' shares. */
 void cfs_cluster_order_split(struct cfs_cluster_order *co, const struct cfs_root *root,
                              const struct cfs_split_sets *sets);

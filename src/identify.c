@@ -192,6 +192,7 @@ void cfs_identify_restart(struct cfs_identify *id)
     id->len = 0;
     id->generation++;
     id->restarts++;
+    id->refine_pending = id->refine_checking = false;
     id->state = CFS_IDENTIFY_LEARNING;
     id->next_attempt = IDENT_MIN_OPENS;
     id->fruitless = 0;
@@ -245,6 +246,7 @@ void cfs_identify_take_hint(struct cfs_identify *id, const struct cfs_sampler_pa
         id->late_hint = *hint;
         id->late_hint.list_path = NULL;
         id->late_hint_pending = true;
+        id->refine_pending = !learning;
         rescan_now(id);
     }
     pthread_mutex_unlock(&id->lock);

@@ -507,6 +507,9 @@ struct cfs_identify {
      * made p.hint by the thread between attempts, when no attempt reads p */
     struct cfs_sampler_params late_hint;
     bool late_hint_pending;
+    /* under lock: the late hint refines what was identified; the next
+     * attempt that ends says whether the opens fit it (on_refused) */
+    bool refine_pending, refine_checking;
     /* under lock: candidate orders given after the start
      * (cfs_identify_take_orders), made p.orders the same way */
     const uint32_t *const *late_orders;

@@ -182,6 +182,58 @@ static bool same_identification(const struct cfs_identified *a, const struct cfs
            a->order == b->order;
 }
 
+/* How the opens answer a refinement (hint) that came once identified:
+ * NULL when they fit it or cannot tell, else why they refuse it. */
+static const char *refinement_answer(const struct cfs_sampler_params *hint,
+                                     const struct cfs_identified *got, char *why, size_t len)
+{
+    if (!got)
+        return "no order fits the opens";
+    const struct cfs_sampler_params *g = &got->sampler;
+    if ((uint32_t)g->seed != (uint32_t)hint->seed || g->world != hint->world ||
+        g->batch != hint->batch)
+        snprintf(why, len, "the opens fit %s seed=%u world=%u batch=%u",
+                 cfs_sampler_kind_name(g->kind), (uint32_t)g->seed, g->world, g->batch);
+    else if (hint->kind == CFS_SAMPLER_DETECTRON2 && g->kind == CFS_SAMPLER_TORCH_DDP)
+        return NULL; /* tried after torch-ddp: until epoch 1 shows, both fit */
+    else if (g->kind != hint->kind)
+        snprintf(why, len, "the opens fit %s", cfs_sampler_kind_name(g->kind));
+    else if (g->drop_last != hint->drop_last || g->drop_last_batch != hint->drop_last_batch ||
+             g->persistent_workers != hint->persistent_workers)
+        snprintf(why, len, "the opens fit drop_last=%d drop_last_batch=%d persistent_workers=%d",
+                 g->drop_last, g->drop_last_batch, g->persistent_workers);
+    else
+        return NULL;
+    return why;
+}
+
+/* Under the lock, released meanwhile: an attempt after a refinement taken
+ * once identified ended with got (NULL: nothing fits).  True when the
+ * opens refused it (on_refused was called): the order stays as it was.
+ * The variants are tried with the hint's drop_last and persistent workers
+ * first (identify_verify.c), so a refinement the opens cannot tell yet is
+ * the one found, never refused. */
+static bool check_refinement(struct cfs_identify *id, const struct cfs_identified *got)
+{
+    if (!id->refine_checking)
+        return false;
+    id->refine_checking = false;
+    char buf[160];
+    struct cfs_sampler_params hint = id->hint;
+    const char *why = refinement_answer(&hint, got, buf, sizeof(buf));
+    if (!why)
+        return false;
+    pthread_mutex_unlock(&id->lock);
+    cfs_info("identify: another node's refinement (%s seed=%u drop_last=%d drop_last_batch=%d "
+             "persistent_workers=%d) does not fit: %s",
+             cfs_sampler_kind_name(hint.kind), (uint32_t)hint.seed, hint.drop_last,
+             hint.drop_last_batch, hint.persistent_workers, why);
+    if (id->p.on_refused)
+        id->p.on_refused(id->p.cb_arg, &hint, why);
+    pthread_mutex_lock(&id->lock);
+    return true;
+}
+
 /* Under the lock, released meanwhile: the run's seed found, said. */
 static void announce(struct cfs_identify *id, struct cfs_identified *out)
 {
@@ -220,6 +272,8 @@ static void *identify_thread(void *arg)
             id->p.hint_has_seed = true;
             id->p.hint_identified = true;
             id->late_hint_pending = false;
+            id->refine_checking = id->refine_pending;
+            id->refine_pending = false;
         }
         if (id->late_orders_pending) {
             id->p.orders = id->late_orders;
@@ -296,11 +350,15 @@ static void *identify_thread(void *arg)
             id->next_attempt = id->len;
         if (kept_only && rc == 0 && !a->fits)
             id->next_attempt = len; /* not the next epoch's: scan them all at once */
+        if (rc == 0 && !a->fits && check_refinement(id, NULL))
+            continue;
         if (rc != 1)
             continue;
         ident_epoch_fit(id, &out, a->win);
         struct cfs_identified quiet = out;
         ident_finish(&id->p, &quiet, seconds, false);
+        if (check_refinement(id, &quiet))
+            continue; /* the order stays what it was */
         if (was && same_identification(&id->result, &quiet))
             continue; /* confirmed by the new opens */
         ident_finish(&id->p, &out, seconds, true);

@@ -580,12 +580,22 @@ static void identify_text(void *arg, char *buf, size_t len)
         snprintf(buf + used, len - used, "%scluster: %s", used ? "; " : "", cluster);
 }
 
+/* The opening thread: the nodes' agreed order stopped fitting this node's
+ * opens (cluster_order.h). */
+static void identify_refuse(void *arg, const char *root)
+{
+    struct daemon *d = arg;
+    if (d->cluster)
+        cfs_cluster_order_refuse_adopted(d->cluster, root);
+}
+
 static const struct cfs_identify_ops identify_ops = {
     .observe = identify_observe,
     .restart = identify_restart,
     .state = identify_state,
     .scan_share = identify_scan_share,
     .text = identify_text,
+    .refuse = identify_refuse,
 };
 
 /* On a root's identification thread: predict what it found, or, on a
@@ -603,6 +613,16 @@ static void on_identified(void *arg, const struct cfs_root *root, const struct c
         cfs_info("order: %s", err);
     else if (rc < 0)
         cfs_warn("order: %s", err);
+}
+
+/* On a root's identification thread: another node's refinement does not
+ * fit this node's opens. */
+static void on_refused(void *arg, const struct cfs_root *root,
+                       const struct cfs_sampler_params *hint, const char *why)
+{
+    struct daemon *d = arg;
+    if (d->cluster)
+        cfs_cluster_order_refused(d->cluster, root, hint, why);
 }
 
 /* On the head node's identification thread: its sets, for the other
@@ -686,6 +706,7 @@ static int start_identify(struct daemon *d)
         .on_pass = getenv("CLAIRFS_NO_EVAL_PREDICT") ? NULL : on_pass,
         /* nothing registered on many nodes: the head splits its scan */
         .on_split = d->run.distributed && !d->run.seeded ? on_split : NULL,
+        .on_refused = on_refused,
     };
     if (cfs_roots_create(&rp, &d->identify, d->err, sizeof(d->err)) < 0)
         return PHASE_FAILED;

@@ -118,6 +118,7 @@ static bool decide_generations(const struct cfs_order_claim *claims, const bool 
         if (c->refused && c->generation == out->generation) {
             out->state = CFS_ORDER_CONTRADICTED;
             out->refused = true;
+            out->no_longer_fits = c->refused == CFS_CLAIM_REFUSED_ADOPTED;
             out->first_differing = i;
             out->differs_from = (uint32_t)newest;
             return true;
@@ -215,7 +216,12 @@ void cfs_order_agree_describe(const struct cfs_order_claim *claims, const bool *
     case CFS_ORDER_CONTRADICTED:
         describe_claim(&claims[d->first_differing], a, sizeof(a));
         describe_claim(&claims[d->differs_from], b, sizeof(b));
-        if (d->refused)
+        if (d->refused && d->no_longer_fits)
+            snprintf(buf, len,
+                     "node %u's opens no longer fit the agreed order (%s); every node drops it "
+                     "and stays a reactive cache",
+                     d->first_differing, b);
+        else if (d->refused)
             snprintf(buf, len,
                      "node %u's opens contradict node %u's refinement %u: %s; every node stays a "
                      "reactive cache",
@@ -383,7 +389,7 @@ static void act(struct cfs_order_agree *a)
         check(a->p.arg, rc.root, &sp);
     }
     if (drop && a->p.drop)
-        a->p.drop(a->p.arg, root);
+        a->p.drop(a->p.arg, root, text);
     if (ranks && a->p.adopt)
         a->p.adopt(a->p.arg, root, ctx, &mine, ranks, d.from_epoch);
     free(ranks);
@@ -636,7 +642,8 @@ void cfs_order_agree_receive(struct cfs_order_agree *a, uint32_t src, const void
         len != sizeof(c))
         return;
     memcpy(&c, msg, sizeof(c));
-    if (c.magic != CFS_ORDER_CLAIM_MAGIC || c.world == 0 || c.n == 0 || c.refused > 1 ||
+    if (c.magic != CFS_ORDER_CLAIM_MAGIC || c.world == 0 || c.n == 0 ||
+        c.refused > CFS_CLAIM_REFUSED_ADOPTED ||
         memchr(c.root, '\0', sizeof(c.root)) == NULL)
         return;
     pthread_mutex_lock(&a->mu);
@@ -661,22 +668,52 @@ void cfs_order_agree_receive(struct cfs_order_agree *a, uint32_t src, const void
         a->p.send(a->p.arg, src, &mine, sizeof(mine));
 }
 
+/* Under no lock: c (this node's refusal, already its table's) to every
+ * other node. */
+static void send_all(struct cfs_order_agree *a, const struct cfs_order_claim *c)
+{
+    for (uint32_t d = 0; d < a->p.nodes; d++)
+        if (d != a->p.node && a->p.send)
+            a->p.send(a->p.arg, d, c, sizeof(*c));
+}
+
+/* Under mu: `of` refused as this node's claim (its own ranks and epoch). */
+static struct cfs_order_claim refusal(struct cfs_order_agree *a, const struct cfs_order_claim *of,
+                                      uint64_t why)
+{
+    struct cfs_order_claim c = *of, mine = a->claims[a->p.node];
+    c.refused = why;
+    c.rank_first = mine.rank_first, c.rank_count = mine.rank_count, c.epoch = mine.epoch;
+    a->claims[a->p.node] = c;
+    changed(a);
+    return c;
+}
+
 void cfs_order_agree_refuse(struct cfs_order_agree *a, const char *root)
 {
     pthread_mutex_lock(&a->mu);
-    struct cfs_order_claim c = a->refine_claim, mine = a->claims[a->p.node];
-    bool ok = a->refine_heard && a->have[a->p.node] && strcmp(c.root, root ? root : "") == 0;
-    if (ok) {
-        /* the refinement refused, with this node's own ranks and epoch */
-        c.refused = 1;
-        c.rank_first = mine.rank_first, c.rank_count = mine.rank_count, c.epoch = mine.epoch;
-        a->claims[a->p.node] = c;
-        changed(a);
-    }
+    bool ok = a->refine_heard && a->have[a->p.node] &&
+              strcmp(a->refine_claim.root, root ? root : "") == 0;
+    struct cfs_order_claim c;
+    if (ok)
+        c = refusal(a, &a->refine_claim, CFS_CLAIM_REFUSED_REFINEMENT);
     pthread_mutex_unlock(&a->mu);
-    for (uint32_t d = 0; ok && d < a->p.nodes; d++)
-        if (d != a->p.node && a->p.send)
-            a->p.send(a->p.arg, d, &c, sizeof(c));
+    if (ok)
+        send_all(a, &c);
+}
+
+void cfs_order_agree_refuse_adopted(struct cfs_order_agree *a, const char *root)
+{
+    pthread_mutex_lock(&a->mu);
+    /* the claim adopted is of the newest generation every node claimed */
+    bool ok = a->adopted && a->have[a->p.node] &&
+              strcmp(a->adopted_claim.root, root ? root : "") == 0;
+    struct cfs_order_claim c;
+    if (ok)
+        c = refusal(a, &a->adopted_claim, CFS_CLAIM_REFUSED_ADOPTED);
+    pthread_mutex_unlock(&a->mu);
+    if (ok)
+        send_all(a, &c);
 }
 
 enum cfs_order_agreement cfs_order_agree_state(struct cfs_order_agree *a, char *buf, size_t len)

@@ -606,8 +606,10 @@ static int adopt(struct cfs_prefetch *pf, const struct cfs_identified *id, const
         goto out;
     }
     debug_planned(run.epochs - 1, t0, cpu0, &ra);
+    pf->cluster_plan = cluster != NULL;
     pthread_mutex_lock(&pf->order_mu);
     pf->ident = *id;
+    pf->cluster_dropped[0] = '\0';
     pthread_mutex_unlock(&pf->order_mu);
     set_state(pf, PF_ORDER_IDENTIFIED);
     if (id->epoch_seed_only)
@@ -656,23 +658,56 @@ static uint64_t trailing_misses(struct cfs_prefetch *pf, uint64_t again[][2])
     return count;
 }
 
+/* Under replan_mu and plan_lock's write side: the adopted order's plan
+ * out of the data path, back to reactive caching; its tracker, for the
+ * caller to free once the locks are released. */
+static struct pf_track *release_adopted(struct cfs_prefetch *pf)
+{
+    /* No callback sees the swap: LRU, or the passes' keys where the mount
+     * sweeps (they never read the tracker). */
+    pf_policy_unordered(pf);
+    struct pf_track *old = pf->track;
+    pf->track = NULL;
+    pf->root = pf->plan_root = NULL;
+    pf->adopted = false;
+    pf->cluster_plan = false;
+    pf->run.seeded = false;
+    return old;
+}
+
+/* The drop's warning: this node's misses, and on a distributed mount the
+ * refusal that makes every node drop the agreed order with it. */
+static void warn_dropped(struct cfs_prefetch *pf, uint64_t nagain, bool cluster)
+{
+    char why[96];
+    unsigned block = atomic_exchange(&pf->drop_block_misses, 0);
+    if (block)
+        snprintf(why, sizeof(why), "%u of the last %u opens missed", block, BLOCK_OPENS);
+    else
+        snprintf(why, sizeof(why), "%" PRIu64 " misses in a row", nagain);
+    if (cluster)
+        cfs_warn("order: this node's opens no longer fit the nodes' agreed order (%s); dropping "
+                 "it and refusing it to the other nodes, which drop it too; learning again",
+                 why);
+    else
+        cfs_warn("order: the opens no longer fit the identified order (%s); dropping it, "
+                 "learning again",
+                 why);
+}
+
 void pf_drop_adopted(struct cfs_prefetch *pf)
 {
     uint64_t again[PF_RECENT][2];
+    char root[256] = "";
     pthread_mutex_lock(&pf->replan_mu);
     pthread_rwlock_wrlock(&pf->plan_lock);
-    bool adopted = pf->adopted;
+    bool adopted = pf->adopted, cluster = adopted && pf->cluster_plan;
     uint64_t nagain = adopted ? trailing_misses(pf, again) : 0;
     struct pf_track *old = NULL;
     if (adopted) {
-        /* No callback sees the swap: LRU, or the passes' keys where the
-         * mount sweeps (they never read the tracker). */
-        pf_policy_unordered(pf);
-        old = pf->track;
-        pf->track = NULL;
-        pf->root = pf->plan_root = NULL;
-        pf->adopted = false;
-        pf->run.seeded = false;
+        if (pf->root)
+            snprintf(root, sizeof(root), "%s", pf_root_name(pf->root));
+        old = release_adopted(pf);
         atomic_store(&pf->observe_until, 0);
         atomic_store(&pf->seen_count, 0);
         atomic_store(&pf->observed, 0);
@@ -683,17 +718,14 @@ void pf_drop_adopted(struct cfs_prefetch *pf)
     if (!adopted)
         return;
     pf_track_destroy(old);
-    unsigned block = atomic_exchange(&pf->drop_block_misses, 0);
-    if (block)
-        cfs_warn("order: the opens no longer fit the identified order (%u of the last %u "
-                 "opens missed); dropping it, learning again",
-                 block, BLOCK_OPENS);
-    else
-        cfs_warn("order: the opens no longer fit the identified order (%" PRIu64
-                 " misses in a row); dropping it, learning again",
-                 nagain);
+    warn_dropped(pf, nagain, cluster);
     set_state(pf, PF_ORDER_LEARNING);
     pf_wake(pf);
+    /* The other nodes drop it too (clairfs/order_agree.h): the agreement
+     * calls cfs_prefetch_drop_cluster on every node, this one included,
+     * after the state above. */
+    if (cluster && pf->id_ops->refuse)
+        pf->id_ops->refuse(pf->id_arg, root);
     /* Without replan_mu: the module's thread may be in on_identified,
      * waiting for it.  Nothing else is observed until the module has
      * restarted and heard the misses again (seen and the module agree). */
@@ -709,30 +741,47 @@ void pf_drop_adopted(struct cfs_prefetch *pf)
     atomic_store(&pf->learning, true);
     atomic_store(&pf->drop_pending, false);
     pthread_mutex_unlock(&pf->replan_mu);
-    /* Identified from the misses alone, while its callback was refused. */
+    /* Identified from the misses alone, while its callback was refused (a
+     * distributed mount's identification is claimed, never adopted here). */
     struct cfs_identified id;
     char err[256];
-    if (pf->id_ops->state && pf->id_ops->state(pf->id_arg, &id) == CFS_IDENTIFY_IDENTIFIED &&
+    if (!pf->distributed && pf->id_ops->state &&
+        pf->id_ops->state(pf->id_arg, &id) == CFS_IDENTIFY_IDENTIFIED &&
         cfs_prefetch_adopt(pf, &id, err, sizeof(err)) < 0)
         cfs_warn("order: %s", err);
+}
+
+void cfs_prefetch_drop_cluster(struct cfs_prefetch *pf, const char *why)
+{
+    pthread_mutex_lock(&pf->replan_mu);
+    pthread_rwlock_wrlock(&pf->plan_lock);
+    bool adopted = pf->adopted && pf->cluster_plan;
+    struct pf_track *old = adopted ? release_adopted(pf) : NULL;
+    if (adopted) {
+        atomic_store(&pf->observe_until, 0);
+        atomic_store(&pf->drop_pending, false);
+    }
+    pthread_rwlock_unlock(&pf->plan_lock);
+    pthread_mutex_unlock(&pf->replan_mu);
+    pf_track_destroy(old);
+    pthread_mutex_lock(&pf->order_mu);
+    snprintf(pf->cluster_dropped, sizeof(pf->cluster_dropped), "%s", why);
+    pthread_mutex_unlock(&pf->order_mu);
+    /* The identification goes on as it is: a claim of this node's stands
+     * until its opens say otherwise, and no order is adopted until every
+     * node's claims agree again. */
+    set_state(pf, PF_ORDER_DROPPED);
+    cfs_warn("order: the nodes dropped their agreed order%s: %s", adopted ? "" : " (not adopted here)",
+             why);
+    pf_wake(pf);
 }
 
 void pf_end_epoch_order(struct cfs_prefetch *pf)
 {
     pthread_mutex_lock(&pf->replan_mu);
     pthread_rwlock_wrlock(&pf->plan_lock);
-    struct pf_track *old = NULL;
     bool over = pf->adopted && pf->epoch_only;
-    if (over) {
-        /* No callback sees the swap: LRU, or the passes' keys where the
-         * mount sweeps (they never read the tracker). */
-        pf_policy_unordered(pf);
-        old = pf->track;
-        pf->track = NULL;
-        pf->root = pf->plan_root = NULL;
-        pf->adopted = false;
-        pf->run.seeded = false;
-    }
+    struct pf_track *old = over ? release_adopted(pf) : NULL;
     atomic_store(&pf->drop_pending, false);
     pthread_rwlock_unlock(&pf->plan_lock);
     pthread_mutex_unlock(&pf->replan_mu);
@@ -805,6 +854,11 @@ void cfs_prefetch_order_text(struct cfs_prefetch *pf, char *buf, size_t len)
             snprintf(buf, len, "not a torch shuffle (%" PRIu64 " opens)", observed);
         else
             snprintf(buf, len, "learning (%" PRIu64 " opens)", observed);
+        return;
+    case PF_ORDER_DROPPED:
+        pthread_mutex_lock(&pf->order_mu);
+        snprintf(buf, len, "dropped by the nodes: %s", pf->cluster_dropped);
+        pthread_mutex_unlock(&pf->order_mu);
         return;
     case PF_ORDER_OFF:
         break;

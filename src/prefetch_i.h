@@ -138,6 +138,7 @@ enum pf_order_state {
     PF_ORDER_CONTRADICTED,  /* registered, but the opens fit another order */
     PF_ORDER_LEARNING,      /* no seed: observing the opens */
     PF_ORDER_IDENTIFIED,    /* no seed: an identified order is predicted */
+    PF_ORDER_DROPPED,       /* distributed: the nodes dropped their agreed order */
 };
 
 /* The plan of this node (cfs_run_config_plan_params(): the whole cluster
@@ -429,10 +430,12 @@ struct cfs_prefetch {
     atomic_uint miss_run, block_opens, block_misses, drop_block_misses;
     atomic_bool drop_pending;
     bool restart_owed; /* dropped, the module not yet restarted (replan_mu) */
+    bool cluster_plan; /* the adopted plan is the nodes' agreed order's (replan_mu) */
     pthread_mutex_t order_mu;
     enum pf_order_state order_state;
     struct cfs_identified ident; /* when identified (or checked against the registered seed) */
     char contradiction[200];
+    char cluster_dropped[400]; /* PF_ORDER_DROPPED: which node refused, and why */
     /* Dataset roots (prefetch_root.c): every one adopted (replan_mu), kept
      * to the end with the plan sources made of them; the one the next
      * plan numbers (replan_mu) and the adopted order's (plan_lock), NULL

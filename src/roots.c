@@ -138,6 +138,15 @@ static void split(void *arg, const struct cfs_split_sets *sets)
     r->p.on_split(r->p.cb_arg, &view, sets);
 }
 
+/* On a root's identification thread: a refinement its opens refuse. */
+static void refinement_refused(void *arg, const struct cfs_sampler_params *hint, const char *why)
+{
+    struct root *rt = arg;
+    struct cfs_roots *r = rt->owner;
+    struct cfs_root view = {.name = rt->name, .n = rt->n, .map = rt->map};
+    r->p.on_refused(r->p.cb_arg, &view, hint, why);
+}
+
 static void root_free(struct root *rt)
 {
     if (!rt)
@@ -223,6 +232,7 @@ static struct root *root_new(struct cfs_roots *r, cfs_id dir, enum cfs_order kin
     ip.order_name = kind == CFS_ORDER_IMAGEFOLDER ? NULL : cfs_order_name(kind);
     ip.on_identified = found;
     ip.on_split = r->p.on_split ? split : NULL;
+    ip.on_refused = r->p.on_refused ? refinement_refused : NULL;
     ip.cb_arg = rt;
     if (cfs_identify_create(&ip, &rt->id, why, whylen) < 0) {
         root_free(rt);

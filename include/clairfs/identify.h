@@ -218,6 +218,10 @@ struct cfs_identify_params {
      * scan filters with, for the other nodes to scan shares of its range
      * (identify_split.c).  From the module's thread, with cb_arg. */
     void (*on_split)(void *arg, const struct cfs_split_sets *sets);
+    /* Optional: a refinement taken once identified (cfs_identify_take_hint)
+     * that the opens so far contradict: hint as taken, why in words.  From
+     * the module's thread, with cb_arg; the identification stays as it was. */
+    void (*on_refused)(void *arg, const struct cfs_sampler_params *hint, const char *why);
     void *cb_arg;
 };
 
@@ -255,8 +259,12 @@ void cfs_identify_restart(struct cfs_identify *id);
  * compare theirs), unless it refines that order (the same seed, world and
  * batch; drop_last, persistent workers or detectron2's stream where this
  * module has torch-ddp's: another node saw them at epoch 1's start), which
- * is checked at once over the opens so far; ignored when its n is not the
- * module's.  Any thread. */
+ * is checked at once over the opens so far: the module claims it again
+ * (on_identified) when they fit it, says so (on_refused) when they fit
+ * the order without it or fit nothing, and neither while they cannot tell
+ * (the order fits both ways, or the refinement is detectron2's stream,
+ * which the module tries after torch-ddp's: its own check at epoch 1's
+ * start decides); ignored when its n is not the module's.  Any thread. */
 void cfs_identify_take_hint(struct cfs_identify *id, const struct cfs_sampler_params *hint);
 
 /* Candidate index orders (params.orders, names, count of them) that come

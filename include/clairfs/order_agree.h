@@ -63,6 +63,16 @@
  * callback) and stays a reactive cache.  A node that dies meanwhile
  * leaves the others on the older plan.
  *
+ * An order that stops fitting.  A node whose opens stop fitting the order
+ * every node adopted (its trainer restarted with another seed: the data
+ * path's run of misses, prefetch_adopt.c) refuses that order the same way
+ * (cfs_order_agree_refuse_adopted), rather than dropping its plan alone:
+ * the others' plans would still give it files to own and peers to ask
+ * that its trainer no longer reads.  Every node drops the plan (the drop
+ * callback, told which node and why) and stays a reactive cache; the
+ * refusing node learns again, its next claim replaces the refusal, and
+ * the nodes adopt again only when every claim names one order.
+ *
  * The split seed scan.  The head node alone can filter the seed space,
  * but any node can scan a share of it with the head's two sets
  * (identify.h, "The seed scan split across the nodes"): the head sends
@@ -103,10 +113,16 @@ struct cfs_order_claim {
      * stream), so that an older claim waits for its node's check of the
      * newer one rather than contradicting it */
     uint64_t generation;
-    /* 1: this node's opens contradict the claim of this generation (the
-     * other fields are that claim's, the ranks this node's) */
+    /* CFS_CLAIM_REFUSED_*: this node's opens contradict the claim of this
+     * generation (the other fields are that claim's, the ranks this
+     * node's) */
     uint64_t refused;
     char root[CFS_ORDER_ROOT_MAX]; /* the dataset root ("" the mount's own), NUL-terminated */
+};
+
+enum {
+    CFS_CLAIM_REFUSED_REFINEMENT = 1, /* a refinement this node checked */
+    CFS_CLAIM_REFUSED_ADOPTED = 2,    /* the order every node adopted: its opens stopped fitting */
 };
 
 #define CFS_SPLIT_NOTE_MAGIC 0x73706c6974763031ull  /* "splitv01" */
@@ -141,7 +157,8 @@ struct cfs_order_decision {
     uint32_t missing;                  /* WAITING: nodes without a claim */
     uint32_t generation;               /* the newest generation claimed */
     uint32_t refining;                 /* WAITING: nodes whose claim is an older generation */
-    bool refused;                      /* CONTRADICTED: first_differing refused it */
+    bool refused;                      /* CONTRADICTED: first_differing refused it... */
+    bool no_longer_fits;               /* ...the order adopted (else a refinement) */
 };
 
 /* The claim of an identification (root "" for the mount's own order). */
@@ -183,8 +200,11 @@ struct cfs_order_agree_params {
      * the hint callback. */
     void (*refine)(void *arg, const char *root, const struct cfs_sampler_params *hint);
     /* An order adopted before no longer holds for every node (a refinement
-     * one node refused): back to reactive caching.  NULL: nothing. */
-    void (*drop)(void *arg, const char *root);
+     * one node refused, or the order one node's opens stopped fitting):
+     * back to reactive caching; why is the decision's description ("node 1's
+     * opens no longer fit the agreed order (...); every node drops it and
+     * stays a reactive cache").  NULL: nothing. */
+    void (*drop)(void *arg, const char *root, const char *why);
     /* Every node agreed: adopt this node's identification (ctx as given to
      * cfs_order_agree_local) with every node's ranks, from from_epoch. */
     void (*adopt)(void *arg, const char *root, const void *ctx, const struct cfs_identified *mine,
@@ -221,6 +241,11 @@ void cfs_order_agree_local(struct cfs_order_agree *a, const char *root, const vo
 /* This node's opens contradict the newest refinement heard for root: said
  * to every node, which all fall back to reactive caching together. */
 void cfs_order_agree_refuse(struct cfs_order_agree *a, const char *root);
+/* This node's opens no longer fit the order every node adopted for root
+ * (the data path's misses): said to every node, which all drop it and
+ * stay reactive caches, until the claims agree again.  Nothing when no
+ * order of root is adopted. */
+void cfs_order_agree_refuse_adopted(struct cfs_order_agree *a, const char *root);
 /* A message from node src (the peer thread).  Bad bytes are dropped. */
 void cfs_order_agree_receive(struct cfs_order_agree *a, uint32_t src, const void *msg, size_t len);
 /* This node holds the head of root's order: s goes to every other node,

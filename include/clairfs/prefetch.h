@@ -326,6 +326,12 @@ struct cfs_identify_ops {
     /* Optional: what each dataset root's identification found, for the
      * stats' roots: line (cfs_roots_text). */
     void (*text)(void *arg, char *buf, size_t len);
+    /* Optional (a distributed mount): the nodes' agreed order adopted here
+     * (cfs_prefetch_adopt_cluster) no longer fits this node's opens, for
+     * root ("" the mount's own): every node must drop it
+     * (clairfs/order_agree.h), which comes back as cfs_prefetch_drop_cluster.
+     * Called once the plan is dropped here, from the opening thread. */
+    void (*refuse)(void *arg, const char *root);
 };
 /* Install before the first open (the mount: before the session serves);
  * ops NULL: identification is off and `off_reason` says why in the stats
@@ -359,6 +365,13 @@ int cfs_prefetch_adopt_cluster(struct cfs_prefetch *pf, const struct cfs_identif
                                const char *root, const uint32_t *map, uint64_t n,
                                const struct cfs_rank_range *node_ranks, uint32_t from_epoch,
                                char *err, size_t errlen);
+/* A distributed mount's agreed order no longer holds for every node (one
+ * node's opens refused it: clairfs/order_agree.h): the plan adopted from it
+ * is dropped, back to reactive caching, and the identification is left as
+ * it is, so this node adopts again only when the nodes agree again; the
+ * stats' order line says why ("dropped by the nodes: node 1's opens no
+ * longer fit ...").  Any thread but the FUSE workers. */
+void cfs_prefetch_drop_cluster(struct cfs_prefetch *pf, const char *why);
 /* Predict the unshuffled pass (an evaluation after every epoch) over
  * folder `root`, whose n samples are the mount's map[0..n), read at
  * stride `stride` (the ranks): its opens are counted apart

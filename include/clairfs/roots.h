@@ -76,6 +76,10 @@ struct cfs_roots_params {
     /* Optional: a root's head sets for the other nodes (cfs_identify_params
      * on_split), from its identification thread. */
     void (*on_split)(void *arg, const struct cfs_root *root, const struct cfs_split_sets *sets);
+    /* Optional: a root's opens do not fit the refinement it was given
+     * (cfs_identify_params on_refused), from its identification thread. */
+    void (*on_refused)(void *arg, const struct cfs_root *root,
+                       const struct cfs_sampler_params *hint, const char *why);
     void *cb_arg;
 };
 

@@ -1,7 +1,7 @@
 /* What a module's thread reported, and waits on it, for the unit tests of
  * cfs_identify on its thread (test_identify_thread.c, test_identify_refine.c):
  * on_identified's calls and the last result, on_split's calls and the last
- * sets.  A wait polls every 10 ms with a guard of two minutes against a
+ * sets, on_refused's calls and the last hint refused.  A wait polls every 10 ms with a guard of two minutes against a
  * hang, never a bound on how long a step may take: the asserts after it
  * say what did not come. */
 #ifndef CLAIRFS_TEST_IDENTIFY_SEEN_H
@@ -17,6 +17,8 @@ struct seen {
     struct cfs_identified id;
     int splits; /* on_split's calls, and the last sets */
     struct cfs_split_sets split;
+    int refusals; /* on_refused's calls, and the last hint refused */
+    struct cfs_sampler_params refused;
 };
 
 static inline void on_identified(void *arg, const struct cfs_identified *id)
@@ -24,6 +26,14 @@ static inline void on_identified(void *arg, const struct cfs_identified *id)
     struct seen *s = arg;
     s->id = *id;
     __atomic_add_fetch(&s->calls, 1, __ATOMIC_SEQ_CST);
+}
+
+static inline void on_refused(void *arg, const struct cfs_sampler_params *hint, const char *why)
+{
+    struct seen *s = arg;
+    (void)why;
+    s->refused = *hint;
+    __atomic_add_fetch(&s->refusals, 1, __ATOMIC_SEQ_CST);
 }
 
 static inline int calls_of(struct seen *s)

@@ -8,8 +8,9 @@
  * next check, so that every node can claim it in the same epoch.  These
  * tests give node 1 of 2 (ranks 2-3 of world 4) its epoch 0 and the first
  * opens of epoch 1 - too few for its own check - then the refinement: the
- * module checks it over the opens so far and says the refined order.  A
- * hint of another seed is no refinement and is ignored. */
+ * module checks it over the opens so far and says the refined order, or,
+ * when its opens contradict it, refuses it (on_refused).  A hint of
+ * another seed is no refinement and is ignored. */
 #include <check.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -20,6 +21,7 @@
 #include "identify_seen.h"
 
 #define EPOCH1_OPENS 12 /* below the module's own check at epoch 1's start */
+#define EPOCH1_SEEN 400 /* past it: the workers shown */
 
 START_TEST(a_refinement_is_checked_at_once_when_identified)
 {
@@ -80,12 +82,62 @@ START_TEST(a_refinement_is_checked_at_once_when_identified)
 }
 END_TEST
 
+/* Node 1's trainer pads its ranks' shares (2002 samples, world 4: 501
+ * each), and node 0 claims drop_last: node 1's opens, past epoch 0's end,
+ * refuse it, and its order stays what it was. */
+START_TEST(a_refinement_the_opens_contradict_is_refused)
+{
+    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP,
+                        .seed = 4242,
+                        .n = 2002,
+                        .world = 4,
+                        .batch = 8,
+                        .workers = 2,
+                        .rank_first = 2,
+                        .ranks = 2,
+                        .drop_last = false,
+                        .epochs = 2};
+    struct opens o = simulate(&t, SIZE_MAX);
+    struct cfs_sampler_params claimed = {
+        .kind = CFS_SAMPLER_TORCH_DDP, .seed = t.seed, .n = t.n, .world = 4, .batch = 8};
+    struct cfs_identify_params p = params(t.n, t.seed, 4096);
+    p.node = 1, p.nodes = 2;
+    p.hint = &claimed, p.hint_has_seed = true, p.hint_identified = true;
+    struct seen seen = {0};
+    p.on_identified = on_identified, p.on_refused = on_refused, p.cb_arg = &seen;
+    struct cfs_identify *id;
+    char err[256];
+    ck_assert_int_eq(cfs_identify_create(&p, &id, err, sizeof(err)), 0);
+    for (size_t i = 0; i < 1002 + EPOCH1_SEEN; i++)
+        cfs_identify_observe(id, o.s[i], o.pid[i], o.ppid[i]);
+    ck_assert_int_ge(wait_calls(&seen, 1), 1);
+    ck_assert(wait_settled(id).settled);
+    int before = calls_of(&seen);
+    struct cfs_sampler_params refined = claimed;
+    refined.drop_last = true;
+    cfs_identify_take_hint(id, &refined);
+    for (int i = 0; i < WAIT_POLLS && !__atomic_load_n(&seen.refusals, __ATOMIC_SEQ_CST); i++)
+        usleep(10000);
+    ck_assert_int_eq(__atomic_load_n(&seen.refusals, __ATOMIC_SEQ_CST), 1);
+    ck_assert(seen.refused.drop_last);
+    ck_assert(wait_settled(id).settled);
+    ck_assert_int_eq(calls_of(&seen), before);
+    struct cfs_identified got;
+    ck_assert_int_eq(cfs_identify_state(id, &got), CFS_IDENTIFY_IDENTIFIED);
+    ck_assert(!got.sampler.drop_last);
+    ck_assert_uint_eq(got.sampler.seed, t.seed);
+    cfs_identify_destroy(id);
+    opens_free(&o);
+}
+END_TEST
+
 static Suite *identify_refine_suite(void)
 {
     Suite *s = suite_create("identify_refine");
     TCase *t = tcase_create("refine");
     tcase_set_timeout(t, 300);
     tcase_add_test(t, a_refinement_is_checked_at_once_when_identified);
+    tcase_add_test(t, a_refinement_the_opens_contradict_is_refused);
     suite_add_tcase(s, t);
     return s;
 }

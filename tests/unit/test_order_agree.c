@@ -216,6 +216,7 @@ struct node {
     uint32_t node;
     struct cfs_order_agree *a;
     int hints, adopts, refines, drops;
+    char drop_why[600]; /* the last drop's */
     struct cfs_sampler_params hint;
     char hint_root[CFS_ORDER_ROOT_MAX];
     struct cfs_rank_range ranks[NODES_MAX];
@@ -275,12 +276,13 @@ static void fake_refine(void *arg, const char *root, const struct cfs_sampler_pa
     pthread_mutex_unlock(&n->cl->mu);
 }
 
-static void fake_drop(void *arg, const char *root)
+static void fake_drop(void *arg, const char *root, const char *why)
 {
     struct node *n = arg;
     (void)root;
     pthread_mutex_lock(&n->cl->mu);
     n->drops++;
+    snprintf(n->drop_why, sizeof(n->drop_why), "%s", why);
     pthread_cond_broadcast(&n->cl->cv);
     pthread_mutex_unlock(&n->cl->mu);
 }
@@ -466,6 +468,8 @@ START_TEST(a_refinement_is_checked_by_every_node_and_adopted_together)
     struct node n[2];
     struct cfs_identified head, second;
     agreed_pair(&cl, n, &head, &second);
+    /* node 1 may have been hinted node 0's first claim before it claimed */
+    int hints = n[0].hints + n[1].hints;
     head.sampler.drop_last = true, head.epoch = 1;
     cfs_order_agree_local(n[0].a, "", NULL, &head);
     ck_assert(wait_count(&cl, &n[1].refines, 1));
@@ -474,7 +478,7 @@ START_TEST(a_refinement_is_checked_by_every_node_and_adopted_together)
     char text[600];
     ck_assert_int_eq(cfs_order_agree_state(n[0].a, text, sizeof(text)), CFS_ORDER_WAITING);
     ck_assert_ptr_nonnull(strstr(text, "refining: 1 of 2 nodes checking node 0's refinement 1"));
-    ck_assert_int_eq(n[0].refines + n[0].hints + n[1].hints, 0);
+    ck_assert_int_eq(n[0].refines + n[0].hints + n[1].hints, hints);
     /* node 1's opens fit it (at epoch 1 too) */
     second.sampler.drop_last = true, second.epoch = 1;
     cfs_order_agree_local(n[1].a, "", NULL, &second);
@@ -519,6 +523,46 @@ START_TEST(a_refinement_one_node_refuses_drops_the_plan_on_every_node)
     cluster_stop(&cl);
     ck_assert_int_eq(n[0].adopts + n[1].adopts, 2);
     ck_assert_int_eq(n[0].drops + n[1].drops, 2);
+}
+END_TEST
+
+/* Node 1's opens stop fitting the order both adopted (its trainer
+ * reshuffled): it refuses that order, and every node drops its plan with
+ * it, told which node; node 1's next claim of another order keeps every
+ * node off a plan, and a claim of the agreed order again brings both back. */
+START_TEST(an_order_one_node_stops_fitting_drops_the_plan_on_every_node)
+{
+    struct cluster cl;
+    struct node n[2];
+    struct cfs_identified head, second;
+    agreed_pair(&cl, n, &head, &second);
+    cfs_order_agree_refuse_adopted(n[1].a, "val"); /* not the root adopted: nothing */
+    ck_assert_int_eq(cfs_order_agree_state(n[1].a, NULL, 0), CFS_ORDER_AGREED);
+    cfs_order_agree_refuse_adopted(n[1].a, "");
+    ck_assert(wait_count(&cl, &n[0].drops, 1));
+    ck_assert(wait_count(&cl, &n[1].drops, 1));
+    const char *want = "node 1's opens no longer fit the agreed order (torch-ddp seed=17 world=4 "
+                       "batch=8); every node drops it and stays a reactive cache";
+    char text[600];
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(cfs_order_agree_state(n[i].a, text, sizeof(text)), CFS_ORDER_CONTRADICTED);
+        ck_assert_str_eq(text, want);
+        ck_assert_str_eq(n[i].drop_why, want);
+    }
+    /* node 1 learnt its trainer's new order: still no plan anywhere */
+    struct cfs_identified other = ddp(99, 4, 2, 2, 2);
+    cfs_order_agree_local(n[1].a, "", NULL, &other);
+    ck_assert_int_eq(cfs_order_agree_state(n[0].a, text, sizeof(text)), CFS_ORDER_CONTRADICTED);
+    ck_assert_ptr_nonnull(strstr(text, "node 1 contradicts node 0: torch-ddp seed=99"));
+    /* ... and the agreed order again: every node adopts it again, together */
+    second.epoch = 3;
+    cfs_order_agree_local(n[1].a, "", NULL, &second);
+    ck_assert(wait_count(&cl, &n[0].adopts, 2));
+    ck_assert(wait_count(&cl, &n[1].adopts, 2));
+    ck_assert_uint_eq(n[0].from_epoch, 3);
+    cluster_stop(&cl);
+    ck_assert_int_eq(n[0].drops + n[1].drops, 2);
+    ck_assert_int_eq(n[0].adopts + n[1].adopts, 4);
 }
 END_TEST
 
@@ -853,6 +897,7 @@ static Suite *order_agree_suite(void)
     tcase_add_test(m, bad_messages_are_dropped);
     tcase_add_test(m, a_refinement_is_checked_by_every_node_and_adopted_together);
     tcase_add_test(m, a_refinement_one_node_refuses_drops_the_plan_on_every_node);
+    tcase_add_test(m, an_order_one_node_stops_fitting_drops_the_plan_on_every_node);
     tcase_add_test(m, a_node_dead_during_a_refinement_leaves_every_node_on_the_older_plan);
     suite_add_tcase(s, m);
     TCase *split = tcase_create("split");
