@@ -771,8 +771,8 @@ void cfs_prefetch_drop_cluster(struct cfs_prefetch *pf, const char *why)
      * until its opens say otherwise, and no order is adopted until every
      * node's claims agree again. */
     set_state(pf, PF_ORDER_DROPPED);
-    cfs_warn("order: the nodes dropped their agreed order%s: %s", adopted ? "" : " (not adopted here)",
-             why);
+    cfs_warn("order: the nodes dropped their agreed order%s: %s",
+             adopted ? "" : " (no longer adopted here)", why);
     pf_wake(pf);
 }
 

@@ -375,6 +375,9 @@ def main():
                     help="only the first N steps of each epoch sleep --step-seconds (0: every "
                     "step): the steps around an identification, where the opens' pace bounds "
                     "the misses; the rest at the loader's pace")
+    ap.add_argument("--reseed", type=lambda v: [int(x) for x in v.split(":")],
+                    help="EPOCH:SEED: from this epoch on the sampler draws from SEED (a rank "
+                    "restarted with another seed: the order learnt stops fitting its opens)")
     ap.add_argument("--port", type=int, default=29500, help="rendezvous port (world > 1)")
     ap.add_argument("--train-dir", default="", help="train on this folder of the mount")
     ap.add_argument("--val-dir", help="evaluate on this folder of the mount after every epoch")
@@ -401,6 +404,8 @@ def main():
     with open(args.log, "w") as log:
         for epoch in range(args.epochs):
             if sampler is not None:
+                if args.reseed and epoch == args.reseed[0]:
+                    sampler.seed = args.reseed[1]  # DistributedSampler: seed + epoch
                 sampler.set_epoch(epoch)
             t_epoch = time.monotonic()
             batches = itertools.islice(stream, args.infinite) if stream is not None else loader

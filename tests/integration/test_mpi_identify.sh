@@ -21,6 +21,10 @@
 #           not in the suite: they vary with the host's load)
 #   jobs    2 nodes, two trainers of world 2 with seeds 17 and 100017, each on
 #           one node's mount (two jobs on one allocation)
+#   refuse  nodes2one, then node 1's rank reshuffles with another seed from
+#           epoch 2: node 1's opens stop fitting the agreed order, it refuses
+#           it, and every node drops its plan together and stays a reactive
+#           cache for the rest of the run
 # The RAM tiers hold the dataset together, not alone (120 % of it over the
 # nodes).  One trainer: node 0 holds the head of the order and identifies
 # it, the other nodes check its claim against their own opens, every node
@@ -31,7 +35,10 @@
 # predicted opens missed.  Two jobs: each node
 # identifies its own, the nodes disagree ("node 1 contradicts node 0"), no
 # node adopts (clairfs_order_identified 0, nothing predicted), every byte
-# right.
+# right.  Refused: both nodes first agree and adopt, then both log the
+# drop, their stats say the nodes dropped the order for node 1's opens,
+# clairfs_order_identified is 0 on each, and nothing is predicted in epoch
+# 3 (the predictions counted at epoch 2's end are all there are).
 # Environment: CLAIRFS, CLAIRFS_GENDATA (lib.sh).
 # Exit 77 when mpirun, FUSE or torch is missing.
 set -u
@@ -54,10 +61,11 @@ nodes2one) NODES=2 WORLD=2 JOBS=1 ;;
 nodes4) NODES=4 WORLD=8 JOBS=1 ;;
 nodes8) NODES=8 WORLD=16 JOBS=1 ;; # by hand: 8 daemons, 16 ranks, 32 workers
 jobs) NODES=2 WORLD=2 JOBS=2 PAUSE=5 ;; # nothing to wait for: no node adopts
+refuse) NODES=2 WORLD=2 JOBS=1 RESEED="--reseed 2:$((SEED + 5000))" ;;
 *) echo "unknown scenario $SCENARIO"; exit 2 ;;
 esac
 MPIPID=
-PERSISTENT=${PERSISTENT:-}
+PERSISTENT=${PERSISTENT:-} RESEED=${RESEED:-}
 
 mpi_cleanup() {
     cfs_mpi_stop
@@ -100,18 +108,23 @@ cluster_stop() {
 # trainers: JOBS trainers of WORLD ranks each; job j's rank r reads node
 # j * NODES / JOBS + r / (ranks a node)'s mount, compares every byte with
 # the source's; rank r of job j logs to $TMP/job$j.rank$r.log and copies its
-# mount's metrics at epoch 1 to $TMP/snap.job$j.rank$r.
+# mount's metrics at epoch 1 to $TMP/snap.job$j.rank$r and at each epoch E's
+# end to $TMP/end.job$j.rank$r.E.  RESEED goes to node 1's ranks.
 per_node=$((JOBS * WORLD / NODES))
 trainers() {
-    local j r node port pids=() p rc=0 t0=$SECONDS
+    local j r node port pids=() p rc=0 t0=$SECONDS reseed
     for j in $(seq 0 $((JOBS - 1))); do
         port=$("$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
         for r in $(seq 0 $((WORLD - 1))); do
             node=$((j * NODES / JOBS + r / per_node))
+            reseed=
+            [ "$node" = 1 ] && reseed=$RESEED
+            # shellcheck disable=SC2086
             timeout 600 "$TORCH_PY" "$TRAINER" --data "$TMP/m$node" --src "$src" \
                 --kind torch-ddp --seed $((SEED + 100000 * j)) --world $WORLD --rank "$r" \
                 --epochs $EPOCHS --batch $BATCH --workers $WORKERS --pause "$PAUSE" \
-                $PERSISTENT --port "$port" --snapshot "$TMP/snap.job$j.rank$r" --log "$TMP/job$j.rank$r.log" &
+                $PERSISTENT $reseed --port "$port" --snapshot "$TMP/snap.job$j.rank$r" \
+                --epoch-snapshots "$TMP/end.job$j.rank$r" --log "$TMP/job$j.rank$r.log" &
             pids+=($!)
             cfs_pids+=($!)
         done
@@ -159,7 +172,21 @@ for node in $(seq 0 $((NODES - 1))); do
     hit=$(cfs_metric "$mnt" 'clairfs_prediction_total{result="hit"}')
     miss=$(cfs_metric "$mnt" 'clairfs_prediction_total{result="miss"}')
     echo "node $node: $opens opens, $later in epochs 1-$((EPOCHS - 1)); predicted: hit=$hit miss=$miss"
-    if [ "$JOBS" = 1 ]; then
+    if [ -n "$RESEED" ]; then
+        ended=$(awk '$1 ~ /^clairfs_prediction_total\{result="(hit|miss)"\}$/ { s += $2 }
+            END { print s + 0 }' \
+            "$TMP/end.job$j.rank$first.2")
+        check "node $node: clairfs_order_identified 0" \
+            test "$(cfs_metric "$mnt" clairfs_order_identified)" = 0
+        check "node $node: nothing predicted in epoch 3 ($((hit + miss)) predictions, $ended at epoch 2's end)" \
+            test "$((hit + miss))" = "$ended"
+        check "node $node: predicted before (the order was adopted)" test "$ended" -gt 0
+        check "node $node: the stats say the nodes dropped the order for node 1's opens" \
+            grep -q "^order: *dropped by the nodes: node 1" "$mnt/.clairfs/stats"
+        check "node $node: logs the drop" \
+            grep -q "clairfs\[rank $node\]: order: the nodes dropped their agreed order.*: node 1" \
+            "$TMP/mpi.log"
+    elif [ "$JOBS" = 1 ]; then
         check "node $node: clairfs_order_identified 1" \
             test "$(cfs_metric "$mnt" clairfs_order_identified)" = 1
         check "node $node: at least the opens of epochs 1-$((EPOCHS - 1)) predicted ($((hit + miss)) of $later)" \
@@ -177,7 +204,10 @@ for node in $(seq 0 $((NODES - 1))); do
     fi
 done
 grep -E 'order:|identify:' "$TMP/mpi.log"
-if [ "$JOBS" = 1 ]; then
+if [ -n "$RESEED" ]; then
+    check "the nodes first agree on the trainer's order" \
+        grep -q "nodes 0-1 agree: torch-ddp seed=$SEED world=$WORLD batch=$BATCH" "$TMP/mpi.log"
+elif [ "$JOBS" = 1 ]; then
     check "the nodes agree on the trainer's order" \
         grep -q "nodes 0-$((NODES - 1)) agree: torch-ddp seed=$SEED world=$WORLD batch=$BATCH" \
         "$TMP/mpi.log"
