@@ -668,52 +668,38 @@ void cfs_order_agree_receive(struct cfs_order_agree *a, uint32_t src, const void
         a->p.send(a->p.arg, src, &mine, sizeof(mine));
 }
 
-/* Under no lock: c (this node's refusal, already its table's) to every
- * other node. */
-static void send_all(struct cfs_order_agree *a, const struct cfs_order_claim *c)
+/* This node's refusal (CFS_CLAIM_REFUSED_*) of root's claim `which`
+ * (the newest refinement heard, or the one adopted), with its own ranks
+ * and epoch, to every node; nothing when there is none of root. */
+static void refuse(struct cfs_order_agree *a, const char *root, uint64_t why)
 {
-    for (uint32_t d = 0; d < a->p.nodes; d++)
+    pthread_mutex_lock(&a->mu);
+    bool refinement = why == CFS_CLAIM_REFUSED_REFINEMENT;
+    struct cfs_order_claim c = refinement ? a->refine_claim : a->adopted_claim;
+    /* the claim adopted is of the newest generation every node claimed */
+    bool ok = (refinement ? a->refine_heard : a->adopted) && a->have[a->p.node] &&
+              strcmp(c.root, root ? root : "") == 0;
+    if (ok) {
+        const struct cfs_order_claim *mine = &a->claims[a->p.node];
+        c.refused = why;
+        c.rank_first = mine->rank_first, c.rank_count = mine->rank_count, c.epoch = mine->epoch;
+        a->claims[a->p.node] = c;
+        changed(a);
+    }
+    pthread_mutex_unlock(&a->mu);
+    for (uint32_t d = 0; ok && d < a->p.nodes; d++)
         if (d != a->p.node && a->p.send)
-            a->p.send(a->p.arg, d, c, sizeof(*c));
-}
-
-/* Under mu: `of` refused as this node's claim (its own ranks and epoch). */
-static struct cfs_order_claim refusal(struct cfs_order_agree *a, const struct cfs_order_claim *of,
-                                      uint64_t why)
-{
-    struct cfs_order_claim c = *of, mine = a->claims[a->p.node];
-    c.refused = why;
-    c.rank_first = mine.rank_first, c.rank_count = mine.rank_count, c.epoch = mine.epoch;
-    a->claims[a->p.node] = c;
-    changed(a);
-    return c;
+            a->p.send(a->p.arg, d, &c, sizeof(c));
 }
 
 void cfs_order_agree_refuse(struct cfs_order_agree *a, const char *root)
 {
-    pthread_mutex_lock(&a->mu);
-    bool ok = a->refine_heard && a->have[a->p.node] &&
-              strcmp(a->refine_claim.root, root ? root : "") == 0;
-    struct cfs_order_claim c;
-    if (ok)
-        c = refusal(a, &a->refine_claim, CFS_CLAIM_REFUSED_REFINEMENT);
-    pthread_mutex_unlock(&a->mu);
-    if (ok)
-        send_all(a, &c);
+    refuse(a, root, CFS_CLAIM_REFUSED_REFINEMENT);
 }
 
 void cfs_order_agree_refuse_adopted(struct cfs_order_agree *a, const char *root)
 {
-    pthread_mutex_lock(&a->mu);
-    /* the claim adopted is of the newest generation every node claimed */
-    bool ok = a->adopted && a->have[a->p.node] &&
-              strcmp(a->adopted_claim.root, root ? root : "") == 0;
-    struct cfs_order_claim c;
-    if (ok)
-        c = refusal(a, &a->adopted_claim, CFS_CLAIM_REFUSED_ADOPTED);
-    pthread_mutex_unlock(&a->mu);
-    if (ok)
-        send_all(a, &c);
+    refuse(a, root, CFS_CLAIM_REFUSED_ADOPTED);
 }
 
 enum cfs_order_agreement cfs_order_agree_state(struct cfs_order_agree *a, char *buf, size_t len)

@@ -23,30 +23,51 @@
 #define EPOCH1_OPENS 12 /* below the module's own check at epoch 1's start */
 #define EPOCH1_SEEN 400 /* past it: the workers shown */
 
-START_TEST(a_refinement_is_checked_at_once_when_identified)
+/* Node 1 of 2: ranks 2-3 of a torch-ddp trainer of world 4, n samples. */
+static struct trainer node1_trainer(uint32_t n)
 {
-    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP,
-                        .seed = 4242,
-                        .n = 2000,
-                        .world = 4,
-                        .batch = 8,
-                        .workers = 2,
-                        .rank_first = 2,
-                        .ranks = 2,
-                        .persistent = true,
-                        .epochs = 2};
-    struct opens o = simulate(&t, SIZE_MAX);
-    ck_assert_uint_eq(o.len, 2000); /* 1000 an epoch: ranks 2-3 of 4 */
-    struct cfs_sampler_params claimed = {
-        .kind = CFS_SAMPLER_TORCH_DDP, .seed = t.seed, .n = t.n, .world = 4, .batch = 8};
-    struct cfs_identify_params p = params(t.n, t.seed, 4096);
+    return (struct trainer){.kind = CFS_SAMPLER_TORCH_DDP,
+                            .seed = 4242,
+                            .n = n,
+                            .world = 4,
+                            .batch = 8,
+                            .workers = 2,
+                            .rank_first = 2,
+                            .ranks = 2,
+                            .epochs = 2};
+}
+
+/* Node 0's first claim: its epoch 0 shows no drop_last, no workers' kind. */
+static struct cfs_sampler_params claim_of(const struct trainer *t)
+{
+    return (struct cfs_sampler_params){
+        .kind = CFS_SAMPLER_TORCH_DDP, .seed = t->seed, .n = t->n, .world = 4, .batch = 8};
+}
+
+/* Node 1's identification, hinted node 0's claim, reporting to seen. */
+static struct cfs_identify *node1_module(const struct trainer *t,
+                                         const struct cfs_sampler_params *claimed,
+                                         struct seen *seen)
+{
+    struct cfs_identify_params p = params(t->n, t->seed, 4096);
     p.node = 1, p.nodes = 2;
-    p.hint = &claimed, p.hint_has_seed = true, p.hint_identified = true;
-    struct seen seen = {0};
-    p.on_identified = on_identified, p.cb_arg = &seen;
+    p.hint = claimed, p.hint_has_seed = true, p.hint_identified = true;
+    p.on_identified = on_identified, p.on_refused = on_refused, p.cb_arg = seen;
     struct cfs_identify *id;
     char err[256];
     ck_assert_int_eq(cfs_identify_create(&p, &id, err, sizeof(err)), 0);
+    return id;
+}
+
+START_TEST(a_refinement_is_checked_at_once_when_identified)
+{
+    struct trainer t = node1_trainer(2000);
+    t.persistent = true;
+    struct opens o = simulate(&t, SIZE_MAX);
+    ck_assert_uint_eq(o.len, 2000); /* 1000 an epoch: ranks 2-3 of 4 */
+    struct cfs_sampler_params claimed = claim_of(&t);
+    struct seen seen = {0};
+    struct cfs_identify *id = node1_module(&t, &claimed, &seen);
     for (size_t i = 0; i < 1000; i++)
         cfs_identify_observe(id, o.s[i], o.pid[i], o.ppid[i]);
     ck_assert_int_ge(wait_calls(&seen, 1), 1);
@@ -87,27 +108,11 @@ END_TEST
  * refuse it, and its order stays what it was. */
 START_TEST(a_refinement_the_opens_contradict_is_refused)
 {
-    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP,
-                        .seed = 4242,
-                        .n = 2002,
-                        .world = 4,
-                        .batch = 8,
-                        .workers = 2,
-                        .rank_first = 2,
-                        .ranks = 2,
-                        .drop_last = false,
-                        .epochs = 2};
+    struct trainer t = node1_trainer(2002);
     struct opens o = simulate(&t, SIZE_MAX);
-    struct cfs_sampler_params claimed = {
-        .kind = CFS_SAMPLER_TORCH_DDP, .seed = t.seed, .n = t.n, .world = 4, .batch = 8};
-    struct cfs_identify_params p = params(t.n, t.seed, 4096);
-    p.node = 1, p.nodes = 2;
-    p.hint = &claimed, p.hint_has_seed = true, p.hint_identified = true;
+    struct cfs_sampler_params claimed = claim_of(&t);
     struct seen seen = {0};
-    p.on_identified = on_identified, p.on_refused = on_refused, p.cb_arg = &seen;
-    struct cfs_identify *id;
-    char err[256];
-    ck_assert_int_eq(cfs_identify_create(&p, &id, err, sizeof(err)), 0);
+    struct cfs_identify *id = node1_module(&t, &claimed, &seen);
     for (size_t i = 0; i < 1002 + EPOCH1_SEEN; i++)
         cfs_identify_observe(id, o.s[i], o.pid[i], o.ppid[i]);
     ck_assert_int_ge(wait_calls(&seen, 1), 1);
