@@ -11,6 +11,8 @@
  * its epoch, and a lasting one after it is planned the mount's epochs;
  * every open of a sample is counted once, as a hit, a miss or unplanned
  * (no order covers it), and the gauge says 1 only while an order predicts;
+ * a distributed mount's agreed plan that stops fitting is refused to the
+ * other nodes, and dropped when they drop it;
  * sweep=auto holds the sweep while the search reports little of a core. */
 #include <check.h>
 #include <stdatomic.h>
@@ -20,6 +22,7 @@
 #include <unistd.h>
 
 #include "check_run.h"
+#include "fake_peer.h"
 #include "clairfs/identify.h"
 #include "clairfs/prefetch.h"
 #include "clairfs/sampler.h"
@@ -560,6 +563,82 @@ START_TEST(drop_after_half_a_block_missed)
 }
 END_TEST
 
+/* The refusals a cluster plan's drop sends (cfs_identify_ops.refuse). */
+static unsigned cluster_refusals;
+static char cluster_refused_root[64] = "?";
+
+static void fake_refuse(void *arg, const char *root)
+{
+    (void)arg;
+    cluster_refusals++;
+    snprintf(cluster_refused_root, sizeof(cluster_refused_root), "%s", root);
+}
+
+/* Node 0 of 2 (world 2, one rank a node) on the nodes' agreed order: 64
+ * misses in a row drop its plan and refuse the order to the others
+ * (refuse, once), never adopting alone after; the others' drop comes back
+ * as cfs_prefetch_drop_cluster, and the order line and gauge say it.  A
+ * node that only hears the drop (its opens still fit) drops its plan
+ * without learning again. */
+START_TEST(a_cluster_plan_that_stops_fitting_is_refused_to_every_node)
+{
+    char err[256];
+    struct fixture fx;
+    struct cfs_metrics m;
+    struct fake_identify fake = {.state = CFS_IDENTIFY_IDENTIFIED};
+    static const struct cfs_identify_ops ops = {
+        .observe = fake_observe, .restart = fake_restart, .state = fake_state,
+        .refuse = fake_refuse};
+    fixture_init(&fx);
+    cfs_metrics_init(&m);
+    struct fake_peer *fp = fake_peer_create(0, 2, 5.0); /* holds nothing: the PFS serves */
+    struct cfs_prefetch *pf = create_pf(
+        &fx, "ram=16M,epochs=1", 2, 0,
+        (struct cfs_prefetch_params){.metrics = &m, .peer_ops = &fake_peer_ops, .peer = fp});
+    ck_assert_int_eq(cfs_prefetch_start(pf, err, sizeof(err)), 0);
+    cfs_prefetch_set_identify(pf, &ops, &fake, NULL);
+    const struct cfs_rank_range ranks[2] = {{0, 1}, {1, 1}};
+    for (int round = 0; round < 2; round++) {
+        struct cfs_identified id = ddp7(2, 0, 0);
+        ck_assert_msg(cfs_prefetch_adopt_cluster(pf, &id, "", NULL, NFILES, ranks, 0, err,
+                                                 sizeof(err)) == 0,
+                      "%s", err);
+        ck_assert_int_eq(cfs_prefetch_wait_idle(pf, 30), 0);
+        ck_assert_uint_eq(mget(&m, CFS_M_ORDER_IDENTIFIED), 1);
+        unsigned restarts = fake.restarts;
+        if (round == 0) {
+            uint64_t nmine;
+            uint32_t *mine = ddp7_stream(2, 0, &nmine);
+            bool is_mine[NFILES] = {false};
+            for (uint64_t i = 0; i < nmine; i++)
+                is_mine[mine[i]] = true;
+            free(mine);
+            for (uint32_t s = 0, missed = 0; missed < 64; s = (s + 1) % NFILES)
+                if (!is_mine[s]) { /* rank 1's files, read twice over */
+                    read_check_as(pf, &fx, s, &trainer);
+                    missed++;
+                }
+            ck_assert_uint_eq(cluster_refusals, 1);
+            ck_assert_str_eq(cluster_refused_root, "");
+            ck_assert_uint_eq(fake.restarts, restarts + 1); /* it learns again */
+            order_text_starts(pf, "learning");
+        }
+        cfs_prefetch_drop_cluster(pf, "node 0's opens no longer fit the agreed order");
+        struct cfs_prefetch_stats st;
+        cfs_prefetch_stats(pf, &st);
+        ck_assert(!st.planned && !st.adopted);
+        ck_assert_uint_eq(mget(&m, CFS_M_ORDER_IDENTIFIED), 0);
+        order_text_starts(pf, "dropped by the nodes: node 0's opens no longer fit");
+        if (round == 1) /* only told: no refusal of its own, no learning again */
+            ck_assert_uint_eq(fake.restarts, restarts);
+    }
+    ck_assert_uint_eq(cluster_refusals, 1);
+    cfs_prefetch_destroy(pf);
+    fake_peer_destroy(fp);
+    fixture_fini(&fx);
+}
+END_TEST
+
 /* A registered seed never drops, however many misses. */
 START_TEST(registered_seed_never_drops)
 {
@@ -876,6 +955,7 @@ int main(void)
     tcase_add_test(tc, drop_after_64_misses_in_a_row);
     tcase_add_test(tc, drop_after_half_a_block_missed);
     tcase_add_test(tc, registered_seed_never_drops);
+    tcase_add_test(tc, a_cluster_plan_that_stops_fitting_is_refused_to_every_node);
     tcase_add_test(tc, off_observes_nothing);
     tcase_add_test(tc, sweep_auto_holds_while_the_search_gets_little_of_a_core);
     tcase_add_test(tc, one_epoch_order_then_a_lasting_one);
