@@ -204,8 +204,7 @@ void cfs_cluster_order_split(struct cfs_cluster_order *co, const struct cfs_root
     cfs_order_agree_split(co->agree, root->name, sets);
 }
 
-void cfs_cluster_order_note(struct cfs_cluster_order *co, uint32_t src, const void *msg,
-                            size_t len)
+void cfs_cluster_order_note(struct cfs_cluster_order *co, uint32_t src, const void *msg, size_t len)
 {
     cfs_order_agree_receive(co->agree, src, msg, len);
 }

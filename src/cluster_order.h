@@ -16,8 +16,8 @@
 
 struct cfs_cluster_order_params {
     uint32_t node, nodes;
-    struct cfs_peer *peer;    /* the claims' transport (cfs_peer_note) */
-    struct cfs_prefetch *pf;  /* adopts the agreed plan */
+    struct cfs_peer *peer;   /* the claims' transport (cfs_peer_note) */
+    struct cfs_prefetch *pf; /* adopts the agreed plan */
 };
 
 struct cfs_cluster_order;

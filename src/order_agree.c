@@ -643,8 +643,7 @@ void cfs_order_agree_receive(struct cfs_order_agree *a, uint32_t src, const void
         return;
     memcpy(&c, msg, sizeof(c));
     if (c.magic != CFS_ORDER_CLAIM_MAGIC || c.world == 0 || c.n == 0 ||
-        c.refused > CFS_CLAIM_REFUSED_ADOPTED ||
-        memchr(c.root, '\0', sizeof(c.root)) == NULL)
+        c.refused > CFS_CLAIM_REFUSED_ADOPTED || memchr(c.root, '\0', sizeof(c.root)) == NULL)
         return;
     pthread_mutex_lock(&a->mu);
     /* The first claim from src: ours goes back to it, in case the one we
