@@ -132,13 +132,13 @@
 #define PF_RECENT 256u
 
 enum pf_order_state {
-    PF_ORDER_OFF = 0,       /* nothing registered, identification off */
-    PF_ORDER_REGISTERED,    /* a seed was registered; the opens not yet checked */
-    PF_ORDER_CONFIRMED,     /* registered, and the opens fit it */
-    PF_ORDER_CONTRADICTED,  /* registered, but the opens fit another order */
-    PF_ORDER_LEARNING,      /* no seed: observing the opens */
-    PF_ORDER_IDENTIFIED,    /* no seed: an identified order is predicted */
-    PF_ORDER_DROPPED,       /* distributed: the nodes dropped their agreed order */
+    PF_ORDER_OFF = 0,      /* nothing registered, identification off */
+    PF_ORDER_REGISTERED,   /* a seed was registered; the opens not yet checked */
+    PF_ORDER_CONFIRMED,    /* registered, and the opens fit it */
+    PF_ORDER_CONTRADICTED, /* registered, but the opens fit another order */
+    PF_ORDER_LEARNING,     /* no seed: observing the opens */
+    PF_ORDER_IDENTIFIED,   /* no seed: an identified order is predicted */
+    PF_ORDER_DROPPED,      /* distributed: the nodes dropped their agreed order */
 };
 
 /* The plan of this node (cfs_run_config_plan_params(): the whole cluster

@@ -1,9 +1,9 @@
 /* What a module's thread reported, and waits on it, for the unit tests of
  * cfs_identify on its thread (test_identify_thread.c, test_identify_refine.c):
  * on_identified's calls and the last result, on_split's calls and the last
- * sets, on_refused's calls and the last hint refused.  A wait polls every 10 ms with a guard of two minutes against a
- * hang, never a bound on how long a step may take: the asserts after it
- * say what did not come. */
+ * sets, on_refused's calls and the last hint refused.  A wait polls
+ * every 10 ms with a guard of two minutes against a hang, never a bound on
+ * how long a step may take: the asserts after it say what did not come. */
 #ifndef CLAIRFS_TEST_IDENTIFY_SEEN_H
 #define CLAIRFS_TEST_IDENTIFY_SEEN_H
 

@@ -45,9 +45,8 @@ static struct cfs_sampler_params claim_of(const struct trainer *t)
 }
 
 /* Node 1's identification, hinted node 0's claim, reporting to seen. */
-static struct cfs_identify *node1_module(const struct trainer *t,
-                                         const struct cfs_sampler_params *claimed,
-                                         struct seen *seen)
+static struct cfs_identify *
+node1_module(const struct trainer *t, const struct cfs_sampler_params *claimed, struct seen *seen)
 {
     struct cfs_identify_params p = params(t->n, t->seed, 4096);
     p.node = 1, p.nodes = 2;

@@ -22,10 +22,10 @@
 #include <unistd.h>
 
 #include "check_run.h"
-#include "fake_peer.h"
 #include "clairfs/identify.h"
 #include "clairfs/prefetch.h"
 #include "clairfs/sampler.h"
+#include "fake_peer.h"
 #include "prefetch_fixture.h"
 #include "src/prefetch_i.h"
 
@@ -586,9 +586,10 @@ START_TEST(a_cluster_plan_that_stops_fitting_is_refused_to_every_node)
     struct fixture fx;
     struct cfs_metrics m;
     struct fake_identify fake = {.state = CFS_IDENTIFY_IDENTIFIED};
-    static const struct cfs_identify_ops ops = {
-        .observe = fake_observe, .restart = fake_restart, .state = fake_state,
-        .refuse = fake_refuse};
+    static const struct cfs_identify_ops ops = {.observe = fake_observe,
+                                                .restart = fake_restart,
+                                                .state = fake_state,
+                                                .refuse = fake_refuse};
     fixture_init(&fx);
     cfs_metrics_init(&m);
     struct fake_peer *fp = fake_peer_create(0, 2, 5.0); /* holds nothing: the PFS serves */
@@ -600,9 +601,9 @@ START_TEST(a_cluster_plan_that_stops_fitting_is_refused_to_every_node)
     const struct cfs_rank_range ranks[2] = {{0, 1}, {1, 1}};
     for (int round = 0; round < 2; round++) {
         struct cfs_identified id = ddp7(2, 0, 0);
-        ck_assert_msg(cfs_prefetch_adopt_cluster(pf, &id, "", NULL, NFILES, ranks, 0, err,
-                                                 sizeof(err)) == 0,
-                      "%s", err);
+        ck_assert_msg(
+            cfs_prefetch_adopt_cluster(pf, &id, "", NULL, NFILES, ranks, 0, err, sizeof(err)) == 0,
+            "%s", err);
         ck_assert_int_eq(cfs_prefetch_wait_idle(pf, 30), 0);
         ck_assert_uint_eq(mget(&m, CFS_M_ORDER_IDENTIFIED), 1);
         unsigned restarts = fake.restarts;
