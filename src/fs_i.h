@@ -122,6 +122,9 @@ struct fs_open {
 struct fs_open *fs_open_new(struct cfs_fs *fs, enum open_kind kind, void *handle);
 /* Drops a reference; the last one releases the handle and unlists it. */
 void fs_open_put(struct cfs_fs *fs, struct fs_open *o);
+/* Opens are off: the data handles' pins on staged files end (no RELEASE
+ * will come for them). */
+void fs_open_unpin_all(struct cfs_fs *fs);
 /* Releases every handle still listed, once the session has stopped. */
 void fs_open_free_all(struct cfs_fs *fs);
 

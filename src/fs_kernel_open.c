@@ -196,6 +196,7 @@ bool fs_switch_opens_off(struct cfs_fs *fs)
                      "open: %s)",
                      err);
         atomic_store_explicit(&fs->opens_off, true, memory_order_release);
+        fs_open_unpin_all(fs);
     }
     pthread_mutex_unlock(&fs->switch_mu);
     return true;
