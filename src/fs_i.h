@@ -52,9 +52,9 @@ struct cfs_fs {
     /* The most bytes one FUSE_NOTIFY_RETRIEVE answers (the connection's
      * max_write, known at INIT); 0 before. */
     _Atomic size_t retrieve_max;
-    bool kernel_open;       /* -o kernel_open */
-    bool kernel_open_uncounted; /* switch even without an exact watch (fs.h) */
-    atomic_bool switch_refused; /* no exact watch, and !kernel_open_uncounted */
+    bool kernel_open;       /* not -o no_kernel_open */
+    bool kernel_open_uncounted; /* -o kernel_open: switch even without an exact watch */
+    atomic_bool switch_refused; /* no exact watch, and not -o kernel_open: never switch */
     /* The watch sees each open before it goes on (permission events): it
      * notes in served[] what it counted while FUSE still serves opens, and
      * the FUSE open skips counting it (the other way round otherwise). */

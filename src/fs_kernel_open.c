@@ -178,8 +178,9 @@ bool fs_switch_opens_off(struct cfs_fs *fs)
         fs->watch = watch_every_dir(fs, err, sizeof(err));
         atomic_store(&fs->watching, fs->watch != NULL);
         if (!fs->watch && !fs->kernel_open_uncounted) {
-            /* The kernel's own opens only where each counts. */
-            cfs_info("every file is in the page cache, but opens keep reaching clairfs (%s)",
+            /* The default: the kernel's own opens only where each counts. */
+            cfs_info("every file is in the page cache, but opens keep reaching clairfs "
+                     "(%s; -o kernel_open switches anyway)",
                      err);
             atomic_store(&fs->switch_refused, true);
             pthread_mutex_unlock(&fs->switch_mu);
