@@ -165,6 +165,9 @@ int fs_ctl_stat(const struct cfs_fs *fs, fuse_ino_t ino, struct stat *st);
 /* The inode of `name` in .clairfs/ ("." and ".." included), 0 when absent. */
 fuse_ino_t fs_ctl_lookup(const struct cfs_fs *fs, const char *name);
 /* OPEN and READ of a control inode; the handle is an OPEN_CTL fs_open. */
+/* The text of readable control file h->file into h->text and h->len (the
+ * stats end with the order's lines): 0 or -errno. */
+int fs_ctl_snapshot(struct cfs_fs *fs, struct ctl_handle *h);
 void fs_ctl_open(fuse_req_t req, struct cfs_fs *fs, fuse_ino_t ino, struct fuse_file_info *fi);
 void fs_ctl_read(fuse_req_t req, struct ctl_handle *h, size_t size, off_t off);
 /* Operations: writes and truncation reach only .clairfs/control; the

@@ -158,6 +158,9 @@ if cfs_mount "$src" "$mnt" "$TMP/d-def.log" -o seed=5,epochs=100,$TRAINER,ram=64
     check "default: every open counted once ($(reads "$mnt") of $((3 * N)))" test "$(reads "$mnt")" -eq $((3 * N))
     if [ "$(id -u)" = 0 ]; then
         check "default: switched, each open seen" grep -q "as the mount sees them, each one" "$TMP/d-def.log"
+        # A snapshot per READ once opens are off: the stats end with the
+        # order's line all the same.
+        check "default: the stats' order line after the switch" grep -q "^order: " "$mnt/.clairfs/stats"
     fi
     if [ "$(id -u)" = 0 ]; then
         # One thread, one file, 200 opens back to back: none merged.
