@@ -189,26 +189,22 @@ else
     fail "mount default, no watch"
 fi
 
-# --- no_kernel_open: never switched.
-mnt=$TMP/mnt-off
-if cfs_mount "$src" "$mnt" "$TMP/d-off.log" -o seed=5,epochs=100,$TRAINER,ram=64M,no_kernel_open,index="$TMP/ix-off"; then
-    check "off: epochs 0-2 verified" bench "$mnt" "seed=5,epochs=100,$TRAINER" --epochs 3
-    check "off: every open counted" test "$(reads "$mnt")" -eq $((3 * N))
-    check "off: no switch" bash -c '! grep -q "kernel_open:\|opens keep reaching" "$1"' _ "$TMP/d-off.log"
-    check "off: clean unmount" cfs_umount "$mnt"
-else
-    fail "mount off"
-fi
-
-# --- ram= below the dataset: never all staged, never switched.
-mnt=$TMP/mnt-part
-ram=$((TOTAL / 2 / 1024))K
-if cfs_mount "$src" "$mnt" "$TMP/d-part.log" -o seed=5,epochs=100,$TRAINER,ram=$ram,kernel_open,index="$TMP/ix-part"; then
-    check "part: epochs 0-2 verified" bench "$mnt" "seed=5,epochs=100,$TRAINER" --epochs 3
-    check "part: every open counted" test "$(reads "$mnt")" -eq $((3 * N))
-    check "part: no switch" bash -c '! grep -q "kernel_open:" "$1"' _ "$TMP/d-part.log"
-    check "part: clean unmount" cfs_umount "$mnt"
-else
-    fail "mount part"
-fi
+# never_switched NAME RAM OPTS: three epochs on a mount that must never
+# switch: every open counted through FUSE, no switch nor refusal logged.
+never_switched() {
+    local name=$1 mnt=$TMP/mnt-$1
+    if cfs_mount "$src" "$mnt" "$TMP/d-$name.log" \
+        -o seed=5,epochs=100,$TRAINER,ram=$2,$3,index="$TMP/ix-$name"; then
+        check "$name: epochs 0-2 verified" bench "$mnt" "seed=5,epochs=100,$TRAINER" --epochs 3
+        check "$name: every open counted" test "$(reads "$mnt")" -eq $((3 * N))
+        check "$name: no switch" bash -c '! grep -q "kernel_open:\|opens keep reaching" "$1"' \
+            _ "$TMP/d-$name.log"
+        check "$name: clean unmount" cfs_umount "$mnt"
+    else
+        fail "mount $name"
+    fi
+}
+# no_kernel_open: never; ram= below the dataset: never all staged.
+never_switched off 64M no_kernel_open
+never_switched part "$((TOTAL / 2 / 1024))K" kernel_open
 cfs_finish
