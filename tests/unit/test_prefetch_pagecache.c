@@ -81,6 +81,24 @@ static bool wait_metric(const struct cfs_metrics *m, enum cfs_metric id, uint64_
     return cfs_metrics_get(m, id) == want;
 }
 
+/* A mount of the fixture with opts whose stager stores into k. */
+static struct cfs_prefetch *kernel_pf(struct fixture *fx, const char *opts, struct cfs_metrics *m,
+                                      struct fake_kernel *k)
+{
+    char err[256] = "";
+    struct cfs_prefetch *pf = make_pf(fx, opts, m, NULL);
+    ck_assert_int_eq(cfs_prefetch_kernel_start(pf, &fake_ops, k, err, sizeof(err)), 0);
+    return pf;
+}
+
+static void kernel_pf_end(struct cfs_prefetch *pf, struct fixture *fx, struct fake_kernel *k)
+{
+    ck_assert_int_eq(cfs_prefetch_kernel_stop(pf, 5), 0);
+    cfs_prefetch_destroy(pf);
+    fake_kernel_free(k);
+    fixture_fini(fx);
+}
+
 /* ram >= dataset: the stager stores every file (but the empty one) into
  * the page cache byte for byte and frees the tier's buffers; opens of staged
  * files ask for keep_cache, count as RAM reads, and a read that still
@@ -92,12 +110,10 @@ START_TEST(path_staged_into_a_fake_page_cache)
     struct fixture fx;
     struct cfs_metrics m;
     struct fake_kernel k = {.mu = PTHREAD_MUTEX_INITIALIZER};
-    char err[256] = "";
     fixture_init(&fx);
     cfs_id hidden = cfs_catalog_sample_entry(fx.cat, 11);
     k.unknown[hidden] = true; /* the kernel has not looked this one up */
-    struct cfs_prefetch *pf = make_pf(&fx, "seed=5,epochs=3,ram=16M", &m, NULL);
-    ck_assert_int_eq(cfs_prefetch_kernel_start(pf, &fake_ops, &k, err, sizeof(err)), 0);
+    struct cfs_prefetch *pf = kernel_pf(&fx, "seed=5,epochs=3,ram=16M", &m, &k);
     ck_assert_int_eq(cfs_prefetch_wait_idle(pf, 30), 0);
     ck_assert(wait_metric(&m, CFS_M_PAGECACHE_STAGED, NFILES - 2));
     pthread_mutex_lock(&k.mu);
@@ -153,9 +169,7 @@ START_TEST(path_staged_into_a_fake_page_cache)
         ck_assert_ptr_null(k.pages[id]);
     ck_assert_uint_eq(k.invals, mget(&m, CFS_M_PAGECACHE_INVALIDATED));
     pthread_mutex_unlock(&k.mu);
-    ck_assert_int_eq(cfs_prefetch_kernel_stop(pf, 5), 0);
-    cfs_prefetch_destroy(pf);
-    fixture_fini(&fx);
+    kernel_pf_end(pf, &fx, &k);
 }
 END_TEST
 
@@ -211,10 +225,7 @@ START_TEST(path_all_staged_and_unseen_reads)
     ck_assert(cfs_prefetch_all_staged(pf));
     ck_assert_int_eq(cfs_prefetch_open_unseen(pf, (cfs_id)cfs_catalog_entry_count(fx.cat), &f),
                      -ENOENT);
-    ck_assert_int_eq(cfs_prefetch_kernel_stop(pf, 5), 0);
-    cfs_prefetch_destroy(pf);
-    fake_kernel_free(&k);
-    fixture_fini(&fx);
+    kernel_pf_end(pf, &fx, &k);
 }
 END_TEST
 
@@ -227,10 +238,8 @@ START_TEST(path_unpinned_handle_freed_at_its_close)
     struct fixture fx;
     struct cfs_metrics m;
     struct fake_kernel k = {.mu = PTHREAD_MUTEX_INITIALIZER};
-    char err[256] = "";
     fixture_init(&fx);
-    struct cfs_prefetch *pf = make_pf(&fx, "seed=5,epochs=1,ram=16M", &m, NULL);
-    ck_assert_int_eq(cfs_prefetch_kernel_start(pf, &fake_ops, &k, err, sizeof(err)), 0);
+    struct cfs_prefetch *pf = kernel_pf(&fx, "seed=5,epochs=1,ram=16M", &m, &k);
     ck_assert(wait_metric(&m, CFS_M_PAGECACHE_STAGED, NFILES - 1));
     uint32_t *order = epoch_stream(NFILES, 5, 0);
     cfs_id ids[2];
@@ -252,10 +261,7 @@ START_TEST(path_unpinned_handle_freed_at_its_close)
     cfs_prefetch_release(pf, f[1]); /* no second release of the pin */
     cfs_prefetch_release(pf, f[0]); /* the pin goes: freed now */
     ck_assert(wait_metric(&m, CFS_M_PAGECACHE_INVALIDATED, 2));
-    ck_assert_int_eq(cfs_prefetch_kernel_stop(pf, 5), 0);
-    cfs_prefetch_destroy(pf);
-    fake_kernel_free(&k);
-    fixture_fini(&fx);
+    kernel_pf_end(pf, &fx, &k);
 }
 END_TEST
 
