@@ -41,9 +41,9 @@ struct cfs_fs_config {
      * answer the next open with ENOSYS, so that the kernel opens files
      * itself from then on (no OPEN, RELEASE or FLUSH round trips). */
     bool kernel_open;
-    /* Switch even where the open watch cannot count every open
-     * (open_watch.h: permission events need CAP_SYS_ADMIN); false: the
-     * opens then keep reaching clairfs.  -o kernel_open sets both. */
+    /* -o kernel_open given: switch even where the open watch cannot count
+     * every open (open_watch.h: permission events need CAP_SYS_ADMIN);
+     * by default the opens then keep reaching clairfs. */
     bool kernel_open_uncounted;
     /* Where the filesystem is mounted: after the switch to kernel opens,
      * the opens are watched there (open_watch.h).  NULL: not watched, the

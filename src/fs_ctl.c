@@ -80,6 +80,14 @@ static int append_order_line(struct cfs_fs *fs, struct ctl_handle *h)
     return 0;
 }
 
+int fs_ctl_snapshot(struct cfs_fs *fs, struct ctl_handle *h)
+{
+    int rc = cfs_ctl_render(fs->ctl, h->file, &h->text, &h->len);
+    if (rc == 0 && h->file == CFS_CTL_STATS && fs->prefetch)
+        rc = append_order_line(fs, h);
+    return rc;
+}
+
 void fs_ctl_open(fuse_req_t req, struct cfs_fs *fs, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     enum cfs_ctl_file f = (enum cfs_ctl_file)(ino - CTL_FILE_INO(0));
@@ -105,9 +113,7 @@ void fs_ctl_open(fuse_req_t req, struct cfs_fs *fs, fuse_ino_t ino, struct fuse_
     if (f != CFS_CTL_CONTROL) {
         /* One snapshot per open: a reader sees consistent figures however
          * many reads it takes. */
-        int rc = cfs_ctl_render(fs->ctl, f, &h->text, &h->len);
-        if (rc == 0 && f == CFS_CTL_STATS && fs->prefetch)
-            rc = append_order_line(fs, h);
+        int rc = fs_ctl_snapshot(fs, h);
         if (rc < 0) {
             free(h);
             fuse_reply_err(req, -rc);

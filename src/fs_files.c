@@ -173,7 +173,7 @@ static void unopened_read(fuse_req_t req, struct cfs_fs *fs, fuse_ino_t ino, siz
         fs_settle_watch(fs); /* the opens a reader made before are counted */
         int rc = ino == CTL_DIR_INO || h.file == CFS_CTL_CONTROL
                      ? -EBADF
-                     : cfs_ctl_render(fs->ctl, h.file, &h.text, &h.len);
+                     : fs_ctl_snapshot(fs, &h);
         if (rc < 0)
             fuse_reply_err(req, -rc);
         else

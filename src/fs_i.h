@@ -52,9 +52,9 @@ struct cfs_fs {
     /* The most bytes one FUSE_NOTIFY_RETRIEVE answers (the connection's
      * max_write, known at INIT); 0 before. */
     _Atomic size_t retrieve_max;
-    bool kernel_open;       /* -o kernel_open */
-    bool kernel_open_uncounted; /* switch even without an exact watch (fs.h) */
-    atomic_bool switch_refused; /* no exact watch, and !kernel_open_uncounted */
+    bool kernel_open;       /* not -o no_kernel_open */
+    bool kernel_open_uncounted; /* -o kernel_open: switch even without an exact watch */
+    atomic_bool switch_refused; /* no exact watch, and not -o kernel_open: never switch */
     /* The watch sees each open before it goes on (permission events): it
      * notes in served[] what it counted while FUSE still serves opens, and
      * the FUSE open skips counting it (the other way round otherwise). */
@@ -122,6 +122,9 @@ struct fs_open {
 struct fs_open *fs_open_new(struct cfs_fs *fs, enum open_kind kind, void *handle);
 /* Drops a reference; the last one releases the handle and unlists it. */
 void fs_open_put(struct cfs_fs *fs, struct fs_open *o);
+/* Opens are off: the data handles' pins on staged files end (no RELEASE
+ * will come for them). */
+void fs_open_unpin_all(struct cfs_fs *fs);
 /* Releases every handle still listed, once the session has stopped. */
 void fs_open_free_all(struct cfs_fs *fs);
 
@@ -162,6 +165,9 @@ int fs_ctl_stat(const struct cfs_fs *fs, fuse_ino_t ino, struct stat *st);
 /* The inode of `name` in .clairfs/ ("." and ".." included), 0 when absent. */
 fuse_ino_t fs_ctl_lookup(const struct cfs_fs *fs, const char *name);
 /* OPEN and READ of a control inode; the handle is an OPEN_CTL fs_open. */
+/* The text of readable control file h->file into h->text and h->len (the
+ * stats end with the order's lines): 0 or -errno. */
+int fs_ctl_snapshot(struct cfs_fs *fs, struct ctl_handle *h);
 void fs_ctl_open(fuse_req_t req, struct cfs_fs *fs, fuse_ino_t ino, struct fuse_file_info *fi);
 void fs_ctl_read(fuse_req_t req, struct ctl_handle *h, size_t size, off_t off);
 /* Operations: writes and truncation reach only .clairfs/control; the

@@ -1,6 +1,7 @@
-/* -o kernel_open: the switch that, once every file is in the page cache,
- * lets the kernel open files without asking (the first OPEN answered
- * ENOSYS), and the open watch (open_watch.h, fanotify) through which
+/* The switch to the kernel's own opens (by default where every open is
+ * counted; -o kernel_open also where not, -o no_kernel_open never) that,
+ * once every file is in the page cache, lets the kernel open files without
+ * asking (the first OPEN answered ENOSYS), and the open watch (open_watch.h, fanotify) through which
  * clairfs still sees those opens afterwards.  It is a file of its own
  * because it is the part of the FUSE layer about the opens FUSE no longer
  * sends: who opened (opener.h), the watch over every directory of the
@@ -143,9 +144,10 @@ fail:
     return NULL;
 }
 
-/* -o kernel_open: true once every file is in the page cache.  The first
- * ENOSYS makes the kernel stop sending OPEN (and with it RELEASE; FLUSH
- * stops at the first close, which libfuse answers ENOSYS): from then on a
+/* True once every file is in the page cache.  The first ENOSYS makes the
+ * kernel stop sending OPEN (and with it RELEASE, even for the files it
+ * opened through clairfs before: fs_open_unpin_all; FLUSH stops at the
+ * first close, which libfuse answers ENOSYS): from then on a
  * cached epoch costs no round trip.  The opens are then seen afterwards by
  * the open watch, started before the first ENOSYS so that it sees every
  * open the kernel makes by itself: each counts a read and moves the
@@ -178,8 +180,9 @@ bool fs_switch_opens_off(struct cfs_fs *fs)
         fs->watch = watch_every_dir(fs, err, sizeof(err));
         atomic_store(&fs->watching, fs->watch != NULL);
         if (!fs->watch && !fs->kernel_open_uncounted) {
-            /* The kernel's own opens only where each counts. */
-            cfs_info("every file is in the page cache, but opens keep reaching clairfs (%s)",
+            /* The default: the kernel's own opens only where each counts. */
+            cfs_info("every file is in the page cache, but opens keep reaching clairfs "
+                     "(%s; -o kernel_open switches anyway)",
                      err);
             atomic_store(&fs->switch_refused, true);
             pthread_mutex_unlock(&fs->switch_mu);
@@ -196,6 +199,7 @@ bool fs_switch_opens_off(struct cfs_fs *fs)
                      "open: %s)",
                      err);
         atomic_store_explicit(&fs->opens_off, true, memory_order_release);
+        fs_open_unpin_all(fs);
     }
     pthread_mutex_unlock(&fs->switch_mu);
     return true;

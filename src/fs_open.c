@@ -33,8 +33,29 @@ struct fs_open *fs_open_new(struct cfs_fs *fs, enum open_kind kind, void *handle
     if (fs->opens)
         fs->opens->prev = o;
     fs->opens = o;
+    /* Opened while the switch answered its ENOSYS: no RELEASE will come
+     * (fs_open_unpin_all).  Under opens_mu, so that either this sees the
+     * switch or the switch's walk sees this handle. */
+    if (kind == OPEN_DATA && atomic_load(&fs->opens_off))
+        cfs_prefetch_unpin(fs->prefetch, handle);
     pthread_mutex_unlock(&fs->opens_mu);
     return o;
+}
+
+/* Once the kernel opens files itself it sends no RELEASE, not even for a
+ * file it opened through clairfs before and closes afterwards (Linux's
+ * fuse_file_put ends such a release without a request once no_open is
+ * set).  The handles open at the switch would keep their pins on the tier
+ * until unmount, and a staged file read for the last time would stay
+ * charged: their pins end now, and the open watch's close events drop
+ * those files as for every other. */
+void fs_open_unpin_all(struct cfs_fs *fs)
+{
+    pthread_mutex_lock(&fs->opens_mu);
+    for (struct fs_open *o = fs->opens; o; o = o->next)
+        if (o->kind == OPEN_DATA)
+            cfs_prefetch_unpin(fs->prefetch, o->handle);
+    pthread_mutex_unlock(&fs->opens_mu);
 }
 
 static void open_free(struct cfs_fs *fs, struct fs_open *o)

@@ -357,8 +357,8 @@ static int load_catalog(struct daemon *d)
         .owner_uid = getuid(),
         .owner_gid = getgid(),
         .splice_read = getenv("CLAIRFS_NO_SPLICE") == NULL,
-        .kernel_open = d->cl.opts.kernel_open,
-        .kernel_open_uncounted = true,
+        .kernel_open = !d->cl.opts.no_kernel_open,
+        .kernel_open_uncounted = d->cl.opts.kernel_open,
         /* CLAIRFS_NO_OPEN_WATCH: the tests' way to run without it, as
          * where fanotify is refused. */
         .mountpoint = getenv("CLAIRFS_NO_OPEN_WATCH") ? NULL : d->mountpoint,

@@ -78,15 +78,6 @@ static void handle_event(struct cfs_open_watch *w, const struct fanotify_event_m
     w->fn(w->arg, node, m->pid, (m->mask & FAN_OPEN) != 0, (m->mask & FAN_CLOSE_NOWRITE) != 0);
 }
 
-/* poll() skips a negative fd. */
-static void poll_for(int fd1, int fd2, int fd3, int timeout_ms)
-{
-    struct pollfd p[3] = {{.fd = fd1, .events = POLLIN},
-                          {.fd = fd2, .events = POLLIN},
-                          {.fd = fd3, .events = POLLIN}};
-    (void)poll(p, 3, timeout_ms);
-}
-
 /* The FUSE node id of descriptor fd, from its file handle: unlike fstat,
  * never a GETATTR round trip. */
 static bool node_of_fd(int fd, uint64_t *node)
@@ -144,40 +135,74 @@ static int drain(struct cfs_open_watch *w, int fd,
         for (const struct fanotify_event_metadata *m = buf; FAN_EVENT_OK(m, n);
              m = FAN_EVENT_NEXT(m, n))
             handle(w, m);
+        /* A short read took every event queued: no read for EAGAIN. */
+        if ((size_t)n < sizeof(buf) - FAN_EVENT_METADATA_LEN - 256)
+            return 0;
     }
 }
 
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* One loop for both groups, each polled only when it has work.  A
+ * permission event is answered as soon as it comes: its opener waits.
+ * The notifications (closes, and the merging watch's opens) are read at
+ * most every BATCH_GATHER_MS, so that a cached epoch's thousands of closes
+ * cost tens of wake-ups; a sync or the stop reads them at once.  Per open
+ * that leaves one poll, one read, the node id, the answer and the close
+ * of the event's descriptor. */
 static void *watch_main(void *arg)
 {
     pthread_setname_np(pthread_self(), "cfs-open-watch");
     struct cfs_open_watch *w = arg;
+    uint64_t due = 0; /* when the notifications may be read next */
+    int rc = 0;
     for (;;) {
-        poll_for(w->fan_fd, w->wake_fd, w->perm_fd, -1);
-        uint64_t wakes;
-        if (read(w->wake_fd, &wakes, sizeof(wakes)) < 0 && errno != EAGAIN)
-            cfs_warn("open watch: its wake-up: %s", strerror(errno));
-        pthread_mutex_lock(&w->mu);
-        bool stop = w->stop;
-        uint64_t asked = w->asked;
-        pthread_mutex_unlock(&w->mu);
-        if (stop)
-            break;
-        int rc = drain(w, w->perm_fd, handle_perm_event);
-        if (rc == 0)
-            rc = drain(w, w->fan_fd, handle_event);
-        if (rc < 0) {
-            cfs_warn("open watch: reading events: %s; opens are no longer counted", strerror(-rc));
+        uint64_t now = now_ns();
+        bool notes_due = now >= due;
+        struct pollfd p[3] = {{.fd = w->wake_fd, .events = POLLIN},
+                              {.fd = w->perm_fd, .events = POLLIN},
+                              {.fd = notes_due ? w->fan_fd : -1, .events = POLLIN}};
+        int timeout = notes_due ? -1 : (int)((due - now + 999999) / 1000000);
+        if (poll(p, 3, timeout) < 0 && errno != EINTR) {
+            rc = -errno;
             break;
         }
-        /* Every event queued before those syncs were asked is handled. */
-        pthread_mutex_lock(&w->mu);
-        w->done = asked;
-        pthread_cond_broadcast(&w->cv);
-        pthread_mutex_unlock(&w->mu);
-        /* Let the next batch gather, unless a sync, the stop or an opener
-         * waiting for its answer comes. */
-        poll_for(w->wake_fd, w->perm_fd, -1, BATCH_GATHER_MS);
+        bool woken = p[0].revents & POLLIN;
+        uint64_t asked = 0;
+        if (woken) {
+            uint64_t wakes;
+            if (read(w->wake_fd, &wakes, sizeof(wakes)) < 0 && errno != EAGAIN)
+                cfs_warn("open watch: its wake-up: %s", strerror(errno));
+            pthread_mutex_lock(&w->mu);
+            bool stop = w->stop;
+            asked = w->asked;
+            pthread_mutex_unlock(&w->mu);
+            if (stop)
+                break;
+        }
+        if (woken || (p[1].revents & POLLIN))
+            rc = drain(w, w->perm_fd, handle_perm_event);
+        if (rc == 0 && (woken || (p[2].revents & POLLIN))) {
+            rc = drain(w, w->fan_fd, handle_event);
+            due = now_ns() + BATCH_GATHER_MS * 1000000u;
+        }
+        if (rc < 0)
+            break;
+        if (woken) {
+            /* Every event queued before those syncs were asked is handled. */
+            pthread_mutex_lock(&w->mu);
+            w->done = asked;
+            pthread_cond_broadcast(&w->cv);
+            pthread_mutex_unlock(&w->mu);
+        }
     }
+    if (rc < 0)
+        cfs_warn("open watch: reading events: %s; opens are no longer counted", strerror(-rc));
     pthread_mutex_lock(&w->mu);
     w->done = UINT64_MAX; /* no sync waits for a thread that has ended */
     pthread_cond_broadcast(&w->cv);

@@ -496,7 +496,7 @@ int cfs_prefetch_read(struct cfs_prefetch *pf, struct cfs_prefetch_file *f, uint
 
 bool cfs_prefetch_is_direct(const struct cfs_prefetch_file *f)
 {
-    return (!f->has_h || f->kernel) && !f->pbuf;
+    return (f->kernel || !f->has_h) && !f->pbuf;
 }
 
 bool cfs_prefetch_keep_cache(const struct cfs_prefetch_file *f)
@@ -507,6 +507,17 @@ bool cfs_prefetch_keep_cache(const struct cfs_prefetch_file *f)
 uint64_t cfs_prefetch_file_size(const struct cfs_prefetch_file *f)
 {
     return f->size;
+}
+
+/* The kernel serves a staged file's reads from its pages and never reads
+ * the tier through the handle, so the pin can go before the release: the
+ * close the open watch sees then drops the file after its last read. */
+void cfs_prefetch_unpin(struct cfs_prefetch *pf, struct cfs_prefetch_file *f)
+{
+    if (!f || !f->kernel || !f->has_h)
+        return;
+    cfs_cache_release(pf->cache, &f->h);
+    f->has_h = false;
 }
 
 void cfs_prefetch_release(struct cfs_prefetch *pf, struct cfs_prefetch_file *f)

@@ -65,7 +65,11 @@ struct cfs_options {
     double peer_timeout; /* seconds */
     bool no_peers;
     bool no_pagecache;   /* never stage files into the kernel page cache */
-    bool kernel_open;    /* once all is staged, answer opens ENOSYS (FUSE no_open) */
+    /* Once all is staged, answer opens ENOSYS (FUSE no_open).  By default
+     * only where every open can still be counted (open_watch.h);
+     * kernel_open: even where not; no_kernel_open: never. */
+    bool kernel_open;
+    bool no_kernel_open;
     char *model_file;    /* model=FILE: performance model parameters (model.h) */
     char *metrics_listen; /* metrics_listen=HOST:PORT: GET /metrics (metrics_http.h) */
     bool allow_other;

@@ -232,6 +232,12 @@ struct cfs_prefetch_extent {
 int cfs_prefetch_read(struct cfs_prefetch *pf, struct cfs_prefetch_file *f, uint64_t off,
                       size_t size, void *scratch, struct cfs_prefetch_extent *x);
 void cfs_prefetch_release(struct cfs_prefetch *pf, struct cfs_prefetch_file *f);
+/* The kernel will send no RELEASE for f (it opens files itself now, and a
+ * handle it opened before is closed without one): a staged file's pin on
+ * the tier ends here, so that a drop at its last read frees it.  Nothing
+ * for a file the tier serves through the handle.  f stays valid until
+ * cfs_prefetch_release. */
+void cfs_prefetch_unpin(struct cfs_prefetch *pf, struct cfs_prefetch_file *f);
 /* Size of the opened file (the catalog's). */
 uint64_t cfs_prefetch_file_size(const struct cfs_prefetch_file *f);
 
