@@ -1,7 +1,7 @@
-/* Private to the planner (plan.c, plan_sweep.c, plan_query.c,
+/* Private to the planner (plan.c, plan_owners.c, plan_sweep.c, plan_query.c,
  * plan_stream.c); the simulator (sim.c) is a client and asks through
  * clairfs/plan.h.  plan.c builds the plan and calls plan_sweep.c for the
- * pass over the run's reads. */
+ * pass over the run's reads, then plan_owners.c for the owners. */
 #ifndef CLAIRFS_PLAN_I_H
 #define CLAIRFS_PLAN_I_H
 
@@ -110,6 +110,17 @@ static inline uint32_t rec_epoch(const struct plan_build *b, size_t at)
     return b->fep ? b->fep[at] : (uint32_t)b->cnt[at] >> 5;
 }
 
+static inline uint16_t rv(const struct plan_build *b, size_t at)
+{
+    return b->cnt[at] ? (uint16_t)(rec_epoch(b, at) << 8 | rec_count(b, at)) : 0;
+}
+
+/* A node's preference among its reads: more reads, then earlier first epoch. */
+static inline uint32_t pref(uint16_t v)
+{
+    return ((255 - RCOUNT(v)) << 8) | REPOCH(v);
+}
+
 static inline bool bit_get(const uint64_t *b, uint64_t i)
 {
     return (b[i >> 6] >> (i & 63)) & 1;
@@ -133,6 +144,11 @@ static inline uint64_t cluster_time(uint32_t rel, uint64_t i, uint64_t len)
  * cluster_first, and the planned node's count, first_use, epochs_read and
  * epoch_start.  st: an instance of p->src.  0 or -errno with err set. */
 int plan_sweep(struct cfs_plan *p, struct plan_build *b, void *st, char *err, size_t errlen);
+
+/* The owners of the files some node reads (plan_owners.c): p->owner and
+ * owner_epoch, b->total and best; pp->prev's owners kept in the epoch the
+ * windows share.  0 or -ENOMEM. */
+int plan_assign_owners(struct cfs_plan *p, struct plan_build *b, const struct cfs_plan_params *pp);
 
 const struct cfs_plan_source *plan_source(const struct cfs_plan_params *pp,
                                           struct cfs_plan_source *buf);
