@@ -4,17 +4,23 @@
  *
  * Why one sweep for all nodes: the sampler's cost is one permutation per
  * epoch, shared by every node, so counting every node's reads in the same
- * pass costs one array update per read and no extra permutations.  That
- * update is a random access, so the per-node record is kept to 16 bits
- * (count and first epoch, saturating at 255; one byte for a window of at
- * most 8 epochs, plan_i.h): node j's array stays small
- * enough to stay in cache while j's reads of an epoch are counted.  These
- * arrays live only while the plan is built; what stays is a few bytes per
- * file for the planned node plus the owner map.
+ * pass costs no extra permutations.
+ *
+ * Why sparse records: a node keeps a record (count and first epoch) of
+ * each file it reads in the window and of no other (plan_i.h), so every
+ * pass after the sweep (totals and best readers, each node's preference
+ * sort and placement, the summaries) costs the records, which are the
+ * window's reads at most, and not nodes x files: at 16 nodes of
+ * ImageNet-22k a node reads a fifth of the files in a window of 4 epochs,
+ * at 64 nodes a tenth in 6.  Each node's records are in file order, so
+ * the passes that look at every node's record of a file walk all nodes'
+ * records beside each other a block of files at a time.  These records
+ * live only while the plan is built; what stays is a few bytes per file
+ * for the planned node plus the owner map.
  *
  * Why a window of epochs (run_config.h), not the run: the sweep costs
- * every node's reads of every epoch planned, and the records every node's
- * files, so a 90-epoch plan of ImageNet-22k took 44 CPU s and 1.6 GB.  A
+ * every node's reads of every epoch planned, and the records grow with
+ * them, so a 90-epoch plan of ImageNet-22k took 44 CPU s and 1.6 GB.  A
  * plan's decisions look ahead only as far as they need: Belady's evicts
  * first what is read farthest ahead, and a file the window does not read
  * again is farther than any it does; once a node reads twice its tiers in
@@ -126,7 +132,6 @@ out:
 
 /* --- Building (the sweep is plan_sweep.c). --- */
 
-
 struct room {
     uint64_t ram, ssd;
 };
@@ -142,13 +147,6 @@ static uint8_t place(struct room *r, uint64_t sz)
         return CFS_TIER_SSD;
     }
     return CFS_TIER_NONE;
-}
-
-/* A record's preference, or 1 << 16 (after every preference) when empty. */
-static inline uint32_t read_key(const struct plan_build *b, size_t at)
-{
-    uint16_t v = rv(b, at);
-    return v ? pref(v) : 1u << 16;
 }
 
 /* The owned files grouped by owner (b->by_owner), in index order within a
@@ -171,7 +169,9 @@ static int group_by_owner(const struct cfs_plan *p, struct plan_build *b)
         b->owned_start[j + 1] += b->owned_start[j];
     }
     b->owned = malloc(most * sizeof(*b->owned) + 1);
-    if (!b->owned)
+    b->owned_rec = malloc(2 * most * sizeof(*b->owned_rec) + 1);
+    b->owned_most = most;
+    if (!b->owned || !b->owned_rec)
         return -ENOMEM;
     uint64_t *at = b->free_room; /* free once the owners are chosen */
     memcpy(at, b->owned_start, p->nodes * sizeof(*at));
@@ -181,32 +181,34 @@ static int group_by_owner(const struct cfs_plan *p, struct plan_build *b)
     return 0;
 }
 
-/* Node j's reads in its order of preference, equal ones by index, into ids
- * (*m); its owned files into owned (*mo): those it reads in the same order,
- * then those it never reads, by index.  Counting sorts on the 16-bit
- * preference: two sequential passes over the node's records, and two over
- * its owned files (b->by_owner), whose placement then does not look up the
- * owner of every file the node reads, at random. */
-static int sort_by_pref(const struct cfs_plan *p, const struct plan_build *b, uint32_t j,
-                        uint32_t *ids, uint64_t *m, uint32_t *owned, uint64_t *mo)
+/* Node j's records in its order of preference, equal ones by index, into
+ * ids (record numbers, all r->len of them); its owned files into owned
+ * (*mo) with its record of each in owned_rec: those it reads in the same
+ * order, then those it never reads, by index.  Counting sorts on the
+ * 16-bit preference: two passes over the node's records, and two over its
+ * owned files (b->by_owner) beside them, both in file order, so that the
+ * placement does not look up the owner of every file the node reads. */
+static int sort_by_pref(struct plan_build *b, uint32_t j, uint32_t *ids, uint64_t *mo)
 {
-    const uint64_t n = p->n;
-    const size_t base = (size_t)j * n;
+    const struct node_records *r = &b->rec[j];
     const uint32_t keys = 1u << 16;
     const uint32_t *mine = b->by_owner + b->owned_start[j];
     const uint64_t nmine = b->owned_start[j + 1] - b->owned_start[j];
-    /* All, with the files the node does not read in one more key after the
-     * rest (no branch on a record, which at 16 nodes is empty at random);
-     * then owned. */
-    uint64_t *start = calloc(2 * (size_t)keys + 1, sizeof(*start));
+    uint64_t *start = calloc(2 * (size_t)keys, sizeof(*start));
     if (!start)
         return -ENOMEM;
-    uint64_t *own_start = start + keys + 1;
-    for (uint64_t f = 0; f < n; f++)
-        start[read_key(b, base + f)]++;
-    for (uint64_t i = 0; i < nmine; i++)
-        if (b->cnt[base + mine[i]])
-            own_start[pref(rv(b, base + mine[i]))]++;
+    uint64_t *own_start = start + keys;
+    uint32_t *unsorted = b->owned_rec + b->owned_most; /* each owned file's record */
+    for (uint64_t k = 0; k < r->len; k++)
+        start[pref(rv(r, k))]++;
+    /* Each owned file's record, by a walk beside the records. */
+    for (uint64_t i = 0, k = 0; i < nmine; i++) {
+        while (k < r->len && r->file[k] < mine[i])
+            k++;
+        unsorted[i] = k < r->len && r->file[k] == mine[i] ? (uint32_t)k : NO_RECORD;
+        if (unsorted[i] != NO_RECORD)
+            own_start[pref(rv(r, k))]++;
+    }
     uint64_t sum = 0, own_sum = 0;
     for (uint32_t k = 0; k < keys; k++) {
         uint64_t c = start[k], oc = own_start[k];
@@ -215,18 +217,15 @@ static int sort_by_pref(const struct cfs_plan *p, const struct plan_build *b, ui
         sum += c;
         own_sum += oc;
     }
-    start[keys] = sum;
-    for (uint64_t f = 0; f < n; f++)
-        ids[start[read_key(b, base + f)]++] = (uint32_t)f;
+    for (uint64_t k = 0; k < r->len; k++)
+        ids[start[pref(rv(r, k))]++] = (uint32_t)k;
     uint64_t unread = own_sum;
     for (uint64_t i = 0; i < nmine; i++) {
-        uint32_t f = mine[i];
-        if (b->cnt[base + f])
-            owned[own_start[pref(rv(b, base + f))]++] = f;
-        else
-            owned[unread++] = f;
+        uint32_t k = unsorted[i];
+        uint64_t at = k != NO_RECORD ? own_start[pref(rv(r, k))]++ : unread++;
+        b->owned[at] = mine[i];
+        b->owned_rec[at] = k;
     }
-    *m = sum;
     *mo = unread;
     free(start);
     return 0;
@@ -237,16 +236,36 @@ static int sort_by_pref(const struct cfs_plan *p, const struct plan_build *b, ui
  * each is a cache miss on the sizes. */
 #define SIZE_AHEAD 16
 
+/* The file of the i-th of node r's records in ids, with what a later round
+ * reads loaded early: the file number of a record 2 * SIZE_AHEAD on, and
+ * the size and per-file byte (owner or static pinners) of the one
+ * SIZE_AHEAD on, all at random since the records come in preference order. */
+static inline uint32_t file_ahead(const struct cfs_plan *p, const struct node_records *r,
+                                  const uint32_t *ids, uint64_t i, uint64_t m, const void *also,
+                                  size_t also_size)
+{
+    if (i + 2 * SIZE_AHEAD < m)
+        __builtin_prefetch(&r->file[ids[i + 2 * SIZE_AHEAD]]);
+    if (i + SIZE_AHEAD < m) {
+        uint32_t g = r->file[ids[i + SIZE_AHEAD]];
+        __builtin_prefetch(&p->sizes[g]);
+        __builtin_prefetch((const char *)also + (size_t)g * also_size);
+    }
+    return r->file[ids[i]];
+}
+
 /* One node's holdings: owned files, then replicas, in its order of
  * preference; and its NoPFS static set for the simulator. */
 static int place_node(struct cfs_plan *p, struct plan_build *b, uint32_t j)
 {
-    const uint64_t n = p->n;
-    const size_t base = (size_t)j * n;
-    uint64_t *held = b->held + (size_t)j * b->held_words;
-    uint64_t mr = 0, mo = 0;
-    uint32_t *owned = b->owned;
-    int rc = sort_by_pref(p, b, j, b->ids, &mr, owned, &mo);
+    struct node_records *r = &b->rec[j];
+    const uint64_t mr = r->len;
+    uint64_t mo = 0;
+    const uint32_t *owned = b->owned, *ids = b->ids;
+    r->held = calloc(mr / 64 + 1, sizeof(*r->held));
+    if (!r->held)
+        return -ENOMEM;
+    int rc = sort_by_pref(b, j, b->ids, &mo);
     if (rc < 0)
         return rc;
 
@@ -258,26 +277,24 @@ static int place_node(struct cfs_plan *p, struct plan_build *b, uint32_t j)
             p->owner[f] = CFS_NODE_NONE;
             continue;
         }
-        bit_set(held, f);
         p->owner_tier[f] = t;
         if (j == p->node) {
+            uint32_t k = b->owned_rec[i];
             p->tier[f] = t;
-            if (b->total[f] > rec_count(b, base + f))
+            if (b->total[f] > (k == NO_RECORD ? 0 : rec_count(r, k)))
                 p->flags[f] |= PLAN_PEER_PINNED;
         }
     }
     for (uint64_t i = 0; i < mr; i++) {
         if (room.ram < b->min_size && room.ssd < b->min_size)
-            break;               /* nothing more fits */
-        if (i + SIZE_AHEAD < mr) /* the files come in preference order: at random */
-            __builtin_prefetch(&p->sizes[b->ids[i + SIZE_AHEAD]]);
-        uint32_t f = b->ids[i];
+            break; /* nothing more fits */
+        uint32_t f = file_ahead(p, r, ids, i, mr, p->owner, sizeof(*p->owner));
         if (p->owner[f] == j)
             continue;
         uint8_t t = place(&room, p->sizes[f]);
         if (t == CFS_TIER_NONE)
             continue;
-        bit_set(held, f);
+        bit_set(r->held, ids[i]);
         if (j == p->node)
             p->tier[f] = t;
     }
@@ -285,75 +302,108 @@ static int place_node(struct cfs_plan *p, struct plan_build *b, uint32_t j)
     /* NoPFS: the node's most-read files up to its capacity, no coordination. */
     uint64_t left = p->ram + p->ssd;
     for (uint64_t i = 0; i < mr && left >= b->min_size; i++) {
-        if (i + SIZE_AHEAD < mr)
-            __builtin_prefetch(&p->sizes[b->ids[i + SIZE_AHEAD]]);
-        uint32_t f = b->ids[i];
+        uint32_t f = file_ahead(p, r, ids, i, mr, p->static_pinners, sizeof(*p->static_pinners));
         if (p->sizes[f] > left)
             continue;
         left -= p->sizes[f];
         if (p->static_pinners[f] != UINT16_MAX)
             p->static_pinners[f]++;
-        if (rec_epoch(b, base + f) < p->static_epoch[f])
-            p->static_epoch[f] = (uint8_t)rec_epoch(b, base + f);
+        if (rec_epoch(r, ids[i]) < p->static_epoch[f])
+            p->static_epoch[f] = (uint8_t)rec_epoch(r, ids[i]);
         if (j == p->node)
             p->flags[f] |= PLAN_STATIC;
     }
     return 0;
 }
 
-/* Every node's summary in one pass over the files: a file's size, owner and
- * tier are read once for all nodes, not once a node (16 passes over them
- * at 16 nodes were a tenth of a 14.2 M-file plan), and each node's records
- * and holdings stream beside them. */
-static void summarise(struct cfs_plan *p, struct plan_build *b)
+/* File f in node j's summary: c reads, held or not. */
+static void summarise_file(struct cfs_plan *p, uint32_t j, uint32_t f, bool held, uint64_t c)
+{
+    struct cfs_plan_node_summary *s = &p->summary[j];
+    const uint64_t sz = p->sizes[f];
+    const uint32_t o = p->owner[f];
+    bool remote = o != CFS_NODE_NONE && o != j;
+    if (held) {
+        uint8_t t = o == j ? p->owner_tier[f] : CFS_TIER_NONE;
+        if (j == p->node)
+            t = p->tier[f];
+        else if (t == CFS_TIER_NONE)
+            t = CFS_TIER_RAM; /* replicas' tier is not kept for other nodes */
+        s->files[t]++;
+        s->bytes[t] += sz;
+        /* The first fetch, then every read is local. */
+        if (remote)
+            s->peer_read_bytes += sz;
+        else
+            s->pfs_read_bytes += sz;
+        if (c)
+            s->local_read_bytes += (c - 1) * sz;
+    } else {
+        s->files[CFS_TIER_NONE]++;
+        s->bytes[CFS_TIER_NONE] += sz;
+        if (remote)
+            s->peer_read_bytes += c * sz;
+        else
+            s->pfs_read_bytes += c * sz;
+    }
+    s->reads += c;
+    s->read_bytes += c * sz;
+}
+
+/* Every node's summary: the files each reads (its records) or owns (its
+ * group of b->by_owner, which still holds the files it gave up).  Block by
+ * block of files, node by node within a block, each from where the last
+ * block left it: a file's size, owner and tiers stay in the cache for all
+ * nodes (16 passes over them at 16 nodes were a tenth of a 14.2 M-file
+ * plan), and a node costs nothing where it neither reads nor holds. */
+enum { SUMMARY_BLOCK = 4096 };
+
+static int summarise(struct cfs_plan *p, struct plan_build *b)
 {
     const uint64_t n = p->n;
+    uint64_t *next = calloc(2 * (size_t)p->nodes, sizeof(*next)); /* records, owned */
+    if (!next)
+        return -ENOMEM;
     for (uint32_t j = 0; j < p->nodes; j++) {
         memset(&p->summary[j], 0, sizeof(p->summary[j]));
         p->summary[j].ranks = p->ranks[j];
     }
     for (uint64_t f = 0; f < n; f++) {
-        const uint64_t sz = p->sizes[f];
         const uint32_t o = p->owner[f];
         if (o != CFS_NODE_NONE) {
             p->summary[o].owned_files++;
-            p->summary[o].owned_bytes += sz;
-        }
-        for (uint32_t j = 0; j < p->nodes; j++) {
-            const size_t at = (size_t)j * n + f;
-            const bool held = bit_get(b->held + (size_t)j * b->held_words, f);
-            if (!held && !b->cnt[at])
-                continue; /* node j neither reads nor holds f */
-            struct cfs_plan_node_summary *s = &p->summary[j];
-            uint64_t c = j == p->node ? p->count[f] : rec_count(b, at);
-            bool remote = o != CFS_NODE_NONE && o != j;
-            if (held) {
-                uint8_t t = o == j ? p->owner_tier[f] : CFS_TIER_NONE;
-                if (j == p->node)
-                    t = p->tier[f];
-                else if (t == CFS_TIER_NONE)
-                    t = CFS_TIER_RAM; /* replicas' tier is not kept for other nodes */
-                s->files[t]++;
-                s->bytes[t] += sz;
-                /* The first fetch, then every read is local. */
-                if (remote)
-                    s->peer_read_bytes += sz;
-                else
-                    s->pfs_read_bytes += sz;
-                if (c)
-                    s->local_read_bytes += (c - 1) * sz;
-            } else {
-                s->files[CFS_TIER_NONE]++;
-                s->bytes[CFS_TIER_NONE] += sz;
-                if (remote)
-                    s->peer_read_bytes += c * sz;
-                else
-                    s->pfs_read_bytes += c * sz;
-            }
-            s->reads += c;
-            s->read_bytes += c * sz;
+            p->summary[o].owned_bytes += p->sizes[f];
         }
     }
+    for (uint64_t f0 = 0; f0 < n; f0 += SUMMARY_BLOCK) {
+        const uint64_t f1 = n - f0 < SUMMARY_BLOCK ? n : f0 + SUMMARY_BLOCK;
+        for (uint32_t j = 0; j < p->nodes; j++) {
+            const struct node_records *r = &b->rec[j];
+            const uint32_t *mine = b->by_owner + b->owned_start[j];
+            const uint64_t nmine = b->owned_start[j + 1] - b->owned_start[j];
+            uint64_t k = next[j], q = next[p->nodes + j];
+            for (;;) {
+                uint32_t fr = k < r->len && r->file[k] < f1 ? r->file[k] : UINT32_MAX;
+                uint32_t fo = q < nmine && mine[q] < f1 ? mine[q] : UINT32_MAX;
+                if (fr == UINT32_MAX && fo == UINT32_MAX)
+                    break;
+                if (fr <= fo) { /* read, and perhaps owned */
+                    q += fo == fr;
+                    bool held = p->owner[fr] == j || bit_get(r->held, k);
+                    summarise_file(p, j, fr, held, j == p->node ? p->count[fr] : rec_count(r, k));
+                    k++;
+                } else { /* owned, not read: held unless given up */
+                    q++;
+                    if (p->owner[fo] == j)
+                        summarise_file(p, j, fo, true, j == p->node ? p->count[fo] : 0);
+                }
+            }
+            next[j] = k;
+            next[p->nodes + j] = q;
+        }
+    }
+    free(next);
+    return 0;
 }
 
 static int validate(const struct cfs_plan_params *pp, char *err, size_t errlen)
@@ -487,24 +537,22 @@ static int plan_arrays(struct cfs_plan *p, const struct cfs_plan_params *pp)
 static int build_arrays(const struct cfs_plan *p, struct plan_build *b)
 {
     const uint64_t n = p->n;
-    b->cnt = calloc((size_t)p->nodes * n + 1, 1);
-    if (p->nepochs > PACKED_EPOCHS)
-        b->fep = malloc((size_t)p->nodes * n + 1);
+    b->rec = calloc(p->nodes, sizeof(*b->rec));
+    b->packed = p->nepochs <= PACKED_EPOCHS;
     b->total = calloc(n + 1, sizeof(*b->total));
     b->best = malloc(n * sizeof(*b->best) + 1);
     b->key = malloc(n * sizeof(*b->key) + 1);
     b->ids = malloc(n * sizeof(*b->ids) + 1);
     b->free_room = calloc(p->nodes, sizeof(*b->free_room));
-    b->held_words = (n + 63) / 64;
-    b->held = calloc((size_t)p->nodes * b->held_words + 1, sizeof(*b->held));
+    b->file_words = (n + 63) / 64;
     b->cluster_first = malloc(n * sizeof(*b->cluster_first) + 1);
     if (p->nepochs > CLUSTER_EPOCHS_IMPLIED)
         b->cluster_epoch = malloc(n * sizeof(*b->cluster_epoch) + 1);
-    b->seen_before = calloc(b->held_words + 1, sizeof(*b->seen_before));
-    b->seen_now = calloc(b->held_words + 1, sizeof(*b->seen_now));
-    if (!b->cnt || (!b->fep && p->nepochs > PACKED_EPOCHS) || !b->total || !b->best || !b->key ||
-        !b->ids || !b->free_room || !b->held || !b->cluster_first || !b->seen_before ||
-        !b->seen_now || (!b->cluster_epoch && p->nepochs > CLUSTER_EPOCHS_IMPLIED))
+    b->seen_before = calloc(b->file_words + 1, sizeof(*b->seen_before));
+    b->seen_now = calloc(b->file_words + 1, sizeof(*b->seen_now));
+    if (!b->rec || !b->total || !b->best || !b->key || !b->ids || !b->free_room ||
+        !b->cluster_first || !b->seen_before || !b->seen_now ||
+        (!b->cluster_epoch && p->nepochs > CLUSTER_EPOCHS_IMPLIED))
         return -ENOMEM;
 
     b->min_size = UINT64_MAX;
@@ -513,6 +561,18 @@ static int build_arrays(const struct cfs_plan *p, struct plan_build *b)
         b->max_size = p->sizes[f] > b->max_size ? p->sizes[f] : b->max_size;
     }
     return 0;
+}
+
+/* The nodes' records, freed (b->rec itself stays, empty, till the end). */
+static void free_records(uint32_t nodes, struct plan_build *b)
+{
+    for (uint32_t j = 0; b->rec && j < nodes; j++) {
+        free(b->rec[j].file);
+        free(b->rec[j].cnt);
+        free(b->rec[j].fep);
+        free(b->rec[j].held);
+        b->rec[j] = (struct node_records){0};
+    }
 }
 
 int cfs_plan_create(const struct cfs_plan_params *pp, struct cfs_plan **out, char *err,
@@ -575,7 +635,9 @@ int cfs_plan_create(const struct cfs_plan_params *pp, struct cfs_plan **out, cha
         if (rc < 0)
             goto fail;
     }
-    summarise(p, &b);
+    rc = summarise(p, &b);
+    if (rc < 0)
+        goto fail;
     for (uint64_t f = 0; f < n; f++) {
         if (p->owner[f] != CFS_NODE_NONE)
             p->owned_bytes += p->sizes[f];
@@ -583,13 +645,11 @@ int cfs_plan_create(const struct cfs_plan_params *pp, struct cfs_plan **out, cha
     p->total_count = b.total;
     b.total = NULL;
     /* The records and holdings are summed up: the orders' sort needs room. */
-    free(b.cnt);
-    free(b.fep);
-    free(b.held);
+    free_records(pp->nodes, &b);
     free(b.owned);
-    b.cnt = b.fep = NULL;
-    b.held = NULL;
+    free(b.owned_rec);
     b.owned = NULL;
+    b.owned_rec = NULL;
 
     rc = prefetch_orders(p, &b);
     if (rc < 0)
@@ -605,15 +665,15 @@ fail_reported:
 done:
     if (st)
         src.destroy(st);
-    free(b.cnt);
-    free(b.fep);
+    free_records(pp->nodes, &b);
+    free(b.rec);
     free(b.total);
     free(b.best);
     free(b.key);
     free(b.ids);
     free(b.free_room);
-    free(b.held);
     free(b.owned);
+    free(b.owned_rec);
     free(b.owned_start);
     free(b.cluster_first);
     free(b.cluster_epoch);

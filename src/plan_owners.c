@@ -26,30 +26,38 @@
 
 /* The owner of f: its best reader when that node has room, else the reader
  * with room that prefers it most, else the node with the most room; none
- * when no node has room (the PFS). */
+ * when no node has room (the PFS).  b->room_bound, at least the most room
+ * any node has, skips the look at every node for a file too large for all
+ * of them: once the tiers fill, nearly every file is. */
 static void owner_of(struct cfs_plan *p, struct plan_build *b, uint32_t f)
 {
-    const uint64_t n = p->n;
     uint64_t sz = p->sizes[f];
     uint32_t best = b->best[f];
     if (b->free_room[best] < sz) {
-        uint64_t most = 0;
+        if (b->room_bound < sz)
+            return;
+        uint64_t most = 0, bound = 0;
         uint32_t roomiest = CFS_NODE_NONE;
-        for (uint32_t j = 0; j < p->nodes; j++)
+        for (uint32_t j = 0; j < p->nodes; j++) {
+            bound = b->free_room[j] > bound ? b->free_room[j] : bound;
             if (b->free_room[j] >= sz && b->free_room[j] >= most &&
                 (roomiest == CFS_NODE_NONE || b->free_room[j] > most)) {
                 most = b->free_room[j];
                 roomiest = j;
             }
+        }
+        b->room_bound = bound;
         if (roomiest == CFS_NODE_NONE)
             return;
         best = CFS_NODE_NONE;
         uint32_t bp = UINT32_MAX;
         for (uint32_t j = 0; j < p->nodes; j++) {
-            uint16_t v = rv(b, (size_t)j * n + f);
-            if (v && b->free_room[j] >= sz && pref(v) < bp) {
+            if (b->free_room[j] < sz)
+                continue;
+            uint32_t k = rec_find(&b->rec[j], f);
+            if (k != NO_RECORD && pref(rv(&b->rec[j], k)) < bp) {
                 best = j;
-                bp = pref(v);
+                bp = pref(rv(&b->rec[j], k));
             }
         }
         if (best == CFS_NODE_NONE)
@@ -63,7 +71,9 @@ static void owner_of(struct cfs_plan *p, struct plan_build *b, uint32_t f)
  * first, then their best reader's preference, then index: counting sorts on
  * 16-bit digits, by preference first (into b->key, with each file's total
  * beside it), then stably by total.  A 32-bit key with a radix sort's copy
- * took 16 bytes a file here, at the planner's peak; this takes 10. */
+ * took 16 bytes a file here, at the planner's peak; this takes 10.  The
+ * best readers' preferences come in b->ids (totals_and_best), which the
+ * last pass overwrites. */
 static int sort_read_files(struct cfs_plan *p, struct plan_build *b, uint64_t *m)
 {
     const uint64_t n = p->n;
@@ -75,7 +85,7 @@ static int sort_read_files(struct cfs_plan *p, struct plan_build *b, uint64_t *m
         goto out;
     for (uint64_t f = 0; f < n; f++)
         if (b->total[f])
-            start[pref(rv(b, (size_t)b->best[f] * n + f))]++;
+            start[b->ids[f]]++;
     uint64_t sum = 0;
     for (uint32_t k = 0; k < 1u << 16; k++) {
         uint64_t c = start[k];
@@ -86,7 +96,7 @@ static int sort_read_files(struct cfs_plan *p, struct plan_build *b, uint64_t *m
         uint32_t tot = b->total[f];
         if (!tot)
             continue;
-        uint64_t at = start[pref(rv(b, (size_t)b->best[f] * n + f))]++;
+        uint64_t at = start[b->ids[f]]++;
         by_pref[at] = (uint32_t)f;
         fewer[at] = (uint16_t)(0xFFFFu - (tot > 0xFFFF ? 0xFFFF : tot));
     }
@@ -109,43 +119,53 @@ out:
     return rc;
 }
 
-/* Each file's total reads, first epoch read by any node and best reader
- * (the lowest preference, the first such node).  Block by block of files,
- * node by node within a block: each node's records stream in order while
- * the block's sums stay in L1, and no branch depends on whether a node
- * reads a file (at 16 nodes, most do not read most files, at random). */
+/* Each file's total reads, first epoch read by any node, best reader (the
+ * lowest preference, the first such node) and its preference (in b->ids,
+ * free till sort_read_files has read them).  Block by
+ * block of files, node by node within a block, each node's records from
+ * where the last block left them: the records stream in order while the
+ * block's sums stay in L1, and a node costs nothing where it reads
+ * nothing. */
 enum { OWNER_BLOCK = 2048 };
 
-static void totals_and_best(struct cfs_plan *p, struct plan_build *b)
+static int totals_and_best(struct cfs_plan *p, struct plan_build *b)
 {
     const uint64_t n = p->n;
     uint64_t best[OWNER_BLOCK]; /* preference << 32 | node */
     uint32_t total[OWNER_BLOCK];
     uint8_t first[OWNER_BLOCK];
+    uint64_t *next = calloc(p->nodes, sizeof(*next)); /* each node's next record */
+    if (!next)
+        return -ENOMEM;
     for (uint64_t f0 = 0; f0 < n; f0 += OWNER_BLOCK) {
         const uint64_t len = n - f0 < OWNER_BLOCK ? n - f0 : OWNER_BLOCK;
         for (uint64_t i = 0; i < len; i++) {
             best[i] = UINT64_MAX;
-            total[i] = b->total[f0 + i];
+            total[i] = 0;
             first[i] = UINT8_MAX;
         }
         for (uint32_t j = 0; j < p->nodes; j++) {
-            const size_t base = (size_t)j * n + f0;
-            for (uint64_t i = 0; i < len; i++) {
-                uint16_t v = rv(b, base + i);
-                uint64_t key = v ? (uint64_t)pref(v) << 32 | j : UINT64_MAX;
-                uint8_t e = v ? (uint8_t)REPOCH(v) : UINT8_MAX;
+            const struct node_records *r = &b->rec[j];
+            uint64_t k = next[j];
+            for (; k < r->len && r->file[k] < f0 + len; k++) {
+                const uint64_t i = r->file[k] - f0;
+                uint16_t v = rv(r, k);
+                uint64_t key = (uint64_t)pref(v) << 32 | j;
                 total[i] += RCOUNT(v);
                 best[i] = key < best[i] ? key : best[i];
-                first[i] = e < first[i] ? e : first[i];
+                first[i] = REPOCH(v) < first[i] ? (uint8_t)REPOCH(v) : first[i];
             }
+            next[j] = k;
         }
         for (uint64_t i = 0; i < len; i++) {
             b->total[f0 + i] = total[i];
             p->owner_epoch[f0 + i] = first[i];
             b->best[f0 + i] = best[i] == UINT64_MAX ? CFS_NODE_NONE : (uint32_t)best[i];
+            b->ids[f0 + i] = (uint32_t)(best[i] >> 32);
         }
     }
+    free(next);
+    return 0;
 }
 
 /* The previous window's plan when it ends where this one begins (its last
@@ -173,7 +193,7 @@ static int keep_previous_owners(struct cfs_plan *p, struct plan_build *b,
     *kept = NULL;
     if (!prev)
         return 0;
-    uint64_t *bits = calloc(b->held_words + 1, sizeof(*bits));
+    uint64_t *bits = calloc(b->file_words + 1, sizeof(*bits));
     if (!bits)
         return -ENOMEM;
     for (uint64_t f = 0; f < p->n; f++) {
@@ -198,9 +218,10 @@ int plan_assign_owners(struct cfs_plan *p, struct plan_build *b, const struct cf
 {
     const struct cfs_plan *prev = window_before(p, pp);
     const uint64_t cap = p->ram + p->ssd;
-    totals_and_best(p, b);
     uint64_t m = 0;
-    int rc = sort_read_files(p, b, &m);
+    int rc = totals_and_best(p, b);
+    if (rc == 0)
+        rc = sort_read_files(p, b, &m);
     if (rc < 0)
         return rc;
     /* Two passes.  The first gives each node at most its fair share of the
@@ -230,6 +251,7 @@ int plan_assign_owners(struct cfs_plan *p, struct plan_build *b, const struct cf
         if (pass == 1)
             for (uint32_t j = 0; j < p->nodes; j++)
                 b->free_room[j] += second[j];
+        b->room_bound = UINT64_MAX;
         for (uint64_t i = 0; i < m; i++) {
             uint32_t f = b->ids[i];
             if (p->owner[f] == CFS_NODE_NONE && !(kept && (kept[f / 64] >> (f % 64) & 1)))
