@@ -182,13 +182,13 @@ static int group_by_owner(const struct cfs_plan *p, struct plan_build *b)
 }
 
 /* Node j's records in its order of preference, equal ones by index, into
- * ids (record numbers, all r->len of them); its owned files into owned
+ * ids (record numbers, *m of them); its owned files into owned
  * (*mo) with its record of each in owned_rec: those it reads in the same
  * order, then those it never reads, by index.  Counting sorts on the
  * 16-bit preference: two passes over the node's records, and two over its
  * owned files (b->by_owner) beside them, both in file order, so that the
  * placement does not look up the owner of every file the node reads. */
-static int sort_by_pref(struct plan_build *b, uint32_t j, uint32_t *ids, uint64_t *mo)
+static int sort_by_pref(struct plan_build *b, uint32_t j, uint32_t *ids, uint64_t *m, uint64_t *mo)
 {
     const struct node_records *r = &b->rec[j];
     const uint32_t keys = 1u << 16;
@@ -200,12 +200,16 @@ static int sort_by_pref(struct plan_build *b, uint32_t j, uint32_t *ids, uint64_
     uint64_t *own_start = start + keys;
     uint32_t *unsorted = b->owned_rec + b->owned_most; /* each owned file's record */
     for (uint64_t k = 0; k < r->len; k++)
-        start[pref(rv(r, k))]++;
+        if (r->cnt[k])
+            start[pref(rv(r, k))]++;
     /* Each owned file's record, by a walk beside the records. */
     for (uint64_t i = 0, k = 0; i < nmine; i++) {
-        while (k < r->len && r->file[k] < mine[i])
+        if (!r->file)
+            k = mine[i]; /* dense */
+        while (k < r->len && rec_file(r, k) < mine[i])
             k++;
-        unsorted[i] = k < r->len && r->file[k] == mine[i] ? (uint32_t)k : NO_RECORD;
+        unsorted[i] =
+            k < r->len && rec_file(r, k) == mine[i] && r->cnt[k] ? (uint32_t)k : NO_RECORD;
         if (unsorted[i] != NO_RECORD)
             own_start[pref(rv(r, k))]++;
     }
@@ -217,8 +221,10 @@ static int sort_by_pref(struct plan_build *b, uint32_t j, uint32_t *ids, uint64_
         sum += c;
         own_sum += oc;
     }
+    *m = sum;
     for (uint64_t k = 0; k < r->len; k++)
-        ids[start[pref(rv(r, k))]++] = (uint32_t)k;
+        if (r->cnt[k])
+            ids[start[pref(rv(r, k))]++] = (uint32_t)k;
     uint64_t unread = own_sum;
     for (uint64_t i = 0; i < nmine; i++) {
         uint32_t k = unsorted[i];
@@ -244,14 +250,14 @@ static inline uint32_t file_ahead(const struct cfs_plan *p, const struct node_re
                                   const uint32_t *ids, uint64_t i, uint64_t m, const void *also,
                                   size_t also_size)
 {
-    if (i + 2 * SIZE_AHEAD < m)
+    if (r->file && i + 2 * SIZE_AHEAD < m)
         __builtin_prefetch(&r->file[ids[i + 2 * SIZE_AHEAD]]);
     if (i + SIZE_AHEAD < m) {
-        uint32_t g = r->file[ids[i + SIZE_AHEAD]];
+        uint32_t g = rec_file(r, ids[i + SIZE_AHEAD]);
         __builtin_prefetch(&p->sizes[g]);
         __builtin_prefetch((const char *)also + (size_t)g * also_size);
     }
-    return r->file[ids[i]];
+    return rec_file(r, ids[i]);
 }
 
 /* One node's holdings: owned files, then replicas, in its order of
@@ -259,13 +265,12 @@ static inline uint32_t file_ahead(const struct cfs_plan *p, const struct node_re
 static int place_node(struct cfs_plan *p, struct plan_build *b, uint32_t j)
 {
     struct node_records *r = &b->rec[j];
-    const uint64_t mr = r->len;
-    uint64_t mo = 0;
+    uint64_t mr = 0, mo = 0;
     const uint32_t *owned = b->owned, *ids = b->ids;
-    r->held = calloc(mr / 64 + 1, sizeof(*r->held));
+    r->held = calloc(r->len / 64 + 1, sizeof(*r->held));
     if (!r->held)
         return -ENOMEM;
-    int rc = sort_by_pref(b, j, b->ids, &mo);
+    int rc = sort_by_pref(b, j, b->ids, &mr, &mo);
     if (rc < 0)
         return rc;
 
@@ -383,7 +388,9 @@ static int summarise(struct cfs_plan *p, struct plan_build *b)
             const uint64_t nmine = b->owned_start[j + 1] - b->owned_start[j];
             uint64_t k = next[j], q = next[p->nodes + j];
             for (;;) {
-                uint32_t fr = k < r->len && r->file[k] < f1 ? r->file[k] : UINT32_MAX;
+                while (k < r->len && !r->cnt[k])
+                    k++; /* dense, unread */
+                uint32_t fr = k < r->len && rec_file(r, k) < f1 ? rec_file(r, k) : UINT32_MAX;
                 uint32_t fo = q < nmine && mine[q] < f1 ? mine[q] : UINT32_MAX;
                 if (fr == UINT32_MAX && fo == UINT32_MAX)
                     break;

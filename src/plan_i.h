@@ -59,11 +59,17 @@ struct cfs_plan {
 #define REPOCH(v) ((uint32_t)(v) >> 8)
 
 /* One node's records, in ascending file order (plan_sweep.c merges each
- * epoch's reads in).  cnt: the reads, saturating; fep: the first epoch,
- * NULL for a window of at most PACKED_EPOCHS epochs, whose record is one
- * byte: the first epoch in the high 3 bits, the reads (saturating at
- * PACKED_MAX) below.  held: a bit a record, the replicas placement gives
- * the node (the files it owns are those whose owner it is). */
+ * epoch's reads in).  file: each record's file, or NULL once the node
+ * reads a third of the files or more: then the records are dense, record f
+ * is file f, len is n and an unread file's cnt is 0 (a sparse record costs
+ * 4 more bytes than a dense one, and the walks over it are slower; the
+ * records of a node of few, or a long window, are dense).  cnt: the reads,
+ * saturating; fep: the first epoch, NULL for a window of at most
+ * PACKED_EPOCHS epochs, whose record is one byte: the first epoch in the
+ * high 3 bits, the reads (saturating at PACKED_MAX) below.  held: a bit a
+ * record, the replicas placement gives the node (the files it owns are
+ * those whose owner it is).  A record with cnt 0 is no record: walks skip
+ * it. */
 struct node_records {
     uint32_t *file;
     uint8_t *cnt;
@@ -115,6 +121,10 @@ struct plan_build {
 #define PACKED_MAX 31u
 #define NO_RECORD UINT32_MAX
 
+static inline uint32_t rec_file(const struct node_records *r, uint64_t k)
+{
+    return r->file ? r->file[k] : (uint32_t)k;
+}
 static inline uint32_t rec_count(const struct node_records *r, uint64_t k)
 {
     return r->fep ? r->cnt[k] : r->cnt[k] & PACKED_MAX;
@@ -138,6 +148,8 @@ static inline uint32_t pref(uint16_t v)
  * look-ups that do not walk the records in order. */
 static inline uint32_t rec_find(const struct node_records *r, uint32_t f)
 {
+    if (!r->file)
+        return r->cnt[f] ? f : NO_RECORD;
     uint64_t lo = 0, hi = r->len;
     while (lo < hi) {
         uint64_t mid = lo + (hi - lo) / 2;

@@ -147,8 +147,10 @@ static int totals_and_best(struct cfs_plan *p, struct plan_build *b)
         for (uint32_t j = 0; j < p->nodes; j++) {
             const struct node_records *r = &b->rec[j];
             uint64_t k = next[j];
-            for (; k < r->len && r->file[k] < f0 + len; k++) {
-                const uint64_t i = r->file[k] - f0;
+            for (; k < r->len && rec_file(r, k) < f0 + len; k++) {
+                if (!r->cnt[k])
+                    continue; /* dense, unread */
+                const uint64_t i = rec_file(r, k) - f0;
                 uint16_t v = rv(r, k);
                 uint64_t key = (uint64_t)pref(v) << 32 | j;
                 total[i] += RCOUNT(v);

@@ -164,8 +164,34 @@ static uint64_t copy_records(struct node_records *o, uint64_t w, const struct no
     return w + (k - k0);
 }
 
+/* Node r's records made dense (plan_i.h): a record for every file, in
+ * place of the sparse ones. */
+static int make_dense(const struct cfs_plan *p, const struct plan_build *b, struct node_records *r)
+{
+    const uint64_t n = p->n;
+    uint8_t *cnt = calloc(n + 1, 1);
+    uint8_t *fep = b->packed ? NULL : malloc(n + 1);
+    if (!cnt || (!b->packed && !fep)) {
+        free(cnt);
+        free(fep);
+        return -ENOMEM;
+    }
+    for (uint64_t k = 0; k < r->len; k++) {
+        cnt[r->file[k]] = r->cnt[k];
+        if (fep)
+            fep[r->file[k]] = r->fep[k];
+    }
+    free(r->file);
+    free(r->cnt);
+    free(r->fep);
+    *r = (struct node_records){.cnt = cnt, .fep = fep, .len = n, .cap = n};
+    return 0;
+}
+
 /* Node j's run fs[0..m) counted: sorted by file, then merged with the
- * node's records into the spare ones, which become the node's. */
+ * node's records into the spare ones, which become the node's; or counted
+ * in place when they are dense, as they become when they might pass a
+ * third of the files. */
 static int count_run(struct cfs_plan *p, struct plan_build *b, struct sweep_scratch *s,
                      const struct run_at *ra, const uint32_t *fs, uint64_t m)
 {
@@ -173,6 +199,18 @@ static int count_run(struct cfs_plan *p, struct plan_build *b, struct sweep_scra
     const bool local = ra->j == p->node;
     if (sort_run(s, fs, m) < 0)
         return -ENOMEM;
+    if (r->file || r->len == 0) { /* sparse (or none yet) */
+        if ((r->len + m) * 3 > p->n && make_dense(p, b, r) < 0)
+            return -ENOMEM;
+    }
+    if (!r->file && r->len) {
+        for (uint64_t x = 0; x < m; x++) {
+            const uint32_t f = (uint32_t)(s->read[x] >> 32);
+            count_read(p, b, &r->cnt[f], r->fep ? &r->fep[f] : &(uint8_t){0}, ra, local, f,
+                       ra->at + (uint32_t)s->read[x]);
+        }
+        return 0;
+    }
     if (r->len + m > o->cap) {
         uint64_t cap = r->len + m;
         free(o->file);
