@@ -148,8 +148,8 @@ static inline uint32_t pref(uint16_t v)
  * look-ups that do not walk the records in order. */
 static inline uint32_t rec_find(const struct node_records *r, uint32_t f)
 {
-    if (!r->file)
-        return r->cnt[f] ? f : NO_RECORD;
+    if (!r->file) /* dense, or no records at all */
+        return r->len && r->cnt[f] ? f : NO_RECORD;
     uint64_t lo = 0, hi = r->len;
     while (lo < hi) {
         uint64_t mid = lo + (hi - lo) / 2;
