@@ -115,6 +115,7 @@ static int sort_run(struct sweep_scratch *s, const uint32_t *fs, uint64_t m)
 struct run_at {
     uint32_t j, rel;
     uint64_t at, nlen, pos;
+    bool gathered; /* from count_gathered: runs of at most a dataset */
 };
 
 /* One read of file f, the i-th of its node's epoch stream, on the record
@@ -164,6 +165,8 @@ static uint64_t copy_records(struct node_records *o, uint64_t w, const struct no
     return w + (k - k0);
 }
 
+#define PF_AHEAD 16
+
 /* Node r's records made dense (plan_i.h): a record for every file, in
  * place of the sparse ones. */
 static int make_dense(const struct cfs_plan *p, const struct plan_build *b, struct node_records *r)
@@ -197,13 +200,27 @@ static int count_run(struct cfs_plan *p, struct plan_build *b, struct sweep_scra
 {
     struct node_records *r = &b->rec[ra->j], *o = &s->spare;
     const bool local = ra->j == p->node;
-    if (sort_run(s, fs, m) < 0)
-        return -ENOMEM;
     if (r->file || r->len == 0) { /* sparse (or none yet) */
         if ((r->len + m) * 3 > p->n && make_dense(p, b, r) < 0)
             return -ENOMEM;
     }
-    if (!r->file && r->len) {
+    const bool dense = !r->file && r->len;
+    if (dense && ra->gathered) {
+        /* A run of a source's reads, as long as the dataset: counted in
+         * stream order, the counters loaded ahead, costs less than its
+         * sort (a torch-ddp node's whole stream is sorted: its records are
+         * then read in order). */
+        for (uint64_t x = 0; x < m; x++) {
+            if (x + PF_AHEAD < m)
+                __builtin_prefetch(&r->cnt[fs[x + PF_AHEAD]], 1);
+            count_read(p, b, &r->cnt[fs[x]], r->fep ? &r->fep[fs[x]] : &(uint8_t){0}, ra, local,
+                       fs[x], ra->at + x);
+        }
+        return 0;
+    }
+    if (sort_run(s, fs, m) < 0)
+        return -ENOMEM;
+    if (dense) {
         for (uint64_t x = 0; x < m; x++) {
             const uint32_t f = (uint32_t)(s->read[x] >> 32);
             count_read(p, b, &r->cnt[f], r->fep ? &r->fep[f] : &(uint8_t){0}, ra, local, f,
@@ -327,6 +344,7 @@ static int count_gathered(struct cfs_plan *p, struct plan_build *b, struct sweep
                 sidx++;
             }
         }
+        ra->gathered = true;
         int rc = count_stream(p, b, s, ra, s->run, nb, done, e, err, errlen);
         if (rc < 0)
             return rc;
