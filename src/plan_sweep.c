@@ -13,7 +13,11 @@
  * minimum over the stream's order (the first read is the one at the lowest
  * position), so the records are those of the stream order.  The sort is a
  * radix sort of two passes of 12 bits up to 16 M files, which streams
- * where counting in stream order missed the cache on nearly every read. */
+ * where counting in stream order missed the cache on nearly every read.
+ * A node that may read a third of the files or more keeps dense records
+ * (plan_i.h), counted in place: in file order from a torch-ddp node's
+ * sorted stream, in stream order from a source's runs, which cost more to
+ * sort than to count. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
