@@ -4,17 +4,23 @@
  *
  * Why one sweep for all nodes: the sampler's cost is one permutation per
  * epoch, shared by every node, so counting every node's reads in the same
- * pass costs one array update per read and no extra permutations.  That
- * update is a random access, so the per-node record is kept to 16 bits
- * (count and first epoch, saturating at 255; one byte for a window of at
- * most 8 epochs, plan_i.h): node j's array stays small
- * enough to stay in cache while j's reads of an epoch are counted.  These
- * arrays live only while the plan is built; what stays is a few bytes per
- * file for the planned node plus the owner map.
+ * pass costs no extra permutations.
+ *
+ * Why sparse records: a node keeps a record (count and first epoch) of
+ * each file it reads in the window and of no other (plan_i.h), so every
+ * pass after the sweep (totals and best readers, each node's preference
+ * sort and placement, the summaries) costs the records, which are the
+ * window's reads at most, and not nodes x files: at 16 nodes of
+ * ImageNet-22k a node reads a fifth of the files in a window of 4 epochs,
+ * at 64 nodes a tenth in 6.  Each node's records are in file order, so
+ * the passes that look at every node's record of a file walk all nodes'
+ * records beside each other a block of files at a time.  These records
+ * live only while the plan is built; what stays is a few bytes per file
+ * for the planned node plus the owner map.
  *
  * Why a window of epochs (run_config.h), not the run: the sweep costs
- * every node's reads of every epoch planned, and the records every node's
- * files, so a 90-epoch plan of ImageNet-22k took 44 CPU s and 1.6 GB.  A
+ * every node's reads of every epoch planned, and the records grow with
+ * them, so a 90-epoch plan of ImageNet-22k took 44 CPU s and 1.6 GB.  A
  * plan's decisions look ahead only as far as they need: Belady's evicts
  * first what is read farthest ahead, and a file the window does not read
  * again is farther than any it does; once a node reads twice its tiers in
@@ -23,21 +29,8 @@
  * goes first.  What a window changes is the frequency ranking of the
  * replicas and owners (counted over the window: on one node every file is
  * read once an epoch and the ranking falls to the first read anyway).
- * The next window is planned from the last epoch of this one.
- *
- * Why the next window keeps the last one's owners in the epoch they share:
- * each node switches windows when its own trainer reaches that epoch, and
- * installs the next plan as soon as it is planned, so for a while one node
- * asks the next plan's owners while they hold the last plan's files, and
- * the reverse; a peer that does not hold the file sends the read to the
- * PFS.  Of the three cures this one alone costs nothing at run time: a
- * second owner asked after a miss would add a round trip to every miss,
- * and switching at an agreed epoch would need the nodes to talk about
- * their trainers' positions.  Every node plans from the same previous plan,
- * so the plans still agree.  Under a DistributedSampler every file is read
- * in every epoch, so the owners then stay those of the first window for
- * the run, as they were before windows (the ranking by reads in a window
- * shifts little where every file is read once an epoch). */
+ * The next window is planned from the last epoch of this one, and keeps
+ * the owners of the epoch the two share (plan_owners.c). */
 #include "clairfs/plan.h"
 
 #include "clairfs/log.h"
@@ -139,234 +132,6 @@ out:
 
 /* --- Building (the sweep is plan_sweep.c). --- */
 
-static inline uint16_t rv(const struct plan_build *b, size_t at)
-{
-    return b->cnt[at] ? (uint16_t)(rec_epoch(b, at) << 8 | rec_count(b, at)) : 0;
-}
-
-/* A node's preference among its reads: more reads, then earlier first epoch. */
-static inline uint32_t pref(uint16_t v)
-{
-    return ((255 - RCOUNT(v)) << 8) | REPOCH(v);
-}
-
-/* The owner of f: its best reader when that node has room, else the reader
- * with room that prefers it most, else the node with the most room; none
- * when no node has room (the PFS). */
-static void owner_of(struct cfs_plan *p, struct plan_build *b, uint32_t f)
-{
-    const uint64_t n = p->n;
-    uint64_t sz = p->sizes[f];
-    uint32_t best = b->best[f];
-    if (b->free_room[best] < sz) {
-        uint64_t most = 0;
-        uint32_t roomiest = CFS_NODE_NONE;
-        for (uint32_t j = 0; j < p->nodes; j++)
-            if (b->free_room[j] >= sz && b->free_room[j] >= most &&
-                (roomiest == CFS_NODE_NONE || b->free_room[j] > most)) {
-                most = b->free_room[j];
-                roomiest = j;
-            }
-        if (roomiest == CFS_NODE_NONE)
-            return;
-        best = CFS_NODE_NONE;
-        uint32_t bp = UINT32_MAX;
-        for (uint32_t j = 0; j < p->nodes; j++) {
-            uint16_t v = rv(b, (size_t)j * n + f);
-            if (v && b->free_room[j] >= sz && pref(v) < bp) {
-                best = j;
-                bp = pref(v);
-            }
-        }
-        if (best == CFS_NODE_NONE)
-            best = roomiest;
-    }
-    p->owner[f] = best;
-    b->free_room[best] -= sz;
-}
-
-/* The files anybody reads into b->ids (*m of them) by total reads, most
- * first, then their best reader's preference, then index: counting sorts on
- * 16-bit digits, by preference first (into b->key, with each file's total
- * beside it), then stably by total.  A 32-bit key with a radix sort's copy
- * took 16 bytes a file here, at the planner's peak; this takes 10. */
-static int sort_read_files(struct cfs_plan *p, struct plan_build *b, uint64_t *m)
-{
-    const uint64_t n = p->n;
-    uint64_t *start = calloc(1u << 16, sizeof(*start));
-    uint16_t *fewer = malloc(n * sizeof(*fewer) + 1); /* 0xFFFF - total, saturated */
-    uint32_t *by_pref = b->key;
-    int rc = -ENOMEM;
-    if (!start || !fewer)
-        goto out;
-    for (uint64_t f = 0; f < n; f++)
-        if (b->total[f])
-            start[pref(rv(b, (size_t)b->best[f] * n + f))]++;
-    uint64_t sum = 0;
-    for (uint32_t k = 0; k < 1u << 16; k++) {
-        uint64_t c = start[k];
-        start[k] = sum;
-        sum += c;
-    }
-    for (uint64_t f = 0; f < n; f++) {
-        uint32_t tot = b->total[f];
-        if (!tot)
-            continue;
-        uint64_t at = start[pref(rv(b, (size_t)b->best[f] * n + f))]++;
-        by_pref[at] = (uint32_t)f;
-        fewer[at] = (uint16_t)(0xFFFFu - (tot > 0xFFFF ? 0xFFFF : tot));
-    }
-    *m = sum;
-    memset(start, 0, (1u << 16) * sizeof(*start));
-    for (uint64_t i = 0; i < *m; i++)
-        start[fewer[i]]++;
-    sum = 0;
-    for (uint32_t k = 0; k < 1u << 16; k++) {
-        uint64_t c = start[k];
-        start[k] = sum;
-        sum += c;
-    }
-    for (uint64_t i = 0; i < *m; i++)
-        b->ids[start[fewer[i]]++] = by_pref[i];
-    rc = 0;
-out:
-    free(start);
-    free(fewer);
-    return rc;
-}
-
-/* Each file's total reads, first epoch read by any node and best reader
- * (the lowest preference, the first such node).  Block by block of files,
- * node by node within a block: each node's records stream in order while
- * the block's sums stay in L1, and no branch depends on whether a node
- * reads a file (at 16 nodes, most do not read most files, at random). */
-enum { OWNER_BLOCK = 2048 };
-
-static void totals_and_best(struct cfs_plan *p, struct plan_build *b)
-{
-    const uint64_t n = p->n;
-    uint64_t best[OWNER_BLOCK]; /* preference << 32 | node */
-    uint32_t total[OWNER_BLOCK];
-    uint8_t first[OWNER_BLOCK];
-    for (uint64_t f0 = 0; f0 < n; f0 += OWNER_BLOCK) {
-        const uint64_t len = n - f0 < OWNER_BLOCK ? n - f0 : OWNER_BLOCK;
-        for (uint64_t i = 0; i < len; i++) {
-            best[i] = UINT64_MAX;
-            total[i] = b->total[f0 + i];
-            first[i] = UINT8_MAX;
-        }
-        for (uint32_t j = 0; j < p->nodes; j++) {
-            const size_t base = (size_t)j * n + f0;
-            for (uint64_t i = 0; i < len; i++) {
-                uint16_t v = rv(b, base + i);
-                uint64_t key = v ? (uint64_t)pref(v) << 32 | j : UINT64_MAX;
-                uint8_t e = v ? (uint8_t)REPOCH(v) : UINT8_MAX;
-                total[i] += RCOUNT(v);
-                best[i] = key < best[i] ? key : best[i];
-                first[i] = e < first[i] ? e : first[i];
-            }
-        }
-        for (uint64_t i = 0; i < len; i++) {
-            b->total[f0 + i] = total[i];
-            p->owner_epoch[f0 + i] = first[i];
-            b->best[f0 + i] = best[i] == UINT64_MAX ? CFS_NODE_NONE : (uint32_t)best[i];
-        }
-    }
-}
-
-/* The previous window's plan when it ends where this one begins (its last
- * epoch is this one's first) over the same files and nodes; else NULL. */
-static const struct cfs_plan *window_before(const struct cfs_plan *p,
-                                            const struct cfs_plan_params *pp)
-{
-    const struct cfs_plan *q = pp->prev;
-    if (!q || q->n != p->n || q->nodes != p->nodes ||
-        q->start_epoch + q->nepochs != p->start_epoch + 1)
-        return NULL;
-    return q;
-}
-
-/* The epoch two windows share keeps the first one's owners (plan.h: each
- * node switches windows when its own trainer reaches that epoch, so in it
- * a node on either plan asks the same owner, who holds the file whichever
- * plan it is on).  A file read in it takes its previous owner ahead of
- * every other file, none included: on the PFS it stays there.  Marks the
- * kept files in *kept (a bitmap, NULL when there is no previous window);
- * the owners' room is debited. */
-static int keep_previous_owners(struct cfs_plan *p, struct plan_build *b,
-                                const struct cfs_plan *prev, uint64_t **kept)
-{
-    *kept = NULL;
-    if (!prev)
-        return 0;
-    uint64_t *bits = calloc(b->held_words + 1, sizeof(*bits));
-    if (!bits)
-        return -ENOMEM;
-    for (uint64_t f = 0; f < p->n; f++) {
-        if (!b->total[f] || p->owner_epoch[f] != 0)
-            continue;
-        uint32_t o = prev->owner[f];
-        if (o != CFS_NODE_NONE && b->free_room[o] < p->sizes[f])
-            continue; /* no room for it now: chosen as any other */
-        bits[f / 64] |= 1ull << (f % 64);
-        if (o == CFS_NODE_NONE)
-            continue;
-        p->owner[f] = o;
-        b->free_room[o] -= p->sizes[f];
-    }
-    *kept = bits;
-    return 0;
-}
-
-/* Owners: de-duplicated, in order of total reads (after those the previous
- * window's shared epoch keeps). */
-static int assign_owners(struct cfs_plan *p, struct plan_build *b, const struct cfs_plan *prev)
-{
-    const uint64_t cap = p->ram + p->ssd;
-    totals_and_best(p, b);
-    uint64_t m = 0;
-    int rc = sort_read_files(p, b, &m);
-    if (rc < 0)
-        return rc;
-    /* Two passes.  The first gives each node at most its fair share of the
-     * dataset (the rest of its room is for its own reads of the others'
-     * files: an owner whose tiers are all owned files makes room for what
-     * it streams by evicting them, and its peers then find them gone).  The
-     * second places what the shares left over, up to each node's room. */
-    uint64_t share = p->dataset_bytes / p->nodes + b->max_size;
-    if (share > cap)
-        share = cap;
-    uint64_t *kept = NULL;
-    uint64_t *second = calloc(p->nodes, sizeof(*second)); /* the second pass's room */
-    if (!second)
-        return -ENOMEM;
-    for (uint32_t j = 0; j < p->nodes; j++)
-        b->free_room[j] = cap;
-    rc = keep_previous_owners(p, b, prev, &kept);
-    if (rc < 0)
-        goto out;
-    /* What the kept files took counts against the fair share first. */
-    for (uint32_t j = 0; j < p->nodes; j++) {
-        uint64_t used = cap - b->free_room[j];
-        b->free_room[j] = used < share ? share - used : 0;
-        second[j] = cap - used - b->free_room[j];
-    }
-    for (int pass = 0; pass < 2; pass++) {
-        if (pass == 1)
-            for (uint32_t j = 0; j < p->nodes; j++)
-                b->free_room[j] += second[j];
-        for (uint64_t i = 0; i < m; i++) {
-            uint32_t f = b->ids[i];
-            if (p->owner[f] == CFS_NODE_NONE && !(kept && (kept[f / 64] >> (f % 64) & 1)))
-                owner_of(p, b, f);
-        }
-    }
-out:
-    free(second);
-    free(kept);
-    return rc;
-}
-
 struct room {
     uint64_t ram, ssd;
 };
@@ -382,13 +147,6 @@ static uint8_t place(struct room *r, uint64_t sz)
         return CFS_TIER_SSD;
     }
     return CFS_TIER_NONE;
-}
-
-/* A record's preference, or 1 << 16 (after every preference) when empty. */
-static inline uint32_t read_key(const struct plan_build *b, size_t at)
-{
-    uint16_t v = rv(b, at);
-    return v ? pref(v) : 1u << 16;
 }
 
 /* The owned files grouped by owner (b->by_owner), in index order within a
@@ -411,7 +169,9 @@ static int group_by_owner(const struct cfs_plan *p, struct plan_build *b)
         b->owned_start[j + 1] += b->owned_start[j];
     }
     b->owned = malloc(most * sizeof(*b->owned) + 1);
-    if (!b->owned)
+    b->owned_rec = malloc(2 * most * sizeof(*b->owned_rec) + 1);
+    b->owned_most = most;
+    if (!b->owned || !b->owned_rec)
         return -ENOMEM;
     uint64_t *at = b->free_room; /* free once the owners are chosen */
     memcpy(at, b->owned_start, p->nodes * sizeof(*at));
@@ -421,32 +181,38 @@ static int group_by_owner(const struct cfs_plan *p, struct plan_build *b)
     return 0;
 }
 
-/* Node j's reads in its order of preference, equal ones by index, into ids
- * (*m); its owned files into owned (*mo): those it reads in the same order,
- * then those it never reads, by index.  Counting sorts on the 16-bit
- * preference: two sequential passes over the node's records, and two over
- * its owned files (b->by_owner), whose placement then does not look up the
- * owner of every file the node reads, at random. */
-static int sort_by_pref(const struct cfs_plan *p, const struct plan_build *b, uint32_t j,
-                        uint32_t *ids, uint64_t *m, uint32_t *owned, uint64_t *mo)
+/* Node j's records in its order of preference, equal ones by index, into
+ * ids (record numbers, *m of them); its owned files into owned
+ * (*mo) with its record of each in owned_rec: those it reads in the same
+ * order, then those it never reads, by index.  Counting sorts on the
+ * 16-bit preference: two passes over the node's records, and two over its
+ * owned files (b->by_owner) beside them, both in file order, so that the
+ * placement does not look up the owner of every file the node reads. */
+static int sort_by_pref(struct plan_build *b, uint32_t j, uint32_t *ids, uint64_t *m, uint64_t *mo)
 {
-    const uint64_t n = p->n;
-    const size_t base = (size_t)j * n;
+    const struct node_records *r = &b->rec[j];
     const uint32_t keys = 1u << 16;
     const uint32_t *mine = b->by_owner + b->owned_start[j];
     const uint64_t nmine = b->owned_start[j + 1] - b->owned_start[j];
-    /* All, with the files the node does not read in one more key after the
-     * rest (no branch on a record, which at 16 nodes is empty at random);
-     * then owned. */
-    uint64_t *start = calloc(2 * (size_t)keys + 1, sizeof(*start));
+    uint64_t *start = calloc(2 * (size_t)keys, sizeof(*start));
     if (!start)
         return -ENOMEM;
-    uint64_t *own_start = start + keys + 1;
-    for (uint64_t f = 0; f < n; f++)
-        start[read_key(b, base + f)]++;
-    for (uint64_t i = 0; i < nmine; i++)
-        if (b->cnt[base + mine[i]])
-            own_start[pref(rv(b, base + mine[i]))]++;
+    uint64_t *own_start = start + keys;
+    uint32_t *unsorted = b->owned_rec + b->owned_most; /* each owned file's record */
+    for (uint64_t k = 0; k < r->len; k++)
+        if (r->cnt[k])
+            start[pref(rv(r, k))]++;
+    /* Each owned file's record, by a walk beside the records. */
+    for (uint64_t i = 0, k = 0; i < nmine; i++) {
+        if (!r->file)
+            k = mine[i]; /* dense */
+        while (k < r->len && rec_file(r, k) < mine[i])
+            k++;
+        unsorted[i] =
+            k < r->len && rec_file(r, k) == mine[i] && r->cnt[k] ? (uint32_t)k : NO_RECORD;
+        if (unsorted[i] != NO_RECORD)
+            own_start[pref(rv(r, k))]++;
+    }
     uint64_t sum = 0, own_sum = 0;
     for (uint32_t k = 0; k < keys; k++) {
         uint64_t c = start[k], oc = own_start[k];
@@ -455,18 +221,17 @@ static int sort_by_pref(const struct cfs_plan *p, const struct plan_build *b, ui
         sum += c;
         own_sum += oc;
     }
-    start[keys] = sum;
-    for (uint64_t f = 0; f < n; f++)
-        ids[start[read_key(b, base + f)]++] = (uint32_t)f;
+    *m = sum;
+    for (uint64_t k = 0; k < r->len; k++)
+        if (r->cnt[k])
+            ids[start[pref(rv(r, k))]++] = (uint32_t)k;
     uint64_t unread = own_sum;
     for (uint64_t i = 0; i < nmine; i++) {
-        uint32_t f = mine[i];
-        if (b->cnt[base + f])
-            owned[own_start[pref(rv(b, base + f))]++] = f;
-        else
-            owned[unread++] = f;
+        uint32_t k = unsorted[i];
+        uint64_t at = k != NO_RECORD ? own_start[pref(rv(r, k))]++ : unread++;
+        b->owned[at] = mine[i];
+        b->owned_rec[at] = k;
     }
-    *m = sum;
     *mo = unread;
     free(start);
     return 0;
@@ -477,16 +242,35 @@ static int sort_by_pref(const struct cfs_plan *p, const struct plan_build *b, ui
  * each is a cache miss on the sizes. */
 #define SIZE_AHEAD 16
 
+/* The file of the i-th of node r's records in ids, with what a later round
+ * reads loaded early: the file number of a record 2 * SIZE_AHEAD on, and
+ * the size and per-file byte (owner or static pinners) of the one
+ * SIZE_AHEAD on, all at random since the records come in preference order. */
+static inline uint32_t file_ahead(const struct cfs_plan *p, const struct node_records *r,
+                                  const uint32_t *ids, uint64_t i, uint64_t m, const void *also,
+                                  size_t also_size)
+{
+    if (r->file && i + 2 * SIZE_AHEAD < m)
+        __builtin_prefetch(&r->file[ids[i + 2 * SIZE_AHEAD]]);
+    if (i + SIZE_AHEAD < m) {
+        uint32_t g = rec_file(r, ids[i + SIZE_AHEAD]);
+        __builtin_prefetch(&p->sizes[g]);
+        __builtin_prefetch((const char *)also + (size_t)g * also_size);
+    }
+    return rec_file(r, ids[i]);
+}
+
 /* One node's holdings: owned files, then replicas, in its order of
  * preference; and its NoPFS static set for the simulator. */
 static int place_node(struct cfs_plan *p, struct plan_build *b, uint32_t j)
 {
-    const uint64_t n = p->n;
-    const size_t base = (size_t)j * n;
-    uint64_t *held = b->held + (size_t)j * b->held_words;
+    struct node_records *r = &b->rec[j];
     uint64_t mr = 0, mo = 0;
-    uint32_t *owned = b->owned;
-    int rc = sort_by_pref(p, b, j, b->ids, &mr, owned, &mo);
+    const uint32_t *owned = b->owned, *ids = b->ids;
+    r->held = calloc(r->len / 64 + 1, sizeof(*r->held));
+    if (!r->held)
+        return -ENOMEM;
+    int rc = sort_by_pref(b, j, b->ids, &mr, &mo);
     if (rc < 0)
         return rc;
 
@@ -498,26 +282,24 @@ static int place_node(struct cfs_plan *p, struct plan_build *b, uint32_t j)
             p->owner[f] = CFS_NODE_NONE;
             continue;
         }
-        bit_set(held, f);
         p->owner_tier[f] = t;
         if (j == p->node) {
+            uint32_t k = b->owned_rec[i];
             p->tier[f] = t;
-            if (b->total[f] > rec_count(b, base + f))
+            if (b->total[f] > (k == NO_RECORD ? 0 : rec_count(r, k)))
                 p->flags[f] |= PLAN_PEER_PINNED;
         }
     }
     for (uint64_t i = 0; i < mr; i++) {
         if (room.ram < b->min_size && room.ssd < b->min_size)
-            break;               /* nothing more fits */
-        if (i + SIZE_AHEAD < mr) /* the files come in preference order: at random */
-            __builtin_prefetch(&p->sizes[b->ids[i + SIZE_AHEAD]]);
-        uint32_t f = b->ids[i];
+            break; /* nothing more fits */
+        uint32_t f = file_ahead(p, r, ids, i, mr, p->owner, sizeof(*p->owner));
         if (p->owner[f] == j)
             continue;
         uint8_t t = place(&room, p->sizes[f]);
         if (t == CFS_TIER_NONE)
             continue;
-        bit_set(held, f);
+        bit_set(r->held, ids[i]);
         if (j == p->node)
             p->tier[f] = t;
     }
@@ -525,75 +307,110 @@ static int place_node(struct cfs_plan *p, struct plan_build *b, uint32_t j)
     /* NoPFS: the node's most-read files up to its capacity, no coordination. */
     uint64_t left = p->ram + p->ssd;
     for (uint64_t i = 0; i < mr && left >= b->min_size; i++) {
-        if (i + SIZE_AHEAD < mr)
-            __builtin_prefetch(&p->sizes[b->ids[i + SIZE_AHEAD]]);
-        uint32_t f = b->ids[i];
+        uint32_t f = file_ahead(p, r, ids, i, mr, p->static_pinners, sizeof(*p->static_pinners));
         if (p->sizes[f] > left)
             continue;
         left -= p->sizes[f];
         if (p->static_pinners[f] != UINT16_MAX)
             p->static_pinners[f]++;
-        if (rec_epoch(b, base + f) < p->static_epoch[f])
-            p->static_epoch[f] = (uint8_t)rec_epoch(b, base + f);
+        if (rec_epoch(r, ids[i]) < p->static_epoch[f])
+            p->static_epoch[f] = (uint8_t)rec_epoch(r, ids[i]);
         if (j == p->node)
             p->flags[f] |= PLAN_STATIC;
     }
     return 0;
 }
 
-/* Every node's summary in one pass over the files: a file's size, owner and
- * tier are read once for all nodes, not once a node (16 passes over them
- * at 16 nodes were a tenth of a 14.2 M-file plan), and each node's records
- * and holdings stream beside them. */
-static void summarise(struct cfs_plan *p, struct plan_build *b)
+/* File f in node j's summary: c reads, held or not. */
+static void summarise_file(struct cfs_plan *p, uint32_t j, uint32_t f, bool held, uint64_t c)
+{
+    struct cfs_plan_node_summary *s = &p->summary[j];
+    const uint64_t sz = p->sizes[f];
+    const uint32_t o = p->owner[f];
+    bool remote = o != CFS_NODE_NONE && o != j;
+    if (held) {
+        uint8_t t = o == j ? p->owner_tier[f] : CFS_TIER_NONE;
+        if (j == p->node)
+            t = p->tier[f];
+        else if (t == CFS_TIER_NONE)
+            t = CFS_TIER_RAM; /* replicas' tier is not kept for other nodes */
+        s->files[t]++;
+        s->bytes[t] += sz;
+        /* The first fetch, then every read is local. */
+        if (remote)
+            s->peer_read_bytes += sz;
+        else
+            s->pfs_read_bytes += sz;
+        if (c)
+            s->local_read_bytes += (c - 1) * sz;
+    } else {
+        s->files[CFS_TIER_NONE]++;
+        s->bytes[CFS_TIER_NONE] += sz;
+        if (remote)
+            s->peer_read_bytes += c * sz;
+        else
+            s->pfs_read_bytes += c * sz;
+    }
+    s->reads += c;
+    s->read_bytes += c * sz;
+}
+
+/* Every node's summary: the files each reads (its records) or owns (its
+ * group of b->by_owner, which still holds the files it gave up).  Block by
+ * block of files, node by node within a block, each from where the last
+ * block left it: a file's size, owner and tiers stay in the cache for all
+ * nodes (16 passes over them at 16 nodes were a tenth of a 14.2 M-file
+ * plan), and a node costs nothing where it neither reads nor holds. */
+enum { SUMMARY_BLOCK = 4096 };
+
+static int summarise(struct cfs_plan *p, struct plan_build *b)
 {
     const uint64_t n = p->n;
+    uint64_t *next = calloc(2 * (size_t)p->nodes, sizeof(*next)); /* records, owned */
+    if (!next)
+        return -ENOMEM;
     for (uint32_t j = 0; j < p->nodes; j++) {
         memset(&p->summary[j], 0, sizeof(p->summary[j]));
         p->summary[j].ranks = p->ranks[j];
     }
     for (uint64_t f = 0; f < n; f++) {
-        const uint64_t sz = p->sizes[f];
         const uint32_t o = p->owner[f];
         if (o != CFS_NODE_NONE) {
             p->summary[o].owned_files++;
-            p->summary[o].owned_bytes += sz;
-        }
-        for (uint32_t j = 0; j < p->nodes; j++) {
-            const size_t at = (size_t)j * n + f;
-            const bool held = bit_get(b->held + (size_t)j * b->held_words, f);
-            if (!held && !b->cnt[at])
-                continue; /* node j neither reads nor holds f */
-            struct cfs_plan_node_summary *s = &p->summary[j];
-            uint64_t c = j == p->node ? p->count[f] : rec_count(b, at);
-            bool remote = o != CFS_NODE_NONE && o != j;
-            if (held) {
-                uint8_t t = o == j ? p->owner_tier[f] : CFS_TIER_NONE;
-                if (j == p->node)
-                    t = p->tier[f];
-                else if (t == CFS_TIER_NONE)
-                    t = CFS_TIER_RAM; /* replicas' tier is not kept for other nodes */
-                s->files[t]++;
-                s->bytes[t] += sz;
-                /* The first fetch, then every read is local. */
-                if (remote)
-                    s->peer_read_bytes += sz;
-                else
-                    s->pfs_read_bytes += sz;
-                if (c)
-                    s->local_read_bytes += (c - 1) * sz;
-            } else {
-                s->files[CFS_TIER_NONE]++;
-                s->bytes[CFS_TIER_NONE] += sz;
-                if (remote)
-                    s->peer_read_bytes += c * sz;
-                else
-                    s->pfs_read_bytes += c * sz;
-            }
-            s->reads += c;
-            s->read_bytes += c * sz;
+            p->summary[o].owned_bytes += p->sizes[f];
         }
     }
+    for (uint64_t f0 = 0; f0 < n; f0 += SUMMARY_BLOCK) {
+        const uint64_t f1 = n - f0 < SUMMARY_BLOCK ? n : f0 + SUMMARY_BLOCK;
+        for (uint32_t j = 0; j < p->nodes; j++) {
+            const struct node_records *r = &b->rec[j];
+            const uint32_t *mine = b->by_owner + b->owned_start[j];
+            const uint64_t nmine = b->owned_start[j + 1] - b->owned_start[j];
+            uint64_t k = next[j], q = next[p->nodes + j];
+            for (;;) {
+                while (k < r->len && !r->cnt[k])
+                    k++; /* dense, unread */
+                uint32_t fr = k < r->len && rec_file(r, k) < f1 ? rec_file(r, k) : UINT32_MAX;
+                uint32_t fo = q < nmine && mine[q] < f1 ? mine[q] : UINT32_MAX;
+                if (fr == UINT32_MAX && fo == UINT32_MAX)
+                    break;
+                if (fr <= fo) { /* read, and perhaps owned */
+                    q += fo == fr;
+                    bool held = p->owner[fr] == j || bit_get(r->held, k);
+                    summarise_file(p, j, fr, held, j == p->node ? p->count[fr] : rec_count(r, k));
+                    k++;
+                } else { /* owned, not read: held unless given up */
+                    q++;
+                    if (p->owner[fo] == j)
+                        summarise_file(p, j, fo, true, j == p->node ? p->count[fo] : 0);
+                }
+            }
+            next[j] = k;
+            next[p->nodes + j] = q;
+        }
+    }
+    free(next);
+    return 0;
 }
 
 static int validate(const struct cfs_plan_params *pp, char *err, size_t errlen)
@@ -727,24 +544,22 @@ static int plan_arrays(struct cfs_plan *p, const struct cfs_plan_params *pp)
 static int build_arrays(const struct cfs_plan *p, struct plan_build *b)
 {
     const uint64_t n = p->n;
-    b->cnt = calloc((size_t)p->nodes * n + 1, 1);
-    if (p->nepochs > PACKED_EPOCHS)
-        b->fep = malloc((size_t)p->nodes * n + 1);
+    b->rec = calloc(p->nodes, sizeof(*b->rec));
+    b->packed = p->nepochs <= PACKED_EPOCHS;
     b->total = calloc(n + 1, sizeof(*b->total));
     b->best = malloc(n * sizeof(*b->best) + 1);
     b->key = malloc(n * sizeof(*b->key) + 1);
     b->ids = malloc(n * sizeof(*b->ids) + 1);
     b->free_room = calloc(p->nodes, sizeof(*b->free_room));
-    b->held_words = (n + 63) / 64;
-    b->held = calloc((size_t)p->nodes * b->held_words + 1, sizeof(*b->held));
+    b->file_words = (n + 63) / 64;
     b->cluster_first = malloc(n * sizeof(*b->cluster_first) + 1);
     if (p->nepochs > CLUSTER_EPOCHS_IMPLIED)
         b->cluster_epoch = malloc(n * sizeof(*b->cluster_epoch) + 1);
-    b->seen_before = calloc(b->held_words + 1, sizeof(*b->seen_before));
-    b->seen_now = calloc(b->held_words + 1, sizeof(*b->seen_now));
-    if (!b->cnt || (!b->fep && p->nepochs > PACKED_EPOCHS) || !b->total || !b->best || !b->key ||
-        !b->ids || !b->free_room || !b->held || !b->cluster_first || !b->seen_before ||
-        !b->seen_now || (!b->cluster_epoch && p->nepochs > CLUSTER_EPOCHS_IMPLIED))
+    b->seen_before = calloc(b->file_words + 1, sizeof(*b->seen_before));
+    b->seen_now = calloc(b->file_words + 1, sizeof(*b->seen_now));
+    if (!b->rec || !b->total || !b->best || !b->key || !b->ids || !b->free_room ||
+        !b->cluster_first || !b->seen_before || !b->seen_now ||
+        (!b->cluster_epoch && p->nepochs > CLUSTER_EPOCHS_IMPLIED))
         return -ENOMEM;
 
     b->min_size = UINT64_MAX;
@@ -753,6 +568,18 @@ static int build_arrays(const struct cfs_plan *p, struct plan_build *b)
         b->max_size = p->sizes[f] > b->max_size ? p->sizes[f] : b->max_size;
     }
     return 0;
+}
+
+/* The nodes' records, freed (b->rec itself stays, empty, till the end). */
+static void free_records(uint32_t nodes, struct plan_build *b)
+{
+    for (uint32_t j = 0; b->rec && j < nodes; j++) {
+        free(b->rec[j].file);
+        free(b->rec[j].cnt);
+        free(b->rec[j].fep);
+        free(b->rec[j].held);
+        b->rec[j] = (struct node_records){0};
+    }
 }
 
 int cfs_plan_create(const struct cfs_plan_params *pp, struct cfs_plan **out, char *err,
@@ -802,7 +629,7 @@ int cfs_plan_create(const struct cfs_plan_params *pp, struct cfs_plan **out, cha
         goto fail_reported;
     src.destroy(st); /* its epoch's permutation: the size of the dataset */
     st = NULL;
-    rc = assign_owners(p, &b, window_before(p, pp));
+    rc = plan_assign_owners(p, &b, pp);
     if (rc < 0)
         goto fail;
     free(b.best); /* only the owners need it */
@@ -815,7 +642,9 @@ int cfs_plan_create(const struct cfs_plan_params *pp, struct cfs_plan **out, cha
         if (rc < 0)
             goto fail;
     }
-    summarise(p, &b);
+    rc = summarise(p, &b);
+    if (rc < 0)
+        goto fail;
     for (uint64_t f = 0; f < n; f++) {
         if (p->owner[f] != CFS_NODE_NONE)
             p->owned_bytes += p->sizes[f];
@@ -823,13 +652,11 @@ int cfs_plan_create(const struct cfs_plan_params *pp, struct cfs_plan **out, cha
     p->total_count = b.total;
     b.total = NULL;
     /* The records and holdings are summed up: the orders' sort needs room. */
-    free(b.cnt);
-    free(b.fep);
-    free(b.held);
+    free_records(pp->nodes, &b);
     free(b.owned);
-    b.cnt = b.fep = NULL;
-    b.held = NULL;
+    free(b.owned_rec);
     b.owned = NULL;
+    b.owned_rec = NULL;
 
     rc = prefetch_orders(p, &b);
     if (rc < 0)
@@ -845,15 +672,15 @@ fail_reported:
 done:
     if (st)
         src.destroy(st);
-    free(b.cnt);
-    free(b.fep);
+    free_records(pp->nodes, &b);
+    free(b.rec);
     free(b.total);
     free(b.best);
     free(b.key);
     free(b.ids);
     free(b.free_room);
-    free(b.held);
     free(b.owned);
+    free(b.owned_rec);
     free(b.owned_start);
     free(b.cluster_first);
     free(b.cluster_epoch);

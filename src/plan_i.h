@@ -1,7 +1,7 @@
-/* Private to the planner (plan.c, plan_sweep.c, plan_query.c,
+/* Private to the planner (plan.c, plan_owners.c, plan_sweep.c, plan_query.c,
  * plan_stream.c); the simulator (sim.c) is a client and asks through
  * clairfs/plan.h.  plan.c builds the plan and calls plan_sweep.c for the
- * pass over the run's reads. */
+ * pass over the run's reads, then plan_owners.c for the owners. */
 #ifndef CLAIRFS_PLAN_I_H
 #define CLAIRFS_PLAN_I_H
 
@@ -47,37 +47,56 @@ struct cfs_plan {
     uint64_t order_len[CFS_TIER_COUNT];
 };
 
-/* --- While a plan is built (plan.c, plan_sweep.c). --- */
+/* --- While a plan is built (plan.c, plan_owners.c, plan_sweep.c). --- */
 
-/* Per node and file while building: the read count and the epoch of the
- * first read (relative), both saturating at 255, in two byte arrays: every
- * epoch, each node's reads touch its counts all over (a node reads 1/nodes
- * of the files, so every cache line of them), while the first epochs are
- * written only at a node's first read of a file.  rv() packs them (low
- * byte the count, high byte the epoch; 0 = unread). */
+/* Per node while building: a record of each file the node reads in the
+ * window, the read count and the epoch of the first read (relative), both
+ * saturating at 255.  Sparse: a node of many reads only the files its
+ * ranks draw, so the passes over the records (owners, placement,
+ * summaries) cost the reads of the window, not nodes x files.  rv() packs
+ * a record (low byte the count, high byte the epoch). */
 #define RCOUNT(v) ((uint32_t)(v) & 0xFF)
 #define REPOCH(v) ((uint32_t)(v) >> 8)
 
-struct plan_build {
-    uint8_t *cnt;     /* [node * n + f]: reads, saturating */
-    /* [node * n + f]: first epoch, set at the first read; NULL for a window
-     * of at most PACKED_EPOCHS epochs, whose record is one byte: the first
-     * epoch in the high 3 bits, the reads (saturating at PACKED_MAX) below,
-     * half the memory of the planner's largest arrays (16 nodes of 14.2 M
-     * files: 227 MB). */
+/* One node's records, in ascending file order (plan_sweep.c merges each
+ * epoch's reads in).  file: each record's file, or NULL once the node
+ * reads a third of the files or more: then the records are dense, record f
+ * is file f, len is n and an unread file's cnt is 0 (a sparse record costs
+ * 4 more bytes than a dense one, and the walks over it are slower; the
+ * records of a node of few, or a long window, are dense).  cnt: the reads,
+ * saturating; fep: the first epoch, NULL for a window of at most
+ * PACKED_EPOCHS epochs, whose record is one byte: the first epoch in the
+ * high 3 bits, the reads (saturating at PACKED_MAX) below.  held: a bit a
+ * record, the replicas placement gives the node (the files it owns are
+ * those whose owner it is).  A record with cnt 0 is no record: walks skip
+ * it. */
+struct node_records {
+    uint32_t *file;
+    uint8_t *cnt;
     uint8_t *fep;
-    uint32_t *total;  /* reads by all nodes */
-    uint32_t *best;   /* the node that reads the file most */
+    uint64_t *held;
+    uint64_t len, cap;
+};
+
+struct plan_build {
+    struct node_records *rec; /* per node */
+    bool packed;              /* records of one byte (fep NULL) */
+    uint32_t *total;          /* reads by all nodes */
+    uint32_t *best;           /* the node that reads the file most */
     uint32_t *key;
     uint32_t *ids;
     uint64_t *free_room; /* per node, for owners */
-    uint64_t *held;      /* per node bitset of held files */
+    uint64_t room_bound; /* at least the most free_room of any node */
     /* Owned files grouped by owner, each group by index: node j's are
      * by_owner[owned_start[j] .. owned_start[j + 1]) (in key's storage);
-     * owned: room for one node's, sorted. */
+     * owned: room for one node's (owned_most), sorted, and owned_rec the
+     * node's record of each (NO_RECORD when it does not read it), with as
+     * much room again behind. */
     uint32_t *by_owner;
     uint64_t *owned_start;
     uint32_t *owned;
+    uint32_t *owned_rec;
+    uint64_t owned_most;
     /* Cluster time of a read (CLUSTER_TIME): the first by any node, as its
      * low half (the place within its epoch) and its epoch, which up to
      * CLUSTER_EPOCHS_IMPLIED epochs is the file's owner_epoch (the first
@@ -92,22 +111,54 @@ struct plan_build {
      * file not in seen_before, so that the load misses the cache
      * about once a file instead of once a file per node. */
     uint64_t *seen_before, *seen_now;
-    uint64_t min_size;   /* the smallest file: room below it is full */
-    uint64_t max_size;   /* the largest file: the slack of a fair share */
-    size_t held_words;
+    uint64_t min_size; /* the smallest file: room below it is full */
+    uint64_t max_size; /* the largest file: the slack of a fair share */
+    size_t file_words; /* of a bitmap over the files */
 };
 
 #define PACKED_EPOCHS 8u
 #define CLUSTER_EPOCHS_IMPLIED 255u
 #define PACKED_MAX 31u
+#define NO_RECORD UINT32_MAX
 
-static inline uint32_t rec_count(const struct plan_build *b, size_t at)
+static inline uint32_t rec_file(const struct node_records *r, uint64_t k)
 {
-    return b->fep ? b->cnt[at] : b->cnt[at] & PACKED_MAX;
+    return r->file ? r->file[k] : (uint32_t)k;
 }
-static inline uint32_t rec_epoch(const struct plan_build *b, size_t at)
+static inline uint32_t rec_count(const struct node_records *r, uint64_t k)
 {
-    return b->fep ? b->fep[at] : (uint32_t)b->cnt[at] >> 5;
+    return r->fep ? r->cnt[k] : r->cnt[k] & PACKED_MAX;
+}
+static inline uint32_t rec_epoch(const struct node_records *r, uint64_t k)
+{
+    return r->fep ? r->fep[k] : (uint32_t)r->cnt[k] >> 5;
+}
+static inline uint16_t rv(const struct node_records *r, uint64_t k)
+{
+    return (uint16_t)(rec_epoch(r, k) << 8 | rec_count(r, k));
+}
+
+/* A node's preference among its reads: more reads, then earlier first epoch. */
+static inline uint32_t pref(uint16_t v)
+{
+    return ((255 - RCOUNT(v)) << 8) | REPOCH(v);
+}
+
+/* Node r's record of file f, or NO_RECORD: a binary search, for the few
+ * look-ups that do not walk the records in order. */
+static inline uint32_t rec_find(const struct node_records *r, uint32_t f)
+{
+    if (!r->file) /* dense, or no records at all */
+        return r->len && r->cnt[f] ? f : NO_RECORD;
+    uint64_t lo = 0, hi = r->len;
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (r->file[mid] < f)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < r->len && r->file[lo] == f ? (uint32_t)lo : NO_RECORD;
 }
 
 static inline bool bit_get(const uint64_t *b, uint64_t i)
@@ -129,10 +180,15 @@ static inline uint64_t cluster_time(uint32_t rel, uint64_t i, uint64_t len)
     return (uint64_t)rel << 32 | (uint64_t)(((unsigned __int128)i << 32) / len);
 }
 
-/* Count every node's reads of every epoch (plan_sweep.c): b->cnt, fep,
+/* Count every node's reads of every epoch (plan_sweep.c): b->rec,
  * cluster_first, and the planned node's count, first_use, epochs_read and
  * epoch_start.  st: an instance of p->src.  0 or -errno with err set. */
 int plan_sweep(struct cfs_plan *p, struct plan_build *b, void *st, char *err, size_t errlen);
+
+/* The owners of the files some node reads (plan_owners.c): p->owner and
+ * owner_epoch, b->total and best; pp->prev's owners kept in the epoch the
+ * windows share.  0 or -ENOMEM. */
+int plan_assign_owners(struct cfs_plan *p, struct plan_build *b, const struct cfs_plan_params *pp);
 
 const struct cfs_plan_source *plan_source(const struct cfs_plan_params *pp,
                                           struct cfs_plan_source *buf);

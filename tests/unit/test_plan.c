@@ -549,6 +549,100 @@ START_TEST(partitioned_sweep_gives_the_stream_order_plan)
 }
 END_TEST
 
+/* Each node's records, as the plan shows them, against every node's reads
+ * counted here from the sampler itself: the planned node's counts, the
+ * totals, the first epoch any node reads a file, every node's reads and
+ * bytes, and the static pinners (readers only).  Windows of 6 epochs (one
+ * byte a record) and 11 (two), with padding and uneven rank blocks, and a
+ * sampler that reads a file several times an epoch. */
+static void check_records_against_the_sampler(enum cfs_sampler_kind kind, uint64_t n,
+                                              uint32_t world, uint32_t nodes, uint32_t epochs)
+{
+    uint64_t *sizes = malloc(n * sizeof(*sizes));
+    uint32_t *cnt = calloc((size_t)nodes * n, sizeof(*cnt));
+    uint32_t *first = malloc((size_t)nodes * n * sizeof(*first));
+    uint32_t *node_of = malloc(world * sizeof(*node_of));
+    ck_assert(sizes && cnt && first && node_of);
+    uint64_t total = 0;
+    for (uint64_t i = 0; i < n; i++)
+        total += sizes[i] = 1000 + (i * 2654435761u) % 9000;
+    for (size_t i = 0; i < (size_t)nodes * n; i++)
+        first[i] = UINT32_MAX;
+    for (uint32_t j = 0; j < nodes; j++) {
+        struct cfs_rank_range rr;
+        cfs_plan_default_ranks(world, nodes, j, &rr);
+        for (uint32_t l = 0; l < rr.count; l++)
+            node_of[rr.first + l] = j;
+    }
+    struct cfs_sampler_params sp = {.kind = kind, .n = n, .world = world, .batch = 2, .seed = 9};
+    struct cfs_sampler *smp = NULL;
+    char err[256] = "";
+    ck_assert_int_eq(cfs_sampler_create(&sp, &smp, err, sizeof(err)), 0);
+    for (uint32_t e = 0; e < epochs; e++) {
+        ck_assert_int_eq(cfs_sampler_compute_epoch(smp, e), 0);
+        for (uint32_t r = 0; r < world; r++)
+            for (uint64_t i = 0; i < cfs_sampler_rank_len(smp, e, r); i++) {
+                size_t at = (size_t)node_of[r] * n + cfs_sampler_rank_at(smp, r, i);
+                cnt[at]++;
+                first[at] = first[at] < e ? first[at] : e;
+            }
+    }
+    cfs_sampler_destroy(smp);
+    for (uint32_t node = 0; node < nodes; node++) {
+        struct cfs_plan_params pp = {
+            .n = n,
+            .sizes = sizes,
+            .world = world,
+            .epochs = epochs,
+            .nodes = nodes,
+            .node = node,
+            .ram = total / nodes / 3,
+            .sampler = sp,
+        };
+        struct cfs_plan *p = NULL;
+        ck_assert_int_eq(cfs_plan_create(&pp, &p, err, sizeof(err)), 0);
+        for (uint32_t f = 0; f < n; f++) {
+            uint32_t sum = 0, earliest = UINT32_MAX, readers = 0;
+            for (uint32_t j = 0; j < nodes; j++) {
+                sum += cnt[(size_t)j * n + f];
+                readers += cnt[(size_t)j * n + f] > 0;
+                if (first[(size_t)j * n + f] < earliest)
+                    earliest = first[(size_t)j * n + f];
+            }
+            ck_assert_uint_eq(cfs_plan_count(p, f), cnt[(size_t)node * n + f]);
+            ck_assert_uint_eq(cfs_plan_total_count(p, f), sum);
+            ck_assert_uint_eq(cfs_plan_owner_epoch(p, f), earliest);
+            ck_assert_uint_le(cfs_plan_static_pinners(p, f), readers);
+            if (cfs_plan_tier(p, f) != CFS_TIER_NONE)
+                ck_assert(cnt[(size_t)node * n + f] > 0 || cfs_plan_owner(p, f, NULL) == node);
+        }
+        for (uint32_t j = 0; j < nodes; j++) {
+            struct cfs_plan_node_summary s;
+            uint64_t reads = 0, bytes = 0;
+            for (uint32_t f = 0; f < n; f++) {
+                reads += cnt[(size_t)j * n + f];
+                bytes += cnt[(size_t)j * n + f] * sizes[f];
+            }
+            ck_assert_int_eq(cfs_plan_node_summary(p, j, &s), 0);
+            ck_assert_uint_eq(s.reads, reads);
+            ck_assert_uint_eq(s.read_bytes, bytes);
+        }
+        cfs_plan_destroy(p);
+    }
+    free(sizes);
+    free(cnt);
+    free(first);
+    free(node_of);
+}
+
+START_TEST(records_count_every_nodes_reads)
+{
+    check_records_against_the_sampler(CFS_SAMPLER_TORCH_DDP, 3001, 7, 5, 6);
+    check_records_against_the_sampler(CFS_SAMPLER_TORCH_DDP, 3001, 7, 5, 11);
+    check_records_against_the_sampler(CFS_SAMPLER_TIMM_RA, 2000, 8, 3, 6);
+}
+END_TEST
+
 static Suite *plan_suite(void)
 {
     Suite *s = suite_create("plan");
@@ -563,6 +657,7 @@ static Suite *plan_suite(void)
     tcase_add_test(tc, bad_parameters_are_rejected_with_a_message);
     tcase_add_test(tc, ddp_streams_cover_the_dataset_like_distributed_sampler);
     tcase_add_test(tc, partitioned_sweep_gives_the_stream_order_plan);
+    tcase_add_test(tc, records_count_every_nodes_reads);
     suite_add_tcase(s, tc);
     return s;
 }
