@@ -24,12 +24,19 @@
  * against its own opens.
  *
  * Only position 0 is split.  A registered seed's span and a late hint are
- * checked on the head first (milliseconds); the split is the long part. */
+ * checked on the head first (milliseconds); the split is the long part.
+ *
+ * What a share costs.  A share is the node's own search as much as its
+ * scan of its own opens: on the mount it runs paced by the node's module
+ * for that root (cfs_identify_split_scan_paced, identify_pace.c), at idle
+ * priority, raised on busy cores only while the CPU both ran raised stays
+ * within the node's search_budget, its CPU counted in the same metric. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "clairfs/thread_priority.h"
 #include "identify_i.h"
 
 /* Adds v to vals[*nv] once; false when full. */
@@ -194,5 +201,41 @@ int cfs_identify_split_verify(const struct cfs_identify_params *p, const uint32_
     free(a);
     free(keep);
     ident_readers_free(&rd);
+    return rc;
+}
+
+/* The share scan's pace: the calling thread follows it only where it
+ * scans itself (one thread), lowered at the first chunk. */
+struct share_pace {
+    struct ident_pace pace;
+    bool lowered;
+};
+
+static void share_pace_chunk(void *arg, struct cfs_seed_workers *w)
+{
+    struct share_pace *sp = arg;
+    if (!w && !sp->lowered) {
+        sp->lowered = true;
+        ident_pace_priority(&sp->pace, true);
+    }
+    ident_pace_chunk(&sp->pace, NULL, w);
+}
+
+int cfs_identify_split_scan_paced(struct cfs_identify *id, struct cfs_metrics *metrics,
+                                  const struct cfs_split_sets *s, uint32_t node, uint32_t nodes,
+                                  const _Atomic bool *cancel, cfs_identify_split_found found,
+                                  void *arg)
+{
+    struct share_pace sp = {.lowered = false};
+    ident_pace_share_init(&sp.pace, id ? &id->pace : NULL, metrics);
+    struct cfs_seed_threads th = {.threads = id ? id->p.search_threads : 0,
+                                  .idle = true,
+                                  .every = IDENT_PACE_CHUNK,
+                                  .pace = share_pace_chunk,
+                                  .pace_arg = &sp};
+    int rc = cfs_identify_split_scan(s, node, nodes, cancel, found, arg, &th);
+    ident_pace_charge(&sp.pace); /* the last chunk's, on one thread */
+    if (sp.lowered || sp.pace.raised)
+        (void)cfs_thread_normal_priority();
     return rc;
 }

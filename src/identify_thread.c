@@ -423,6 +423,7 @@ int cfs_identify_create(const struct cfs_identify_params *p, struct cfs_identify
     id->pace.cores = p->cores ? p->cores : online_cpus();
     id->pace.n = p->n;
     id->pace.metrics = p->metrics;
+    atomic_init(&id->pace.spent_ns, 0);
     int rc = -pthread_create(&id->thread, NULL, identify_thread, id);
     if (rc < 0) {
         snprintf(err, errlen, "identify: cannot start its thread: %s", strerror(-rc));

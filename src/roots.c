@@ -107,6 +107,10 @@ struct cfs_roots {
     struct cfs_sampler_params late_hint;
     char late_root[256];
     bool late_set;
+    /* the identification a share scan draws on (cfs_roots_split_scan), and
+     * whether it was stopped meanwhile: then the scan destroys it */
+    struct cfs_identify *sharing;
+    bool sharing_stopped;
 };
 
 /* On a root's identification thread, without its lock. */
@@ -477,6 +481,11 @@ void cfs_roots_observe(struct cfs_roots *r, uint32_t sample, pid_t pid, pid_t pp
         feed(r, rt, r->local[sample], pid, ppid, &after);
         narrow(r, rt, sample, pid, ppid, &after);
     }
+    for (size_t i = 0; i < after.nstop; i++)
+        if (after.stop[i] && after.stop[i] == r->sharing) {
+            r->sharing_stopped = true; /* a share scan still reads its pace */
+            after.stop[i] = NULL;
+        }
     pthread_mutex_unlock(&r->mu);
     for (size_t i = 0; i < after.nstop; i++)
         cfs_identify_destroy(after.stop[i]); /* no open reaches it now */
@@ -520,6 +529,33 @@ void cfs_roots_take_candidate(struct cfs_roots *r, const char *name, uint32_t se
     if (rc == 1)
         cfs_info("identify: root %s: seed %u from another node's share fits this node's opens",
                  name[0] ? name : "(mount)", seed);
+}
+
+int cfs_roots_split_scan(struct cfs_roots *r, const char *name, const struct cfs_split_sets *s,
+                         uint32_t node, uint32_t nodes, const _Atomic bool *cancel,
+                         cfs_identify_split_found found, void *arg)
+{
+    struct cfs_identify *id = NULL;
+    if (r) {
+        pthread_mutex_lock(&r->mu);
+        for (size_t i = 0; i < r->nr && !id; i++)
+            if (r->r[i]->id && r->r[i]->n == s->n && strcmp(r->r[i]->name, name) == 0)
+                id = r->r[i]->id;
+        r->sharing = id;
+        r->sharing_stopped = false;
+        pthread_mutex_unlock(&r->mu);
+    }
+    int rc = cfs_identify_split_scan_paced(id, r ? r->p.identify.metrics : NULL, s, node, nodes,
+                                           cancel, found, arg);
+    struct cfs_identify *stopped = NULL;
+    if (r) {
+        pthread_mutex_lock(&r->mu);
+        stopped = r->sharing_stopped ? r->sharing : NULL;
+        r->sharing = NULL;
+        pthread_mutex_unlock(&r->mu);
+    }
+    cfs_identify_destroy(stopped);
+    return rc;
 }
 
 void cfs_roots_take_hint(struct cfs_roots *r, const char *name,
