@@ -27,12 +27,14 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 MPI_COMMON="--oversubscribe --mca pml ob1 --mca btl self,vader --mca oob_tcp_if_include lo"
 NODES=2 WORLD=4 BATCH=8 WORKERS=2
 # By hand, ImageNet's size: CLAIRFS_SPLIT_CLASSES=1000 CLAIRFS_SPLIT_PER_CLASS=1281
-# CLAIRFS_SPLIT_EMPTY=1 (empty files: a page each would take 5 GiB).
+# CLAIRFS_SPLIT_EMPTY=1 (empty files: a page each would take 5 GiB)
+# CLAIRFS_SPLIT_LIMIT=900 (the seconds mpirun and the trainers may take).
 CLASSES=${CLAIRFS_SPLIT_CLASSES:-280} PER_CLASS=${CLAIRFS_SPLIT_PER_CLASS:-500}
 SEED=$((2147483648 + 17))
 BATCHES=${CLAIRFS_SPLIT_BATCHES:-60}
 PAUSE_STEP=20
 PAUSE=${CLAIRFS_IDENTIFY_PAUSE:-40}
+LIMIT=${CLAIRFS_SPLIT_LIMIT:-300}
 MPIPID=
 # The source in RAM (a page a file, 560 MiB): on a busy disk, writing and
 # removing 140 000 files took minutes.
@@ -54,10 +56,10 @@ PY
 echo "source: $((CLASSES * PER_CLASS)) files in $((SECONDS - t0)) s"
 
 for r in $(seq 0 $((NODES - 1))); do mkdir -p "$TMP/m$r"; done
-env --default-signal=INT timeout -k 5 300 mpirun -np $NODES $MPI_COMMON \
+env --default-signal=INT timeout -k 5 "$LIMIT" mpirun -np $NODES $MPI_COMMON \
     "$CLAIRFS" -o "ram=64M,index=$TMP/index{rank}" "$src" "$TMP/m{rank}" >"$TMP/mpi.log" 2>&1 &
 MPIPID=$!
-for _ in $(seq 600); do
+for _ in $(seq $((LIMIT * 2))); do
     [ -e "$TMP/m0/.clairfs/ready" ] && [ -e "$TMP/m1/.clairfs/ready" ] && break
     kill -0 "$MPIPID" 2>/dev/null || break
     sleep 0.1
@@ -91,7 +93,7 @@ watcher=$!
 port=$("$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 pids=() rc=0 t1=$SECONDS
 for r in $(seq 0 $((WORLD - 1))); do
-    timeout 300 "$TORCH_PY" "$TRAINER" --data "$TMP/m$((r / 2))" --src "$src" --kind torch-ddp \
+    timeout "$LIMIT" "$TORCH_PY" "$TRAINER" --data "$TMP/m$((r / 2))" --src "$src" --kind torch-ddp \
         --seed $SEED --world $WORLD --rank "$r" --epochs 1 --batch $BATCH --workers $WORKERS \
         --batches "$BATCHES" --identify-by-step $PAUSE_STEP --pause "$PAUSE" --port "$port" \
         --log "$TMP/rank$r.log" &
