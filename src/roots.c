@@ -33,7 +33,8 @@
  * leaf append); an identification's thread calls back (found) without its
  * own lock, and takes `mu`.  An identification stopped for an unshuffled
  * pass or a narrowed root is destroyed after `mu` is released, once no
- * open can reach it.  A root's order builder takes `mu` to hand its orders
+ * open can reach it - or, when a share of another node's scan draws on its
+ * budget meanwhile (cfs_roots_split_scan), by that scan as it ends.  A root's order builder takes `mu` to hand its orders
  * over, and is joined by cfs_roots_destroy, which never holds `mu`. */
 #include <errno.h>
 #include <inttypes.h>
