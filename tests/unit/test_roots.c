@@ -622,8 +622,10 @@ START_TEST(a_share_scan_is_paced_by_its_roots_identification)
     char err[256];
     ck_assert_int_eq(cfs_roots_create(&rp, &r, err, sizeof(err)), 0);
     cfs_roots_observe(r, train[0], 5000, 1000); /* train's root and identification */
-    struct cfs_split_sets sets = {.n = 100, .seed_count = 1u << 14, .nfirst = 10, .nsecond = 10};
-    for (uint32_t k = 0; k < 10; k++)
+    /* a share of 2^17 seeds: its pace reads the identification's after
+     * the stop (a chunk of 2^16 seeds a thread between) */
+    struct cfs_split_sets sets = {.n = 100, .seed_count = 1u << 18, .nfirst = 2, .nsecond = 2};
+    for (uint32_t k = 0; k < 2; k++)
         sets.first[k] = k, sets.second[k] = 10 + k;
     struct share_seen unpaced = {0}, paced = {.r = r, .train = train, .ntrain = ntrain},
                       elsewhere = {0}, none = {0};
