@@ -366,9 +366,6 @@ struct ident_pace {
     /* CPU nanoseconds run raised against this pace's budget, by it and by
      * the paces drawing on it (any thread adds; the module's reset). */
     _Atomic uint64_t spent_ns;
-    /* The calling thread keeps its priority while worker threads scan: a
-     * share scan's, the agreement's thread, only waits for them. */
-    bool workers_only;
 };
 
 /* On the module thread: its CPU time since the last charge, to the
@@ -389,9 +386,10 @@ void ident_pace_chunk(struct ident_pace *pc, struct ident_scan_meter *m,
 void ident_pace_charge_at(struct ident_pace *pc, double cpu);
 void ident_pace_chunk_at(struct ident_pace *pc, double now, double cpu,
                          bool (*set_priority)(bool raised));
-/* A share scan's pace on the calling thread, drawing on `of`'s budget,
- * trainers' pace and metrics (of NULL: no budget, idle priority only, its
- * CPU counted in metrics, which may be NULL); it begins at idle priority. */
+/* A share scan's pace, drawing on `of`'s budget, trainers' pace and
+ * metrics (of NULL: no budget, idle priority only, its CPU counted in
+ * metrics, which may be NULL); it begins at idle priority, its cpu_mark
+ * for the thread that scans to set. */
 void ident_pace_share_init(struct ident_pace *pc, struct ident_pace *of,
                            struct cfs_metrics *metrics);
 

@@ -32,9 +32,8 @@
  * pace draws on the module's (budget_of): the trainers' pace measured
  * there, and one count of the CPU run raised (spent_ns) that both add to
  * and both stop at, so the node's own scan and its share together stay
- * within search_budget; its CPU is counted in the same metric.  The share
- * scan's calling thread only waits for its workers and keeps its
- * priority: the workers move.
+ * within search_budget; its CPU is counted in the same metric.  It runs on
+ * a thread of its own, which the pace moves with its workers.
  *
  * The decisions (ident_pace_chunk_at, ident_meter_share_at) take their
  * measurements - the clocks' readings, the priority's change - as
@@ -284,13 +283,6 @@ static bool set_thread_priority(bool raised)
                   : strcmp(cfs_thread_lower_priority(), "normal") != 0;
 }
 
-/* The calling thread left as it is (the workers' priority follows). */
-static bool keep_thread_priority(bool raised)
-{
-    (void)raised;
-    return true;
-}
-
 void ident_pace_chunk(struct ident_pace *pc, struct ident_scan_meter *m,
                       struct cfs_seed_workers *w)
 {
@@ -299,8 +291,7 @@ void ident_pace_chunk(struct ident_pace *pc, struct ident_scan_meter *m,
     if (m && d > 0)
         atomic_fetch_add(&m->workers_ns, (uint64_t)(d * 1e9));
     bool was_raised = pc->raised;
-    ident_pace_chunk_at(pc, ident_clock_sec(CLOCK_MONOTONIC), pace_cpu(pc),
-                        pc->workers_only && w ? keep_thread_priority : set_thread_priority);
+    ident_pace_chunk_at(pc, ident_clock_sec(CLOCK_MONOTONIC), pace_cpu(pc), set_thread_priority);
     if (m && pc->raised != was_raised) {
         pthread_mutex_lock(&m->mu);
         ident_meter_raised_at(m, pc->raised, ident_clock_sec(CLOCK_MONOTONIC),
@@ -328,6 +319,4 @@ void ident_pace_share_init(struct ident_pace *pc, struct ident_pace *of,
     pc->budget_of = of;
     pc->idle = true;
     pc->idle_share = -1;
-    pc->workers_only = true;
-    pc->cpu_mark = ident_clock_sec(CLOCK_THREAD_CPUTIME_ID);
 }

@@ -27,16 +27,17 @@
  * checked on the head first (milliseconds); the split is the long part.
  *
  * What a share costs.  A share is the node's own search as much as its
- * scan of its own opens: on the mount it runs paced by the node's module
- * for that root (cfs_identify_split_scan_paced, identify_pace.c), at idle
- * priority, raised on busy cores only while the CPU both ran raised stays
- * within the node's search_budget, its CPU counted in the same metric. */
+ * scan of its own opens: on the mount it runs on a thread of its own,
+ * paced by the node's module for that root (cfs_identify_split_scan_paced,
+ * identify_pace.c), at idle priority, raised on busy cores only while the
+ * CPU both ran raised stays within the node's search_budget, its CPU
+ * counted in the same metric. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "clairfs/thread_priority.h"
 #include "identify_i.h"
 
 /* Adds v to vals[*nv] once; false when full. */
@@ -204,21 +205,43 @@ int cfs_identify_split_verify(const struct cfs_identify_params *p, const uint32_
     return rc;
 }
 
-/* The share scan's pace: the calling thread follows it only where it
- * scans itself (one thread), lowered at the first chunk. */
-struct share_pace {
+/* A share scan on a thread of its own (cfs_identify_split_scan_paced). */
+struct share_run {
     struct ident_pace pace;
-    bool lowered;
+    const struct cfs_split_sets *s;
+    uint32_t node, nodes;
+    const _Atomic bool *cancel;
+    cfs_identify_split_found found;
+    void *arg;
+    unsigned threads;
+    int rc;
 };
 
 static void share_pace_chunk(void *arg, struct cfs_seed_workers *w)
 {
-    struct share_pace *sp = arg;
-    if (!w && !sp->lowered) {
-        sp->lowered = true;
-        ident_pace_priority(&sp->pace, true);
-    }
-    ident_pace_chunk(&sp->pace, NULL, w);
+    ident_pace_chunk(arg, NULL, w);
+}
+
+/* The share's thread: the pace moves it and its workers between idle and
+ * the normal priority as it moves the module's thread, and it ends with
+ * the scan, so the agreement's thread that waits for it keeps its own (a
+ * thread once at SCHED_IDLE comes back only with CAP_SYS_NICE or
+ * RLIMIT_NICE 20, and that one plans the adopted order). */
+static void *share_thread(void *arg)
+{
+    struct share_run *sr = arg;
+    pthread_setname_np(pthread_self(), "cfs-share-scan");
+    sr->pace.cpu_mark = ident_clock_sec(CLOCK_THREAD_CPUTIME_ID);
+    ident_pace_priority(&sr->pace, true);
+    struct cfs_seed_threads th = {.threads = sr->threads,
+                                  .idle = true,
+                                  .every = IDENT_PACE_CHUNK,
+                                  .pace = share_pace_chunk,
+                                  .pace_arg = &sr->pace};
+    sr->rc = cfs_identify_split_scan(sr->s, sr->node, sr->nodes, sr->cancel, sr->found, sr->arg,
+                                     &th);
+    ident_pace_charge(&sr->pace); /* the last chunk's, on one thread */
+    return NULL;
 }
 
 int cfs_identify_split_scan_paced(struct cfs_identify *id, struct cfs_metrics *metrics,
@@ -226,16 +249,18 @@ int cfs_identify_split_scan_paced(struct cfs_identify *id, struct cfs_metrics *m
                                   const _Atomic bool *cancel, cfs_identify_split_found found,
                                   void *arg)
 {
-    struct share_pace sp = {.lowered = false};
-    ident_pace_share_init(&sp.pace, id ? &id->pace : NULL, metrics);
-    struct cfs_seed_threads th = {.threads = id ? id->p.search_threads : 0,
-                                  .idle = true,
-                                  .every = IDENT_PACE_CHUNK,
-                                  .pace = share_pace_chunk,
-                                  .pace_arg = &sp};
-    int rc = cfs_identify_split_scan(s, node, nodes, cancel, found, arg, &th);
-    ident_pace_charge(&sp.pace); /* the last chunk's, on one thread */
-    if (sp.lowered || sp.pace.raised)
-        (void)cfs_thread_normal_priority();
-    return rc;
+    struct share_run sr = {.s = s,
+                           .node = node,
+                           .nodes = nodes,
+                           .cancel = cancel,
+                           .found = found,
+                           .arg = arg,
+                           .threads = id ? id->p.search_threads : 0};
+    ident_pace_share_init(&sr.pace, id ? &id->pace : NULL, metrics);
+    pthread_t t;
+    int rc = -pthread_create(&t, NULL, share_thread, &sr);
+    if (rc < 0)
+        return rc;
+    pthread_join(t, NULL);
+    return sr.rc;
 }

@@ -395,13 +395,15 @@ int cfs_identify_split_scan(const struct cfs_split_sets *s, uint32_t node, uint3
                             const _Atomic bool *cancel, cfs_identify_split_found found, void *arg,
                             const struct cfs_seed_threads *threads);
 
-/* cfs_identify_split_scan on the mount: on the usable CPUs (id's
- * search_threads), paced by id's module as its own scans are
- * (identify_pace.c): at idle priority, raised on busy cores only while the
- * CPU id's scans and this one ran raised stays within id's search_budget;
- * its CPU counted in id's metrics (clairfs_search_cpu_seconds_total) by the
- * priority it ran at.  id NULL (no such root on this node): idle priority
- * only, counted in metrics (may be NULL).  id must outlive the call. */
+/* cfs_identify_split_scan on the mount: on a thread of its own and the
+ * usable CPUs (id's search_threads), paced by id's module as its own scans
+ * are (identify_pace.c): at idle priority, raised on busy cores only while
+ * the CPU id's scans and this one ran raised stays within id's
+ * search_budget; its CPU counted in id's metrics
+ * (clairfs_search_cpu_seconds_total) by the priority it ran at.  id NULL
+ * (no such root on this node): idle priority only, counted in metrics (may
+ * be NULL).  The caller waits, its priority untouched; id must outlive the
+ * call.  cfs_identify_split_scan's returns, or -errno of the thread. */
 int cfs_identify_split_scan_paced(struct cfs_identify *id, struct cfs_metrics *metrics,
                                   const struct cfs_split_sets *s, uint32_t node, uint32_t nodes,
                                   const _Atomic bool *cancel, cfs_identify_split_found found,

@@ -222,9 +222,7 @@ START_TEST(a_share_scan_draws_on_the_nodes_budget)
     struct ident_pace pc, sh;
     pace_init(&pc, 2.0 / 8000, &m); /* 2 CPU s over an epoch of 4000 s on 2 CPUs */
     ident_pace_share_init(&sh, &pc, NULL);
-    sh.cpu_mark = 0;
     ck_assert_ptr_eq(sh.metrics, &m);
-    ck_assert(sh.workers_only && !pc.workers_only);
     ck_assert(!chunk(&sh, 0, 0));
     ck_assert(chunk(&sh, IDENT_PACE_PROBE, 0.01)); /* 0.005 of a core: busy */
     ck_assert(chunk(&sh, 3.0, 1.51));              /* 1.5 of 2 CPU s */
@@ -251,7 +249,6 @@ START_TEST(a_share_scan_draws_on_the_nodes_budget)
     struct cfs_metrics alone;
     cfs_metrics_init(&alone);
     ident_pace_share_init(&sh, NULL, &alone);
-    sh.cpu_mark = 0;
     for (int t = 0; t <= 30; t += 2)
         ck_assert(!chunk(&sh, t, t * 0.001));
     ck_assert_double_eq_tol((double)cfs_metrics_get(&alone, CFS_M_SEARCH_NS_IDLE), 0.03e9, 1e3);
