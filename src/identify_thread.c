@@ -451,15 +451,20 @@ fail:
     return -ENOMEM;
 }
 
-void cfs_identify_destroy(struct cfs_identify *id)
+void cfs_identify_halt(struct cfs_identify *id)
 {
-    if (!id)
-        return;
     pthread_mutex_lock(&id->lock);
     id->stop = true;
     ident_cancel_attempt(id);
     pthread_cond_signal(&id->wake);
     pthread_mutex_unlock(&id->lock);
+}
+
+void cfs_identify_destroy(struct cfs_identify *id)
+{
+    if (!id)
+        return;
+    cfs_identify_halt(id);
     pthread_join(id->thread, NULL);
     pthread_mutex_destroy(&id->meter.mu);
     pthread_cond_destroy(&id->wake);

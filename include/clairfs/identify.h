@@ -243,6 +243,11 @@ int cfs_identify_create(const struct cfs_identify_params *p, struct cfs_identify
                         char *err, size_t errlen);
 /* Stops the thread (cancels a search in flight).  Accepts NULL. */
 void cfs_identify_destroy(struct cfs_identify *id);
+/* Tells the module's thread to stop without waiting for it: from a thread
+ * that holds a lock the module's callbacks take.  The module stays
+ * readable (take_candidate, a share scan's pace) until
+ * cfs_identify_destroy, which waits for the thread. */
+void cfs_identify_halt(struct cfs_identify *id);
 
 /* An open of sample `sample` by process pid whose parent is ppid. */
 void cfs_identify_observe(struct cfs_identify *id, uint32_t sample, pid_t pid, pid_t ppid);
