@@ -94,8 +94,8 @@ static bool share_passed(void *arg, uint32_t seed, uint32_t skip)
 }
 
 /* The agreement's thread: node src (the head) sent its sets; this node's
- * share of the range, on the usable CPUs at idle priority (what the
- * trainer leaves), until a claim comes. */
+ * share of the range, paced as its own search of that root (its budget,
+ * its metric), until a claim comes. */
 static void agreed_scan_share(void *arg, const char *root, uint32_t src,
                               const struct cfs_split_sets *s, const _Atomic bool *cancel)
 {
@@ -107,8 +107,8 @@ static void agreed_scan_share(void *arg, const char *root, uint32_t src,
     cfs_identify_split_share(s, node, nodes, &first, &count);
     cfs_info("order: scanning seeds %u-%u (share %u of %u) with node %u's sets", first,
              (uint32_t)(first + count - 1), node, nodes, src);
-    struct cfs_seed_threads th = {.idle = true};
-    int rc = cfs_identify_split_scan(s, node, nodes, cancel, share_passed, &sc, &th);
+    int rc = cfs_roots_split_scan(atomic_load(&co->roots), root, s, node, nodes, cancel,
+                                  share_passed, &sc);
     cfs_info("order: share %u of %u %s; %u seeds passed to node %u", node, nodes,
              rc == -ECANCELED ? "stopped (a node claimed)"
              : rc < 0         ? strerror(-rc)

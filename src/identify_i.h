@@ -360,6 +360,12 @@ struct ident_pace {
     double probe_wall, probe_cpu; /* the idle probe's start (monotonic, thread CPU); 0: none */
     double idle_share;            /* of a core at idle priority, the last probe's; -1: none */
     double raised_at;             /* monotonic seconds the raised spell began */
+    /* The pace whose budget and trainers' pace this one's scan draws on (a
+     * share scan's: the module's, identify_split.c); NULL: its own. */
+    struct ident_pace *budget_of;
+    /* CPU nanoseconds run raised against this pace's budget, by it and by
+     * the paces drawing on it (any thread adds; the module's reset). */
+    _Atomic uint64_t spent_ns;
 };
 
 /* On the module thread: its CPU time since the last charge, to the
@@ -380,6 +386,12 @@ void ident_pace_chunk(struct ident_pace *pc, struct ident_scan_meter *m,
 void ident_pace_charge_at(struct ident_pace *pc, double cpu);
 void ident_pace_chunk_at(struct ident_pace *pc, double now, double cpu,
                          bool (*set_priority)(bool raised));
+/* A share scan's pace, drawing on `of`'s budget, trainers' pace and
+ * metrics (of NULL: no budget, idle priority only, its CPU counted in
+ * metrics, which may be NULL); it begins at idle priority, its cpu_mark
+ * for the thread that scans to set. */
+void ident_pace_share_init(struct ident_pace *pc, struct ident_pace *of,
+                           struct cfs_metrics *metrics);
 
 /* --- One attempt over a set of observations (identify_scan.c). ---------- */
 

@@ -26,6 +26,15 @@
  * seconds for another probe at idle priority, as the trainers may have
  * moved on.
  *
+ * One budget for the node's scans of a root.  On a distributed mount a
+ * node also scans a share of the head node's range (identify_split.c),
+ * on the agreement's thread: CPU the node spends on the same search.  Its
+ * pace draws on the module's (budget_of): the trainers' pace measured
+ * there, and one count of the CPU run raised (spent_ns) that both add to
+ * and both stop at, so the node's own scan and its share together stay
+ * within search_budget; its CPU is counted in the same metric.  It runs on
+ * a thread of its own, which the pace moves with its workers.
+ *
  * The decisions (ident_pace_chunk_at, ident_meter_share_at) take their
  * measurements - the clocks' readings, the priority's change - as
  * arguments, so what the pace decides is tested with them given, never by
@@ -143,14 +152,28 @@ bool cfs_identify_search_raise(double spent, double allow, double idle_share, do
     return idle_share >= 0 && idle_share < CFS_IDENTIFY_IDLE_ENOUGH;
 }
 
+/* The pace whose budget pc's raised CPU is spent from. */
+static struct ident_pace *budget_owner(struct ident_pace *pc)
+{
+    return pc->budget_of ? pc->budget_of : pc;
+}
+
+/* CPU seconds spent raised from pc's budget, by every scan drawing on it. */
+static double budget_spent(struct ident_pace *pc)
+{
+    return (double)atomic_load(&budget_owner(pc)->spent_ns) * 1e-9;
+}
+
 void ident_pace_charge_at(struct ident_pace *pc, double cpu)
 {
     double d = cpu - pc->cpu_mark;
     if (cpu < 0 || d <= 0)
         return;
     pc->cpu_mark = cpu;
-    if (pc->raised)
+    if (pc->raised) {
         pc->spent += d;
+        atomic_fetch_add(&budget_owner(pc)->spent_ns, (uint64_t)(d * 1e9));
+    }
     if (pc->metrics)
         cfs_metrics_add(pc->metrics, pc->idle ? CFS_M_SEARCH_NS_IDLE : CFS_M_SEARCH_NS_NORMAL,
                         (uint64_t)(d * 1e9));
@@ -200,10 +223,11 @@ static void pace_probe(struct ident_pace *pc, double now)
 static bool wants_raised(struct ident_pace *pc, double now, double *allow)
 {
     pace_probe(pc, now);
-    uint64_t opens = atomic_load(&pc->opens);
-    double reading = (double)atomic_load(&pc->reading_us) * 1e-6;
+    const struct ident_pace *of = budget_owner(pc);
+    uint64_t opens = atomic_load(&of->opens);
+    double reading = (double)atomic_load(&of->reading_us) * 1e-6;
     *allow = cfs_identify_search_allowance(pc->budget, pc->cores, pc->n, opens, reading);
-    return cfs_identify_search_raise(pc->spent, *allow, pc->idle_share,
+    return cfs_identify_search_raise(budget_spent(pc), *allow, pc->idle_share,
                                      pc->raised ? now - pc->raised_at : -1);
 }
 
@@ -225,22 +249,24 @@ static void switched(struct ident_pace *pc, bool raise, double now, double allow
                  "%.1f CPU s (search_budget=%.0f %% of %u CPUs over an epoch of %.0f s at the "
                  "trainers' pace; at idle priority it got %.2f of a core: the cores are busy)",
                  allow, pc->budget * 100, pc->cores, allow / (pc->budget * pc->cores), share);
-    } else if (!raise && pc->spent >= allow && !pc->said_spent) {
+    } else if (!raise && budget_spent(pc) >= allow && !pc->said_spent) {
         pc->said_spent = true;
         cfs_info("identify: the search's budget is spent (%.1f CPU s at the normal priority): "
-                 "back at idle priority", pc->spent);
+                 "back at idle priority", budget_spent(pc));
     } else {
         cfs_debug("identify: the search runs at %s priority (%.1f of %.1f CPU s of its budget "
                   "spent; at idle priority it got %.2f of a core)",
-                  raise ? "the normal" : "idle", pc->spent, allow, share);
+                  raise ? "the normal" : "idle", budget_spent(pc), allow, share);
     }
 }
 
 void ident_pace_chunk_at(struct ident_pace *pc, double now, double cpu,
                          bool (*set_priority)(bool raised))
 {
-    if (atomic_exchange(&pc->reset, false))
+    if (atomic_exchange(&pc->reset, false)) {
         pc->spent = 0, pc->said_raised = pc->said_spent = false;
+        atomic_store(&pc->spent_ns, 0);
+    }
     ident_pace_charge_at(pc, cpu);
     double allow;
     bool raise = wants_raised(pc, now, &allow);
@@ -275,4 +301,22 @@ void ident_pace_chunk(struct ident_pace *pc, struct ident_scan_meter *m,
     /* the workers follow the module thread: raised or idle together (a
      * no-op where they already run so) */
     (void)cfs_seed_workers_priority(w, pc->idle);
+}
+
+void ident_pace_share_init(struct ident_pace *pc, struct ident_pace *of,
+                           struct cfs_metrics *metrics)
+{
+    memset(pc, 0, sizeof(*pc));
+    atomic_init(&pc->opens, 0);
+    atomic_init(&pc->reading_us, 0);
+    atomic_init(&pc->reset, false);
+    atomic_init(&pc->spent_ns, 0);
+    /* set before the module's thread started, never changed */
+    pc->budget = of ? of->budget : 0;
+    pc->cores = of ? of->cores : 1;
+    pc->n = of ? of->n : 0;
+    pc->metrics = of ? of->metrics : metrics;
+    pc->budget_of = of;
+    pc->idle = true;
+    pc->idle_share = -1;
 }

@@ -24,8 +24,16 @@
  * against its own opens.
  *
  * Only position 0 is split.  A registered seed's span and a late hint are
- * checked on the head first (milliseconds); the split is the long part. */
+ * checked on the head first (milliseconds); the split is the long part.
+ *
+ * What a share costs.  A share is the node's own search as much as its
+ * scan of its own opens: on the mount it runs on a thread of its own,
+ * paced by the node's module for that root (cfs_identify_split_scan_paced,
+ * identify_pace.c), at idle priority, raised on busy cores only while the
+ * CPU both ran raised stays within the node's search_budget, its CPU
+ * counted in the same metric. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -195,4 +203,64 @@ int cfs_identify_split_verify(const struct cfs_identify_params *p, const uint32_
     free(keep);
     ident_readers_free(&rd);
     return rc;
+}
+
+/* A share scan on a thread of its own (cfs_identify_split_scan_paced). */
+struct share_run {
+    struct ident_pace pace;
+    const struct cfs_split_sets *s;
+    uint32_t node, nodes;
+    const _Atomic bool *cancel;
+    cfs_identify_split_found found;
+    void *arg;
+    unsigned threads;
+    int rc;
+};
+
+static void share_pace_chunk(void *arg, struct cfs_seed_workers *w)
+{
+    ident_pace_chunk(arg, NULL, w);
+}
+
+/* The share's thread: the pace moves it and its workers between idle and
+ * the normal priority as it moves the module's thread, and it ends with
+ * the scan, so the agreement's thread that waits for it keeps its own (a
+ * thread once at SCHED_IDLE comes back only with CAP_SYS_NICE or
+ * RLIMIT_NICE 20, and that one plans the adopted order). */
+static void *share_thread(void *arg)
+{
+    struct share_run *sr = arg;
+    pthread_setname_np(pthread_self(), "cfs-share-scan");
+    sr->pace.cpu_mark = ident_clock_sec(CLOCK_THREAD_CPUTIME_ID);
+    ident_pace_priority(&sr->pace, true);
+    struct cfs_seed_threads th = {.threads = sr->threads,
+                                  .idle = true,
+                                  .every = IDENT_PACE_CHUNK,
+                                  .pace = share_pace_chunk,
+                                  .pace_arg = &sr->pace};
+    sr->rc = cfs_identify_split_scan(sr->s, sr->node, sr->nodes, sr->cancel, sr->found, sr->arg,
+                                     &th);
+    ident_pace_charge(&sr->pace); /* the last chunk's, on one thread */
+    return NULL;
+}
+
+int cfs_identify_split_scan_paced(struct cfs_identify *id, struct cfs_metrics *metrics,
+                                  const struct cfs_split_sets *s, uint32_t node, uint32_t nodes,
+                                  const _Atomic bool *cancel, cfs_identify_split_found found,
+                                  void *arg)
+{
+    struct share_run sr = {.s = s,
+                           .node = node,
+                           .nodes = nodes,
+                           .cancel = cancel,
+                           .found = found,
+                           .arg = arg,
+                           .threads = id ? id->p.search_threads : 0};
+    ident_pace_share_init(&sr.pace, id ? &id->pace : NULL, metrics);
+    pthread_t t;
+    int rc = -pthread_create(&t, NULL, share_thread, &sr);
+    if (rc < 0)
+        return rc;
+    pthread_join(t, NULL);
+    return sr.rc;
 }

@@ -423,6 +423,7 @@ int cfs_identify_create(const struct cfs_identify_params *p, struct cfs_identify
     id->pace.cores = p->cores ? p->cores : online_cpus();
     id->pace.n = p->n;
     id->pace.metrics = p->metrics;
+    atomic_init(&id->pace.spent_ns, 0);
     int rc = -pthread_create(&id->thread, NULL, identify_thread, id);
     if (rc < 0) {
         snprintf(err, errlen, "identify: cannot start its thread: %s", strerror(-rc));
@@ -450,15 +451,20 @@ fail:
     return -ENOMEM;
 }
 
-void cfs_identify_destroy(struct cfs_identify *id)
+void cfs_identify_halt(struct cfs_identify *id)
 {
-    if (!id)
-        return;
     pthread_mutex_lock(&id->lock);
     id->stop = true;
     ident_cancel_attempt(id);
     pthread_cond_signal(&id->wake);
     pthread_mutex_unlock(&id->lock);
+}
+
+void cfs_identify_destroy(struct cfs_identify *id)
+{
+    if (!id)
+        return;
+    cfs_identify_halt(id);
     pthread_join(id->thread, NULL);
     pthread_mutex_destroy(&id->meter.mu);
     pthread_cond_destroy(&id->wake);

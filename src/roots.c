@@ -33,7 +33,10 @@
  * leaf append); an identification's thread calls back (found) without its
  * own lock, and takes `mu`.  An identification stopped for an unshuffled
  * pass or a narrowed root is destroyed after `mu` is released, once no
- * open can reach it.  A root's order builder takes `mu` to hand its orders
+ * open can reach it - or, while a caller outside `mu` uses it (borrow: a
+ * seed another node's share passed, checked against its opens; this
+ * node's share of another node's scan, paced by its budget), by the last
+ * such caller as it ends.  A root's order builder takes `mu` to hand its orders
  * over, and is joined by cfs_roots_destroy, which never holds `mu`. */
 #include <errno.h>
 #include <inttypes.h>
@@ -86,6 +89,10 @@ struct root {
     cfs_id common;
     struct root *narrowed; /* its opens are this root's now */
     int gauge; /* its clairfs_order_identified{root=} slot, -1: none */
+    /* callers using its identification outside `mu` (borrow), and the one
+     * an open stopped meanwhile: the last of them destroys it */
+    unsigned borrowed;
+    struct cfs_identify *stopped;
     bool found;
     struct cfs_identified got;
 };
@@ -154,6 +161,7 @@ static void root_free(struct root *rt)
     if (rt->building)
         pthread_join(rt->builder, NULL); /* it takes mu: never called with mu held */
     cfs_identify_destroy(rt->id);
+    cfs_identify_destroy(rt->stopped);
     cfs_root_orders_free(&rt->orders);
     free(rt->map);
     free(rt);
@@ -380,6 +388,19 @@ struct after_open {
     struct root *pass;
 };
 
+/* rt's identification stops (mu held): destroyed once `mu` is released,
+ * or, halted now, by the last caller that borrowed it. */
+static void stop_identify(struct root *rt, struct after_open *after)
+{
+    if (rt->id && rt->borrowed) {
+        cfs_identify_halt(rt->id);
+        rt->stopped = rt->id;
+    } else if (rt->id) {
+        after->stop[after->nstop++] = rt->id;
+    }
+    rt->id = NULL;
+}
+
 /* rt's open of its index x (mu held). */
 static void feed(struct cfs_roots *r, struct root *rt, uint32_t x, pid_t pid, pid_t ppid,
                  struct after_open *after)
@@ -403,8 +424,7 @@ static void feed(struct cfs_roots *r, struct root *rt, uint32_t x, pid_t pid, pi
     if (stride) {
         rt->stride = stride;
         rt->pass_order = order;
-        after->stop[after->nstop++] = rt->id;
-        rt->id = NULL;
+        stop_identify(rt, after);
         /* the mount's own order is no evaluation */
         after->pass = rt->dir != CFS_ID_NONE ? rt : NULL;
         if (r->p.identify.metrics)
@@ -451,9 +471,7 @@ static void narrow(struct cfs_roots *r, struct root *rt, uint32_t sample, pid_t 
         return;
     struct root *to = r->r[k];
     rt->narrowed = to;
-    if (rt->id)
-        after->stop[after->nstop++] = rt->id;
-    rt->id = NULL;
+    stop_identify(rt, after);
     /* Its other opens may be another folder's (images/val beside
      * images/train): kept anew, and told apart anew. */
     rt->nhead = 0;
@@ -506,20 +524,60 @@ void cfs_roots_restart(struct cfs_roots *r)
     pthread_mutex_unlock(&r->mu);
 }
 
+/* *id, the identification of the root named `name` (of n samples; 0:
+ * any), for use outside `mu` until give_back: an open that stops it
+ * meanwhile leaves it to give_back to destroy.  NULL (nothing borrowed,
+ * *id NULL) when there is none. */
+static struct root *borrow(struct cfs_roots *r, const char *name, uint64_t n,
+                           struct cfs_identify **id)
+{
+    struct root *rt = NULL;
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; i < r->nr && !rt; i++)
+        if (r->r[i]->id && (!n || r->r[i]->n == n) && strcmp(r->r[i]->name, name) == 0)
+            rt = r->r[i];
+    *id = rt ? rt->id : NULL;
+    if (rt)
+        rt->borrowed++;
+    pthread_mutex_unlock(&r->mu);
+    return rt;
+}
+
+static void give_back(struct cfs_roots *r, struct root *rt)
+{
+    if (!rt)
+        return;
+    struct cfs_identify *gone = NULL;
+    pthread_mutex_lock(&r->mu);
+    if (--rt->borrowed == 0)
+        gone = rt->stopped, rt->stopped = NULL;
+    pthread_mutex_unlock(&r->mu);
+    cfs_identify_destroy(gone);
+}
+
 void cfs_roots_take_candidate(struct cfs_roots *r, const char *name, uint32_t seed, uint32_t skip)
 {
-    struct cfs_identify *id = NULL;
-    pthread_mutex_lock(&r->mu);
-    for (size_t i = 0; i < r->nr && !id; i++)
-        if (r->r[i]->id && strcmp(r->r[i]->name, name) == 0)
-            id = r->r[i]->id;
-    pthread_mutex_unlock(&r->mu);
-    /* verified without the roots' lock (it copies the opens); a root,
-     * once made, lives as long as the module */
+    struct cfs_identify *id;
+    struct root *rt = borrow(r, name, 0, &id);
+    /* verified without the roots' lock (it copies the opens) */
     int rc = id ? cfs_identify_take_candidate(id, seed, skip) : 0;
+    give_back(r, rt);
     if (rc == 1)
         cfs_info("identify: root %s: seed %u from another node's share fits this node's opens",
                  name[0] ? name : "(mount)", seed);
+}
+
+int cfs_roots_split_scan(struct cfs_roots *r, const char *name, const struct cfs_split_sets *s,
+                         uint32_t node, uint32_t nodes, const _Atomic bool *cancel,
+                         cfs_identify_split_found found, void *arg)
+{
+    struct cfs_identify *id = NULL;
+    struct root *rt = r ? borrow(r, name, s->n, &id) : NULL;
+    int rc = cfs_identify_split_scan_paced(id, r ? r->p.identify.metrics : NULL, s, node, nodes,
+                                           cancel, found, arg);
+    if (r)
+        give_back(r, rt);
+    return rc;
 }
 
 void cfs_roots_take_hint(struct cfs_roots *r, const char *name,

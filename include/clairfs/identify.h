@@ -243,6 +243,11 @@ int cfs_identify_create(const struct cfs_identify_params *p, struct cfs_identify
                         char *err, size_t errlen);
 /* Stops the thread (cancels a search in flight).  Accepts NULL. */
 void cfs_identify_destroy(struct cfs_identify *id);
+/* Tells the module's thread to stop without waiting for it: from a thread
+ * that holds a lock the module's callbacks take.  The module stays
+ * readable (take_candidate, a share scan's pace) until
+ * cfs_identify_destroy, which waits for the thread. */
+void cfs_identify_halt(struct cfs_identify *id);
 
 /* An open of sample `sample` by process pid whose parent is ppid. */
 void cfs_identify_observe(struct cfs_identify *id, uint32_t sample, pid_t pid, pid_t ppid);
@@ -394,6 +399,20 @@ typedef bool (*cfs_identify_split_found)(void *arg, uint32_t seed, uint32_t skip
 int cfs_identify_split_scan(const struct cfs_split_sets *s, uint32_t node, uint32_t nodes,
                             const _Atomic bool *cancel, cfs_identify_split_found found, void *arg,
                             const struct cfs_seed_threads *threads);
+
+/* cfs_identify_split_scan on the mount: on a thread of its own and the
+ * usable CPUs (id's search_threads), paced by id's module as its own scans
+ * are (identify_pace.c): at idle priority, raised on busy cores only while
+ * the CPU id's scans and this one ran raised stays within id's
+ * search_budget; its CPU counted in id's metrics
+ * (clairfs_search_cpu_seconds_total) by the priority it ran at.  id NULL
+ * (no such root on this node): idle priority only, counted in metrics (may
+ * be NULL).  The caller waits, its priority untouched; id must outlive the
+ * call.  cfs_identify_split_scan's returns, or -errno of the thread. */
+int cfs_identify_split_scan_paced(struct cfs_identify *id, struct cfs_metrics *metrics,
+                                  const struct cfs_split_sets *s, uint32_t node, uint32_t nodes,
+                                  const _Atomic bool *cancel, cfs_identify_split_found found,
+                                  void *arg);
 
 /* The head's verification of seeds another node's share passed: as
  * cfs_identify_offline, with those seeds (position 0) as the only

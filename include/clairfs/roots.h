@@ -101,8 +101,19 @@ void cfs_roots_restart(struct cfs_roots *r);
 void cfs_roots_take_hint(struct cfs_roots *r, const char *name,
                          const struct cfs_sampler_params *hint);
 /* A seed another node's share of root `name`'s scan passed
- * (cfs_identify_take_candidate), verified on the calling thread. */
+ * (cfs_identify_take_candidate), verified on the calling thread; the
+ * root's identification lives until the check ends, though an open stops
+ * it meanwhile. */
 void cfs_roots_take_candidate(struct cfs_roots *r, const char *name, uint32_t seed, uint32_t skip);
+/* Share `node` of `nodes` of the head's scan of root `name` with its sets
+ * s (cfs_identify_split_scan_paced): paced by that root's identification
+ * here, within its budget and counted in its metric (that identification
+ * lives until the share ends, though an open stops it meanwhile); by none,
+ * at idle priority only, when this node has no such root (r may be NULL).
+ * The caller waits; cfs_identify_split_scan_paced's returns. */
+int cfs_roots_split_scan(struct cfs_roots *r, const char *name, const struct cfs_split_sets *s,
+                         uint32_t node, uint32_t nodes, const _Atomic bool *cancel,
+                         cfs_identify_split_found found, void *arg);
 /* The state of the root last identified, else of the root with the most
  * opens (out may be NULL). */
 enum cfs_identify_state cfs_roots_state(struct cfs_roots *r, struct cfs_identified *out);

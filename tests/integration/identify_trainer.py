@@ -360,6 +360,9 @@ def main():
     ap.add_argument("--identify-by-step", type=int, default=-1,
                     help="also pause at this step of epoch 0 until the order is identified: "
                          "whether epoch 0's first opens name it, whatever the search's pace")
+    ap.add_argument("--batches", type=int, default=0,
+                    help="read only each epoch's first N batches (0: all): a dataset too large "
+                    "to read whole in a test")
     ap.add_argument("--log", required=True, help="'epoch rank index' per item")
     ap.add_argument("--snapshot", help="copy .clairfs/metrics here when epoch 1 starts "
                     "(with --pause-epochs: when epoch 1's order is known); {rank} in it is "
@@ -409,6 +412,8 @@ def main():
                 sampler.set_epoch(epoch)
             t_epoch = time.monotonic()
             batches = itertools.islice(stream, args.infinite) if stream is not None else loader
+            if args.batches:
+                batches = itertools.islice(batches, args.batches)
             for step_i, batch in enumerate(batches):
                 if args.pause_epochs and epoch > 0 and step_i == 1:
                     wait_epoch_order(args, epoch)

@@ -208,6 +208,54 @@ START_TEST(the_search_stays_idle_past_its_budget)
 }
 END_TEST
 
+/* A node's share of the head's scan (identify_split.c) and its own scan
+ * draw on one budget, 2 CPU s here: the share, raised on busy cores, spends
+ * 1.5 of it; the node's own scan, raised too, stops once the two have run
+ * 2.1 s raised, and so does the share; a restart gives both the budget
+ * again.  Every CPU second of both lands in the module's metric by the
+ * priority it ran at.  Without a module (no such root on the node) a share
+ * is never raised, and its CPU is still counted. */
+START_TEST(a_share_scan_draws_on_the_nodes_budget)
+{
+    struct cfs_metrics m;
+    cfs_metrics_init(&m);
+    struct ident_pace pc, sh;
+    pace_init(&pc, 2.0 / 8000, &m); /* 2 CPU s over an epoch of 4000 s on 2 CPUs */
+    ident_pace_share_init(&sh, &pc, NULL);
+    ck_assert_ptr_eq(sh.metrics, &m);
+    ck_assert(!chunk(&sh, 0, 0));
+    ck_assert(chunk(&sh, IDENT_PACE_PROBE, 0.01)); /* 0.005 of a core: busy */
+    ck_assert(chunk(&sh, 3.0, 1.51));              /* 1.5 of 2 CPU s */
+    ck_assert_double_eq_tol(sh.spent, 1.5, 1e-9);
+    ck_assert_uint_eq(atomic_load(&pc.spent_ns), 1500000000u);
+    ck_assert(!chunk(&pc, 0, 0));
+    ck_assert(chunk(&pc, IDENT_PACE_PROBE, 0.01)); /* 0.5 CPU s left: raised */
+    ck_assert(!chunk(&pc, 3.0, 0.61));              /* 2.1 of 2: spent */
+    ck_assert_double_eq_tol(pc.spent, 0.6, 1e-9);
+    ck_assert(!chunk(&sh, 4.0, 1.52)); /* the share stops there too */
+    ck_assert(sh.idle && pc.idle);
+    for (int t = 6; t <= 16; t += 2) { /* busy cores, probe after probe */
+        ck_assert(!chunk(&pc, t, 0.61 + t * 0.001));
+        ck_assert(!chunk(&sh, t, 1.52 + t * 0.001));
+    }
+    ck_assert_double_eq_tol((double)atomic_load(&pc.spent_ns), 2.11e9, 1e3);
+    ck_assert_double_eq_tol((double)cfs_metrics_get(&m, CFS_M_SEARCH_NS_NORMAL), 2.11e9, 1e3);
+    ck_assert_double_eq_tol((double)cfs_metrics_get(&m, CFS_M_SEARCH_NS_IDLE), 0.052e9, 1e3);
+    atomic_store(&pc.reset, true); /* cfs_identify_restart */
+    ck_assert(chunk(&pc, 17.0, 0.628)); /* its last probe said busy */
+    ck_assert_uint_eq(atomic_load(&pc.spent_ns), 0);
+    ck_assert(chunk(&sh, 18.0, 1.539));
+
+    struct cfs_metrics alone;
+    cfs_metrics_init(&alone);
+    ident_pace_share_init(&sh, NULL, &alone);
+    for (int t = 0; t <= 30; t += 2)
+        ck_assert(!chunk(&sh, t, t * 0.001));
+    ck_assert_double_eq_tol((double)cfs_metrics_get(&alone, CFS_M_SEARCH_NS_IDLE), 0.03e9, 1e3);
+    ck_assert_uint_eq(cfs_metrics_get(&alone, CFS_M_SEARCH_NS_NORMAL), 0);
+}
+END_TEST
+
 static Suite *identify_pace_suite(void)
 {
     Suite *s = suite_create("identify_pace");
@@ -216,6 +264,7 @@ static Suite *identify_pace_suite(void)
     tcase_add_test(p, the_search_budget_counts_one_epoch_at_the_trainers_pace);
     tcase_add_test(p, the_search_runs_raised_on_busy_cores_within_its_budget);
     tcase_add_test(p, the_search_stays_idle_past_its_budget);
+    tcase_add_test(p, a_share_scan_draws_on_the_nodes_budget);
     suite_add_tcase(s, p);
     return s;
 }

@@ -137,19 +137,26 @@ START_TEST(the_thread_learns_and_restarts)
 }
 END_TEST
 
+/* The trainer of the split scan's cases: torch-ddp seed 31337 over 10 000
+ * samples, world 4, 2 ranks a node. */
+static struct trainer split_trainer(void)
+{
+    return (struct trainer){.kind = CFS_SAMPLER_TORCH_DDP,
+                            .seed = 31337,
+                            .n = 10000,
+                            .world = 4,
+                            .batch = 8,
+                            .workers = 2,
+                            .ranks = 2,
+                            .epochs = 1};
+}
+
 /* The head node of a split scan: its own range does not hold the seed
  * (another node's share does), so its scan finds nothing; the seed another
  * node's share passed is taken, checked against every open, identified. */
 START_TEST(a_seed_from_another_nodes_share_is_verified)
 {
-    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP,
-                        .seed = 31337,
-                        .n = 10000,
-                        .world = 4,
-                        .batch = 8,
-                        .workers = 2,
-                        .ranks = 2,
-                        .epochs = 1};
+    struct trainer t = split_trainer();
     struct opens o = simulate(&t, 400);
     struct seen seen = {0};
     struct cfs_identify_params p = params(t.n, t.seed + 100000, 4096);
@@ -200,14 +207,7 @@ END_TEST
  * nothing leaves it running; the one that fits stops it and identifies. */
 START_TEST(a_fitting_seed_from_another_share_stops_the_heads_scan)
 {
-    struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP,
-                        .seed = 31337,
-                        .n = 10000,
-                        .world = 4,
-                        .batch = 8,
-                        .workers = 2,
-                        .ranks = 2,
-                        .epochs = 1};
+    struct trainer t = split_trainer();
     struct opens o = simulate(&t, 200);
     struct seen seen = {0};
     struct cfs_identify_params p = params(t.n, 0, 0);
@@ -237,6 +237,67 @@ END_TEST
 
 /* cfs_identify_scan_share on the module: nothing before a scan; a scan
  * once one runs (every seed of the range: seconds at least). */
+struct passed_seeds {
+    uint32_t seed[8];
+    size_t n;
+};
+
+static bool keep_passed(void *arg, uint32_t seed, uint32_t skip)
+{
+    struct passed_seeds *ps = arg;
+    (void)skip;
+    if (ps->n < 8)
+        ps->seed[ps->n++] = seed;
+    return false;
+}
+
+/* Node 1's share of the head's sets, scanned on the mount (paced by its
+ * own identification of the root, cfs_identify_split_scan_paced): the
+ * seeds it passes are the unpaced scan's, the trainer's among them, and
+ * its CPU is in the node's clairfs_search_cpu_seconds_total, where
+ * nothing was before (the node's module had no opens to scan). */
+START_TEST(a_share_scan_is_paced_and_counted_by_the_nodes_module)
+{
+    struct trainer t = split_trainer();
+    struct opens o = simulate(&t, 200);
+    struct cfs_identify_params head = params(t.n, 0, 0);
+    head.seed_first = 0, head.seed_count = 1u << 15; /* node 1: 16384-32767 */
+    head.node = 0, head.nodes = 2;
+    struct cfs_split_sets sets;
+    ck_assert_int_eq(cfs_identify_split_sets(&head, o.s, o.pid, o.ppid, o.len, &sets), 0);
+    struct cfs_metrics m;
+    cfs_metrics_init(&m);
+    struct cfs_identify_params p = params(t.n, 0, 0);
+    p.node = 1, p.nodes = 2;
+    p.metrics = &m;
+    p.search_budget = 0.03;
+    struct cfs_identify *id;
+    char err[256];
+    ck_assert_int_eq(cfs_identify_create(&p, &id, err, sizeof(err)), 0);
+    ck_assert_uint_eq(cfs_metrics_get(&m, CFS_M_SEARCH_NS_IDLE) +
+                          cfs_metrics_get(&m, CFS_M_SEARCH_NS_NORMAL),
+                      0);
+    struct passed_seeds unpaced = {0}, paced = {0};
+    static const struct cfs_seed_threads one_thread = {.threads = 1};
+    ck_assert_int_eq(cfs_identify_split_scan(&sets, 1, 2, NULL, keep_passed, &unpaced, &one_thread),
+                     0);
+    ck_assert_int_eq(cfs_identify_split_scan_paced(id, NULL, &sets, 1, 2, NULL, keep_passed, &paced),
+                     0);
+    ck_assert_uint_ge(unpaced.n, 1);
+    ck_assert_uint_eq(paced.n, unpaced.n);
+    ck_assert_mem_eq(paced.seed, unpaced.seed, unpaced.n * sizeof(uint32_t));
+    bool seed_passed = false;
+    for (size_t i = 0; i < paced.n; i++)
+        seed_passed |= paced.seed[i] == 31337;
+    ck_assert(seed_passed);
+    ck_assert_uint_gt(cfs_metrics_get(&m, CFS_M_SEARCH_NS_IDLE) +
+                          cfs_metrics_get(&m, CFS_M_SEARCH_NS_NORMAL),
+                      0);
+    cfs_identify_destroy(id);
+    opens_free(&o);
+}
+END_TEST
+
 START_TEST(the_scans_share_of_a_core)
 {
     struct cfs_identify_params p = params(100000, 0, 0);
@@ -816,6 +877,7 @@ static Suite *identify_thread_suite(void)
     tcase_add_test(t, the_thread_learns_and_restarts);
     tcase_add_test(t, a_seed_from_another_nodes_share_is_verified);
     tcase_add_test(t, a_fitting_seed_from_another_share_stops_the_heads_scan);
+    tcase_add_test(t, a_share_scan_is_paced_and_counted_by_the_nodes_module);
     tcase_add_test(t, the_scans_share_of_a_core);
     tcase_add_test(t, the_thread_refines_with_the_next_epoch);
     tcase_add_test(t, a_later_epochs_workers_do_not_restart_the_scan);

@@ -11,6 +11,7 @@
 
 #include "catalog_fixture.h"
 #include "check_run.h"
+#include "clairfs/metrics.h"
 #include "clairfs/roots.h"
 #include "identify_fixture.h"
 
@@ -574,6 +575,83 @@ START_TEST(an_unshuffled_pass_in_timms_order)
 }
 END_TEST
 
+/* A share scan's found(): the seeds, and at the first an unshuffled pass
+ * of the root whose identification paces the scan (pid 5000 reading train
+ * in order), which stops that identification while the scan runs. */
+struct share_seen {
+    struct cfs_roots *r;
+    const uint32_t *train;
+    uint64_t ntrain;
+    uint32_t seed[256];
+    size_t n;
+};
+
+static bool share_found(void *arg, uint32_t seed, uint32_t skip)
+{
+    struct share_seen *ss = arg;
+    (void)skip;
+    if (ss->r && ss->n == 0)
+        for (uint64_t i = 1; i < 2 * ss->ntrain; i++)
+            cfs_roots_observe(ss->r, ss->train[i % ss->ntrain], 5000, 1000);
+    if (ss->n < 256)
+        ss->seed[ss->n++] = seed;
+    return false;
+}
+
+/* Node 1's share of a head's sets for root train (n 100), scanned here
+ * (cfs_roots_split_scan): paced by train's identification, its CPU in the
+ * mount's clairfs_search_cpu_seconds_total, its seeds those of the unpaced
+ * scan; the identification, stopped by an unshuffled pass of train while
+ * the share runs, lives until the share ends (a sanitizer build tells a
+ * use after free).  A root the node has not seen, or no roots at all: the
+ * same seeds, at idle priority. */
+START_TEST(a_share_scan_is_paced_by_its_roots_identification)
+{
+    imagenet_tree();
+    struct cfs_catalog *c = scan();
+    uint64_t ntrain;
+    uint32_t *train = samples_of(c, "train", &ntrain);
+    ck_assert_uint_eq(ntrain, 100);
+    struct cfs_metrics m;
+    cfs_metrics_init(&m);
+    struct cfs_roots_params rp = {.catalog = c, .derive = true, .identify = params(0, 1, 16),
+                                  .on_identified = heard_cb};
+    rp.identify.node = 1, rp.identify.nodes = 2;
+    rp.identify.metrics = &m;
+    struct cfs_roots *r;
+    char err[256];
+    ck_assert_int_eq(cfs_roots_create(&rp, &r, err, sizeof(err)), 0);
+    cfs_roots_observe(r, train[0], 5000, 1000); /* train's root and identification */
+    /* a share of 2^17 seeds: its pace reads the identification's after
+     * the stop (a chunk of 2^16 seeds a thread between) */
+    struct cfs_split_sets sets = {.n = 100, .seed_count = 1u << 18, .nfirst = 2, .nsecond = 2};
+    for (uint32_t k = 0; k < 2; k++)
+        sets.first[k] = k, sets.second[k] = 10 + k;
+    struct share_seen unpaced = {0}, paced = {.r = r, .train = train, .ntrain = ntrain},
+                      elsewhere = {0}, none = {0};
+    static const struct cfs_seed_threads one_thread = {.threads = 1};
+    ck_assert_int_eq(cfs_identify_split_scan(&sets, 1, 2, NULL, share_found, &unpaced, &one_thread),
+                     0);
+    ck_assert_uint_gt(unpaced.n, 0);
+    ck_assert_int_eq(cfs_roots_split_scan(r, "train", &sets, 1, 2, NULL, share_found, &paced), 0);
+    ck_assert_uint_eq(paced.n, unpaced.n);
+    ck_assert_mem_eq(paced.seed, unpaced.seed, unpaced.n * sizeof(uint32_t));
+    char text[256];
+    cfs_roots_text(r, text, sizeof(text));
+    ck_assert_msg(strstr(text, "train: sequential, world=1"), "%s", text);
+    ck_assert_uint_gt(cfs_metrics_get(&m, CFS_M_SEARCH_NS_IDLE) +
+                          cfs_metrics_get(&m, CFS_M_SEARCH_NS_NORMAL),
+                      0);
+    ck_assert_int_eq(cfs_roots_split_scan(r, "val", &sets, 1, 2, NULL, share_found, &elsewhere), 0);
+    ck_assert_int_eq(cfs_roots_split_scan(NULL, "train", &sets, 1, 2, NULL, share_found, &none), 0);
+    ck_assert_uint_eq(elsewhere.n, unpaced.n);
+    ck_assert_uint_eq(none.n, unpaced.n);
+    cfs_roots_destroy(r);
+    free(train);
+    cfs_catalog_destroy(c);
+}
+END_TEST
+
 START_TEST(a_registered_order_takes_every_open)
 {
     imagenet_tree();
@@ -617,6 +695,7 @@ int main(void)
     tcase_add_test(tc, a_root_with_an_empty_class_is_ultralytics_cls);
     tcase_add_test(tc, a_detection_dataset_is_its_images_folders);
     tcase_add_test(tc, an_unshuffled_pass_in_timms_order);
+    tcase_add_test(tc, a_share_scan_is_paced_by_its_roots_identification);
     suite_add_tcase(s, tc);
     return cfs_check_run(s);
 }
