@@ -110,7 +110,7 @@ static void agreed_scan_share(void *arg, const char *root, uint32_t src,
     int rc = cfs_roots_split_scan(atomic_load(&co->roots), root, s, node, nodes, cancel,
                                   share_passed, &sc);
     cfs_info("order: share %u of %u %s; %u seeds passed to node %u", node, nodes,
-             rc == -ECANCELED ? "stopped (a node claimed)"
+             rc == -ECANCELED ? "stopped (a claim or newer sets came)"
              : rc < 0         ? strerror(-rc)
                               : "scanned",
              sc.passed, src);

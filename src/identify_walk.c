@@ -295,9 +295,12 @@ bool ident_walk_all(struct ident_walk *w, bool mark)
 
 /* --- The evidence. ----------------------------------------------------- */
 
+/* lgamma_r: lgamma sets the global signgam, a race between two roots'
+ * identification threads. */
 static double log2_falling(uint64_t n, uint64_t k)
 {
-    return (lgamma((double)n + 1.0) - lgamma((double)(n - k) + 1.0)) / log(2.0);
+    int sign;
+    return (lgamma_r((double)n + 1.0, &sign) - lgamma_r((double)(n - k) + 1.0, &sign)) / log(2.0);
 }
 
 double ident_walk_evidence(struct ident_walk *w)
