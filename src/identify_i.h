@@ -95,6 +95,14 @@ struct ident_hyp {
 
 #define IDENT_MAX_WORLD 64 /* the largest world a hypothesis guesses */
 
+/* Where a fit's ranks may sit on node k of a distributed mount, in the
+ * order verify_view tries (identify_verify.c, in_node_block). */
+enum ident_placement {
+    IDENT_PLACE_BLOCK, /* ranks k L .. k L + L - 1 */
+    IDENT_PLACE_DEALT, /* those, or k, k + N, ... (cyclic) */
+    IDENT_PLACE_ANY,
+};
+
 /* --- The frameworks' samplers (identify_frameworks.c). ------------------ */
 
 /* Ranks read disjoint parts of one permutation per epoch: torch-ddp and the

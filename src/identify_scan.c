@@ -145,15 +145,20 @@ static int set_bits(uint64_t **first, uint64_t **second, const struct ident_atte
 }
 
 /* The head positions to scan: 0 (every torch model, node 0 of torch-ddp)
- * and node * L when the registered world says how many ranks a node has. */
+ * and, when the registered world says how many ranks L a node has, node k's
+ * first rank: k L where the ranks are placed in blocks, k where they are
+ * dealt round robin (L >= 2: one rank a node is both). */
+#define HEADS_MAX 3
 static size_t head_positions(const struct cfs_identify_params *p, uint32_t *pos)
 {
     size_t k = 0;
     pos[k++] = 0;
     if (p->nodes > 1 && p->node > 0 && p->hint && p->hint->world >= p->nodes) {
-        uint64_t at = (uint64_t)p->node * (p->hint->world / p->nodes);
-        if (at + 2 <= 30 && at + 1 < p->n)
-            pos[k++] = (uint32_t)at;
+        uint32_t per = p->hint->world / p->nodes;
+        uint64_t at[2] = {(uint64_t)p->node * per, per > 1 ? p->node : 0};
+        for (size_t i = 0; i < 2; i++)
+            if (at[i] && at[i] + 2 <= 30 && at[i] + 1 < p->n)
+                pos[k++] = (uint32_t)at[i];
     }
     return k;
 }
@@ -180,7 +185,7 @@ static void pace_chunk(void *arg, struct cfs_seed_workers *w)
 static int scan(struct ident_attempt *a, const uint64_t *fs, const uint64_t *ss, uint32_t first,
                 uint64_t count)
 {
-    uint32_t heads[2];
+    uint32_t heads[HEADS_MAX];
     size_t nh = head_positions(a->p, heads);
     for (size_t h = 0; h < nh && a->rc == 0; h++) {
         static const uint32_t both[] = {0, 2}, ddp_only[] = {0};
@@ -225,7 +230,7 @@ static int scan(struct ident_attempt *a, const uint64_t *fs, const uint64_t *ss,
  * pass over the seed that the other node's claim names (order_agree.h). */
 static void try_hinted_seed(struct ident_attempt *a)
 {
-    uint32_t heads[2];
+    uint32_t heads[HEADS_MAX];
     size_t nh = head_positions(a->p, heads);
     for (size_t h = 0; h < nh && a->rc == 0; h++) {
         a->p0 = heads[h];
@@ -261,7 +266,7 @@ double cfs_identify_evidence_needed(const struct cfs_identify_params *p)
     uint64_t count = p->seed_count ? p->seed_count : 1ull << 32;
     for (size_t i = 0; i < p->nmore_seeds; i++)
         count += p->more_seeds[i].count;
-    size_t nh = head_positions(p, (uint32_t[2]){0});
+    size_t nh = head_positions(p, (uint32_t[HEADS_MAX]){0});
     /* every seed of the range with both skips, per head position, plus a
      * hinted seed's span and the candidates kept from an earlier attempt */
     double tried = (double)count * 2.0 * (double)nh + 2.0 * HINT_SPAN + IDENT_MAX_KEEP +
@@ -486,10 +491,13 @@ void ident_finish(const struct cfs_identify_params *p, struct cfs_identified *id
                  who, h->batch);
     char global[96];
     ident_global_describe(id, global, sizeof(global));
-    char ranks[48] = ""; /* only some ranks opened here (yet) */
+    char ranks[64] = "", dealt[24] = ""; /* only some ranks opened here (yet) */
+    uint32_t step = id->rank_stride > 1 && id->rank_count > 1 ? id->rank_stride : 1;
+    if (step > 1)
+        snprintf(dealt, sizeof(dealt), " step %u", step);
     if (id->rank_count && id->rank_count < id->sampler.world)
-        snprintf(ranks, sizeof(ranks), " (ranks %u-%u here)", id->rank_first,
-                 id->rank_first + id->rank_count - 1);
+        snprintf(ranks, sizeof(ranks), " (ranks %u-%u%s here)", id->rank_first,
+                 id->rank_first + (id->rank_count - 1) * step, dealt);
     if (id->per_epoch_global) {
         snprintf(id->text, sizeof(id->text),
                  "torch-global (no seed registered) epoch %u's private seed=%u (low 32 bits) "

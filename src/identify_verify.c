@@ -76,9 +76,10 @@ struct search {
     double need_bits, best_bits;
     uint32_t max_epoch; /* the latest epoch the fit reached */
     bool fits;
-    /* in_node_block: fits outside the node's block refused (the first
-     * pass), and whether one was */
-    bool block_strict, block_refused;
+    /* in_node_block: where a fit's ranks may sit (the passes of
+     * verify_view), and whether a fit was refused for its ranks */
+    enum ident_placement placement;
+    bool block_refused;
     struct ident_hyp best;
 };
 
@@ -179,30 +180,37 @@ static void schedule_from_head(struct search *s, struct ident_hyp *h, int *err)
 }
 
 /* On a distributed mount that learns the order (nothing registered, or
- * another node's claim) the nodes serve equal blocks of ranks
+ * another node's claim) the nodes serve equal shares of the ranks
  * (docs/distributed.md): node k of N serves ranks k L .. k L + L - 1 of a
- * world of N L.  A fit that puts this node's readers elsewhere is another
- * reading of the same opens, not the run's: with one rank a node and
- * batches of one, rank 0's two workers read what ranks 0 and 2 of twice
- * the world read, or what two of a world-1 loader's eight workers read.
- * Registered settings may place other blocks (ranks=A-B): not checked.
- * Such a fit is refused only while another may be in the block: when no
- * fit is, the view is tried again without the check (verify_view), since
- * two trainings on one allocation, each on its own nodes, must still be
- * identified to be told apart. */
+ * world of N L (a block: torchrun, srun's default), or k, k + N, ...,
+ * k + (L - 1) N (dealt round robin: srun --distribution=cyclic, mpirun
+ * --map-by node).  A fit that puts this node's readers elsewhere is
+ * another reading of the same opens, not the run's: with one rank a node
+ * and batches of one, rank 0's two workers read what ranks 0 and 2 of
+ * twice the world read, or what two of a world-1 loader's eight workers
+ * read.  Blocks come first (verify_view's first pass): under cyclic
+ * placement those readings are ranks k and k + N of one node, and a block
+ * is the launchers' default.  Registered settings may place other blocks
+ * (ranks=A-B): not checked.  A fit is refused only while another may be
+ * placed better: when none is, the view is tried again with less (the
+ * next pass), since two trainings on one allocation, each on its own
+ * nodes, must still be identified to be told apart. */
 static bool in_node_block(const struct search *s, const struct ident_hyp *h)
 {
     uint32_t nodes = s->p->nodes;
-    if (!s->block_strict || nodes < 2 || !ident_sharded(h->kind) ||
+    if (s->placement == IDENT_PLACE_ANY || nodes < 2 || !ident_sharded(h->kind) ||
         (s->p->hint && !s->p->hint_identified))
         return true;
     if (h->world % nodes != 0)
         return false;
     uint32_t per = h->world / nodes, lo = s->p->node * per;
+    bool block = true, dealt = true;
     for (size_t i = 0; i < s->rd->nr; i++)
-        if (s->rd->r[i].len && (s->rank[i] < lo || s->rank[i] >= lo + per))
-            return false;
-    return true;
+        if (s->rd->r[i].len) {
+            block = block && s->rank[i] >= lo && s->rank[i] < lo + per;
+            dealt = dealt && s->rank[i] % nodes == s->p->node;
+        }
+    return block || (dealt && s->placement == IDENT_PLACE_DEALT);
 }
 
 /* Did a worker of h end its epoch short of its schedule?  A DataLoader
@@ -536,7 +544,8 @@ static void fill(const struct search *s, const struct ident_hyp *h, struct cfs_i
     out->workers = h->workers;
     out->opens = rd->opens;
     out->evidence_bits = s->best_bits;
-    uint32_t lo = UINT32_MAX, hi = 0, ranks = 0;
+    uint32_t lo = UINT32_MAX, hi = 0, ranks = 0, nodes = s->p->nodes;
+    bool dealt = nodes > 1;
     for (size_t i = 0; i < rd->nr; i++) {
         /* a rank process: the reader itself without workers, else its parent */
         bool new_rank = true;
@@ -550,6 +559,12 @@ static void fill(const struct search *s, const struct ident_hyp *h, struct cfs_i
         if (s->rank[i] > hi)
             hi = s->rank[i];
     }
+    /* ranks k, k + N, ... of a cyclic placement: one stride N, where no
+     * block of the node's share holds them (a block's first pass took
+     * every fit that one does) */
+    for (size_t i = 0; i < rd->nr && dealt; i++)
+        dealt = rd->r[i].len == 0 || s->rank[i] % nodes == lo % nodes;
+    dealt = dealt && s->placement != IDENT_PLACE_BLOCK && hi - lo >= nodes;
     out->epoch = s->max_epoch;
     if (h->kind == CFS_SAMPLER_TORCHVISION_RA && ident_fw_timm(s->v->seed32, s->p->hint)) {
         /* timm-ra seeds with the epoch: the candidate seed is the epoch the
@@ -567,9 +582,10 @@ static void fill(const struct search *s, const struct ident_hyp *h, struct cfs_i
     }
     if (ident_sharded(h->kind)) {
         out->rank_first = lo;
-        out->rank_count = hi - lo + 1;
+        out->rank_stride = dealt ? nodes : 1;
+        out->rank_count = (hi - lo) / out->rank_stride + 1;
         out->epoch_opens = 0;
-        for (uint32_t r = lo; r <= hi; r++)
+        for (uint32_t r = lo; r <= hi; r += out->rank_stride)
             out->epoch_opens += ident_rank_len_at(h, s->p->n, r);
     } else {
         out->epoch_opens = h->rank_len * ranks;
@@ -577,6 +593,7 @@ static void fill(const struct search *s, const struct ident_hyp *h, struct cfs_i
          * on every node, or the registered world */
         out->rank_count = ranks;
         out->rank_first = s->p->node * ranks;
+        out->rank_stride = 1;
         out->sampler.world = s->p->hint && s->p->hint->world
                                  ? s->p->hint->world
                                  : ranks * (s->p->nodes ? s->p->nodes : 1);
@@ -593,10 +610,12 @@ static int verify_view(struct search *s, enum cfs_sampler_kind kind, bool pers, 
     int rc = -ENOENT, err = ident_view_init(&v, s->p, kind, pers, seed32, skip, model);
     s->v = &v;
     s->fits = false;
-    s->block_strict = true, s->block_refused = false;
+    /* blocks, then ranks dealt round robin, then anywhere (in_node_block) */
+    s->placement = IDENT_PLACE_BLOCK, s->block_refused = false;
     bool fit = err == 0 && try_view(s, p0, &err) && s->fits;
-    if (!fit && err == 0 && s->block_refused) {
-        s->block_strict = false;
+    for (; !fit && err == 0 && s->block_refused && s->placement != IDENT_PLACE_ANY;) {
+        s->placement = s->placement == IDENT_PLACE_BLOCK ? IDENT_PLACE_DEALT : IDENT_PLACE_ANY;
+        s->block_refused = false;
         fit = try_view(s, p0, &err) && s->fits;
     }
     if (fit) {

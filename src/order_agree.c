@@ -27,6 +27,9 @@
 #include "clairfs/peer.h"
 #include "clairfs/sampler.h"
 
+/* A world beyond any cluster's: a claim naming one is bad bytes. */
+#define CFS_ORDER_WORLD_MAX (1u << 20)
+
 void cfs_order_claim_of(const struct cfs_identified *id, const char *root,
                         struct cfs_order_claim *out)
 {
@@ -44,6 +47,7 @@ void cfs_order_claim_of(const struct cfs_identified *id, const char *root,
     out->epoch = id->epoch;
     out->rank_first = id->rank_first;
     out->rank_count = id->rank_count;
+    out->rank_stride = id->rank_stride > 1 && id->rank_count > 1 ? id->rank_stride : 1;
     snprintf(out->root, sizeof(out->root), "%s", root ? root : "");
 }
 
@@ -78,22 +82,40 @@ bool cfs_order_claim_refines(const struct cfs_order_claim *newer,
            strcmp(newer->root, older->root) == 0 && !cfs_order_claims_alike(newer, older);
 }
 
-/* Do the claims' ranks cover [0, world) once?  -1: they overlap (or pass
- * the world); 0: some rank is missing; 1: exactly. */
+/* A claim's ranks (bad bytes give an empty or out-of-world range, which
+ * ranks_cover refuses). */
+static struct cfs_rank_range claim_ranks(const struct cfs_order_claim *c)
+{
+    bool fits = c->rank_first <= UINT32_MAX && c->rank_count <= UINT32_MAX &&
+                c->rank_stride <= UINT32_MAX;
+    return fits ? (struct cfs_rank_range){(uint32_t)c->rank_first, (uint32_t)c->rank_count,
+                                          (uint32_t)c->rank_stride}
+                : (struct cfs_rank_range){UINT32_MAX, 1, 1};
+}
+
+static bool rank_in(struct cfs_rank_range r, uint32_t rank)
+{
+    uint32_t step = r.stride ? r.stride : 1;
+    return rank >= r.first && (rank - r.first) % step == 0 && (rank - r.first) / step < r.count;
+}
+
+/* Do the claims' ranks cover [0, world) once, each node's a block or a
+ * stride (ranks dealt round robin)?  -1: they overlap (or pass the world);
+ * 0: some rank is missing; 1: exactly. */
 static int ranks_cover(const struct cfs_order_claim *claims, uint32_t nodes, uint64_t world)
 {
     uint64_t covered = 0;
+    if (world > CFS_ORDER_WORLD_MAX)
+        return -1;
     for (uint32_t i = 0; i < nodes; i++) {
-        const struct cfs_order_claim *c = &claims[i];
-        if (c->rank_first + c->rank_count > world)
+        struct cfs_rank_range c = claim_ranks(&claims[i]);
+        if (cfs_rank_end(c) > world)
             return -1;
-        for (uint32_t j = 0; j < i; j++) {
-            const struct cfs_order_claim *o = &claims[j];
-            if (c->rank_first < o->rank_first + o->rank_count &&
-                o->rank_first < c->rank_first + c->rank_count)
-                return -1;
-        }
-        covered += c->rank_count;
+        for (uint32_t l = 0; l < c.count; l++)
+            for (uint32_t j = 0; j < i; j++)
+                if (rank_in(claim_ranks(&claims[j]), cfs_rank_at(c, l)))
+                    return -1;
+        covered += c.count;
     }
     return covered == world ? 1 : 0;
 }
@@ -178,8 +200,7 @@ void cfs_order_agree_decide(const struct cfs_order_claim *claims, const bool *ha
     out->state = CFS_ORDER_AGREED;
     out->node_ranks = node_ranks;
     for (uint32_t i = 0; i < nodes; i++) {
-        node_ranks[i] =
-            (struct cfs_rank_range){(uint32_t)claims[i].rank_first, (uint32_t)claims[i].rank_count};
+        node_ranks[i] = claim_ranks(&claims[i]);
         if (claims[i].epoch > out->from_epoch)
             out->from_epoch = (uint32_t)claims[i].epoch;
     }
@@ -682,6 +703,7 @@ static void refuse(struct cfs_order_agree *a, const char *root, uint64_t why)
         const struct cfs_order_claim *mine = &a->claims[a->p.node];
         c.refused = why;
         c.rank_first = mine->rank_first, c.rank_count = mine->rank_count, c.epoch = mine->epoch;
+        c.rank_stride = mine->rank_stride > 1 && mine->rank_count > 1 ? mine->rank_stride : 1;
         a->claims[a->p.node] = c;
         changed(a);
     }

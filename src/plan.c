@@ -428,7 +428,7 @@ static int validate(const struct cfs_plan_params *pp, char *err, size_t errlen)
                              (unsigned long long)pp->n);
     if (pp->ranks)
         for (uint32_t j = 0; j < pp->nodes; j++)
-            if ((uint64_t)pp->ranks[j].first + pp->ranks[j].count > pp->world)
+            if (cfs_rank_end(pp->ranks[j]) > pp->world)
                 return cfs_error_msg(
                     err, errlen, -EINVAL,
                     "option ranks=%u-%u: ranks must be within 0..%u (world=%u)", pp->ranks[j].first,

@@ -79,7 +79,7 @@ static int fill(struct cfs_plan_walk *w, struct epoch_buf *b, uint32_t rel)
         return rc;
     uint64_t maxlen = 0;
     for (uint32_t l = 0; l < w->rr.count; l++) {
-        b->rank_len[l] = w->src.rank_len(w->st, e, w->rr.first + l);
+        b->rank_len[l] = w->src.rank_len(w->st, e, cfs_rank_at(w->rr, l));
         if (b->rank_len[l] > maxlen)
             maxlen = b->rank_len[l];
     }
@@ -87,7 +87,7 @@ static int fill(struct cfs_plan_walk *w, struct epoch_buf *b, uint32_t rel)
     for (uint64_t s = 0; s < maxlen; s++)
         for (uint32_t l = 0; l < w->rr.count; l++)
             if (s < b->rank_len[l] && k < len)
-                b->file[k++] = w->src.rank_at(w->st, w->rr.first + l, s);
+                b->file[k++] = w->src.rank_at(w->st, cfs_rank_at(w->rr, l), s);
     if (k != len)
         return -EIO; /* the source changed under us */
     b->len = len;
@@ -217,7 +217,7 @@ int cfs_plan_walk_next(struct cfs_plan_walk *w, struct cfs_plan_access *acc)
     w->nu[f] = a->nxt[w->slot];
     acc->pos = a->start + w->slot;
     acc->epoch = w->p->start_epoch + a->rel;
-    acc->rank = w->rr.first + w->lrank;
+    acc->rank = cfs_rank_at(w->rr, w->lrank);
     acc->step = w->step;
     acc->sample = f;
     acc->new_epoch = new_epoch;

@@ -288,7 +288,7 @@ static void split_rows(const struct cfs_plan *p, const struct epoch_view *v, con
             uint32_t *o = out + at[j];
             uint32_t k = 0;
             for (uint32_t l = 0; l < rr.count; l++) {
-                uint32_t r = rr.first + l;
+                uint32_t r = cfs_rank_at(rr, l);
                 if (s < len[r]) {
                     uint64_t q = row + r * v->rank_step;
                     o[k++] = v->order[q < v->len ? q : q % v->len];
@@ -328,13 +328,13 @@ static int count_gathered(struct cfs_plan *p, struct plan_build *b, struct sweep
     struct cfs_rank_range rr = p->ranks[ra->j];
     uint64_t maxlen = 0;
     for (uint32_t l = 0; l < rr.count; l++)
-        maxlen = len[rr.first + l] > maxlen ? len[rr.first + l] : maxlen;
+        maxlen = len[cfs_rank_at(rr, l)] > maxlen ? len[cfs_rank_at(rr, l)] : maxlen;
     uint64_t sidx = 0, done = 0;
     uint32_t l = 0;
     while (sidx < maxlen) {
         uint64_t nb = 0;
         while (nb < s->run_cap && sidx < maxlen) {
-            uint32_t r = rr.first + l;
+            uint32_t r = cfs_rank_at(rr, l);
             if (sidx < len[r]) {
                 if (v->order) {
                     uint64_t q = r * v->rank_step + sidx * v->stride;
@@ -434,8 +434,9 @@ int plan_sweep(struct cfs_plan *p, struct plan_build *b, void *st, char *err, si
             struct cfs_rank_range rr = p->ranks[j];
             nlen[j] = 0;
             for (uint32_t l = 0; l < rr.count; l++) {
-                nlen[j] += len[rr.first + l];
-                maxall = len[rr.first + l] > maxall ? len[rr.first + l] : maxall;
+                uint64_t rl = len[cfs_rank_at(rr, l)];
+                nlen[j] += rl;
+                maxall = rl > maxall ? rl : maxall;
             }
             at[j] = total;
             total += nlen[j];

@@ -194,7 +194,8 @@ static bool plans_alike(const struct cfs_identified *a, const struct cfs_identif
            x->batch == y->batch && x->drop_last == y->drop_last &&
            x->drop_last_batch == y->drop_last_batch &&
            x->persistent_workers == y->persistent_workers && a->rank_first == b->rank_first &&
-           a->rank_count == b->rank_count && x->rng_offset == y->rng_offset &&
+           a->rank_count == b->rank_count && a->rank_stride == b->rank_stride &&
+           x->rng_offset == y->rng_offset &&
            x->rng_epoch_words == y->rng_epoch_words;
 }
 
@@ -398,19 +399,21 @@ static int identified_run(const struct cfs_prefetch *pf, const struct cfs_identi
                           uint32_t passed, struct cfs_run_config *run, char *err, size_t errlen)
 {
     const struct cfs_sampler_params *sp = &id->sampler;
+    struct cfs_rank_range ranks = {id->rank_first, id->rank_count, id->rank_stride};
     if (sp->n != pf_root_n(pf, pf->plan_root) || sp->kind == CFS_SAMPLER_LIST || sp->world == 0 ||
-        id->rank_count == 0 || (uint64_t)id->rank_first + id->rank_count > sp->world) {
+        id->rank_count == 0 || cfs_rank_end(ranks) > sp->world) {
         snprintf(err, errlen,
                  "identified order does not fit the mount: n=%" PRIu64 " of %" PRIu64
-                 " samples, ranks %u+%u of world %u",
-                 sp->n, pf_root_n(pf, pf->plan_root), id->rank_first, id->rank_count, sp->world);
+                 " samples, %u ranks from %u step %u of world %u",
+                 sp->n, pf_root_n(pf, pf->plan_root), id->rank_count, id->rank_first,
+                 id->rank_stride, sp->world);
         return -EINVAL;
     }
     *run = pf->run;
     run->sampler = *sp;
     run->sampler.list_path = NULL;
     run->world = sp->world;
-    run->ranks = (struct cfs_rank_range){.first = id->rank_first, .count = id->rank_count};
+    run->ranks = ranks;
     run->start_epoch = id->epoch + passed;
     /* As many epochs ahead as the mount would plan for a registered run. */
     uint32_t span = pf->plan_span, start = run->start_epoch;

@@ -36,7 +36,7 @@ static int check_inputs(const struct cfs_run_inputs *in, char *err, size_t errle
                              o->rank_first, o->rank_last);
     for (uint32_t j = 0; in->node_ranks && j < in->nodes; j++) {
         const struct cfs_rank_range *r = &in->node_ranks[j];
-        if ((uint64_t)r->first + r->count > o->world)
+        if (cfs_rank_end(*r) > o->world)
             return cfs_error_msg(err, errlen, -EINVAL,
                                  "run configuration: node %u serves ranks beyond world=%u", j,
                                  o->world);

@@ -100,7 +100,9 @@ struct cfs_metrics;
  * trainer stood when it was identified. */
 struct cfs_identified {
     struct cfs_sampler_params sampler; /* kind, seed, n, world, batch, drop_last, ... */
-    uint32_t rank_first, rank_count;   /* this node's trainer ranks [first, first+count) */
+    /* this node's trainer ranks first, first + stride, ... (count of them;
+     * stride 0 or 1: one block, N: dealt round robin to N nodes) */
+    uint32_t rank_first, rank_count, rank_stride;
     uint32_t epoch;                    /* the epoch the trainer was in (sampler epoch numbering) */
     uint32_t workers;                  /* DataLoader num_workers per rank (0: none seen) */
     double evidence_bits;              /* -log2 of a chance fit's probability (identify_verify.c) */

@@ -24,17 +24,19 @@
  *
  * Which ranks a node serves.  torchrun --nnodes=N gives node k the block of
  * ranks k*L .. k*L+L-1 (L ranks a node), as does Slurm's srun with its
- * default block distribution; srun --distribution=cyclic gives node k
- * ranks k, k+N, ...  clairfs assumes blocks: the late hint is searched at
- * the head position k*L (identify_scan.c), and a claim names a contiguous
- * range.  A cyclic node's opens do not fit there: it never claims, and no
- * node adopts (docs/distributed.md).
+ * default block distribution; srun --distribution=cyclic (and mpirun
+ * --map-by node) gives node k ranks k, k+N, ..., k+(L-1)N.  A claim names
+ * either: its ranks are rank_first, rank_first + rank_stride, ...  The
+ * late hint is searched at both head positions, k*L and k (identify_scan.c),
+ * a fit in a block taken before a cyclic one (identify_verify.c), and the
+ * claims' ranks must cover the world once whichever way each node's fall
+ * (docs/distributed.md).
  *
  * The decision (cfs_order_agree_decide, pure, the same on every node since
  * every node hears every claim): AGREED when every node claimed, the claims
  * name one order and their ranks cover the world once; CONTRADICTED when
- * two claims name different orders or overlap (two jobs on one allocation,
- * a cyclic placement); WAITING otherwise.  An agreed order is planned on
+ * two claims name different orders or overlap (two jobs on one allocation);
+ * WAITING otherwise.  An agreed order is planned on
  * every node from the latest epoch any node claimed (from_epoch), so that
  * every node's plan covers the same epochs.  A node whose peer died never
  * hears its claim: it waits, a reactive cache, and never hangs (nothing
@@ -99,7 +101,7 @@
 #include "clairfs/identify.h"
 #include "clairfs/plan.h"
 
-#define CFS_ORDER_CLAIM_MAGIC 0x636c61696d763032ull /* "claimv02" */
+#define CFS_ORDER_CLAIM_MAGIC 0x636c61696d763033ull /* "claimv03" */
 #define CFS_ORDER_ROOT_MAX 120
 
 /* One node's claim, as sent: fixed-size, raw bytes. */
@@ -117,6 +119,9 @@ struct cfs_order_claim {
      * generation (the other fields are that claim's, the ranks this
      * node's) */
     uint64_t refused;
+    /* the node's ranks are rank_first, rank_first + rank_stride, ...
+     * (rank_count of them; 0 or 1: one block; the node count: cyclic) */
+    uint64_t rank_stride;
     char root[CFS_ORDER_ROOT_MAX]; /* the dataset root ("" the mount's own), NUL-terminated */
 };
 

@@ -164,8 +164,9 @@ struct cfs_peer_agreement {
 /* 2: the agreement has repetitions; 3: NOTE messages; 4: the split seed
  * scan's notes (order_agree.h); 5: a claim's refinement generation and
  * refusal; 6: the refusal of the order adopted (a node of 5 would drop
- * it and keep its plan alone) */
-#define CFS_PEER_PROTOCOL 6
+ * it and keep its plan alone); 7: a claim's rank stride (ranks dealt
+ * round robin) */
+#define CFS_PEER_PROTOCOL 7
 
 /* The helpers (cfs_peer_agreement_from_config, _compare, cfs_peer_config_hash)
  * are declared with the rest of the API below. */

@@ -83,10 +83,28 @@
 #define CFS_NODE_NONE UINT32_MAX
 
 
+/* A node's trainer ranks: first, first + stride, ... (count of them).
+ * Stride 0 or 1 is one block, as torchrun --nnodes and srun's default
+ * distribution place them; srun --distribution=cyclic and mpirun --map-by
+ * node deal the ranks round robin, node k of N serving k, k + N, ...
+ * (stride N). */
 struct cfs_rank_range {
     uint32_t first;
     uint32_t count;
+    uint32_t stride;
 };
+
+/* The l-th rank of r. */
+static inline uint32_t cfs_rank_at(struct cfs_rank_range r, uint32_t l)
+{
+    return r.first + l * (r.stride ? r.stride : 1);
+}
+
+/* One past r's last rank (first when r is empty). */
+static inline uint64_t cfs_rank_end(struct cfs_rank_range r)
+{
+    return r.count ? r.first + (uint64_t)(r.count - 1) * (r.stride ? r.stride : 1) + 1 : r.first;
+}
 
 /* Where the per-rank orders come from.  The default wraps cfs_sampler; tests
  * give hand-written streams.  create() makes an independent instance (the

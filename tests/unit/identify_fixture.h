@@ -17,7 +17,8 @@ struct trainer {
     enum cfs_sampler_kind kind;
     uint64_t seed;
     uint32_t n, world, batch, workers;
-    uint32_t rank_first, ranks; /* this node's ranks */
+    /* this node's ranks: rank_first, + rank_stride, ... (0 or 1: a block) */
+    uint32_t rank_first, ranks, rank_stride;
     bool persistent, drop_last, drop_last_batch;
     uint32_t first_epoch, epochs;
     uint64_t rng_offset; /* the drawn-seed kinds' words before the loader */
@@ -69,12 +70,13 @@ static inline struct opens simulate(const struct trainer *t, size_t max)
     ck_assert_int_eq(cfs_sampler_create(&sp, &s, err, sizeof(err)), 0);
     struct opens o = {0};
     uint32_t readers = t->ranks * (t->workers ? t->workers : 1);
+    uint32_t stride = t->rank_stride ? t->rank_stride : 1;
     uint32_t **stream = calloc(readers, sizeof(*stream));
     size_t *len = calloc(readers, sizeof(*len)), *at = calloc(readers, sizeof(*at));
     for (uint32_t e = t->first_epoch; e < t->first_epoch + t->epochs && o.len < max; e++) {
         ck_assert_int_eq(cfs_sampler_compute_epoch(s, e), 0);
         for (uint32_t k = 0; k < readers; k++) {
-            uint32_t r = t->rank_first + k / (t->workers ? t->workers : 1);
+            uint32_t r = t->rank_first + k / (t->workers ? t->workers : 1) * stride;
             uint32_t w = t->workers ? k % t->workers : 0;
             uint64_t rl = cfs_sampler_rank_len(s, e, r);
             stream[k] = realloc(stream[k], (rl + 1) * sizeof(**stream));
@@ -89,7 +91,7 @@ static inline struct opens simulate(const struct trainer *t, size_t max)
                 if (at[k] == len[k])
                     continue;
                 any = true;
-                uint32_t r = t->rank_first + k / (t->workers ? t->workers : 1);
+                uint32_t r = t->rank_first + k / (t->workers ? t->workers : 1) * stride;
                 uint32_t w = t->workers ? k % t->workers : 0;
                 pid_t pid = t->workers
                                 ? (pid_t)(2000 + 100 * r + w + (t->persistent ? 0 : 10000 * e))
