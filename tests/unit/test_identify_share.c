@@ -1,15 +1,16 @@
 /* One node's share of a distributed torch-ddp run: the opens of the ranks
  * one node serves (a contiguous block of them, as torchrun --nnodes and
- * srun's default block distribution place them) are a strided subset of
- * every epoch's permutation.  The node that serves rank 0 holds the head
+ * srun's default block distribution place them, or ranks k, k + N, ... as
+ * srun --distribution=cyclic deals them) are a strided subset of every
+ * epoch's permutation.  The node that serves rank 0 holds the head
  * and identifies seed, world, batch and its ranks alone; every other node
  * is given that result as a hint with a seed (what the nodes' agreement,
  * clairfs/order_agree.h, sends it) and checks it against its own opens:
  * the same order with its own ranks, or nothing when its opens contradict
  * the hint.
  *
- * Worlds 4 and 8, one and two ranks a node, batches of 8 and 5, with and
- * without drop_last, on every node of the run; the head node alone only
+ * Worlds 4, 8 and 16, one and two ranks a node, blocks and cyclic,
+ * batches of 8 and 5, with and without drop_last, on every node of the run; the head node alone only
  * where it can (head_cases says which).  All offline
  * (cfs_identify_offline), 4096 seeds searched around the true one as in
  * test_identify.c. */
@@ -26,11 +27,14 @@
 struct share_case {
     uint32_t world, ranks_per_node, batch;
     bool drop_last;
+    bool cyclic; /* node k of N serves ranks k, k + N, ... */
 };
 
 static const struct share_case cases[] = {
-    {4, 2, 8, false}, {4, 1, 8, false}, {8, 2, 8, false}, {8, 1, 8, false}, {4, 2, 5, true},
-    {8, 1, 5, true},  {8, 2, 5, false}, {4, 1, 5, true},  {8, 2, 8, true},
+    {4, 2, 8, false},        {4, 1, 8, false},       {8, 2, 8, false},       {8, 1, 8, false},
+    {4, 2, 5, true},         {8, 1, 5, true},        {8, 2, 5, false},       {4, 1, 5, true},
+    {8, 2, 8, true},         {16, 2, 8, false},      {16, 1, 8, false},      {4, 2, 8, false, true},
+    {8, 2, 8, false, true},  {16, 2, 8, false, true}, {8, 2, 5, true, true},
 };
 /* The head node alone: two ranks a node, and one (randperm[1] is then
  * another node's first open: the seed scan's filter takes randperm[W],
@@ -41,12 +45,30 @@ static const struct share_case head_cases[] = {
     {4, 2, 8, false}, {8, 2, 8, false}, {8, 2, 5, false}, {4, 2, 5, false}, {2, 1, 8, false},
     {4, 1, 8, false}, {8, 1, 8, false}, {8, 1, 5, false}, {2, 1, 1, false}, {4, 1, 1, false},
     {4, 2, 8, true},  {8, 2, 5, true},  {4, 1, 5, true},  {8, 1, 8, true},
+    {16, 2, 8, false}, {16, 1, 8, false}, {4, 2, 8, false, true}, {8, 2, 8, false, true},
+    {16, 2, 8, false, true}, {8, 2, 5, true, true},
 };
 
 /* n not a multiple of any world here: the padding (or the cut, with
  * drop_last) shows in every rank's length. */
 #define SHARE_N 2003u
 #define SHARE_SEED 3141592653u
+
+static uint32_t nodes_of(const struct share_case *c)
+{
+    return c->world / c->ranks_per_node;
+}
+
+/* Node k's ranks: k L .. k L + L - 1, or k, k + N, ... */
+static uint32_t first_rank(const struct share_case *c, uint32_t node)
+{
+    return c->cyclic ? node : node * c->ranks_per_node;
+}
+
+static uint32_t rank_stride(const struct share_case *c)
+{
+    return c->cyclic && c->ranks_per_node > 1 ? nodes_of(c) : 1;
+}
 
 static struct trainer node_trainer(const struct share_case *c, uint32_t node)
 {
@@ -56,10 +78,19 @@ static struct trainer node_trainer(const struct share_case *c, uint32_t node)
                             .world = c->world,
                             .batch = c->batch,
                             .workers = 2,
-                            .rank_first = node * c->ranks_per_node,
+                            .rank_first = first_rank(c, node),
                             .ranks = c->ranks_per_node,
+                            .rank_stride = rank_stride(c),
                             .drop_last = c->drop_last,
                             .epochs = 2};
+}
+
+/* The node's ranks as identified: the trainer's. */
+static void assert_ranks(const struct share_case *c, uint32_t node, const struct cfs_identified *id)
+{
+    ck_assert_uint_eq(id->rank_first, first_rank(c, node));
+    ck_assert_uint_eq(id->rank_count, c->ranks_per_node);
+    ck_assert_uint_eq(id->rank_stride, rank_stride(c));
 }
 
 /* The node's opens identified with the head node's result as the hint. */
@@ -73,7 +104,7 @@ static int check_share(const struct share_case *c, uint32_t node,
     p.hint = hint;
     p.hint_has_seed = p.hint_identified = seeded; /* another node's claim */
     p.node = node;
-    p.nodes = c->world / c->ranks_per_node;
+    p.nodes = nodes_of(c);
     int rc = identify(&p, &o, id);
     opens_free(&o);
     return rc;
@@ -131,8 +162,7 @@ START_TEST(the_head_node_identifies_alone)
     ck_assert_uint_eq(id.sampler.seed, SHARE_SEED);
     ck_assert_uint_eq(id.sampler.batch, c->batch);
     assert_same_reads(&id.sampler, c);
-    ck_assert_uint_eq(id.rank_first, 0);
-    ck_assert_uint_eq(id.rank_count, c->ranks_per_node);
+    assert_ranks(c, 0, &id);
     ck_assert_uint_eq(id.workers, 2);
 }
 END_TEST
@@ -141,7 +171,7 @@ START_TEST(every_other_node_checks_the_head_nodes_result)
 {
     const struct share_case *c = &cases[_i];
     struct cfs_sampler_params head = head_claim(c);
-    uint32_t nodes = c->world / c->ranks_per_node;
+    uint32_t nodes = nodes_of(c);
     for (uint32_t node = 1; node < nodes; node++) {
         struct cfs_identified id;
         /* without the hint the node's readers hold no head */
@@ -152,8 +182,7 @@ START_TEST(every_other_node_checks_the_head_nodes_result)
         ck_assert_uint_eq(id.sampler.world, c->world);
         ck_assert_uint_eq(id.sampler.batch, c->batch);
         ck_assert_int_eq(id.sampler.drop_last, c->drop_last);
-        ck_assert_uint_eq(id.rank_first, node * c->ranks_per_node);
-        ck_assert_uint_eq(id.rank_count, c->ranks_per_node);
+        assert_ranks(c, node, &id);
         ck_assert_uint_eq(id.epoch, 1);
     }
 }
