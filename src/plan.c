@@ -432,7 +432,7 @@ static int validate(const struct cfs_plan_params *pp, char *err, size_t errlen)
                 return cfs_error_msg(
                     err, errlen, -EINVAL,
                     "option ranks=%u-%u: ranks must be within 0..%u (world=%u)", pp->ranks[j].first,
-                    pp->ranks[j].first + pp->ranks[j].count - 1, pp->world - 1, pp->world);
+                    (uint32_t)cfs_rank_end(pp->ranks[j]) - 1, pp->world - 1, pp->world);
     return 0;
 }
 

@@ -101,6 +101,52 @@ START_TEST(four_nodes_of_world_8)
 }
 END_TEST
 
+/* srun --distribution=cyclic: node k of 4 serves ranks k and k + 4 of 8.
+ * The strides cover the world once: agreed, every node's ranks as
+ * claimed; a node that has seen one of its ranks waits; a block and a
+ * stride that share a rank overlap. */
+START_TEST(ranks_dealt_cyclically_cover_the_world)
+{
+    struct table t = {0};
+    for (uint32_t node = 0; node < 4; node++) {
+        struct cfs_identified id = ddp(5, 8, node, 2, 1);
+        id.rank_stride = 4;
+        claim(&t, node, &id, "");
+        ck_assert_uint_eq(t.c[node].rank_stride, 4);
+    }
+    ck_assert_int_eq(decide(&t, 4), CFS_ORDER_AGREED);
+    for (uint32_t node = 0; node < 4; node++) {
+        ck_assert_uint_eq(t.ranks[node].first, node);
+        ck_assert_uint_eq(t.ranks[node].count, 2);
+        ck_assert_uint_eq(t.ranks[node].stride, 4);
+        ck_assert_uint_eq(cfs_rank_at(t.ranks[node], 1), node + 4);
+    }
+    ck_assert_str_eq(t.text, "nodes 0-3 agree: torch-ddp seed=5 world=8 batch=8, planned from epoch 1");
+    /* node 3 has seen rank 3 only: rank 7 is nobody's yet */
+    struct cfs_identified partial = ddp(5, 8, 3, 1, 1);
+    claim(&t, 3, &partial, "");
+    ck_assert_uint_eq(t.c[3].rank_stride, 1);
+    ck_assert_int_eq(decide(&t, 4), CFS_ORDER_WAITING);
+    /* a stride past the world */
+    struct cfs_identified past = ddp(5, 8, 3, 2, 1);
+    past.rank_stride = 5;
+    claim(&t, 3, &past, "");
+    ck_assert_int_eq(decide(&t, 4), CFS_ORDER_CONTRADICTED);
+    /* world 4 on two nodes: ranks 0-1 in a block and 1, 3 dealt share rank 1 */
+    struct table u = {0};
+    struct cfs_identified block = ddp(5, 4, 0, 2, 0), dealt = ddp(5, 4, 1, 2, 0);
+    dealt.rank_stride = 2;
+    claim(&u, 0, &block, "");
+    claim(&u, 1, &dealt, "");
+    ck_assert_int_eq(decide(&u, 2), CFS_ORDER_CONTRADICTED);
+    ck_assert_ptr_nonnull(strstr(u.text, "ranks overlap"));
+    /* 0, 2 and 1, 3: once each */
+    block.rank_stride = 2;
+    claim(&u, 0, &block, "");
+    ck_assert_int_eq(decide(&u, 2), CFS_ORDER_AGREED);
+}
+END_TEST
+
 /* Two trainings on one allocation, each on its own nodes: each node holds
  * the head of its own job's order and claims it; no common order. */
 START_TEST(two_jobs_never_agree)
@@ -887,6 +933,7 @@ static Suite *order_agree_suite(void)
     TCase *t = tcase_create("decide");
     tcase_add_test(t, every_node_must_claim_and_the_ranks_cover_the_world);
     tcase_add_test(t, four_nodes_of_world_8);
+    tcase_add_test(t, ranks_dealt_cyclically_cover_the_world);
     tcase_add_test(t, two_jobs_never_agree);
     tcase_add_test(t, a_refinement_waits_for_every_node_then_agrees);
     suite_add_tcase(s, t);

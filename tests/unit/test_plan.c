@@ -374,16 +374,23 @@ START_TEST(bad_parameters_are_rejected_with_a_message)
     ck_assert_int_eq(cfs_plan_create(&pp, &p, err, sizeof(err)), -EINVAL);
     ck_assert_ptr_nonnull(strstr(err, "ranks=1-2"));
     ck_assert_ptr_null(p);
+    rr = (struct cfs_rank_range){0, 2, 2}; /* ranks 0 and 2 of world 2 */
+    ck_assert_int_eq(cfs_plan_create(&pp, &p, err, sizeof(err)), -EINVAL);
+    ck_assert_ptr_null(p);
 }
 END_TEST
 
 /* Property: the union over all nodes' streams of an epoch is what
  * DistributedSampler reads: the permutation once, plus the head repeated as
  * padding (or cut with drop_last), each node's stream the lockstep
- * interleaving of its ranks. */
+ * interleaving of its ranks, in blocks or (cyclic) node k's ranks k,
+ * k + nodes, ... */
 static void check_ddp_cover(uint64_t n, uint32_t world, uint32_t nodes, bool drop_last,
-                            uint64_t seed)
+                            uint64_t seed, bool cyclic)
 {
+    struct cfs_rank_range dealt[8];
+    for (uint32_t k = 0; k < nodes && k < 8; k++)
+        dealt[k] = (struct cfs_rank_range){k, world / nodes, nodes};
     struct cfs_sampler_params sp = {.kind = CFS_SAMPLER_TORCH_DDP, .seed = seed, .n = n,
                                     .world = world, .batch = 1, .drop_last = drop_last};
     uint64_t *sizes = calloc(n, sizeof(*sizes));
@@ -396,7 +403,7 @@ static void check_ddp_cover(uint64_t n, uint32_t world, uint32_t nodes, bool dro
     for (uint32_t node = 0; node < nodes; node++) {
         struct cfs_plan_params pp = {.n = n, .sizes = sizes, .sampler = sp, .world = world,
                                      .epochs = epochs, .nodes = nodes, .node = node,
-                                     .ram = 0, .ssd = 0};
+                                     .ranks = cyclic ? dealt : NULL, .ram = 0, .ssd = 0};
         struct cfs_plan *p = NULL;
         ck_assert_msg(cfs_plan_create(&pp, &p, err, sizeof(err)) == 0, "%s", err);
         struct cfs_rank_range rr = cfs_plan_node_ranks(p, node);
@@ -408,7 +415,7 @@ static void check_ddp_cover(uint64_t n, uint32_t world, uint32_t nodes, bool dro
             uint32_t e = (uint32_t)(i / (per_rank * rr.count));
             uint64_t in = i % (per_rank * rr.count);
             ck_assert_uint_eq(a.epoch, e);
-            ck_assert_uint_eq(a.rank, rr.first + in % rr.count);
+            ck_assert_uint_eq(a.rank, cfs_rank_at(rr, (uint32_t)(in % rr.count)));
             ck_assert_uint_eq(a.step, in / rr.count);
             ck_assert_int_eq(cfs_sampler_compute_epoch(s, e), 0);
             ck_assert_uint_eq(a.sample, cfs_sampler_rank_at(s, a.rank, a.step));
@@ -444,12 +451,15 @@ static void check_ddp_cover(uint64_t n, uint32_t world, uint32_t nodes, bool dro
 
 START_TEST(ddp_streams_cover_the_dataset_like_distributed_sampler)
 {
-    check_ddp_cover(10, 3, 3, false, 0);
-    check_ddp_cover(10, 3, 2, false, 7);
-    check_ddp_cover(10, 3, 1, true, 1);
-    check_ddp_cover(37, 8, 3, false, 2147483647ull);
-    check_ddp_cover(37, 8, 4, true, 4294967301ull);
-    check_ddp_cover(3, 5, 2, false, 3); /* n < W: padding exceeds n */
+    check_ddp_cover(10, 3, 3, false, 0, false);
+    check_ddp_cover(10, 3, 2, false, 7, false);
+    check_ddp_cover(10, 3, 1, true, 1, false);
+    check_ddp_cover(37, 8, 3, false, 2147483647ull, false);
+    check_ddp_cover(37, 8, 4, true, 4294967301ull, false);
+    check_ddp_cover(3, 5, 2, false, 3, false); /* n < W: padding exceeds n */
+    check_ddp_cover(37, 8, 4, false, 5, true);    /* srun --distribution=cyclic */
+    check_ddp_cover(37, 8, 2, true, 9, true);
+    check_ddp_cover(2003, 16, 8, false, 3141592653ull, true);
 }
 END_TEST
 
