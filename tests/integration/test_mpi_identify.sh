@@ -14,6 +14,9 @@
 #           batch=8 persistent_workers (refinement 1), planned from epoch 1")
 #   nodes2one  2 nodes, one trainer of world 2: one rank a node (node 0's
 #           readers never open randperm[1]: the scan's second stride)
+#   nodes2cyclic  nodes2 with the ranks dealt round robin, as srun
+#           --distribution=cyclic places them: ranks 0 and 2 read node 0's
+#           mount, 1 and 3 node 1's (each node claims ranks with stride 2)
 #   nodes4  4 nodes, one trainer of world 8, 2 ranks a node
 #   nodes8  8 nodes, world 16 (by hand, not in the suite: 56 processes)
 #   compare nodes2, then the same trainer with seed=, world= and batch=
@@ -58,6 +61,7 @@ case $SCENARIO in
 nodes2 | compare) NODES=2 WORLD=4 JOBS=1 ;;
 nodes2persistent) NODES=2 WORLD=4 JOBS=1 PERSISTENT=--persistent ;;
 nodes2one) NODES=2 WORLD=2 JOBS=1 ;;
+nodes2cyclic) NODES=2 WORLD=4 JOBS=1 CYCLIC=1 ;;
 nodes4) NODES=4 WORLD=8 JOBS=1 ;;
 nodes8) NODES=8 WORLD=16 JOBS=1 ;; # by hand: 8 daemons, 16 ranks, 32 workers
 jobs) NODES=2 WORLD=2 JOBS=2 PAUSE=5 ;; # nothing to wait for: no node adopts
@@ -66,6 +70,7 @@ refuse) NODES=2 WORLD=2 JOBS=1 RESEED="--reseed 2:$((SEED + 5000))" ;;
 esac
 MPIPID=
 PERSISTENT=${PERSISTENT:-} RESEED=${RESEED:-}
+CYCLIC=${CYCLIC:-}
 
 mpi_cleanup() {
     cfs_mpi_stop
@@ -106,17 +111,28 @@ cluster_stop() {
 }
 
 # trainers: JOBS trainers of WORLD ranks each; job j's rank r reads node
-# j * NODES / JOBS + r / (ranks a node)'s mount, compares every byte with
-# the source's; rank r of job j logs to $TMP/job$j.rank$r.log and copies its
-# mount's metrics at epoch 1 to $TMP/snap.job$j.rank$r and at each epoch E's
-# end to $TMP/end.job$j.rank$r.E.  RESEED goes to node 1's ranks.
+# j * NODES / JOBS + r / (ranks a node)'s mount (CYCLIC: node r % NODES),
+# compares every byte with the source's; rank r of job j logs to
+# $TMP/job$j.rank$r.log and copies its mount's metrics at epoch 1 to
+# $TMP/snap.job$j.rank$r and at each epoch E's end to
+# $TMP/end.job$j.rank$r.E.  RESEED goes to node 1's ranks.
 per_node=$((JOBS * WORLD / NODES))
+# node_ranks NODE: the ranks of its job that node NODE serves
+node_ranks() {
+    local j=$(($1 * JOBS / NODES))
+    if [ -n "$CYCLIC" ]; then
+        seq "$1" "$NODES" $((WORLD - 1))
+    else
+        seq $((($1 - j * NODES / JOBS) * per_node)) $((($1 - j * NODES / JOBS + 1) * per_node - 1))
+    fi
+}
 trainers() {
     local j r node port pids=() p rc=0 t0=$SECONDS reseed
     for j in $(seq 0 $((JOBS - 1))); do
         port=$("$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
         for r in $(seq 0 $((WORLD - 1))); do
             node=$((j * NODES / JOBS + r / per_node))
+            [ -n "$CYCLIC" ] && node=$((r % NODES))
             reseed=
             [ "$node" = 1 ] && reseed=$RESEED
             # shellcheck disable=SC2086
@@ -141,7 +157,7 @@ pfs_later() {
     pfs_later=0
     for node in $(seq 0 $((NODES - 1))); do
         j=$((node * JOBS / NODES))
-        first=$(((node - j * NODES / JOBS) * per_node))
+        first=$(node_ranks "$node" | head -1)
         now=$(cfs_metric "$TMP/m$node" 'clairfs_fetch_bytes_total{from="pfs"}')
         was=$(awk '$1 == "clairfs_fetch_bytes_total{from=\"pfs\"}" { print $2 }' \
             "$TMP/snap.job$j.rank$first")
@@ -160,10 +176,10 @@ trainers
 for node in $(seq 0 $((NODES - 1))); do
     mnt=$TMP/m$node
     j=$((node * JOBS / NODES))
-    first=$(((node - j * NODES / JOBS) * per_node))
+    first=$(node_ranks "$node" | head -1)
     grep -E '^(roots|order):' "$mnt/.clairfs/stats"
     opens=0
-    for r in $(seq "$first" $((first + per_node - 1))); do
+    for r in $(node_ranks "$node"); do
         opens=$((opens + $(wc -l <"$TMP/job$j.rank$r.log")))
     done
     later=$((opens * (EPOCHS - 1) / EPOCHS))
@@ -210,6 +226,9 @@ if [ -n "$RESEED" ]; then
 elif [ "$JOBS" = 1 ]; then
     check "the nodes agree on the trainer's order" \
         grep -q "nodes 0-$((NODES - 1)) agree: torch-ddp seed=$SEED world=$WORLD batch=$BATCH" \
+        "$TMP/mpi.log"
+    [ -n "$CYCLIC" ] && check "node 1 identified its ranks 1 and 3 (step 2)" \
+        grep -q "clairfs\[rank 1\]: identify: torch-ddp seed=$SEED[^w]*world=$WORLD (ranks 1-3 step 2 here)" \
         "$TMP/mpi.log"
     if [ -n "$PERSISTENT" ]; then
         check "the nodes agree on the refinement epoch 1 shows, from epoch 1" \
