@@ -164,15 +164,18 @@ static size_t head_positions(const struct cfs_identify_params *p, uint32_t *pos)
 }
 
 /* The second stride the filter also passes: on a distributed mount the
- * world when each node serves one rank (the node count, as torchrun and
- * Slurm place blocks; a registered world says whether it is one a node),
+ * world when each node serves one rank (the node count, however the
+ * launcher places them; a registered world says whether it is one a node),
  * where randperm[p0 + 1] is another node's; 0 when it does not fit the
- * filter's window of draws (32 words: up to 29 nodes). */
+ * filter's window of draws: at the stream's head 227 words, up to 224
+ * nodes (past the vector stage's 32, only the seeds whose randperm[0]
+ * passes compute them: seed_set.c); at a later head 32. */
 uint32_t ident_scan_alt_gap(const struct cfs_identify_params *p, uint32_t p0, uint32_t maxskip)
 {
     if (p->nodes < 2 || (p->hint && p->hint->world && p->hint->world != p->nodes))
         return 0;
-    return p0 + p->nodes + 1 + maxskip <= 32 ? p->nodes : 0;
+    uint32_t words = p0 == 0 ? CFS_SEED_SET_HEAD_WORDS : CFS_SEED_SET_WORDS;
+    return (uint64_t)p0 + p->nodes + 1 + maxskip <= words ? p->nodes : 0;
 }
 
 static void pace_chunk(void *arg, struct cfs_seed_workers *w)

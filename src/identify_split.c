@@ -115,7 +115,7 @@ static bool sets_valid(const struct cfs_split_sets *s)
 {
     if (s->n < 2 || s->n > UINT32_MAX || s->nfirst == 0 || s->nfirst > CFS_SPLIT_VALUES_MAX ||
         s->nsecond == 0 || s->nsecond > CFS_SPLIT_VALUES_MAX || s->seed_count > 1ull << 32 ||
-        (s->alt_gap && (s->alt_gap < 2 || s->alt_gap + 3 > 32)))
+        (s->alt_gap && (s->alt_gap < 2 || s->alt_gap + 3 > CFS_SEED_SET_HEAD_WORDS)))
         return false;
     for (uint64_t i = 0; i < s->nfirst; i++)
         if (s->first[i] >= s->n)

@@ -18,6 +18,9 @@ enum {
     NV = 8,
     BLOCK = LANES * NV,
     CFS_WINDOW = 32, /* positions verified from the vector stage's draws */
+    /* draws the set filter replays at position 0 (seed_set.c): past
+     * CFS_WINDOW, computed one seed at a time (seed_words) */
+    CFS_SET_WORDS = MT_DIRECT,
 };
 
 #define RANDPERM_LARGE_N (UINT32_MAX / 20u)
@@ -193,17 +196,41 @@ static inline bool seed_wide_supported(void)
 #endif
 }
 
+/* Tempered words 0 .. nw - 1 (nw <= MT_DIRECT) of one seed: the vector
+ * kernels' recurrence, scalar, for the few seeds that pass a first test
+ * and need words past the vector stage's. */
+static inline void seed_words(uint32_t seed, uint32_t nw, uint32_t *out)
+{
+    uint32_t lo[CFS_SET_WORDS + 1], hi[CFS_SET_WORDS], x = seed;
+    for (uint32_t j = 0; j < MT_M + nw; j++) {
+        if (j <= nw)
+            lo[j] = x;
+        if (j >= MT_M)
+            hi[j - MT_M] = x;
+        x = 1812433253u * (x ^ (x >> 30)) + j + 1;
+    }
+    for (uint32_t k = 0; k < nw; k++) {
+        uint32_t u = lo[k], w = lo[k + 1], y = hi[k];
+        y ^= (((u & 0x80000000u) | (w & 0x7fffffffu)) >> 1) ^ (-(w & 1u) & 0x9908b0dfu);
+        y ^= y >> 11;
+        y ^= (y << 7) & 0x9d2c5680u;
+        y ^= (y << 15) & 0xefc60000u;
+        y ^= y >> 18;
+        out[k] = y;
+    }
+}
+
 /* --- The first steps of the forward Fisher-Yates, sparsely. --------------- */
 
 /* The positions the first `steps` swaps touched and the values they hold:
  * at most two new positions a step, few steps, so a linear list. */
 struct window_swaps {
-    uint32_t key[2 * CFS_WINDOW], val[2 * CFS_WINDOW];
+    uint32_t key[2 * CFS_SET_WORDS], val[2 * CFS_SET_WORDS];
     unsigned nk;
 };
 
-/* Replay swaps 0 .. steps - 1 (steps <= CFS_WINDOW) of randperm(n) from the
- * draws r[0 ..]. */
+/* Replay swaps 0 .. steps - 1 (steps <= CFS_SET_WORDS) of randperm(n) from
+ * the draws r[0 ..]. */
 static inline void window_shuffle(const uint32_t *r, uint64_t n, uint32_t steps,
                                   struct window_swaps *w)
 {

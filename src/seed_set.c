@@ -7,7 +7,11 @@
  * words 0 .. pos + 1 + the largest skip), then per seed a replay of the
  * pos + 2 swaps that decide positions pos and pos + 1 (for pos 0 the first
  * value is just z_0, and most seeds stop at its bit test; alt_gap g adds
- * position pos + g, g - 1 more words and swaps).  The cost is the
+ * position pos + g, g - 1 more words and swaps).  Past the vector stage's
+ * CFS_WINDOW words (alt_gap 30 and up at pos 0: more than 29 nodes of one
+ * rank) the seeds whose z_0 passes, about |first| / n of them, get their
+ * words one seed at a time (seed_words): the vector stage's cost stays
+ * that of 32 words whatever the gap.  The cost is the
  * seeding recurrence, as for the exact filter, plus one division for most
  * seeds: the full range in a few minutes on one core.
  *
@@ -21,6 +25,9 @@
 
 #include "clairfs/seed_search.h"
 #include "seed_kernel.h"
+
+_Static_assert(CFS_SEED_SET_WORDS == CFS_WINDOW && CFS_SEED_SET_HEAD_WORDS == CFS_SET_WORDS,
+               "seed_search.h's words are the kernel's");
 
 static inline bool in_set(const uint64_t *set, uint32_t v)
 {
@@ -116,13 +123,18 @@ __attribute__((target("avx512f"))) static void first_filter_wide(
 }
 #endif
 
+/* Seed's lane: r its first min(nw, CFS_WINDOW) words, nw the filter's. */
 static bool lane_matches(const struct cfs_seed_set_problem *p, uint64_t m, const uint32_t *r,
-                         uint32_t skip)
+                         uint32_t skip, uint32_t seed, uint32_t nw)
 {
     /* pos 0: randperm[0] = z_0, decided before any replay */
     if (p->pos == 0 && !in_set(p->first, fast_mod(r[skip], m, (uint32_t)p->n)))
         return false;
-    uint32_t v[3];
+    uint32_t v[3], all[CFS_SET_WORDS];
+    if (nw > CFS_WINDOW) {
+        seed_words(seed, nw, all);
+        r = all;
+    }
     window_values(p, r + skip, v);
     return values_match(p, v);
 }
@@ -136,6 +148,7 @@ static int forward_set(const struct cfs_seed_set_problem *p, uint32_t first, uin
         if (p->skips[i] > maxskip)
             maxskip = p->skips[i];
     uint32_t nw = maxskip + p->pos + reach(p) + 1;
+    uint32_t nvec = nw < CFS_WINDOW ? nw : CFS_WINDOW; /* the vector stage's words */
     uint64_t m = UINT64_MAX / p->n + 1;
     uint32_t out[CFS_WINDOW][WIDE_BLOCK];
     bool wide = seed_wide_supported();
@@ -146,7 +159,7 @@ static int forward_set(const struct cfs_seed_set_problem *p, uint32_t first, uin
             break;
         uint32_t seed0 = first + (uint32_t)done;
         uint64_t lanes = count - done < WIDE_BLOCK ? count - done : WIDE_BLOCK;
-        block_outputs_lanes(seed0, nw, wide, out);
+        block_outputs_lanes(seed0, nvec, wide, out);
 #if SEED_WIDE
         if (wide && p->pos == 0) {
             /* only the lanes whose position 0 passes, in seed order */
@@ -162,10 +175,11 @@ static int forward_set(const struct cfs_seed_set_problem *p, uint32_t first, uin
                     if (l >= lanes)
                         break;
                     uint32_t r[CFS_WINDOW];
-                    for (uint32_t k = 0; k < nw; k++)
+                    for (uint32_t k = 0; k < nvec; k++)
                         r[k] = out[k][l];
                     for (size_t i = 0; i < p->nskips && !stop; i++)
-                        if ((pass[i][h] >> (l % 64) & 1) && lane_matches(p, m, r, p->skips[i]))
+                        if ((pass[i][h] >> (l % 64) & 1) &&
+                            lane_matches(p, m, r, p->skips[i], seed0 + l, nw))
                             stop = found(arg, seed0 + l, p->skips[i]);
                 }
             }
@@ -175,10 +189,10 @@ static int forward_set(const struct cfs_seed_set_problem *p, uint32_t first, uin
 #endif
         for (uint32_t l = 0; l < lanes && !stop; l++) {
             uint32_t r[CFS_WINDOW];
-            for (uint32_t k = 0; k < nw; k++)
+            for (uint32_t k = 0; k < nvec; k++)
                 r[k] = out[k][l];
             for (size_t i = 0; i < p->nskips && !stop; i++)
-                if (lane_matches(p, m, r, p->skips[i]))
+                if (lane_matches(p, m, r, p->skips[i], seed0 + l, nw))
                     stop = found(arg, seed0 + l, p->skips[i]);
         }
         done += lanes;
@@ -223,8 +237,11 @@ int cfs_seed_search_set(const struct cfs_seed_set_problem *p, uint32_t first, ui
     if (p->n < 2 || p->n > UINT32_MAX || p->pos >= p->n || !p->first || !p->second ||
         p->nskips == 0 || p->nskips > 4 || count > (1ull << 32))
         return -EINVAL;
+    /* positions pos and pos + 1 from the vector stage's words; pos + alt_gap
+     * past them only where position 0's test thins the seeds out first */
+    uint32_t words = p->pos == 0 ? CFS_SET_WORDS : CFS_WINDOW;
     for (size_t i = 0; i < p->nskips; i++)
-        if (p->skips[i] + p->pos + reach(p) + 1 > CFS_WINDOW)
+        if (p->skips[i] + p->pos + 2 > CFS_WINDOW || p->skips[i] + p->pos + reach(p) + 1 > words)
             return -EINVAL;
     if (p->algo == CFS_RANDPERM_CURRENT && p->n >= RANDPERM_LARGE_N)
         return inside_out_set(p, first, count, cancel, found, arg, searched);

@@ -137,16 +137,24 @@ int cfs_seed_inside_out_at(uint32_t seed, uint32_t skip_words, uint64_t n,
  * one tempered word per seed for pos 0 (a replay of pos + 2 draws else),
  * then a bit test; the caller verifies each seed found (about 2^32 |first|
  * |second| / n^2 of them). */
+/* The draws the set filter may reach (pos + 1 + the larger of 1 and
+ * alt_gap + the largest skip): at pos 0, where the test of randperm[0]
+ * leaves few seeds to replay, CFS_SEED_SET_HEAD_WORDS (the words of
+ * MT19937's first state that need no twisted word); elsewhere the vector
+ * stage's CFS_SEED_SET_WORDS. */
+#define CFS_SEED_SET_WORDS 32u
+#define CFS_SEED_SET_HEAD_WORDS 227u
+
 struct cfs_seed_set_problem {
     uint64_t n; /* 2..2^32-1 */
     enum cfs_randperm_algo algo;
-    uint32_t pos;             /* pos + 2 + every skip <= 32 */
+    uint32_t pos;             /* pos + 2 + every skip <= CFS_SEED_SET_WORDS */
     const uint32_t *skips;    /* skip_words tried for every seed (1..4 of them) */
     size_t nskips;
     const uint64_t *first;    /* bitset over 0..n-1: allowed randperm[pos] */
     const uint64_t *second;   /* allowed randperm[pos + 1] */
     /* 0, or a stride g >= 2 whose randperm[pos + g] in second also passes
-     * (pos + g + 1 + every skip <= 32): on a distributed mount of one
+     * (pos + g + 1 + every skip within the words above): on a distributed mount of one
      * trainer rank a node, the head node's readers hold randperm[pos] and
      * randperm[pos + world] but not randperm[pos + 1]. */
     uint32_t alt_gap;

@@ -38,7 +38,7 @@ static const struct share_case cases[] = {
 };
 /* The head node alone: two ranks a node, and one (randperm[1] is then
  * another node's first open: the seed scan's filter takes randperm[W],
- * identify_scan.c); drop_last from the two whole epochs of the share (a
+ * identify_scan.c, up to 224 nodes); drop_last from the two whole epochs of the share (a
  * worker of epoch 0 ends one index short of torch-ddp's padded share:
  * identify_verify.c, worker_cut_short). */
 static const struct share_case head_cases[] = {
@@ -47,6 +47,8 @@ static const struct share_case head_cases[] = {
     {4, 2, 8, true},  {8, 2, 5, true},  {4, 1, 5, true},  {8, 1, 8, true},
     {16, 2, 8, false}, {16, 1, 8, false}, {4, 2, 8, false, true}, {8, 2, 8, false, true},
     {16, 2, 8, false, true}, {8, 2, 5, true, true},
+    /* more nodes of one rank than the filter's vector words (29) */
+    {32, 1, 8, false}, {64, 1, 8, false}, {64, 1, 5, true},
 };
 
 /* n not a multiple of any world here: the padding (or the cut, with

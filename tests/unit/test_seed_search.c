@@ -680,12 +680,16 @@ END_TEST
 /* A second stride (alt_gap: one trainer rank a node, whose head reader
  * holds randperm[W] but not randperm[1]) passes a seed whose randperm[1]
  * or randperm[g] is in the second set, and no other: the filter against a
- * forward Fisher-Yates replayed for g + 1 steps. */
+ * forward Fisher-Yates replayed for g + 1 steps.  Gaps within the vector
+ * stage's 32 words, and past them (40, and 224: 224 nodes of one rank, the
+ * most the head's 227 words hold), where the seeds whose randperm[0]
+ * passes get their words one at a time. */
 START_TEST(the_set_search_takes_a_second_stride)
 {
     static const uint64_t ns[] = {1000, 1281167};
-    const uint64_t n = ns[_i];
-    const uint32_t gap = 8;
+    static const uint32_t gaps[] = {8, 40, 224};
+    const uint64_t n = ns[_i % 2];
+    const uint32_t gap = gaps[_i / 2];
     uint64_t *first, *second;
     random_sets(n, 0, &first, &second);
     static const uint32_t skips[] = {0, 2};
@@ -704,6 +708,9 @@ START_TEST(the_set_search_takes_a_second_stride)
     ck_assert(got && want && perm);
     uint64_t searched, by_gap = 0;
     ck_assert_int_eq(cfs_seed_search_set(&p, from, count, NULL, on_set_hit, got, &searched), 0);
+    for (uint32_t v = 0; v < n; v++)
+        perm[v] = v;
+    uint32_t touched[2 * 225];
     for (uint64_t k = 0; k < count; k++) {
         uint32_t seed = from + (uint32_t)k;
         for (int i = 0; i < 2; i++) {
@@ -711,11 +718,11 @@ START_TEST(the_set_search_takes_a_second_stride)
             cfs_mt19937_seed(&mt, seed);
             for (uint32_t d = 0; d < skips[i]; d++)
                 (void)cfs_mt19937_next32(&mt);
-            for (uint32_t v = 0; v < n; v++)
-                perm[v] = v;
+            size_t nt = 0;
             for (uint32_t q = 0; q <= gap; q++) {
                 uint32_t z = q + cfs_mt19937_next32(&mt) % (uint32_t)(n - q), t = perm[q];
                 perm[q] = perm[z], perm[z] = t;
+                touched[nt++] = q, touched[nt++] = z;
             }
             bool head = first[perm[0] / 64] >> (perm[0] % 64) & 1;
             bool one = second[perm[1] / 64] >> (perm[1] % 64) & 1;
@@ -723,6 +730,8 @@ START_TEST(the_set_search_takes_a_second_stride)
             if (head && (one || far))
                 on_set_hit(want, seed, skips[i]);
             by_gap += head && far && !one;
+            for (size_t j = 0; j < nt; j++) /* back to the identity */
+                perm[touched[j]] = touched[j];
         }
     }
     ck_assert_uint_gt(by_gap, count / 16);
@@ -731,7 +740,9 @@ START_TEST(the_set_search_takes_a_second_stride)
         ck_assert_uint_eq(got->seed[k], want->seed[k]);
         ck_assert_uint_eq(got->skip[k], want->skip[k]);
     }
-    p.alt_gap = 31; /* 2 + 31 + 1 words: beyond the filter's window */
+    p.alt_gap = 225; /* 2 + 225 + 1 words: beyond the filter's window */
+    ck_assert_int_eq(cfs_seed_search_set(&p, from, 1, NULL, on_set_hit, got, &searched), -EINVAL);
+    p.alt_gap = 30, p.pos = 1; /* past position 0: the vector stage's 32 words */
     ck_assert_int_eq(cfs_seed_search_set(&p, from, 1, NULL, on_set_hit, got, &searched), -EINVAL);
     free(perm);
     free(got);
@@ -754,7 +765,7 @@ static Suite *seed_suite(void)
     tcase_add_test(t, small_n_is_ambiguous_with_a_count);
     tcase_add_test(t, engine_agrees_with_brute_force);
     tcase_add_loop_test(t, the_set_search_agrees_with_a_replay, 0, 5);
-    tcase_add_loop_test(t, the_set_search_takes_a_second_stride, 0, 2);
+    tcase_add_loop_test(t, the_set_search_takes_a_second_stride, 0, 6);
     tcase_add_loop_test(t, the_set_search_on_threads_finds_the_same_seeds, 0, 2);
     tcase_add_test(t, the_set_search_on_threads_refuses_bad_input);
     tcase_add_test(t, contradictions_and_bad_input);
