@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "clairfs/log.h"
+#include "clairfs/seed_search.h"
 #include "clairfs/thread_priority.h"
 #include "identify_i.h"
 
@@ -425,6 +426,14 @@ int cfs_identify_create(const struct cfs_identify_params *p, struct cfs_identify
     id->pace.n = p->n;
     id->pace.metrics = p->metrics;
     atomic_init(&id->pace.spent_ns, 0);
+    /* one rank a node: the head node's readers hold randperm[W], not
+     * randperm[1], and the scan's filter reaches W only so far
+     * (identify_scan.c) */
+    if (p->nodes > 1 && p->node == 0 && (uint64_t)p->nodes + 3 > CFS_SEED_SET_HEAD_WORDS)
+        cfs_warn("identify: %u nodes: where each serves one trainer rank, the seed scan cannot "
+                 "find the order (its filter reaches %u nodes); register seed= for such a run "
+                 "(two ranks a node or more are learnt)",
+                 p->nodes, CFS_SEED_SET_HEAD_WORDS - 3);
     int rc = -pthread_create(&id->thread, NULL, identify_thread, id);
     if (rc < 0) {
         snprintf(err, errlen, "identify: cannot start its thread: %s", strerror(-rc));
