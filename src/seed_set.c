@@ -10,8 +10,9 @@
  * position pos + g, g - 1 more words and swaps).  Past the vector stage's
  * CFS_WINDOW words (alt_gap 30 and up at pos 0: more than 29 nodes of one
  * rank) the seeds whose z_0 passes, about |first| / n of them, get their
- * words one seed at a time (seed_words): the vector stage's cost stays
- * that of 32 words whatever the gap.  The cost is the
+ * words one seed at a time (seed_words), and the vector stage computes
+ * only the words of positions pos and pos + 1: at ImageNet's n that costs
+ * what no second stride does (bench-seed-search --gap).  The cost is the
  * seeding recurrence, as for the exact filter, plus one division for most
  * seeds: the full range in a few minutes on one core.
  *
@@ -148,7 +149,9 @@ static int forward_set(const struct cfs_seed_set_problem *p, uint32_t first, uin
         if (p->skips[i] > maxskip)
             maxskip = p->skips[i];
     uint32_t nw = maxskip + p->pos + reach(p) + 1;
-    uint32_t nvec = nw < CFS_WINDOW ? nw : CFS_WINDOW; /* the vector stage's words */
+    /* the vector stage's words: past its window, only those of positions
+     * pos and pos + 1 (the survivors of position 0 get the rest, seed_words) */
+    uint32_t nvec = nw <= CFS_WINDOW ? nw : maxskip + p->pos + 2;
     uint64_t m = UINT64_MAX / p->n + 1;
     uint32_t out[CFS_WINDOW][WIDE_BLOCK];
     bool wide = seed_wide_supported();
