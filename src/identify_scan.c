@@ -77,6 +77,7 @@
 #include "identify_i.h"
 
 #define HINT_SPAN 1024u            /* seeds tried from a registered one: a resumed run's epochs */
+#define TIMM_HINT_EPOCHS 8u        /* epochs before another node's timm-ra claim tried */
 
 /* --- The scans. ------------------------------------------------------------ */
 
@@ -230,15 +231,22 @@ static int scan(struct ident_attempt *a, const uint64_t *fs, const uint64_t *ss,
  * every head position, verified without the set filter: on a node of one
  * rank randperm[p0 + 1] is the first open of a rank on another node, which
  * the filter's second set cannot hold, and the hinted span's scan would
- * pass over the seed that the other node's claim names (order_agree.h). */
+ * pass over the seed that the other node's claim names (order_agree.h).
+ * Another node's timm-ra claim names the epoch it was made in (timm-ra
+ * seeds with the epoch alone): this node's opens began there or up to
+ * TIMM_HINT_EPOCHS before. */
 static void try_hinted_seed(struct ident_attempt *a)
 {
-    uint32_t heads[HEADS_MAX];
+    const struct cfs_sampler_params *hint = a->p->hint;
+    uint32_t heads[HEADS_MAX], seed = (uint32_t)hint->seed, tries = 1;
+    if (hint->kind == CFS_SAMPLER_TIMM_RA && a->p->hint_identified)
+        tries = (seed < TIMM_HINT_EPOCHS ? seed : TIMM_HINT_EPOCHS) + 1;
     size_t nh = head_positions(a->p, heads);
-    for (size_t h = 0; h < nh && a->rc == 0; h++) {
-        a->p0 = heads[h];
-        on_candidate(a, (uint32_t)a->p->hint->seed, 0);
-    }
+    for (uint32_t t = 0; t < tries && a->rc == 0; t++)
+        for (size_t h = 0; h < nh && a->rc == 0; h++) {
+            a->p0 = heads[h];
+            on_candidate(a, seed - t, 0);
+        }
 }
 
 /* The candidate index orders an attempt tries beside the observed one. */

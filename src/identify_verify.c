@@ -427,14 +427,16 @@ static bool fw_kind(enum cfs_sampler_kind kind)
 }
 
 /* A framework's order another node claimed (clairfs/order_agree.h), checked
- * on node k > 0: the sampler puts this node's first rank k L elsewhere
- * than position k L (accelerate deals whole batches: k L B; the RA
- * samplers repeat each value: (k L) / 3), and the head's schedule names
- * no hypothesis there (identify_frameworks.c reads it from position 0).
- * So the claim's kind, world and batch are walked as they are, each
- * worker count up to IDENT_HINT_WORKERS: the walk refutes the wrong ones
- * in a few opens.  timm-ra seeds with the epoch, not the claimed seed: not
- * checked here. */
+ * on node k > 0: the sampler puts this node's first rank (k L in a block,
+ * k where the ranks are dealt round robin) elsewhere than at that position
+ * (accelerate deals whole batches: k L B; the RA samplers repeat each
+ * value: (k L) / 3), and the head's schedule names no hypothesis there
+ * (identify_frameworks.c reads it from position 0).  So the claim's kind,
+ * world and batch are walked as they are, each worker count up to
+ * IDENT_HINT_WORKERS: the walk refutes the wrong ones in a few opens.
+ * timm-ra is torchvision-ra's layout over a generator seeded with the
+ * epoch: the view's seed is the candidate epoch (try_hinted_seed,
+ * identify_scan.c), and fill names it timm-ra. */
 #define IDENT_HINT_WORKERS 16
 static bool try_framework_claim(struct search *s, int *err)
 {
@@ -442,17 +444,24 @@ static bool try_framework_claim(struct search *s, int *err)
     uint32_t nodes = s->p->nodes;
     if (!hint || !s->p->hint_has_seed || nodes < 2 || s->p->node == 0 || !hint->batch ||
         !hint->world || hint->world % nodes != 0 ||
-        (hint->kind != CFS_SAMPLER_HF_ACCELERATE && hint->kind != CFS_SAMPLER_TORCHVISION_RA))
+        (hint->kind != CFS_SAMPLER_HF_ACCELERATE && hint->kind != CFS_SAMPLER_TORCHVISION_RA &&
+         hint->kind != CFS_SAMPLER_TIMM_RA))
         return false;
-    struct ident_hyp h = {.kind = hint->kind, .world = hint->world, .batch = hint->batch};
-    uint32_t q = ident_fw_position(&h, s->p->n, s->p->node * (hint->world / nodes), 0);
-    bool head = false;
-    for (size_t i = 0; i < s->rd->nr && !head && !*err; i++)
-        head = s->rd->r[i].len && ident_pos_of(s->v, 0, s->rd->r[i].s[0], err) == q;
-    for (uint32_t t = 0; head && t <= IDENT_HINT_WORKERS && !*err; t++) {
-        h.workers = t;
-        if (try_variants(s, h))
-            return true;
+    enum cfs_sampler_kind kind =
+        hint->kind == CFS_SAMPLER_TIMM_RA ? CFS_SAMPLER_TORCHVISION_RA : hint->kind;
+    uint32_t per = hint->world / nodes;
+    uint32_t first[2] = {s->p->node * per, s->p->node}; /* a block; dealt round robin */
+    for (int f = 0; f < (per > 1 ? 2 : 1); f++) {
+        struct ident_hyp h = {.kind = kind, .world = hint->world, .batch = hint->batch};
+        uint32_t q = ident_fw_position(&h, s->p->n, first[f], 0);
+        bool head = false;
+        for (size_t i = 0; i < s->rd->nr && !head && !*err; i++)
+            head = s->rd->r[i].len && ident_pos_of(s->v, 0, s->rd->r[i].s[0], err) == q;
+        for (uint32_t t = 0; head && t <= IDENT_HINT_WORKERS && !*err; t++) {
+            h.workers = t;
+            if (try_variants(s, h))
+                return true;
+        }
     }
     return false;
 }
@@ -569,9 +578,11 @@ static void fill(const struct search *s, const struct ident_hyp *h, struct cfs_i
     if (h->kind == CFS_SAMPLER_TORCHVISION_RA && ident_fw_timm(s->v->seed32, s->p->hint)) {
         /* timm-ra seeds with the epoch: the candidate seed is the epoch the
          * opens began in, the sampler's seed= changes nothing (the
-         * registered one is kept) */
+         * registered one is kept; another node's claim has 0 and says its
+         * epoch in the hint's seed: order_agree.c) */
         out->sampler.kind = CFS_SAMPLER_TIMM_RA;
-        out->sampler.seed = s->p->hint && s->p->hint_has_seed ? s->p->hint->seed : 0;
+        out->sampler.seed =
+            s->p->hint && s->p->hint_has_seed && !s->p->hint_identified ? s->p->hint->seed : 0;
         out->epoch = s->v->seed32 + s->max_epoch;
     }
     uint64_t lib_seed;

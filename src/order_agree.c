@@ -62,6 +62,11 @@ void cfs_order_claim_sampler(const struct cfs_order_claim *c, struct cfs_sampler
     out->drop_last = c->drop_last != 0;
     out->drop_last_batch = c->drop_last_batch != 0;
     out->persistent_workers = c->persistent_workers != 0;
+    /* timm-ra seeds its generator with the epoch alone: the claim's seed
+     * says nothing, its epoch says where the other node's candidates are
+     * (identify_scan.c, try_hinted_seed) */
+    if (c->kind == CFS_SAMPLER_TIMM_RA)
+        out->seed = c->epoch;
 }
 
 bool cfs_order_claims_alike(const struct cfs_order_claim *a, const struct cfs_order_claim *b)

@@ -53,7 +53,10 @@ static inline void opens_free(struct opens *o)
 /* Rank processes are 1000 + r (children of the launcher, 999); worker w
  * of rank r is 2000 + 100 r + w, plus 10000 per epoch when workers are not
  * persistent.  Per epoch, every reader's stream is produced, then the
- * readers' opens are interleaved one at a time (round robin), up to max. */
+ * readers' opens are interleaved one at a time (round robin), up to max.
+ * detectron2's loader is one iterator over the stream: its workers live
+ * for the run and take the batches round robin with the count running on
+ * across the epochs. */
 static inline struct opens simulate(const struct trainer *t, size_t max)
 {
     struct cfs_sampler_params sp = {.kind = t->kind,
@@ -71,6 +74,8 @@ static inline struct opens simulate(const struct trainer *t, size_t max)
     struct opens o = {0};
     uint32_t readers = t->ranks * (t->workers ? t->workers : 1);
     uint32_t stride = t->rank_stride ? t->rank_stride : 1;
+    bool one_iter = t->kind == CFS_SAMPLER_DETECTRON2;
+    uint64_t *ran = calloc(t->ranks, sizeof(*ran)); /* a rank's indices so far (one_iter) */
     uint32_t **stream = calloc(readers, sizeof(*stream));
     size_t *len = calloc(readers, sizeof(*len)), *at = calloc(readers, sizeof(*at));
     for (uint32_t e = t->first_epoch; e < t->first_epoch + t->epochs && o.len < max; e++) {
@@ -78,13 +83,15 @@ static inline struct opens simulate(const struct trainer *t, size_t max)
         for (uint32_t k = 0; k < readers; k++) {
             uint32_t r = t->rank_first + k / (t->workers ? t->workers : 1) * stride;
             uint32_t w = t->workers ? k % t->workers : 0;
-            uint64_t rl = cfs_sampler_rank_len(s, e, r);
+            uint64_t rl = cfs_sampler_rank_len(s, e, r), from = one_iter ? ran[k / (t->workers ? t->workers : 1)] : 0;
             stream[k] = realloc(stream[k], (rl + 1) * sizeof(**stream));
             len[k] = 0, at[k] = 0;
             for (uint64_t j = 0; j < rl; j++)
-                if (t->workers == 0 || (j / t->batch) % t->workers == w)
+                if (t->workers == 0 || ((from + j) / t->batch) % t->workers == w)
                     stream[k][len[k]++] = cfs_sampler_rank_at(s, r, j);
         }
+        for (uint32_t l = 0; one_iter && l < t->ranks; l++)
+            ran[l] += cfs_sampler_rank_len(s, e, t->rank_first + l * stride);
         for (bool any = true; any && o.len < max;) {
             any = false;
             for (uint32_t k = 0; k < readers && o.len < max; k++) {
@@ -93,9 +100,9 @@ static inline struct opens simulate(const struct trainer *t, size_t max)
                 any = true;
                 uint32_t r = t->rank_first + k / (t->workers ? t->workers : 1) * stride;
                 uint32_t w = t->workers ? k % t->workers : 0;
-                pid_t pid = t->workers
-                                ? (pid_t)(2000 + 100 * r + w + (t->persistent ? 0 : 10000 * e))
-                                : (pid_t)(1000 + r);
+                pid_t pid = t->workers ? (pid_t)(2000 + 100 * r + w +
+                                                 (t->persistent || one_iter ? 0 : 10000 * e))
+                                       : (pid_t)(1000 + r);
                 pid_t ppid = t->workers ? (pid_t)(1000 + r) : 999;
                 push(&o, stream[k][at[k]++], pid, ppid);
             }
@@ -106,6 +113,7 @@ static inline struct opens simulate(const struct trainer *t, size_t max)
     free(stream);
     free(len);
     free(at);
+    free(ran);
     cfs_sampler_destroy(s);
     return o;
 }

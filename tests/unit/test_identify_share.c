@@ -21,6 +21,7 @@
 
 #include "check_run.h"
 #include "clairfs/identify.h"
+#include "clairfs/order_agree.h"
 #include "clairfs/sampler.h"
 #include "identify_fixture.h"
 
@@ -249,6 +250,61 @@ START_TEST(every_node_checks_a_frameworks_order)
 }
 END_TEST
 
+/* detectron2's stream (one generator's randperms back to back, dealt to
+ * the ranks as torch-ddp deals an epoch) and timm's RepeatAugSampler
+ * (torchvision-ra's layout, its generator seeded with the epoch alone):
+ * the head node identifies the order alone, and every other node checks
+ * the claim it sends (cfs_order_claim_of, cfs_order_claim_sampler: what
+ * the nodes' agreement hands a node as its hint) against its own opens,
+ * and claims the same order with its own ranks.  The timm-ra trainer
+ * starts at epoch 3 (a resumed run): every node names the epoch it is in. */
+static const struct share_case stream_cases[] = {
+    {4, 1, 8, false}, {4, 2, 8, false}, {4, 2, 8, false, true}, {8, 2, 8, false, true},
+};
+static const enum cfs_sampler_kind stream_kinds[] = {CFS_SAMPLER_DETECTRON2, CFS_SAMPLER_TIMM_RA};
+#define NSTREAM_CASES (sizeof(stream_cases) / sizeof(stream_cases[0]))
+
+START_TEST(every_node_checks_a_stream_or_an_epoch_seeded_order)
+{
+    enum cfs_sampler_kind kind = stream_kinds[_i / NSTREAM_CASES];
+    const struct share_case *c = &stream_cases[_i % NSTREAM_CASES];
+    /* timm-ra's "seed" is the epoch: the range searched holds small seeds */
+    uint64_t around = kind == CFS_SAMPLER_TIMM_RA ? 2048 : SHARE_SEED;
+    struct cfs_order_claim head, mine;
+    struct cfs_sampler_params hint;
+    for (uint32_t node = 0; node < nodes_of(c); node++) {
+        struct trainer t = node_trainer(c, node);
+        t.kind = kind;
+        t.first_epoch = kind == CFS_SAMPLER_TIMM_RA ? 3 : 0;
+        struct opens o = simulate(&t, 100000);
+        struct cfs_identify_params p = params(t.n, around, 4096);
+        p.hint = node ? &hint : NULL;
+        p.hint_has_seed = p.hint_identified = node > 0;
+        p.node = node;
+        p.nodes = nodes_of(c);
+        struct cfs_identified id;
+        int rc = identify(&p, &o, &id);
+        opens_free(&o);
+        ck_assert_msg(rc == 0, "%s world %u node %u: %s", cfs_sampler_kind_name(kind), c->world,
+                      node, id.text);
+        ck_assert_msg(id.sampler.kind == kind, "%s", id.text);
+        if (kind == CFS_SAMPLER_DETECTRON2)
+            ck_assert_uint_eq((uint32_t)id.sampler.seed, SHARE_SEED);
+        else
+            ck_assert_uint_eq(id.epoch, 4); /* its epochs 3 and 4 */
+        ck_assert_uint_eq(id.sampler.world, c->world);
+        ck_assert_uint_eq(id.sampler.batch, c->batch);
+        ck_assert_uint_eq(id.workers, 2);
+        assert_ranks(c, node, &id);
+        cfs_order_claim_of(&id, "", node ? &mine : &head);
+        if (node == 0)
+            cfs_order_claim_sampler(&head, &hint);
+        else
+            ck_assert_msg(cfs_order_claims_alike(&mine, &head), "node %u: %s", node, id.text);
+    }
+}
+END_TEST
+
 static Suite *share_suite(void)
 {
     Suite *s = suite_create("identify_share");
@@ -260,6 +316,8 @@ static Suite *share_suite(void)
     tcase_add_loop_test(t, every_other_node_checks_the_head_nodes_result, 0, (int)ncases);
     tcase_add_loop_test(t, a_hint_the_opens_contradict_is_not_confirmed, 0, (int)ncases);
     tcase_add_loop_test(t, every_node_checks_a_frameworks_order, 0, 4);
+    tcase_add_loop_test(t, every_node_checks_a_stream_or_an_epoch_seeded_order, 0,
+                        (int)(2 * NSTREAM_CASES));
     suite_add_tcase(s, t);
     return s;
 }
