@@ -98,12 +98,6 @@ static struct cfs_rank_range claim_ranks(const struct cfs_order_claim *c)
                 : (struct cfs_rank_range){UINT32_MAX, 1, 1};
 }
 
-static bool rank_in(struct cfs_rank_range r, uint32_t rank)
-{
-    uint32_t step = r.stride ? r.stride : 1;
-    return rank >= r.first && (rank - r.first) % step == 0 && (rank - r.first) / step < r.count;
-}
-
 /* Do the claims' ranks cover [0, world) once, each node's a block or a
  * stride (ranks dealt round robin)?  -1: they overlap (or pass the world);
  * 0: some rank is missing; 1: exactly. */
@@ -118,7 +112,7 @@ static int ranks_cover(const struct cfs_order_claim *claims, uint32_t nodes, uin
             return -1;
         for (uint32_t l = 0; l < c.count; l++)
             for (uint32_t j = 0; j < i; j++)
-                if (rank_in(claim_ranks(&claims[j]), cfs_rank_at(c, l)))
+                if (cfs_rank_in(claim_ranks(&claims[j]), cfs_rank_at(c, l)))
                     return -1;
         covered += c.count;
     }

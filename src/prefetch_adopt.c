@@ -374,11 +374,29 @@ static void contradiction(const struct cfs_sampler_params *reg, const struct cfs
                  reg->persistent_workers, got->persistent_workers);
 }
 
+/* A registered distributed run is planned in blocks (or ranks=A-B): a
+ * node whose readers are other ranks (srun --distribution=cyclic) is told
+ * so, as the sampler's contradictions are. */
+static void ranks_contradiction(const struct cfs_prefetch *pf, const struct cfs_identified *id,
+                                char *buf, size_t len)
+{
+    struct cfs_rank_range got = {id->rank_first, id->rank_count, id->rank_stride};
+    uint32_t last = got.count ? (uint32_t)cfs_rank_end(got) - 1 : got.first;
+    if (buf[0] || !pf->distributed || got.count == 0 ||
+        (cfs_rank_in(pf->run.ranks, got.first) && cfs_rank_in(pf->run.ranks, last)))
+        return;
+    snprintf(buf, len,
+             "planned ranks %u-%u, but the opens are ranks %u-%u (ranks dealt round robin are "
+             "learnt with nothing registered)",
+             pf->run.ranks.first, (uint32_t)cfs_rank_end(pf->run.ranks) - 1, got.first, last);
+}
+
 /* A registered seed meets the identification: checked, kept. */
 static void check_registered(struct cfs_prefetch *pf, const struct cfs_identified *id)
 {
     char why[sizeof(pf->contradiction)];
     contradiction(&pf->run.sampler, id, why, sizeof(why));
+    ranks_contradiction(pf, id, why, sizeof(why));
     pthread_mutex_lock(&pf->order_mu);
     pf->ident = *id;
     snprintf(pf->contradiction, sizeof(pf->contradiction), "%s", why);

@@ -100,6 +100,13 @@ static inline uint32_t cfs_rank_at(struct cfs_rank_range r, uint32_t l)
     return r.first + l * (r.stride ? r.stride : 1);
 }
 
+/* Whether rank is one of r's. */
+static inline bool cfs_rank_in(struct cfs_rank_range r, uint32_t rank)
+{
+    uint32_t step = r.stride ? r.stride : 1;
+    return rank >= r.first && (rank - r.first) % step == 0 && (rank - r.first) / step < r.count;
+}
+
 /* One past r's last rank (first when r is empty). */
 static inline uint64_t cfs_rank_end(struct cfs_rank_range r)
 {

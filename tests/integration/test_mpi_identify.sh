@@ -17,6 +17,10 @@
 #   nodes2cyclic  nodes2 with the ranks dealt round robin, as srun
 #           --distribution=cyclic places them: ranks 0 and 2 read node 0's
 #           mount, 1 and 3 node 1's (each node claims ranks with stride 2)
+#   cyclicregistered  nodes2cyclic with seed=, world= and batch= registered:
+#           the plan's blocks are not the trainer's ranks, and each node
+#           says so ("order: planned ranks 2-3, but the opens are ranks
+#           1-3 ..."); every byte still right
 #   nodes4  4 nodes, one trainer of world 8, 2 ranks a node
 #   nodes8  8 nodes, world 16 (by hand, not in the suite: 56 processes)
 #   compare nodes2, then the same trainer with seed=, world= and batch=
@@ -62,6 +66,7 @@ nodes2 | compare) NODES=2 WORLD=4 JOBS=1 ;;
 nodes2persistent) NODES=2 WORLD=4 JOBS=1 PERSISTENT=--persistent ;;
 nodes2one) NODES=2 WORLD=2 JOBS=1 ;;
 nodes2cyclic) NODES=2 WORLD=4 JOBS=1 CYCLIC=1 ;;
+cyclicregistered) NODES=2 WORLD=4 JOBS=1 CYCLIC=1 PAUSE=5 ;;
 nodes4) NODES=4 WORLD=8 JOBS=1 ;;
 nodes8) NODES=8 WORLD=16 JOBS=1 ;; # by hand: 8 daemons, 16 ranks, 32 workers
 jobs) NODES=2 WORLD=2 JOBS=2 PAUSE=5 ;; # nothing to wait for: no node adopts
@@ -171,6 +176,18 @@ pfs_later() {
 # (what the RAM tier charges: whole 4 KiB pages)
 paged=$(find "$src" -type f -printf '%s\n' | awk '{ s += int(($1 + 4095) / 4096) * 4096 } END { print s }')
 ram=$((paged * 6 / 5 / NODES / 1024 + 64))K
+if [ "$SCENARIO" = cyclicregistered ]; then
+    cluster_start "ram=$ram,index=$TMP/index{rank},seed=$SEED,world=$WORLD,batch=$BATCH"
+    trainers
+    grep -E 'order:|identify:' "$TMP/mpi.log"
+    check "node 0 says its readers are not its planned ranks" \
+        grep -q "clairfs\[rank 0\]: order: planned ranks 0-1, but the opens are ranks 0-2" "$TMP/mpi.log"
+    check "node 1 says its readers are not its planned ranks" \
+        grep -q "clairfs\[rank 1\]: order: planned ranks 2-3, but the opens are ranks 1-3" "$TMP/mpi.log"
+    cluster_stop
+    cfs_finish
+    exit
+fi
 cluster_start "ram=$ram,index=$TMP/index{rank}"
 trainers
 for node in $(seq 0 $((NODES - 1))); do
