@@ -180,8 +180,7 @@ static bool same_identification(const struct cfs_identified *a, const struct cfs
            x->rng_offset == y->rng_offset && x->rng_epoch_words == y->rng_epoch_words &&
            a->epoch_words_known == b->epoch_words_known && a->rank_first == b->rank_first &&
            a->rank_count == b->rank_count && a->rank_stride == b->rank_stride &&
-           a->epoch_seed_only == b->epoch_seed_only &&
-           a->order == b->order;
+           a->epoch_seed_only == b->epoch_seed_only && a->order == b->order;
 }
 
 /* How the opens answer a refinement (hint) that came once identified:

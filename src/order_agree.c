@@ -91,8 +91,8 @@ bool cfs_order_claim_refines(const struct cfs_order_claim *newer,
  * ranks_cover refuses). */
 static struct cfs_rank_range claim_ranks(const struct cfs_order_claim *c)
 {
-    bool fits = c->rank_first <= UINT32_MAX && c->rank_count <= UINT32_MAX &&
-                c->rank_stride <= UINT32_MAX;
+    bool fits =
+        c->rank_first <= UINT32_MAX && c->rank_count <= UINT32_MAX && c->rank_stride <= UINT32_MAX;
     return fits ? (struct cfs_rank_range){(uint32_t)c->rank_first, (uint32_t)c->rank_count,
                                           (uint32_t)c->rank_stride}
                 : (struct cfs_rank_range){UINT32_MAX, 1, 1};

@@ -429,10 +429,10 @@ static int validate(const struct cfs_plan_params *pp, char *err, size_t errlen)
     if (pp->ranks)
         for (uint32_t j = 0; j < pp->nodes; j++)
             if (cfs_rank_end(pp->ranks[j]) > pp->world)
-                return cfs_error_msg(
-                    err, errlen, -EINVAL,
-                    "option ranks=%u-%u: ranks must be within 0..%u (world=%u)", pp->ranks[j].first,
-                    (uint32_t)cfs_rank_end(pp->ranks[j]) - 1, pp->world - 1, pp->world);
+                return cfs_error_msg(err, errlen, -EINVAL,
+                                     "option ranks=%u-%u: ranks must be within 0..%u (world=%u)",
+                                     pp->ranks[j].first, (uint32_t)cfs_rank_end(pp->ranks[j]) - 1,
+                                     pp->world - 1, pp->world);
     return 0;
 }
 

@@ -195,8 +195,7 @@ static bool plans_alike(const struct cfs_identified *a, const struct cfs_identif
            x->drop_last_batch == y->drop_last_batch &&
            x->persistent_workers == y->persistent_workers && a->rank_first == b->rank_first &&
            a->rank_count == b->rank_count && a->rank_stride == b->rank_stride &&
-           x->rng_offset == y->rng_offset &&
-           x->rng_epoch_words == y->rng_epoch_words;
+           x->rng_offset == y->rng_offset && x->rng_epoch_words == y->rng_epoch_words;
 }
 
 /* A registered seed S with the default kind (torch-ddp) or torch-global,

@@ -12,7 +12,7 @@
 
 enum {
     MT_M = 397,
-    MT_DIRECT = 227, /* words r_k with k < 227 need no twisted word */
+    MT_DIRECT = 227,     /* words r_k with k < 227 need no twisted word */
     MT_FILTER_MAX = 623, /* the first twist's words the filter can compute */
     LANES = 8,
     NV = 8,

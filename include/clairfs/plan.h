@@ -82,7 +82,6 @@
 #define CFS_POS_NEVER UINT64_MAX
 #define CFS_NODE_NONE UINT32_MAX
 
-
 /* A node's trainer ranks: first, first + stride, ... (count of them).
  * Stride 0 or 1 is one block, as torchrun --nnodes and srun's default
  * distribution place them; srun --distribution=cyclic and mpirun --map-by

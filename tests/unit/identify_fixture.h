@@ -83,7 +83,8 @@ static inline struct opens simulate(const struct trainer *t, size_t max)
         for (uint32_t k = 0; k < readers; k++) {
             uint32_t r = t->rank_first + k / (t->workers ? t->workers : 1) * stride;
             uint32_t w = t->workers ? k % t->workers : 0;
-            uint64_t rl = cfs_sampler_rank_len(s, e, r), from = one_iter ? ran[k / (t->workers ? t->workers : 1)] : 0;
+            uint64_t rl = cfs_sampler_rank_len(s, e, r),
+                     from = one_iter ? ran[k / (t->workers ? t->workers : 1)] : 0;
             stream[k] = realloc(stream[k], (rl + 1) * sizeof(**stream));
             len[k] = 0, at[k] = 0;
             for (uint64_t j = 0; j < rl; j++)
@@ -100,9 +101,10 @@ static inline struct opens simulate(const struct trainer *t, size_t max)
                 any = true;
                 uint32_t r = t->rank_first + k / (t->workers ? t->workers : 1) * stride;
                 uint32_t w = t->workers ? k % t->workers : 0;
-                pid_t pid = t->workers ? (pid_t)(2000 + 100 * r + w +
-                                                 (t->persistent || one_iter ? 0 : 10000 * e))
-                                       : (pid_t)(1000 + r);
+                pid_t pid =
+                    t->workers
+                        ? (pid_t)(2000 + 100 * r + w + (t->persistent || one_iter ? 0 : 10000 * e))
+                        : (pid_t)(1000 + r);
                 pid_t ppid = t->workers ? (pid_t)(1000 + r) : 999;
                 push(&o, stream[k][at[k]++], pid, ppid);
             }

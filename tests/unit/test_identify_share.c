@@ -9,8 +9,9 @@
  * the same order with its own ranks, or nothing when its opens contradict
  * the hint.
  *
- * Worlds 4, 8 and 16, one and two ranks a node, blocks and cyclic,
- * batches of 8 and 5, with and without drop_last, on every node of the run; the head node alone only
+ * Worlds 4, 8 and 16 (and 32, 64 for one rank a node's head), one and
+ * two ranks a node, blocks and cyclic, batches of 8 and 5, with and
+ * without drop_last, on every node of the run; the head node alone only
  * where it can (head_cases says which).  All offline
  * (cfs_identify_offline), 4096 seeds searched around the true one as in
  * test_identify.c. */
@@ -32,10 +33,10 @@ struct share_case {
 };
 
 static const struct share_case cases[] = {
-    {4, 2, 8, false},        {4, 1, 8, false},       {8, 2, 8, false},       {8, 1, 8, false},
-    {4, 2, 5, true},         {8, 1, 5, true},        {8, 2, 5, false},       {4, 1, 5, true},
-    {8, 2, 8, true},         {16, 2, 8, false},      {16, 1, 8, false},      {4, 2, 8, false, true},
-    {8, 2, 8, false, true},  {16, 2, 8, false, true}, {8, 2, 5, true, true},
+    {4, 2, 8, false},       {4, 1, 8, false},        {8, 2, 8, false},      {8, 1, 8, false},
+    {4, 2, 5, true},        {8, 1, 5, true},         {8, 2, 5, false},      {4, 1, 5, true},
+    {8, 2, 8, true},        {16, 2, 8, false},       {16, 1, 8, false},     {4, 2, 8, false, true},
+    {8, 2, 8, false, true}, {16, 2, 8, false, true}, {8, 2, 5, true, true},
 };
 /* The head node alone: two ranks a node, and one (randperm[1] is then
  * another node's first open: the seed scan's filter takes randperm[W],
@@ -43,13 +44,30 @@ static const struct share_case cases[] = {
  * worker of epoch 0 ends one index short of torch-ddp's padded share:
  * identify_verify.c, worker_cut_short). */
 static const struct share_case head_cases[] = {
-    {4, 2, 8, false}, {8, 2, 8, false}, {8, 2, 5, false}, {4, 2, 5, false}, {2, 1, 8, false},
-    {4, 1, 8, false}, {8, 1, 8, false}, {8, 1, 5, false}, {2, 1, 1, false}, {4, 1, 1, false},
-    {4, 2, 8, true},  {8, 2, 5, true},  {4, 1, 5, true},  {8, 1, 8, true},
-    {16, 2, 8, false}, {16, 1, 8, false}, {4, 2, 8, false, true}, {8, 2, 8, false, true},
-    {16, 2, 8, false, true}, {8, 2, 5, true, true},
+    {4, 2, 8, false},
+    {8, 2, 8, false},
+    {8, 2, 5, false},
+    {4, 2, 5, false},
+    {2, 1, 8, false},
+    {4, 1, 8, false},
+    {8, 1, 8, false},
+    {8, 1, 5, false},
+    {2, 1, 1, false},
+    {4, 1, 1, false},
+    {4, 2, 8, true},
+    {8, 2, 5, true},
+    {4, 1, 5, true},
+    {8, 1, 8, true},
+    {16, 2, 8, false},
+    {16, 1, 8, false},
+    {4, 2, 8, false, true},
+    {8, 2, 8, false, true},
+    {16, 2, 8, false, true},
+    {8, 2, 5, true, true},
     /* more nodes of one rank than the filter's vector words (29) */
-    {32, 1, 8, false}, {64, 1, 8, false}, {64, 1, 5, true},
+    {32, 1, 8, false},
+    {64, 1, 8, false},
+    {64, 1, 5, true},
 };
 
 /* n not a multiple of any world here: the padding (or the cut, with
@@ -259,7 +277,10 @@ END_TEST
  * and claims the same order with its own ranks.  The timm-ra trainer
  * starts at epoch 3 (a resumed run): every node names the epoch it is in. */
 static const struct share_case stream_cases[] = {
-    {4, 1, 8, false}, {4, 2, 8, false}, {4, 2, 8, false, true}, {8, 2, 8, false, true},
+    {4, 1, 8, false},
+    {4, 2, 8, false},
+    {4, 2, 8, false, true},
+    {8, 2, 8, false, true},
 };
 static const enum cfs_sampler_kind stream_kinds[] = {CFS_SAMPLER_DETECTRON2, CFS_SAMPLER_TIMM_RA};
 #define NSTREAM_CASES (sizeof(stream_cases) / sizeof(stream_cases[0]))

@@ -131,7 +131,8 @@ START_TEST(ranks_dealt_cyclically_cover_the_world)
         ck_assert_uint_eq(t.ranks[node].stride, 4);
         ck_assert_uint_eq(cfs_rank_at(t.ranks[node], 1), node + 4);
     }
-    ck_assert_str_eq(t.text, "nodes 0-3 agree: torch-ddp seed=5 world=8 batch=8, planned from epoch 1");
+    ck_assert_str_eq(t.text,
+                     "nodes 0-3 agree: torch-ddp seed=5 world=8 batch=8, planned from epoch 1");
     /* node 3 has seen rank 3 only: rank 7 is nobody's yet */
     struct cfs_identified partial = ddp(5, 8, 3, 1, 1);
     claim(&t, 3, &partial, "");

@@ -401,9 +401,16 @@ static void check_ddp_cover(uint64_t n, uint32_t world, uint32_t nodes, bool dro
     const uint32_t epochs = 3;
     uint64_t per_rank = drop_last ? n / world : (n + world - 1) / world;
     for (uint32_t node = 0; node < nodes; node++) {
-        struct cfs_plan_params pp = {.n = n, .sizes = sizes, .sampler = sp, .world = world,
-                                     .epochs = epochs, .nodes = nodes, .node = node,
-                                     .ranks = cyclic ? dealt : NULL, .ram = 0, .ssd = 0};
+        struct cfs_plan_params pp = {.n = n,
+                                     .sizes = sizes,
+                                     .sampler = sp,
+                                     .world = world,
+                                     .epochs = epochs,
+                                     .nodes = nodes,
+                                     .node = node,
+                                     .ranks = cyclic ? dealt : NULL,
+                                     .ram = 0,
+                                     .ssd = 0};
         struct cfs_plan *p = NULL;
         ck_assert_msg(cfs_plan_create(&pp, &p, err, sizeof(err)) == 0, "%s", err);
         struct cfs_rank_range rr = cfs_plan_node_ranks(p, node);
@@ -457,7 +464,7 @@ START_TEST(ddp_streams_cover_the_dataset_like_distributed_sampler)
     check_ddp_cover(37, 8, 3, false, 2147483647ull, false);
     check_ddp_cover(37, 8, 4, true, 4294967301ull, false);
     check_ddp_cover(3, 5, 2, false, 3, false); /* n < W: padding exceeds n */
-    check_ddp_cover(37, 8, 4, false, 5, true);    /* srun --distribution=cyclic */
+    check_ddp_cover(37, 8, 4, false, 5, true); /* srun --distribution=cyclic */
     check_ddp_cover(37, 8, 2, true, 9, true);
     check_ddp_cover(2003, 16, 8, false, 3141592653ull, true);
 }
