@@ -137,11 +137,9 @@ END_TEST
  * the head of its own job's order and claims it; no common order. */
 START_TEST(two_jobs_never_agree)
 {
-    struct table t = {0};
+    struct table t;
     struct cfs_identified a = ddp(5, 2, 0, 2, 0), b = ddp(6, 2, 0, 2, 0);
-    claim(&t, 0, &a, "");
-    claim(&t, 1, &b, "");
-    ck_assert_int_eq(decide(&t, 2), CFS_ORDER_CONTRADICTED);
+    ck_assert_int_eq(decide_pair(&a, &b, &t), CFS_ORDER_CONTRADICTED);
     ck_assert_uint_eq(t.d.first_differing, 1);
     ck_assert_uint_eq(t.d.differs_from, 0);
     ck_assert_str_eq(t.text, "node 1 contradicts node 0: torch-ddp seed=6 world=2 batch=8 against "
@@ -176,11 +174,9 @@ END_TEST
  * latest claimed. */
 START_TEST(a_refinement_waits_for_every_node_then_agrees)
 {
-    struct table t = {0};
+    struct table t;
     struct cfs_identified head = ddp(5, 4, 0, 2, 0), second = ddp(5, 4, 2, 2, 0);
-    claim(&t, 0, &head, "");
-    claim(&t, 1, &second, "");
-    ck_assert_int_eq(decide(&t, 2), CFS_ORDER_AGREED);
+    ck_assert_int_eq(decide_pair(&head, &second, &t), CFS_ORDER_AGREED);
     ck_assert_uint_eq(t.d.generation, 0);
     ck_assert_uint_eq(t.d.from_epoch, 0);
     head.sampler.drop_last = head.sampler.persistent_workers = true, head.epoch = 1;
