@@ -536,9 +536,9 @@ static void log_started(const struct daemon *d)
         cfs_info("metrics: http://%s/metrics (port %u)", d->cl.opts.metrics_listen,
                  cfs_metrics_http_port(d->http));
     if (d->peer)
-        cfs_info("mounted %s at %s: node %d of %d, trainer ranks %u-%u%s", d->source,
-                 d->mountpoint, d->rank, d->nodes, run->ranks.first,
-                 run->ranks.first + run->ranks.count - 1,
+        cfs_info("mounted %s at %s: node %d of %d, trainer ranks %u-%u%s%s", d->source,
+                 d->mountpoint, d->rank, d->nodes, run->ranks.first, cfs_rank_last(run->ranks),
+                 run->ranks.stride > 1 ? " dealt round robin" : "",
                  run->no_peers ? ", peers disabled (no_peers)" : "");
     else
         cfs_info("mounted %s at %s", d->source, d->mountpoint);

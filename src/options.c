@@ -128,6 +128,10 @@ static int parse_order(struct cfs_options *o, const char *v, char *err, size_t e
 static int parse_ranks(struct cfs_options *o, const char *v, char *err, size_t errlen)
 {
     uint64_t first, last;
+    o->ranks_cyclic = strcmp(v, "cyclic") == 0;
+    o->has_ranks = false;
+    if (o->ranks_cyclic)
+        return 0;
     char buf[64];
     snprintf(buf, sizeof(buf), "%s", v);
     char *dash = strchr(buf, '-');
@@ -136,7 +140,7 @@ static int parse_ranks(struct cfs_options *o, const char *v, char *err, size_t e
     if (cfs_parse_u64(buf, UINT32_MAX - 1, &first) < 0 ||
         (dash && cfs_parse_u64(dash + 1, UINT32_MAX - 1, &last) < 0))
         return cfs_error_msg(err, errlen, -EINVAL,
-                             "option ranks=%s: expected A or A-B (trainer ranks)", v);
+                             "option ranks=%s: expected A, A-B (trainer ranks) or cyclic", v);
     if (!dash)
         last = first;
     if (last < first)
@@ -253,18 +257,15 @@ static const struct opt_def options_table[] = {
      "let other users read the mount"},
     {"reclaim", OPT_FLAG, OFF(reclaim), NO_PRESENT, 0, 0, NULL, U,
      "replace a dead mount left on MOUNTPOINT"},
-    {"seed", OPT_U64, OFF(seed), OFF(has_seed), 0, UINT64_MAX, NULL, H,
-     "the sampler's seed"},
+    {"seed", OPT_U64, OFF(seed), OFF(has_seed), 0, UINT64_MAX, NULL, H, "the sampler's seed"},
     {"sampler", OPT_SPECIAL, 0, NO_PRESENT, 0, 0, parse_sampler, H,
      "KIND: torch-ddp, torch, torch-global, ..., list:FILE"},
     {"torch", OPT_SPECIAL, 0, NO_PRESENT, 0, 0, parse_torch, H,
      "VERSION: current (>= 2.6) or legacy randperm"},
-    {"world", OPT_U32, OFF(world), NO_PRESENT, 1, UINT32_MAX, NULL, H,
-     "trainer world size"},
+    {"world", OPT_U32, OFF(world), NO_PRESENT, 1, UINT32_MAX, NULL, H, "trainer world size"},
     {"ranks", OPT_SPECIAL, 0, NO_PRESENT, 0, 0, parse_ranks, H,
-     "A-B: the trainer ranks this mount serves"},
-    {"batch", OPT_U32, OFF(batch), NO_PRESENT, 1, UINT32_MAX, NULL, H,
-     "DataLoader batch_size"},
+     "A-B: the trainer ranks this mount serves; cyclic: node k of N serves k, k+N, ..."},
+    {"batch", OPT_U32, OFF(batch), NO_PRESENT, 1, UINT32_MAX, NULL, H, "DataLoader batch_size"},
     {"drop_last", OPT_FLAG, OFF(drop_last), NO_PRESENT, 0, 0, NULL, H,
      "DistributedSampler(drop_last=True)"},
     {"drop_last_batch", OPT_FLAG, OFF(drop_last_batch), NO_PRESENT, 0, 0, NULL, H,
@@ -285,8 +286,7 @@ static const struct opt_def options_table[] = {
      "KIND: imagefolder, timm, ..., list:FILE, KIND:ROOT"},
     {"rescan", OPT_FLAG, OFF(rescan), NO_PRESENT, 0, 0, NULL, T,
      "scan SOURCE again though the index has it"},
-    {"io", OPT_SPECIAL, 0, NO_PRESENT, 0, 0, parse_io, T,
-     "ENGINE: auto, uring or threads"},
+    {"io", OPT_SPECIAL, 0, NO_PRESENT, 0, 0, parse_io, T, "ENGINE: auto, uring or threads"},
     {"io_depth", OPT_U32, OFF(io_depth), NO_PRESENT, 1, 4096, NULL, T,
      "fetches in flight (default 64)"},
     {"lookahead", OPT_U32, OFF(lookahead), NO_PRESENT, 1, UINT32_MAX, NULL, T,

@@ -11,7 +11,7 @@
 /* One node's word at a start-up meeting. */
 struct node_word {
     uint32_t failed;
-    uint32_t first, count; /* the trainer ranks it serves */
+    uint32_t first, count, stride; /* the trainer ranks it serves (cfs_rank_range) */
 };
 
 #define START_MEETINGS 2
@@ -76,12 +76,13 @@ int cfs_peer_startup_meet_config(struct cfs_peer_startup *s, struct cfs_run_conf
 {
     if (!s)
         return 0;
-    s->mine = (struct node_word){0, cfg->ranks.first, cfg->ranks.count};
+    s->mine = (struct node_word){0, cfg->ranks.first, cfg->ranks.count, cfg->ranks.stride};
     int rc = meet(s, err, errlen);
     if (rc < 0)
         return rc;
     for (int r = 0; r < s->nodes && (uint32_t)r < cfg->nodes; r++)
-        cfg->node_ranks[r] = (struct cfs_rank_range){s->all[r].first, s->all[r].count};
+        cfg->node_ranks[r] =
+            (struct cfs_rank_range){s->all[r].first, s->all[r].count, s->all[r].stride};
     struct cfs_peer_agreement agreement;
     cfs_peer_agreement_from_config(&agreement, cfg, catalog_hash);
     char why[768];

@@ -384,10 +384,12 @@ static void ranks_contradiction(const struct cfs_prefetch *pf, const struct cfs_
     if (buf[0] || !pf->distributed || got.count == 0 ||
         (cfs_rank_in(pf->run.ranks, got.first) && cfs_rank_in(pf->run.ranks, last)))
         return;
+    char seen[32];
+    snprintf(seen, sizeof(seen), last > got.first ? "ranks %u-%u" : "rank %u", got.first, last);
     snprintf(buf, len,
-             "planned ranks %u-%u, but the opens are ranks %u-%u (ranks dealt round robin are "
-             "learnt with nothing registered)",
-             pf->run.ranks.first, (uint32_t)cfs_rank_end(pf->run.ranks) - 1, got.first, last);
+             "planned ranks %u-%u, but the opens are %s (ranks dealt round robin: ranks=cyclic, "
+             "or register nothing)",
+             pf->run.ranks.first, cfs_rank_last(pf->run.ranks), seen);
 }
 
 /* A registered seed meets the identification: checked, kept. */

@@ -200,7 +200,8 @@ int cfs_run_config_make(const struct cfs_run_inputs *in, struct cfs_run_config *
         memcpy(c.node_ranks, in->node_ranks, c.nodes * sizeof(*c.node_ranks));
     } else {
         for (uint32_t j = 0; j < c.nodes; j++)
-            cfs_plan_default_ranks(c.world, c.nodes, j, &c.node_ranks[j]);
+            (o->ranks_cyclic ? cfs_plan_cyclic_ranks : cfs_plan_default_ranks)(c.world, c.nodes, j,
+                                                                               &c.node_ranks[j]);
         if (o->has_ranks) /* ranks= speaks for this node; the others keep their blocks */
             c.node_ranks[c.node] =
                 (struct cfs_rank_range){o->rank_first, o->rank_last - o->rank_first + 1};

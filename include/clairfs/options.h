@@ -43,6 +43,9 @@ struct cfs_options {
     uint32_t world;
     bool has_ranks;
     uint32_t rank_first, rank_last; /* inclusive */
+    /* ranks=cyclic: node k of N serves ranks k, k + N, ... (as srun
+     * --distribution=cyclic deals them) */
+    bool ranks_cyclic;
     uint32_t batch;
     bool drop_last;
     bool drop_last_batch;

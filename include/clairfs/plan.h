@@ -106,6 +106,12 @@ static inline bool cfs_rank_in(struct cfs_rank_range r, uint32_t rank)
     return rank >= r.first && (rank - r.first) % step == 0 && (rank - r.first) / step < r.count;
 }
 
+/* r's last rank (first - 1 when r is empty, as a range A-B reads). */
+static inline uint32_t cfs_rank_last(struct cfs_rank_range r)
+{
+    return r.first + (r.count ? (r.count - 1) * (r.stride ? r.stride : 1) : 0) - !r.count;
+}
+
 /* One past r's last rank (first when r is empty). */
 static inline uint64_t cfs_rank_end(struct cfs_rank_range r)
 {
@@ -146,6 +152,15 @@ struct cfs_plan;
 /* Node `node` of `nodes` serves ranks [first, first+count) of `world`. */
 void cfs_plan_default_ranks(uint32_t world, uint32_t nodes, uint32_t node,
                             struct cfs_rank_range *out);
+/* Node `node` of `nodes` serves ranks node, node + nodes, ... of `world`
+ * (srun --distribution=cyclic). */
+static inline void cfs_plan_cyclic_ranks(uint32_t world, uint32_t nodes, uint32_t node,
+                                         struct cfs_rank_range *out)
+{
+    out->first = node;
+    out->count = node < world ? (world - node + nodes - 1) / nodes : 0;
+    out->stride = nodes;
+}
 
 /* Build the plan: one sweep over every epoch.  Returns 0 or -errno with a
  * one-line message in err. */

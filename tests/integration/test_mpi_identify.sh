@@ -20,7 +20,9 @@
 #   cyclicregistered  nodes2cyclic with seed=, world= and batch= registered:
 #           the plan's blocks are not the trainer's ranks, and each node
 #           says so ("order: planned ranks 2-3, but the opens are ranks
-#           1-3 ..."); every byte still right
+#           1-3 (...: ranks=cyclic, or register nothing)"); every byte still
+#           right; then with ranks=cyclic too:
+#           the opens confirm the registered order, epochs 1-3 predicted
 #   nodes4  4 nodes, one trainer of world 8, 2 ranks a node
 #   nodes8  8 nodes, world 16 (by hand, not in the suite: 56 processes)
 #   compare nodes2, then the same trainer with seed=, world= and batch=
@@ -181,9 +183,30 @@ if [ "$SCENARIO" = cyclicregistered ]; then
     trainers
     grep -E 'order:|identify:' "$TMP/mpi.log"
     check "node 0 says its readers are not its planned ranks" \
-        grep -q "clairfs\[rank 0\]: order: planned ranks 0-1, but the opens are ranks 0-2" "$TMP/mpi.log"
+        grep -q "clairfs\[rank 0\]: order: planned ranks 0-1, but the opens are rank" "$TMP/mpi.log"
     check "node 1 says its readers are not its planned ranks" \
-        grep -q "clairfs\[rank 1\]: order: planned ranks 2-3, but the opens are ranks 1-3" "$TMP/mpi.log"
+        grep -q "clairfs\[rank 1\]: order: planned ranks 2-3, but the opens are rank" "$TMP/mpi.log"
+    cluster_stop
+    rm -rf "$TMP"/index* "$TMP"/job* "$TMP"/snap.* "$TMP"/end.*
+    cluster_start "ram=$ram,index=$TMP/index{rank},seed=$SEED,world=$WORLD,batch=$BATCH,ranks=cyclic"
+    trainers
+    grep -E 'order:|identify:|mounted' "$TMP/mpi.log"
+    for node in 0 1; do
+        opens=0
+        for r in $(node_ranks "$node"); do
+            opens=$((opens + $(wc -l <"$TMP/job0.rank$r.log")))
+        done
+        later=$((opens * (EPOCHS - 1) / EPOCHS))
+        hit=$(cfs_metric "$TMP/m$node" 'clairfs_prediction_total{result="hit"}')
+        miss=$(cfs_metric "$TMP/m$node" 'clairfs_prediction_total{result="miss"}')
+        echo "ranks=cyclic, node $node: $opens opens; predicted: hit=$hit miss=$miss"
+        check "ranks=cyclic, node $node: the opens confirm the registered order" \
+            grep -q "clairfs\[rank $node\]: order: the opens confirm the registered order" "$TMP/mpi.log"
+        check "ranks=cyclic, node $node: at least the opens of epochs 1-$((EPOCHS - 1)) predicted ($((hit + miss)) of $later)" \
+            test "$((hit + miss))" -ge "$later"
+        check "ranks=cyclic, node $node: at most 1 % mispredicted ($miss of $((hit + miss)))" \
+            test "$((miss * 100))" -le "$((hit + miss))"
+    done
     cluster_stop
     cfs_finish
     exit

@@ -60,6 +60,10 @@ START_TEST(list_sets_every_kind_of_option)
     ck_assert_int_eq(o.io, CFS_IO_THREADS);
     ck_assert_int_eq(o.log_level, LOG_DEBUG);
     ck_assert_int_eq(cfs_options_validate(&o, err, sizeof(err)), 0);
+    ck_assert(!o.ranks_cyclic);
+    /* the last ranks= wins: srun --distribution=cyclic's placement */
+    ck_assert_int_eq(cfs_options_parse_list(&o, "ranks=cyclic", err, sizeof(err)), 0);
+    ck_assert(o.ranks_cyclic && !o.has_ranks);
     cfs_options_free(&o);
 }
 END_TEST
@@ -148,6 +152,7 @@ START_TEST(bad_values_name_the_option)
     assert_rejected("bogus=1", "unknown option 'bogus=1'");
     assert_rejected("world=4,ranks=3-4", "ranks=3-4");
     assert_rejected("ranks=5-2", "ranks=5-2");
+    assert_rejected("ranks=round", "A, A-B (trainer ranks) or cyclic");
     assert_rejected("epochs=3,start_epoch=3", "start_epoch=3");
     assert_rejected("sampler=numpy", "sampler=numpy");
     assert_rejected("order=random", "order=random");

@@ -113,6 +113,20 @@ START_TEST(ranks_from_option_default_blocks_and_no_peers)
     cfs_run_config_free(&c);
     cfs_options_free(&o);
 
+    /* ranks=cyclic: node k of 3 serves k, k + 3, ... of 10 (srun
+     * --distribution=cyclic) */
+    parse(&o, "seed=3,world=10,ranks=cyclic");
+    make(&o, 1000, 3, 1, NULL, &c);
+    static const uint32_t cyc_count[] = {4, 3, 3};
+    for (uint32_t k = 0; k < 3; k++) {
+        ck_assert_uint_eq(c.node_ranks[k].first, k);
+        ck_assert_uint_eq(c.node_ranks[k].count, cyc_count[k]);
+        ck_assert_uint_eq(cfs_rank_last(c.node_ranks[k]), k + 3 * (cyc_count[k] - 1));
+    }
+    ck_assert_uint_eq(c.ranks.stride, 3);
+    cfs_run_config_free(&c);
+    cfs_options_free(&o);
+
     parse(&o, "seed=3,world=10,no_peers");
     make(&o, 1000, 3, 2, NULL, &c);
     ck_assert(!c.distributed);
