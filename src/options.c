@@ -264,7 +264,7 @@ static const struct opt_def options_table[] = {
      "VERSION: current (>= 2.6) or legacy randperm"},
     {"world", OPT_U32, OFF(world), NO_PRESENT, 1, UINT32_MAX, NULL, H, "trainer world size"},
     {"ranks", OPT_SPECIAL, 0, NO_PRESENT, 0, 0, parse_ranks, H,
-     "A-B: the trainer ranks this mount serves; cyclic: node k of N serves k, k+N, ..."},
+     "A-B: the trainer ranks served; cyclic: k, k+N, ..."},
     {"batch", OPT_U32, OFF(batch), NO_PRESENT, 1, UINT32_MAX, NULL, H, "DataLoader batch_size"},
     {"drop_last", OPT_FLAG, OFF(drop_last), NO_PRESENT, 0, 0, NULL, H,
      "DistributedSampler(drop_last=True)"},
