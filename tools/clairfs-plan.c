@@ -183,8 +183,11 @@ static void print_summary(const struct node_plans *np, bool json, uint32_t only)
         const struct cfs_plan *pn = plan_of(np, j, &pj);
         cfs_plan_node_summary(pn, pj, &s);
         char ranks[32];
-        if (s.ranks.count)
-            snprintf(ranks, sizeof(ranks), "%u-%u", s.ranks.first, s.ranks.first + s.ranks.count - 1);
+        if (s.ranks.count && s.ranks.stride > 1) /* dealt round robin: first-last/step */
+            snprintf(ranks, sizeof(ranks), "%u-%u/%u", s.ranks.first, cfs_rank_last(s.ranks),
+                     s.ranks.stride);
+        else if (s.ranks.count)
+            snprintf(ranks, sizeof(ranks), "%u-%u", s.ranks.first, cfs_rank_last(s.ranks));
         else
             snprintf(ranks, sizeof(ranks), "-");
         if (!json) {
@@ -194,18 +197,18 @@ static void print_summary(const struct node_plans *np, bool json, uint32_t only)
                    s.files[CFS_TIER_SSD], s.bytes[CFS_TIER_SSD], s.owned_files, s.owned_bytes,
                    s.pfs_read_bytes / ne, s.peer_read_bytes / ne);
         } else {
-            printf("%s{\"node\":%u,\"rank_first\":%u,\"rank_count\":%u,\"reads\":%" PRIu64
-                   ",\"read_bytes\":%" PRIu64 ",\"ram_files\":%" PRIu64 ",\"ram_bytes\":%" PRIu64
-                   ",\"ssd_files\":%" PRIu64 ",\"ssd_bytes\":%" PRIu64
+            printf("%s{\"node\":%u,\"rank_first\":%u,\"rank_count\":%u,\"rank_stride\":%u,"
+                   "\"reads\":%" PRIu64 ",\"read_bytes\":%" PRIu64 ",\"ram_files\":%" PRIu64
+                   ",\"ram_bytes\":%" PRIu64 ",\"ssd_files\":%" PRIu64 ",\"ssd_bytes\":%" PRIu64
                    ",\"unheld_files\":%" PRIu64 ",\"owned_files\":%" PRIu64
                    ",\"owned_bytes\":%" PRIu64 ",\"local_read_bytes\":%" PRIu64
                    ",\"peer_read_bytes\":%" PRIu64 ",\"pfs_read_bytes\":%" PRIu64
                    ",\"pfs_bytes_per_epoch\":%" PRIu64 "}",
-                   firstj ? "" : ",", j, s.ranks.first, s.ranks.count, s.reads, s.read_bytes,
+                   firstj ? "" : ",", j, s.ranks.first, s.ranks.count,
+                   s.ranks.stride ? s.ranks.stride : 1, s.reads, s.read_bytes,
                    s.files[CFS_TIER_RAM], s.bytes[CFS_TIER_RAM], s.files[CFS_TIER_SSD],
                    s.bytes[CFS_TIER_SSD], s.files[CFS_TIER_NONE], s.owned_files, s.owned_bytes,
-                   s.local_read_bytes, s.peer_read_bytes, s.pfs_read_bytes,
-                   s.pfs_read_bytes / ne);
+                   s.local_read_bytes, s.peer_read_bytes, s.pfs_read_bytes, s.pfs_read_bytes / ne);
         }
         firstj = false;
     }

@@ -291,6 +291,21 @@ else
     fail "no_peers per node: $(cat "$T/err"; head -c 300 "$T/np")"
 fi
 
+# ranks=cyclic: node k of 2 plans ranks k and k + 2 of world 4 (srun
+# --distribution=cyclic), every read of the run once across the nodes.
+if "$PLAN" --synthetic 500 --json --no-sim --nodes 2 -o "$A,ranks=cyclic" >"$T/cyc" 2>"$T/err" &&
+    "$PYTHON" - "$T/cyc" <<'PY'
+import json, sys
+n = json.load(open(sys.argv[1]))["nodes"]
+got = [(x["node"], x["rank_first"], x["rank_count"], x["rank_stride"], x["reads"]) for x in n]
+assert got == [(0, 0, 2, 2, 750), (1, 1, 2, 2, 750)], got
+PY
+then
+    echo "ok: ranks=cyclic plans node k's ranks k, k + 2"
+else
+    fail "ranks=cyclic: $(cat "$T/err"; head -c 300 "$T/cyc")"
+fi
+
 # The catalog went where index= said, and nothing into the user's cache dir
 # or home: clairfs-plan writes an index only where index= names one, and
 # without it (--synthetic, and this run on SOURCE) keeps the catalog in memory.
