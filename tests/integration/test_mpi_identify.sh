@@ -133,6 +133,28 @@ node_ranks() {
         seq $((($1 - j * NODES / JOBS) * per_node)) $((($1 - j * NODES / JOBS + 1) * per_node - 1))
     fi
 }
+# predictions NODE: its ranks' opens (opens), those of epochs 1-3 (later)
+# and its mount's predictions since the mount (hit, miss: a rank's workers
+# may open epoch 1's first batch before the node's first rank copies the
+# metrics at epoch 1)
+predictions() {
+    local r j=$(($1 * JOBS / NODES))
+    opens=0
+    for r in $(node_ranks "$1"); do
+        opens=$((opens + $(wc -l <"$TMP/job$j.rank$r.log")))
+    done
+    later=$((opens * (EPOCHS - 1) / EPOCHS))
+    hit=$(cfs_metric "$TMP/m$1" 'clairfs_prediction_total{result="hit"}')
+    miss=$(cfs_metric "$TMP/m$1" 'clairfs_prediction_total{result="miss"}')
+}
+# predicted_well WHAT: at least the opens of epochs 1-3 predicted, at most
+# 1 % of the predicted opens mispredicted
+predicted_well() {
+    check "$1: at least the opens of epochs 1-$((EPOCHS - 1)) predicted ($((hit + miss)) of $later)" \
+        test "$((hit + miss))" -ge "$later"
+    check "$1: at most 1 % of the predicted opens mispredicted ($miss of $((hit + miss)))" \
+        test "$((miss * 100))" -le "$((hit + miss))"
+}
 trainers() {
     local j r node port pids=() p rc=0 t0=$SECONDS reseed
     for j in $(seq 0 $((JOBS - 1))); do
@@ -192,20 +214,11 @@ if [ "$SCENARIO" = cyclicregistered ]; then
     trainers
     grep -E 'order:|identify:|mounted' "$TMP/mpi.log"
     for node in 0 1; do
-        opens=0
-        for r in $(node_ranks "$node"); do
-            opens=$((opens + $(wc -l <"$TMP/job0.rank$r.log")))
-        done
-        later=$((opens * (EPOCHS - 1) / EPOCHS))
-        hit=$(cfs_metric "$TMP/m$node" 'clairfs_prediction_total{result="hit"}')
-        miss=$(cfs_metric "$TMP/m$node" 'clairfs_prediction_total{result="miss"}')
+        predictions "$node"
         echo "ranks=cyclic, node $node: $opens opens; predicted: hit=$hit miss=$miss"
         check "ranks=cyclic, node $node: the opens confirm the registered order" \
             grep -q "clairfs\[rank $node\]: order: the opens confirm the registered order" "$TMP/mpi.log"
-        check "ranks=cyclic, node $node: at least the opens of epochs 1-$((EPOCHS - 1)) predicted ($((hit + miss)) of $later)" \
-            test "$((hit + miss))" -ge "$later"
-        check "ranks=cyclic, node $node: at most 1 % mispredicted ($miss of $((hit + miss)))" \
-            test "$((miss * 100))" -le "$((hit + miss))"
+        predicted_well "ranks=cyclic, node $node"
     done
     cluster_stop
     cfs_finish
@@ -218,15 +231,7 @@ for node in $(seq 0 $((NODES - 1))); do
     j=$((node * JOBS / NODES))
     first=$(node_ranks "$node" | head -1)
     grep -E '^(roots|order):' "$mnt/.clairfs/stats"
-    opens=0
-    for r in $(node_ranks "$node"); do
-        opens=$((opens + $(wc -l <"$TMP/job$j.rank$r.log")))
-    done
-    later=$((opens * (EPOCHS - 1) / EPOCHS))
-    # since the mount: a rank's workers may open epoch 1's first batch before
-    # the node's first rank copies the metrics at epoch 1
-    hit=$(cfs_metric "$mnt" 'clairfs_prediction_total{result="hit"}')
-    miss=$(cfs_metric "$mnt" 'clairfs_prediction_total{result="miss"}')
+    predictions "$node"
     echo "node $node: $opens opens, $later in epochs 1-$((EPOCHS - 1)); predicted: hit=$hit miss=$miss"
     if [ -n "$RESEED" ]; then
         ended=$(awk '$1 ~ /^clairfs_prediction_total\{result="(hit|miss)"\}$/ { s += $2 }
@@ -245,10 +250,7 @@ for node in $(seq 0 $((NODES - 1))); do
     elif [ "$JOBS" = 1 ]; then
         check "node $node: clairfs_order_identified 1" \
             test "$(cfs_metric "$mnt" clairfs_order_identified)" = 1
-        check "node $node: at least the opens of epochs 1-$((EPOCHS - 1)) predicted ($((hit + miss)) of $later)" \
-            test "$((hit + miss))" -ge "$later"
-        check "node $node: at most 1 % of the predicted opens mispredicted ($miss of $((hit + miss)))" \
-            test "$((miss * 100))" -le "$((hit + miss))"
+        predicted_well "node $node"
         check "node $node: the stats say the nodes agree" \
             grep -q "cluster: nodes 0-$((NODES - 1)) agree" "$mnt/.clairfs/stats"
     else
