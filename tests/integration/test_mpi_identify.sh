@@ -270,7 +270,7 @@ elif [ "$JOBS" = 1 ]; then
         grep -q "nodes 0-$((NODES - 1)) agree: torch-ddp seed=$SEED world=$WORLD batch=$BATCH" \
         "$TMP/mpi.log"
     [ -n "$CYCLIC" ] && check "node 1 identified its ranks 1 and 3 (step 2)" \
-        grep -q "clairfs\[rank 1\]: identify: torch-ddp seed=$SEED[^w]*world=$WORLD (ranks 1-3 step 2 here)" \
+        grep -q "clairfs\[rank 1\]: identify: torch-ddp seed=${SEED}[^w]*world=$WORLD (ranks 1-3 step 2 here)" \
         "$TMP/mpi.log"
     if [ -n "$PERSISTENT" ]; then
         check "the nodes agree on the refinement epoch 1 shows, from epoch 1" \
