@@ -1,6 +1,8 @@
 /* A distributed mount's identification at ImageNet's size: for a torch-ddp
- * trainer on 2, 4 and 8 nodes with 1 and 2 ranks a node (4 DataLoader
- * workers, batch 32) over 1 281 167 samples, the opens and the time the
+ * trainer on 2, 4 and 8 nodes with 1 and 2 ranks a node, the 2 in a block
+ * or dealt round robin (srun --distribution=cyclic), and on 32 nodes of one
+ * rank (past the seed filter's vector words) (4 DataLoader workers, batch
+ * 32) over 1 281 167 samples, the opens and the time the
  * node with rank 0 takes to identify the order alone, and those every
  * other node takes to check that node's claim against its own opens
  * (clairfs/order_agree.h: the claim as a late hint with a seed).
@@ -32,7 +34,8 @@ static double now(void)
 /* Node `node` of world/L nodes identifies from its shortest prefix: the
  * opens it needed into *opens, the seconds of the successful attempt
  * returned (-1: none). */
-static double node_share(uint32_t world, uint32_t per_node, uint32_t node, size_t *opens)
+static double node_share(uint32_t world, uint32_t per_node, bool cyclic, uint32_t node,
+                         size_t *opens)
 {
     struct trainer t = {.kind = CFS_SAMPLER_TORCH_DDP,
                         .seed = SEED,
@@ -40,8 +43,9 @@ static double node_share(uint32_t world, uint32_t per_node, uint32_t node, size_
                         .world = world,
                         .batch = 32,
                         .workers = 4,
-                        .rank_first = per_node * node,
+                        .rank_first = cyclic ? node : per_node * node,
                         .ranks = per_node,
+                        .rank_stride = cyclic ? world / per_node : 1,
                         .epochs = 1};
     struct opens o = simulate(&t, 4096);
     struct cfs_identify_params p = {
@@ -62,8 +66,9 @@ static double node_share(uint32_t world, uint32_t per_node, uint32_t node, size_
             secs = now() - t0;
             *opens = k;
             if (node == 0 || node == 1 || node == world / per_node - 1)
-                printf("world %2u, %u a node, node %u (%s): %4zu opens, %.3f s: %s\n", world,
-                       per_node, node, node ? "checks the claim" : "alone", k, secs, id.text);
+                printf("world %2u, %u a node%s, node %u (%s): %4zu opens, %.3f s: %s\n", world,
+                       per_node, cyclic ? " cyclic" : "", node, node ? "checks the claim" : "alone",
+                       k, secs, id.text);
             break;
         }
         if (rc != -ENOENT) {
@@ -75,30 +80,36 @@ static double node_share(uint32_t world, uint32_t per_node, uint32_t node, size_
     return secs;
 }
 
-/* Nodes 2, 4 and 8 at 1 and 2 ranks a node: the head node alone, then
- * every other node checking its claim (on their own hosts, at once: the
- * slowest counts); the compute between the opens and the agreement. */
+/* Nodes 2, 4 and 8 at 1 and 2 ranks a node (blocks, then cyclic), and 32
+ * of one: the head node alone, then every other node checking its claim
+ * (on their own hosts, at once: the slowest counts); the compute between
+ * the opens and the agreement. */
 START_TEST(shares)
 {
-    static const uint32_t nodes[] = {2, 4, 8}, per[] = {1, 2};
-    for (size_t l = 0; l < 2; l++)
-        for (size_t k = 0; k < 3; k++) {
+    static const uint32_t nodes[] = {2, 4, 8, 32}, per[] = {1, 2, 2};
+    for (size_t l = 0; l < 3; l++)
+        for (size_t k = 0; k < 4; k++) {
+            bool cyclic = l == 2;
+            if (nodes[k] == 32 && per[l] != 1)
+                continue;
             uint32_t world = nodes[k] * per[l];
             size_t head_opens = 0, opens = 0, most = 0;
-            double head = node_share(world, per[l], 0, &head_opens), slowest = 0;
+            double head = node_share(world, per[l], cyclic, 0, &head_opens), slowest = 0;
             bool all = head >= 0;
             for (uint32_t node = 1; node < nodes[k] && all; node++) {
-                double secs = node_share(world, per[l], node, &opens);
+                double secs = node_share(world, per[l], cyclic, node, &opens);
                 all = secs >= 0;
                 slowest = secs > slowest ? secs : slowest;
                 most = opens > most ? opens : most;
             }
             if (all)
-                printf("%u nodes, %u a node: head %zu opens %.3f s, then the slowest check "
+                printf("%u nodes, %u a node%s: head %zu opens %.3f s, then the slowest check "
                        "%.3f s (up to %zu opens a node): %.3f s of compute to the agreement\n",
-                       nodes[k], per[l], head_opens, head, slowest, most, head + slowest);
+                       nodes[k], per[l], cyclic ? " cyclic" : "", head_opens, head, slowest, most,
+                       head + slowest);
             else
-                printf("%u nodes, %u a node: not every node identified\n", nodes[k], per[l]);
+                printf("%u nodes, %u a node%s: not every node identified\n", nodes[k], per[l],
+                       cyclic ? " cyclic" : "");
         }
 }
 END_TEST

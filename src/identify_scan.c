@@ -145,12 +145,14 @@ static int set_bits(uint64_t **first, uint64_t **second, const struct ident_atte
     return 0;
 }
 
-/* The head positions to scan: 0 (every torch model, node 0 of torch-ddp)
+/* The head positions to try: 0 (every torch model, node 0 of torch-ddp)
  * and, when the registered world says how many ranks L a node has, node k's
  * first rank: k L where the ranks are placed in blocks, k where they are
- * dealt round robin (L >= 2: one rank a node is both). */
+ * dealt round robin (L >= 2: one rank a node is both).  A scan's filter
+ * reads positions up to its vector words (filtered); a hinted seed is
+ * verified at any (try_hinted_seed: node 29 and up of one rank a node). */
 #define HEADS_MAX 3
-static size_t head_positions(const struct cfs_identify_params *p, uint32_t *pos)
+static size_t head_positions(const struct cfs_identify_params *p, bool filtered, uint32_t *pos)
 {
     size_t k = 0;
     pos[k++] = 0;
@@ -158,7 +160,7 @@ static size_t head_positions(const struct cfs_identify_params *p, uint32_t *pos)
         uint32_t per = p->hint->world / p->nodes;
         uint64_t at[2] = {(uint64_t)p->node * per, per > 1 ? p->node : 0};
         for (size_t i = 0; i < 2; i++)
-            if (at[i] && at[i] + 2 <= 30 && at[i] + 1 < p->n)
+            if (at[i] && (!filtered || at[i] + 2 <= CFS_SEED_SET_WORDS - 2) && at[i] + 1 < p->n)
                 pos[k++] = (uint32_t)at[i];
     }
     return k;
@@ -190,7 +192,7 @@ static int scan(struct ident_attempt *a, const uint64_t *fs, const uint64_t *ss,
                 uint64_t count)
 {
     uint32_t heads[HEADS_MAX];
-    size_t nh = head_positions(a->p, heads);
+    size_t nh = head_positions(a->p, true, heads);
     for (size_t h = 0; h < nh && a->rc == 0; h++) {
         static const uint32_t both[] = {0, 2}, ddp_only[] = {0};
         struct cfs_seed_set_problem sp = {.n = a->p->n,
@@ -241,7 +243,7 @@ static void try_hinted_seed(struct ident_attempt *a)
     uint32_t heads[HEADS_MAX], seed = (uint32_t)hint->seed, tries = 1;
     if (hint->kind == CFS_SAMPLER_TIMM_RA && a->p->hint_identified)
         tries = (seed < TIMM_HINT_EPOCHS ? seed : TIMM_HINT_EPOCHS) + 1;
-    size_t nh = head_positions(a->p, heads);
+    size_t nh = head_positions(a->p, false, heads);
     for (uint32_t t = 0; t < tries && a->rc == 0; t++)
         for (size_t h = 0; h < nh && a->rc == 0; h++) {
             a->p0 = heads[h];
@@ -277,7 +279,7 @@ double cfs_identify_evidence_needed(const struct cfs_identify_params *p)
     uint64_t count = p->seed_count ? p->seed_count : 1ull << 32;
     for (size_t i = 0; i < p->nmore_seeds; i++)
         count += p->more_seeds[i].count;
-    size_t nh = head_positions(p, (uint32_t[HEADS_MAX]){0});
+    size_t nh = head_positions(p, true, (uint32_t[HEADS_MAX]){0});
     /* every seed of the range with both skips, per head position, plus a
      * hinted seed's span and the candidates kept from an earlier attempt */
     double tried = (double)count * 2.0 * (double)nh + 2.0 * HINT_SPAN + IDENT_MAX_KEEP +

@@ -33,10 +33,23 @@ struct share_case {
 };
 
 static const struct share_case cases[] = {
-    {4, 2, 8, false},       {4, 1, 8, false},        {8, 2, 8, false},      {8, 1, 8, false},
-    {4, 2, 5, true},        {8, 1, 5, true},         {8, 2, 5, false},      {4, 1, 5, true},
-    {8, 2, 8, true},        {16, 2, 8, false},       {16, 1, 8, false},     {4, 2, 8, false, true},
-    {8, 2, 8, false, true}, {16, 2, 8, false, true}, {8, 2, 5, true, true},
+    {4, 2, 8, false},
+    {4, 1, 8, false},
+    {8, 2, 8, false},
+    {8, 1, 8, false},
+    {4, 2, 5, true},
+    {8, 1, 5, true},
+    {8, 2, 5, false},
+    {4, 1, 5, true},
+    {8, 2, 8, true},
+    {16, 2, 8, false},
+    {16, 1, 8, false},
+    {4, 2, 8, false, true},
+    {8, 2, 8, false, true},
+    {16, 2, 8, false, true},
+    {8, 2, 5, true, true},
+    /* node 29 and up: its first rank past the seed filter's words */
+    {32, 1, 8, false},
 };
 /* The head node alone: two ranks a node, and one (randperm[1] is then
  * another node's first open: the seed scan's filter takes randperm[W],
