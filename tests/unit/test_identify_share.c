@@ -32,56 +32,36 @@ struct share_case {
     bool cyclic; /* node k of N serves ranks k, k + N, ... */
 };
 
+/* The last: node 29 and up, its first rank past the seed filter's words. */
 static const struct share_case cases[] = {
-    {4, 2, 8, false},
-    {4, 1, 8, false},
-    {8, 2, 8, false},
-    {8, 1, 8, false},
-    {4, 2, 5, true},
-    {8, 1, 5, true},
-    {8, 2, 5, false},
-    {4, 1, 5, true},
-    {8, 2, 8, true},
-    {16, 2, 8, false},
-    {16, 1, 8, false},
-    {4, 2, 8, false, true},
-    {8, 2, 8, false, true},
-    {16, 2, 8, false, true},
-    {8, 2, 5, true, true},
-    /* node 29 and up: its first rank past the seed filter's words */
-    {32, 1, 8, false},
+    {4, 2, 8, false}, {4, 1, 8, false}, {8, 2, 8, false}, {8, 1, 8, false}, {4, 2, 5, true},
+    {8, 1, 5, true},  {8, 2, 5, false}, {4, 1, 5, true},  {8, 2, 8, true},  {32, 1, 8, false},
 };
+/* Both the head node's cases and the other nodes': world 16, and ranks
+ * dealt round robin (after each table's own, in the same loop). */
+static const struct share_case both_cases[] = {
+    {16, 2, 8, false},      {16, 1, 8, false},       {4, 2, 8, false, true},
+    {8, 2, 8, false, true}, {16, 2, 8, false, true}, {8, 2, 5, true, true},
+};
+#define NBOTH (sizeof(both_cases) / sizeof(both_cases[0]))
 /* The head node alone: two ranks a node, and one (randperm[1] is then
  * another node's first open: the seed scan's filter takes randperm[W],
- * identify_scan.c, up to 224 nodes); drop_last from the two whole epochs of the share (a
+ * identify_scan.c, up to 224 nodes: 32 and 64 here, past the filter's
+ * vector words); drop_last from the two whole epochs of the share (a
  * worker of epoch 0 ends one index short of torch-ddp's padded share:
  * identify_verify.c, worker_cut_short). */
 static const struct share_case head_cases[] = {
-    {4, 2, 8, false},
-    {8, 2, 8, false},
-    {8, 2, 5, false},
-    {4, 2, 5, false},
-    {2, 1, 8, false},
-    {4, 1, 8, false},
-    {8, 1, 8, false},
-    {8, 1, 5, false},
-    {2, 1, 1, false},
-    {4, 1, 1, false},
-    {4, 2, 8, true},
-    {8, 2, 5, true},
-    {4, 1, 5, true},
-    {8, 1, 8, true},
-    {16, 2, 8, false},
-    {16, 1, 8, false},
-    {4, 2, 8, false, true},
-    {8, 2, 8, false, true},
-    {16, 2, 8, false, true},
-    {8, 2, 5, true, true},
-    /* more nodes of one rank than the filter's vector words (29) */
-    {32, 1, 8, false},
-    {64, 1, 8, false},
-    {64, 1, 5, true},
+    {4, 2, 8, false},  {8, 2, 8, false}, {8, 2, 5, false}, {4, 2, 5, false}, {2, 1, 8, false},
+    {4, 1, 8, false},  {8, 1, 8, false}, {8, 1, 5, false}, {2, 1, 1, false}, {4, 1, 1, false},
+    {4, 2, 8, true},   {8, 2, 5, true},  {4, 1, 5, true},  {8, 1, 8, true},  {32, 1, 8, false},
+    {64, 1, 8, false}, {64, 1, 5, true},
 };
+
+/* Case i of a table, then of both_cases. */
+#define CASE_AT(table, i)                                                                          \
+    ((size_t)(i) < sizeof(table) / sizeof(table[0])                                                \
+         ? &table[i]                                                                               \
+         : &both_cases[(size_t)(i) - sizeof(table) / sizeof(table[0])])
 
 /* n not a multiple of any world here: the padding (or the cut, with
  * drop_last) shows in every rank's length. */
@@ -187,7 +167,7 @@ static struct cfs_sampler_params head_claim(const struct share_case *c)
 
 START_TEST(the_head_node_identifies_alone)
 {
-    const struct share_case *c = &head_cases[_i];
+    const struct share_case *c = CASE_AT(head_cases, _i);
     struct cfs_identified id;
     ck_assert_msg(check_share(c, 0, NULL, false, SHARE_SEED, &id) == 0, "world %u: %s", c->world,
                   id.text);
@@ -203,7 +183,7 @@ END_TEST
 
 START_TEST(every_other_node_checks_the_head_nodes_result)
 {
-    const struct share_case *c = &cases[_i];
+    const struct share_case *c = CASE_AT(cases, _i);
     struct cfs_sampler_params head = head_claim(c);
     uint32_t nodes = nodes_of(c);
     for (uint32_t node = 1; node < nodes; node++) {
@@ -226,7 +206,7 @@ END_TEST
  * fit it, and no other order is made up for them. */
 START_TEST(a_hint_the_opens_contradict_is_not_confirmed)
 {
-    const struct share_case *c = &cases[_i];
+    const struct share_case *c = CASE_AT(cases, _i);
     struct cfs_identified id;
     struct cfs_sampler_params other = head_claim(c);
     other.seed = SHARE_SEED + 100000u; /* outside the 4096 seeds searched */
@@ -344,9 +324,9 @@ static Suite *share_suite(void)
     Suite *s = suite_create("identify_share");
     TCase *t = tcase_create("shares");
     tcase_set_timeout(t, 120);
-    size_t ncases = sizeof(cases) / sizeof(cases[0]);
+    size_t ncases = sizeof(cases) / sizeof(cases[0]) + NBOTH;
     tcase_add_loop_test(t, the_head_node_identifies_alone, 0,
-                        (int)(sizeof(head_cases) / sizeof(head_cases[0])));
+                        (int)(sizeof(head_cases) / sizeof(head_cases[0]) + NBOTH));
     tcase_add_loop_test(t, every_other_node_checks_the_head_nodes_result, 0, (int)ncases);
     tcase_add_loop_test(t, a_hint_the_opens_contradict_is_not_confirmed, 0, (int)ncases);
     tcase_add_loop_test(t, every_node_checks_a_frameworks_order, 0, 4);
