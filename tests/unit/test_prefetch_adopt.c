@@ -1,18 +1,15 @@
-/* The learned order on the data path, without the identify module: a fake
- * behind struct cfs_identify_ops records what the prefetcher tells it.
+/* The learned order on the data path, without the identify module (a fake
+ * behind struct cfs_identify_ops records what the prefetcher tells it:
+ * adopt_fixture.h).
  * Adoption of a known identification (torch-ddp seed 7) on a prefetcher
  * made without a seed predicts every later open, with the epoch's opens
  * before it replayed into the tracker (the epoch gauge proves the count);
  * a registered seed is checked, never replaced (but by torch-global of
- * it, with its K and G, when registered so or as the default kind); an
- * adopted order that
- * mispredicts 64 opens in a row, or half of a block of 256, is dropped and
- * the module restarted once with the misses; one epoch's order ends with
+ * it, with its K and G, when registered so or as the default kind; the
+ * drops are test_prefetch_drop.c's); one epoch's order ends with
  * its epoch, and a lasting one after it is planned the mount's epochs;
  * every open of a sample is counted once, as a hit, a miss or unplanned
  * (no order covers it), and the gauge says 1 only while an order predicts;
- * a distributed mount's agreed plan that stops fitting is refused to the
- * other nodes, and dropped when they drop it;
  * sweep=auto holds the sweep while the search reports little of a core. */
 #include <check.h>
 #include <stdatomic.h>
@@ -21,92 +18,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "adopt_fixture.h"
 #include "check_run.h"
 #include "clairfs/identify.h"
 #include "clairfs/prefetch.h"
 #include "clairfs/sampler.h"
-#include "fake_peer.h"
 #include "prefetch_fixture.h"
 #include "src/prefetch_i.h"
-
-#define FAKE_MAX 8192
-
-struct fake_identify {
-    uint32_t n, samples[FAKE_MAX];
-    pid_t pids[FAKE_MAX], ppids[FAKE_MAX];
-    unsigned restarts;
-    uint32_t observed_at_restart;
-    enum cfs_identify_state state;
-    _Atomic bool scanning; /* what the search reports of its share of a core */
-    _Atomic double share;
-};
-
-static void fake_observe(void *arg, uint32_t sample, pid_t pid, pid_t ppid)
-{
-    struct fake_identify *f = arg;
-    ck_assert_uint_lt(f->n, FAKE_MAX);
-    f->samples[f->n] = sample;
-    f->pids[f->n] = pid;
-    f->ppids[f->n++] = ppid;
-}
-
-static void fake_restart(void *arg)
-{
-    struct fake_identify *f = arg;
-    f->restarts++;
-    f->observed_at_restart = f->n;
-    f->n = 0;
-}
-
-static enum cfs_identify_state fake_state(void *arg, struct cfs_identified *out)
-{
-    (void)out;
-    return ((struct fake_identify *)arg)->state;
-}
-
-static const struct cfs_identify_ops fake_ops = {fake_observe, fake_restart, fake_state};
-
-static const struct cfs_opener trainer = {.pid = 4242, .ppid = 4000};
-
-/* torch-ddp seed 7 of the fixture's NFILES samples: world, this node's
- * ranks [0, count), the trainer in `epoch` after `opens` observed opens. */
-static struct cfs_identified ddp7(uint32_t world, uint32_t epoch, uint64_t opens)
-{
-    struct cfs_identified id = {
-        .sampler = {.kind = CFS_SAMPLER_TORCH_DDP, .seed = 7, .n = NFILES, .world = world,
-                    .batch = 1},
-        .rank_first = 0, .rank_count = 1, .epoch = epoch, .opens = opens, .seconds = 1.5,
-        .seed_high_known = true,
-    };
-    snprintf(id.text, sizeof(id.text), "torch-ddp seed=7 world=%u epoch %u after %llu opens",
-             world, epoch, (unsigned long long)opens);
-    return id;
-}
-
-/* Rank 0's stream of torch-ddp seed 7 in epoch e of world w (len entries). */
-static uint32_t *ddp7_stream(uint32_t world, uint32_t epoch, uint64_t *len)
-{
-    struct cfs_sampler_params sp = {.kind = CFS_SAMPLER_TORCH_DDP, .seed = 7, .n = NFILES,
-                                    .world = world, .batch = 1};
-    struct cfs_sampler *s = NULL;
-    char err[128];
-    ck_assert_int_eq(cfs_sampler_create(&sp, &s, err, sizeof(err)), 0);
-    ck_assert_int_eq(cfs_sampler_compute_epoch(s, epoch), 0);
-    *len = cfs_sampler_rank_len(s, epoch, 0);
-    uint32_t *out = malloc(*len * sizeof(*out));
-    for (uint64_t i = 0; i < *len; i++)
-        out[i] = cfs_sampler_rank_at(s, 0, i);
-    cfs_sampler_destroy(s);
-    return out;
-}
-
-static void order_text_starts(struct cfs_prefetch *pf, const char *want)
-{
-    char text[400];
-    cfs_prefetch_order_text(pf, text, sizeof(text));
-    ck_assert_msg(strncmp(text, want, strlen(want)) == 0, "order: \"%s\", want \"%s...\"", text,
-                  want);
-}
 
 /* Learn `learned` opens of epoch 0 (identified after `at` of them: the
  * module's epoch is the last open's, so 120 of 120 is epoch 0 complete),
@@ -452,227 +370,6 @@ START_TEST(registered_seed_refined_to_torch_global)
 }
 END_TEST
 
-/* One epoch planned for rank 0 of world 2 (60 samples): rank 1's files
- * are never predicted, so each open of one is a miss. */
-struct drop_run {
-    struct fixture fx;
-    struct cfs_metrics m;
-    struct fake_identify fake;
-    struct cfs_prefetch *pf;
-    uint32_t other[NFILES]; /* rank 1's files of epoch 0 */
-    uint32_t nother;
-    uint32_t *mine;
-    uint64_t nmine;
-};
-
-static void drop_run_start(struct drop_run *r)
-{
-    char err[256];
-    memset(r, 0, sizeof(*r));
-    r->fake.state = CFS_IDENTIFY_LEARNING;
-    fixture_init(&r->fx);
-    r->pf = make_pf(&r->fx, "ram=16M,epochs=1", &r->m, NULL);
-    cfs_prefetch_set_identify(r->pf, &fake_ops, &r->fake, NULL);
-    r->mine = ddp7_stream(2, 0, &r->nmine);
-    ck_assert_uint_eq(r->nmine, NFILES / 2);
-    bool is_mine[NFILES] = {false};
-    for (uint64_t i = 0; i < r->nmine; i++)
-        is_mine[r->mine[i]] = true;
-    for (uint32_t s = 0; s < NFILES; s++)
-        if (!is_mine[s])
-            r->other[r->nother++] = s;
-    struct cfs_identified id = ddp7(2, 0, 0);
-    ck_assert_msg(cfs_prefetch_adopt(r->pf, &id, err, sizeof(err)) == 0, "%s", err);
-    ck_assert_int_eq(cfs_prefetch_wait_idle(r->pf, 30), 0);
-}
-
-static void drop_run_finish(struct drop_run *r)
-{
-    free(r->mine);
-    cfs_prefetch_destroy(r->pf);
-    fixture_fini(&r->fx);
-}
-
-static void assert_dropped(struct drop_run *r)
-{
-    struct cfs_prefetch_stats st;
-    cfs_prefetch_stats(r->pf, &st);
-    ck_assert(!st.planned && !st.adopted);
-    ck_assert(cfs_prefetch_learning(r->pf));
-    ck_assert_uint_eq(r->fake.restarts, 1);
-    ck_assert_uint_eq(mget(&r->m, CFS_M_ORDER_IDENTIFIED), 0);
-}
-
-START_TEST(drop_after_64_misses_in_a_row)
-{
-    struct drop_run r;
-    drop_run_start(&r);
-    for (uint32_t i = 0; i < 10; i++)
-        read_check_as(r.pf, &r.fx, r.mine[i], &trainer);
-    struct cfs_opener stranger = {.pid = 777, .ppid = 1};
-    for (uint32_t i = 0; i < 63; i++)
-        read_check_as(r.pf, &r.fx, r.other[i % r.nother], &stranger);
-    ck_assert_uint_eq(r.fake.restarts, 0);
-    struct cfs_prefetch_stats st;
-    cfs_prefetch_stats(r.pf, &st);
-    ck_assert(st.adopted);
-    read_check_as(r.pf, &r.fx, r.other[63 % r.nother], &stranger);
-    assert_dropped(&r);
-    ck_assert_uint_eq(mget(&r.m, CFS_M_PREDICTION_HIT), 10);
-    ck_assert_uint_eq(mget(&r.m, CFS_M_PREDICTION_MISS), 64);
-    /* The module hears the 64 misses again, in order, with their opener. */
-    ck_assert_uint_eq(r.fake.n, 64);
-    for (uint32_t i = 0; i < 64; i++) {
-        ck_assert_uint_eq(r.fake.samples[i], r.other[i % r.nother]);
-        ck_assert_int_eq(r.fake.pids[i], stranger.pid);
-        ck_assert_int_eq(r.fake.ppids[i], stranger.ppid);
-    }
-    order_text_starts(r.pf, "learning (64 opens)");
-    /* Learning again: later opens are observed, nothing is predicted. */
-    read_check_as(r.pf, &r.fx, r.mine[0], &trainer);
-    ck_assert_uint_eq(r.fake.n, 65);
-    ck_assert_uint_eq(mget(&r.m, CFS_M_PREDICTION_HIT) + mget(&r.m, CFS_M_PREDICTION_MISS), 74);
-    drop_run_finish(&r);
-}
-END_TEST
-
-/* One hit then four misses, over and over: never 64 misses in a row, but
- * 205 of a block of 256 (the rule: at least half) drop it at the 256th. */
-START_TEST(drop_after_half_a_block_missed)
-{
-    struct drop_run r;
-    drop_run_start(&r);
-    uint32_t hits = 0, misses = 0;
-    for (uint32_t i = 0; i < 255; i++) {
-        if (i % 5 == 0)
-            read_check_as(r.pf, &r.fx, r.mine[hits++], &trainer);
-        else
-            read_check_as(r.pf, &r.fx, r.other[misses++ % r.nother], &trainer);
-    }
-    ck_assert_uint_eq(r.fake.restarts, 0);
-    ck_assert_uint_eq(mget(&r.m, CFS_M_PREDICTION_HIT), hits);
-    ck_assert_uint_eq(mget(&r.m, CFS_M_PREDICTION_MISS), misses);
-    read_check_as(r.pf, &r.fx, r.other[misses++ % r.nother], &trainer); /* 256th: i % 5 == 0 */
-    assert_dropped(&r);
-    /* The trailing run of misses (the four after the hit at open 250, and
-     * this one) is heard again. */
-    ck_assert_uint_eq(r.fake.n, 5);
-    for (uint32_t i = 0; i < 5; i++)
-        ck_assert_uint_eq(r.fake.samples[i], r.other[(misses - 5 + i) % r.nother]);
-    drop_run_finish(&r);
-}
-END_TEST
-
-/* The refusals a cluster plan's drop sends (cfs_identify_ops.refuse). */
-static unsigned cluster_refusals;
-static char cluster_refused_root[64] = "?";
-
-static void fake_refuse(void *arg, const char *root)
-{
-    (void)arg;
-    cluster_refusals++;
-    snprintf(cluster_refused_root, sizeof(cluster_refused_root), "%s", root);
-}
-
-/* Node 0 of 2 (world 2, one rank a node) on the nodes' agreed order: 64
- * misses in a row drop its plan and refuse the order to the others
- * (refuse, once), never adopting alone after; the others' drop comes back
- * as cfs_prefetch_drop_cluster, and the order line and gauge say it.  A
- * node that only hears the drop (its opens still fit) drops its plan
- * without learning again. */
-START_TEST(a_cluster_plan_that_stops_fitting_is_refused_to_every_node)
-{
-    char err[256];
-    struct fixture fx;
-    struct cfs_metrics m;
-    struct fake_identify fake = {.state = CFS_IDENTIFY_IDENTIFIED};
-    static const struct cfs_identify_ops ops = {.observe = fake_observe,
-                                                .restart = fake_restart,
-                                                .state = fake_state,
-                                                .refuse = fake_refuse};
-    fixture_init(&fx);
-    cfs_metrics_init(&m);
-    struct fake_peer *fp = fake_peer_create(0, 2, 5.0); /* holds nothing: the PFS serves */
-    struct cfs_prefetch *pf = create_pf(
-        &fx, "ram=16M,epochs=1", 2, 0,
-        (struct cfs_prefetch_params){.metrics = &m, .peer_ops = &fake_peer_ops, .peer = fp});
-    ck_assert_int_eq(cfs_prefetch_start(pf, err, sizeof(err)), 0);
-    cfs_prefetch_set_identify(pf, &ops, &fake, NULL);
-    const struct cfs_rank_range ranks[2] = {{0, 1}, {1, 1}};
-    for (int round = 0; round < 2; round++) {
-        struct cfs_identified id = ddp7(2, 0, 0);
-        ck_assert_msg(
-            cfs_prefetch_adopt_cluster(pf, &id, "", NULL, NFILES, ranks, 0, err, sizeof(err)) == 0,
-            "%s", err);
-        ck_assert_int_eq(cfs_prefetch_wait_idle(pf, 30), 0);
-        ck_assert_uint_eq(mget(&m, CFS_M_ORDER_IDENTIFIED), 1);
-        unsigned restarts = fake.restarts;
-        if (round == 0) {
-            uint64_t nmine;
-            uint32_t *mine = ddp7_stream(2, 0, &nmine);
-            bool is_mine[NFILES] = {false};
-            for (uint64_t i = 0; i < nmine; i++)
-                is_mine[mine[i]] = true;
-            free(mine);
-            for (uint32_t s = 0, missed = 0; missed < 64; s = (s + 1) % NFILES)
-                if (!is_mine[s]) { /* rank 1's files, read twice over */
-                    read_check_as(pf, &fx, s, &trainer);
-                    missed++;
-                }
-            ck_assert_uint_eq(cluster_refusals, 1);
-            ck_assert_str_eq(cluster_refused_root, "");
-            ck_assert_uint_eq(fake.restarts, restarts + 1); /* it learns again */
-            order_text_starts(pf, "learning");
-        }
-        cfs_prefetch_drop_cluster(pf, "node 0's opens no longer fit the agreed order");
-        struct cfs_prefetch_stats st;
-        cfs_prefetch_stats(pf, &st);
-        ck_assert(!st.planned && !st.adopted);
-        ck_assert_uint_eq(mget(&m, CFS_M_ORDER_IDENTIFIED), 0);
-        order_text_starts(pf, "dropped by the nodes: node 0's opens no longer fit");
-        if (round == 1) /* only told: no refusal of its own, no learning again */
-            ck_assert_uint_eq(fake.restarts, restarts);
-    }
-    ck_assert_uint_eq(cluster_refusals, 1);
-    cfs_prefetch_destroy(pf);
-    fake_peer_destroy(fp);
-    fixture_fini(&fx);
-}
-END_TEST
-
-/* A registered seed never drops, however many misses. */
-START_TEST(registered_seed_never_drops)
-{
-    struct fixture fx;
-    struct cfs_metrics m;
-    struct fake_identify fake = {.state = CFS_IDENTIFY_LEARNING};
-    fixture_init(&fx);
-    struct cfs_prefetch *pf = make_pf(&fx, "seed=7,world=2,ranks=0-0,ram=16M,epochs=1", &m, NULL);
-    cfs_prefetch_set_identify(pf, &fake_ops, &fake, NULL);
-    uint64_t nmine;
-    uint32_t *mine = ddp7_stream(2, 0, &nmine);
-    bool is_mine[NFILES] = {false};
-    for (uint64_t i = 0; i < nmine; i++)
-        is_mine[mine[i]] = true;
-    uint32_t missed = 0;
-    for (uint32_t pass = 0; pass < 3; pass++)
-        for (uint32_t s = 0; s < NFILES; s++)
-            if (!is_mine[s]) {
-                read_check_as(pf, &fx, s, &trainer);
-                missed++;
-            }
-    ck_assert_uint_eq(mget(&m, CFS_M_PREDICTION_MISS), missed);
-    ck_assert_uint_ge(missed, 128);
-    struct cfs_prefetch_stats st;
-    cfs_prefetch_stats(pf, &st);
-    ck_assert(st.planned);
-    ck_assert_uint_eq(fake.restarts, 0);
-    free(mine);
-    cfs_prefetch_destroy(pf);
-    fixture_fini(&fx);
-}
-END_TEST
-
 /* Identification off: nothing is observed, the stats say why. */
 START_TEST(off_observes_nothing)
 {
@@ -953,10 +650,6 @@ int main(void)
                         sizeof(staged_cases) / sizeof(staged_cases[0]));
     tcase_add_test(tc, registered_seed_is_checked_not_replaced);
     tcase_add_loop_test(tc, registered_seed_refined_to_torch_global, 0, 6);
-    tcase_add_test(tc, drop_after_64_misses_in_a_row);
-    tcase_add_test(tc, drop_after_half_a_block_missed);
-    tcase_add_test(tc, registered_seed_never_drops);
-    tcase_add_test(tc, a_cluster_plan_that_stops_fitting_is_refused_to_every_node);
     tcase_add_test(tc, off_observes_nothing);
     tcase_add_test(tc, sweep_auto_holds_while_the_search_gets_little_of_a_core);
     tcase_add_test(tc, one_epoch_order_then_a_lasting_one);
