@@ -127,6 +127,8 @@ if cfs_mount "$pfs" "$mnt" "$TMP/daemon.log" -o ram=64M,io_depth=1,search_budget
     now=$(pfs_bytes "$mnt")
     echo "held: $held PFS bytes, 3 s later $now, dataset $TOTAL"
     check "busy cores: nothing fetched while held" test "$now" -eq "$held"
+    # what ended a hold early, for whoever reads a failure
+    [ "$now" -eq "$held" ] || grep -E "sweep:|identify:" "$TMP/daemon.log" >&2
     check "busy cores: the dataset not all fetched" test "$now" -lt "$TOTAL"
 
     kill "${spinners[@]}"
