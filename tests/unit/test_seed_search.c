@@ -14,7 +14,8 @@
 #include "check_run.h"
 #include "clairfs/sampler.h"
 #include "clairfs/seed_search.h"
-#include "src/seed_jump.h" /* the far draw as a table lookup */
+#include "sanitized.h"
+#include "src/seed_jump.h"   /* the far draw as a table lookup */
 #include "src/seed_kernel.h" /* the vector kernels, both widths */
 
 #define LARGE_N 214748365u /* just above the inside-out threshold */
@@ -423,8 +424,12 @@ START_TEST(the_set_search_on_threads_finds_the_same_seeds)
     struct cfs_seed_set_problem p = {.n = n, .algo = CFS_RANDPERM_CURRENT, .pos = pos,
                                      .skips = pos ? none : both, .nskips = pos ? 1 : 2,
                                      .first = first, .second = second};
-    const uint32_t from = UINT32_MAX - (1u << 21);
-    const uint64_t count = (1ull << 22) + 77;
+    /* 64 chunks (SEED_CHUNK: 2^16 seeds) and a bit; under the sanitizers
+     * 32 and a bit, still past what 8 threads may run ahead (4 chunks
+     * each), with hundreds of seeds that pass (48 s there otherwise). */
+    const uint64_t half = CFS_TEST_SANITIZED ? 1ull << 20 : 1ull << 21;
+    const uint32_t from = UINT32_MAX - (uint32_t)half;
+    const uint64_t count = 2 * half + 77;
     static const unsigned threads[] = {1, 2, 8};
     struct threaded_run *one = run_threaded(&p, from, count, 1, 0, 0);
     ck_assert_uint_eq(one->searched, count);
@@ -734,6 +739,8 @@ START_TEST(the_set_search_takes_a_second_stride)
                 perm[touched[j]] = touched[j];
         }
     }
+    for (uint32_t v = 0; v < n; v++)
+        ck_assert_uint_eq(perm[v], v); /* every replay undone */
     ck_assert_uint_gt(by_gap, count / 16);
     ck_assert_uint_eq(got->len, want->len);
     for (size_t k = 0; k < want->len; k++) {
