@@ -20,13 +20,14 @@
 # rather than through its mount, so that a million FUSE lookups do not
 # delay it, then waits until every rank has listed, so that all nodes'
 # first opens come together.  The ranks read until every node has logged
-# the agreement ("order: nodes 0-N agree: ...") or --opens files each, or
-# --cap seconds.
+# its plan of the agreed order ("order: identified ...; predicting it") or
+# --opens files each, or --cap seconds.
 #
 # Printed per node: mount to ready (the catalog scan), the node's first
 # open (its ranks' workers note it, a file each, just before they open) to
-# the identification and to the agreement as its log says them (each log
-# line stamped with the time it came through mpirun), the opens the
+# the identification, to the agreement and to its plan adopted as its log
+# says them (each log line stamped with the time it came through mpirun;
+# the plan of 1.28 M samples comes after the agreement), the opens the
 # identification needed, what the node's log says of the agreement (its
 # own figure: the seconds after the first claim it heard or made), and its
 # peak memory (VmHWM).  Figures, not assertions; not part of the test suite.
@@ -156,10 +157,11 @@ line_time() {
     l=$(grep -m1 -E "^[0-9.]+ clairfs\[rank $2\]: $3" "$1")
     REPLY=${l%% *} REST=${l#* }
 }
-all_agreed() {
+PLANNED="order: identified .*; predicting it"
+all_planned() {
     local j
     for ((j = 0; j < $2; j++)); do
-        grep -qE "clairfs\[rank $j\]: order: nodes 0-[0-9]+ agree" "$1" || return 1
+        grep -qE "clairfs\[rank $j\]: $PLANNED" "$1" || return 1
     done
 }
 
@@ -204,12 +206,12 @@ for row in $rows; do
     done
     touch "$work/go-$k"
     t_go=$EPOCHREALTIME
-    agreed=no
+    planned=no
     while :; do
         sleep 0.2
         alive=0
         for p in "${rpids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
-        all_agreed "$log" "$nodes" && { agreed=yes; break; }
+        all_planned "$log" "$nodes" && { planned=yes; break; }
         [ $alive = 1 ] || break
         [ "$(sub "$EPOCHREALTIME" "$t_go" | cut -d. -f1)" -lt "$cap" ] || break
     done
@@ -235,21 +237,25 @@ for row in $rows; do
         t_id=$REPLY id_opens=$(echo "$REST" | sed -n 's/.* after \([0-9]*\) opens in .*/\1/p')
         line_time "$log" "$j" "order: nodes 0-[0-9]+ agree"
         t_ag=$REPLY says=$(echo "$REST" | sed -n 's/.*agree: \(.*\)$/\1/p')
+        line_time "$log" "$j" "$PLANNED"
+        t_pl=$REPLY
         read -r _ n_read <"$work/rank-$k.$((j * per))" 2>/dev/null || n_read=-
-        results+=("$(printf '%-9s %4d %7s %8s %8s %8s %9s %6s %10s   %s' "$row" "$j" \
+        results+=("$(printf '%-9s %4d %7s %7s %7s %8s %7s %8s %7s %6s %8s   %s' "$row" "$j" \
             "$(sub "${t_ready[j]}" "$t_mount")" "$(sub "$t_id" "$t_first")" "$(sub "$t_ag" "$t_first")" \
-            "$(sub "$t_ag" "$t_first_all")" "${id_opens:--}" "$n_read" "${hwm[j]:--}" "${says:-no agreement}")")
+            "$(sub "$t_ag" "$t_first_all")" "$(sub "$t_pl" "$t_first")" "$(sub "$t_pl" "$t_first_all")" \
+            "${id_opens:--}" "$n_read" "${hwm[j]:--}" "${says:-no agreement}")")
     done
-    echo "$row: agreed on every node: $agreed; load $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "$row: planned on every node: $planned; load $(cut -d' ' -f1-3 /proc/loadavg)"
     grep -E 'identify:|order:' "$log" | cut -d' ' -f2- | sed "s/^/$row: /"
     rm -rf "$work"/index-$k-*
 done
 
 echo
 echo "dataset: $files files in 1000 class folders; $(nproc) CPUs; DistributedSampler, batch 32, 2 workers a rank"
-echo "times in s from the node's first open (its ranks' workers note it) to its log's lines, and"
-echo "to the agreement from the first open on any node; opens: the identification's, as logged;"
-echo "read: files node's first rank read in all; hwm: the daemon's peak resident memory"
-printf '%-9s %4s %7s %8s %8s %8s %9s %6s %10s   %s\n' row node ready ident agreed "agr(any)" \
-    opens read hwm "the log's agreement"
+echo "times in s from the node's first open (its ranks' workers note it) to its log's lines"
+echo "(identified, agreed, planned: its plan adopted), and (any) from the first open on any node;"
+echo "opens: the identification's, as logged; read: the files the node's first rank read in all;"
+echo "hwm: the daemon's peak resident memory; ready: mpirun to the node's mount ready"
+printf '%-9s %4s %7s %7s %7s %8s %7s %8s %7s %6s %8s   %s\n' row node ready ident agreed "agr(any)" \
+    planned "pl(any)" opens read hwm "the log's agreement"
 for r in "${results[@]}"; do echo "$r"; done
