@@ -40,14 +40,14 @@
 #   --files  dataset size (default 1281167)
 #   --cache  keep the generated tree in DIR/imagenet-N and reuse it there
 #            (default: generated in the work directory, removed at exit)
-#   --opens  a rank stops after this many files (default 20000)
-#   --cap    a row stops this long after its first open (default 300)
+#   --opens  a rank stops after this many files (default 1000000)
+#   --cap    a row stops this long after its first open (default 240)
 # Environment: BENCH_TMP (default /dev/shm), BENCH_KEEP=1 (keep the work
 # directory: the logs and the ranks' notes), OMPI_* as usual; as root the
 # Open MPI run-as-root variables are set.
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-build=${CLAIRFS_BUILD:-build} rows="2:1:0 2:2:0" files=1281167 cache= opens=20000 cap=300
+build=${CLAIRFS_BUILD:-build} rows="2:1:0 2:2:0" files=1281167 cache= opens=1000000 cap=240
 while [ $# -gt 0 ]; do
     case $1 in
     --build) build=${2:?}; shift 2 ;;
