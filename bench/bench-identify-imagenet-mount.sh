@@ -4,11 +4,9 @@
 # trainer (bench-identify-torch.sh times the same search offline, at full
 # priority, without a trainer).
 #
-# The dataset is a tree shaped like ImageNet-1k's train split on tmpfs:
-# 1000 class folders, 1 281 167 files in all, 732 to 1300 a class (an
-# ImageNet-like spread, not ImageNet's own per-class counts), each file
-# 64-256 bytes of filler (NAME.JPEG: ImageFolder lists them; nothing
-# decodes them).  Per row one fresh mount (nothing registered: no seed=,
+# The dataset is a tree shaped like ImageNet-1k's train split on tmpfs
+# (bench/imagenet_tree.sh): 1000 class folders, 1 281 167 files in all,
+# each 64-256 bytes of filler that ImageFolder lists and nothing decodes.  Per row one fresh mount (nothing registered: no seed=,
 # no sampler options; ram= the whole tree; a fresh index=), timed from the
 # mount to .clairfs/ready (the catalog scan), then a torch trainer through
 # it: torchvision ImageFolder(MNT, loader=read the bytes), DataLoader(
@@ -120,50 +118,8 @@ work=$(mktemp -d "${BENCH_TMP:-/dev/shm}/clairfs-benchimagenet.XXXXXX") || exit 
 # ---- the tree ----
 src=${cache:+$cache/imagenet-$files}
 src=${src:-$work/imagenet-$files}
-if [ -e "$src.complete" ]; then
-    echo "dataset: $files files in $src (reused)"
-else
-    avail=$(awk '/MemAvailable/ { print int($2 / 1024) }' /proc/meminfo)
-    need=$((files * 3 / 1000 + 512)) # MiB: ~1 KiB an inode, 4 KiB a page, and headroom
-    [ "$avail" -ge "$need" ] ||
-        { echo "bench-identify-imagenet-mount: $avail MiB available, the tree needs ~$need MiB" >&2; exit 1; }
-    rm -rf --one-file-system "$src"
-    mkdir -p "$src" || exit 1
-    t0=$(now)
-    "$TORCH_PY" - "$src" "$files" <<'PY' || { echo "bench-identify-imagenet-mount: generating the tree failed" >&2; exit 1; }
-import os, random, sys
-root, n = sys.argv[1], int(sys.argv[2])
-classes = 1000
-if n == 1281167:
-    # ImageNet-like: 934 classes of 1300, 66 from 732 to 1299 (sum 1 281 167)
-    counts = [1300] * classes
-    red = [round(732 + (1299 - 732) * i / 65) for i in range(66)]
-    excess = sum(red) + 934 * 1300 - n
-    for i in range(excess):
-        red[1 + i % 64] -= 1
-    for i, c in enumerate(red):
-        counts[(i * 151 + 7) % classes] = c
-else:
-    counts = [n // classes + (i < n % classes) for i in range(classes)]
-assert sum(counts) == n
-rnd = random.Random(5)
-blob = bytes(rnd.getrandbits(8) for _ in range(512))
-flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
-for c in range(classes):
-    wnid = "n%08d" % (1440764 + c * 4111)
-    d = os.path.join(root, wnid)
-    os.mkdir(d)
-    for j in range(counts[c]):
-        fd = os.open("%s/%s_%d.JPEG" % (d, wnid, j + 1), flags, 0o644)
-        k = 64 + (j * 37 + c) % 193
-        os.write(fd, blob[k:k * 2])
-        os.close(fd)
-PY
-    touch "$src.complete" # beside the tree: a file in it would be in the catalog
-    echo "dataset: $files files generated in $src in $(sub "$(now)" "$t0") s (load $(load))"
-fi
-[ "$(find "$src" -mindepth 1 -maxdepth 1 -type d | wc -l)" -eq 1000 ] ||
-    { echo "bench-identify-imagenet-mount: $src does not hold 1000 class folders" >&2; exit 1; }
+. "$top/bench/imagenet_tree.sh"
+imagenet_tree "$src" "$files" "$TORCH_PY" || exit 1
 nbytes=$(du -sb --apparent-size "$src" | cut -f1)
 # What clairfs mounts: the tree, or the emulated PFS over it.
 under=$src epid=

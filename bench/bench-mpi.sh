@@ -7,12 +7,32 @@
 #              over MPI (ram per node = 1/NODES of the dataset + 10 %)
 #   no_peers   the same daemons with -o no_peers (each node alone)
 #   memory     the local-memory limit: the trainers on a tmpfs copy
+#   clairfs_learnt  the daemons of clairfs with nothing registered (no seed=,
+#              world=, batch=, epochs=, which clairfs registers): each node
+#              identifies the replay's order
+#              (torch's DistributedSampler, the mount's own sampler code)
+#              from its rank's opens and the nodes agree on one plan.  The
+#              mount tells readers apart by process (a DataLoader's workers
+#              are processes) and clairfs-bench's workers are threads of one
+#              process: with more than one, their races scramble the one
+#              reader's order and nothing is identified.  Run it with
+#              WORKERS=1 (every configuration then replays one worker).
 # side by side, in one run, on the same dataset and emulated PFS.  The
 # epoch time is the slowest rank's (synchronous training waits for it).
 # Figures, not assertions.
 #
 #   bench/bench-mpi.sh [BUILD_DIR] [--nodes "2 4 8"] [--epochs E] [--files F]
-#                      [--loopback]
+#                      [--loopback] [--configs "pfs memory clairfs ..."]
+#
+# --files is per class (8 classes); --configs runs those named (default
+# the first four; clairfs_learnt only when named).  With clairfs and
+# clairfs_learnt both run, a table puts their epochs from 2 on side by
+# side (what the learnt order costs once every node plans it) with the
+# ratios learnt / registered, and each learnt run prints the nodes'
+# agreement from their log, how many nodes identified the order and their
+# predictions' hits and misses:
+#   WORKERS=1 bench/bench-mpi.sh --nodes "2 4" --files 500 --epochs 4 \
+#       --configs "pfs clairfs clairfs_learnt"
 #
 # Each node is a network namespace joined to a bridge by a veth pair shaped
 # with tc (bench/netns.sh): Open MPI runs one orted per namespace and its
@@ -34,29 +54,43 @@
 # for free.
 #
 # Environment: COMPUTE (the trainer's compute seconds per batch, default 0:
-# I/O bound), LINK_RATE (tc rate, default 1gbit), LINK_DELAY (netem delay,
-# default 50us, where the kernel has netem), PFS_OPTS (clairfs-pfsemu -o
+# I/O bound), WORKERS (clairfs-bench's loader threads, default 4),
+# LINK_RATE (tc rate, default 1gbit), LINK_DELAY (netem delay, default
+# 50us, where the kernel has netem), PFS_OPTS (clairfs-pfsemu -o
 # options; default its own: 2 ms per open, 0.5 ms per read, 200 MiB/s
 # shared: at 2 nodes as fast as both links together; PFS_OPTS=bandwidth=52428800
 # gives the job a quarter of it, a PFS shared as on a cluster), MODEL_PFS_BW,
 # MODEL_PFS_LATENCY (given to the performance model, which measures both
-# otherwise), OMPI_* as usual.  As root the
+# otherwise), BENCH_KEEP_LOGS (a directory the daemons' logs are copied to
+# at exit), OMPI_* as usual.  As root the
 # Open MPI run-as-root variables are set.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=$ROOT/build
 NODE_COUNTS="2 4 8" EPOCHS=3 FILES=250 CLASSES=8 LOOPBACK=
+CONFIGS="pfs memory clairfs no_peers"
 while [ $# -gt 0 ]; do
     case $1 in
     --nodes) NODE_COUNTS=$2; shift 2 ;;
     --epochs) EPOCHS=$2; shift 2 ;;
     --files) FILES=$2; shift 2 ;;
     --loopback) LOOPBACK=1; shift ;;
-    -*) echo "usage: $0 [BUILD_DIR] [--nodes \"2 4 8\"] [--epochs E] [--files F] [--loopback]" >&2
+    --configs) CONFIGS=$2; shift 2 ;;
+    -*) echo "usage: $0 [BUILD_DIR] [--nodes \"2 4 8\"] [--epochs E] [--files F] [--loopback] [--configs \"pfs memory clairfs no_peers clairfs_learnt\"]" >&2
         exit 2 ;;
     *) BUILD=$1; shift ;;
     esac
 done
+for c in $CONFIGS; do
+    case $c in
+    pfs | memory | clairfs | no_peers | clairfs_learnt) ;;
+    *) echo "unknown configuration $c (pfs memory clairfs no_peers clairfs_learnt)" >&2; exit 2 ;;
+    esac
+done
+WORKERS=${WORKERS:-4}
+wanted() { case " $CONFIGS " in *" $1 "*) return 0 ;; esac; return 1; }
+wanted clairfs_learnt && [ "$WORKERS" -gt 1 ] &&
+    echo "clairfs_learnt with $WORKERS loader threads: one reader to the mount, not identified (WORKERS=1)" >&2
 CLAIRFS=$BUILD/clairfs PFSEMU=$BUILD/clairfs-pfsemu BENCH=$BUILD/clairfs-bench
 for x in "$CLAIRFS" "$PFSEMU" "$BENCH"; do
     [ -x "$x" ] || { echo "missing $x (meson compile -C $BUILD)" >&2; exit 2; }
@@ -81,6 +115,7 @@ cleanup() {
     fi
     [ -n "$PFSPID" ] && { kill "$PFSPID" 2>/dev/null; wait "$PFSPID" 2>/dev/null; }
     net_teardown
+    [ -n "${BENCH_KEEP_LOGS:-}" ] && mkdir -p "$BENCH_KEEP_LOGS" && cp "$W"/*.log "$BENCH_KEEP_LOGS"/ 2>/dev/null
     rm -rf "$W" "$MEM"
 }
 trap cleanup EXIT
@@ -137,7 +172,7 @@ train() {
     rm -rf "$bar" && mkdir -p "$bar"
     for ((r = 0; r < n; r++)); do
         "$BENCH" -o "seed=$SEED,world=$n,batch=$BATCH,epochs=$EPOCHS" --epochs "$EPOCHS" \
-            ${COMPUTE:+--compute "$COMPUTE"} --rank "$r" --workers 4 --barrier "$bar" \
+            ${COMPUTE:+--compute "$COMPUTE"} --rank "$r" --workers "$WORKERS" --barrier "$bar" \
             --csv "${dirs[$r]}" >"$W/b.$n.$cfg.$r" 2>&1 &
         pids+=($!)
     done
@@ -221,7 +256,7 @@ snap_x() { awk -v i="$2" '{ print $i }' "$W/snap.$1.x"; } # TAG FIELD: 1 ns, 2 t
 sub_i() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.0f", b - a }'; }
 
 TICK=$(getconf CLK_TCK)
-declare -A T PFSB PEERB LINKB OK FB START COST CPU WAIT OPENS FMS RREQ SPAN LATE WHY
+declare -A T PFSB PEERB LINKB OK FB START COST CPU WAIT OPENS FMS RREQ SPAN LATE WHY LEARNT
 
 # run_direct N CFG DIR: every rank of world N reads DIR (no clairfs).
 run_direct() {
@@ -269,14 +304,15 @@ unmount() {
     MPIPID=
 }
 
-# run_clairfs N CFG EXTRA: N nodes, one training run, with the PFS, peer
+# run_clairfs N CFG OPTS: N nodes (mount options OPTS besides ram= and
+# index=: the registered settings, or none), one training run, with the PFS, peer
 # and link bytes of each epoch and what explains its time (deltas of the
 # snapshots taken as each epoch ends; the ranks drift apart by a few
 # batches, so an epoch's deltas are those up to its slowest rank's end).
 run_clairfs() {
-    local n=$1 cfg=$2 extra=$3 e r dirs=() a b src k t opens line o
+    local n=$1 cfg=$2 opts=$3 e r dirs=() a b src k t opens line o
     for ((r = 0; r < n; r++)); do dirs+=("$W/mnt$r"); done
-    launch "$n" "$cfg" "seed=$SEED,world=$n,batch=$BATCH,epochs=$EPOCHS,ram=$((BYTES / n * 11 / 10))$extra" ||
+    launch "$n" "$cfg" "${opts:+$opts,}ram=$((BYTES / n * 11 / 10)),log_level=info" ||
         return 1
     START[$n,$cfg]=$STARTUP
     SNAP_N=$n
@@ -333,10 +369,14 @@ run_clairfs() {
         COST[$n,$cfg,$src]=$(awk -v k="$k" -v t="$t" 'BEGIN {
             if (k > 0) printf "%.2f ms (%d)", 1000 * t / k, k; else printf "- (0)" }')
     done
+    LEARNT[$n,$cfg]="order identified on $(snap_sum end clairfs_order_identified | cut -d. -f1) of $n nodes;
+    predictions $(snap_sum end 'clairfs_prediction_total{result="hit"}' | cut -d. -f1) hit,
+    $(snap_sum end 'clairfs_prediction_total{result="miss"}' | cut -d. -f1) missed; log:
+$(grep -E 'order: (identified|nodes [0-9-]+ agree|.*contradict|.*drop)' "$W/clairfs.$n.$cfg.log" | sed 's/^/      /')"
     unmount "$n"
 }
 
-echo "dataset: $NFILES files, $(mib "$BYTES") MiB; trainer: clairfs-bench, one rank per node, 4 workers,"
+echo "dataset: $NFILES files, $(mib "$BYTES") MiB; trainer: clairfs-bench, one rank per node, $WORKERS workers,"
 echo "batch $BATCH, compute ${COMPUTE:-0} s per batch; ram per node 1/nodes of the dataset + 10 %;"
 echo "$EPOCHS epochs back to back in one run per rank, the ranks meeting at each epoch's end"
 echo "emulated PFS: clairfs-pfsemu ${PFS_OPTS:-defaults: 2 ms/open, 0.5 ms/read, 200 MiB/s shared}"
@@ -348,10 +388,12 @@ else
 fi
 for n in $NODE_COUNTS; do
     echo "running $n nodes ..." >&2
-    run_direct "$n" pfs "$W/pfs"
-    run_direct "$n" memory "$MEM"
-    run_clairfs "$n" clairfs "" || continue
-    run_clairfs "$n" no_peers ",no_peers" || continue
+    REG="seed=$SEED,world=$n,batch=$BATCH,epochs=$EPOCHS"
+    ! wanted pfs || run_direct "$n" pfs "$W/pfs"
+    ! wanted memory || run_direct "$n" memory "$MEM"
+    ! wanted clairfs || run_clairfs "$n" clairfs "$REG" || continue
+    ! wanted no_peers || run_clairfs "$n" no_peers "$REG,no_peers" || continue
+    ! wanted clairfs_learnt || run_clairfs "$n" clairfs_learnt "" || continue
 done
 
 v() { [ -n "${T[$1]:-}" ] && printf '%.3f' "${T[$1]}" || echo n/a; }
@@ -381,7 +423,7 @@ printf '| nodes | epoch | config   | daemon CPU / span |  wait/open | opens ram 
 printf '|------:|------:|:---------|------------------:|-----------:|:-----------------------|-----------:|:--------------------|-----:|:------------------|\n'
 for n in $NODE_COUNTS; do
     for e in $(seq 0 $((EPOCHS - 1))); do
-        for cfg in clairfs no_peers; do
+        for cfg in clairfs no_peers clairfs_learnt; do
             [ -n "${CPU[$n,$cfg,$e]:-}" ] || continue
             printf '| %5d | %5d | %-8s | %6s s / %6s s | %7s ms | %-22s | %10s | %-19s | %4s | %s |\n' "$n" "$e" "$cfg" \
                 "${CPU[$n,$cfg,$e]}" "${SPAN[$n,$cfg,$e]}" "${WAIT[$n,$cfg,$e]}" "${OPENS[$n,$cfg,$e]}" "${RREQ[$n,$cfg,$e]}" \
@@ -405,3 +447,41 @@ for n in $NODE_COUNTS; do
         printf "last epoch, %d nodes: speed-up of clairfs over the PFS directly %.2fx, over no_peers %.2fx; clairfs takes %.2fx the local-memory time\n",
             n, p / c, q / c, c / m }'
 done
+
+# Registered against learnt: the epochs from 2 on, by when every node plans
+# the learnt order (identified in epoch 0, agreed, planned from epoch 1 or 2).
+wanted clairfs && wanted clairfs_learnt && [ "$EPOCHS" -gt 2 ] && {
+    echo
+    echo "registered (seed=, world=, batch= given) against learnt (nothing registered), epochs 2-$last:"
+    echo "epoch time (the slowest rank's) and PFS MiB (all nodes), learnt / registered (=: both"
+    echo "read nothing from the PFS; -: the registered run read nothing, the learnt one some)"
+    printf '| nodes | epoch | registered | learnt | ratio | PFS MiB registered | PFS MiB learnt | ratio |
+'
+    printf '|------:|------:|-----------:|-------:|------:|-------------------:|---------------:|------:|
+'
+    for n in $NODE_COUNTS; do
+        for e in $(seq 2 "$last") sum; do
+            if [ "$e" = sum ]; then
+                tr=0 tl=0 br=0 bl=0
+                for ((k = 2; k <= last; k++)); do
+                    tr=$(awk -v a="$tr" -v b="$(v "$n,clairfs,$k")" 'BEGIN { print a + b }')
+                    tl=$(awk -v a="$tl" -v b="$(v "$n,clairfs_learnt,$k")" 'BEGIN { print a + b }')
+                    br=$((br + ${PFSB[$n,clairfs,$k]:-0})) bl=$((bl + ${PFSB[$n,clairfs_learnt,$k]:-0}))
+                done
+                label="2-$last"
+            else
+                tr=$(v "$n,clairfs,$e") tl=$(v "$n,clairfs_learnt,$e")
+                br=${PFSB[$n,clairfs,$e]:-0} bl=${PFSB[$n,clairfs_learnt,$e]:-0} label=$e
+            fi
+            awk -v n="$n" -v e="$label" -v tr="$tr" -v tl="$tl" -v br="$br" -v bl="$bl" 'BEGIN {
+                rt = tr + 0 > 0 ? sprintf("%.2f", tl / tr) : "-"
+                rb = br + 0 > 0 ? sprintf("%.2f", bl / br) : (bl + 0 == 0 ? "=" : "-")
+                printf "| %5s | %5s | %8.3f s | %4.3f s | %5s | %18.2f | %14.2f | %5s |\n",
+                    n, e, tr, tl, rt, br / 1048576, bl / 1048576, rb }'
+        done
+    done
+}
+for n in $NODE_COUNTS; do
+    [ -n "${LEARNT[$n,clairfs_learnt]:-}" ] && echo "  $n nodes, clairfs_learnt: ${LEARNT[$n,clairfs_learnt]}"
+done
+exit 0
