@@ -272,7 +272,7 @@ run_config() {
         for ((r = 0; r < nodes; r++)); do dirs+=("$dir/mnt"); done
         ;;
     rclone)
-        command -v rclone >/dev/null || { na "rclone not installed (tools/deps.sh rclone)"; return; }
+        command -v rclone >/dev/null || { na "rclone not installed (apt-get install rclone)"; return; }
         for ((r = 0; r < nodes; r++)); do
             mkdir -p "$dir/mnt$r" "$dir/rcache$r"
             # A poll interval of 2 s (default 1 min) so that the size cap holds
