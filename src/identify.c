@@ -252,47 +252,56 @@ void cfs_identify_take_hint(struct cfs_identify *id, const struct cfs_sampler_pa
     pthread_mutex_unlock(&id->lock);
 }
 
-/* A copy of the module's opens and parameters (the thread sets p.hint
- * between attempts: copied under the lock, into *hint).  -EALREADY once
- * identified, -ENOMEM. */
-static int snapshot(struct cfs_identify *id, struct cfs_identify_params *p,
-                    struct cfs_sampler_params *hint, uint32_t **s, pid_t **pids, pid_t **ppids,
-                    size_t *len)
-{
-    pthread_mutex_lock(&id->lock);
-    *p = id->p;
-    if (p->hint) {
-        *hint = *p->hint;
-        p->hint = hint;
-    }
-    *len = id->len;
-    bool identified = id->state == CFS_IDENTIFY_IDENTIFIED;
-    size_t bytes = *len ? *len : 1;
-    *s = identified ? NULL : malloc(bytes * sizeof(**s));
-    *pids = *s ? malloc(bytes * sizeof(**pids)) : NULL;
-    *ppids = *pids ? malloc(bytes * sizeof(**ppids)) : NULL;
-    if (*ppids) {
-        memcpy(*s, id->samples, *len * sizeof(**s));
-        memcpy(*pids, id->pids, *len * sizeof(**pids));
-        memcpy(*ppids, id->ppids, *len * sizeof(**ppids));
-    }
-    pthread_mutex_unlock(&id->lock);
-    if (*ppids)
-        return 0;
-    free(*s);
-    free(*pids);
-    *s = NULL, *pids = NULL;
-    return identified ? -EALREADY : -ENOMEM;
-}
-
-int cfs_identify_take_candidate(struct cfs_identify *id, uint32_t seed, uint32_t skip)
-{
+/* A copy of the module's opens and parameters, for a check on the
+ * caller's thread (the thread sets p.hint between attempts: copied under
+ * the lock, into hint). */
+struct opens_copy {
     struct cfs_identify_params p;
     struct cfs_sampler_params hint;
     uint32_t *s;
     pid_t *pids, *ppids;
     size_t len;
-    int rc = snapshot(id, &p, &hint, &s, &pids, &ppids, &len);
+};
+
+static void opens_copy_free(struct opens_copy *c)
+{
+    free(c->s);
+    free(c->pids);
+    free(c->ppids);
+    c->s = NULL, c->pids = NULL, c->ppids = NULL;
+}
+
+/* -EALREADY once identified, -ENOMEM. */
+static int snapshot(struct cfs_identify *id, struct opens_copy *c)
+{
+    pthread_mutex_lock(&id->lock);
+    c->p = id->p;
+    if (c->p.hint) {
+        c->hint = *c->p.hint;
+        c->p.hint = &c->hint;
+    }
+    c->len = id->len;
+    bool identified = id->state == CFS_IDENTIFY_IDENTIFIED;
+    size_t bytes = c->len ? c->len : 1;
+    c->s = identified ? NULL : malloc(bytes * sizeof(*c->s));
+    c->pids = c->s ? malloc(bytes * sizeof(*c->pids)) : NULL;
+    c->ppids = c->pids ? malloc(bytes * sizeof(*c->ppids)) : NULL;
+    if (c->ppids) {
+        memcpy(c->s, id->samples, c->len * sizeof(*c->s));
+        memcpy(c->pids, id->pids, c->len * sizeof(*c->pids));
+        memcpy(c->ppids, id->ppids, c->len * sizeof(*c->ppids));
+    }
+    pthread_mutex_unlock(&id->lock);
+    if (c->ppids)
+        return 0;
+    opens_copy_free(c);
+    return identified ? -EALREADY : -ENOMEM;
+}
+
+int cfs_identify_take_candidate(struct cfs_identify *id, uint32_t seed, uint32_t skip)
+{
+    struct opens_copy c;
+    int rc = snapshot(id, &c);
     if (rc < 0)
         return rc;
     /* Verified here, on the caller's thread, before the module hears of
@@ -300,11 +309,9 @@ int cfs_identify_take_candidate(struct cfs_identify *id, uint32_t seed, uint32_t
      * range at a few thousand samples) must not cancel the running scan. */
     struct cfs_identified out;
     char err[256];
-    rc =
-        cfs_identify_split_verify(&p, s, pids, ppids, len, &seed, &skip, 1, &out, err, sizeof(err));
-    free(s);
-    free(pids);
-    free(ppids);
+    rc = cfs_identify_split_verify(&c.p, c.s, c.pids, c.ppids, c.len, &seed, &skip, 1, &out, err,
+                                   sizeof(err));
+    opens_copy_free(&c);
     if (rc < 0)
         return rc == -ENOENT ? 0 : rc;
     pthread_mutex_lock(&id->lock);
@@ -323,18 +330,12 @@ int cfs_identify_take_candidate(struct cfs_identify *id, uint32_t seed, uint32_t
 
 int cfs_identify_split_sets_now(struct cfs_identify *id, struct cfs_split_sets *out)
 {
-    struct cfs_identify_params p;
-    struct cfs_sampler_params hint;
-    uint32_t *s;
-    pid_t *pids, *ppids;
-    size_t len;
-    int rc = snapshot(id, &p, &hint, &s, &pids, &ppids, &len);
+    struct opens_copy c;
+    int rc = snapshot(id, &c);
     if (rc < 0)
         return rc;
-    rc = cfs_identify_split_sets(&p, s, pids, ppids, len, out);
-    free(s);
-    free(pids);
-    free(ppids);
+    rc = cfs_identify_split_sets(&c.p, c.s, c.pids, c.ppids, c.len, out);
+    opens_copy_free(&c);
     return rc;
 }
 
