@@ -73,10 +73,15 @@ static unsigned val_resident(struct cfs_prefetch *pf, struct fixture *fx)
     return held;
 }
 
-/* Epoch 0 of the training order read, then its order (torch-ddp seed 7 on
- * train, the identity map) adopted, as the identification would. */
-static void train_identified(struct cfs_prefetch *pf, struct fixture *fx)
+/* A prefetcher over the fixture that has read epoch 0 of the training
+ * order, then adopted that order (torch-ddp seed 7 on train, the identity
+ * map) as the identification would. */
+static struct cfs_prefetch *train_identified(struct fixture *fx, struct cfs_metrics *m,
+                                             atomic_uint *observed)
 {
+    fixture_init(fx);
+    struct cfs_prefetch *pf = make_pf(fx, "ram=16M,no_sweep,epochs=4", m, NULL);
+    cfs_prefetch_set_identify(pf, &fake_ops, observed, NULL);
     static uint32_t train_map[NTRAIN];
     for (uint32_t i = 0; i < NTRAIN; i++)
         train_map[i] = i;
@@ -92,6 +97,7 @@ static void train_identified(struct cfs_prefetch *pf, struct fixture *fx)
     ck_assert_msg(cfs_prefetch_adopt_at(pf, &id, "train", train_map, NTRAIN, err, sizeof(err)) ==
                       0,
                   "%s", err);
+    return pf;
 }
 
 START_TEST(validation_pass_predicted_kept_and_counted_apart)
@@ -99,13 +105,10 @@ START_TEST(validation_pass_predicted_kept_and_counted_apart)
     struct fixture fx;
     struct cfs_metrics m;
     atomic_uint observed = 0;
-    fixture_init(&fx);
-    struct cfs_prefetch *pf = make_pf(&fx, "ram=16M,no_sweep,epochs=4", &m, NULL);
-    cfs_prefetch_set_identify(pf, &fake_ops, &observed, NULL);
+    struct cfs_prefetch *pf = train_identified(&fx, &m, &observed);
     uint32_t val_map[NVAL];
     for (uint32_t i = 0; i < NVAL; i++)
         val_map[i] = NTRAIN + i;
-    train_identified(pf, &fx);
     ck_assert_int_eq(cfs_prefetch_predict_pass(pf, "val", val_map, NVAL, 2), 0);
     ck_assert_int_eq(cfs_prefetch_predict_pass(pf, "val", val_map, NVAL, 2), 0); /* once */
     ck_assert_int_eq(cfs_prefetch_wait_idle(pf, 30), 0);
@@ -144,13 +147,10 @@ START_TEST(two_validation_roots_predicted_at_once)
     struct fixture fx;
     struct cfs_metrics m;
     atomic_uint observed = 0;
-    fixture_init(&fx);
-    struct cfs_prefetch *pf = make_pf(&fx, "ram=16M,no_sweep,epochs=4", &m, NULL);
-    cfs_prefetch_set_identify(pf, &fake_ops, &observed, NULL);
+    struct cfs_prefetch *pf = train_identified(&fx, &m, &observed);
     uint32_t val_map[NVAL / 2], test_map[NVAL / 2];
     for (uint32_t i = 0; i < NVAL / 2; i++)
         val_map[i] = NTRAIN + i, test_map[i] = NTRAIN + NVAL / 2 + i;
-    train_identified(pf, &fx);
     ck_assert_int_eq(cfs_prefetch_predict_pass(pf, "val", val_map, NVAL / 2, 2), 0);
     ck_assert_int_eq(cfs_prefetch_predict_pass(pf, "test", test_map, NVAL / 2, 1), 0);
     for (uint32_t e = 0; e < 4; e++) {
