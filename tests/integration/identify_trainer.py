@@ -40,6 +40,7 @@ import os
 import random
 import re
 import sys
+import threading
 import time
 
 import torch
@@ -303,6 +304,20 @@ def make_loader(args, ds):
     return DataLoader(ds, sampler=RandomSampler(ds, generator=g), **common), None
 
 
+def settle_feeders(args):
+    """Before DataLoader workers are forked again: let the queue feeder
+    threads of the loaders already shut down end.  Python 3.11.2 deadlocks
+    a child forked while another thread's state is being deleted (the child
+    waits forever in PyOS_AfterFork_Child), which hung a worker of epoch 1
+    once.  A persistent or endless loader keeps its own feeders alive: not
+    waited for."""
+    if args.persistent or args.infinite:
+        return
+    for t in threading.enumerate():
+        if t.name == "QueueFeederThread":
+            t.join(timeout=2.0)
+
+
 def evaluate(args, epoch):
     """The validation pass after an epoch: the reference's evaluate() over
     --val-dir, unshuffled, in fresh workers; the bytes checked."""
@@ -314,6 +329,7 @@ def evaluate(args, epoch):
                if args.world > 1 else SequentialSampler(ds))
     loader = DataLoader(ds, batch_size=args.batch, sampler=sampler, num_workers=args.workers,
                         collate_fn=collate)
+    settle_feeders(args)
     with open(args.log + ".val", "a") as log:
         for batch in loader:
             for i, got in batch:
@@ -411,6 +427,7 @@ def main():
                     sampler.seed = args.reseed[1]  # DistributedSampler: seed + epoch
                 sampler.set_epoch(epoch)
             t_epoch = time.monotonic()
+            settle_feeders(args)
             batches = itertools.islice(stream, args.infinite) if stream is not None else loader
             if args.batches:
                 batches = itertools.islice(batches, args.batches)
