@@ -270,6 +270,19 @@ START_TEST(a_claim_becomes_the_others_hint_then_every_node_adopts)
 }
 END_TEST
 
+/* Both nodes of a pair told to drop their plan, each one's state the
+ * contradiction `want`. */
+static void assert_both_dropped(struct cluster *cl, struct node n[2], const char *want)
+{
+    ck_assert(wait_count(cl, &n[0].drops, 1));
+    ck_assert(wait_count(cl, &n[1].drops, 1));
+    char text[600];
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(cfs_order_agree_state(n[i].a, text, sizeof(text)), CFS_ORDER_CONTRADICTED);
+        ck_assert_str_eq(text, want);
+    }
+}
+
 /* Two nodes, ranks 0-1 and 2-3 of a torch-ddp trainer (seed 17, world 4),
  * each claims its share: both adopt the agreed order from epoch 0. */
 static void agreed_pair(struct cluster *cl, struct node n[2], struct cfs_identified *head,
@@ -335,15 +348,9 @@ START_TEST(a_refinement_one_node_refuses_drops_the_plan_on_every_node)
     cfs_order_agree_local(n[0].a, "", NULL, &head);
     ck_assert(wait_count(&cl, &n[1].refines, 1));
     cfs_order_agree_refuse(n[1].a, "");
-    ck_assert(wait_count(&cl, &n[0].drops, 1));
-    ck_assert(wait_count(&cl, &n[1].drops, 1));
-    char text[600];
-    for (int i = 0; i < 2; i++) {
-        ck_assert_int_eq(cfs_order_agree_state(n[i].a, text, sizeof(text)), CFS_ORDER_CONTRADICTED);
-        ck_assert_str_eq(text, "node 1's opens contradict node 0's refinement 1: torch-ddp "
-                               "seed=17 world=4 batch=8 persistent_workers; every node stays a "
-                               "reactive cache");
-    }
+    assert_both_dropped(&cl, n,
+                        "node 1's opens contradict node 0's refinement 1: torch-ddp seed=17 "
+                        "world=4 batch=8 persistent_workers; every node stays a reactive cache");
     cluster_stop(&cl);
     ck_assert_int_eq(n[0].adopts + n[1].adopts, 2);
     ck_assert_int_eq(n[0].drops + n[1].drops, 2);
@@ -363,16 +370,12 @@ START_TEST(an_order_one_node_stops_fitting_drops_the_plan_on_every_node)
     cfs_order_agree_refuse_adopted(n[1].a, "val"); /* not the root adopted: nothing */
     ck_assert_int_eq(cfs_order_agree_state(n[1].a, NULL, 0), CFS_ORDER_AGREED);
     cfs_order_agree_refuse_adopted(n[1].a, "");
-    ck_assert(wait_count(&cl, &n[0].drops, 1));
-    ck_assert(wait_count(&cl, &n[1].drops, 1));
     const char *want = "node 1's opens no longer fit the agreed order (torch-ddp seed=17 world=4 "
                        "batch=8); every node drops it and stays a reactive cache";
+    assert_both_dropped(&cl, n, want);
+    ck_assert_str_eq(n[0].drop_why, want);
+    ck_assert_str_eq(n[1].drop_why, want);
     char text[600];
-    for (int i = 0; i < 2; i++) {
-        ck_assert_int_eq(cfs_order_agree_state(n[i].a, text, sizeof(text)), CFS_ORDER_CONTRADICTED);
-        ck_assert_str_eq(text, want);
-        ck_assert_str_eq(n[i].drop_why, want);
-    }
     /* node 1 learnt its trainer's new order: still no plan anywhere */
     struct cfs_identified other = ddp(99, 4, 2, 2, 2);
     cfs_order_agree_local(n[1].a, "", NULL, &other);
