@@ -125,14 +125,22 @@ static void check_window(const struct cfs_plan *whole, const struct cfs_plan *v,
     free(count);
 }
 
+/* n file sizes spread over 1 000-5 999 bytes. */
+static uint64_t *spread_sizes(uint64_t n)
+{
+    uint64_t *sizes = malloc(n * sizeof(*sizes));
+    ck_assert_ptr_nonnull(sizes);
+    for (uint64_t i = 0; i < n; i++)
+        sizes[i] = 1000 + (i * 7919) % 5000;
+    return sizes;
+}
+
 /* 30 000 files, 4 nodes of 2 ranks, 13 epochs: the windows the mount plans,
  * each beginning in the last epoch of the one before. */
 START_TEST(windows_hold_what_the_whole_run_plan_holds)
 {
     const uint64_t n = 30000;
-    uint64_t *sizes = malloc(n * sizeof(*sizes));
-    for (uint64_t i = 0; i < n; i++)
-        sizes[i] = 1000 + (i * 7919) % 5000;
+    uint64_t *sizes = spread_sizes(n);
     struct cfs_run_config c;
     make("seed=42,world=8,epochs=13,ram=4M", n, 4, 1, &c);
     uint32_t end = cfs_run_config_plan_end(&c, sizes);
@@ -159,9 +167,7 @@ END_TEST
 START_TEST(next_window_keeps_the_owners_of_the_shared_epoch)
 {
     const uint64_t n = 30000;
-    uint64_t *sizes = malloc(n * sizeof(*sizes));
-    for (uint64_t i = 0; i < n; i++)
-        sizes[i] = 1000 + (i * 7919) % 5000;
+    uint64_t *sizes = spread_sizes(n);
     struct cfs_run_config c;
     make("seed=42,world=8,epochs=13,ram=4M", n, 4, 1, &c);
     uint32_t e = cfs_run_config_plan_end(&c, sizes);
