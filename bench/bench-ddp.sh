@@ -84,7 +84,8 @@ train() {
     awk '$1 == "epoch" { print $2, $4 }' "$work/train.log" >>"$work/samples.$1"
 }
 
-echo "== $nfiles files, $((kib / 1024)) MiB; train_ddp.py --world $WORLD --workers $WORKERS, $epochs epochs x $reps rounds; load $(cut -d' ' -f1-3 /proc/loadavg)"
+knob=/sys/module/fuse/parameters/enable_uring
+echo "== $nfiles files, $((kib / 1024)) MiB; train_ddp.py --world $WORLD --workers $WORKERS, $epochs epochs x $reps rounds; load $(cut -d' ' -f1-3 /proc/loadavg); FUSE over io_uring in the kernel: $(cat "$knob" 2>/dev/null || echo absent)"
 for ((r = 1; r <= reps; r++)); do
     train tmpfs "$src"
     for ((c = 0; c < ${#configs[@]}; c++)); do
@@ -96,6 +97,7 @@ for ((r = 1; r <= reps; r++)); do
         dpid=$!
         for _ in $(seq 600); do [ -e "$mnt/.clairfs/ready" ] && break; sleep 0.05; done
         [ -e "$mnt/.clairfs/ready" ] || { echo "bench-ddp: clairfs did not mount: $(tail -n 1 "$work/clairfs.log")" >&2; exit 1; }
+        awk '$1 == "clairfs_fuse_ring_queues" { print $2 }' "$mnt/.clairfs/metrics" >"$work/queues.$c"
         rm -f "$work/cpu0" "$work/perf.pid"
         after_epoch1 "$c" "$([ $trace -eq 1 ] && [ $r -eq "$reps" ] && echo 1)" &
         wpid=$!
@@ -130,7 +132,9 @@ for l in tmpfs $(seq 0 $((${#configs[@]} - 1))); do
 done
 for ((c = 0; c < ${#configs[@]}; c++)); do
     cpu=$(sort -n "$work/cpu.$c" 2>/dev/null | awk '{ v[NR] = $1 } END { if (NR) printf "%.3f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
-    echo "== clairfs${configs[$c]:+ -o ${configs[$c]}}: daemon CPU per cached epoch ${cpu:-?} s (median of $reps rounds)"
+    q=$(cat "$work/queues.$c" 2>/dev/null)
+    via=$([ "${q:-0}" -gt 0 ] && echo "io_uring, $q queues" || echo /dev/fuse)
+    echo "== clairfs${configs[$c]:+ -o ${configs[$c]}} ($via): daemon CPU per cached epoch ${cpu:-?} s (median of $reps rounds)"
     [ -n "${conn[$c]:-}" ] && fuse_trace_report "$work/perf$c.data" "${conn[$c]}" $((epochs - 1)) "$nfiles"
 done
 exit 0

@@ -162,6 +162,11 @@ static const struct fuse_lowlevel_ops fs_ops = {
     .copy_file_range = erofs_copy_file_range,
 };
 
+struct cfs_fuse_ring_slot *cfs_fs_ring_slot(struct cfs_fs *fs)
+{
+    return &fs->ring_slot;
+}
+
 const struct fuse_lowlevel_ops *cfs_fs_ops(void)
 {
     return &fs_ops;

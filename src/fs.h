@@ -60,6 +60,7 @@ struct cfs_fs_config {
 typedef int (*cfs_fs_state_fn)(void *arg, cfs_id id, char *buf, size_t len);
 
 struct cfs_fs;
+struct cfs_fuse_ring_slot;
 
 /* Opens the source directory; returns 0 or -errno with a message in err. */
 int cfs_fs_create(const struct cfs_fs_config *cfg, struct cfs_fs **out, char *err, size_t errlen);
@@ -76,6 +77,9 @@ void cfs_fs_set_prefetch(struct cfs_fs *fs, struct cfs_prefetch *pf);
 /* The kernel side of page-cache staging over session se, for
  * cfs_prefetch_kernel_start(fs's prefetcher, ops, fs). */
 const struct cfs_kernel_ops *cfs_fs_kernel_ops(struct cfs_fs *fs, struct fuse_session *se);
+/* The session's userdata is fs; its I/O callbacks find their transport
+ * here (fuse_ring.h: cfs_fuse_ring_attach). */
+struct cfs_fuse_ring_slot *cfs_fs_ring_slot(struct cfs_fs *fs);
 /* Abort the session's connection (a stager blocked on a READ nobody will
  * answer, at shutdown); the session stays valid for unmount and destroy. */
 void cfs_fs_abort(struct fuse_session *se);

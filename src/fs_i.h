@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "fs.h"
+#include "fuse_ring.h"
 
 /* The dataset does not change during a mount, so the kernel may keep names
  * and attributes for a day.  The control namespace changes (ready appears,
@@ -40,6 +41,8 @@
 #define CTL_FILE_INO(f) (CTL_DIR_INO + 1 + (fuse_ino_t)(f))
 
 struct cfs_fs {
+    /* First: the session's I/O callbacks find their ring here (fuse_ring.h). */
+    struct cfs_fuse_ring_slot ring_slot;
     const struct cfs_catalog *catalog;
     uint32_t nentries;
     char *source;

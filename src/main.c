@@ -60,6 +60,7 @@
 #include "cluster_order.h"
 #include "cmdline.h"
 #include "fs.h"
+#include "fuse_ring.h"
 #include "mountpoint.h"
 #include "opener.h"
 #include "privileges.h"
@@ -215,6 +216,7 @@ struct daemon {
     double plan_secs;
     char *fsname, *mount_opts;
     struct fuse_session *se;
+    struct cfs_fuse_ring *ring; /* what carries the session's requests */
     bool signals, mounted;
     const char *identify_off;  /* why the order is not learnt, or NULL */
     bool search_stays_idle;    /* the search cannot leave idle priority (check_privileges) */
@@ -468,6 +470,13 @@ static int mount_session(struct daemon *d)
         return PHASE_FAILED;
     }
     d->mounted = true;
+    const struct cfs_fuse_ring_config ring = {.mode = cl->opts.fuse_io, .metrics = &d->metrics};
+    if (cfs_fuse_ring_create(&ring, &d->ring) < 0)
+        return nomem(d);
+    if (cfs_fuse_ring_attach(d->ring, d->se, cfs_fs_ring_slot(d->fs)) < 0) {
+        snprintf(d->err, sizeof(d->err), "cannot take the FUSE session's requests");
+        return PHASE_FAILED;
+    }
     if (fuse_daemonize(cl->foreground) != 0) {
         snprintf(d->err, sizeof(d->err), "cannot detach from the terminal");
         return PHASE_FAILED;
@@ -768,6 +777,7 @@ static void teardown(struct daemon *d)
     /* A node that stops before a start-up meeting still attends it. */
     cfs_peer_startup_destroy(d->startup);
     cfs_metrics_http_destroy(d->http); /* no scrape reads a half-torn daemon */
+    cfs_fuse_ring_stop(d->ring); /* as the /dev/fuse loop: no request is answered now */
     cfs_fs_stop_watch(d->fs);          /* it calls into the data path */
     /* The stager talks to the session: stop it first.  Blocked on the page
      * lock of a READ that no worker will answer any more, it is freed by
@@ -783,6 +793,7 @@ static void teardown(struct daemon *d)
         fuse_remove_signal_handlers(d->se);
     if (d->se)
         fuse_session_destroy(d->se);
+    cfs_fuse_ring_destroy(d->ring);
     cfs_fs_destroy(d->fs);
     cfs_openers_destroy(d->openers);
     cfs_prefetch_stop(d->pf); /* its sweep asks the identification (scan_share) */

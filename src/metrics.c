@@ -186,6 +186,18 @@ static const struct metric_def metric_table[CFS_M_COUNT] = {
                                   U_BYTES, NULL, "pfs_why", "fallback"},
     [CFS_M_PFS_BYTES_RECLAIMED] = {"clairfs_pfs_bytes_total", "reason=\"reclaimed\"", COUNTER,
                                    U_BYTES, NULL, "pfs_why", "reclaimed"},
+    [CFS_M_FUSE_REQUESTS_DEVICE] = {"clairfs_fuse_requests_total", "transport=\"dev\"", COUNTER,
+                                    U_COUNT,
+                                    "FUSE requests, by what carried them from the kernel: "
+                                    "/dev/fuse (dev) or the io_uring queue of the CPU they were "
+                                    "made on (io_uring; fuse_io=).",
+                                    "fuse", "dev"},
+    [CFS_M_FUSE_REQUESTS_RING] = {"clairfs_fuse_requests_total", "transport=\"io_uring\"",
+                                  COUNTER, U_COUNT, NULL, "fuse", "io_uring"},
+    [CFS_M_FUSE_RING_QUEUES] = {"clairfs_fuse_ring_queues", "", GAUGE, U_COUNT,
+                                "CPU queues of FUSE over io_uring registered with the kernel "
+                                "(0: every request over /dev/fuse).",
+                                "fuse", "queues"},
 };
 
 void cfs_metrics_init(struct cfs_metrics *m)

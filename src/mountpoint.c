@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <pthread.h>
 #include <spawn.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -158,81 +157,37 @@ static bool is_dead(int e)
     return e == ENOTCONN || e == ECONNABORTED;
 }
 
-/* A statfs asked in its own thread: a live daemon that is stopped or
- * stuck never answers, and a start must not hang on it.  Shared by the
- * asker and the thread; the last one out frees it. */
-struct statfs_probe {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    bool done;
-    int err; /* errno of statfs, 0 when it answered */
-    int refs;
-    char path[];
-};
-
-static void probe_put(struct statfs_probe *p)
-{
-    pthread_mutex_lock(&p->mu);
-    bool last = --p->refs == 0;
-    pthread_mutex_unlock(&p->mu);
-    if (last) {
-        pthread_mutex_destroy(&p->mu);
-        pthread_cond_destroy(&p->cv);
-        free(p);
-    }
-}
-
-static void *probe_run(void *arg)
-{
-    pthread_setname_np(pthread_self(), "cfs-probe");
-    struct statfs_probe *p = arg;
-    struct statfs sf;
-    int e = statfs(p->path, &sf) < 0 ? errno : 0;
-    pthread_mutex_lock(&p->mu);
-    p->done = true;
-    p->err = e;
-    pthread_cond_signal(&p->cv);
-    pthread_mutex_unlock(&p->mu);
-    probe_put(p);
-    return NULL;
-}
-
 /* What a FUSE mount's daemon must answer itself: statfs is never served
  * from cached attributes (stat may be, for as long as the dead daemon's
  * attribute timeout said), and a dead connection fails it at once.  No
- * answer within the wait is a live daemon, however slow: not dead. */
+ * answer within the wait is a live daemon, however slow: not dead.  The
+ * statfs runs in a child process, not a thread: a request handed to a
+ * stopped daemon over FUSE's io_uring is already sent, and its asker cannot
+ * be killed until the daemon answers, so a thread stuck there would keep
+ * this process from exiting; a stuck child is left to init. */
 static bool fuse_mount_is_dead(const char *mp)
 {
-    size_t n = strlen(mp) + 1;
-    struct statfs_probe *p = calloc(1, sizeof(*p) + n);
-    if (!p)
-        return false;
-    memcpy(p->path, mp, n);
-    p->refs = 2;
-    pthread_mutex_init(&p->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&p->cv, &ca);
-    pthread_condattr_destroy(&ca);
-    pthread_attr_t ta;
-    pthread_t t;
-    pthread_attr_init(&ta);
-    pthread_attr_setdetachstate(&ta, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&t, &ta, probe_run, p) != 0)
-        p->refs = 1; /* no thread: not known to be dead */
-    pthread_attr_destroy(&ta);
-    struct timespec deadline;
-    clock_gettime(CLOCK_MONOTONIC, &deadline);
-    deadline.tv_sec += STATFS_WAIT_SECONDS;
-    pthread_mutex_lock(&p->mu);
-    while (!p->done && p->refs == 2 &&
-           pthread_cond_timedwait(&p->cv, &p->mu, &deadline) != ETIMEDOUT)
-        ;
-    bool dead = p->done && is_dead(p->err);
-    pthread_mutex_unlock(&p->mu);
-    probe_put(p);
-    return dead;
+    pid_t child = fork();
+    if (child < 0)
+        return false; /* not known to be dead */
+    if (child == 0) {
+        struct statfs sf;
+        _exit(statfs(mp, &sf) < 0 ? (errno & 0xff) : 0);
+    }
+    struct timespec start, now, pause = {0, 2000000};
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (;;) {
+        int status;
+        pid_t got = waitpid(child, &status, WNOHANG);
+        if (got == child)
+            return WIFEXITED(status) && is_dead(WEXITSTATUS(status));
+        if (got < 0 && errno != EINTR)
+            return false;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec - start.tv_sec >= STATFS_WAIT_SECONDS)
+            return false;
+        nanosleep(&pause, NULL);
+    }
 }
 
 /* The resolved mount point in *mp: 1 when it is a dead FUSE mount, 0 when

@@ -205,6 +205,18 @@ static int parse_io(struct cfs_options *o, const char *v, char *err, size_t errl
     return 0;
 }
 
+static int parse_fuse_io(struct cfs_options *o, const char *v, char *err, size_t errlen)
+{
+    static const char *const names[] = {"auto", "uring", "device"};
+    static const enum cfs_fuse_io kinds[] = {CFS_FUSE_IO_AUTO, CFS_FUSE_IO_URING,
+                                             CFS_FUSE_IO_DEVICE};
+    int k = keyword("fuse_io", v, names, sizeof(names) / sizeof(*names), err, errlen);
+    if (k < 0)
+        return k;
+    o->fuse_io = kinds[k];
+    return 0;
+}
+
 static int parse_sweep(struct cfs_options *o, const char *v, char *err, size_t errlen)
 {
     static const char *const names[] = {"auto", "on", "off"};
@@ -289,6 +301,8 @@ static const struct opt_def options_table[] = {
     {"io", OPT_SPECIAL, 0, NO_PRESENT, 0, 0, parse_io, T, "ENGINE: auto, uring or threads"},
     {"io_depth", OPT_U32, OFF(io_depth), NO_PRESENT, 1, 4096, NULL, T,
      "fetches in flight (default 64)"},
+    {"fuse_io", OPT_SPECIAL, 0, NO_PRESENT, 0, 0, parse_fuse_io, T,
+     "REQUESTS: auto, uring or device (/dev/fuse)"},
     {"lookahead", OPT_U32, OFF(lookahead), NO_PRESENT, 1, UINT32_MAX, NULL, T,
      "files to fetch ahead of the trainers"},
     {"no_pagecache", OPT_FLAG, OFF(no_pagecache), NO_PRESENT, 0, 0, NULL, T,

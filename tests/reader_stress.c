@@ -17,7 +17,7 @@
  *                  every one and close them all.
  *
  * --tolerate E1,E2,...: these errno names (EIO, ENOTCONN, ECONNABORTED,
- * ESTALE, ENOENT) are counted as "refused", not as failures (a SIGTERM
+ * ECANCELED, ESTALE, ENOENT) are counted as "refused", not as failures (a SIGTERM
  * with reads in flight); wrong bytes are always a failure.  --duration S
  * stops the default mode after S seconds (an epoch cut short counts).
  *
@@ -319,7 +319,7 @@ static int errno_of(const char *name)
         int err;
     } t[] = {{"EIO", EIO},       {"ENOTCONN", ENOTCONN}, {"ECONNABORTED", ECONNABORTED},
              {"ESTALE", ESTALE}, {"ENOENT", ENOENT},     {"EINTR", EINTR},
-             {"EBADF", EBADF},   {"ENODEV", ENODEV}};
+             {"EBADF", EBADF},   {"ENODEV", ENODEV},     {"ECANCELED", ECANCELED}};
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
         if (strcmp(t[i].name, name) == 0)
             return t[i].err;

@@ -68,6 +68,9 @@ enum cfs_metric {
     CFS_M_PFS_BYTES_MODEL,    /* the model estimated the PFS faster than its owner */
     CFS_M_PFS_BYTES_FALLBACK, /* its owner was asked and did not give the bytes */
     CFS_M_PFS_BYTES_RECLAIMED, /* a staged file whose pages the kernel dropped */
+    CFS_M_FUSE_REQUESTS_DEVICE, /* FUSE requests read from /dev/fuse */
+    CFS_M_FUSE_REQUESTS_RING,   /* ... and taken from an io_uring queue (fuse_ring.h) */
+    CFS_M_FUSE_RING_QUEUES,     /* io_uring queues registered: 0 on /dev/fuse alone */
     CFS_M_COUNT
 };
 

@@ -23,6 +23,13 @@ enum cfs_io_kind {
     CFS_IO_THREADS,
 };
 
+/* What carries FUSE requests from the kernel (src/fuse_ring.h). */
+enum cfs_fuse_io {
+    CFS_FUSE_IO_AUTO = 0, /* io_uring where the kernel offers it and io_uring works */
+    CFS_FUSE_IO_URING,    /* the same, but a warning where it cannot */
+    CFS_FUSE_IO_DEVICE,   /* /dev/fuse only */
+};
+
 /* While no order is known, stage the files not yet read in index order
  * (prefetch_loop.c's sweep)? */
 enum cfs_sweep_mode {
@@ -64,6 +71,7 @@ struct cfs_options {
     bool rescan;
     enum cfs_io_kind io;
     uint32_t io_depth;
+    enum cfs_fuse_io fuse_io;
     uint32_t lookahead; /* files the prefetcher may run ahead of the trainers */
     double peer_timeout; /* seconds */
     bool no_peers;

@@ -131,7 +131,7 @@ check ".clairfs is not in the root listing" bash -c '! ls -a "$1" | grep -qx .cl
 check ".clairfs not listed by Python either (readdirplus)" "$PYTHON" -c '
 import os, sys; sys.exit(".clairfs" in os.listdir(sys.argv[1]) or ".clairfs" in [e.name for e in os.scandir(sys.argv[1])])' "$mnt"
 check ".clairfs lists its four files" test "$(ls "$mnt/.clairfs" | tr '\n' ' ')" = "control metrics ready stats "
-check "cat metrics shows the families" bash -c 'cat "$1/.clairfs/metrics" | grep -c "^# TYPE clairfs_" | grep -qx 29' _ "$mnt"
+check "cat metrics shows the families" bash -c 'cat "$1/.clairfs/metrics" | grep -c "^# TYPE clairfs_" | grep -qx 31' _ "$mnt"
 check "metrics parse as Prometheus text" "$PYTHON" - "$mnt/.clairfs/metrics" <<'EOF'
 import re, sys
 sample = re.compile(r'^[a-zA-Z_:][a-zA-Z0-9_:]*(\{[a-zA-Z_][a-zA-Z0-9_]*="[^"\\]*"(,[a-zA-Z_][a-zA-Z0-9_]*="[^"\\]*")*\})? [0-9]+(\.[0-9]+)?$')

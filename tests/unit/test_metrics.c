@@ -143,7 +143,16 @@ static const char expected_prometheus[] =
     "clairfs_pfs_bytes_total{reason=\"slow\"} 0\n"
     "clairfs_pfs_bytes_total{reason=\"model\"} 2048\n"
     "clairfs_pfs_bytes_total{reason=\"fallback\"} 512\n"
-    "clairfs_pfs_bytes_total{reason=\"reclaimed\"} 512\n";
+    "clairfs_pfs_bytes_total{reason=\"reclaimed\"} 512\n"
+    "# HELP clairfs_fuse_requests_total FUSE requests, by what carried them from the kernel: "
+    "/dev/fuse (dev) or the io_uring queue of the CPU they were made on (io_uring; fuse_io=).\n"
+    "# TYPE clairfs_fuse_requests_total counter\n"
+    "clairfs_fuse_requests_total{transport=\"dev\"} 3\n"
+    "clairfs_fuse_requests_total{transport=\"io_uring\"} 1770\n"
+    "# HELP clairfs_fuse_ring_queues CPU queues of FUSE over io_uring registered with the kernel "
+    "(0: every request over /dev/fuse).\n"
+    "# TYPE clairfs_fuse_ring_queues gauge\n"
+    "clairfs_fuse_ring_queues 2\n";
 
 static const char expected_stats[] =
     "catalog   files 1281167  dirs 1001  bytes 137 GiB  from_index yes\n"
@@ -166,7 +175,8 @@ static const char expected_stats[] =
     "search    normal 2.500 s  idle 61.000 s\n"
     "owner     late 0\n"
     "retrieve  asked 7  short 1\n"
-    "pfs_why   unheld 1.00 KiB  unread 0 B  slow 0 B  model 2.00 KiB  fallback 512 B  reclaimed 512 B\n";
+    "pfs_why   unheld 1.00 KiB  unread 0 B  slow 0 B  model 2.00 KiB  fallback 512 B  reclaimed 512 B\n"
+    "fuse      dev 3  io_uring 1770  queues 2\n";
 
 static void fill(struct cfs_metrics *m)
 {
@@ -213,6 +223,9 @@ static void fill(struct cfs_metrics *m)
     cfs_metrics_add(m, CFS_M_PFS_BYTES_MODEL, 2048);
     cfs_metrics_add(m, CFS_M_PFS_BYTES_FALLBACK, 512);
     cfs_metrics_add(m, CFS_M_PFS_BYTES_RECLAIMED, 512);
+    cfs_metrics_add(m, CFS_M_FUSE_REQUESTS_DEVICE, 3);
+    cfs_metrics_add(m, CFS_M_FUSE_REQUESTS_RING, 1770);
+    cfs_metrics_set(m, CFS_M_FUSE_RING_QUEUES, 2);
 }
 
 START_TEST(prometheus_text_is_exact)
