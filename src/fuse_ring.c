@@ -126,28 +126,6 @@ _Thread_local struct ring_current ring_current;
  * that ring. */
 static _Thread_local struct ring_queue *ring_thread_of;
 
-void ring_set_desc(struct cfs_fuse_ring *r, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    pthread_mutex_lock(&r->desc_mu);
-    vsnprintf(r->desc, sizeof(r->desc), fmt, ap);
-    pthread_mutex_unlock(&r->desc_mu);
-    va_end(ap);
-}
-
-void cfs_fuse_ring_describe(const struct cfs_fuse_ring *r, char *buf, size_t len)
-{
-    if (!r) {
-        snprintf(buf, len, "/dev/fuse");
-        return;
-    }
-    pthread_mutex_lock((pthread_mutex_t *)&r->desc_mu);
-    snprintf(buf, len, "%s", r->desc);
-    pthread_mutex_unlock((pthread_mutex_t *)&r->desc_mu);
-}
-
-
 /* ---- the ring ------------------------------------------------------------- */
 
 #if RING_BUILT
@@ -466,7 +444,6 @@ void ring_start(struct cfs_fuse_ring *r)
     r->queues = calloc(r->nqueues, sizeof(*r->queues));
     if (!r->queues) {
         atomic_store(&r->state, RING_FAILED);
-        ring_set_desc(r, "/dev/fuse (out of memory for the io_uring queues)");
         cfs_warn("FUSE requests stay on /dev/fuse: out of memory for the io_uring queues");
         return;
     }
@@ -496,14 +473,12 @@ void ring_start(struct cfs_fuse_ring *r)
     }
     if (rc < 0) {
         atomic_store(&r->state, RING_FAILED);
-        ring_set_desc(r, "/dev/fuse (io_uring queue %u: %s)", qid, strerror(-rc));
         cfs_warn("FUSE requests stay on /dev/fuse: io_uring queue %u of %u cannot start: %s", qid,
                  r->nqueues, strerror(-rc));
         return;
     }
     if (r->cfg.metrics)
         cfs_metrics_set(r->cfg.metrics, CFS_M_FUSE_RING_QUEUES, r->nqueues);
-    ring_set_desc(r, "io_uring, %u CPU queues of %u", r->nqueues, r->depth);
     cfs_info("FUSE requests over io_uring: %u CPU queues of %u", r->nqueues, r->depth);
 }
 
@@ -551,11 +526,9 @@ int cfs_fuse_ring_create(const struct cfs_fuse_ring_config *cfg, struct cfs_fuse
     r->fd = -1;
     long page = sysconf(_SC_PAGESIZE);
     r->page = page > 0 ? (size_t)page : 4096;
-    pthread_mutex_init(&r->desc_mu, NULL);
     pthread_mutex_init(&r->pool_mu, NULL);
     pthread_cond_init(&r->pool_cv, NULL);
     atomic_init(&r->state, RING_OFF);
-    snprintf(r->desc, sizeof(r->desc), "/dev/fuse");
     if (cfg->mode != CFS_FUSE_IO_DEVICE)
         ring_probe(r);
     *out = r;
@@ -623,7 +596,6 @@ void cfs_fuse_ring_destroy(struct cfs_fuse_ring *r)
         pthread_mutex_destroy(&q->sq_mu);
     }
     free(r->queues);
-    pthread_mutex_destroy(&r->desc_mu);
     pthread_mutex_destroy(&r->pool_mu);
     pthread_cond_destroy(&r->pool_cv);
     free(r);

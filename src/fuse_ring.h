@@ -63,8 +63,4 @@ int cfs_fuse_ring_attach(struct cfs_fuse_ring *r, struct fuse_session *se,
 void cfs_fuse_ring_stop(struct cfs_fuse_ring *r);
 void cfs_fuse_ring_destroy(struct cfs_fuse_ring *r);
 
-/* What carries the requests, for the log and the stats: "io_uring, 2
- * queues of 8", or "/dev/fuse (the kernel does not offer ...)". */
-void cfs_fuse_ring_describe(const struct cfs_fuse_ring *r, char *buf, size_t len);
-
 #endif

@@ -14,7 +14,6 @@
 #include <pthread.h>
 #include <poll.h>
 #include <sched.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -118,8 +117,6 @@ struct cfs_fuse_ring {
     unsigned nqueues, depth;
     struct ring_queue *queues;
     atomic_int state;
-    pthread_mutex_t desc_mu;
-    char desc[200];
     /* The workers that answer what may wait. */
     pthread_mutex_t pool_mu;
     pthread_cond_t pool_cv;
@@ -139,9 +136,6 @@ struct ring_current {
     bool replied;
 };
 extern _Thread_local struct ring_current ring_current;
-
-void ring_set_desc(struct cfs_fuse_ring *r, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
 
 static inline void ring_count(struct cfs_fuse_ring *r, enum cfs_metric m, uint64_t n)
 {

@@ -83,7 +83,6 @@ static ssize_t init_reply(struct cfs_fuse_ring *r, int fd, struct iovec *iov, in
     if (n < 0)
         return n;
     if (why) {
-        ring_set_desc(r, "/dev/fuse (%s)", why);
         if (r->cfg.mode == CFS_FUSE_IO_URING)
             cfs_warn("-o fuse_io=uring: FUSE requests stay on /dev/fuse: %s", why);
         else if (r->cfg.mode == CFS_FUSE_IO_AUTO)
