@@ -93,28 +93,47 @@ static ssize_t init_reply(struct cfs_fuse_ring *r, int fd, struct iovec *iov, in
     return n;
 }
 
+#if RING_BUILT
+/* The reply to the request in e, its payload already in e's buffer: the
+ * header goes in and the entry back to the kernel.  0 or -EIO. */
+static int commit_reply(struct ring_ent *e, const struct fuse_out_header *out, size_t payload)
+{
+    memcpy(e->hdr->in_out, out, sizeof(*out));
+    e->hdr->ent.payload_sz = (uint32_t)payload;
+    ring_current.replied = true;
+    return ring_submit_cmd(e, RING_CMD_COMMIT_AND_FETCH);
+}
+
+static bool read_full(int fd, void *buf, size_t len)
+{
+    for (size_t got = 0; got < len;) {
+        ssize_t n = read(fd, (char *)buf + got, len - got);
+        if (n <= 0)
+            return false;
+        got += (size_t)n;
+    }
+    return true;
+}
+#endif
+
 static ssize_t io_writev(int fd, struct iovec *iov, int count_, void *userdata)
 {
     const struct fuse_out_header *out = iov[0].iov_base;
 #if RING_BUILT
     struct ring_ent *e = ring_current.e;
     if (e && !ring_current.replied && out->unique == e->unique) {
-        struct fuse_out_header *to = (struct fuse_out_header *)e->hdr->in_out;
-        struct cfs_fuse_ring *r = e->q->r;
+        struct fuse_out_header head = *out;
         size_t len = 0;
-        *to = *out;
         for (int i = 1; i < count_; i++) {
-            if (len + iov[i].iov_len > r->payload_cap) {
-                to->error = -EIO;
+            if (len + iov[i].iov_len > e->q->r->payload_cap) {
+                head.error = -EIO;
                 len = 0;
                 break;
             }
             memcpy(e->payload + len, iov[i].iov_base, iov[i].iov_len);
             len += iov[i].iov_len;
         }
-        e->hdr->ent.payload_sz = (uint32_t)len;
-        ring_current.replied = true;
-        if (ring_submit_cmd(e, RING_CMD_COMMIT_AND_FETCH) < 0) {
+        if (commit_reply(e, &head, len) < 0) {
             errno = EIO;
             return -1;
         }
@@ -138,26 +157,16 @@ static ssize_t io_splice_send(int fdin, loff_t *offin, int fdout, loff_t *offout
     struct ring_ent *e = ring_current.e;
     if (e && !ring_current.replied) {
         struct fuse_out_header out;
-        size_t got = 0, want = len;
-        char *rest = NULL;
-        while (got < sizeof(out)) {
-            ssize_t n = read(fdin, (char *)&out + got, sizeof(out) - got);
-            if (n <= 0)
-                return -1;
-            got += (size_t)n;
-        }
-        struct cfs_fuse_ring *r = e->q->r;
-        bool ours = out.unique == e->unique && len - sizeof(out) <= r->payload_cap;
-        char *to = ours ? e->payload : (rest = malloc(len - sizeof(out) + 1));
-        if (!to)
+        if (!read_full(fdin, &out, sizeof(out)))
             return -1;
-        for (got = 0, want = len - sizeof(out); got < want;) {
-            ssize_t n = read(fdin, to + got, want - got);
-            if (n <= 0) {
-                free(rest);
-                return -1;
-            }
-            got += (size_t)n;
+        size_t want = len - sizeof(out);
+        bool ours = out.unique == e->unique && want <= e->q->r->payload_cap;
+        char *rest = ours ? NULL : malloc(want + 1);
+        if (!ours && !rest)
+            return -1;
+        if (!read_full(fdin, ours ? e->payload : rest, want)) {
+            free(rest);
+            return -1;
         }
         if (!ours) { /* a notification made while answering */
             struct iovec iov[2] = {{&out, sizeof(out)}, {rest, want}};
@@ -165,10 +174,7 @@ static ssize_t io_splice_send(int fdin, loff_t *offin, int fdout, loff_t *offout
             free(rest);
             return n;
         }
-        memcpy(e->hdr->in_out, &out, sizeof(out));
-        e->hdr->ent.payload_sz = (uint32_t)want;
-        ring_current.replied = true;
-        return ring_submit_cmd(e, RING_CMD_COMMIT_AND_FETCH) < 0 ? -1 : (ssize_t)len;
+        return commit_reply(e, &out, want) < 0 ? -1 : (ssize_t)len;
     }
 #endif
     return splice(fdin, offin, fdout, offout, len, flags);
