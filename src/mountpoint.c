@@ -15,6 +15,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -171,8 +172,11 @@ static bool fuse_mount_is_dead(const char *mp)
     if (child < 0)
         return false; /* not known to be dead */
     if (child == 0) {
+        /* The raw system call: after a fork of a threaded process only
+         * async-signal-safe code may run, and a sanitizer's statfs is not. */
         struct statfs sf;
-        _exit(statfs(mp, &sf) < 0 ? (errno & 0xff) : 0);
+        long rc = syscall(SYS_statfs, mp, &sf);
+        _exit(rc < 0 ? (errno & 0xff) : 0);
     }
     struct timespec start, now, pause = {0, 2000000};
     clock_gettime(CLOCK_MONOTONIC, &start);
