@@ -79,6 +79,18 @@ bool fs_take_served(struct cfs_fs *fs, pid_t tid, cfs_id id)
     return found;
 }
 
+/* An exact watch's open, before the kernel goes on with it and before it
+ * is counted (watched_open): while FUSE may still be asked (the watch
+ * starting, the opens in flight at the switch), the note tells that open
+ * it is counted here. */
+static void watched_open_noted(void *arg, uint64_t node, pid_t tid)
+{
+    struct cfs_fs *fs = arg;
+    cfs_id id;
+    if (!is_ctl_ino((fuse_ino_t)node) && entry_of(fs, (fuse_ino_t)node, &id))
+        fs_note_served(fs, tid, id);
+}
+
 /* An open or close the kernel made without asking (open_watch.h). */
 static void watched_open(void *arg, uint64_t node, pid_t tid, bool opened, bool closed)
 {
@@ -87,11 +99,6 @@ static void watched_open(void *arg, uint64_t node, pid_t tid, bool opened, bool 
     if (is_ctl_ino((fuse_ino_t)node) || !entry_of(fs, (fuse_ino_t)node, &id))
         return;
     bool exact = atomic_load_explicit(&fs->watch_exact, memory_order_relaxed);
-    /* An exact watch sees the open before FUSE does: while FUSE may still
-     * be asked (the watch starting, the opens in flight at the switch), the
-     * note tells that open it is counted here. */
-    if (opened && exact)
-        fs_note_served(fs, tid, id);
     if (opened && (exact || !fs_take_served(fs, tid, id))) {
         struct cfs_opener who;
         fs_opener_of(fs, tid, id, &who);
@@ -111,7 +118,7 @@ static struct cfs_open_watch *watch_every_dir(struct cfs_fs *fs, char *err, size
         snprintf(err, errlen, "open watch: off");
         return NULL;
     }
-    if (cfs_open_watch_start(watched_open, fs, &w, err, errlen) < 0)
+    if (cfs_open_watch_start(watched_open, watched_open_noted, fs, &w, err, errlen) < 0)
         return NULL;
     atomic_store(&fs->watch_exact, cfs_open_watch_exact(w));
     if (!cfs_open_watch_exact(w) && !fs->kernel_open_uncounted) {

@@ -28,6 +28,7 @@ struct cfs_open_watch {
     int perm_fd; /* FAN_OPEN_PERM, one event per open; -1 where refused */
     int wake_fd; /* eventfd: a sync or the stop asked */
     cfs_open_watch_fn fn;
+    cfs_open_watch_note_fn noted; /* NULL: none */
     void *arg;
     pthread_t thread;
     pthread_mutex_t mu; /* guards what follows; cv: done moved */
@@ -97,44 +98,70 @@ static bool node_of_fd(int fd, uint64_t *node)
     return true;
 }
 
-/* One permission event: the opener waits until it is answered, so the
- * callback runs first (what it notes is in place before the open goes on)
- * and the answer follows at once.  The event's descriptor names the file
- * (directories send none: FAN_ONDIR is not asked). */
-static void handle_perm_event(struct cfs_open_watch *w, const struct fanotify_event_metadata *m)
+/* A permission event's open, answered and waiting for the callback. */
+struct answered_open {
+    uint64_t node;
+    pid_t tid;
+};
+
+/* One permission event: the opener waits until it is answered, so only
+ * the note (a served open's, fs_kernel_open.c) comes before the answer;
+ * the callback runs after it, with the other events of the read (what it
+ * does takes the opener's CPU time on a busy host: it is a waiting
+ * reader's turn given away).  The event's descriptor names the file
+ * (directories send none: FAN_ONDIR is not asked).  True when *out holds
+ * an open to hand to the callback. */
+static bool answer_perm_event(struct cfs_open_watch *w, const struct fanotify_event_metadata *m,
+                              struct answered_open *out)
 {
     if (m->fd < 0)
-        return;
-    uint64_t node;
-    if ((m->mask & FAN_OPEN_PERM) && node_of_fd(m->fd, &node)) {
-        atomic_fetch_add_explicit(&w->events, 1, memory_order_relaxed);
-        w->fn(w->arg, node, m->pid, true, false);
+        return false;
+    bool opened = (m->mask & FAN_OPEN_PERM) && node_of_fd(m->fd, &out->node);
+    if (opened) {
+        out->tid = m->pid;
+        if (w->noted)
+            w->noted(w->arg, out->node, out->tid);
     }
     struct fanotify_response r = {.fd = m->fd, .response = FAN_ALLOW};
     if (write(w->perm_fd, &r, sizeof(r)) != sizeof(r))
         cfs_warn("open watch: answering an open: %s", strerror(errno));
     close(m->fd);
+    return opened;
 }
 
-/* Hands every event queued on fd to handle: 0, or -errno of a read error,
- * which ends the watch.  Permission events (perm_fd) are answered there,
- * notifications (fan_fd) counted. */
-static int drain(struct cfs_open_watch *w, int fd,
-                 void (*handle)(struct cfs_open_watch *, const struct fanotify_event_metadata *))
+/* The events a read returns at most: aligned for the metadata records the
+ * kernel writes. */
+#define READ_BYTES 16384
+#define READ_EVENTS (READ_BYTES / sizeof(struct fanotify_event_metadata))
+
+/* Hands every event queued on fd to the callback: 0, or -errno of a read
+ * error, which ends the watch.  Permission events (perm) are answered
+ * first, all of a read, then counted; notifications (the closes, and the
+ * merging watch's opens) counted. */
+static int drain(struct cfs_open_watch *w, int fd, bool perm)
 {
     if (fd < 0)
         return 0;
-    /* Aligned for the metadata records the kernel writes into it. */
-    struct fanotify_event_metadata buf[16384 / sizeof(struct fanotify_event_metadata)];
+    struct fanotify_event_metadata buf[READ_EVENTS];
+    struct answered_open answered[READ_EVENTS];
     for (;;) {
         ssize_t n = read(fd, buf, sizeof(buf));
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
             return errno == EAGAIN ? 0 : -errno;
+        size_t nanswered = 0;
         for (const struct fanotify_event_metadata *m = buf; FAN_EVENT_OK(m, n);
-             m = FAN_EVENT_NEXT(m, n))
-            handle(w, m);
+             m = FAN_EVENT_NEXT(m, n)) {
+            if (!perm)
+                handle_event(w, m);
+            else if (answer_perm_event(w, m, &answered[nanswered]))
+                nanswered++;
+        }
+        for (size_t i = 0; i < nanswered; i++) {
+            atomic_fetch_add_explicit(&w->events, 1, memory_order_relaxed);
+            w->fn(w->arg, answered[i].node, answered[i].tid, true, false);
+        }
         /* A short read took every event queued: no read for EAGAIN. */
         if ((size_t)n < sizeof(buf) - FAN_EVENT_METADATA_LEN - 256)
             return 0;
@@ -152,9 +179,9 @@ static uint64_t now_ns(void)
  * permission event is answered as soon as it comes: its opener waits.
  * The notifications (closes, and the merging watch's opens) are read at
  * most every BATCH_GATHER_MS, so that a cached epoch's thousands of closes
- * cost tens of wake-ups; a sync or the stop reads them at once.  Per open
- * that leaves one poll, one read, the node id, the answer and the close
- * of the event's descriptor. */
+ * cost tens of wake-ups; a sync or the stop reads them at once.  An
+ * opener waits for one poll, one read, the node id, the answer and the
+ * close of the event's descriptor (and those of the events read with it). */
 static void *watch_main(void *arg)
 {
     pthread_setname_np(pthread_self(), "cfs-open-watch");
@@ -186,9 +213,9 @@ static void *watch_main(void *arg)
                 break;
         }
         if (woken || (p[1].revents & POLLIN))
-            rc = drain(w, w->perm_fd, handle_perm_event);
+            rc = drain(w, w->perm_fd, true);
         if (rc == 0 && (woken || (p[2].revents & POLLIN))) {
-            rc = drain(w, w->fan_fd, handle_event);
+            rc = drain(w, w->fan_fd, false);
             due = now_ns() + BATCH_GATHER_MS * 1000000u;
         }
         if (rc < 0)
@@ -239,8 +266,8 @@ void cfs_open_watch_sync(struct cfs_open_watch *w, double timeout)
     pthread_mutex_unlock(&w->mu);
 }
 
-int cfs_open_watch_start(cfs_open_watch_fn fn, void *arg, struct cfs_open_watch **out, char *err,
-                         size_t errlen)
+int cfs_open_watch_start(cfs_open_watch_fn fn, cfs_open_watch_note_fn noted, void *arg,
+                         struct cfs_open_watch **out, char *err, size_t errlen)
 {
     *out = NULL;
     struct cfs_open_watch *w = calloc(1, sizeof(*w));
@@ -249,6 +276,7 @@ int cfs_open_watch_start(cfs_open_watch_fn fn, void *arg, struct cfs_open_watch 
         return -ENOMEM;
     }
     w->fn = fn;
+    w->noted = noted;
     w->arg = arg;
     w->wake_fd = -1;
     w->perm_fd = -1;

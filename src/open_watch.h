@@ -23,12 +23,13 @@
  * group, which the kernel never merges: the opener waits for the answer,
  * one wake-up of the watch's thread for the opens that arrive together,
  * still far less than the OPEN, RELEASE and FLUSH round trips it
- * replaces.  The thread answers them as they come and reads the
- * notifications (the closes) at most every 2 ms, so a permission event
- * costs one poll, one read, the node id, the answer and a close.  Those events carry a descriptor (permission events cannot
- * report handles), held only until the answer, while the opener holds
- * the mount anyway.  The queue holds 16384 events; an
- * overflow is logged once and the events lost are not counted.
+ * replaces.  The thread answers every event of a read before it hands
+ * any to the callback, and reads the notifications (the closes) at most
+ * every 2 ms, so an opener waits for one poll, one read, the node id, the
+ * answer and a close.  Those events carry a descriptor (permission events
+ * cannot report handles), held only until the answer, while the opener
+ * holds the mount anyway.  The queue holds 16384 events; an overflow is
+ * logged once and the events lost are not counted.
  *
  * Thread safety: the callback runs on the watch's thread only; sync from
  * any thread; start, watch_dir and stop from one thread at a time. */
@@ -46,11 +47,15 @@ struct cfs_open_watch;
  * watch); opened and closed may both be set (a merged event: the open came
  * first). */
 typedef void (*cfs_open_watch_fn)(void *arg, uint64_t node, pid_t tid, bool opened, bool closed);
+/* An exact watch's open (cfs_open_watch_exact) before its opener goes on;
+ * the callback hears of it after.  Runs while the opener waits: a note, no
+ * more. */
+typedef void (*cfs_open_watch_note_fn)(void *arg, uint64_t node, pid_t tid);
 
-/* The group and its thread, watching nothing yet.  0, or -errno with a
- * one-line message in err. */
-int cfs_open_watch_start(cfs_open_watch_fn fn, void *arg, struct cfs_open_watch **out, char *err,
-                         size_t errlen);
+/* The group and its thread, watching nothing yet; noted may be NULL.  0,
+ * or -errno with a one-line message in err. */
+int cfs_open_watch_start(cfs_open_watch_fn fn, cfs_open_watch_note_fn noted, void *arg,
+                         struct cfs_open_watch **out, char *err, size_t errlen);
 /* Watch the regular files directly in directory path (the caller's
  * directories through the mount).  0, or -errno with a one-line message. */
 int cfs_open_watch_dir(struct cfs_open_watch *w, const char *path, char *err, size_t errlen);
@@ -62,7 +67,7 @@ void cfs_open_watch_sync(struct cfs_open_watch *w, double timeout);
 void cfs_open_watch_stop(struct cfs_open_watch *w);
 /* Whether every open is one event (permission events, CAP_SYS_ADMIN):
  * then no open is merged, and each opener waits for the watch's thread to
- * see it (the callback runs before the open goes on). */
+ * see it (the note runs before the open goes on, the callback after). */
 bool cfs_open_watch_exact(const struct cfs_open_watch *w);
 /* Events handed to the callback, and queue overflows. */
 uint64_t cfs_open_watch_events(const struct cfs_open_watch *w);
