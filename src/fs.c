@@ -181,6 +181,7 @@ int cfs_fs_create(const struct cfs_fs_config *cfg, struct cfs_fs **out, char *er
     if (!fs)
         return -ENOMEM;
     fs->source_fd = -1;
+    fs->ring_slot.read_never_waits = fs_read_never_waits;
     pthread_mutex_init(&fs->opens_mu, NULL);
     fs->catalog = cfg->catalog;
     fs->nentries = cfs_catalog_entry_count(cfg->catalog);

@@ -193,6 +193,14 @@ static void unopened_read(fuse_req_t req, struct cfs_fs *fs, fuse_ino_t ino, siz
     cfs_prefetch_release(fs->prefetch, f);
 }
 
+bool fs_read_never_waits(struct cfs_fuse_ring_slot *slot, uint64_t fh)
+{
+    (void)slot;
+    const struct fs_open *o = (const struct fs_open *)(uintptr_t)fh;
+    /* A control file's snapshot waits for the open watch (fs_settle_watch). */
+    return o && o->kind == OPEN_DATA && cfs_prefetch_read_in_memory(o->handle);
+}
+
 void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                 struct fuse_file_info *fi)
 {

@@ -228,5 +228,7 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                 struct fuse_file_info *fi);
 void fs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+/* The ring's question (fuse_ring.h): a READ of fh answered from memory. */
+bool fs_read_never_waits(struct cfs_fuse_ring_slot *slot, uint64_t fh);
 
 #endif

@@ -119,6 +119,18 @@ static bool answered_inline(unsigned opcode)
     }
 }
 
+/* A READ the filesystem answers from memory (a RAM tier's bytes): the
+ * hand-off to a worker and back would cost more than the copy. */
+static bool read_never_waits(const struct cfs_fuse_ring *r, const struct ring_ent *e)
+{
+    struct cfs_fuse_ring_slot *slot = r->slot;
+    if (!slot || !slot->read_never_waits)
+        return false;
+    struct fuse_read_in rin;
+    memcpy(&rin, e->hdr->op_in, sizeof(rin));
+    return slot->read_never_waits(slot, rin.fh);
+}
+
 #endif
 
 _Thread_local struct ring_current ring_current;
@@ -282,7 +294,7 @@ static void take_request(struct cfs_fuse_ring *r, struct ring_ent *e)
     memcpy(start, &in, sizeof(in));
     memcpy(start + sizeof(in), e->hdr->op_in, (size_t)opsz);
     e->buf = (struct fuse_buf){.size = head + payload, .mem = start};
-    if (answered_inline(in.opcode))
+    if (answered_inline(in.opcode) || (in.opcode == FUSE_READ && read_never_waits(r, e)))
         dispatch(r, e);
     else
         hand_off(r, e);

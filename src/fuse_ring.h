@@ -15,9 +15,10 @@
  * offers it (Linux >= 6.14 with /sys/module/fuse/parameters/enable_uring
  * set) and io_uring works here, then registers one queue per possible CPU.
  * Requests that cannot block (IOCTL, GETATTR, LOOKUP, FLUSH, RELEASE,
- * STATFS, directories) are answered on the ring's thread; the others
- * (OPEN, READ, xattrs, ...) go to a pool of workers, so that a READ waiting
- * for the PFS holds one worker, not a CPU's queue.  Either way libfuse
+ * STATFS, directories, and a READ the filesystem answers from memory) are
+ * answered on the ring's thread; the others (OPEN, other READs, xattrs,
+ * ...) go to a pool of workers, so that a READ waiting for the PFS holds
+ * one worker, not a CPU's queue.  Either way libfuse
  * decodes the request and the filesystem's handler replies before it
  * returns; the reply lands in the ring entry instead of /dev/fuse.
  * FORGET, INTERRUPT and notifications stay on /dev/fuse, as do all requests
@@ -33,9 +34,16 @@
 struct cfs_fuse_ring;
 
 /* libfuse hands the I/O callbacks only the session's userdata (the
- * filesystem's state), which must begin with this slot: attach fills it. */
+ * filesystem's state), which must begin with this slot: attach fills ring,
+ * the filesystem read_never_waits. */
 struct cfs_fuse_ring_slot {
     struct cfs_fuse_ring *ring;
+    /* Whether a READ of open file fh is answered from memory, never
+     * waiting (it is then answered on the ring's thread, without a
+     * worker's hand-off); NULL: every READ goes to a worker.  Called on the
+     * ring's thread while fh is open (the kernel releases a file after its
+     * last READ). */
+    bool (*read_never_waits)(struct cfs_fuse_ring_slot *slot, uint64_t fh);
 };
 
 struct cfs_fuse_ring_config {

@@ -108,6 +108,7 @@ struct ring_queue {
 struct cfs_fuse_ring {
     struct cfs_fuse_ring_config cfg;
     struct fuse_session *se;
+    struct cfs_fuse_ring_slot *slot; /* the filesystem's: read_never_waits */
     int fd;
     bool io_uring_works; /* probed at creation */
     char why_not[160];   /* io_uring's refusal, for the INIT line */

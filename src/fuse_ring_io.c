@@ -190,6 +190,7 @@ int cfs_fuse_ring_attach(struct cfs_fuse_ring *r, struct fuse_session *se,
     };
     r->se = se;
     r->fd = fuse_session_fd(se);
+    r->slot = slot;
     slot->ring = r;
     return fuse_session_custom_io(se, &io, r->fd);
 }

@@ -499,6 +499,11 @@ bool cfs_prefetch_is_direct(const struct cfs_prefetch_file *f)
     return (f->kernel || !f->has_h) && !f->pbuf;
 }
 
+bool cfs_prefetch_read_in_memory(const struct cfs_prefetch_file *f)
+{
+    return f->pbuf || (!f->kernel && f->has_h && f->h.data);
+}
+
 bool cfs_prefetch_keep_cache(const struct cfs_prefetch_file *f)
 {
     return f->kernel;

@@ -198,6 +198,9 @@ int cfs_prefetch_start(struct cfs_prefetch *pf, char *err, size_t errlen);
 /* True when the open reads the source directly (no tier holds the bytes):
  * cfs_prefetch_read() then needs a scratch buffer. */
 bool cfs_prefetch_is_direct(const struct cfs_prefetch_file *f);
+/* True when every read of the open is answered from memory (a pinned RAM
+ * entry, a peer's bytes): cfs_prefetch_read() then never waits. */
+bool cfs_prefetch_read_in_memory(const struct cfs_prefetch_file *f);
 /* Stops the prefetcher, cancels fetches, persists the SSD index.  Every
  * file handle must have been released.  Accepts NULL. */
 void cfs_prefetch_destroy(struct cfs_prefetch *pf);
