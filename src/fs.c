@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "clairfs/log.h"
+#include "open_tally.h"
 
 /* ---- init ---------------------------------------------------------------- */
 
@@ -148,6 +149,7 @@ static const struct fuse_lowlevel_ops fs_ops = {
     .read = fs_op_read,
     .write = fs_op_write,
     .release = fs_op_release,
+    .ioctl = fs_op_ioctl,
     .opendir = fs_op_opendir,
     .readdir = fs_op_readdir,
     .readdirplus = fs_op_readdirplus,
@@ -217,6 +219,11 @@ int cfs_fs_create(const struct cfs_fs_config *cfg, struct cfs_fs **out, char *er
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
+    if (fs->kernel_open && fs->mountpoint && cfs_open_tally_create(&fs->tally) < 0) {
+        rc = -ENOMEM;
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
     fs->source_has_ctl_name =
         fs->nentries > 0 && cfs_catalog_lookup(fs->catalog, 0, CFS_CTL_DIRNAME) != CFS_ID_NONE;
     *out = fs;
@@ -231,6 +238,7 @@ void cfs_fs_destroy(struct cfs_fs *fs)
     if (!fs)
         return;
     cfs_fs_stop_watch(fs);
+    cfs_open_tally_destroy(fs->tally);
     pthread_mutex_destroy(&fs->switch_mu);
     pthread_mutex_destroy(&fs->served_mu);
     /* After the session: handles whose RELEASE the unmount dropped. */

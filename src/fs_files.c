@@ -41,14 +41,8 @@ static void prefetch_open(fuse_req_t req, struct cfs_fs *fs, cfs_id id, struct f
 {
     struct cfs_prefetch_file *f = NULL;
     pid_t tid = fuse_req_ctx(req)->pid;
-    bool counted = false; /* by the exact watch, which saw this open first */
-    if (atomic_load_explicit(&fs->watching, memory_order_acquire)) {
-        if (atomic_load(&fs->watch_exact))
-            counted = fs_take_served(fs, tid, id);
-        else
-            fs_note_served(fs, tid, id); /* before the reply, which the event follows */
-    }
-    if (counted) {
+    if (fs_open_served(fs, tid, id)) {
+        /* Counted by the exact watch, which saw this open first. */
         /* Every file is staged (the watch starts only then): the kernel
          * serves the bytes, as it will once opens are off. */
         fi->fh = 0;

@@ -72,6 +72,13 @@ struct cfs_fs {
     pthread_mutex_t switch_mu;
     struct cfs_open_watch *watch;
     atomic_bool watching;
+    /* Which sightings are one open (open_tally.h), or NULL (no switch):
+     * before the switch it learns whether every FUSE open is followed by
+     * its isatty(); if so the watch starts with notifications alone and
+     * the opens are counted by their IOCTL (watch_tty), until a reader
+     * without isatty() adds the permission events. */
+    struct cfs_open_tally *tally;
+    atomic_bool watch_tty;
     pthread_mutex_t served_mu;
     struct fs_served_open {
         pid_t tid;
@@ -209,6 +216,9 @@ void fs_opener_of(struct cfs_fs *fs, pid_t tid, cfs_id id, struct cfs_opener *wh
 void fs_note_served(struct cfs_fs *fs, pid_t tid, cfs_id id);
 /* Whether the watch noted (tid, id) (exact watch, fs_i.h), taking the note. */
 bool fs_take_served(struct cfs_fs *fs, pid_t tid, cfs_id id);
+/* A data open FUSE serves, before its reply: told to the tally, or noted
+ * for the watch.  True when the exact watch counted it already. */
+bool fs_open_served(struct cfs_fs *fs, pid_t tid, cfs_id id);
 /* True once opens are off (the caller answers ENOSYS); switches them off,
  * starting the watch, once every file is in the page cache. */
 bool fs_switch_opens_off(struct cfs_fs *fs);
@@ -228,6 +238,11 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                 struct fuse_file_info *fi);
 void fs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+/* IOCTL: none is supported (ENOTTY); the isatty() after an open is a
+ * sighting of that open (fs_kernel_open.c). */
+void fs_op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
+                 struct fuse_file_info *fi, unsigned flags, const void *in_buf, size_t in_bufsz,
+                 size_t out_bufsz);
 /* The ring's question (fuse_ring.h): a READ of fh answered from memory. */
 bool fs_read_never_waits(struct cfs_fuse_ring_slot *slot, uint64_t fh);
 

@@ -20,12 +20,18 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <time.h>
 
 #include "clairfs/log.h"
+#include "open_tally.h"
 #include "open_watch.h"
 #include "opener.h"
+
+/* FUSE opens in a row followed by their isatty() before the switch counts
+ * opens by them (fs_i.h, tally). */
+#define TOLD_RUN_MIN 64
 
 /* Who opened entry id (process and parent), and the record of it: the
  * opener costs a table look-up (a /proc read once a second per thread), so
@@ -79,33 +85,135 @@ bool fs_take_served(struct cfs_fs *fs, pid_t tid, cfs_id id)
     return found;
 }
 
+/* An open counted: its reads and the trainer's position. */
+static void count_open(struct cfs_fs *fs, pid_t tid, cfs_id id)
+{
+    struct cfs_opener who;
+    fs_opener_of(fs, tid, id, &who);
+    (void)cfs_prefetch_open_seen(fs->prefetch, id, &who);
+}
+
+static uint64_t monotonic_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
 /* An exact watch's open, before the kernel goes on with it and before it
  * is counted (watched_open): while FUSE may still be asked (the watch
  * starting, the opens in flight at the switch), the note tells that open
- * it is counted here. */
+ * it is counted here; counted by their isatty(), the tally hears of it
+ * before its IOCTL can come. */
 static void watched_open_noted(void *arg, uint64_t node, pid_t tid)
-{
-    struct cfs_fs *fs = arg;
-    cfs_id id;
-    if (!is_ctl_ino((fuse_ino_t)node) && entry_of(fs, (fuse_ino_t)node, &id))
-        fs_note_served(fs, tid, id);
-}
-
-/* An open or close the kernel made without asking (open_watch.h). */
-static void watched_open(void *arg, uint64_t node, pid_t tid, bool opened, bool closed)
 {
     struct cfs_fs *fs = arg;
     cfs_id id;
     if (is_ctl_ino((fuse_ino_t)node) || !entry_of(fs, (fuse_ino_t)node, &id))
         return;
-    bool exact = atomic_load_explicit(&fs->watch_exact, memory_order_relaxed);
-    if (opened && (exact || !fs_take_served(fs, tid, id))) {
-        struct cfs_opener who;
-        fs_opener_of(fs, tid, id, &who);
-        (void)cfs_prefetch_open_seen(fs->prefetch, id, &who);
+    if (atomic_load_explicit(&fs->watch_tty, memory_order_relaxed))
+        (void)cfs_open_tally_seen(fs->tally, CFS_OPEN_PERM, tid, id, monotonic_ns());
+    else
+        fs_note_served(fs, tid, id);
+}
+
+/* The watch's tick, while opens are counted by their isatty(): a reader
+ * that makes none was seen (an open its notification alone told, no TTY
+ * after it), whose opens of one file may merge, or the order is being
+ * learnt again (an order dropped), which needs the opens in the order they
+ * were made: every open waits for the watch from now on.  Asks to be
+ * called again while such an open waits for its TTY. */
+static unsigned watch_untold(void *arg, struct cfs_open_watch *w)
+{
+    struct cfs_fs *fs = arg;
+    pid_t tid;
+    uint64_t id;
+    if (!atomic_load_explicit(&fs->watch_tty, memory_order_relaxed) || cfs_open_watch_exact(w))
+        return 0;
+    char why[PATH_MAX + 64];
+    if (cfs_prefetch_learning(fs->prefetch)) {
+        snprintf(why, sizeof(why), "the read order is being learnt");
+    } else if (cfs_open_tally_untold(fs->tally, monotonic_ns(), &tid, &id)) {
+        char path[PATH_MAX];
+        if (cfs_catalog_path(fs->catalog, (cfs_id)id, path, sizeof(path)) < 0)
+            snprintf(path, sizeof(path), "(entry %" PRIu64 ")", id);
+        snprintf(why, sizeof(why), "thread %d opened %s without isatty()", (int)tid, path);
+    } else {
+        return cfs_open_tally_untold_pending(fs->tally) ? 50 : 0; /* the TTY may still come */
     }
-    if (closed)
+    char err[PATH_MAX + 128];
+    if (cfs_open_watch_go_exact(w, err, sizeof(err)) == 0)
+        cfs_info("open watch: %s; every open is now counted as it is made (fanotify "
+                 "permission events)",
+                 why);
+    else
+        cfs_warn("open watch: %s, and opens may count out of order or, one thread's of one "
+                 "file, once: %s",
+                 why, err);
+    return 0;
+}
+
+/* An open or close the kernel made without asking (open_watch.h). */
+static void watched_open(void *arg, const struct cfs_open_watch_event *ev)
+{
+    struct cfs_fs *fs = arg;
+    cfs_id id;
+    if (is_ctl_ino((fuse_ino_t)ev->node) || !entry_of(fs, (fuse_ino_t)ev->node, &id))
+        return;
+    if (atomic_load_explicit(&fs->watch_tty, memory_order_relaxed)) {
+        /* A permission event was told to the tally before its answer. */
+        if (ev->opened && ev->perm) {
+            count_open(fs, ev->tid, id);
+        } else if (ev->opened &&
+                   cfs_open_tally_seen(fs->tally, CFS_OPEN_NOTE, ev->tid, id, monotonic_ns())) {
+            count_open(fs, ev->tid, id);
+            cfs_open_tally_counted(fs->tally);
+        }
+        if (ev->closed)
+            cfs_prefetch_close_seen(fs->prefetch, id);
+        return;
+    }
+    bool exact = atomic_load_explicit(&fs->watch_exact, memory_order_relaxed);
+    if (ev->opened && (exact || !fs_take_served(fs, ev->tid, id)))
+        count_open(fs, ev->tid, id);
+    if (ev->closed)
         cfs_prefetch_close_seen(fs->prefetch, id);
+}
+
+bool fs_open_served(struct cfs_fs *fs, pid_t tid, cfs_id id)
+{
+    /* Before the switch: does every open's isatty() follow it?  After the
+     * tally starts, its IOCTL and its notification match it.  Told in
+     * either case: the tally may start between this and its IOCTL. */
+    if (fs->tally)
+        (void)cfs_open_tally_seen(fs->tally, CFS_OPEN_SERVED, tid, id, monotonic_ns());
+    if (!atomic_load_explicit(&fs->watching, memory_order_acquire) ||
+        atomic_load(&fs->watch_tty))
+        return false;
+    if (atomic_load(&fs->watch_exact))
+        return fs_take_served(fs, tid, id);
+    fs_note_served(fs, tid, id); /* before the reply, which the event follows */
+    return false;
+}
+
+void fs_op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
+                 struct fuse_file_info *fi, unsigned flags, const void *in_buf, size_t in_bufsz,
+                 size_t out_bufsz)
+{
+    (void)arg, (void)fi, (void)flags, (void)in_buf, (void)in_bufsz, (void)out_bufsz;
+    struct cfs_fs *fs = fs_of(req);
+    cfs_id id;
+    const struct cfs_entry *e;
+    /* isatty(): the tally's sighting of the open it follows; counted here
+     * once the watch counts opens by them. */
+    if (cmd == TCGETS && fs->tally && !is_ctl_ino(ino) && (e = entry_of(fs, ino, &id)) &&
+        S_ISREG(e->mode)) {
+        pid_t tid = fuse_req_ctx(req)->pid;
+        if (cfs_open_tally_seen(fs->tally, CFS_OPEN_TTY, tid, id, monotonic_ns()) &&
+            atomic_load(&fs->watch_tty))
+            count_open(fs, tid, id);
+    }
+    fuse_reply_err(req, ENOTTY);
 }
 
 /* The open watch over every directory of the mount, or NULL with the
@@ -118,10 +226,27 @@ static struct cfs_open_watch *watch_every_dir(struct cfs_fs *fs, char *err, size
         snprintf(err, errlen, "open watch: off");
         return NULL;
     }
-    if (cfs_open_watch_start(watched_open, watched_open_noted, fs, &w, err, errlen) < 0)
+    /* Every FUSE open of a long run was followed by its isatty() (Python's
+     * open() makes one): the opens are counted by those, the watch's
+     * notifications telling the opens of a reader that makes none, and no
+     * opener waits for the watch.  Not while the order is learnt: the
+     * IOCTLs are answered by several threads, which may count two readers'
+     * opens the other way round, and the identification reads the order
+     * of the readers' first opens of an epoch. */
+    bool tty = fs->tally && cfs_open_tally_told_run(fs->tally) >= TOLD_RUN_MIN &&
+               !cfs_prefetch_learning(fs->prefetch);
+    const struct cfs_open_watch_hooks hooks = {
+        .fn = watched_open, .noted = watched_open_noted, .tick = watch_untold, .arg = fs};
+    if (cfs_open_watch_start(&hooks, tty, &w, err, errlen) < 0)
         return NULL;
+    tty = tty && cfs_open_watch_can_be_exact(w);
+    if (tty) {
+        /* Before the first mark: the opens FUSE serves meanwhile are told. */
+        cfs_open_tally_start(fs->tally, true);
+        atomic_store(&fs->watch_tty, true);
+    }
     atomic_store(&fs->watch_exact, cfs_open_watch_exact(w));
-    if (!cfs_open_watch_exact(w) && !fs->kernel_open_uncounted) {
+    if (!cfs_open_watch_can_be_exact(w) && !fs->kernel_open_uncounted) {
         snprintf(err, errlen, "counting every open needs fanotify's permission events "
                               "(CAP_SYS_ADMIN)");
         goto fail;
@@ -147,6 +272,7 @@ static struct cfs_open_watch *watch_every_dir(struct cfs_fs *fs, char *err, size
     }
     return w;
 fail:
+    atomic_store(&fs->watch_tty, false);
     cfs_open_watch_stop(w);
     return NULL;
 }
@@ -199,7 +325,9 @@ bool fs_switch_opens_off(struct cfs_fs *fs)
             cfs_info("kernel_open: every file is in the page cache; the kernel opens files "
                      "without asking clairfs from now on (opens are counted as the mount "
                      "sees them%s)",
-                     atomic_load(&fs->watch_exact) ? ", each one" : " afterwards");
+                     atomic_load(&fs->watch_tty)     ? ", each one by the isatty() that follows it"
+                     : atomic_load(&fs->watch_exact) ? ", each one"
+                                                     : " afterwards");
         else
             cfs_info("kernel_open: every file is in the page cache; the kernel opens files "
                      "without asking clairfs from now on (reads are no longer counted per "

@@ -26,10 +26,12 @@
 struct cfs_open_watch {
     int fan_fd;
     int perm_fd; /* FAN_OPEN_PERM, one event per open; -1 where refused */
+    bool notes_open;         /* fan_fd's marks report opens too (FAN_OPEN) */
+    atomic_bool perm_marked; /* perm_fd's marks are set: every open waits */
+    char **dirs;             /* the directories watched, for cfs_open_watch_go_exact */
+    size_t ndirs, dirs_cap;
     int wake_fd; /* eventfd: a sync or the stop asked */
-    cfs_open_watch_fn fn;
-    cfs_open_watch_note_fn noted; /* NULL: none */
-    void *arg;
+    struct cfs_open_watch_hooks hooks;
     pthread_t thread;
     pthread_mutex_t mu; /* guards what follows; cv: done moved */
     pthread_cond_t cv;
@@ -76,7 +78,11 @@ static void handle_event(struct cfs_open_watch *w, const struct fanotify_event_m
     if ((m->mask & FAN_ONDIR) || !node_of(m, &node))
         return;
     atomic_fetch_add_explicit(&w->events, 1, memory_order_relaxed);
-    w->fn(w->arg, node, m->pid, (m->mask & FAN_OPEN) != 0, (m->mask & FAN_CLOSE_NOWRITE) != 0);
+    const struct cfs_open_watch_event ev = {.node = node,
+                                            .tid = m->pid,
+                                            .opened = (m->mask & FAN_OPEN) != 0,
+                                            .closed = (m->mask & FAN_CLOSE_NOWRITE) != 0};
+    w->hooks.fn(w->hooks.arg, &ev);
 }
 
 /* The FUSE node id of descriptor fd, from its file handle: unlike fstat,
@@ -119,8 +125,8 @@ static bool answer_perm_event(struct cfs_open_watch *w, const struct fanotify_ev
     bool opened = (m->mask & FAN_OPEN_PERM) && node_of_fd(m->fd, &out->node);
     if (opened) {
         out->tid = m->pid;
-        if (w->noted)
-            w->noted(w->arg, out->node, out->tid);
+        if (w->hooks.noted)
+            w->hooks.noted(w->hooks.arg, out->node, out->tid);
     }
     struct fanotify_response r = {.fd = m->fd, .response = FAN_ALLOW};
     if (write(w->perm_fd, &r, sizeof(r)) != sizeof(r))
@@ -160,7 +166,9 @@ static int drain(struct cfs_open_watch *w, int fd, bool perm)
         }
         for (size_t i = 0; i < nanswered; i++) {
             atomic_fetch_add_explicit(&w->events, 1, memory_order_relaxed);
-            w->fn(w->arg, answered[i].node, answered[i].tid, true, false);
+            const struct cfs_open_watch_event ev = {
+                .node = answered[i].node, .tid = answered[i].tid, .opened = true, .perm = true};
+            w->hooks.fn(w->hooks.arg, &ev);
         }
         /* A short read took every event queued: no read for EAGAIN. */
         if ((size_t)n < sizeof(buf) - FAN_EVENT_METADATA_LEN - 256)
@@ -186,7 +194,8 @@ static void *watch_main(void *arg)
 {
     pthread_setname_np(pthread_self(), "cfs-open-watch");
     struct cfs_open_watch *w = arg;
-    uint64_t due = 0; /* when the notifications may be read next */
+    uint64_t due = 0;     /* when the notifications may be read next */
+    uint64_t tick_at = 0; /* when the tick wants to run at the latest; 0: never */
     int rc = 0;
     for (;;) {
         uint64_t now = now_ns();
@@ -194,7 +203,8 @@ static void *watch_main(void *arg)
         struct pollfd p[3] = {{.fd = w->wake_fd, .events = POLLIN},
                               {.fd = w->perm_fd, .events = POLLIN},
                               {.fd = notes_due ? w->fan_fd : -1, .events = POLLIN}};
-        int timeout = notes_due ? -1 : (int)((due - now + 999999) / 1000000);
+        uint64_t wake_at = notes_due ? tick_at : tick_at && tick_at < due ? tick_at : due;
+        int timeout = !wake_at ? -1 : wake_at <= now ? 0 : (int)((wake_at - now + 999999) / 1000000);
         if (poll(p, 3, timeout) < 0 && errno != EINTR) {
             rc = -errno;
             break;
@@ -220,6 +230,10 @@ static void *watch_main(void *arg)
         }
         if (rc < 0)
             break;
+        if (w->hooks.tick) {
+            unsigned ms = w->hooks.tick(w->hooks.arg, w);
+            tick_at = ms ? now_ns() + (uint64_t)ms * 1000000u : 0;
+        }
         if (woken) {
             /* Every event queued before those syncs were asked is handled. */
             pthread_mutex_lock(&w->mu);
@@ -266,7 +280,7 @@ void cfs_open_watch_sync(struct cfs_open_watch *w, double timeout)
     pthread_mutex_unlock(&w->mu);
 }
 
-int cfs_open_watch_start(cfs_open_watch_fn fn, cfs_open_watch_note_fn noted, void *arg,
+int cfs_open_watch_start(const struct cfs_open_watch_hooks *hooks, bool notes_first,
                          struct cfs_open_watch **out, char *err, size_t errlen)
 {
     *out = NULL;
@@ -275,9 +289,7 @@ int cfs_open_watch_start(cfs_open_watch_fn fn, cfs_open_watch_note_fn noted, voi
         snprintf(err, errlen, "open watch: %s", strerror(ENOMEM));
         return -ENOMEM;
     }
-    w->fn = fn;
-    w->noted = noted;
-    w->arg = arg;
+    w->hooks = *hooks;
     w->wake_fd = -1;
     w->perm_fd = -1;
     pthread_mutex_init(&w->mu, NULL);
@@ -305,6 +317,8 @@ int cfs_open_watch_start(cfs_open_watch_fn fn, cfs_open_watch_note_fn noted, voi
     w->perm_fd = fanotify_init(FAN_CLASS_CONTENT | FAN_CLOEXEC | FAN_NONBLOCK | FAN_REPORT_TID |
                                    FAN_UNLIMITED_MARKS | FAN_UNLIMITED_QUEUE,
                                O_RDONLY | O_CLOEXEC | O_LARGEFILE);
+    w->notes_open = notes_first || w->perm_fd < 0;
+    atomic_init(&w->perm_marked, !w->notes_open);
     w->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (w->wake_fd < 0) {
         rc = -errno;
@@ -331,22 +345,59 @@ fail:
     return rc;
 }
 
+static int mark_perm(struct cfs_open_watch *w, const char *path)
+{
+    return fanotify_mark(w->perm_fd, FAN_MARK_ADD | FAN_MARK_ONLYDIR,
+                         FAN_OPEN_PERM | FAN_EVENT_ON_CHILD, AT_FDCWD, path);
+}
+
 int cfs_open_watch_dir(struct cfs_open_watch *w, const char *path, char *err, size_t errlen)
 {
+    if (w->ndirs == w->dirs_cap) {
+        size_t cap = w->dirs_cap ? w->dirs_cap * 2 : 64;
+        char **dirs = realloc(w->dirs, cap * sizeof(*dirs));
+        if (!dirs) {
+            snprintf(err, errlen, "open watch: %s", strerror(ENOMEM));
+            return -ENOMEM;
+        }
+        w->dirs = dirs;
+        w->dirs_cap = cap;
+    }
+    if (!(w->dirs[w->ndirs] = strdup(path))) {
+        snprintf(err, errlen, "open watch: %s", strerror(ENOMEM));
+        return -ENOMEM;
+    }
+    w->ndirs++;
     /* Closes first: every open the permission mark sees has its close seen
      * (the last read's close drops the file). */
-    unsigned flags = FAN_MARK_ADD | FAN_MARK_ONLYDIR;
-    uint64_t open = w->perm_fd >= 0 ? 0 : FAN_OPEN;
-    if (fanotify_mark(w->fan_fd, flags, open | FAN_CLOSE_NOWRITE | FAN_EVENT_ON_CHILD, AT_FDCWD,
-                      path) < 0)
-        goto fail;
-    if (w->perm_fd < 0 ||
-        fanotify_mark(w->perm_fd, flags, FAN_OPEN_PERM | FAN_EVENT_ON_CHILD, AT_FDCWD, path) == 0)
+    uint64_t open = w->notes_open ? FAN_OPEN : 0;
+    if (fanotify_mark(w->fan_fd, FAN_MARK_ADD | FAN_MARK_ONLYDIR,
+                      open | FAN_CLOSE_NOWRITE | FAN_EVENT_ON_CHILD, AT_FDCWD, path) < 0 ||
+        (atomic_load(&w->perm_marked) && mark_perm(w, path) < 0)) {
+        int rc = -errno;
+        snprintf(err, errlen, "open watch: fanotify_mark %s: %s", path, strerror(errno));
+        return rc;
+    }
+    return 0;
+}
+
+int cfs_open_watch_go_exact(struct cfs_open_watch *w, char *err, size_t errlen)
+{
+    if (atomic_load(&w->perm_marked))
         return 0;
-fail:;
-    int rc = -errno;
-    snprintf(err, errlen, "open watch: fanotify_mark %s: %s", path, strerror(errno));
-    return rc;
+    if (w->perm_fd < 0) {
+        snprintf(err, errlen, "fanotify's permission events need CAP_SYS_ADMIN");
+        return -EPERM;
+    }
+    for (size_t i = 0; i < w->ndirs; i++)
+        if (mark_perm(w, w->dirs[i]) < 0) {
+            int rc = -errno;
+            snprintf(err, errlen, "open watch: fanotify_mark %s: %s", w->dirs[i],
+                     strerror(errno));
+            return rc;
+        }
+    atomic_store(&w->perm_marked, true);
+    return 0;
 }
 
 void cfs_open_watch_stop(struct cfs_open_watch *w)
@@ -362,6 +413,9 @@ void cfs_open_watch_stop(struct cfs_open_watch *w)
     close(w->fan_fd);
     if (w->perm_fd >= 0)
         close(w->perm_fd); /* an opener still waiting is let through */
+    for (size_t i = 0; i < w->ndirs; i++)
+        free(w->dirs[i]);
+    free(w->dirs);
     pthread_cond_destroy(&w->cv);
     pthread_mutex_destroy(&w->mu);
     free(w);
@@ -373,6 +427,11 @@ uint64_t cfs_open_watch_events(const struct cfs_open_watch *w)
 }
 
 bool cfs_open_watch_exact(const struct cfs_open_watch *w)
+{
+    return w && atomic_load(&w->perm_marked);
+}
+
+bool cfs_open_watch_can_be_exact(const struct cfs_open_watch *w)
 {
     return w && w->perm_fd >= 0;
 }

@@ -45,16 +45,35 @@ struct cfs_open_watch;
 /* One event: node is the file's FUSE node id, tid the opener's thread (as
  * a FUSE request's pid; 0 where the kernel does not tell an unprivileged
  * watch); opened and closed may both be set (a merged event: the open came
- * first). */
-typedef void (*cfs_open_watch_fn)(void *arg, uint64_t node, pid_t tid, bool opened, bool closed);
+ * first); perm: a permission event's open (exactly one open). */
+struct cfs_open_watch_event {
+    uint64_t node;
+    pid_t tid;
+    bool opened, closed, perm;
+};
+typedef void (*cfs_open_watch_fn)(void *arg, const struct cfs_open_watch_event *ev);
 /* An exact watch's open (cfs_open_watch_exact) before its opener goes on;
  * the callback hears of it after.  Runs while the opener waits: a note, no
  * more. */
 typedef void (*cfs_open_watch_note_fn)(void *arg, uint64_t node, pid_t tid);
 
-/* The group and its thread, watching nothing yet; noted may be NULL.  0,
- * or -errno with a one-line message in err. */
-int cfs_open_watch_start(cfs_open_watch_fn fn, cfs_open_watch_note_fn noted, void *arg,
+/* What the watch's thread calls, each with arg. */
+struct cfs_open_watch_hooks {
+    cfs_open_watch_fn fn;
+    cfs_open_watch_note_fn noted; /* NULL: none */
+    /* After every wake-up of the thread (NULL: none); returns in how many
+     * milliseconds it wants to be called again at the latest, 0: only at
+     * the next wake-up. */
+    unsigned (*tick)(void *arg, struct cfs_open_watch *w);
+    void *arg;
+};
+
+/* The group and its thread, watching nothing yet.  notes_first: the opens
+ * come as notifications (FAN_OPEN, merged as said above) until
+ * cfs_open_watch_go_exact, where the caller counts them exactly by other
+ * means (open_tally.h); else as permission events where allowed.  0, or
+ * -errno with a one-line message in err. */
+int cfs_open_watch_start(const struct cfs_open_watch_hooks *hooks, bool notes_first,
                          struct cfs_open_watch **out, char *err, size_t errlen);
 /* Watch the regular files directly in directory path (the caller's
  * directories through the mount).  0, or -errno with a one-line message. */
@@ -69,6 +88,14 @@ void cfs_open_watch_stop(struct cfs_open_watch *w);
  * then no open is merged, and each opener waits for the watch's thread to
  * see it (the note runs before the open goes on, the callback after). */
 bool cfs_open_watch_exact(const struct cfs_open_watch *w);
+/* Whether permission events are allowed (the group exists). */
+bool cfs_open_watch_can_be_exact(const struct cfs_open_watch *w);
+/* Adds the permission events to a notes_first watch, on every directory
+ * watched; the notifications of opens go on.  From the callback's thread
+ * (the marks look the directories up through the mount: never from a
+ * thread that answers FUSE requests).  0, or -errno with a one-line
+ * message. */
+int cfs_open_watch_go_exact(struct cfs_open_watch *w, char *err, size_t errlen);
 /* Events handed to the callback, and queue overflows. */
 uint64_t cfs_open_watch_events(const struct cfs_open_watch *w);
 uint64_t cfs_open_watch_lost(const struct cfs_open_watch *w);

@@ -1,0 +1,331 @@
+/* Which sightings are one open (open_tally.h).
+ *
+ * Each reader thread has a ring of its latest opens (node, what saw it,
+ * when); threads sit in an open-addressed table by tid, a slot idle for
+ * KEEP_NS taken by the next new thread.  A thread's sightings of one open
+ * arrive within milliseconds, and a thread opens one file at a time, so a
+ * ring of RING_OPENS covers the lag of the watch's batches (a notification
+ * is read at most a few milliseconds after its open). */
+#include "open_tally.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define THREADS 1024u   /* reader threads tracked at once */
+#define RING_OPENS 1024u /* a thread's latest opens */
+#define KEEP_NS 2000000000ull
+/* How late a thread's TTY may follow its open's notification: a thread
+ * preempted between open() and isatty() on a busy host. */
+#define TTY_LATE_NS 100000000ull
+#define UNTOLD_MAX 4096u
+
+enum {
+    SEEN_PERM = 1,
+    SEEN_TTY = 2,
+    SEEN_NOTE = 4,
+    SEEN_SERVED = 8,
+    EXPECT_NOTE = 16, /* the watch reported opens as notifications then */
+};
+
+struct tally_open {
+    uint64_t node;
+    uint64_t at;
+    uint8_t bits;
+};
+
+struct tally_thread {
+    pid_t tid; /* 0: free */
+    uint64_t used;
+    uint32_t head, len; /* ring: the newest at (head + len - 1) % RING_OPENS */
+    struct tally_open *ring;
+    /* Before counting: the last FUSE OPEN, until its TTY. */
+    uint64_t served_node;
+    bool served_pending;
+};
+
+struct untold {
+    pid_t tid;
+    bool told; /* its TTY came after all */
+    uint64_t node, at;
+};
+
+struct cfs_open_tally {
+    pthread_mutex_t mu;
+    pthread_cond_t counted_cv; /* counting moved */
+    /* The open a NOTE alone told, until its caller has counted it: its TTY
+     * waits, so that the reader's next open never counts before it. */
+    bool counting;
+    pid_t counting_tid;
+    uint64_t counting_node;
+    bool started, notes;
+    /* The latest time a call gave: callers read the clock before the
+     * mutex, so a later call may bring an earlier time. */
+    uint64_t now;
+    uint64_t told_run;
+    struct tally_thread threads[THREADS];
+    struct untold untold[UNTOLD_MAX]; /* FIFO of opens counted from a NOTE alone */
+    uint32_t untold_head, untold_len;
+};
+
+int cfs_open_tally_create(struct cfs_open_tally **out)
+{
+    struct cfs_open_tally *t = calloc(1, sizeof(*t));
+    *out = t;
+    if (!t)
+        return -ENOMEM;
+    pthread_mutex_init(&t->mu, NULL);
+    pthread_cond_init(&t->counted_cv, NULL);
+    return 0;
+}
+
+void cfs_open_tally_destroy(struct cfs_open_tally *t)
+{
+    if (!t)
+        return;
+    for (unsigned i = 0; i < THREADS; i++)
+        free(t->threads[i].ring);
+    pthread_cond_destroy(&t->counted_cv);
+    pthread_mutex_destroy(&t->mu);
+    free(t);
+}
+
+/* Thread tid's slot, taken if need be (the least recently used where every
+ * slot is busy); NULL without memory. */
+static struct tally_thread *thread_of(struct cfs_open_tally *t, pid_t tid, uint64_t now)
+{
+    unsigned h = ((unsigned)tid * 2654435761u) % THREADS;
+    struct tally_thread *stale = NULL, *oldest = NULL;
+    for (unsigned k = 0; k < THREADS; k++) {
+        struct tally_thread *th = &t->threads[(h + k) % THREADS];
+        if (th->tid == tid)
+            return th;
+        if (th->tid == 0) {
+            if (!stale)
+                stale = th;
+            break; /* never used: tid is not further on */
+        }
+        if (!stale && now - th->used > KEEP_NS)
+            stale = th;
+        if (!oldest || th->used < oldest->used)
+            oldest = th;
+    }
+    struct tally_thread *th = stale ? stale : oldest;
+    if (!th->ring && !(th->ring = malloc(RING_OPENS * sizeof(*th->ring))))
+        return NULL;
+    th->tid = tid;
+    th->head = th->len = 0;
+    th->served_pending = false;
+    return th;
+}
+
+static struct tally_open *ring_at(struct tally_thread *th, uint32_t i)
+{
+    return &th->ring[(th->head + i) % RING_OPENS];
+}
+
+static void ring_push(struct tally_thread *th, uint64_t node, uint8_t bits, uint64_t now)
+{
+    if (th->len == RING_OPENS) {
+        th->head = (th->head + 1) % RING_OPENS;
+        th->len--;
+    }
+    *ring_at(th, th->len++) = (struct tally_open){.node = node, .at = now, .bits = bits};
+}
+
+/* Forgets the opens of th older than KEEP_NS. */
+static void ring_expire(struct tally_thread *th, uint64_t now)
+{
+    while (th->len && now - ring_at(th, 0)->at > KEEP_NS) {
+        th->head = (th->head + 1) % RING_OPENS;
+        th->len--;
+    }
+}
+
+/* The run of told opens, before counting starts. */
+static void learn_told(struct cfs_open_tally *t, struct tally_thread *th,
+                       enum cfs_open_sighting s, uint64_t node)
+{
+    if (s == CFS_OPEN_SERVED) {
+        if (th->served_pending)
+            t->told_run = 0; /* its last open had no isatty() */
+        th->served_node = node;
+        th->served_pending = true;
+    } else if (s == CFS_OPEN_TTY && th->served_pending && th->served_node == node) {
+        th->served_pending = false;
+        t->told_run++;
+    }
+}
+
+/* The open that a NOTE alone counted, told by its TTY after all. */
+static void untold_told(struct cfs_open_tally *t, pid_t tid, uint64_t node, uint64_t at)
+{
+    for (uint32_t i = t->untold_len; i-- > 0;) {
+        struct untold *u = &t->untold[(t->untold_head + i) % UNTOLD_MAX];
+        if (u->tid == tid && u->node == node && u->at == at) {
+            u->told = true;
+            return;
+        }
+    }
+}
+
+static bool tty_seen(struct cfs_open_tally *t, struct tally_thread *th, uint64_t node,
+                     uint64_t now, uint8_t expect)
+{
+    for (uint32_t i = th->len; i-- > 0;) {
+        struct tally_open *o = ring_at(th, i);
+        if (o->node != node)
+            continue;
+        bool told_before = o->bits & (SEEN_PERM | SEEN_SERVED);
+        bool note_late = (o->bits & SEEN_NOTE) && now - o->at <= TTY_LATE_NS;
+        if (!(o->bits & SEEN_TTY) && (told_before || note_late)) {
+            o->bits |= SEEN_TTY;
+            if (!told_before)
+                untold_told(t, th->tid, node, o->at);
+            while (t->counting && t->counting_tid == th->tid && t->counting_node == node)
+                pthread_cond_wait(&t->counted_cv, &t->mu);
+            return false;
+        }
+        break; /* the latest open of node was told already: this is another */
+    }
+    ring_push(th, node, SEEN_TTY | expect, now);
+    return true;
+}
+
+static bool note_seen(struct cfs_open_tally *t, struct tally_thread *th, uint64_t node,
+                      uint64_t now)
+{
+    bool matched = false;
+    for (uint32_t i = 0; i < th->len; i++) {
+        struct tally_open *o = ring_at(th, i);
+        if (o->node == node && (o->bits & EXPECT_NOTE) && !(o->bits & SEEN_NOTE)) {
+            o->bits |= SEEN_NOTE;
+            matched = true;
+        }
+    }
+    if (matched)
+        return false;
+    ring_push(th, node, SEEN_NOTE | EXPECT_NOTE, now);
+    t->counting = true;
+    t->counting_tid = th->tid;
+    t->counting_node = node;
+    if (t->untold_len < UNTOLD_MAX)
+        t->untold[(t->untold_head + t->untold_len++) % UNTOLD_MAX] =
+            (struct untold){.tid = th->tid, .node = node, .at = now, .told = false};
+    return true;
+}
+
+bool cfs_open_tally_seen(struct cfs_open_tally *t, enum cfs_open_sighting s, pid_t tid,
+                         uint64_t node, uint64_t now_ns)
+{
+    pthread_mutex_lock(&t->mu);
+    if (now_ns < t->now)
+        now_ns = t->now;
+    t->now = now_ns;
+    bool counted = false;
+    struct tally_thread *th = thread_of(t, tid, now_ns);
+    if (!th) {
+        /* Out of memory: count what is exact on its own. */
+        counted = t->started && (s == CFS_OPEN_PERM || s == CFS_OPEN_SERVED);
+        goto out;
+    }
+    th->used = now_ns;
+    ring_expire(th, now_ns);
+    if (!t->started) {
+        learn_told(t, th, s, node);
+        /* Kept: an open FUSE served just before the start whose TTY (or
+         * notification, the marks going in) comes after it is that open's,
+         * not another. */
+        if (s == CFS_OPEN_SERVED)
+            ring_push(th, node, SEEN_SERVED | EXPECT_NOTE, now_ns);
+        else if (s == CFS_OPEN_TTY)
+            for (uint32_t i = th->len; i-- > 0;)
+                if (ring_at(th, i)->node == node) {
+                    ring_at(th, i)->bits |= SEEN_TTY;
+                    break;
+                }
+        goto out;
+    }
+    uint8_t expect = t->notes ? EXPECT_NOTE : 0;
+    switch (s) {
+    case CFS_OPEN_PERM:
+    case CFS_OPEN_SERVED:
+        ring_push(th, node, (s == CFS_OPEN_PERM ? SEEN_PERM : SEEN_SERVED) | expect, now_ns);
+        counted = true;
+        break;
+    case CFS_OPEN_TTY:
+        counted = tty_seen(t, th, node, now_ns, expect);
+        break;
+    case CFS_OPEN_NOTE:
+        counted = note_seen(t, th, node, now_ns);
+        break;
+    }
+out:
+    pthread_mutex_unlock(&t->mu);
+    return counted;
+}
+
+bool cfs_open_tally_untold(struct cfs_open_tally *t, uint64_t now_ns, pid_t *tid,
+                           uint64_t *node)
+{
+    pthread_mutex_lock(&t->mu);
+    if (now_ns < t->now)
+        now_ns = t->now;
+    t->now = now_ns;
+    bool untold = false;
+    while (t->untold_len && now_ns - t->untold[t->untold_head].at > TTY_LATE_NS) {
+        struct untold u = t->untold[t->untold_head];
+        t->untold_head = (t->untold_head + 1) % UNTOLD_MAX;
+        t->untold_len--;
+        if (!u.told) {
+            untold = true;
+            *tid = u.tid;
+            *node = u.node;
+            t->untold_len = 0; /* said once: the watch changes for all */
+            break;
+        }
+    }
+    pthread_mutex_unlock(&t->mu);
+    return untold;
+}
+
+void cfs_open_tally_counted(struct cfs_open_tally *t)
+{
+    pthread_mutex_lock(&t->mu);
+    t->counting = false;
+    pthread_cond_broadcast(&t->counted_cv);
+    pthread_mutex_unlock(&t->mu);
+}
+
+bool cfs_open_tally_untold_pending(struct cfs_open_tally *t)
+{
+    pthread_mutex_lock(&t->mu);
+    bool pending = t->untold_len > 0;
+    pthread_mutex_unlock(&t->mu);
+    return pending;
+}
+
+void cfs_open_tally_start(struct cfs_open_tally *t, bool notes)
+{
+    pthread_mutex_lock(&t->mu);
+    t->started = true;
+    t->notes = notes;
+    pthread_mutex_unlock(&t->mu);
+}
+
+bool cfs_open_tally_counting(struct cfs_open_tally *t)
+{
+    pthread_mutex_lock(&t->mu);
+    bool started = t->started;
+    pthread_mutex_unlock(&t->mu);
+    return started;
+}
+
+uint64_t cfs_open_tally_told_run(struct cfs_open_tally *t)
+{
+    pthread_mutex_lock(&t->mu);
+    uint64_t run = t->told_run;
+    pthread_mutex_unlock(&t->mu);
+    return run;
+}
