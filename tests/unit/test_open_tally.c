@@ -25,6 +25,14 @@ static struct cfs_open_tally *tally_new(void)
     return t;
 }
 
+/* Whether an open a NOTE alone counted is untold by now_ms. */
+static bool untold_at(struct cfs_open_tally *t, uint64_t now_ms)
+{
+    pid_t tid;
+    uint64_t node;
+    return cfs_open_tally_untold(t, now_ms * MS, &tid, &node);
+}
+
 /* The opens counted of sightings s[0..n) of thread tid on nodes node[],
  * the i-th at at[i] ms. */
 static int counted(struct cfs_open_tally *t, int n, const enum cfs_open_sighting *s,
@@ -81,9 +89,7 @@ START_TEST(tty_reader_counted_once_per_open)
     const uint64_t node[] = {1, 1, 2, 2, 2, 3, 3, 1, 1};
     const uint64_t at[] = {0, 2, 3, 4, 5, 6, 9, 10, 12};
     ck_assert_int_eq(counted(t, 9, s, node, at, 100), 5);
-    pid_t tid = 0;
-    uint64_t untold_node;
-    ck_assert(!cfs_open_tally_untold(t, 500 * MS, &tid, &untold_node));
+    ck_assert(!untold_at(t, 500));
     cfs_open_tally_destroy(t);
 }
 END_TEST
@@ -97,10 +103,8 @@ START_TEST(clock_read_before_the_mutex)
     ck_assert(cfs_open_tally_seen(t, CFS_OPEN_NOTE, 5, 1, 10 * MS));
     cfs_open_tally_counted(t);
     ck_assert(!cfs_open_tally_seen(t, CFS_OPEN_TTY, 5, 1, 10 * MS - 3));
-    pid_t tid;
-    uint64_t node;
-    ck_assert(!cfs_open_tally_untold(t, 5 * MS, &tid, &node));
-    ck_assert(!cfs_open_tally_untold(t, 500 * MS, &tid, &node));
+    ck_assert(!untold_at(t, 5));
+    ck_assert(!untold_at(t, 500));
     cfs_open_tally_destroy(t);
 }
 END_TEST
@@ -187,9 +191,7 @@ START_TEST(permission_events_are_exact)
     const uint64_t node2[] = {1, 1, 1, 2, 2, 3, 3, 3};
     const uint64_t at2[] = {0, 1, 2, 3, 4, 5, 6, 7};
     ck_assert_int_eq(counted(t, 8, s2, node2, at2, 301), 3);
-    pid_t tid;
-    uint64_t node3;
-    ck_assert(!cfs_open_tally_untold(t, 1000 * MS, &tid, &node3));
+    ck_assert(!untold_at(t, 1000));
     cfs_open_tally_destroy(t);
 }
 END_TEST
