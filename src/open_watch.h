@@ -23,10 +23,9 @@
  * group, which the kernel never merges: the opener waits for the answer,
  * one wake-up of the watch's thread for the opens that arrive together,
  * still far less than the OPEN, RELEASE and FLUSH round trips it
- * replaces.  The thread answers every event of a read before it hands
- * any to the callback, and reads the notifications (the closes) at most
- * every 2 ms, so an opener waits for one poll, one read, the node id, the
- * answer and a close.  Those events carry a descriptor (permission events
+ * replaces.  The thread answers them as they come and reads the
+ * notifications (the closes) at most every 2 ms, so a permission event
+ * costs one poll, one read, the node id, the answer and a close.  Those events carry a descriptor (permission events
  * cannot report handles), held only until the answer, while the opener
  * holds the mount anyway.  The queue holds 16384 events; an overflow is
  * logged once and the events lost are not counted.
@@ -52,9 +51,8 @@ struct cfs_open_watch_event {
     bool opened, closed, perm;
 };
 typedef void (*cfs_open_watch_fn)(void *arg, const struct cfs_open_watch_event *ev);
-/* An exact watch's open (cfs_open_watch_exact) before its opener goes on;
- * the callback hears of it after.  Runs while the opener waits: a note, no
- * more. */
+/* An exact watch's open (cfs_open_watch_exact), before the callback hears
+ * of it; both run while the opener waits. */
 typedef void (*cfs_open_watch_note_fn)(void *arg, uint64_t node, pid_t tid);
 
 /* What the watch's thread calls, each with arg. */
@@ -86,7 +84,7 @@ void cfs_open_watch_sync(struct cfs_open_watch *w, double timeout);
 void cfs_open_watch_stop(struct cfs_open_watch *w);
 /* Whether every open is one event (permission events, CAP_SYS_ADMIN):
  * then no open is merged, and each opener waits for the watch's thread to
- * see it (the note runs before the open goes on, the callback after). */
+ * see it (the note and the callback run before the open goes on). */
 bool cfs_open_watch_exact(const struct cfs_open_watch *w);
 /* Whether permission events are allowed (the group exists). */
 bool cfs_open_watch_can_be_exact(const struct cfs_open_watch *w);
