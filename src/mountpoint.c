@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -27,6 +28,8 @@
 /* How long a FUSE mount's daemon has to answer statfs: a dead one fails at
  * once, so this only bounds the wait on a live one that is stuck. */
 #define STATFS_WAIT_SECONDS 2
+/* How long a killed probe child may take to go before it is left to init. */
+#define REAP_MS 200
 
 extern char **environ;
 
@@ -165,7 +168,10 @@ static bool is_dead(int e)
  * statfs runs in a child process, not a thread: a request handed to a
  * stopped daemon over FUSE's io_uring is already sent, and its asker cannot
  * be killed until the daemon answers, so a thread stuck there would keep
- * this process from exiting; a stuck child is left to init. */
+ * this process from exiting.  A child still waiting is killed (over
+ * /dev/fuse a request not yet read dies with it, and so does its hold on
+ * the mount, which an unmount right after would find busy) and reaped if
+ * it goes within REAP_MS; one stuck on a ring is left to init. */
 static bool fuse_mount_is_dead(const char *mp)
 {
     pid_t child = fork();
@@ -188,8 +194,12 @@ static bool fuse_mount_is_dead(const char *mp)
         if (got < 0 && errno != EINTR)
             return false;
         clock_gettime(CLOCK_MONOTONIC, &now);
-        if (now.tv_sec - start.tv_sec >= STATFS_WAIT_SECONDS)
+        if (now.tv_sec - start.tv_sec >= STATFS_WAIT_SECONDS) {
+            kill(child, SIGKILL);
+            for (int i = 0; i < REAP_MS / 2 && waitpid(child, &status, WNOHANG) == 0; i++)
+                nanosleep(&pause, NULL);
             return false;
+        }
         nanosleep(&pause, NULL);
     }
 }
