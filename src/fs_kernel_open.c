@@ -169,7 +169,10 @@ static void watched_open(void *arg, const struct cfs_open_watch_event *ev)
         } else if (ev->opened && !atomic_load_explicit(&fs->watch_tty_exact, memory_order_relaxed) &&
                    cfs_open_tally_seen(fs->tally, CFS_OPEN_NOTE, ev->tid, id, monotonic_ns())) {
             /* Once every open is a permission event the notifications add
-             * nothing (one in 6 000 counted again, measured). */
+             * nothing, and could count one again: a permission event's open
+             * is told before its notification is queued, and an earlier
+             * notification of that thread and file read meanwhile would
+             * take it for one of its own (one in 6 000, measured). */
             count_open(fs, ev->tid, id);
             cfs_open_tally_counted(fs->tally);
         }

@@ -378,6 +378,14 @@ int cfs_open_watch_go_exact(struct cfs_open_watch *w, char *err, size_t errlen)
             return rc;
         }
     atomic_store(&w->perm_marked, true);
+    /* The opens made before the marks were in place have their
+     * notifications queued by now: the caller hears of them before it
+     * takes every open as a permission event. */
+    int rc = drain(w, w->fan_fd, handle_event);
+    if (rc < 0) {
+        snprintf(err, errlen, "open watch: reading events: %s", strerror(-rc));
+        return rc;
+    }
     return 0;
 }
 

@@ -89,7 +89,8 @@ bool cfs_open_watch_exact(const struct cfs_open_watch *w);
 /* Whether permission events are allowed (the group exists). */
 bool cfs_open_watch_can_be_exact(const struct cfs_open_watch *w);
 /* Adds the permission events to a notes_first watch, on every directory
- * watched; the notifications of opens go on.  From the callback's thread
+ * watched, then hands the notifications queued meanwhile to the callback;
+ * the notifications of opens go on.  From the callback's thread
  * (the marks look the directories up through the mount: never from a
  * thread that answers FUSE requests).  0, or -errno with a one-line
  * message. */
