@@ -212,8 +212,11 @@ void fs_op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
     cfs_id id;
     const struct cfs_entry *e;
     /* isatty(): the tally's sighting of the open it follows; counted here
-     * once the watch counts opens by them. */
-    if (cmd == TCGETS && fs->tally && !is_ctl_ino(ino) && (e = entry_of(fs, ino, &id)) &&
+     * once the watch counts opens by them.  Switched with the permission
+     * events from the start, the tally never counts: nothing to tell it. */
+    bool tally_listens = fs->tally && (atomic_load(&fs->watch_tty) ||
+                                       !atomic_load_explicit(&fs->opens_off, memory_order_acquire));
+    if (cmd == TCGETS && tally_listens && !is_ctl_ino(ino) && (e = entry_of(fs, ino, &id)) &&
         S_ISREG(e->mode)) {
         pid_t tid = fuse_req_ctx(req)->pid;
         if (cfs_open_tally_seen(fs->tally, CFS_OPEN_TTY, tid, id, monotonic_ns()) &&
