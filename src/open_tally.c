@@ -40,6 +40,12 @@ struct tally_thread {
     uint64_t used;
     uint32_t head, len; /* ring: the newest at (head + len - 1) % RING_OPENS */
     struct tally_open *ring;
+    /* Entries without SEEN_TTY, and those with EXPECT_NOTE but no
+     * SEEN_NOTE: the only ones a TTY or a NOTE can match.  Both are few and
+     * recent (a reader's sightings come within milliseconds), so a scan
+     * from the newest stops once it passed them all, instead of reading a
+     * busy reader's whole ring at every sighting. */
+    uint32_t untty, unnoted;
     /* Before counting: the last FUSE OPEN, until its TTY. */
     uint64_t served_node;
     bool served_pending;
@@ -116,6 +122,7 @@ static struct tally_thread *thread_of(struct cfs_open_tally *t, pid_t tid, uint6
         return NULL;
     th->tid = tid;
     th->head = th->len = 0;
+    th->untty = th->unnoted = 0;
     th->served_pending = false;
     return th;
 }
@@ -125,22 +132,48 @@ static struct tally_open *ring_at(struct tally_thread *th, uint32_t i)
     return &th->ring[(th->head + i) % RING_OPENS];
 }
 
+static bool is_unnoted(uint8_t bits)
+{
+    return (bits & EXPECT_NOTE) && !(bits & SEEN_NOTE);
+}
+
+/* Counts an entry's bits into th's untty and unnoted (dir 1) or out (-1). */
+static void count_bits(struct tally_thread *th, uint8_t bits, int dir)
+{
+    if (!(bits & SEEN_TTY))
+        th->untty += (uint32_t)dir;
+    if (is_unnoted(bits))
+        th->unnoted += (uint32_t)dir;
+}
+
+/* Adds bits to entry o of th, keeping the counts. */
+static void mark(struct tally_thread *th, struct tally_open *o, uint8_t bits)
+{
+    count_bits(th, o->bits, -1);
+    o->bits |= bits;
+    count_bits(th, o->bits, 1);
+}
+
+static void ring_drop_oldest(struct tally_thread *th)
+{
+    count_bits(th, ring_at(th, 0)->bits, -1);
+    th->head = (th->head + 1) % RING_OPENS;
+    th->len--;
+}
+
 static void ring_push(struct tally_thread *th, uint64_t node, uint8_t bits, uint64_t now)
 {
-    if (th->len == RING_OPENS) {
-        th->head = (th->head + 1) % RING_OPENS;
-        th->len--;
-    }
+    if (th->len == RING_OPENS)
+        ring_drop_oldest(th);
     *ring_at(th, th->len++) = (struct tally_open){.node = node, .at = now, .bits = bits};
+    count_bits(th, bits, 1);
 }
 
 /* Forgets the opens of th older than KEEP_NS. */
 static void ring_expire(struct tally_thread *th, uint64_t now)
 {
-    while (th->len && now - ring_at(th, 0)->at > KEEP_NS) {
-        th->head = (th->head + 1) % RING_OPENS;
-        th->len--;
-    }
+    while (th->len && now - ring_at(th, 0)->at > KEEP_NS)
+        ring_drop_oldest(th);
 }
 
 /* The run of told opens, before counting starts. */
@@ -173,14 +206,19 @@ static void untold_told(struct cfs_open_tally *t, pid_t tid, uint64_t node, uint
 static bool tty_seen(struct cfs_open_tally *t, struct tally_thread *th, uint64_t node,
                      uint64_t now, uint8_t expect)
 {
-    for (uint32_t i = th->len; i-- > 0;) {
+    /* Past the oldest entry without a TTY, the latest open of node (if
+     * any) was told already: this is another. */
+    uint32_t untty_left = th->untty;
+    for (uint32_t i = th->len; untty_left > 0 && i-- > 0;) {
         struct tally_open *o = ring_at(th, i);
+        if (!(o->bits & SEEN_TTY))
+            untty_left--;
         if (o->node != node)
             continue;
         bool told_before = o->bits & (SEEN_PERM | SEEN_SERVED);
         bool note_late = (o->bits & SEEN_NOTE) && now - o->at <= TTY_LATE_NS;
         if (!(o->bits & SEEN_TTY) && (told_before || note_late)) {
-            o->bits |= SEEN_TTY;
+            mark(th, o, SEEN_TTY);
             if (!told_before)
                 untold_told(t, th->tid, node, o->at);
             while (t->counting && t->counting_tid == th->tid && t->counting_node == node)
@@ -197,10 +235,14 @@ static bool note_seen(struct cfs_open_tally *t, struct tally_thread *th, uint64_
                       uint64_t now)
 {
     bool matched = false;
-    for (uint32_t i = 0; i < th->len; i++) {
+    uint32_t unnoted_left = th->unnoted;
+    for (uint32_t i = th->len; unnoted_left > 0 && i-- > 0;) {
         struct tally_open *o = ring_at(th, i);
-        if (o->node == node && (o->bits & EXPECT_NOTE) && !(o->bits & SEEN_NOTE)) {
-            o->bits |= SEEN_NOTE;
+        if (!is_unnoted(o->bits))
+            continue;
+        unnoted_left--;
+        if (o->node == node) {
+            mark(th, o, SEEN_NOTE);
             matched = true;
         }
     }
@@ -242,7 +284,7 @@ bool cfs_open_tally_seen(struct cfs_open_tally *t, enum cfs_open_sighting s, pid
         else if (s == CFS_OPEN_TTY)
             for (uint32_t i = th->len; i-- > 0;)
                 if (ring_at(th, i)->node == node) {
-                    ring_at(th, i)->bits |= SEEN_TTY;
+                    mark(th, ring_at(th, i), SEEN_TTY);
                     break;
                 }
         goto out;

@@ -1,7 +1,7 @@
 /* Which sightings are one open (src/open_tally.c): before counting, the
  * run of FUSE opens their isatty() followed; Python readers counted by
  * their TTY with the notification covering each (merged ones too, late
- * ones too, a clock read before another's; a TTY waits while its
+ * ones too, a busy reader's ring wrapping, a clock read before another's; a TTY waits while its
  * notification's open is being counted); a thread preempted between open and isatty counted once; a
  * reader without isatty() counted by its notifications and told once as
  * untold; permission events exact with the TTY and the notification
@@ -90,6 +90,40 @@ START_TEST(tty_reader_counted_once_per_open)
     const uint64_t at[] = {0, 2, 3, 4, 5, 6, 9, 10, 12};
     ck_assert_int_eq(counted(t, 9, s, node, at, 100), 5);
     ck_assert(!untold_at(t, 500));
+    cfs_open_tally_destroy(t);
+}
+END_TEST
+
+/* A busy reader: 3 000 opens in 1.5 s, so its ring of the latest 1 024
+ * wraps; each open's TTY first, its notification read a batch later
+ * (8 opens behind, some merged over two opens of one file); every open
+ * counted once, each notification matching its own, nothing untold. */
+START_TEST(busy_reader_ring_wraps)
+{
+    struct cfs_open_tally *t = tally_new();
+    cfs_open_tally_start(t, true);
+    enum { OPENS = 3000, LAG = 8 };
+    int c = 0;
+    for (uint64_t i = 0; i < OPENS + LAG; i++) {
+        uint64_t at = i * MS / 2;
+        /* Every 100th file is opened twice in a row (one merged note). */
+        uint64_t node = i % 100 == 1 ? i - 1 : i;
+        if (i < OPENS)
+            c += cfs_open_tally_seen(t, CFS_OPEN_TTY, 5, node, at);
+        if (i >= LAG && (i - LAG) % 100 != 1) {
+            uint64_t late = i - LAG;
+            if (cfs_open_tally_seen(t, CFS_OPEN_NOTE, 5, late, at)) {
+                cfs_open_tally_counted(t);
+                c++;
+            }
+        }
+    }
+    ck_assert_int_eq(c, OPENS);
+    /* The notification of an open not yet made counts it (a reader
+     * without isatty()), and is untold once its 100 ms are past. */
+    ck_assert(cfs_open_tally_seen(t, CFS_OPEN_NOTE, 5, 99999, OPENS * MS));
+    cfs_open_tally_counted(t);
+    ck_assert(untold_at(t, OPENS + 200));
     cfs_open_tally_destroy(t);
 }
 END_TEST
@@ -225,6 +259,7 @@ int main(void)
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, told_run_before_counting);
     tcase_add_test(tc, tty_reader_counted_once_per_open);
+    tcase_add_test(tc, busy_reader_ring_wraps);
     tcase_add_test(tc, clock_read_before_the_mutex);
     tcase_add_test(tc, tty_waits_for_the_note_counting);
     tcase_add_test(tc, reader_without_isatty_is_untold_once);
