@@ -58,6 +58,10 @@ struct cfs_fs {
     bool kernel_open;       /* not -o no_kernel_open */
     bool kernel_open_uncounted; /* -o kernel_open: switch even without an exact watch */
     atomic_bool switch_refused; /* no exact watch, and not -o kernel_open: never switch */
+    /* A watch started without fanotify's permission events (no
+     * CAP_SYS_ADMIN): the default switches only while the readers can be
+     * counted by their isatty(), checked before a watch is started again. */
+    atomic_bool no_perm_events;
     /* The watch sees each open before it goes on (permission events): it
      * notes in served[] what it counted while FUSE still serves opens, and
      * the FUSE open skips counting it (the other way round otherwise). */
@@ -80,6 +84,7 @@ struct cfs_fs {
     struct cfs_open_tally *tally;
     atomic_bool watch_tty;
     atomic_bool watch_tty_exact; /* the permission events added since */
+    atomic_bool watch_tty_asked; /* they were asked for (once: refused without CAP_SYS_ADMIN) */
     pthread_mutex_t served_mu;
     struct fs_served_open {
         pid_t tid;

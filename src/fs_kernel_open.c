@@ -128,7 +128,8 @@ static unsigned watch_untold(void *arg, struct cfs_open_watch *w)
     struct cfs_fs *fs = arg;
     pid_t tid;
     uint64_t id;
-    if (!atomic_load_explicit(&fs->watch_tty, memory_order_relaxed) || cfs_open_watch_exact(w))
+    if (!atomic_load_explicit(&fs->watch_tty, memory_order_relaxed) ||
+        atomic_load_explicit(&fs->watch_tty_asked, memory_order_relaxed))
         return 0;
     char why[PATH_MAX + 64];
     if (cfs_prefetch_learning(fs->prefetch)) {
@@ -137,19 +138,23 @@ static unsigned watch_untold(void *arg, struct cfs_open_watch *w)
         char path[PATH_MAX];
         if (cfs_catalog_path(fs->catalog, (cfs_id)id, path, sizeof(path)) < 0)
             snprintf(path, sizeof(path), "(entry %" PRIu64 ")", id);
-        snprintf(why, sizeof(why), "thread %d opened %s without isatty()", (int)tid, path);
+        if (tid)
+            snprintf(why, sizeof(why), "thread %d opened %s without isatty()", (int)tid, path);
+        else /* an ordinary user's watch names no reader */
+            snprintf(why, sizeof(why), "a reader opened %s without isatty()", path);
     } else {
         return cfs_open_tally_untold_pending(fs->tally) ? 50 : 0; /* the TTY may still come */
     }
     char err[PATH_MAX + 128];
     int rc = cfs_open_watch_go_exact(w, err, sizeof(err));
     atomic_store(&fs->watch_tty_exact, rc == 0);
+    atomic_store(&fs->watch_tty_asked, true);
     if (rc == 0)
         cfs_info("open watch: %s; every open is now counted as it is made (fanotify "
                  "permission events)",
                  why);
     else
-        cfs_warn("open watch: %s, and opens may count out of order or, one thread's of one "
+        cfs_warn("open watch: %s, and opens may count out of order or, one reader's of one "
                  "file, once: %s",
                  why, err);
     return 0;
@@ -226,41 +231,60 @@ void fs_op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
     fuse_reply_err(req, ENOTTY);
 }
 
+/* Whether the opens can be counted by their isatty(): every FUSE open of
+ * a long run was followed by its thread's (Python's open() makes one), and
+ * the order is not being learnt: the IOCTLs are answered by several
+ * threads, which may count two readers' opens the other way round, and the
+ * identification reads the order of the readers' first opens of an
+ * epoch. */
+static bool tty_countable(struct cfs_fs *fs)
+{
+    return fs->tally && cfs_open_tally_told_run(fs->tally) >= TOLD_RUN_MIN &&
+           !cfs_prefetch_learning(fs->prefetch);
+}
+
 /* The open watch over every directory of the mount, or NULL with the
- * reason in err.  Each mark looks its directory up through the mount, so
- * this runs in a FUSE worker while others answer those lookups. */
-static struct cfs_open_watch *watch_every_dir(struct cfs_fs *fs, char *err, size_t errlen)
+ * reason in err and *later set where a later open may switch (the readers
+ * not countable by their isatty() yet, without permission events).  Each
+ * mark looks its directory up through the mount, so this runs in a FUSE
+ * worker while others answer those lookups. */
+static struct cfs_open_watch *watch_every_dir(struct cfs_fs *fs, char *err, size_t errlen,
+                                              bool *later)
 {
     struct cfs_open_watch *w;
+    *later = false;
     if (!fs->mountpoint) {
         snprintf(err, errlen, "open watch: off");
         return NULL;
     }
-    /* Every FUSE open of a long run was followed by its isatty() (Python's
-     * open() makes one): the opens are counted by those, the watch's
-     * notifications telling the opens of a reader that makes none, and no
-     * opener waits for the watch.  Not while the order is learnt: the
-     * IOCTLs are answered by several threads, which may count two readers'
-     * opens the other way round, and the identification reads the order
-     * of the readers' first opens of an epoch. */
-    bool tty = fs->tally && cfs_open_tally_told_run(fs->tally) >= TOLD_RUN_MIN &&
-               !cfs_prefetch_learning(fs->prefetch);
+    /* Counted by their isatty(), the watch's notifications telling the
+     * opens of a reader that makes none, and no opener waits for the
+     * watch.  Without CAP_SYS_ADMIN that is the only exact count there is;
+     * a reader without isatty() seen later is then counted by its
+     * notifications, which may merge (watch_untold). */
+    bool tty = tty_countable(fs);
     const struct cfs_open_watch_hooks hooks = {
         .fn = watched_open, .noted = watched_open_noted, .tick = watch_untold, .arg = fs};
     if (cfs_open_watch_start(&hooks, tty, &w, err, errlen) < 0)
         return NULL;
-    tty = tty && cfs_open_watch_can_be_exact(w);
+    bool can_be_exact = cfs_open_watch_can_be_exact(w);
+    if (!can_be_exact)
+        atomic_store(&fs->no_perm_events, true);
+    if (!can_be_exact && !tty && !fs->kernel_open_uncounted) {
+        snprintf(err, errlen, "%s",
+                 fs->tally && cfs_open_tally_told_run(fs->tally) >= TOLD_RUN_MIN
+                     ? "the read order is known"
+                     : "every reader calls isatty() on the files it opens, as Python's open() "
+                       "does");
+        *later = true;
+        goto fail;
+    }
     if (tty) {
         /* Before the first mark: the opens FUSE serves meanwhile are told. */
-        cfs_open_tally_start(fs->tally, true);
+        cfs_open_tally_start(fs->tally, true, cfs_open_watch_anonymous(w));
         atomic_store(&fs->watch_tty, true);
     }
     atomic_store(&fs->watch_exact, cfs_open_watch_exact(w));
-    if (!cfs_open_watch_can_be_exact(w) && !fs->kernel_open_uncounted) {
-        snprintf(err, errlen, "counting every open needs fanotify's permission events "
-                              "(CAP_SYS_ADMIN)");
-        goto fail;
-    }
     size_t base = strlen(fs->mountpoint);
     char path[PATH_MAX];
     if (base + 2 > sizeof(path)) {
@@ -309,6 +333,11 @@ bool fs_switch_opens_off(struct cfs_fs *fs)
     if (atomic_load_explicit(&fs->switch_refused, memory_order_relaxed) ||
         !cfs_prefetch_all_staged(fs->prefetch))
         return false;
+    /* Without permission events, known from a watch started before: only
+     * readers counted by their isatty(), checked before starting another. */
+    if (atomic_load_explicit(&fs->no_perm_events, memory_order_relaxed) &&
+        !fs->kernel_open_uncounted && !tty_countable(fs))
+        return false;
     /* One open switches; the others meanwhile are served as before, since
      * the marks may need lookups that only a free FUSE worker can answer. */
     if (pthread_mutex_trylock(&fs->switch_mu) != 0)
@@ -319,15 +348,24 @@ bool fs_switch_opens_off(struct cfs_fs *fs)
     }
     if (!atomic_load(&fs->opens_off)) {
         char err[PATH_MAX + 128];
+        bool later;
+        bool said = atomic_load(&fs->no_perm_events);
         atomic_store(&fs->watching, true);
-        fs->watch = watch_every_dir(fs, err, sizeof(err));
+        fs->watch = watch_every_dir(fs, err, sizeof(err), &later);
         atomic_store(&fs->watching, fs->watch != NULL);
         if (!fs->watch && !fs->kernel_open_uncounted) {
             /* The default: the kernel's own opens only where each counts. */
-            cfs_info("every file is in the page cache, but opens keep reaching clairfs "
-                     "(%s; -o kernel_open switches anyway)",
-                     err);
-            atomic_store(&fs->switch_refused, true);
+            if (later && !said) /* once: the readers may change */
+                cfs_info("every file is in the page cache, but opens keep reaching clairfs "
+                         "until %s (without CAP_SYS_ADMIN the kernel's own opens are "
+                         "counted by their isatty() alone; -o kernel_open switches anyway)",
+                         err);
+            else if (!later)
+                cfs_info("every file is in the page cache, but opens keep reaching clairfs "
+                         "(%s; -o kernel_open switches anyway)",
+                         err);
+            if (!later)
+                atomic_store(&fs->switch_refused, true);
             pthread_mutex_unlock(&fs->switch_mu);
             return false;
         }

@@ -20,6 +20,9 @@
  * preempted between open() and isatty() on a busy host. */
 #define TTY_LATE_NS 100000000ull
 #define UNTOLD_MAX 4096u
+/* The key of the readers an anonymous tally cannot tell apart, and of
+ * those the watch cannot name (tid 0): never a thread id. */
+#define ANON_KEY ((pid_t)-1)
 
 enum {
     SEEN_PERM = 1,
@@ -66,6 +69,7 @@ struct cfs_open_tally {
     pid_t counting_tid;
     uint64_t counting_node;
     bool started, notes;
+    bool anonymous; /* since the start every sighting is ANON_KEY's */
     /* The latest time a call gave: callers read the clock before the
      * mutex, so a later call may bring an earlier time. */
     uint64_t now;
@@ -266,6 +270,8 @@ bool cfs_open_tally_seen(struct cfs_open_tally *t, enum cfs_open_sighting s, pid
         now_ns = t->now;
     t->now = now_ns;
     bool counted = false;
+    if (tid == 0 || (t->started && t->anonymous))
+        tid = ANON_KEY;
     struct tally_thread *th = thread_of(t, tid, now_ns);
     if (!th) {
         /* Out of memory: count what is exact on its own. */
@@ -322,7 +328,7 @@ bool cfs_open_tally_untold(struct cfs_open_tally *t, uint64_t now_ns, pid_t *tid
         t->untold_len--;
         if (!u.told) {
             untold = true;
-            *tid = u.tid;
+            *tid = u.tid == ANON_KEY ? 0 : u.tid;
             *node = u.node;
             t->untold_len = 0; /* said once: the watch changes for all */
             break;
@@ -348,11 +354,35 @@ bool cfs_open_tally_untold_pending(struct cfs_open_tally *t)
     return pending;
 }
 
-void cfs_open_tally_start(struct cfs_open_tally *t, bool notes)
+/* The opens FUSE served before an anonymous start whose TTY has not come
+ * yet, moved to ANON_KEY's ring, where their TTY will look. */
+static void gather_anonymous(struct cfs_open_tally *t)
+{
+    struct tally_thread *anon = thread_of(t, ANON_KEY, t->now);
+    if (!anon)
+        return; /* out of memory: such a TTY counts once more */
+    anon->used = t->now;
+    for (unsigned i = 0; i < THREADS; i++) {
+        struct tally_thread *th = &t->threads[i];
+        if (th == anon || th->tid == 0 || !th->ring)
+            continue;
+        ring_expire(th, t->now);
+        for (uint32_t k = 0; k < th->len; k++) {
+            const struct tally_open *o = ring_at(th, k);
+            if ((o->bits & SEEN_SERVED) && !(o->bits & SEEN_TTY))
+                ring_push(anon, o->node, o->bits, o->at);
+        }
+    }
+}
+
+void cfs_open_tally_start(struct cfs_open_tally *t, bool notes, bool anonymous)
 {
     pthread_mutex_lock(&t->mu);
     t->started = true;
     t->notes = notes;
+    t->anonymous = anonymous;
+    if (anonymous)
+        gather_anonymous(t);
     pthread_mutex_unlock(&t->mu);
 }
 

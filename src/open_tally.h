@@ -47,8 +47,14 @@ int cfs_open_tally_create(struct cfs_open_tally **out);
 void cfs_open_tally_destroy(struct cfs_open_tally *t);
 
 /* From now on sightings count (the watch is on); notes says whether the
- * watch reports opens as notifications (NOTE sightings will come). */
-void cfs_open_tally_start(struct cfs_open_tally *t, bool notes);
+ * watch reports opens as notifications (NOTE sightings will come);
+ * anonymous, whether they name no reader (an ordinary user's watch,
+ * cfs_open_watch_anonymous): every sighting is then one reader's, the
+ * files alone telling opens apart (two readers' opens of one file within
+ * a notification's lag may match each other's sightings), and the opens
+ * FUSE served before whose TTY is still to come are moved to it.  A tid of
+ * 0 (a reader the watch cannot name) is such a reader too. */
+void cfs_open_tally_start(struct cfs_open_tally *t, bool notes, bool anonymous);
 /* Whether start was called. */
 bool cfs_open_tally_counting(struct cfs_open_tally *t);
 
@@ -66,7 +72,7 @@ void cfs_open_tally_counted(struct cfs_open_tally *t);
 
 /* True once, when an open counted from a NOTE alone has had no TTY for
  * TTY_LATE_NS by now_ns: a reader that does not call isatty(); *tid is
- * its thread, *node the file. */
+ * its thread (0: not known), *node the file. */
 bool cfs_open_tally_untold(struct cfs_open_tally *t, uint64_t now_ns, pid_t *tid,
                            uint64_t *node);
 

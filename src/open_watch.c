@@ -27,6 +27,7 @@ struct cfs_open_watch {
     int fan_fd;
     int perm_fd; /* FAN_OPEN_PERM, one event per open; -1 where refused */
     bool notes_open;         /* fan_fd's marks report opens too (FAN_OPEN) */
+    bool anonymous;          /* fan_fd names no opener (an ordinary user's) */
     atomic_bool perm_marked; /* perm_fd's marks are set: every open waits */
     char **dirs;             /* the directories watched, for cfs_open_watch_go_exact */
     size_t ndirs, dirs_cap;
@@ -287,6 +288,12 @@ int cfs_open_watch_start(const struct cfs_open_watch_hooks *hooks, bool notes_fi
     w->fan_fd = fanotify_init(flags | FAN_UNLIMITED_MARKS, O_RDONLY | O_CLOEXEC);
     if (w->fan_fd < 0 && errno == EPERM)
         w->fan_fd = fanotify_init(flags, O_RDONLY | O_CLOEXEC);
+    if (w->fan_fd < 0 && errno == EPERM) {
+        /* An ordinary user's group (Linux >= 5.13): no FAN_REPORT_TID, and
+         * the kernel names the opener only where it is this process. */
+        w->fan_fd = fanotify_init(flags & ~(unsigned)FAN_REPORT_TID, O_RDONLY | O_CLOEXEC);
+        w->anonymous = w->fan_fd >= 0;
+    }
     if (w->fan_fd < 0) {
         rc = -errno;
         snprintf(err, errlen, "open watch: fanotify_init: %s", strerror(errno));
@@ -418,6 +425,11 @@ uint64_t cfs_open_watch_events(const struct cfs_open_watch *w)
 bool cfs_open_watch_exact(const struct cfs_open_watch *w)
 {
     return w && atomic_load(&w->perm_marked);
+}
+
+bool cfs_open_watch_anonymous(const struct cfs_open_watch *w)
+{
+    return w && w->anonymous;
 }
 
 bool cfs_open_watch_can_be_exact(const struct cfs_open_watch *w)

@@ -18,7 +18,10 @@
  *
  * Identical events of one thread on one file that are still queued are
  * merged by the kernel: two opens of a file by one thread before the watch
- * has read the first would count once.  So where allowed (CAP_SYS_ADMIN)
+ * has read the first would count once.  Without CAP_SYS_ADMIN the group
+ * cannot report threads (FAN_REPORT_TID), and the kernel names the opener
+ * only where it is the watch's own process: the events name no reader
+ * (cfs_open_watch_anonymous).  So where allowed (CAP_SYS_ADMIN)
  * the opens come instead as permission events (FAN_OPEN_PERM) of a second
  * group, which the kernel never merges: the opener waits for the answer,
  * one wake-up of the watch's thread for the opens that arrive together,
@@ -42,8 +45,8 @@
 struct cfs_open_watch;
 
 /* One event: node is the file's FUSE node id, tid the opener's thread (as
- * a FUSE request's pid; 0 where the kernel does not tell an unprivileged
- * watch); opened and closed may both be set (a merged event: the open came
+ * a FUSE request's pid), 0 where the kernel does not tell (a reader in
+ * another pid namespace; any other process's for an anonymous watch); opened and closed may both be set (a merged event: the open came
  * first); perm: a permission event's open (exactly one open). */
 struct cfs_open_watch_event {
     uint64_t node;
@@ -88,6 +91,10 @@ void cfs_open_watch_stop(struct cfs_open_watch *w);
 bool cfs_open_watch_exact(const struct cfs_open_watch *w);
 /* Whether permission events are allowed (the group exists). */
 bool cfs_open_watch_can_be_exact(const struct cfs_open_watch *w);
+/* Whether the events name no reader: an ordinary user's group, which the
+ * kernel tells only its own process's pid (FAN_REPORT_TID, and the others'
+ * pids, need CAP_SYS_ADMIN). */
+bool cfs_open_watch_anonymous(const struct cfs_open_watch *w);
 /* Adds the permission events to a notes_first watch, on every directory
  * watched, then hands the notifications queued meanwhile to the callback;
  * the notifications of opens go on.  From the callback's thread

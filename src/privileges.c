@@ -53,11 +53,12 @@ static bool has_capability(int cap)
 #define CAP_SYS_ADMIN_BIT 21
 #define CAP_SYS_NICE_BIT 23
 
-/* kernel_open's open watch: the same fanotify_init as open_watch.c, tried. */
+/* kernel_open's open watch: the last fanotify_init open_watch.c tries, tried. */
 static bool open_watch_allowed(void)
 {
-    int fd = fanotify_init(FAN_CLASS_NOTIF | FAN_CLOEXEC | FAN_NONBLOCK | FAN_REPORT_FID |
-                               FAN_REPORT_TID,
+    /* The watch's group as an ordinary user may have it: reporting
+     * processes, not threads (FAN_REPORT_TID needs CAP_SYS_ADMIN). */
+    int fd = fanotify_init(FAN_CLASS_NOTIF | FAN_CLOEXEC | FAN_NONBLOCK | FAN_REPORT_FID,
                            O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return errno != EPERM; /* another error is no privilege's: the switch reports it */
@@ -103,9 +104,10 @@ bool cfs_privileges_check(struct cfs_options *o)
         o->allow_other = false;
     }
     if (o->kernel_open && !has_capability(CAP_SYS_ADMIN_BIT) && !open_watch_allowed())
-        cfs_warn("kernel_open: its open watch (fanotify) needs CAP_SYS_ADMIN, which uid %u "
-                 "lacks: once every file is staged the kernel opens files unseen, and reads, "
-                 "the epoch and the trainer's position stop counting",
+        cfs_warn("kernel_open: its open watch (fanotify) is refused to uid %u (CAP_SYS_ADMIN, "
+                 "or Linux >= 5.13 for an ordinary user): once every file is staged the kernel "
+                 "opens files unseen, and reads, the epoch and the trainer's position stop "
+                 "counting",
                  uid);
     if (geteuid() != 0 && o->reclaim)
         cfs_info("reclaim: umount2(MNT_DETACH) needs root; as uid %u a dead mount is detached "

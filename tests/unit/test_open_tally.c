@@ -6,7 +6,7 @@
  * reader without isatty() counted by its notifications and told once as
  * untold; permission events exact with the TTY and the notification
  * matching them; threads apart; forgotten after two seconds; the latest
- * 1 000 threads kept. */
+ * 1 000 threads kept; an ordinary user's watch, which names no reader. */
 #include <check.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -68,7 +68,7 @@ START_TEST(told_run_before_counting)
     /* Counting starts between an open FUSE served and its TTY: the TTY is
      * that open's; one told before the start is no more. */
     ck_assert(!cfs_open_tally_seen(t, CFS_OPEN_SERVED, 8, 14, 22 * MS));
-    cfs_open_tally_start(t, true);
+    cfs_open_tally_start(t, true, false);
     ck_assert(!cfs_open_tally_seen(t, CFS_OPEN_TTY, 8, 14, 23 * MS));
     ck_assert(cfs_open_tally_seen(t, CFS_OPEN_TTY, 7, 10, 24 * MS));
     cfs_open_tally_destroy(t);
@@ -78,7 +78,7 @@ END_TEST
 START_TEST(tty_reader_counted_once_per_open)
 {
     struct cfs_open_tally *t = tally_new();
-    cfs_open_tally_start(t, true);
+    cfs_open_tally_start(t, true, false);
     ck_assert(cfs_open_tally_counting(t));
     /* TTY then its notification; a merged notification of two opens of
      * file 2; a notification read before its TTY (preempted); file 1
@@ -101,7 +101,7 @@ END_TEST
 START_TEST(busy_reader_ring_wraps)
 {
     struct cfs_open_tally *t = tally_new();
-    cfs_open_tally_start(t, true);
+    cfs_open_tally_start(t, true, false);
     enum { OPENS = 3000, LAG = 8 };
     int c = 0;
     for (uint64_t i = 0; i < OPENS + LAG; i++) {
@@ -133,7 +133,7 @@ END_TEST
 START_TEST(clock_read_before_the_mutex)
 {
     struct cfs_open_tally *t = tally_new();
-    cfs_open_tally_start(t, true);
+    cfs_open_tally_start(t, true, false);
     ck_assert(cfs_open_tally_seen(t, CFS_OPEN_NOTE, 5, 1, 10 * MS));
     cfs_open_tally_counted(t);
     ck_assert(!cfs_open_tally_seen(t, CFS_OPEN_TTY, 5, 1, 10 * MS - 3));
@@ -162,7 +162,7 @@ static void *tty_call(void *arg)
 START_TEST(tty_waits_for_the_note_counting)
 {
     struct cfs_open_tally *t = tally_new();
-    cfs_open_tally_start(t, true);
+    cfs_open_tally_start(t, true, false);
     ck_assert(cfs_open_tally_seen(t, CFS_OPEN_NOTE, 9, 4, 1 * MS));
     struct tty_call c = {.t = t};
     pthread_t th;
@@ -180,7 +180,7 @@ END_TEST
 START_TEST(reader_without_isatty_is_untold_once)
 {
     struct cfs_open_tally *t = tally_new();
-    cfs_open_tally_start(t, true);
+    cfs_open_tally_start(t, true, false);
     for (uint64_t f = 1; f <= 5; f++) {
         ck_assert(cfs_open_tally_seen(t, CFS_OPEN_NOTE, 200, f, f * MS));
         cfs_open_tally_counted(t);
@@ -206,7 +206,7 @@ END_TEST
 START_TEST(permission_events_are_exact)
 {
     struct cfs_open_tally *t = tally_new();
-    cfs_open_tally_start(t, false);
+    cfs_open_tally_start(t, false, false);
     /* Each PERM counts, its TTY never; no notifications are expected. */
     const enum cfs_open_sighting s[] = {CFS_OPEN_PERM, CFS_OPEN_TTY, CFS_OPEN_PERM,
                                         CFS_OPEN_TTY,  CFS_OPEN_PERM, CFS_OPEN_PERM};
@@ -218,7 +218,7 @@ START_TEST(permission_events_are_exact)
     /* Added to notifications (the watch made exact): all three sightings
      * of one open count once; an open served through FUSE the same. */
     t = tally_new();
-    cfs_open_tally_start(t, true);
+    cfs_open_tally_start(t, true, false);
     const enum cfs_open_sighting s2[] = {CFS_OPEN_PERM, CFS_OPEN_TTY,  CFS_OPEN_NOTE,
                                          CFS_OPEN_PERM, CFS_OPEN_NOTE, CFS_OPEN_SERVED,
                                          CFS_OPEN_TTY,  CFS_OPEN_NOTE};
@@ -233,7 +233,7 @@ END_TEST
 START_TEST(threads_apart_and_forgotten)
 {
     struct cfs_open_tally *t = tally_new();
-    cfs_open_tally_start(t, true);
+    cfs_open_tally_start(t, true, false);
     /* Two threads open the same file: two opens. */
     ck_assert(cfs_open_tally_seen(t, CFS_OPEN_TTY, 1, 9, 0));
     ck_assert(cfs_open_tally_seen(t, CFS_OPEN_TTY, 2, 9, 1 * MS));
@@ -253,6 +253,49 @@ START_TEST(threads_apart_and_forgotten)
 }
 END_TEST
 
+/* An ordinary user's watch names no reader (tid 0): every sighting is
+ * one reader's, files alone telling opens apart.  An open FUSE served
+ * before the start, whose TTY comes after, is still that open's. */
+START_TEST(anonymous_readers)
+{
+    struct cfs_open_tally *t = tally_new();
+    ck_assert(!cfs_open_tally_seen(t, CFS_OPEN_SERVED, 10, 4, 0));
+    cfs_open_tally_start(t, true, true);
+    ck_assert(!cfs_open_tally_seen(t, CFS_OPEN_TTY, 10, 4, 1 * MS));
+    /* Two readers' TTYs, then the notifications naming nobody. */
+    ck_assert(cfs_open_tally_seen(t, CFS_OPEN_TTY, 11, 5, 2 * MS));
+    ck_assert(cfs_open_tally_seen(t, CFS_OPEN_TTY, 12, 6, 2 * MS));
+    ck_assert(!cfs_open_tally_seen(t, CFS_OPEN_NOTE, 0, 6, 3 * MS));
+    ck_assert(!cfs_open_tally_seen(t, CFS_OPEN_NOTE, 0, 5, 3 * MS));
+    /* A notification before its TTY, then the TTY: one open. */
+    ck_assert(cfs_open_tally_seen(t, CFS_OPEN_NOTE, 0, 7, 4 * MS));
+    cfs_open_tally_counted(t);
+    ck_assert(!cfs_open_tally_seen(t, CFS_OPEN_TTY, 13, 7, 5 * MS));
+    ck_assert(!untold_at(t, 200));
+    /* A reader without isatty(): untold once, its thread not known. */
+    ck_assert(cfs_open_tally_seen(t, CFS_OPEN_NOTE, 0, 8, 300 * MS));
+    cfs_open_tally_counted(t);
+    pid_t tid = 99;
+    uint64_t node = 0;
+    ck_assert(cfs_open_tally_untold(t, 500 * MS, &tid, &node));
+    ck_assert_int_eq(tid, 0);
+    ck_assert_uint_eq(node, 8);
+    cfs_open_tally_destroy(t);
+
+    /* A root watch's notification of a reader in another pid namespace
+     * (tid 0) is a reader of its own, not a free slot. */
+    t = tally_new();
+    cfs_open_tally_start(t, true, false);
+    ck_assert(cfs_open_tally_seen(t, CFS_OPEN_NOTE, 0, 1, 0));
+    cfs_open_tally_counted(t);
+    ck_assert(cfs_open_tally_seen(t, CFS_OPEN_NOTE, 0, 1, 1 * MS));
+    cfs_open_tally_counted(t);
+    ck_assert(!cfs_open_tally_seen(t, CFS_OPEN_TTY, 0, 1, 2 * MS));
+    ck_assert(cfs_open_tally_seen(t, CFS_OPEN_TTY, 40, 1, 2 * MS));
+    cfs_open_tally_destroy(t);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("open_tally");
@@ -265,6 +308,7 @@ int main(void)
     tcase_add_test(tc, reader_without_isatty_is_untold_once);
     tcase_add_test(tc, permission_events_are_exact);
     tcase_add_test(tc, threads_apart_and_forgotten);
+    tcase_add_test(tc, anonymous_readers);
     suite_add_tcase(s, tc);
     return cfs_check_run(s);
 }
