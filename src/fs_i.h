@@ -85,6 +85,7 @@ struct cfs_fs {
     atomic_bool watch_tty;
     atomic_bool watch_tty_exact; /* the permission events added since */
     atomic_bool watch_tty_asked; /* they were asked for (once: refused without CAP_SYS_ADMIN) */
+    atomic_bool watch_anonymous; /* its events name no reader (cfs_open_watch_anonymous) */
     pthread_mutex_t served_mu;
     struct fs_served_open {
         pid_t tid;

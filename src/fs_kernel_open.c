@@ -100,6 +100,17 @@ static uint64_t monotonic_ns(void)
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
+/* Tells the tally that thread tid saw open `id` as s.  Where the watch
+ * names no reader, with tid's process: the kernel merges one process's
+ * notifications (a /proc read a second per thread, opener.h). */
+static bool tally_seen(struct cfs_fs *fs, enum cfs_open_sighting s, pid_t tid, cfs_id id)
+{
+    struct cfs_opener who = {tid, 0};
+    if (atomic_load_explicit(&fs->watch_anonymous, memory_order_relaxed))
+        cfs_openers_lookup(fs->openers, tid, &who);
+    return cfs_open_tally_seen_by(fs->tally, s, tid, who.pid, id, monotonic_ns());
+}
+
 /* An exact watch's open, before the kernel goes on with it and before it
  * is counted (watched_open): while FUSE may still be asked (the watch
  * starting, the opens in flight at the switch), the note tells that open
@@ -198,7 +209,7 @@ bool fs_open_served(struct cfs_fs *fs, pid_t tid, cfs_id id)
      * tally starts, its IOCTL and its notification match it.  Told in
      * either case: the tally may start between this and its IOCTL. */
     if (fs->tally)
-        (void)cfs_open_tally_seen(fs->tally, CFS_OPEN_SERVED, tid, id, monotonic_ns());
+        (void)tally_seen(fs, CFS_OPEN_SERVED, tid, id);
     if (!atomic_load_explicit(&fs->watching, memory_order_acquire) ||
         atomic_load(&fs->watch_tty))
         return false;
@@ -224,7 +235,7 @@ void fs_op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
     if (cmd == TCGETS && tally_listens && !is_ctl_ino(ino) && (e = entry_of(fs, ino, &id)) &&
         S_ISREG(e->mode)) {
         pid_t tid = fuse_req_ctx(req)->pid;
-        if (cfs_open_tally_seen(fs->tally, CFS_OPEN_TTY, tid, id, monotonic_ns()) &&
+        if (tally_seen(fs, CFS_OPEN_TTY, tid, id) &&
             atomic_load(&fs->watch_tty))
             count_open(fs, tid, id);
     }
@@ -267,6 +278,7 @@ static struct cfs_open_watch *watch_every_dir(struct cfs_fs *fs, char *err, size
         .fn = watched_open, .noted = watched_open_noted, .tick = watch_untold, .arg = fs};
     if (cfs_open_watch_start(&hooks, tty, &w, err, errlen) < 0)
         return NULL;
+    atomic_store(&fs->watch_anonymous, cfs_open_watch_anonymous(w));
     bool can_be_exact = cfs_open_watch_can_be_exact(w);
     if (!can_be_exact)
         atomic_store(&fs->no_perm_events, true);

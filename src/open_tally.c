@@ -3,9 +3,12 @@
  * Each reader thread has a ring of its latest opens (node, what saw it,
  * when); threads sit in an open-addressed table by tid, a slot idle for
  * KEEP_NS taken by the next new thread.  A thread's sightings of one open
- * arrive within milliseconds, and a thread opens one file at a time, so a
- * ring of RING_OPENS covers the lag of the watch's batches (a notification
- * is read at most a few milliseconds after its open). */
+ * arrive within milliseconds of each other, so a ring holds the opens of
+ * the last KEEP_NS: it starts at RING_OPENS_MIN and doubles, up to
+ * RING_OPENS_MAX, rather than forget an open younger than that (an
+ * anonymous tally's one ring takes every reader's opens, tens of thousands
+ * a second with tiny files, and a notification read 50 ms late on a busy
+ * host found its open gone from a ring of 1 024 and counted it again). */
 #include "open_tally.h"
 
 #include <errno.h>
@@ -14,12 +17,17 @@
 #include <string.h>
 
 #define THREADS 1024u   /* reader threads tracked at once */
-#define RING_OPENS 1024u /* a thread's latest opens */
+#define RING_OPENS_MIN 1024u /* a thread's latest opens; powers of two */
+#define RING_OPENS_MAX 65536u
 #define KEEP_NS 2000000000ull
 /* How late a thread's TTY may follow its open's notification: a thread
  * preempted between open() and isatty() on a busy host. */
 #define TTY_LATE_NS 100000000ull
 #define UNTOLD_MAX 4096u
+/* An open FUSE served while the marks went in has its notification within
+ * a batch if its directory was marked already, else none: past this, a
+ * notification of that file is another open's. */
+#define SERVED_NOTE_NS 500000000ull
 /* The key of the readers an anonymous tally cannot tell apart, and of
  * those the watch cannot name (tid 0): never a thread id. */
 #define ANON_KEY ((pid_t)-1)
@@ -35,13 +43,14 @@ enum {
 struct tally_open {
     uint64_t node;
     uint64_t at;
+    pid_t proc; /* the reader's process; 0: not known */
     uint8_t bits;
 };
 
 struct tally_thread {
     pid_t tid; /* 0: free */
     uint64_t used;
-    uint32_t head, len; /* ring: the newest at (head + len - 1) % RING_OPENS */
+    uint32_t head, len, cap; /* ring: the newest at (head + len - 1) % cap */
     struct tally_open *ring;
     /* Entries without SEEN_TTY, and those with EXPECT_NOTE but no
      * SEEN_NOTE: the only ones a TTY or a NOTE can match.  Both are few and
@@ -122,8 +131,11 @@ static struct tally_thread *thread_of(struct cfs_open_tally *t, pid_t tid, uint6
             oldest = th;
     }
     struct tally_thread *th = stale ? stale : oldest;
-    if (!th->ring && !(th->ring = malloc(RING_OPENS * sizeof(*th->ring))))
-        return NULL;
+    if (!th->ring) {
+        if (!(th->ring = malloc(RING_OPENS_MIN * sizeof(*th->ring))))
+            return NULL;
+        th->cap = RING_OPENS_MIN;
+    }
     th->tid = tid;
     th->head = th->len = 0;
     th->untty = th->unnoted = 0;
@@ -133,7 +145,7 @@ static struct tally_thread *thread_of(struct cfs_open_tally *t, pid_t tid, uint6
 
 static struct tally_open *ring_at(struct tally_thread *th, uint32_t i)
 {
-    return &th->ring[(th->head + i) % RING_OPENS];
+    return &th->ring[(th->head + i) & (th->cap - 1)];
 }
 
 static bool is_unnoted(uint8_t bits)
@@ -161,15 +173,33 @@ static void mark(struct tally_thread *th, struct tally_open *o, uint8_t bits)
 static void ring_drop_oldest(struct tally_thread *th)
 {
     count_bits(th, ring_at(th, 0)->bits, -1);
-    th->head = (th->head + 1) % RING_OPENS;
+    th->head = (th->head + 1) & (th->cap - 1);
     th->len--;
 }
 
-static void ring_push(struct tally_thread *th, uint64_t node, uint8_t bits, uint64_t now)
+/* Twice the room for th's opens, oldest first; false without memory. */
+static bool ring_grow(struct tally_thread *th)
 {
-    if (th->len == RING_OPENS)
+    struct tally_open *ring = malloc(2 * (size_t)th->cap * sizeof(*ring));
+    if (!ring)
+        return false;
+    for (uint32_t i = 0; i < th->len; i++)
+        ring[i] = *ring_at(th, i);
+    free(th->ring);
+    th->ring = ring;
+    th->head = 0;
+    th->cap *= 2;
+    return true;
+}
+
+static void ring_push(struct tally_thread *th, uint64_t node, uint8_t bits, uint64_t now,
+                      pid_t proc)
+{
+    if (th->len == th->cap &&
+        (th->cap == RING_OPENS_MAX || now - ring_at(th, 0)->at > KEEP_NS || !ring_grow(th)))
         ring_drop_oldest(th);
-    *ring_at(th, th->len++) = (struct tally_open){.node = node, .at = now, .bits = bits};
+    *ring_at(th, th->len++) =
+        (struct tally_open){.node = node, .at = now, .proc = proc, .bits = bits};
     count_bits(th, bits, 1);
 }
 
@@ -208,7 +238,7 @@ static void untold_told(struct cfs_open_tally *t, pid_t tid, uint64_t node, uint
 }
 
 static bool tty_seen(struct cfs_open_tally *t, struct tally_thread *th, uint64_t node,
-                     uint64_t now, uint8_t expect)
+                     uint64_t now, uint8_t expect, pid_t proc)
 {
     /* Past the oldest entry without a TTY, the latest open of node (if
      * any) was told already: this is another. */
@@ -231,28 +261,41 @@ static bool tty_seen(struct cfs_open_tally *t, struct tally_thread *th, uint64_t
         }
         break; /* the latest open of node was told already: this is another */
     }
-    ring_push(th, node, SEEN_TTY | expect, now);
+    ring_push(th, node, SEEN_TTY | expect, now, proc);
     return true;
 }
 
 static bool note_seen(struct cfs_open_tally *t, struct tally_thread *th, uint64_t node,
                       uint64_t now)
 {
-    bool matched = false;
+    /* A notification stands for its opener's opens of the file still
+     * queued: the kernel merged them, one process's (one thread's, where
+     * it names threads).  Not knowing whose it is (an anonymous tally's
+     * ring holds every reader's), it is the latest open's process's: two
+     * readers' opens of one file within a notification's lag come as two
+     * notifications.  The latest, not the oldest: an open whose
+     * notification never comes (its directory marked just after it) would
+     * take the next open's, which would then take the one after, epoch
+     * after epoch. */
+    struct tally_open *latest = NULL;
     uint32_t unnoted_left = th->unnoted;
     for (uint32_t i = th->len; unnoted_left > 0 && i-- > 0;) {
         struct tally_open *o = ring_at(th, i);
         if (!is_unnoted(o->bits))
             continue;
         unnoted_left--;
-        if (o->node == node) {
+        if (o->node != node || ((o->bits & SEEN_SERVED) && now - o->at > SERVED_NOTE_NS))
+            continue;
+        if (!latest)
+            latest = o;
+        else if (o->proc && o->proc == latest->proc)
             mark(th, o, SEEN_NOTE);
-            matched = true;
-        }
     }
-    if (matched)
+    if (latest) {
+        mark(th, latest, SEEN_NOTE);
         return false;
-    ring_push(th, node, SEEN_NOTE | EXPECT_NOTE, now);
+    }
+    ring_push(th, node, SEEN_NOTE | EXPECT_NOTE, now, 0);
     t->counting = true;
     t->counting_tid = th->tid;
     t->counting_node = node;
@@ -265,6 +308,12 @@ static bool note_seen(struct cfs_open_tally *t, struct tally_thread *th, uint64_
 bool cfs_open_tally_seen(struct cfs_open_tally *t, enum cfs_open_sighting s, pid_t tid,
                          uint64_t node, uint64_t now_ns)
 {
+    return cfs_open_tally_seen_by(t, s, tid, tid, node, now_ns);
+}
+
+bool cfs_open_tally_seen_by(struct cfs_open_tally *t, enum cfs_open_sighting s, pid_t tid,
+                            pid_t proc, uint64_t node, uint64_t now_ns)
+{
     pthread_mutex_lock(&t->mu);
     if (now_ns < t->now)
         now_ns = t->now;
@@ -272,6 +321,8 @@ bool cfs_open_tally_seen(struct cfs_open_tally *t, enum cfs_open_sighting s, pid
     bool counted = false;
     if (tid == 0 || (t->started && t->anonymous))
         tid = ANON_KEY;
+    if (!t->anonymous)
+        proc = tid; /* a thread's ring: every open is its own */
     struct tally_thread *th = thread_of(t, tid, now_ns);
     if (!th) {
         /* Out of memory: count what is exact on its own. */
@@ -286,7 +337,7 @@ bool cfs_open_tally_seen(struct cfs_open_tally *t, enum cfs_open_sighting s, pid
          * notification, the marks going in) comes after it is that open's,
          * not another. */
         if (s == CFS_OPEN_SERVED)
-            ring_push(th, node, SEEN_SERVED | EXPECT_NOTE, now_ns);
+            ring_push(th, node, SEEN_SERVED | EXPECT_NOTE, now_ns, proc);
         else if (s == CFS_OPEN_TTY)
             for (uint32_t i = th->len; i-- > 0;)
                 if (ring_at(th, i)->node == node) {
@@ -299,11 +350,12 @@ bool cfs_open_tally_seen(struct cfs_open_tally *t, enum cfs_open_sighting s, pid
     switch (s) {
     case CFS_OPEN_PERM:
     case CFS_OPEN_SERVED:
-        ring_push(th, node, (s == CFS_OPEN_PERM ? SEEN_PERM : SEEN_SERVED) | expect, now_ns);
+        ring_push(th, node, (s == CFS_OPEN_PERM ? SEEN_PERM : SEEN_SERVED) | expect, now_ns,
+                  proc);
         counted = true;
         break;
     case CFS_OPEN_TTY:
-        counted = tty_seen(t, th, node, now_ns, expect);
+        counted = tty_seen(t, th, node, now_ns, expect, proc);
         break;
     case CFS_OPEN_NOTE:
         counted = note_seen(t, th, node, now_ns);
@@ -370,7 +422,24 @@ static void gather_anonymous(struct cfs_open_tally *t)
         for (uint32_t k = 0; k < th->len; k++) {
             const struct tally_open *o = ring_at(th, k);
             if ((o->bits & SEEN_SERVED) && !(o->bits & SEEN_TTY))
-                ring_push(anon, o->node, o->bits, o->at);
+                ring_push(anon, o->node, o->bits, o->at, o->proc);
+        }
+    }
+}
+
+/* The opens before the start, made before the watch's first mark: no
+ * notification comes for them, and one taken for theirs would be lost. */
+static void expect_no_notes(struct cfs_open_tally *t)
+{
+    for (unsigned i = 0; i < THREADS; i++) {
+        struct tally_thread *th = &t->threads[i];
+        for (uint32_t k = 0; th->tid && k < th->len; k++) {
+            struct tally_open *o = ring_at(th, k);
+            if (o->bits & EXPECT_NOTE) {
+                count_bits(th, o->bits, -1);
+                o->bits &= (uint8_t)~EXPECT_NOTE;
+                count_bits(th, o->bits, 1);
+            }
         }
     }
 }
@@ -378,6 +447,7 @@ static void gather_anonymous(struct cfs_open_tally *t)
 void cfs_open_tally_start(struct cfs_open_tally *t, bool notes, bool anonymous)
 {
     pthread_mutex_lock(&t->mu);
+    expect_no_notes(t);
     t->started = true;
     t->notes = notes;
     t->anonymous = anonymous;

@@ -18,7 +18,8 @@
  * not yet told by a TTY (a PERM or SERVED one, or a NOTE one of the last
  * TTY_LATE_NS: a thread preempted between open and isatty); a NOTE matches
  * every open of the thread and file not yet noted (a merged notification
- * stands for all of them, since each was queued before it was read).  An
+ * stands for all of them, since each was queued before it was read; in an
+ * anonymous tally, the oldest such open and those of its process).  An
  * open counted from a NOTE alone that no TTY follows within TTY_LATE_NS is
  * a reader that does not call isatty() (cfs_open_tally_untold): its next
  * opens of one file may merge, so the watch needs its permission events
@@ -68,6 +69,11 @@ bool cfs_open_tally_counting(struct cfs_open_tally *t);
  * watch's thread). */
 bool cfs_open_tally_seen(struct cfs_open_tally *t, enum cfs_open_sighting s, pid_t tid,
                          uint64_t node, uint64_t now_ns);
+/* The same, with tid's process (0: not known), which an anonymous tally
+ * keeps: the kernel merges one process's notifications of a file, so a
+ * NOTE stands for the still unnoted opens of one process. */
+bool cfs_open_tally_seen_by(struct cfs_open_tally *t, enum cfs_open_sighting s, pid_t tid,
+                            pid_t proc, uint64_t node, uint64_t now_ns);
 void cfs_open_tally_counted(struct cfs_open_tally *t);
 
 /* True once, when an open counted from a NOTE alone has had no TTY for

@@ -1,7 +1,8 @@
 /* Which sightings are one open (src/open_tally.c): before counting, the
  * run of FUSE opens their isatty() followed; Python readers counted by
  * their TTY with the notification covering each (merged ones too, late
- * ones too, a busy reader's ring wrapping, a clock read before another's; a TTY waits while its
+ * ones too, a busy reader's ring wrapping and growing, a clock read
+ * before another's; a TTY waits while its
  * notification's open is being counted); a thread preempted between open and isatty counted once; a
  * reader without isatty() counted by its notifications and told once as
  * untold; permission events exact with the TTY and the notification
@@ -94,15 +95,17 @@ START_TEST(tty_reader_counted_once_per_open)
 }
 END_TEST
 
-/* A busy reader: 3 000 opens in 1.5 s, so its ring of the latest 1 024
- * wraps; each open's TTY first, its notification read a batch later
- * (8 opens behind, some merged over two opens of one file); every open
- * counted once, each notification matching its own, nothing untold. */
-START_TEST(busy_reader_ring_wraps)
+/* A busy reader: 6 000 opens in 3 s, each TTY first, its notification
+ * read later, LAG opens behind (some merged over two opens of one file):
+ * 8 behind, and 1 500 (750 ms late, past a ring of 1 024, which grows);
+ * past two seconds the oldest are forgotten.  Every open counted once,
+ * each notification matching its own, nothing untold. */
+static void busy_reader(uint64_t lag)
 {
     struct cfs_open_tally *t = tally_new();
     cfs_open_tally_start(t, true, false);
-    enum { OPENS = 3000, LAG = 8 };
+    enum { OPENS = 6000 };
+    const uint64_t LAG = lag;
     int c = 0;
     for (uint64_t i = 0; i < OPENS + LAG; i++) {
         uint64_t at = i * MS / 2;
@@ -121,10 +124,17 @@ START_TEST(busy_reader_ring_wraps)
     ck_assert_int_eq(c, OPENS);
     /* The notification of an open not yet made counts it (a reader
      * without isatty()), and is untold once its 100 ms are past. */
-    ck_assert(cfs_open_tally_seen(t, CFS_OPEN_NOTE, 5, 99999, OPENS * MS));
+    uint64_t end_ms = (OPENS + LAG) / 2;
+    ck_assert(cfs_open_tally_seen(t, CFS_OPEN_NOTE, 5, 99999, end_ms * MS));
     cfs_open_tally_counted(t);
-    ck_assert(untold_at(t, OPENS + 200));
+    ck_assert(untold_at(t, end_ms + 200));
     cfs_open_tally_destroy(t);
+}
+
+START_TEST(busy_reader_ring_grows_and_wraps)
+{
+    busy_reader(8);
+    busy_reader(1500);
 }
 END_TEST
 
@@ -253,6 +263,28 @@ START_TEST(threads_apart_and_forgotten)
 }
 END_TEST
 
+/* Opens before the start come before the watch's first mark: no
+ * notification comes for them.  One FUSE served while the marks went in
+ * may have one, within a batch; a notification of that file long after is
+ * another open's (cat after the trainer), not that one's. */
+START_TEST(served_opens_and_their_notes)
+{
+    struct cfs_open_tally *t = tally_new();
+    ck_assert(!cfs_open_tally_seen(t, CFS_OPEN_SERVED, 5, 2, 0));
+    ck_assert(!cfs_open_tally_seen(t, CFS_OPEN_TTY, 5, 2, 1 * MS));
+    cfs_open_tally_start(t, true, false);
+    ck_assert(cfs_open_tally_seen(t, CFS_OPEN_NOTE, 5, 2, 20 * MS));
+    cfs_open_tally_counted(t);
+    ck_assert(cfs_open_tally_seen(t, CFS_OPEN_SERVED, 5, 3, 30 * MS));
+    ck_assert(!cfs_open_tally_seen(t, CFS_OPEN_TTY, 5, 3, 31 * MS));
+    ck_assert(cfs_open_tally_seen(t, CFS_OPEN_SERVED, 5, 4, 32 * MS));
+    ck_assert(!cfs_open_tally_seen(t, CFS_OPEN_NOTE, 5, 4, 40 * MS));
+    ck_assert(cfs_open_tally_seen(t, CFS_OPEN_NOTE, 5, 3, 900 * MS));
+    cfs_open_tally_counted(t);
+    cfs_open_tally_destroy(t);
+}
+END_TEST
+
 /* An ordinary user's watch names no reader (tid 0): every sighting is
  * one reader's, files alone telling opens apart.  An open FUSE served
  * before the start, whose TTY comes after, is still that open's. */
@@ -271,6 +303,21 @@ START_TEST(anonymous_readers)
     ck_assert(cfs_open_tally_seen(t, CFS_OPEN_NOTE, 0, 7, 4 * MS));
     cfs_open_tally_counted(t);
     ck_assert(!cfs_open_tally_seen(t, CFS_OPEN_TTY, 13, 7, 5 * MS));
+    /* Two readers open one file before either notification is read:
+     * the kernel merges no two processes' events, so each notification
+     * is one open. */
+    ck_assert(cfs_open_tally_seen(t, CFS_OPEN_TTY, 14, 9, 6 * MS));
+    ck_assert(cfs_open_tally_seen(t, CFS_OPEN_TTY, 15, 9, 7 * MS));
+    ck_assert(!cfs_open_tally_seen(t, CFS_OPEN_NOTE, 0, 9, 30 * MS));
+    ck_assert(!cfs_open_tally_seen(t, CFS_OPEN_NOTE, 0, 9, 31 * MS));
+    /* One process's two opens of a file, merged into one notification:
+     * the next notification of that file is another open. */
+    ck_assert(cfs_open_tally_seen_by(t, CFS_OPEN_TTY, 16, 16, 10, 40 * MS));
+    ck_assert(cfs_open_tally_seen_by(t, CFS_OPEN_TTY, 16, 16, 10, 41 * MS));
+    ck_assert(!cfs_open_tally_seen(t, CFS_OPEN_NOTE, 0, 10, 60 * MS));
+    ck_assert(cfs_open_tally_seen(t, CFS_OPEN_NOTE, 0, 10, 80 * MS));
+    cfs_open_tally_counted(t);
+    ck_assert(!cfs_open_tally_seen_by(t, CFS_OPEN_TTY, 17, 17, 10, 85 * MS));
     ck_assert(!untold_at(t, 200));
     /* A reader without isatty(): untold once, its thread not known. */
     ck_assert(cfs_open_tally_seen(t, CFS_OPEN_NOTE, 0, 8, 300 * MS));
@@ -302,12 +349,13 @@ int main(void)
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, told_run_before_counting);
     tcase_add_test(tc, tty_reader_counted_once_per_open);
-    tcase_add_test(tc, busy_reader_ring_wraps);
+    tcase_add_test(tc, busy_reader_ring_grows_and_wraps);
     tcase_add_test(tc, clock_read_before_the_mutex);
     tcase_add_test(tc, tty_waits_for_the_note_counting);
     tcase_add_test(tc, reader_without_isatty_is_untold_once);
     tcase_add_test(tc, permission_events_are_exact);
     tcase_add_test(tc, threads_apart_and_forgotten);
+    tcase_add_test(tc, served_opens_and_their_notes);
     tcase_add_test(tc, anonymous_readers);
     suite_add_tcase(s, tc);
     return cfs_check_run(s);
