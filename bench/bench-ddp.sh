@@ -4,7 +4,9 @@
 # over the dataset in local memory (tmpfs) and over clairfs mounts of that
 # same directory, in one run: what the hit path costs a trainer whose data
 # is all cached.  Epoch 1 is the cold one; the figure is the median of
-# epochs 2..E per system and its ratio to tmpfs's.  Figures, no assertions.
+# epochs 2..E per system and its ratio to tmpfs's, and the median of the
+# ratios each round makes against its own tmpfs run (a pair shares the
+# machine's load, which drifts between rounds).  Figures, no assertions.
 #
 # usage: bench/bench-ddp.sh [--build DIR] [--epochs E] [--reps R] [--trace]
 #                           [--opts OPTS]...
@@ -81,7 +83,7 @@ train() {
     timeout 900 "$PYTHON" "$top/examples/train_ddp.py" --data "$2" --epochs "$epochs" --seed $SEED \
         --batch $BATCH --workers $WORKERS --world $WORLD >"$work/train.log" 2>&1 ||
         { echo "bench-ddp: trainer failed on $1: $(tail -n 1 "$work/train.log")" >&2; exit 1; }
-    awk '$1 == "epoch" { print $2, $4 }' "$work/train.log" >>"$work/samples.$1"
+    awk -v r="$r" '$1 == "epoch" { print $2, $4, r }' "$work/train.log" >>"$work/samples.$1"
 }
 
 knob=/sys/module/fuse/parameters/enable_uring
@@ -121,6 +123,22 @@ stats() {
             return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
         END { printf "%.3f %.3f %d", med(w, nw), med(c, nc), nw }' "$work/samples.$1"
 }
+# paired LABEL: the ratio of each round's median of epochs 2.. to the tmpfs
+# run of the same round (the machine's load drifts between rounds; a pair
+# shares it), as "median min max" over the rounds.
+paired() {
+    awk -v first="$(awk 'NR == 1 { print $1 }' "$work/samples.tmpfs")" '
+        function med(a, n,   i, j, x) { for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { x = a[i]; a[i] = a[j]; a[j] = x }
+            return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
+        function round_med(f, r,   k, n, v) { n = 0; for (k = 1; k <= ns[f]; k++) if (rd[f, k] == r) v[++n] = t[f, k]; return n ? med(v, n) : 0 }
+        $1 != first { ns[FILENAME]++; t[FILENAME, ns[FILENAME]] = $2; rd[FILENAME, ns[FILENAME]] = $3; if ($3 > maxr) maxr = $3; seen[FILENAME] = 1 }
+        END {
+            for (f in seen) if (f ~ /samples\.tmpfs$/) b = f; else c = f
+            for (r = 1; r <= maxr; r++) { x = round_med(b, r); y = round_med(c, r); if (x > 0 && y > 0) q[++n] = y / x }
+            lo = hi = q[1]; for (i = 2; i <= n; i++) { if (q[i] < lo) lo = q[i]; if (q[i] > hi) hi = q[i] }
+            if (n) printf "%.3f %.3f %.3f %d", med(q, n), lo, hi, n; else printf "0 0 0 0"
+        }' "$work/samples.tmpfs" "$work/samples.$1"
+}
 read -r base cbase _ < <(stats tmpfs)
 echo "== median epoch seconds (epochs 2..$epochs; epoch 1 apart), ratio to tmpfs; load $(cut -d' ' -f1-3 /proc/loadavg)"
 for l in tmpfs $(seq 0 $((${#configs[@]} - 1))); do
@@ -129,6 +147,11 @@ for l in tmpfs $(seq 0 $((${#configs[@]} - 1))); do
     [ "$l" = tmpfs ] || name="clairfs${configs[$l]:+ -o ${configs[$l]}}"
     awk -v l="$name" -v w="$w" -v c="$c" -v b="$base" -v cb="$cbase" -v n="$n" \
         'BEGIN { printf "  %-32s epochs 2+: %7.3f s x%.2f (%d)   epoch 1: %7.3f s x%.2f\n", l, w, w / b, n, c, c / cb }'
+done
+echo "== each round against its own tmpfs run (epochs 2..$epochs): median ratio, range over the rounds"
+for ((c = 0; c < ${#configs[@]}; c++)); do
+    read -r m lo hi n < <(paired "$c")
+    printf "  %-32s x%.3f  (x%.3f .. x%.3f, %d rounds)\n" "clairfs${configs[$c]:+ -o ${configs[$c]}}" "$m" "$lo" "$hi" "$n"
 done
 for ((c = 0; c < ${#configs[@]}; c++)); do
     cpu=$(sort -n "$work/cpu.$c" 2>/dev/null | awk '{ v[NR] = $1 } END { if (NR) printf "%.3f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
