@@ -66,6 +66,12 @@ int cfs_fuse_ring_create(const struct cfs_fuse_ring_config *cfg, struct cfs_fuse
 int cfs_fuse_ring_attach(struct cfs_fuse_ring *r, struct fuse_session *se,
                          struct cfs_fuse_ring_slot *slot);
 
+/* Whether the INIT reply asked for the ring (false for r NULL): requests,
+ * a retrieve's answer among them, may come over it from then on (or stay
+ * on /dev/fuse, if its queues fail to start).  Set before the kernel sees
+ * the reply, so before any lookup, hence before any retrieve. */
+bool cfs_fuse_ring_asked(const struct cfs_fuse_ring *r);
+
 /* Stops the ring's threads and its workers (each finishes the request in
  * hand); after the session loop ended, before the session is destroyed. */
 void cfs_fuse_ring_stop(struct cfs_fuse_ring *r);

@@ -78,6 +78,8 @@ static ssize_t init_reply(struct cfs_fuse_ring *r, int fd, struct iovec *iov, in
         if (cap < arg->max_write)
             cap = arg->max_write;
         r->payload_cap = cap < FUSE_MIN_READ_BUFFER ? FUSE_MIN_READ_BUFFER : cap;
+        /* Before the kernel has the reply: no retrieve can be asked sooner. */
+        atomic_store(&r->asked, true);
     }
     ssize_t n = writev(fd, iov, count_);
     if (n < 0)
