@@ -43,6 +43,7 @@ struct pf_retrieval {
     uint32_t id;
     enum retrieval_state state;
     unsigned chunks_left; /* kernel answers still to come */
+    size_t chunk;         /* bytes asked a time (retrieve_max when asked) */
     uint64_t size, got, xxh3;
     char *buf;
 };
@@ -75,7 +76,7 @@ static void retrieved_release(void *arg, struct cfs_peer_view *v)
 static bool ask_kernel(struct cfs_prefetch *pf, struct pf_retrieval *r)
 {
     const struct cfs_kernel_ops *k = atomic_load(&pf->kops);
-    size_t chunk = k->retrieve_max(pf->kops_arg);
+    size_t chunk = r->chunk;
     unsigned n = (unsigned)((r->size + chunk - 1) / chunk);
     for (unsigned i = 0; i < n; i++) {
         uint64_t off = (uint64_t)i * chunk;
@@ -151,10 +152,12 @@ int pf_retrieve_provide(struct cfs_prefetch *pf, uint32_t id, uint64_t size, uin
     r->size = size;
     r->xxh3 = xxh3;
     r->state = RETRIEVAL_ASKED;
-    size_t chunk = atomic_load(&pf->kops)->retrieve_max(pf->kops_arg);
+    /* One chunk size for the asking and the answers (it depends on what
+     * carries the answers: fs_pagecache.c). */
+    r->chunk = atomic_load(&pf->kops)->retrieve_max(pf->kops_arg);
     /* In the list before the kernel is asked: its answer may come first. */
     pthread_mutex_lock(&pf->retrieve_mu);
-    r->chunks_left = (unsigned)((size + chunk - 1) / chunk);
+    r->chunks_left = (unsigned)((size + r->chunk - 1) / r->chunk);
     r->next = pf->retrievals;
     pf->retrievals = r;
     pf->nretrievals++;
@@ -180,10 +183,8 @@ void cfs_prefetch_retrieved(void *cookie, uint64_t off, const void *data, size_t
         memcpy(r->buf + off, data, len);
         r->got += len;
     }
-    const struct cfs_kernel_ops *k = atomic_load(&pf->kops);
-    size_t chunk = k->retrieve_max(pf->kops_arg);
     /* A chunk shorter than asked: the kernel had dropped a page. */
-    uint64_t want = r->size - off < chunk ? r->size - off : chunk;
+    uint64_t want = r->size - off < r->chunk ? r->size - off : r->chunk;
     if (len != want)
         r->state = RETRIEVAL_SHORT;
     if (r->chunks_left > 0 && --r->chunks_left == 0 && r->state == RETRIEVAL_ASKED)
