@@ -50,10 +50,6 @@ struct cfs_fuse_ring_config {
     enum cfs_fuse_io mode;
     unsigned depth; /* requests in flight per CPU queue; 0: 64 over the queues, 8 to 32 each */
     struct cfs_metrics *metrics; /* request counts; not owned */
-    /* Peers read this node's staged files back through retrieves: auto
-     * keeps /dev/fuse (measured: epochs after the first fetched 10-17 %
-     * of the dataset from the PFS again over the ring, docs/design.md). */
-    bool peers;
 };
 
 /* The module, not yet attached.  With CFS_FUSE_IO_DEVICE, or where this

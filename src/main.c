@@ -471,7 +471,7 @@ static int mount_session(struct daemon *d)
     }
     d->mounted = true;
     const struct cfs_fuse_ring_config ring = {
-        .mode = cl->opts.fuse_io, .metrics = &d->metrics, .peers = d->nodes > 1};
+        .mode = cl->opts.fuse_io, .metrics = &d->metrics};
     if (cfs_fuse_ring_create(&ring, &d->ring) < 0)
         return nomem(d);
     if (cfs_fuse_ring_attach(d->ring, d->se, cfs_fs_ring_slot(d->fs)) < 0) {
