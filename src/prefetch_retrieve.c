@@ -18,7 +18,9 @@
  * when it staged them.
  *
  * Locking: retrieve_mu guards the list; a leaf (nothing is taken under it,
- * the kernel is asked with it released). */
+ * the kernel is asked with it released).  kernel_mu is held while the
+ * kernel is asked (only the peer thread asks, so it never waits but for
+ * cfs_prefetch_retrieves_stop): the kernel's answer never needs it. */
 #include "prefetch_i.h"
 
 #include <errno.h>
@@ -152,6 +154,14 @@ int pf_retrieve_provide(struct cfs_prefetch *pf, uint32_t id, uint64_t size, uin
     r->size = size;
     r->xxh3 = xxh3;
     r->state = RETRIEVAL_ASKED;
+    /* The session and the kops' argument stay while kernel_mu is held
+     * and retrieves_off is not set (cfs_prefetch_retrieves_stop). */
+    pthread_mutex_lock(&pf->kernel_mu);
+    if (pf->retrieves_off) {
+        pthread_mutex_unlock(&pf->kernel_mu);
+        retrieval_free(r);
+        return -ENOENT;
+    }
     /* One chunk size for the asking and the answers (it depends on what
      * carries the answers: fs_pagecache.c). */
     r->chunk = atomic_load(&pf->kops)->retrieve_max(pf->kops_arg);
@@ -163,7 +173,9 @@ int pf_retrieve_provide(struct cfs_prefetch *pf, uint32_t id, uint64_t size, uin
     pf->nretrievals++;
     pthread_mutex_unlock(&pf->retrieve_mu);
     cfs_metrics_add(pf->m, CFS_M_PAGECACHE_RETRIEVES, 1);
-    if (!ask_kernel(pf, r)) {
+    bool asked = ask_kernel(pf, r);
+    pthread_mutex_unlock(&pf->kernel_mu);
+    if (!asked) {
         pthread_mutex_lock(&pf->retrieve_mu);
         unlink_retrieval(pf, r);
         pthread_mutex_unlock(&pf->retrieve_mu);
@@ -190,6 +202,15 @@ void cfs_prefetch_retrieved(void *cookie, uint64_t off, const void *data, size_t
     if (r->chunks_left > 0 && --r->chunks_left == 0 && r->state == RETRIEVAL_ASKED)
         r->state = RETRIEVAL_DONE;
     pthread_mutex_unlock(&pf->retrieve_mu);
+}
+
+void cfs_prefetch_retrieves_stop(struct cfs_prefetch *pf)
+{
+    if (!pf)
+        return;
+    pthread_mutex_lock(&pf->kernel_mu);
+    pf->retrieves_off = true;
+    pthread_mutex_unlock(&pf->kernel_mu);
 }
 
 void pf_retrieve_destroy(struct cfs_prefetch *pf)
