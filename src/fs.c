@@ -185,6 +185,8 @@ int cfs_fs_create(const struct cfs_fs_config *cfg, struct cfs_fs **out, char *er
     fs->source_fd = -1;
     fs->ring_slot.read_never_waits = fs_read_never_waits;
     pthread_mutex_init(&fs->opens_mu, NULL);
+    pthread_mutex_init(&fs->notify_mu, NULL);
+    fs->notify_next = 1; /* libfuse 3.14's first (fuse_session_new) */
     fs->catalog = cfg->catalog;
     fs->nentries = cfs_catalog_entry_count(cfg->catalog);
     fs->ctl = cfg->ctl;
@@ -244,6 +246,7 @@ void cfs_fs_destroy(struct cfs_fs *fs)
     /* After the session: handles whose RELEASE the unmount dropped. */
     fs_open_free_all(fs);
     pthread_mutex_destroy(&fs->opens_mu);
+    pthread_mutex_destroy(&fs->notify_mu);
     if (fs->source_fd >= 0)
         close(fs->source_fd);
     free(fs->open_err_logged);

@@ -55,6 +55,10 @@ struct cfs_fs {
     /* The most bytes one FUSE_NOTIFY_RETRIEVE answers (the connection's
      * max_write, known at INIT); 0 before. */
     _Atomic size_t retrieve_max;
+    /* The notify unique libfuse gives the next retrieve (fs_pagecache.c):
+     * every fuse_lowlevel_notify_retrieve call is made under notify_mu. */
+    pthread_mutex_t notify_mu;
+    uint64_t notify_next;
     bool kernel_open;       /* not -o no_kernel_open */
     bool kernel_open_uncounted; /* -o kernel_open: switch even without an exact watch */
     atomic_bool switch_refused; /* no exact watch, and not -o kernel_open: never switch */

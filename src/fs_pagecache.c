@@ -8,9 +8,11 @@
  * knows: the lookup counts kept by fs_names.c. */
 #include "fs_i.h"
 
+#include <linux/fuse.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 /* ---- page-cache staging: the kernel side (cfs_kernel_ops) --------------- */
 
@@ -37,17 +39,51 @@ static int kernel_inval(void *arg, cfs_id id)
     return fuse_lowlevel_notify_inval_inode(fs->se, (fuse_ino_t)id + 1, 0, 0);
 }
 
+/* Over FUSE's io_uring the kernel's answer to a retrieve (NOTIFY_REPLY)
+ * waits for the ring entry's commit in the queue's table of requests in
+ * flight, under the notify unique libfuse chose, and a commit finds its
+ * request by that unique alone (fs/fuse/dev_uring.c
+ * fuse_uring_commit_fetch, fuse_request_find).  libfuse 3.14 numbers
+ * retrieves 1, 2, 3, ... (se->notify_ctr), the kernel its own requests
+ * 2, 4, 6, ...: an even notify unique equal to a request in flight on the
+ * same queue would have one commit take the other's entry.  Odd ones
+ * never can, so under the ring an even unique is used up first on a
+ * retrieve the kernel refuses at once (node id 0 names no inode: ENOENT,
+ * which libfuse does not print), the next, odd, on the real one.  This
+ * file makes every fuse_lowlevel_notify_retrieve call, under notify_mu,
+ * so notify_next is libfuse's counter. */
 static int kernel_retrieve(void *arg, cfs_id id, uint64_t off, size_t len, void *cookie)
 {
     struct cfs_fs *fs = arg;
-    return fuse_lowlevel_notify_retrieve(fs->se, (fuse_ino_t)id + 1, len, (off_t)off, cookie);
+    pthread_mutex_lock(&fs->notify_mu);
+    if (fs->notify_next % 2 == 0 && cfs_fuse_ring_asked(fs->ring_slot.ring)) {
+        (void)fuse_lowlevel_notify_retrieve(fs->se, 0, 0, 0, NULL);
+        fs->notify_next++;
+    }
+    int rc = fuse_lowlevel_notify_retrieve(fs->se, (fuse_ino_t)id + 1, len, (off_t)off, cookie);
+    fs->notify_next++;
+    pthread_mutex_unlock(&fs->notify_mu);
+    return rc;
 }
 
 static size_t kernel_retrieve_max(void *arg)
 {
     struct cfs_fs *fs = arg;
     size_t m = atomic_load(&fs->retrieve_max);
-    return m ? m : 4096; /* before INIT nothing is staged: never asked */
+    if (!m)
+        return 4096; /* before INIT nothing is staged: never asked */
+    if (cfs_fuse_ring_asked(fs->ring_slot.ring)) {
+        /* A ring entry's payload buffer holds the kernel's
+         * max(max_write, max_pages pages) bytes, and the answer puts its
+         * fuse_notify_retrieve_in ahead of the data there (fuse_ring.c,
+         * op_size): a max_write chunk would not fit, and the kernel's copy
+         * does not stop at the buffer's end (fuse_copy_fill's BUG_ON).  A
+         * page less keeps the chunks page-aligned. */
+        long ps = sysconf(_SC_PAGESIZE);
+        size_t page = ps > 0 ? (size_t)ps : 4096, head = sizeof(struct fuse_notify_retrieve_in);
+        m = m > page + head ? (m - head) / page * page : page;
+    }
+    return m;
 }
 
 /* The kernel's answer to kernel_retrieve, on a FUSE worker. */

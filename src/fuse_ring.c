@@ -85,7 +85,15 @@ static int op_size(unsigned opcode)
     case FUSE_POLL:
         return sizeof(struct fuse_poll_in);
     case FUSE_NOTIFY_REPLY:
-        return sizeof(struct fuse_notify_retrieve_in);
+        /* A retrieve's answer: the kernel sends it with an empty header
+         * (fs/fuse/dev.c fuse_retrieve: fuse_set_zero_arg0, in_args[1] the
+         * fuse_notify_retrieve_in, in_args[2] the pages), so on the ring
+         * op_in is left as the entry's previous request had it and the
+         * fuse_notify_retrieve_in leads the payload, as it follows the
+         * in-header over /dev/fuse.  Taking op_in for it handed libfuse a
+         * stale READ's offset and size and the data 40 bytes late: every
+         * retrieve over the ring was lost. */
+        return 0;
     case FUSE_FALLOCATE:
         return sizeof(struct fuse_fallocate_in);
     case FUSE_LSEEK:
@@ -203,6 +211,14 @@ int ring_submit_cmd(struct ring_ent *e, unsigned cmd)
     return 0;
 }
 
+/* The answer that ends a retrieve's NOTIFY_REPLY, which wants none: its
+ * unique is the notify unique libfuse chose, and the kernel checks a
+ * commit's unique with FUSE_INT_REQ_BIT masked off
+ * (fuse_uring_out_header_has_err), so an odd one can never match and logs
+ * "unique mismatch".  The error is checked first and ends the request
+ * without a word, and fuse_retrieve_end ignores it: the data was taken. */
+#define NOTIFY_REPLY_DONE (-ENOENT)
+
 static void commit_empty(struct ring_ent *e, int error)
 {
     struct fuse_out_header *out = (struct fuse_out_header *)e->hdr->in_out;
@@ -223,7 +239,7 @@ static void dispatch(struct cfs_fuse_ring *r, struct ring_ent *e)
     bool replied = ring_current.replied;
     ring_current.e = NULL;
     if (!replied)
-        commit_empty(e, 0);
+        commit_empty(e, e->opcode == FUSE_NOTIFY_REPLY ? NOTIFY_REPLY_DONE : 0);
 }
 
 static void *pool_main(void *arg)
@@ -281,11 +297,19 @@ static void take_request(struct cfs_fuse_ring *r, struct ring_ent *e)
     memcpy(&in, e->hdr->in_out, sizeof(in));
     e->commit_id = e->hdr->ent.commit_id;
     e->unique = in.unique;
+    e->opcode = in.opcode;
     ring_count(r, CFS_M_FUSE_REQUESTS_RING, 1);
     int opsz = op_size(in.opcode);
     size_t payload = e->hdr->ent.payload_sz;
     if (opsz < 0 || payload > r->payload_cap) {
         commit_empty(e, opsz < 0 ? -ENOSYS : -EIO);
+        return;
+    }
+    if (in.opcode == FUSE_NOTIFY_REPLY && payload < sizeof(struct fuse_notify_retrieve_in)) {
+        /* Not the layout above: libfuse would read past the payload. */
+        cfs_err("FUSE ring %u: a retrieve's answer without its header (%zu bytes)", e->q->qid,
+                payload);
+        commit_empty(e, NOTIFY_REPLY_DONE);
         return;
     }
     size_t head = sizeof(in) + (size_t)opsz;
@@ -541,12 +565,18 @@ int cfs_fuse_ring_create(const struct cfs_fuse_ring_config *cfg, struct cfs_fuse
     pthread_mutex_init(&r->pool_mu, NULL);
     pthread_cond_init(&r->pool_cv, NULL);
     atomic_init(&r->state, RING_OFF);
+    atomic_init(&r->asked, false);
     if (cfg->mode != CFS_FUSE_IO_DEVICE)
         ring_probe(r);
     *out = r;
     return 0;
 }
 
+
+bool cfs_fuse_ring_asked(const struct cfs_fuse_ring *r)
+{
+    return r && atomic_load(&r->asked);
+}
 
 void cfs_fuse_ring_stop(struct cfs_fuse_ring *r)
 {

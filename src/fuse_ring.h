@@ -50,10 +50,6 @@ struct cfs_fuse_ring_config {
     enum cfs_fuse_io mode;
     unsigned depth; /* requests in flight per CPU queue; 0: 64 over the queues, 8 to 32 each */
     struct cfs_metrics *metrics; /* request counts; not owned */
-    /* Peers read this node's staged files back through retrieves: auto
-     * keeps /dev/fuse (measured: epochs after the first fetched 10-17 %
-     * of the dataset from the PFS again over the ring, docs/design.md). */
-    bool peers;
 };
 
 /* The module, not yet attached.  With CFS_FUSE_IO_DEVICE, or where this
@@ -65,6 +61,12 @@ int cfs_fuse_ring_create(const struct cfs_fuse_ring_config *cfg, struct cfs_fuse
  * before its loop starts: returns 0 or -errno (libfuse refused). */
 int cfs_fuse_ring_attach(struct cfs_fuse_ring *r, struct fuse_session *se,
                          struct cfs_fuse_ring_slot *slot);
+
+/* Whether the INIT reply asked for the ring (false for r NULL): requests,
+ * a retrieve's answer among them, may come over it from then on (or stay
+ * on /dev/fuse, if its queues fail to start).  Set before the kernel sees
+ * the reply, so before any lookup, hence before any retrieve. */
+bool cfs_fuse_ring_asked(const struct cfs_fuse_ring *r);
 
 /* Stops the ring's threads and its workers (each finishes the request in
  * hand); after the session loop ended, before the session is destroyed. */

@@ -84,6 +84,7 @@ struct ring_ent {
     char *payload;
     struct iovec iov[2];
     unsigned last_cmd;
+    unsigned opcode; /* of the request in hand */
     uint64_t commit_id, unique;
     struct fuse_buf buf; /* the request, contiguous, for libfuse */
     struct ring_ent *next_job;
@@ -114,6 +115,7 @@ struct cfs_fuse_ring {
     char why_not[160];   /* io_uring's refusal, for the INIT line */
     uint64_t init_unique;
     atomic_bool init_seen, offered, init_answered;
+    atomic_bool asked; /* the INIT reply asks for the ring (cfs_fuse_ring_asked) */
     size_t payload_cap, page;
     unsigned nqueues, depth;
     struct ring_queue *queues;

@@ -62,9 +62,6 @@ static ssize_t init_reply(struct cfs_fuse_ring *r, int fd, struct iovec *iov, in
     const char *why = NULL;
     if (r->cfg.mode == CFS_FUSE_IO_DEVICE)
         why = "-o fuse_io=device";
-    else if (r->cfg.mode == CFS_FUSE_IO_AUTO && r->cfg.peers)
-        why = "a distributed mount's reads of the page cache for its peers (retrieves) "
-              "lose files over io_uring (-o fuse_io=uring asks for it anyway)";
     else if (!atomic_load(&r->offered))
         why = kernel_refusal();
     else if (!r->io_uring_works)
@@ -78,6 +75,8 @@ static ssize_t init_reply(struct cfs_fuse_ring *r, int fd, struct iovec *iov, in
         if (cap < arg->max_write)
             cap = arg->max_write;
         r->payload_cap = cap < FUSE_MIN_READ_BUFFER ? FUSE_MIN_READ_BUFFER : cap;
+        /* Before the kernel has the reply: no retrieve can be asked sooner. */
+        atomic_store(&r->asked, true);
     }
     ssize_t n = writev(fd, iov, count_);
     if (n < 0)

@@ -471,7 +471,7 @@ static int mount_session(struct daemon *d)
     }
     d->mounted = true;
     const struct cfs_fuse_ring_config ring = {
-        .mode = cl->opts.fuse_io, .metrics = &d->metrics, .peers = d->nodes > 1};
+        .mode = cl->opts.fuse_io, .metrics = &d->metrics};
     if (cfs_fuse_ring_create(&ring, &d->ring) < 0)
         return nomem(d);
     if (cfs_fuse_ring_attach(d->ring, d->se, cfs_fs_ring_slot(d->fs)) < 0) {
@@ -778,6 +778,10 @@ static void teardown(struct daemon *d)
     /* A node that stops before a start-up meeting still attends it. */
     cfs_peer_startup_destroy(d->startup);
     cfs_metrics_http_destroy(d->http); /* no scrape reads a half-torn daemon */
+    /* The peer thread asks the kernel for staged files until the peers
+     * leave, far below: not past here (the answer would find nobody, and
+     * the session and the ring go before the peers). */
+    cfs_prefetch_retrieves_stop(d->pf);
     cfs_fuse_ring_stop(d->ring); /* as the /dev/fuse loop: no request is answered now */
     cfs_fs_stop_watch(d->fs);          /* it calls into the data path */
     /* The stager talks to the session: stop it first.  Blocked on the page

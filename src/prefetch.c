@@ -88,6 +88,7 @@ int cfs_prefetch_create(const struct cfs_prefetch_params *p, struct cfs_prefetch
     pthread_mutex_init(&pf->gauge_mu, NULL);
     pthread_mutex_init(&pf->zombie_mu, NULL);
     pthread_mutex_init(&pf->retrieve_mu, NULL);
+    pthread_mutex_init(&pf->kernel_mu, NULL);
     pthread_cond_init(&pf->zombie_cv, NULL);
     pthread_cond_init(&pf->cv, NULL);
     pthread_cond_init(&pf->idle_cv, NULL);
@@ -291,6 +292,7 @@ void cfs_prefetch_destroy(struct cfs_prefetch *pf)
     pthread_mutex_destroy(&pf->zombie_mu);
     pf_retrieve_destroy(pf);
     pthread_mutex_destroy(&pf->retrieve_mu);
+    pthread_mutex_destroy(&pf->kernel_mu);
     pthread_rwlock_destroy(&pf->plan_lock);
     pf_identify_free(pf);
     pf_evals_free(pf);

@@ -96,6 +96,8 @@
  *      - pf->order_mu: the order's state and what was identified (stats);
  *      - pf->zombie_mu with pf->zombie_cv: zombie_gen (stage_freed bumps
  *        it, then wakes the prefetcher after unlocking);
+ *      - pf->kernel_mu: a retrieve being asked of the kernel (the peer
+ *        thread), against cfs_prefetch_retrieves_stop; retrieve_mu inside;
  *      - pf->retrieve_mu: the owned files being read back from the page
  *        cache for peers (prefetch_retrieve.c; the kernel is asked, and
  *        the peer thread and the FUSE worker with its answer meet, here);
@@ -381,6 +383,12 @@ struct cfs_prefetch {
     const struct cfs_kernel_ops *_Atomic kops; /* read by the peer thread: set last */
     void *kops_arg;
     pthread_mutex_t retrieve_mu;
+    /* Held by the peer thread while it asks the kernel (kops->retrieve,
+     * retrieve_max); retrieves_off, set under it by
+     * cfs_prefetch_retrieves_stop, ends the asking before the session and
+     * the kops' owner go. */
+    pthread_mutex_t kernel_mu;
+    bool retrieves_off;
     struct pf_retrieval *retrievals;
     unsigned nretrievals;
     atomic_uint_fast64_t kernel_opens, kernel_fallbacks;

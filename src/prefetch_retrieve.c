@@ -18,7 +18,9 @@
  * when it staged them.
  *
  * Locking: retrieve_mu guards the list; a leaf (nothing is taken under it,
- * the kernel is asked with it released). */
+ * the kernel is asked with it released).  kernel_mu is held while the
+ * kernel is asked (only the peer thread asks, so it never waits but for
+ * cfs_prefetch_retrieves_stop): the kernel's answer never needs it. */
 #include "prefetch_i.h"
 
 #include <errno.h>
@@ -43,6 +45,7 @@ struct pf_retrieval {
     uint32_t id;
     enum retrieval_state state;
     unsigned chunks_left; /* kernel answers still to come */
+    size_t chunk;         /* bytes asked a time (retrieve_max when asked) */
     uint64_t size, got, xxh3;
     char *buf;
 };
@@ -75,7 +78,7 @@ static void retrieved_release(void *arg, struct cfs_peer_view *v)
 static bool ask_kernel(struct cfs_prefetch *pf, struct pf_retrieval *r)
 {
     const struct cfs_kernel_ops *k = atomic_load(&pf->kops);
-    size_t chunk = k->retrieve_max(pf->kops_arg);
+    size_t chunk = r->chunk;
     unsigned n = (unsigned)((r->size + chunk - 1) / chunk);
     for (unsigned i = 0; i < n; i++) {
         uint64_t off = (uint64_t)i * chunk;
@@ -151,16 +154,28 @@ int pf_retrieve_provide(struct cfs_prefetch *pf, uint32_t id, uint64_t size, uin
     r->size = size;
     r->xxh3 = xxh3;
     r->state = RETRIEVAL_ASKED;
-    size_t chunk = atomic_load(&pf->kops)->retrieve_max(pf->kops_arg);
+    /* The session and the kops' argument stay while kernel_mu is held
+     * and retrieves_off is not set (cfs_prefetch_retrieves_stop). */
+    pthread_mutex_lock(&pf->kernel_mu);
+    if (pf->retrieves_off) {
+        pthread_mutex_unlock(&pf->kernel_mu);
+        retrieval_free(r);
+        return -ENOENT;
+    }
+    /* One chunk size for the asking and the answers (it depends on what
+     * carries the answers: fs_pagecache.c). */
+    r->chunk = atomic_load(&pf->kops)->retrieve_max(pf->kops_arg);
     /* In the list before the kernel is asked: its answer may come first. */
     pthread_mutex_lock(&pf->retrieve_mu);
-    r->chunks_left = (unsigned)((size + chunk - 1) / chunk);
+    r->chunks_left = (unsigned)((size + r->chunk - 1) / r->chunk);
     r->next = pf->retrievals;
     pf->retrievals = r;
     pf->nretrievals++;
     pthread_mutex_unlock(&pf->retrieve_mu);
     cfs_metrics_add(pf->m, CFS_M_PAGECACHE_RETRIEVES, 1);
-    if (!ask_kernel(pf, r)) {
+    bool asked = ask_kernel(pf, r);
+    pthread_mutex_unlock(&pf->kernel_mu);
+    if (!asked) {
         pthread_mutex_lock(&pf->retrieve_mu);
         unlink_retrieval(pf, r);
         pthread_mutex_unlock(&pf->retrieve_mu);
@@ -180,15 +195,22 @@ void cfs_prefetch_retrieved(void *cookie, uint64_t off, const void *data, size_t
         memcpy(r->buf + off, data, len);
         r->got += len;
     }
-    const struct cfs_kernel_ops *k = atomic_load(&pf->kops);
-    size_t chunk = k->retrieve_max(pf->kops_arg);
     /* A chunk shorter than asked: the kernel had dropped a page. */
-    uint64_t want = r->size - off < chunk ? r->size - off : chunk;
+    uint64_t want = r->size - off < r->chunk ? r->size - off : r->chunk;
     if (len != want)
         r->state = RETRIEVAL_SHORT;
     if (r->chunks_left > 0 && --r->chunks_left == 0 && r->state == RETRIEVAL_ASKED)
         r->state = RETRIEVAL_DONE;
     pthread_mutex_unlock(&pf->retrieve_mu);
+}
+
+void cfs_prefetch_retrieves_stop(struct cfs_prefetch *pf)
+{
+    if (!pf)
+        return;
+    pthread_mutex_lock(&pf->kernel_mu);
+    pf->retrieves_off = true;
+    pthread_mutex_unlock(&pf->kernel_mu);
 }
 
 void pf_retrieve_destroy(struct cfs_prefetch *pf)

@@ -274,6 +274,11 @@ int cfs_prefetch_kernel_start(struct cfs_prefetch *pf, const struct cfs_kernel_o
  * blocked in the kernel (on a READ nobody will answer: abort the
  * connection, then call again).  Accepts a prefetcher without a stager. */
 int cfs_prefetch_kernel_stop(struct cfs_prefetch *pf, double timeout);
+/* No page-cache retrieve for a peer is asked of the kernel once this
+ * returns (one in progress has ended; the peers then read the PFS): before
+ * the session or the kops' argument goes, since the peer thread asking
+ * runs until the peers leave.  Accepts NULL. */
+void cfs_prefetch_retrieves_stop(struct cfs_prefetch *pf);
 /* The kernel forgot the inode of entry id (FORGET): its pages are gone. */
 void cfs_prefetch_forgot(struct cfs_prefetch *pf, cfs_id id);
 /* Open with keep_cache: the file's bytes are staged in the page cache. */

@@ -7,6 +7,11 @@
 #           per node replaying its DistributedSampler order concurrently;
 #           from epoch 2 on >= 95 % of reads from RAM or a peer and PFS bytes
 #           per epoch <= 10 % of the dataset (metrics between epochs).
+#   epochs_ring  the epochs with -o fuse_io=uring where the kernel offers
+#           FUSE over io_uring (skipped where it does not): every mount's
+#           requests on its CPU queues, and no retrieve for a peer short
+#           (clairfs_pagecache_retrieved_total{result="short"} 0 on every
+#           node; the answer's layout on the ring once lost them all).
 #   stop    SIGSTOP of one rank mid-epoch: the other node's epoch completes
 #           (from the PFS, after the peer timeout); after SIGCONT its reads
 #           come from the peer again.
@@ -40,7 +45,8 @@
 #           asked): their voluntary context switches over 3 s, per thread
 #           (the CPU they cost is a benchmark's figure, not checked).
 # Environment: CLAIRFS, CLAIRFS_GENDATA, CLAIRFS_BENCH, CLAIRFS_PLAN,
-# CLAIRFS_PFSEMU (tests/meson.build).
+# CLAIRFS_PFSEMU (tests/meson.build); CLAIRFS_MPI_OPTS, options added to
+# every mount's (fuse_io=device, ...).
 # Exit 77 when mpirun or FUSE is missing.
 set -u
 SCENARIO=${1:?scenario}
@@ -78,6 +84,7 @@ printf 'pfs_latency = 0.05   # a shared PFS under load\npfs_bw = 1G\n' >"$TMP/mo
 SOURCE=$TMP/src
 start() {
     local np=$1 transport=$2 opts=$3 r
+    opts="$opts${CLAIRFS_MPI_OPTS:+,$CLAIRFS_MPI_OPTS}"
     for r in $(seq 0 $((np - 1))); do mkdir -p "$TMP/m$r"; done
     # shellcheck disable=SC2086
     env --default-signal=INT timeout -k 5 150 mpirun -np "$np" $MPI_COMMON $transport \
@@ -221,13 +228,23 @@ scenario_epochs() {
         [ "${ok:-0}" -gt 0 ] || fail "-np $np: node 0 fetched nothing from its peers"
         # Owned files are staged in the page cache like the others, and
         # served to peers from there (the bytes above were compared).
-        local asked=0 staged=0
+        local asked=0 short=0 staged=0
         for r in $(seq 0 $((np - 1))); do
             asked=$((asked + $(metric "$TMP/m$r" 'clairfs_pagecache_retrieved_total{result="asked"}')))
+            short=$((short + $(metric "$TMP/m$r" 'clairfs_pagecache_retrieved_total{result="short"}')))
             staged=$((staged + $(metric "$TMP/m$r" 'clairfs_pagecache_staged_total')))
         done
-        echo "   -np $np: $staged files staged, $asked read back from the page cache for peers"
+        echo "   -np $np: $staged files staged, $asked read back from the page cache for peers," \
+             "$short of them short"
         [ "$asked" -gt 0 ] || fail "-np $np: no owned file was served from the page cache"
+        if [ -n "${RING_CHECK:-}" ]; then
+            for r in $(seq 0 $((np - 1))); do
+                [ "$(metric "$TMP/m$r" clairfs_fuse_ring_queues)" -gt 0 ] ||
+                    fail "-np $np node $r: its requests did not come over io_uring"
+            done
+            [ "$short" -eq 0 ] ||
+                fail "-np $np: $short of $asked retrieves for peers short over io_uring"
+        fi
         check "-np $np: every node unmounts and mpirun exits 0" stop "$np"
         rm -rf "$TMP"/idx*
         unset prev_local prev_all prev_pfs
@@ -500,6 +517,16 @@ scenario_idle() {
     done
 }
 
+# The epochs over FUSE's io_uring, where the kernel offers it.
+scenario_epochs_ring() {
+    local knob=/sys/module/fuse/parameters/enable_uring
+    if [ "$(cat "$knob" 2>/dev/null)" != Y ]; then
+        echo "SKIP: the kernel offers no FUSE over io_uring ($knob is not Y; as root: echo Y > $knob)"
+        exit 77
+    fi
+    CLAIRFS_MPI_OPTS="fuse_io=uring${CLAIRFS_MPI_OPTS:+,$CLAIRFS_MPI_OPTS}" RING_CHECK=1 scenario_epochs
+}
+
 case $SCENARIO in
 idle) scenario_idle ;;
 windows) scenario_windows ;;
@@ -507,6 +534,7 @@ placement) scenario_placement ;;
 measured) scenario_measured ;;
 files) scenario_files ;;
 epochs) scenario_epochs ;;
+epochs_ring) scenario_epochs_ring ;;
 stop) scenario_stop ;;
 agree) scenario_agree ;;
 *) echo "unknown scenario $SCENARIO"; exit 2 ;;
