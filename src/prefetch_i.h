@@ -96,8 +96,10 @@
  *      - pf->order_mu: the order's state and what was identified (stats);
  *      - pf->zombie_mu with pf->zombie_cv: zombie_gen (stage_freed bumps
  *        it, then wakes the prefetcher after unlocking);
- *      - pf->kernel_mu: a retrieve being asked of the kernel (the peer
- *        thread), against cfs_prefetch_retrieves_stop; retrieve_mu inside;
+ *      - pf->kernel_mu, the one exception: a retrieve being asked of the
+ *        kernel (the peer thread), against cfs_prefetch_retrieves_stop;
+ *        retrieve_mu and the kernel ops' own lock (fs notify_mu) are
+ *        taken under it, nothing else;
  *      - pf->retrieve_mu: the owned files being read back from the page
  *        cache for peers (prefetch_retrieve.c; the kernel is asked, and
  *        the peer thread and the FUSE worker with its answer meet, here);
