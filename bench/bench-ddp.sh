@@ -19,6 +19,10 @@
 #                 cached epochs of the last round's run on each mount and
 #                 print the requests of each type per cached epoch and per
 #                 open; needs root and tracefs
+#   --user        run the trainers and the mounts as an ordinary user, as on
+#                 a cluster (created for the run and removed after;
+#                 /dev/fuse made 0666 meanwhile, its mode restored); needs
+#                 root; not with --trace
 # Each mount also reports its daemon's CPU per cached epoch (from the end
 # of epoch 1 to the trainer's exit; median over the rounds).
 # Dataset: 2000 files of ~110 KB in 20 classes (clairfs-gendata, as
@@ -28,15 +32,23 @@
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 bench_name=bench-ddp reps=2
+user=0 args=()
+for a in "$@"; do if [ "$a" = --user ]; then user=1; else args+=("$a"); fi; done
+set -- ${args[@]+"${args[@]}"}
 . "$top/bench/trainer_bench_args.sh"
 CLAIRFS=$build/clairfs
 [ -x "$CLAIRFS" ] || { echo "bench-ddp: $CLAIRFS is not built" >&2; exit 1; }
 PYTHON=/usr/bin/python3
 "$PYTHON" -c 'import torch, torchvision' 2>/dev/null || { echo "bench-ddp: needs torch and torchvision in $PYTHON" >&2; exit 1; }
 if [ $trace -eq 1 ] && ! command -v perf >/dev/null; then echo "bench-ddp: --trace needs perf" >&2; exit 1; fi
+if [ $user -eq 1 ] && { [ "$(id -u)" -ne 0 ] || [ $trace -eq 1 ]; }; then
+    echo "bench-ddp: --user needs root, and not --trace (root cannot see a user's mount)" >&2
+    exit 2
+fi
 
 . "$top/bench/fuse_trace.sh"
-work= mnt= dpid= wpid=
+work= mnt= dpid= wpid= bench_user= fuse_mode=
+run=() # the command prefix of the trainers and mounts: none, or the user's
 cleanup() {
     local rc=$?
     trap - EXIT INT TERM
@@ -47,6 +59,8 @@ cleanup() {
     fi
     [ -n "$dpid" ] && kill "$dpid" 2>/dev/null && wait "$dpid" 2>/dev/null
     [ -n "$work" ] && rm -rf --one-file-system "$work"
+    [ -n "$fuse_mode" ] && chmod "$fuse_mode" /dev/fuse
+    [ -n "$bench_user" ] && userdel "$bench_user" 2>/dev/null
     exit $rc
 }
 trap cleanup EXIT
@@ -58,6 +72,15 @@ src=$work/dataset
 timeout 600 "$PYTHON" "$top/tools/clairfs-gendata" --classes 20 --files 100 --size lognormal:92K:0.6 \
     --max-size 2M --seed 1 --quiet "$src" || { echo "bench-ddp: clairfs-gendata failed" >&2; exit 1; }
 kib=$(du -sk "$src" | cut -f1)
+if [ $user -eq 1 ]; then
+    bench_user=cfsbench$$
+    useradd -M -d "$work" -s /bin/sh "$bench_user" || { bench_user=; echo "bench-ddp: useradd failed" >&2; exit 1; }
+    chown -R "$bench_user:" "$work"
+    fuse_mode=$(stat -c %a /dev/fuse)
+    chmod 0666 /dev/fuse
+    run=(setpriv --reuid "$bench_user" --regid "$(id -g "$bench_user")" --init-groups
+        env -i HOME="$work" PATH=/usr/bin:/bin LANG=C.UTF-8)
+fi
 nfiles=$(find "$src" -type f | wc -l)
 SEED=0 WORLD=2 BATCH=32 WORKERS=2 conn=()
 
@@ -80,26 +103,26 @@ after_epoch1() {
 # train LABEL DIR: one training run; its epoch times go to $work/samples.LABEL.
 train() {
     : >"$work/train.log"
-    timeout 900 "$PYTHON" "$top/examples/train_ddp.py" --data "$2" --epochs "$epochs" --seed $SEED \
+    ${run[@]+"${run[@]}"} timeout 900 "$PYTHON" "$top/examples/train_ddp.py" --data "$2" --epochs "$epochs" --seed $SEED \
         --batch $BATCH --workers $WORKERS --world $WORLD >"$work/train.log" 2>&1 ||
         { echo "bench-ddp: trainer failed on $1: $(tail -n 1 "$work/train.log")" >&2; exit 1; }
     awk -v r="$r" '$1 == "epoch" { print $2, $4, r }' "$work/train.log" >>"$work/samples.$1"
 }
 
 knob=/sys/module/fuse/parameters/enable_uring
-echo "== $nfiles files, $((kib / 1024)) MiB; train_ddp.py --world $WORLD --workers $WORKERS, $epochs epochs x $reps rounds; load $(cut -d' ' -f1-3 /proc/loadavg); FUSE over io_uring in the kernel: $(cat "$knob" 2>/dev/null || echo absent)"
+echo "== $nfiles files, $((kib / 1024)) MiB; train_ddp.py --world $WORLD --workers $WORKERS, $epochs epochs x $reps rounds${bench_user:+, as the ordinary user $bench_user}; load $(cut -d' ' -f1-3 /proc/loadavg); FUSE over io_uring in the kernel: $(cat "$knob" 2>/dev/null || echo absent)"
 for ((r = 1; r <= reps; r++)); do
     train tmpfs "$src"
     for ((c = 0; c < ${#configs[@]}; c++)); do
         mnt=$work/mnt
-        mkdir -p "$mnt"
+        ${run[@]+"${run[@]}"} mkdir -p "$mnt"
         rm -rf "$work/index"
-        "$CLAIRFS" -f -o "seed=$SEED,world=$WORLD,batch=$BATCH,epochs=$epochs,ram=$((kib * 2))K,ssd=0,index=$work/index${configs[$c]:+,${configs[$c]}}" \
+        ${run[@]+"${run[@]}"} "$CLAIRFS" -f -o "seed=$SEED,world=$WORLD,batch=$BATCH,epochs=$epochs,ram=$((kib * 2))K,ssd=0,index=$work/index${configs[$c]:+,${configs[$c]}}" \
             "$src" "$mnt" >"$work/clairfs.log" 2>&1 &
         dpid=$!
-        for _ in $(seq 600); do [ -e "$mnt/.clairfs/ready" ] && break; sleep 0.05; done
-        [ -e "$mnt/.clairfs/ready" ] || { echo "bench-ddp: clairfs did not mount: $(tail -n 1 "$work/clairfs.log")" >&2; exit 1; }
-        awk '$1 == "clairfs_fuse_ring_queues" { print $2 }' "$mnt/.clairfs/metrics" >"$work/queues.$c"
+        for _ in $(seq 600); do ${run[@]+"${run[@]}"} test -e "$mnt/.clairfs/ready" && break; sleep 0.05; done
+        ${run[@]+"${run[@]}"} test -e "$mnt/.clairfs/ready" || { echo "bench-ddp: clairfs did not mount: $(tail -n 1 "$work/clairfs.log")" >&2; exit 1; }
+        ${run[@]+"${run[@]}"} cat "$mnt/.clairfs/metrics" | awk '$1 == "clairfs_fuse_ring_queues" { print $2 }' >"$work/queues.$c"
         rm -f "$work/cpu0" "$work/perf.pid"
         after_epoch1 "$c" "$([ $trace -eq 1 ] && [ $r -eq "$reps" ] && echo 1)" &
         wpid=$!
@@ -110,7 +133,7 @@ for ((r = 1; r <= reps; r++)); do
         [ -s "$work/cpu0" ] && awk -v a="$(cat "$work/cpu0")" -v b="$(proc_cpu "$dpid")" -v k=$((epochs - 1)) \
             'BEGIN { print (b - a) / k }' >>"$work/cpu.$c"
         [ -s "$work/perf.pid" ] && conn[$c]=$(fuse_conn "$mnt")
-        fusermount3 -u "$mnt" || exit 1
+        ${run[@]+"${run[@]}"} fusermount3 -u "$mnt" || exit 1
         wait "$dpid"
         dpid= mnt=
     done
