@@ -3,6 +3,7 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 
 #include "check_run.h"
 #include "clairfs/io.h"
+#include "src/io_i.h" /* the queue's lock and a request's state (the priority cases) */
 
 static const struct {
     enum cfs_io_kind kind;
@@ -409,10 +411,15 @@ enum { PRIO_N = 400 };
 static struct fetch prio_f[PRIO_N + 1];
 static struct cfs_io *prio_io;
 static int prio_submitted_at = -1;
+static int prio_done_while_queued; /* prefetches completed with the demand still queued */
 
 static void on_prefetch_done(struct cfs_io_req *r)
 {
     on_done(r);
+    pthread_mutex_lock(&prio_io->lock);
+    if (prio_f[PRIO_N].req.state_ == CFS_IO_ST_QUEUED)
+        prio_done_while_queued++;
+    pthread_mutex_unlock(&prio_io->lock);
     int expected = -1;
     int now = __atomic_load_n(&completions, __ATOMIC_SEQ_CST);
     if (__atomic_compare_exchange_n(&prio_submitted_at, &expected, now, false, __ATOMIC_SEQ_CST,
@@ -424,6 +431,7 @@ static void run_priority(int cfg, uint32_t depth)
 {
     completions = 0;
     prio_submitted_at = -1;
+    prio_done_while_queued = 0;
     for (uint32_t k = 0; k < 8; k++) {
         char name[16];
         snprintf(name, sizeof(name), "p%u", k);
@@ -453,14 +461,19 @@ static void run_priority(int cfg, uint32_t depth)
         free(prio_f[k].req.buf);
     }
     int pos = prio_f[PRIO_N].order;
-    printf("%s depth %u: demand submitted after %d completions, completed %d-th of %d\n",
-           cfgs[cfg].name, depth, prio_submitted_at, pos + 1, PRIO_N + 1);
+    printf("%s depth %u: demand submitted after %d completions, taken after %d more, "
+           "completed %d-th of %d\n",
+           cfgs[cfg].name, depth, prio_submitted_at, prio_done_while_queued, pos + 1, PRIO_N + 1);
+    /* Queued behind the prefetches, the demand would wait for all of them.
+     * Taken first, it waits at most for the fetches already running, other
+     * than the one whose callback submitted it: each finishes and the next
+     * take is the demand's.  When it then completes is the scheduler's
+     * (under ThreadSanitizer on a loaded host a worker holding it was
+     * descheduled while 216 others completed), so the order asserted is the
+     * queue's. */
+    ck_assert_int_le(prio_done_while_queued, (int)depth - 1);
     if (depth == 1) /* one fetch at a time: the demand is strictly next */
         ck_assert_int_eq(pos, prio_submitted_at);
-    else /* queued behind them it would complete last: PRIO_N-th.  Half of
-          * that leaves room for a loaded host under ThreadSanitizer, where
-          * the workers finished 112 fetches before one took the demand. */
-        ck_assert_int_lt(pos, PRIO_N / 2);
     cfs_io_destroy(prio_io);
 }
 
