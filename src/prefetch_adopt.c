@@ -85,7 +85,7 @@ void pf_identify_free(struct cfs_prefetch *pf)
     pthread_mutex_destroy(&pf->replan_mu);
 }
 
-static void set_state(struct cfs_prefetch *pf, enum pf_order_state st)
+void pf_order_set_state(struct cfs_prefetch *pf, enum pf_order_state st)
 {
     pthread_mutex_lock(&pf->order_mu);
     pf->order_state = st;
@@ -120,7 +120,7 @@ void cfs_prefetch_set_identify(struct cfs_prefetch *pf, const struct cfs_identif
         return;
     }
     atomic_store(&pf->learning, true);
-    set_state(pf, pf->run.seeded ? PF_ORDER_REGISTERED : PF_ORDER_LEARNING);
+    pf_order_set_state(pf, pf->run.seeded ? PF_ORDER_REGISTERED : PF_ORDER_LEARNING);
 }
 
 bool cfs_prefetch_learning(struct cfs_prefetch *pf)
@@ -340,78 +340,6 @@ static void replay_again(struct cfs_prefetch *pf, struct pf_track *t, void *arg)
     atomic_store(&pf->extending, false);
 }
 
-/* The first way the opens differ from the registered order, as
- * "registered world=8, but the opens fit world=16"; empty when they fit. */
-static void contradiction(const struct cfs_sampler_params *reg, const struct cfs_identified *id,
-                          char *buf, size_t len)
-{
-    const struct cfs_sampler_params *got = &id->sampler;
-    buf[0] = '\0';
-    if (reg->kind != got->kind)
-        snprintf(buf, len, "registered sampler=%s, but the opens fit sampler=%s",
-                 cfs_sampler_kind_name(reg->kind), cfs_sampler_kind_name(got->kind));
-    else if (reg->world != got->world)
-        snprintf(buf, len, "registered world=%u, but the opens fit world=%u", reg->world,
-                 got->world);
-    else if ((uint32_t)reg->seed != (uint32_t)got->seed ||
-             (id->seed_high_known && reg->seed != got->seed))
-        snprintf(buf, len, "registered seed=%" PRIu64 ", but the opens fit seed=%" PRIu64,
-                 reg->seed, got->seed);
-    else if (reg->batch != got->batch && (reg->drop_last_batch || got->drop_last_batch))
-        snprintf(buf, len, "registered batch=%u, but the opens fit batch=%u", reg->batch,
-                 got->batch);
-    else if (reg->drop_last != got->drop_last && reg->kind == CFS_SAMPLER_TORCH_DDP)
-        snprintf(buf, len, "registered drop_last=%d, but the opens fit drop_last=%d",
-                 reg->drop_last, got->drop_last);
-    else if (reg->drop_last_batch != got->drop_last_batch)
-        snprintf(buf, len, "registered drop_last_batch=%d, but the opens fit drop_last_batch=%d",
-                 reg->drop_last_batch, got->drop_last_batch);
-    else if (reg->persistent_workers != got->persistent_workers &&
-             reg->kind == CFS_SAMPLER_TORCH)
-        snprintf(buf, len,
-                 "registered persistent_workers=%d, but the opens fit persistent_workers=%d",
-                 reg->persistent_workers, got->persistent_workers);
-}
-
-/* A registered distributed run is planned in blocks (or ranks=A-B): a
- * node whose readers are other ranks (srun --distribution=cyclic) is told
- * so, as the sampler's contradictions are. */
-static void ranks_contradiction(const struct cfs_prefetch *pf, const struct cfs_identified *id,
-                                char *buf, size_t len)
-{
-    struct cfs_rank_range got = {id->rank_first, id->rank_count, id->rank_stride};
-    uint32_t last = got.count ? (uint32_t)cfs_rank_end(got) - 1 : got.first;
-    if (buf[0] || !pf->distributed || got.count == 0 ||
-        (cfs_rank_in(pf->run.ranks, got.first) && cfs_rank_in(pf->run.ranks, last)))
-        return;
-    char seen[32];
-    snprintf(seen, sizeof(seen), last > got.first ? "ranks %u-%u" : "rank %u", got.first, last);
-    snprintf(buf, len,
-             "planned ranks %u-%u, but the opens are %s (ranks dealt round robin: ranks=cyclic, "
-             "or register nothing)",
-             pf->run.ranks.first, cfs_rank_last(pf->run.ranks), seen);
-}
-
-/* A registered seed meets the identification: checked, kept. */
-static void check_registered(struct cfs_prefetch *pf, const struct cfs_identified *id)
-{
-    char why[sizeof(pf->contradiction)];
-    contradiction(&pf->run.sampler, id, why, sizeof(why));
-    ranks_contradiction(pf, id, why, sizeof(why));
-    pthread_mutex_lock(&pf->order_mu);
-    pf->ident = *id;
-    snprintf(pf->contradiction, sizeof(pf->contradiction), "%s", why);
-    pthread_mutex_unlock(&pf->order_mu);
-    atomic_store(&pf->learning, false);
-    if (why[0]) {
-        cfs_warn("order: %s (%s); the registered order is kept", why, id->text);
-        set_state(pf, PF_ORDER_CONTRADICTED);
-    } else {
-        cfs_info("order: the opens confirm the registered order (%s)", id->text);
-        set_state(pf, PF_ORDER_CONFIRMED);
-    }
-}
-
 /* The identified order as a run configuration of this node, planned from
  * `passed` epochs after the identified one (epochs_passed). */
 static int identified_run(const struct cfs_prefetch *pf, const struct cfs_identified *id,
@@ -508,7 +436,7 @@ static void adopt_rest(struct cfs_prefetch *pf, const struct cfs_run_config *run
     }
     debug_planned(run->epochs - 1, t0, cpu0, ra);
     /* The first plan's end may have come first (the gauge fell there). */
-    set_state(pf, PF_ORDER_IDENTIFIED);
+    pf_order_set_state(pf, PF_ORDER_IDENTIFIED);
 }
 
 /* Can the order of root r (replan_mu held) be adopted now?  Not while
@@ -584,7 +512,7 @@ static int adopt(struct cfs_prefetch *pf, const struct cfs_identified *id, const
         if (same)
             goto out; /* confirmed */
     } else if (pf->run.seeded && !r && !global_refines(pf, id)) {
-        check_registered(pf, id);
+        pf_check_registered(pf, id);
         goto out;
     } else if (pf->run.seeded && r && !global_refines(pf, id)) {
         cfs_info("order: %s: %s; the registered order is kept", root, id->text);
@@ -633,7 +561,7 @@ static int adopt(struct cfs_prefetch *pf, const struct cfs_identified *id, const
     pf->ident = *id;
     pf->cluster_dropped[0] = '\0';
     pthread_mutex_unlock(&pf->order_mu);
-    set_state(pf, PF_ORDER_IDENTIFIED);
+    pf_order_set_state(pf, PF_ORDER_IDENTIFIED);
     if (id->epoch_seed_only)
         cfs_info("order: %s %s%s%s; predicting it to the end of epoch %u only, the next "
                  "epoch's order is learnt from its own opens (%" PRIu64
@@ -741,7 +669,7 @@ void pf_drop_adopted(struct cfs_prefetch *pf)
         return;
     pf_track_destroy(old);
     warn_dropped(pf, nagain, cluster);
-    set_state(pf, PF_ORDER_LEARNING);
+    pf_order_set_state(pf, PF_ORDER_LEARNING);
     pf_wake(pf);
     /* The other nodes drop it too (clairfs/order_agree.h): the agreement
      * calls cfs_prefetch_drop_cluster on every node, this one included,
@@ -792,7 +720,7 @@ void cfs_prefetch_drop_cluster(struct cfs_prefetch *pf, const char *why)
     /* The identification goes on as it is: a claim of this node's stands
      * until its opens say otherwise, and no order is adopted until every
      * node's claims agree again. */
-    set_state(pf, PF_ORDER_DROPPED);
+    pf_order_set_state(pf, PF_ORDER_DROPPED);
     cfs_warn("order: the nodes dropped their agreed order%s: %s",
              adopted ? "" : " (no longer adopted here)", why);
     pf_wake(pf);

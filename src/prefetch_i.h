@@ -576,6 +576,13 @@ void pf_end_epoch_order(struct cfs_prefetch *pf);
 /* Initialises and frees the identification state (create/destroy). */
 void pf_identify_init(struct cfs_prefetch *pf);
 void pf_identify_free(struct cfs_prefetch *pf);
+/* The order's state, and clairfs_order_identified with it (order_mu not
+ * held). */
+void pf_order_set_state(struct cfs_prefetch *pf, enum pf_order_state st);
+
+/* prefetch_registered.c: a registered order meets an identification
+ * (replan_mu held): kept, and confirmed or contradicted by the opens. */
+void pf_check_registered(struct cfs_prefetch *pf, const struct cfs_identified *id);
 
 /* ---- prefetch_root.c: the dataset root an adopted order numbers. */
 

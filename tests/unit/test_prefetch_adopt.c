@@ -4,7 +4,8 @@
  * Adoption of a known identification (torch-ddp seed 7) on a prefetcher
  * made without a seed predicts every later open, with the epoch's opens
  * before it replayed into the tracker (the epoch gauge proves the count);
- * a registered seed is checked, never replaced (but by torch-global of
+ * a registered seed is checked, never replaced (confirmed once the opens
+ * show every rank planned for the node; replaced by torch-global of
  * it, with its K and G, when registered so or as the default kind; the
  * drops are test_prefetch_drop.c's); one epoch's order ends with
  * its epoch, and a lasting one after it is planned the mount's epochs;
@@ -277,6 +278,36 @@ START_TEST(registered_seed_is_checked_not_replaced)
     order_text_starts(pf, "registered torch-ddp seed=7 world=1, confirmed by the opens");
     cfs_prefetch_stats(pf, &st);
     ck_assert(st.planned && !st.adopted);
+    cfs_prefetch_destroy(pf);
+    fixture_fini(&fx);
+}
+END_TEST
+
+/* A node planned for ranks 0-1 whose first opens show rank 0 alone (its
+ * workers open a few batches before rank 1's start) is not confirmed yet:
+ * it observes on, and the identification that shows both ranks confirms. */
+START_TEST(registered_ranks_confirmed_when_all_seen)
+{
+    struct fixture fx;
+    struct cfs_metrics m;
+    struct fake_identify fake = {.state = CFS_IDENTIFY_LEARNING};
+    char err[256];
+    fixture_init(&fx);
+    struct cfs_prefetch *pf = make_pf(&fx, "seed=7,world=2,ram=16M,epochs=3", &m, NULL);
+    cfs_prefetch_set_identify(pf, &fake_ops, &fake, NULL);
+    ck_assert_uint_eq(pf->run.ranks.count, 2);
+    struct cfs_identified id = ddp7(2, 0, 32);
+    ck_assert_int_eq(cfs_prefetch_adopt(pf, &id, err, sizeof(err)), 0);
+    ck_assert(cfs_prefetch_learning(pf));
+    ck_assert_uint_eq(mget(&m, CFS_M_ORDER_IDENTIFIED), 0);
+    char text[400];
+    cfs_prefetch_order_text(pf, text, sizeof(text));
+    ck_assert_msg(strstr(text, "confirmed") == NULL, "order: \"%s\"", text);
+    id.rank_count = 2;
+    ck_assert_int_eq(cfs_prefetch_adopt(pf, &id, err, sizeof(err)), 0);
+    ck_assert(!cfs_prefetch_learning(pf));
+    ck_assert_uint_eq(mget(&m, CFS_M_ORDER_IDENTIFIED), 1);
+    order_text_starts(pf, "registered torch-ddp seed=7 world=2, confirmed by the opens");
     cfs_prefetch_destroy(pf);
     fixture_fini(&fx);
 }
@@ -649,6 +680,7 @@ int main(void)
     tcase_add_loop_test(tc, staged_adoption_predicts_past_its_first_epochs, 0,
                         sizeof(staged_cases) / sizeof(staged_cases[0]));
     tcase_add_test(tc, registered_seed_is_checked_not_replaced);
+    tcase_add_test(tc, registered_ranks_confirmed_when_all_seen);
     tcase_add_loop_test(tc, registered_seed_refined_to_torch_global, 0, 6);
     tcase_add_test(tc, off_observes_nothing);
     tcase_add_test(tc, sweep_auto_holds_while_the_search_gets_little_of_a_core);
