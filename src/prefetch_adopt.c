@@ -85,15 +85,6 @@ void pf_identify_free(struct cfs_prefetch *pf)
     pthread_mutex_destroy(&pf->replan_mu);
 }
 
-void pf_order_set_state(struct cfs_prefetch *pf, enum pf_order_state st)
-{
-    pthread_mutex_lock(&pf->order_mu);
-    pf->order_state = st;
-    pthread_mutex_unlock(&pf->order_mu);
-    cfs_metrics_set(pf->m, CFS_M_ORDER_IDENTIFIED,
-                    st == PF_ORDER_IDENTIFIED || st == PF_ORDER_CONFIRMED);
-}
-
 void cfs_prefetch_set_identify(struct cfs_prefetch *pf, const struct cfs_identify_ops *ops,
                                void *arg, const char *off_reason)
 {

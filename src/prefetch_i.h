@@ -23,6 +23,8 @@
  *   prefetch_fetch.c    one fetch from the PFS or a peer, the finisher
  *                       thread, the source's identity;
  *   prefetch_loop.c     the prefetcher thread and its cursors, the sweep;
+ *   prefetch_registered.c a registered order checked against an
+ *                       identification;
  *   prefetch_adopt.c    order identification's side: learning, adoption,
  *                       self-correction, the order line of the stats;
  *   prefetch_open.c     open/read/release (the FUSE workers');
@@ -514,6 +516,9 @@ int pf_replan(struct cfs_prefetch *pf, const struct cfs_run_config *run,
 bool pf_is_changed(const struct cfs_prefetch *pf, uint32_t id);
 /* Remember that id's source changed; count and log it the first time. */
 void pf_mark_changed(struct cfs_prefetch *pf, uint32_t id, const char *path);
+/* The order's state, and clairfs_order_identified with it (order_mu not
+ * held). */
+void pf_order_set_state(struct cfs_prefetch *pf, enum pf_order_state st);
 
 /* prefetch_retrieve.c: owned files staged in the page cache, read back
  * for peers.  possible: the session can retrieve (owned files may then be
@@ -576,10 +581,6 @@ void pf_end_epoch_order(struct cfs_prefetch *pf);
 /* Initialises and frees the identification state (create/destroy). */
 void pf_identify_init(struct cfs_prefetch *pf);
 void pf_identify_free(struct cfs_prefetch *pf);
-/* The order's state, and clairfs_order_identified with it (order_mu not
- * held). */
-void pf_order_set_state(struct cfs_prefetch *pf, enum pf_order_state st);
-
 /* prefetch_registered.c: a registered order meets an identification
  * (replan_mu held): kept, and confirmed or contradicted by the opens. */
 void pf_check_registered(struct cfs_prefetch *pf, const struct cfs_identified *id);

@@ -258,3 +258,12 @@ void pf_mark_changed(struct cfs_prefetch *pf, uint32_t id, const char *path)
              "unless cached (ESTALE); remount with -o rescan to serve the new version",
              path);
 }
+
+void pf_order_set_state(struct cfs_prefetch *pf, enum pf_order_state st)
+{
+    pthread_mutex_lock(&pf->order_mu);
+    pf->order_state = st;
+    pthread_mutex_unlock(&pf->order_mu);
+    cfs_metrics_set(pf->m, CFS_M_ORDER_IDENTIFIED,
+                    st == PF_ORDER_IDENTIFIED || st == PF_ORDER_CONFIRMED);
+}
