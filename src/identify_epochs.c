@@ -188,7 +188,8 @@ static int table_search(struct cfs_identify *id, const struct cfs_rng_table_prob
                         struct cfs_rng_table_result *res)
 {
     double cpu0 = ident_clock_sec(CLOCK_THREAD_CPUTIME_ID);
-    bool lowered = strcmp(cfs_thread_lower_priority(), "normal") != 0;
+    bool lowered = !id->pace.keep_thread_normal &&
+                   strcmp(cfs_thread_lower_priority(), "normal") != 0;
     int rc = cfs_rng_table_find(pr, &id->cancel, res);
     if (lowered)
         (void)cfs_thread_normal_priority();
@@ -291,7 +292,10 @@ static void pace_range(void *arg, struct cfs_seed_workers *w)
 static int range_slice(struct cfs_identify *id, const struct cfs_rng_range_problem *pr,
                        struct cfs_rng_table_result *res)
 {
-    struct cfs_seed_threads t = {.threads = id->p.search_threads,
+    unsigned threads = id->p.search_threads;
+    if (id->pace.keep_thread_normal && (threads ? threads : cfs_seed_usable_cpus()) < 2)
+        threads = 2; /* on idle workers, never the module's thread */
+    struct cfs_seed_threads t = {.threads = threads,
                                  .idle = true,
                                  .every = IDENT_PACE_CHUNK,
                                  .pace = pace_range,

@@ -359,7 +359,8 @@ struct ident_pace {
     _Atomic uint64_t reading_us;
     atomic_bool reset; /* a restart: nothing of the budget spent yet */
     /* The module thread's own. */
-    bool idle;       /* the priority it runs at */
+    bool keep_thread_normal; /* never lowered: only the workers (identify.h thread_stays_idle) */
+    bool idle;       /* the priority it runs at (its scans' workers', where keep_thread_normal) */
     bool raised;     /* in a scan's long part, at the normal priority */
     double cpu_mark; /* its CPU time and its scans' workers' when last charged */
     double workers_cpu; /* CPU seconds of the scans' worker threads, counted up */

@@ -194,7 +194,9 @@ void ident_pace_charge(struct ident_pace *pc)
 void ident_pace_priority(struct ident_pace *pc, bool idle)
 {
     ident_pace_charge(pc);
-    if (idle)
+    if (pc->keep_thread_normal)
+        ; /* the workers follow pc->idle (ident_pace_chunk) */
+    else if (idle)
         (void)cfs_thread_lower_priority();
     else
         (void)cfs_thread_normal_priority();
@@ -283,6 +285,13 @@ static bool set_thread_priority(bool raised)
                   : strcmp(cfs_thread_lower_priority(), "normal") != 0;
 }
 
+/* Where the module thread stays at the normal priority: only its workers
+ * move, and once idle they cannot come back either. */
+static bool set_workers_priority(bool raised)
+{
+    return !raised;
+}
+
 void ident_pace_chunk(struct ident_pace *pc, struct ident_scan_meter *m,
                       struct cfs_seed_workers *w)
 {
@@ -291,7 +300,8 @@ void ident_pace_chunk(struct ident_pace *pc, struct ident_scan_meter *m,
     if (m && d > 0)
         atomic_fetch_add(&m->workers_ns, (uint64_t)(d * 1e9));
     bool was_raised = pc->raised;
-    ident_pace_chunk_at(pc, ident_clock_sec(CLOCK_MONOTONIC), pace_cpu(pc), set_thread_priority);
+    ident_pace_chunk_at(pc, ident_clock_sec(CLOCK_MONOTONIC), pace_cpu(pc),
+                        pc->keep_thread_normal ? set_workers_priority : set_thread_priority);
     if (m && pc->raised != was_raised) {
         pthread_mutex_lock(&m->mu);
         ident_meter_raised_at(m, pc->raised, ident_clock_sec(CLOCK_MONOTONIC),

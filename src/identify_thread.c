@@ -421,6 +421,7 @@ int cfs_identify_create(const struct cfs_identify_params *p, struct cfs_identify
     id->meter.share = -1;
     id->pace.idle_share = -1;
     id->pace.budget = p->search_budget;
+    id->pace.keep_thread_normal = p->thread_stays_idle;
     id->pace.cores = p->cores ? p->cores : online_cpus();
     id->pace.n = p->n;
     id->pace.metrics = p->metrics;

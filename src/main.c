@@ -707,6 +707,7 @@ static int start_identify(struct daemon *d)
                 .nodes = (uint32_t)d->nodes,
                 .search_budget = d->cl.opts.search_budget / 100.0,
                 .search_threads = d->cl.opts.search_threads,
+                .thread_stays_idle = d->search_stays_idle,
                 .metrics = &d->metrics,
             },
         .on_identified = on_identified,

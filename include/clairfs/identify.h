@@ -183,6 +183,13 @@ struct cfs_identify_params {
      * mount's search_threads= (default 0).  The answer is the same for any
      * count. */
     unsigned search_threads;
+    /* The module's thread could not come back from idle priority (no
+     * CAP_SYS_NICE, RLIMIT_NICE short of 20: an ordinary user's mount).
+     * It then never lowers itself, only its scans' worker threads: it
+     * calls on_identified, which plans under the data path's locks, and a
+     * SCHED_IDLE holder of those on busy cores would stall every open
+     * behind it for seconds (a priority inversion). */
+    bool thread_stays_idle;
     unsigned cores;               /* the CPUs it counts; 0: those this process may use */
     /* The scans' CPU time by priority (clairfs_search_cpu_seconds_total);
      * NULL: not counted. */

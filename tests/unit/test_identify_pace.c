@@ -1,7 +1,8 @@
 /* The identification scans' pace and meter (identify_pace.c) with their
  * measurements given: the share of a core a window of scanning got, the
  * search budget over one epoch at the trainers' pace, when a scan is raised
- * on busy cores and when it stays idle past its budget.  What the pace
+ * on busy cores and when it stays idle past its budget, and that a thread
+ * that could not come back from idle priority is never lowered.  What the pace
  * decides, never how a host's scheduler shared its CPU: every clock and
  * CPU time is the test's. */
 #include <check.h>
@@ -9,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check_run.h"
 #include "clairfs/identify.h"
@@ -256,6 +258,32 @@ START_TEST(a_share_scan_draws_on_the_nodes_budget)
 }
 END_TEST
 
+/* The module's thread goes to idle priority for a scan's long part and
+ * back, except where it could not come back (an ordinary user's mount):
+ * there it stays at the normal priority, since it plans under the data
+ * path's locks, and the pace says idle for its workers to follow. */
+START_TEST(a_thread_that_cannot_come_back_is_never_lowered)
+{
+    struct ident_pace pc;
+    pace_init(&pc, 0.03, NULL);
+    pc.keep_thread_normal = true;
+    ident_pace_priority(&pc, true);
+    ck_assert(pc.idle);
+    ck_assert_int_eq(sched_getscheduler(0), SCHED_OTHER);
+    ident_pace_priority(&pc, false);
+    ck_assert(!pc.idle);
+    ck_assert_int_eq(sched_getscheduler(0), SCHED_OTHER);
+
+    pace_init(&pc, 0.03, NULL);
+    ident_pace_priority(&pc, true);
+    ck_assert_int_eq(sched_getscheduler(0), SCHED_IDLE);
+    if (geteuid() == 0) { /* back only with CAP_SYS_NICE */
+        ident_pace_priority(&pc, false);
+        ck_assert_int_eq(sched_getscheduler(0), SCHED_OTHER);
+    }
+}
+END_TEST
+
 static Suite *identify_pace_suite(void)
 {
     Suite *s = suite_create("identify_pace");
@@ -265,6 +293,7 @@ static Suite *identify_pace_suite(void)
     tcase_add_test(p, the_search_runs_raised_on_busy_cores_within_its_budget);
     tcase_add_test(p, the_search_stays_idle_past_its_budget);
     tcase_add_test(p, a_share_scan_draws_on_the_nodes_budget);
+    tcase_add_test(p, a_thread_that_cannot_come_back_is_never_lowered);
     suite_add_tcase(s, p);
     return s;
 }
