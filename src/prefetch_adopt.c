@@ -636,11 +636,11 @@ static void warn_dropped(struct cfs_prefetch *pf, uint64_t nagain, bool cluster)
                  why);
 }
 
-void pf_drop_adopted(struct cfs_prefetch *pf)
+/* pf_drop_adopted with replan_mu taken (it is released here). */
+static void drop_adopted_locked(struct cfs_prefetch *pf)
 {
     uint64_t again[PF_RECENT][2];
     char root[256] = "";
-    pthread_mutex_lock(&pf->replan_mu);
     pthread_rwlock_wrlock(&pf->plan_lock);
     bool adopted = pf->adopted, cluster = adopted && pf->cluster_plan;
     uint64_t nagain = adopted ? trailing_misses(pf, again) : 0;
@@ -692,6 +692,12 @@ void pf_drop_adopted(struct cfs_prefetch *pf)
         cfs_warn("order: %s", err);
 }
 
+void pf_drop_adopted(struct cfs_prefetch *pf)
+{
+    pthread_mutex_lock(&pf->replan_mu);
+    drop_adopted_locked(pf);
+}
+
 void cfs_prefetch_drop_cluster(struct cfs_prefetch *pf, const char *why)
 {
     pthread_mutex_lock(&pf->replan_mu);
@@ -717,9 +723,9 @@ void cfs_prefetch_drop_cluster(struct cfs_prefetch *pf, const char *why)
     pf_wake(pf);
 }
 
-void pf_end_epoch_order(struct cfs_prefetch *pf)
+/* pf_end_epoch_order with replan_mu taken (it is released here). */
+static void end_epoch_order_locked(struct cfs_prefetch *pf)
 {
-    pthread_mutex_lock(&pf->replan_mu);
     pthread_rwlock_wrlock(&pf->plan_lock);
     bool over = pf->adopted && pf->epoch_only;
     struct pf_track *old = over ? release_adopted(pf) : NULL;
@@ -739,6 +745,33 @@ void pf_end_epoch_order(struct cfs_prefetch *pf)
              "predicted until its own order is identified",
              epoch, epoch + 1);
     pf_wake(pf);
+}
+
+void pf_end_epoch_order(struct cfs_prefetch *pf)
+{
+    pthread_mutex_lock(&pf->replan_mu);
+    end_epoch_order_locked(pf);
+}
+
+void pf_settle_owed(struct cfs_prefetch *pf)
+{
+    /* An adoption holds replan_mu while it plans its whole span (seconds
+     * of CPU for ImageNet), as a window's re-plan does: the thread that
+     * counted the open - a FUSE worker, or the open watch's, which every
+     * open waits for under permission events - leaves the drop to the
+     * next open that finds replan_mu free. */
+    while (atomic_load(&pf->drop_owed) || atomic_load(&pf->end_owed)) {
+        if (pthread_mutex_trylock(&pf->replan_mu) != 0)
+            return;
+        if (atomic_exchange(&pf->drop_owed, false)) {
+            drop_adopted_locked(pf);
+        } else if (atomic_exchange(&pf->end_owed, false)) {
+            end_epoch_order_locked(pf);
+        } else {
+            pthread_mutex_unlock(&pf->replan_mu);
+            return;
+        }
+    }
 }
 
 /* ---- the stats lines */

@@ -441,6 +441,7 @@ struct cfs_prefetch {
     atomic_uint_fast64_t recent_count;
     atomic_uint miss_run, block_opens, block_misses, drop_block_misses;
     atomic_bool drop_pending;
+    atomic_bool drop_owed, end_owed; /* asked by an open, for pf_settle_owed */
     bool restart_owed; /* dropped, the module not yet restarted (replan_mu) */
     bool cluster_plan; /* the adopted plan is the nodes' agreed order's (replan_mu) */
     pthread_mutex_t order_mu;
@@ -570,7 +571,7 @@ void pf_learn_record(struct cfs_prefetch *pf, uint32_t s);
 void pf_seen_record(struct cfs_prefetch *pf, uint32_t s);
 /* Adopted: an open's outcome (plan_lock read side held).  True when it
  * ends a run of misses that must drop the order (once: the caller then
- * calls pf_drop_adopted after unlocking). */
+ * asks pf_settle_owed for the drop after unlocking). */
 bool pf_adopted_outcome(struct cfs_prefetch *pf, uint32_t s, const struct cfs_opener *who,
                         bool hit);
 /* Drop the adopted order and restart identification (nothing held). */
@@ -578,6 +579,10 @@ void pf_drop_adopted(struct cfs_prefetch *pf);
 /* The adopted order was one epoch's and the trainer finished it: back to
  * reactive caching while the module learns the next (nothing held). */
 void pf_end_epoch_order(struct cfs_prefetch *pf);
+/* On the open path (nothing held): the drop or the epoch's end an open
+ * asked for (drop_owed, end_owed), done now if replan_mu is free, else
+ * left to a later open. */
+void pf_settle_owed(struct cfs_prefetch *pf);
 /* Initialises and frees the identification state (create/destroy). */
 void pf_identify_init(struct cfs_prefetch *pf);
 void pf_identify_free(struct cfs_prefetch *pf);

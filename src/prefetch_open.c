@@ -113,9 +113,10 @@ static void observed(struct cfs_prefetch *pf, uint32_t sample, const struct cfs_
     if (learn)
         pf->id_ops->observe(pf->id_arg, sample, who ? who->pid : 0, who ? who->ppid : 0);
     if (drop)
-        pf_drop_adopted(pf);
+        atomic_store(&pf->drop_owed, true);
     if (over)
-        pf_end_epoch_order(pf);
+        atomic_store(&pf->end_owed, true);
+    pf_settle_owed(pf);
 }
 
 static enum cfs_metric tier_metric(enum cfs_tier t)

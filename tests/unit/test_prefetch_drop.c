@@ -1,10 +1,12 @@
 /* The learned order dropped, without the identify module (adopt_fixture.h's
  * fake): an adopted order that mispredicts 64 opens in a row, or half of a
- * block of 256, is dropped and the module restarted once with the misses;
+ * block of 256, is dropped and the module restarted once with the misses
+ * (by a later open where a re-plan holds replan_mu);
  * a registered seed never drops; a distributed mount's agreed plan that
  * stops fitting is refused to the other nodes, and dropped when they drop
  * it. */
 #include <check.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,6 +97,32 @@ START_TEST(drop_after_64_misses_in_a_row)
     read_check_as(r.pf, &r.fx, r.mine[0], &trainer);
     ck_assert_uint_eq(r.fake.n, 65);
     ck_assert_uint_eq(mget(&r.m, CFS_M_PREDICTION_HIT) + mget(&r.m, CFS_M_PREDICTION_MISS), 74);
+    drop_run_finish(&r);
+}
+END_TEST
+
+/* The open that ends the run of misses while a re-plan holds replan_mu
+ * (an adoption planning its whole span: seconds) does not wait for it:
+ * the order stays adopted, and the first open after it is dropped. */
+START_TEST(a_drop_waits_for_no_replan)
+{
+    struct drop_run r;
+    drop_run_start(&r);
+    struct cfs_opener stranger = {.pid = 777, .ppid = 1};
+    pthread_mutex_lock(&r.pf->replan_mu); /* trylock by its holder: EBUSY */
+    for (uint32_t i = 0; i < 64; i++)
+        read_check_as(r.pf, &r.fx, r.other[i % r.nother], &stranger);
+    struct cfs_prefetch_stats st;
+    cfs_prefetch_stats(r.pf, &st);
+    ck_assert(st.adopted);
+    ck_assert_uint_eq(r.fake.restarts, 0);
+    read_check_as(r.pf, &r.fx, r.other[64 % r.nother], &stranger);
+    ck_assert_uint_eq(r.fake.restarts, 0); /* still held: still owed */
+    pthread_mutex_unlock(&r.pf->replan_mu);
+    read_check_as(r.pf, &r.fx, r.other[65 % r.nother], &stranger);
+    assert_dropped(&r);
+    ck_assert_uint_eq(mget(&r.m, CFS_M_PREDICTION_MISS), 66);
+    ck_assert_uint_eq(r.fake.n, 66); /* every miss heard again, once */
     drop_run_finish(&r);
 }
 END_TEST
@@ -242,6 +270,7 @@ int main(void)
     TCase *tc = tcase_create("drop");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, drop_after_64_misses_in_a_row);
+    tcase_add_test(tc, a_drop_waits_for_no_replan);
     tcase_add_test(tc, drop_after_half_a_block_missed);
     tcase_add_test(tc, registered_seed_never_drops);
     tcase_add_test(tc, a_cluster_plan_that_stops_fitting_is_refused_to_every_node);
