@@ -20,12 +20,17 @@
 #define RING_OPENS_MIN 1024u /* a thread's latest opens; powers of two */
 #define RING_OPENS_MAX 65536u
 #define KEEP_NS 2000000000ull
-/* How late a thread's TTY may follow its open's notification: a thread
- * preempted between open() and isatty() on a busy host.  100 ms was too
- * little beside two busy loops and a test suite on 2 CPUs: the TTY then
- * counted its open again, and left an entry that took a later reader's
- * notification of that file (12 001 and 2 999 of 12 000 and 3 000). */
+/* How late a thread's TTY may follow its open's notification and still be
+ * that open's: a thread preempted between open() and isatty() on a busy
+ * host.  100 ms was too little beside two busy loops and a test suite on 2
+ * CPUs: the TTY then counted its open again, and left an entry that took
+ * a later reader's notification of that file (12 001 and 2 999 of 12 000
+ * and 3 000). */
 #define TTY_LATE_NS 1000000000ull
+/* An open a notification alone counted with no TTY after this long is a
+ * reader's without isatty(): said soon, as the opens of one file by one
+ * thread may merge until the watch changes (a late TTY still matches). */
+#define UNTOLD_NS 100000000ull
 #define UNTOLD_MAX 4096u
 /* An open FUSE served while the marks went in has its notification within
  * a batch if its directory was marked already, else none: past this, a
@@ -377,7 +382,7 @@ bool cfs_open_tally_untold(struct cfs_open_tally *t, uint64_t now_ns, pid_t *tid
         now_ns = t->now;
     t->now = now_ns;
     bool untold = false;
-    while (t->untold_len && now_ns - t->untold[t->untold_head].at > TTY_LATE_NS) {
+    while (t->untold_len && now_ns - t->untold[t->untold_head].at > UNTOLD_NS) {
         struct untold u = t->untold[t->untold_head];
         t->untold_head = (t->untold_head + 1) % UNTOLD_MAX;
         t->untold_len--;

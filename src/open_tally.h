@@ -16,11 +16,11 @@
  * The tally says of each sighting whether it is a new open (to count) or
  * one already counted: a TTY matches its thread's latest open of that file
  * not yet told by a TTY (a PERM or SERVED one, or a NOTE one of the last
- * TTY_LATE_NS: a thread preempted between open and isatty); a NOTE matches
+ * second: a thread preempted between open and isatty); a NOTE matches
  * every open of the thread and file not yet noted (a merged notification
  * stands for all of them, since each was queued before it was read; in an
- * anonymous tally, the oldest such open and those of its process).  An
- * open counted from a NOTE alone that no TTY follows within TTY_LATE_NS is
+ * anonymous tally, the latest such open and those of its process).  An
+ * open counted from a NOTE alone that no TTY follows within 100 ms is
  * a reader that does not call isatty() (cfs_open_tally_untold): its next
  * opens of one file may merge, so the watch needs its permission events
  * from then on.
@@ -77,7 +77,7 @@ bool cfs_open_tally_seen_by(struct cfs_open_tally *t, enum cfs_open_sighting s, 
 void cfs_open_tally_counted(struct cfs_open_tally *t);
 
 /* True once, when an open counted from a NOTE alone has had no TTY for
- * TTY_LATE_NS by now_ns: a reader that does not call isatty(); *tid is
+ * 100 ms by now_ns: a reader that does not call isatty(); *tid is
  * its thread (0: not known), *node the file. */
 bool cfs_open_tally_untold(struct cfs_open_tally *t, uint64_t now_ns, pid_t *tid,
                            uint64_t *node);

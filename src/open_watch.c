@@ -22,8 +22,6 @@
  * the daemon what the round trips did.  The trainer's position lags by at
  * most this much, which matters little once every file is staged. */
 #define BATCH_GATHER_MS 2
-/* The longest a sync waits for a thread that keeps handling events. */
-#define SYNC_MAX_S 10.0
 
 struct cfs_open_watch {
     int fan_fd;
@@ -256,7 +254,7 @@ static struct timespec deadline_in(double seconds)
     return d;
 }
 
-void cfs_open_watch_sync(struct cfs_open_watch *w, double stalled)
+void cfs_open_watch_sync(struct cfs_open_watch *w, double timeout)
 {
     if (!w)
         return;
@@ -264,24 +262,10 @@ void cfs_open_watch_sync(struct cfs_open_watch *w, double stalled)
     uint64_t target = ++w->asked;
     pthread_mutex_unlock(&w->mu);
     wake(w);
-    /* A reader's thousands of opens queued while the thread waited for a
-     * CPU take a busy host longer than `stalled` to hand over (a metrics
-     * read right after cat's 3 000 opens found one not yet counted): the
-     * wait goes on while events are handled, up to SYNC_MAX_S. */
-    uint64_t handled = atomic_load(&w->events);
-    struct timespec cap = deadline_in(SYNC_MAX_S);
+    struct timespec deadline = deadline_in(timeout);
     pthread_mutex_lock(&w->mu);
-    while (w->done < target) {
-        struct timespec slice = deadline_in(stalled);
-        bool capped = slice.tv_sec > cap.tv_sec ||
-                      (slice.tv_sec == cap.tv_sec && slice.tv_nsec > cap.tv_nsec);
-        if (pthread_cond_timedwait(&w->cv, &w->mu, capped ? &cap : &slice) == 0)
-            continue;
-        uint64_t now_handled = atomic_load(&w->events);
-        if (capped || now_handled == handled)
-            break;
-        handled = now_handled;
-    }
+    while (w->done < target && pthread_cond_timedwait(&w->cv, &w->mu, &deadline) == 0)
+        ;
     pthread_mutex_unlock(&w->mu);
 }
 

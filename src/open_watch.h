@@ -80,10 +80,9 @@ int cfs_open_watch_start(const struct cfs_open_watch_hooks *hooks, bool notes_fi
  * directories through the mount).  0, or -errno with a one-line message. */
 int cfs_open_watch_dir(struct cfs_open_watch *w, const char *path, char *err, size_t errlen);
 /* Returns once every event queued before the call has been handed to the
- * callback, or once the thread has handled none for `stalled` seconds
- * (at most 10 s in all): what a reader did before is then counted (the
- * metrics and stats files call it).  NULL is accepted. */
-void cfs_open_watch_sync(struct cfs_open_watch *w, double stalled);
+ * callback, or after timeout seconds: what a reader did before is then
+ * counted (the metrics and stats files call it).  NULL is accepted. */
+void cfs_open_watch_sync(struct cfs_open_watch *w, double timeout);
 /* Stops the thread after the events already read; NULL is accepted. */
 void cfs_open_watch_stop(struct cfs_open_watch *w);
 /* Whether every open is one event (permission events, CAP_SYS_ADMIN):
