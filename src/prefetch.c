@@ -270,6 +270,7 @@ void cfs_prefetch_destroy(struct cfs_prefetch *pf)
         pthread_join(pf->finisher, NULL);
     }
     pf_stager_destroy(atomic_load(&pf->stager));
+    pf_retrieve_destroy(pf); /* their pins, before the cache goes */
     cfs_cache_destroy(pf->cache);
     cfs_index_close(pf->index);
     pf_track_destroy(pf->track);
@@ -290,7 +291,6 @@ void cfs_prefetch_destroy(struct cfs_prefetch *pf)
     pthread_mutex_destroy(&pf->gauge_mu);
     pthread_cond_destroy(&pf->zombie_cv);
     pthread_mutex_destroy(&pf->zombie_mu);
-    pf_retrieve_destroy(pf);
     pthread_mutex_destroy(&pf->retrieve_mu);
     pthread_mutex_destroy(&pf->kernel_mu);
     pthread_rwlock_destroy(&pf->plan_lock);
@@ -397,11 +397,10 @@ int cfs_prefetch_provide(void *arg, uint32_t id, struct cfs_peer_view *v)
         return rc == -EAGAIN ? -EAGAIN : -ENOENT;
     }
     if (pv->h.kernel) {
-        /* Staged: the bytes are the kernel's; read them back. */
-        uint64_t size = pv->h.size, xxh3 = pv->h.xxh3;
-        cfs_cache_release(pf->cache, &pv->h);
+        /* Staged: the bytes are the kernel's; read them back, pinned. */
+        struct cfs_cache_handle h = pv->h;
         free(pv);
-        rc = pf_retrieve_provide(pf, id, size, xxh3, v);
+        rc = pf_retrieve_provide(pf, id, &h, v);
         if (rc == 0) {
             atomic_fetch_add(&pf->peer_served, 1);
             cfs_metrics_add(pf->m, CFS_M_PEER_SERVED_FILES, 1);

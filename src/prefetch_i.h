@@ -523,12 +523,14 @@ void pf_order_set_state(struct cfs_prefetch *pf, enum pf_order_state st);
 
 /* prefetch_retrieve.c: owned files staged in the page cache, read back
  * for peers.  possible: the session can retrieve (owned files may then be
- * staged).  provide: as cfs_prefetch_provide for a staged entry of size
- * bytes and hash xxh3 (0 with *v, -EAGAIN asked, -ENOENT). */
+ * staged).  provide: as cfs_prefetch_provide for the staged entry whose
+ * pin is *h, which it takes (0 with *v, -EAGAIN asked, -ENOENT); a
+ * retrieval in flight keeps the entry pinned. */
 struct pf_retrieval;
 struct cfs_peer_view;
+struct cfs_cache_handle;
 bool pf_retrieve_possible(const struct cfs_prefetch *pf);
-int pf_retrieve_provide(struct cfs_prefetch *pf, uint32_t id, uint64_t size, uint64_t xxh3,
+int pf_retrieve_provide(struct cfs_prefetch *pf, uint32_t id, struct cfs_cache_handle *h,
                         struct cfs_peer_view *v);
 void pf_retrieve_destroy(struct cfs_prefetch *pf);
 

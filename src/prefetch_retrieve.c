@@ -17,8 +17,13 @@
  * The peer checks the bytes against the entry's xxh3, which the cache kept
  * when it staged them.
  *
+ * A retrieval keeps its entry pinned until it is handed over or given up:
+ * an unpinned kernel entry may be evicted meanwhile, its pages invalidated
+ * before the kernel's answer, which then comes back short (a peer fetch
+ * fell back to the PFS about one run in eight of mpi_mount_windows).
+ *
  * Locking: retrieve_mu guards the list; a leaf (nothing is taken under it,
- * the kernel is asked with it released).  kernel_mu is held while the
+ * the kernel is asked with it released, a pin is let go after it).  kernel_mu is held while the
  * kernel is asked (only the peer thread asks, so it never waits but for
  * cfs_prefetch_retrieves_stop): the kernel's answer never needs it. */
 #include "prefetch_i.h"
@@ -28,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clairfs/cache.h"
 #include "clairfs/log.h"
 #include "clairfs/metrics.h"
 #include "clairfs/peer.h"
@@ -48,10 +54,13 @@ struct pf_retrieval {
     size_t chunk;         /* bytes asked a time (retrieve_max when asked) */
     uint64_t size, got, xxh3;
     char *buf;
+    struct cfs_cache_handle h; /* the staged entry's pin */
 };
 
+/* Without retrieve_mu (the pin goes back to the cache). */
 static void retrieval_free(struct pf_retrieval *r)
 {
+    cfs_cache_release(r->pf->cache, &r->h);
     free(r->buf);
     free(r);
 }
@@ -101,23 +110,28 @@ bool pf_retrieve_possible(const struct cfs_prefetch *pf)
     return k && k->retrieve && k->retrieve_max && !pf->opts.no_pagecache;
 }
 
-int pf_retrieve_provide(struct cfs_prefetch *pf, uint32_t id, uint64_t size, uint64_t xxh3,
+int pf_retrieve_provide(struct cfs_prefetch *pf, uint32_t id, struct cfs_cache_handle *h,
                         struct cfs_peer_view *v)
 {
-    if (!pf_retrieve_possible(pf) || size == 0)
+    uint64_t size = h->size;
+    if (!pf_retrieve_possible(pf) || size == 0) {
+        cfs_cache_release(pf->cache, h);
         return -ENOENT;
+    }
     pthread_mutex_lock(&pf->retrieve_mu);
     struct pf_retrieval *r = pf->retrievals;
     while (r && r->id != id)
         r = r->next;
     if (r && r->chunks_left > 0) {
         pthread_mutex_unlock(&pf->retrieve_mu);
+        cfs_cache_release(pf->cache, h); /* the retrieval in flight holds one */
         return -EAGAIN;
     }
     if (r) {
         /* Answered: hand the bytes over, or say "not held". */
         unlink_retrieval(pf, r);
         pthread_mutex_unlock(&pf->retrieve_mu);
+        cfs_cache_release(pf->cache, h);
         if (r->state != RETRIEVAL_DONE || r->got != r->size) {
             cfs_metrics_add(pf->m, CFS_M_PAGECACHE_RETRIEVE_SHORT, 1);
             retrieval_free(r);
@@ -129,30 +143,35 @@ int pf_retrieve_provide(struct cfs_prefetch *pf, uint32_t id, uint64_t size, uin
         };
         return 0;
     }
+    struct pf_retrieval *old = NULL;
     if (pf->nretrievals >= RETRIEVALS_MAX) {
         /* Answers the peer layer gave up waiting for: drop one. */
-        struct pf_retrieval *old = pf->retrievals;
+        old = pf->retrievals;
         while (old && old->chunks_left > 0)
             old = old->next;
         if (!old) {
             pthread_mutex_unlock(&pf->retrieve_mu);
+            cfs_cache_release(pf->cache, h);
             return -ENOENT;
         }
         unlink_retrieval(pf, old);
-        retrieval_free(old);
     }
     pthread_mutex_unlock(&pf->retrieve_mu);
+    if (old)
+        retrieval_free(old);
     r = calloc(1, sizeof(*r));
     if (r)
         r->buf = malloc(size);
     if (!r || !r->buf) {
         free(r);
+        cfs_cache_release(pf->cache, h);
         return -ENOENT;
     }
     r->pf = pf;
     r->id = id;
     r->size = size;
-    r->xxh3 = xxh3;
+    r->xxh3 = h->xxh3;
+    r->h = *h; /* the pin is the retrieval's from here */
     r->state = RETRIEVAL_ASKED;
     /* The session and the kops' argument stay while kernel_mu is held
      * and retrieves_off is not set (cfs_prefetch_retrieves_stop). */

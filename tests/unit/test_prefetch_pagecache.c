@@ -13,12 +13,14 @@
 #include <unistd.h>
 
 #include "check_run.h"
+#include "clairfs/cache.h"
 #include "clairfs/catalog.h"
 #include "clairfs/metrics.h"
 #include "clairfs/peer.h"
 #include "clairfs/prefetch.h"
 #include "epoch_stream.h"
 #include "prefetch_fixture.h"
+#include "src/prefetch_i.h" /* the mount's cache, to drop a file from it */
 
 /* The kernel's page cache as the stager sees it: per entry id the bytes
  * stored, whether the inode is "looked up", and the calls made. */
@@ -66,6 +68,27 @@ static int fake_inval(void *arg, cfs_id id)
 }
 
 static const struct cfs_kernel_ops fake_ops = {fake_known, fake_store, fake_inval};
+
+/* A kernel that takes retrieves and answers none until the test does. */
+static void *asked_cookie;
+static cfs_id asked_id;
+
+static int fake_retrieve(void *arg, cfs_id id, uint64_t off, size_t len, void *cookie)
+{
+    (void)arg, (void)off, (void)len;
+    asked_cookie = cookie;
+    asked_id = id;
+    return 0;
+}
+
+static size_t fake_retrieve_max(void *arg)
+{
+    (void)arg;
+    return 1 << 20;
+}
+
+static const struct cfs_kernel_ops retrieving_ops = {fake_known, fake_store, fake_inval,
+                                                     fake_retrieve, fake_retrieve_max};
 
 /* The pages a test's stager left stored (no last epoch invalidated them). */
 static void fake_kernel_free(struct fake_kernel *k)
@@ -265,6 +288,45 @@ START_TEST(path_unpinned_handle_freed_at_its_close)
 }
 END_TEST
 
+/* A peer's retrieve of a staged file pins its entry until the answer is
+ * handed over: the file dropped meanwhile (evicted) keeps its pages, and
+ * the kernel's answer comes back whole.  Unpinned, the stager invalidated
+ * the pages first and every such answer came back short. */
+START_TEST(a_retrieve_pins_its_entry)
+{
+    struct fixture fx;
+    struct cfs_metrics m;
+    struct fake_kernel k = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    char err[256] = "";
+    fixture_init(&fx);
+    struct cfs_prefetch *pf = make_pf(&fx, "seed=5,epochs=3,ram=16M", &m, NULL);
+    ck_assert_int_eq(cfs_prefetch_kernel_start(pf, &retrieving_ops, &k, err, sizeof(err)), 0);
+    ck_assert_int_eq(cfs_prefetch_wait_idle(pf, 30), 0);
+    ck_assert(wait_metric(&m, CFS_M_PAGECACHE_STAGED, NFILES - 1));
+    cfs_id id = cfs_catalog_sample_entry(fx.cat, 3);
+    pthread_mutex_lock(&k.mu);
+    size_t len = k.len[id];
+    unsigned invals = k.invals;
+    pthread_mutex_unlock(&k.mu);
+    ck_assert_uint_gt(len, 0);
+    struct cfs_peer_view v;
+    ck_assert_int_eq(cfs_prefetch_provide(pf, id, &v), -EAGAIN); /* asked */
+    ck_assert_uint_eq(asked_id, id);
+    ck_assert_int_eq(cfs_cache_drop(pf->cache, id), 0);
+    usleep(200000); /* the stager's turn to invalidate a zombie */
+    pthread_mutex_lock(&k.mu);
+    ck_assert_ptr_nonnull(k.pages[id]);
+    ck_assert_uint_eq(k.invals, invals);
+    cfs_prefetch_retrieved(asked_cookie, 0, k.pages[id], k.len[id]);
+    pthread_mutex_unlock(&k.mu);
+    ck_assert_uint_eq(mget(&m, CFS_M_PAGECACHE_RETRIEVE_SHORT), 0);
+    ck_assert_int_eq(cfs_prefetch_kernel_stop(pf, 5), 0);
+    cfs_prefetch_destroy(pf);
+    fake_kernel_free(&k);
+    fixture_fini(&fx);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("prefetch_pagecache");
@@ -273,6 +335,7 @@ static Suite *suite(void)
     tcase_add_test(tc, path_staged_into_a_fake_page_cache);
     tcase_add_test(tc, path_all_staged_and_unseen_reads);
     tcase_add_test(tc, path_unpinned_handle_freed_at_its_close);
+    tcase_add_test(tc, a_retrieve_pins_its_entry);
     suite_add_tcase(s, tc);
     return s;
 }
