@@ -76,9 +76,12 @@ echo 1 >"$knob"
 mnt=$TMP/mnt-ring
 log=$TMP/d-ring.log
 if cfs_mount "$src" "$mnt" "$log" -o seed=3,batch=8,ram=4M,ssd=64M,ssd_dir="$TMP/ssd",index="$TMP/ix"; then
+    check "ring: $cpus queues registered" test "$(m "$mnt" clairfs_fuse_ring_queues)" -eq "$cpus"
+    # The line follows the gauge: the mount is up before the kernel's INIT
+    # reaches the daemon, and the queues start there.
+    for _ in $(seq 50); do grep -q "FUSE requests over io_uring: " "$log" && break; sleep 0.1; done
     check "ring: one line says the ring runs" \
         test "$(grep -c "FUSE requests over io_uring: $cpus CPU queues of" "$log")" -eq 1
-    check "ring: $cpus queues registered" test "$(m "$mnt" clairfs_fuse_ring_queues)" -eq "$cpus"
     dev0=$(dev "$mnt") # INIT, and what came before the queues were registered
     check "ring: the tree and every byte equal the source's" same_tree "$mnt"
     check "ring: epoch verified" cfs_replay "$src" "$mnt" "seed=3,batch=8" --epochs 1
