@@ -269,8 +269,10 @@ void cfs_prefetch_destroy(struct cfs_prefetch *pf)
         pthread_mutex_unlock(&pf->mu);
         pthread_join(pf->finisher, NULL);
     }
+    /* The retrievals' pins first: the last one of a dropped kernel entry
+     * kicks the stager, and the cache must still be there. */
+    pf_retrieve_destroy(pf);
     pf_stager_destroy(atomic_load(&pf->stager));
-    pf_retrieve_destroy(pf); /* their pins, before the cache goes */
     cfs_cache_destroy(pf->cache);
     cfs_index_close(pf->index);
     pf_track_destroy(pf->track);
