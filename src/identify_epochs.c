@@ -292,10 +292,7 @@ static void pace_range(void *arg, struct cfs_seed_workers *w)
 static int range_slice(struct cfs_identify *id, const struct cfs_rng_range_problem *pr,
                        struct cfs_rng_table_result *res)
 {
-    unsigned threads = id->p.search_threads;
-    if (id->pace.keep_thread_normal && (threads ? threads : cfs_seed_usable_cpus()) < 2)
-        threads = 2; /* on idle workers, never the module's thread */
-    struct cfs_seed_threads t = {.threads = threads,
+    struct cfs_seed_threads t = {.threads = ident_pace_threads(&id->pace, id->p.search_threads),
                                  .idle = true,
                                  .every = IDENT_PACE_CHUNK,
                                  .pace = pace_range,

@@ -383,6 +383,10 @@ struct ident_pace {
  * chunk of a scan's long part, the priority of the next. */
 void ident_pace_charge(struct ident_pace *pc);
 void ident_pace_priority(struct ident_pace *pc, bool idle);
+/* The threads of a paced scan's long part given search_threads=
+ * `configured`: at least two where the module thread stays at the normal
+ * priority (keep_thread_normal), so that it never scans itself. */
+unsigned ident_pace_threads(const struct ident_pace *pc, unsigned configured);
 struct cfs_seed_workers;
 /* w: the scan's worker threads (NULL: the module thread scans), their CPU
  * time charged with the thread's (and added to m's, m may be NULL) and

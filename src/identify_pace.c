@@ -277,6 +277,13 @@ void ident_pace_chunk_at(struct ident_pace *pc, double now, double cpu,
     switched(pc, raise, now, allow);
 }
 
+unsigned ident_pace_threads(const struct ident_pace *pc, unsigned configured)
+{
+    if (pc->keep_thread_normal && (configured ? configured : cfs_seed_usable_cpus()) < 2)
+        return 2;
+    return configured;
+}
+
 /* The module thread at the normal priority (raised) or idle: false when
  * the change was refused (the lowering fell through to "normal"). */
 static bool set_thread_priority(bool raised)

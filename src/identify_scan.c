@@ -211,10 +211,9 @@ static int scan(struct ident_attempt *a, const uint64_t *fs, const uint64_t *ss,
          * its head on the module thread.  A candidate that stops the
          * search (on_candidate: a fit, short of evidence or not) stops
          * them all. */
-        unsigned threads = a->paced || !a->pace ? a->p->search_threads : 1;
-        if (a->paced && a->pace->keep_thread_normal &&
-            (threads ? threads : cfs_seed_usable_cpus()) < 2)
-            threads = 2; /* the long part on idle workers, never the module's thread */
+        unsigned threads = !a->pace ? a->p->search_threads
+                           : a->paced ? ident_pace_threads(a->pace, a->p->search_threads)
+                                      : 1;
         struct cfs_seed_threads t = {.threads = threads,
                                      .idle = a->paced,
                                      .every = IDENT_PACE_CHUNK,
