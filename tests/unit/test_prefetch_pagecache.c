@@ -104,14 +104,22 @@ static bool wait_metric(const struct cfs_metrics *m, enum cfs_metric id, uint64_
     return cfs_metrics_get(m, id) == want;
 }
 
-/* A mount of the fixture with opts whose stager stores into k. */
-static struct cfs_prefetch *kernel_pf(struct fixture *fx, const char *opts, struct cfs_metrics *m,
-                                      struct fake_kernel *k)
+/* A mount of the fixture with opts whose stager stores into k (the kernel
+ * ops ops, fake_ops by default). */
+static struct cfs_prefetch *kernel_pf_ops(struct fixture *fx, const char *opts,
+                                          struct cfs_metrics *m, const struct cfs_kernel_ops *ops,
+                                          struct fake_kernel *k)
 {
     char err[256] = "";
     struct cfs_prefetch *pf = make_pf(fx, opts, m, NULL);
-    ck_assert_int_eq(cfs_prefetch_kernel_start(pf, &fake_ops, k, err, sizeof(err)), 0);
+    ck_assert_int_eq(cfs_prefetch_kernel_start(pf, ops, k, err, sizeof(err)), 0);
     return pf;
+}
+
+static struct cfs_prefetch *kernel_pf(struct fixture *fx, const char *opts, struct cfs_metrics *m,
+                                      struct fake_kernel *k)
+{
+    return kernel_pf_ops(fx, opts, m, &fake_ops, k);
 }
 
 static void kernel_pf_end(struct cfs_prefetch *pf, struct fixture *fx, struct fake_kernel *k)
@@ -297,10 +305,8 @@ START_TEST(a_retrieve_pins_its_entry)
     struct fixture fx;
     struct cfs_metrics m;
     struct fake_kernel k = {.mu = PTHREAD_MUTEX_INITIALIZER};
-    char err[256] = "";
     fixture_init(&fx);
-    struct cfs_prefetch *pf = make_pf(&fx, "seed=5,epochs=3,ram=16M", &m, NULL);
-    ck_assert_int_eq(cfs_prefetch_kernel_start(pf, &retrieving_ops, &k, err, sizeof(err)), 0);
+    struct cfs_prefetch *pf = kernel_pf_ops(&fx, "seed=5,epochs=3,ram=16M", &m, &retrieving_ops, &k);
     ck_assert_int_eq(cfs_prefetch_wait_idle(pf, 30), 0);
     ck_assert(wait_metric(&m, CFS_M_PAGECACHE_STAGED, NFILES - 1));
     cfs_id id = cfs_catalog_sample_entry(fx.cat, 3);
@@ -320,10 +326,7 @@ START_TEST(a_retrieve_pins_its_entry)
     cfs_prefetch_retrieved(asked_cookie, 0, k.pages[id], k.len[id]);
     pthread_mutex_unlock(&k.mu);
     ck_assert_uint_eq(mget(&m, CFS_M_PAGECACHE_RETRIEVE_SHORT), 0);
-    ck_assert_int_eq(cfs_prefetch_kernel_stop(pf, 5), 0);
-    cfs_prefetch_destroy(pf);
-    fake_kernel_free(&k);
-    fixture_fini(&fx);
+    kernel_pf_end(pf, &fx, &k);
 }
 END_TEST
 
